@@ -1,0 +1,40 @@
+# Every dependency comes from a Debian 12 package; a missing one is reported
+# with the package that provides it.
+function(tessel_require found package what)
+  if(NOT ${found})
+    message(FATAL_ERROR "tessel needs ${what}: install it with `apt-get install ${package}`")
+  endif()
+endfunction()
+
+find_package(LLVM 19 CONFIG QUIET PATHS /usr/lib/llvm-19/lib/cmake/llvm NO_DEFAULT_PATH)
+tessel_require(LLVM_FOUND llvm-19-dev "LLVM 19")
+find_package(LLD CONFIG QUIET PATHS /usr/lib/llvm-19/lib/cmake/lld NO_DEFAULT_PATH)
+tessel_require(LLD_FOUND liblld-19-dev "lld 19 as a library")
+find_library(TESSEL_ZSTD_STATIC NAMES libzstd.a)
+tessel_require(TESSEL_ZSTD_STATIC libzstd-dev "static zstd")
+find_package(absl CONFIG QUIET)
+tessel_require(absl_FOUND libabsl-dev "Abseil")
+
+find_path(TESSEL_CUDA_INCLUDE_DIR cuda.h PATHS /usr/local/cuda/include ENV CUDA_HOME PATH_SUFFIXES include)
+tessel_require(TESSEL_CUDA_INCLUDE_DIR "the CUDA toolkit headers (/usr/local/cuda)" "cuda.h")
+find_path(TESSEL_HIP_INCLUDE_DIR hip/hip_runtime_api.h PATHS /usr/include /opt/rocm/include)
+tessel_require(TESSEL_HIP_INCLUDE_DIR libamdhip64-dev "the HIP headers")
+
+if(TESSEL_BUILD_TESTS)
+  find_package(GTest CONFIG QUIET)
+  tessel_require(GTest_FOUND libgtest-dev "GoogleTest")
+endif()
+if(TESSEL_BUILD_BENCHMARKS)
+  find_package(benchmark CONFIG QUIET)
+  tessel_require(benchmark_FOUND libbenchmark-dev "Google Benchmark")
+endif()
+
+find_program(TESSEL_FILECHECK FileCheck PATHS ${LLVM_TOOLS_BINARY_DIR} NO_DEFAULT_PATH)
+find_program(TESSEL_PTXAS ptxas PATHS /usr/local/cuda/bin)
+
+llvm_map_components_to_libnames(TESSEL_LLVM_LIBS
+  core support passes irreader bitwriter target analysis transformutils
+  orcjit executionengine
+  x86codegen x86asmparser x86desc x86info
+  nvptxcodegen nvptxdesc nvptxinfo
+  amdgpucodegen amdgpuasmparser amdgpudesc amdgpuinfo amdgpuutils)

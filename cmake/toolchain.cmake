@@ -1,0 +1,10 @@
+# Build speed on small machines: ccache when present, lld for the big link.
+find_program(TESSEL_CCACHE ccache)
+if(TESSEL_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${TESSEL_CCACHE})
+endif()
+find_program(TESSEL_LLD ld.lld PATHS ${LLVM_TOOLS_BINARY_DIR} NO_DEFAULT_PATH)
+if(TESSEL_LLD)
+  get_filename_component(TESSEL_LLD_DIR ${TESSEL_LLD} DIRECTORY)
+  add_link_options(-fuse-ld=lld -B${TESSEL_LLD_DIR})
+endif()

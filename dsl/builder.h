@@ -1,0 +1,109 @@
+// KernelBuilder: the C++ front end. Builder calls append ops to a kernel;
+// mistakes never abort, `build()` returns the first one with the file and
+// line of the user's call.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <source_location>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dsl/ir.h"
+#include "dsl/value.h"
+
+namespace tessel {
+
+// A built, verified kernel: immutable and cheap to copy.
+class Kernel {
+ public:
+  const KernelIR& ir() const { return *ir_; }
+  const std::string& name() const { return ir_->name; }
+  const std::vector<Param>& params() const { return ir_->params; }
+  // The stable printed form (the JIT cache key and golden tests use it).
+  const std::string& str() const { return text_; }
+  // A stable 64-bit hash of str().
+  uint64_t hash() const { return hash_; }
+
+ private:
+  friend class KernelBuilder;
+  std::shared_ptr<const KernelIR> ir_;
+  std::string text_;
+  uint64_t hash_ = 0;
+};
+
+// The device-side handle of a triggered copy plan (see TriggeredPlan).
+class TriggeredView {
+ public:
+  // Opens `batch` once every contributor published it. Whole program, non-divergent.
+  void publish(const Operand& batch, std::source_location loc = std::source_location::current()) const;
+  // Whether `batch` of this epoch has arrived here (i1).
+  Value arrived(const Operand& batch, std::source_location loc = std::source_location::current()) const;
+  // Waits (bounded) until `batch` has arrived.
+  void wait(const Operand& batch, std::source_location loc = std::source_location::current()) const;
+  // Whether the buffer of `batch` may be written again (its copies are done).
+  Value reusable(const Operand& batch, std::source_location loc = std::source_location::current()) const;
+  const Value& value() const { return v_; }
+
+ private:
+  friend class KernelBuilder;
+  explicit TriggeredView(Value v) : v_(v) {}
+  Value v_;
+};
+
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string name);
+  ~KernelBuilder();
+  KernelBuilder(const KernelBuilder&) = delete;
+  KernelBuilder& operator=(const KernelBuilder&) = delete;
+
+  // A scalar or pointer argument.
+  Value arg(const Type& type, std::string name, std::source_location loc = std::source_location::current());
+  // A TMA descriptor passed by value (a __grid_constant__ parameter on NVIDIA).
+  Value tensor_map(DType dtype, Shape box, std::string name, Swizzle swizzle = Swizzle::kNone,
+                   std::source_location loc = std::source_location::current());
+  TriggeredView triggered_view(std::string name, std::source_location loc = std::source_location::current());
+
+  Value program_id(int axis = 0, std::source_location loc = std::source_location::current());
+  Value num_programs(int axis = 0, std::source_location loc = std::source_location::current());
+
+  // Tiles made from nothing: [lo, hi) as i32, and constant tiles.
+  Value arange(int64_t lo, int64_t hi, std::source_location loc = std::source_location::current());
+  Value full(const Shape& shape, const Operand& value, DType dtype,
+             std::source_location loc = std::source_location::current());
+  Value zeros(const Shape& shape, DType dtype, std::source_location loc = std::source_location::current());
+  // A scalar constant of a given dtype.
+  Value constant(const Operand& value, DType dtype, std::source_location loc = std::source_location::current());
+
+  // A mutable variable; see Var.
+  Var var(const Operand& init, std::source_location loc = std::source_location::current());
+
+  // for (i = lo; i < hi; i += step) body(i). Vars assigned in the body are
+  // carried from one iteration to the next.
+  void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Value)>& body,
+                 std::source_location loc = std::source_location::current());
+  // The same with explicit loop-carried values: body(i, carried) returns the
+  // next values; the call returns the final ones.
+  std::vector<Value> for_range(const Operand& lo, const Operand& hi, const Operand& step,
+                               const std::vector<Value>& inits,
+                               const std::function<std::vector<Value>(Value, std::span<const Value>)>& body,
+                               std::source_location loc = std::source_location::current());
+  // The persistent loop: for (t = program_id(0); t < num_tiles; t += num_programs(0)).
+  void for_each_tile(const Operand& num_tiles, const std::function<void(Value)>& body,
+                     std::source_location loc = std::source_location::current());
+  void if_(const Operand& cond, const std::function<void()>& then_body, const std::function<void()>& else_body = {},
+           std::source_location loc = std::source_location::current());
+
+  // Verifies the kernel and returns it, or the first error.
+  absl::StatusOr<Kernel> build();
+
+  detail::BuilderState* state() const { return state_.get(); }
+
+ private:
+  std::unique_ptr<detail::BuilderState> state_;
+};
+
+}  // namespace tessel

@@ -1,0 +1,99 @@
+// The kernel IR: SSA values defined by ops in structured blocks. A kernel is
+// a top-level block; `for` and `if` ops own nested blocks that end in a
+// `yield`. The IR holds no LLVM types; codegen/ lowers it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "dsl/types.h"
+
+namespace tessel {
+
+enum class OpCode : uint8_t {
+  // Leaves.
+  kConstant,     // ints[0] or fval: the literal; type scalar
+  kProgramId,    // ints[0] = axis
+  kNumPrograms,  // ints[0] = axis
+  kArange,       // ints = {lo, hi}; tile<i32>[hi-lo]
+  // Shape ops.
+  kSplat,       // scalar -> tile
+  kBroadcast,   // tile -> tile of a larger shape (size-1 dims stretch)
+  kExpandDims,  // ints[0] = axis
+  kReshape,
+  kTrans,       // ints = permutation
+  // Elementwise arithmetic: operands of one type (tile shapes equal).
+  kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr,
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  kNeg, kNot, kExp, kLog, kSqrt, kRsqrt, kAbs, kFloor,
+  kFma,
+  kPtrAdd,  // pointer(s) + integer offset(s) in elements
+  kCast,
+  kSelect,
+  kReduce,  // ints = {axis, combiner opcode}
+  // Memory.
+  kLoad,     // operands: ptrs [, mask [, other]]
+  kStore,    // operands: ptrs, value [, mask]
+  kAtomic,   // ints[0] = combiner opcode (kAdd, kMin, kMax, kAnd, kOr, kXor) or -1 for exchange; operands ptrs, value [, mask]
+  kAtomicCas,  // operands ptr, compare, value
+  kTmaLoad,   // operands: map, coords...; result: shared tile of the box
+  kTmaStore,  // operands: map, tile, coords...
+  kDot,       // operands: a, b, acc
+  // Triggered views.
+  kPublish, kArrived, kWait, kReusable,  // operands: view, batch
+  // Control flow.
+  kFor,    // operands: lo, hi, step, inits...; block 0 args: iv, carried...
+  kIf,     // operands: cond; blocks: then, else
+  kYield,  // operands: values passed to the enclosing op's results
+};
+
+absl::string_view opcode_name(OpCode op);
+
+struct Op;
+
+// A value is defined by an op result, a block argument or a kernel parameter.
+struct ValueInfo {
+  Type type;
+  int def_op = -1;     // index in KernelIR::ops, or -1 for block arguments
+  int def_block = -1;  // the block that defines it (holds the op, or has the argument)
+  int index = 0;       // result index, or argument index in the block
+};
+
+struct Block {
+  std::vector<int> args;  // value ids
+  std::vector<int> ops;   // op ids in program order
+  int parent = -1;        // the enclosing block; -1 for the kernel body
+};
+
+struct Op {
+  OpCode op;
+  std::vector<int> operands;  // value ids
+  std::vector<int> results;   // value ids
+  std::vector<int> blocks;    // block ids
+  std::vector<int64_t> ints;  // attributes
+  double fval = 0;
+  std::source_location loc;
+};
+
+// Kernel parameters are the arguments of block 0, in order.
+struct Param {
+  std::string name;
+  Type type;
+  int value = -1;
+};
+
+struct KernelIR {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<ValueInfo> values;
+  std::vector<Op> ops;
+  std::vector<Block> blocks;  // blocks[0] is the kernel body
+
+  const Type& type(int value) const { return values[value].type; }
+};
+
+}  // namespace tessel

@@ -1,0 +1,589 @@
+// Type rules of the DSL's operators and free functions.
+#include "dsl/ops.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/state.h"
+
+namespace tessel {
+namespace {
+
+using detail::BuilderState;
+
+absl::string_view symbol(OpCode op) {
+  switch (op) {
+    case OpCode::kAdd: return "operator+";
+    case OpCode::kSub: return "operator-";
+    case OpCode::kMul: return "operator*";
+    case OpCode::kDiv: return "operator/";
+    case OpCode::kRem: return "operator%";
+    case OpCode::kAnd: return "operator&";
+    case OpCode::kOr: return "operator|";
+    case OpCode::kXor: return "operator^";
+    case OpCode::kShl: return "operator<<";
+    case OpCode::kShr: return "operator>>";
+    case OpCode::kEq: return "operator==";
+    case OpCode::kNe: return "operator!=";
+    case OpCode::kLt: return "operator<";
+    case OpCode::kLe: return "operator<=";
+    case OpCode::kGt: return "operator>";
+    case OpCode::kGe: return "operator>=";
+    case OpCode::kMin: return "minimum";
+    case OpCode::kMax: return "maximum";
+    default: return opcode_name(op);
+  }
+}
+
+bool is_compare(OpCode op) { return op >= OpCode::kEq && op <= OpCode::kGe; }
+
+// The dtype a literal should take next to `o`, if `o` is a value.
+std::optional<DType> hint_of(BuilderState& s, const Operand& o) {
+  if (!o.is_value() || !o.value().valid() || o.value().state() != &s) return std::nullopt;
+  const Type& t = o.value().type();
+  if (t.is_pointer() || (t.is_tile() && t.elements_are_pointers())) return std::nullopt;
+  return t.dtype();
+}
+
+Shape shape_of(const Type& t) { return t.is_tile() ? t.shape() : Shape{}; }
+
+// Splats or broadcasts value `id` to `shape` (no-op when it has it already).
+int to_shape(BuilderState& s, int id, const Shape& shape, std::source_location loc) {
+  const Type& t = s.type(id);
+  if (shape.empty() || (t.is_tile() && t.shape() == shape)) return id;
+  if (!t.is_tile()) return s.emit1(OpCode::kSplat, {id}, Type::tile(t, shape), loc).id();
+  return s.emit1(OpCode::kBroadcast, {id}, Type::tile(t.element(), shape), loc).id();
+}
+
+// The numpy-style common shape of two operands (equal ranks; size-1 dims
+// stretch; a scalar goes anywhere). Empty for two scalars.
+std::optional<Shape> common_shape(BuilderState& s, const Type& a, const Type& b, absl::string_view what,
+                                  std::source_location loc) {
+  Shape sa = shape_of(a), sb = shape_of(b);
+  if (sa.empty()) return sb;
+  if (sb.empty()) return sa;
+  if (sa.size() != sb.size()) {
+    s.fail(loc, absl::StrCat(what, ": rank mismatch between ", a.str(), " and ", b.str(),
+                             " (use expand_dims to line up dimensions)"));
+    return std::nullopt;
+  }
+  Shape out(sa.size());
+  for (size_t i = 0; i < sa.size(); ++i) {
+    if (sa[i] == sb[i] || sb[i] == 1) {
+      out[i] = sa[i];
+    } else if (sa[i] == 1) {
+      out[i] = sb[i];
+    } else {
+      s.fail(loc, absl::StrCat(what, ": shapes of ", a.str(), " and ", b.str(), " do not broadcast (dimension ", i,
+                               ": ", sa[i], " vs ", sb[i], ")"));
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// Materializes two operands and broadcasts them to one shape.
+bool unify(BuilderState& s, const Operand& a, const Operand& b, absl::string_view what, std::source_location loc,
+           int& ia, int& ib) {
+  std::optional<DType> ha = hint_of(s, b), hb = hint_of(s, a);
+  ia = s.operand(a, ha, what, loc);
+  ib = s.operand(b, hb, what, loc);
+  if (ia < 0 || ib < 0) return false;
+  std::optional<Shape> shape = common_shape(s, s.type(ia), s.type(ib), what, loc);
+  if (!shape) return false;
+  ia = to_shape(s, ia, *shape, loc);
+  ib = to_shape(s, ib, *shape, loc);
+  return true;
+}
+
+bool is_pointerish(const Type& t) { return t.is_pointer() || (t.is_tile() && t.elements_are_pointers()); }
+
+Value pointer_add(BuilderState& s, int p, int off, std::source_location loc) {
+  if (!s.type(off).is_int() || s.type(off).is_bool()) {
+    return s.fail(loc, absl::StrCat("operator+: a pointer takes integer offsets, got ", s.type(off).str()));
+  }
+  std::optional<Shape> shape = common_shape(s, s.type(p), s.type(off), "operator+", loc);
+  if (!shape) return Value();
+  p = to_shape(s, p, *shape, loc);
+  off = to_shape(s, off, *shape, loc);
+  return s.emit1(OpCode::kPtrAdd, {p, off}, s.type(p), loc);
+}
+
+Value binary(OpCode op, const Operand& a, const Operand& b) {
+  BuilderState* sp = detail::state_of({&a, &b});
+  if (sp == nullptr) return Value();
+  BuilderState& s = *sp;
+  std::source_location loc = a.loc();
+  absl::string_view what = symbol(op);
+  bool pa = a.is_value() && is_pointerish(a.value().type());
+  bool pb = b.is_value() && is_pointerish(b.value().type());
+  if ((pa || pb) && op == OpCode::kAdd && !(pa && pb)) {
+    const Operand& p = pa ? a : b;
+    int ip = s.use(p.value(), what, loc);
+    int io = s.operand(pa ? b : a, i32, what, loc);
+    if (ip < 0 || io < 0) return Value();
+    return pointer_add(s, ip, io, loc);
+  }
+  int ia, ib;
+  if (!unify(s, a, b, what, loc, ia, ib)) return Value();
+  const Type& ta = s.type(ia);
+  const Type& tb = s.type(ib);
+  if (is_pointerish(ta) || is_pointerish(tb)) {
+    return s.fail(loc, absl::StrCat(what, ": not defined on pointers (", ta.str(), ", ", tb.str(), ")"));
+  }
+  if (ta.element() != tb.element()) {
+    return s.fail(loc, absl::StrCat(what, ": mismatched types ", ta.str(), " and ", tb.str(), "; cast one side"));
+  }
+  DType d = ta.dtype();
+  bool bitwise = op == OpCode::kAnd || op == OpCode::kOr || op == OpCode::kXor;
+  bool shift = op == OpCode::kShl || op == OpCode::kShr;
+  if ((bitwise || shift) && d.is_float()) {
+    return s.fail(loc, absl::StrCat(what, ": needs integer operands, got ", ta.str()));
+  }
+  if (d.is_bool() && !bitwise && op != OpCode::kEq && op != OpCode::kNe) {
+    return s.fail(loc, absl::StrCat(what, ": not defined on i1 (", ta.str(), ")"));
+  }
+  Type result = is_compare(op) ? ta.with_element(i1) : ta;
+  return s.emit1(op, {ia, ib}, result, loc);
+}
+
+Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_location loc) {
+  BuilderState* sp = detail::state_of({&x});
+  if (sp == nullptr) return Value();
+  BuilderState& s = *sp;
+  int ix = s.operand(x, std::nullopt, what, loc);
+  if (ix < 0) return Value();
+  const Type& t = s.type(ix);
+  if (is_pointerish(t) || !(t.is_scalar() || t.is_tile())) {
+    return s.fail(loc, absl::StrCat(what, ": needs a number or a tile of numbers, got ", t.str()));
+  }
+  DType d = t.dtype();
+  bool float_only = op == OpCode::kExp || op == OpCode::kLog || op == OpCode::kSqrt || op == OpCode::kRsqrt ||
+                    op == OpCode::kFloor;
+  if (float_only && !d.is_float()) {
+    return s.fail(loc, absl::StrCat(what, ": needs a floating-point operand, got ", t.str(), "; cast it first"));
+  }
+  if (op == OpCode::kNot && d.is_float()) return s.fail(loc, absl::StrCat(what, ": needs an integer or i1 operand"));
+  if ((op == OpCode::kNeg || op == OpCode::kAbs) && d.is_bool()) {
+    return s.fail(loc, absl::StrCat(what, ": not defined on i1"));
+  }
+  return s.emit1(op, {ix}, t, loc);
+}
+
+Value reduce(OpCode combiner, const Value& x, int axis, absl::string_view what, std::source_location loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = s->use(x, what, loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (!t.is_tile() || t.elements_are_pointers()) {
+    return s->fail(loc, absl::StrCat(what, ": needs a tile of numbers, got ", t.str()));
+  }
+  if (axis < 0 || axis >= t.rank()) {
+    return s->fail(loc, absl::StrCat(what, ": axis ", axis, " is out of range for ", t.str()));
+  }
+  if (t.dtype().is_bool()) return s->fail(loc, absl::StrCat(what, ": not defined on i1 tiles"));
+  Shape shape = t.shape();
+  shape.erase(shape.begin() + axis);
+  Type result = shape.empty() ? Type(t.dtype()) : Type::tile(t.dtype(), shape);
+  return s->emit1(OpCode::kReduce, {ix}, result, loc, {axis, static_cast<int64_t>(combiner)});
+}
+
+// The pointee dtype and shape behind a pointer operand.
+bool pointer_operand(BuilderState& s, const Operand& ptrs, absl::string_view what, std::source_location loc, int& ip) {
+  ip = s.operand(ptrs, std::nullopt, what, loc);
+  if (ip < 0) return false;
+  if (!is_pointerish(s.type(ip))) {
+    s.fail(loc, absl::StrCat(what, ": needs a pointer or a tile of pointers, got ", s.type(ip).str()));
+    return false;
+  }
+  return true;
+}
+
+// Materializes `o` as a value of `ptrs`'s pointee dtype in `ptrs`'s shape.
+int element_operand(BuilderState& s, int ip, const Operand& o, absl::string_view what, absl::string_view role,
+                    std::source_location loc) {
+  const Type& pt = s.type(ip);
+  int io = s.operand(o, pt.dtype(), what, loc);
+  if (io < 0) return -1;
+  const Type& t = s.type(io);
+  if (is_pointerish(t) || t.dtype() != pt.dtype()) {
+    s.fail(loc, absl::StrCat(what, ": ", role, " of type ", t.str(), " does not match the pointee type ",
+                             pt.dtype().name()));
+    return -1;
+  }
+  std::optional<Shape> shape = common_shape(s, pt, t, what, loc);
+  if (!shape) return -1;
+  if (*shape != shape_of(pt)) {
+    s.fail(loc, absl::StrCat(what, ": ", role, " ", t.str(), " is larger than the pointer operand ", pt.str()));
+    return -1;
+  }
+  return to_shape(s, io, *shape, loc);
+}
+
+int mask_operand(BuilderState& s, int ip, const Operand& mask, absl::string_view what, std::source_location loc) {
+  int im = s.operand(mask, i1, what, loc);
+  if (im < 0) return -1;
+  const Type& t = s.type(im);
+  if (!t.is_bool()) {
+    s.fail(loc, absl::StrCat(what, ": the mask must be i1, got ", t.str()));
+    return -1;
+  }
+  std::optional<Shape> shape = common_shape(s, s.type(ip), t, what, loc);
+  if (!shape) return -1;
+  if (*shape != shape_of(s.type(ip))) {
+    s.fail(loc, absl::StrCat(what, ": mask ", t.str(), " is larger than the pointer operand ", s.type(ip).str()));
+    return -1;
+  }
+  return to_shape(s, im, *shape, loc);
+}
+
+Type loaded_type(const Type& ptrs) { return ptrs.with_element(Type(ptrs.dtype())); }
+
+bool tma_coords(BuilderState& s, int map, const std::vector<Operand>& coords, absl::string_view what,
+                std::source_location loc, std::vector<int>& out) {
+  const Type& mt = s.type(map);
+  if (!mt.is_tensor_map()) {
+    s.fail(loc, absl::StrCat(what, ": needs a tensor map, got ", mt.str()));
+    return false;
+  }
+  if (static_cast<int>(coords.size()) != mt.rank()) {
+    s.fail(loc, absl::StrCat(what, ": ", coords.size(), " coordinates for a rank-", mt.rank(), " tensor map"));
+    return false;
+  }
+  for (const Operand& c : coords) {
+    int ic = s.operand(c, i32, what, loc);
+    if (ic < 0) return false;
+    if (s.type(ic) != Type(i32)) {
+      s.fail(loc, absl::StrCat(what, ": coordinates are i32 scalars, got ", s.type(ic).str()));
+      return false;
+    }
+    out.push_back(ic);
+  }
+  return true;
+}
+
+}  // namespace
+
+Value operator+(const Operand& a, const Operand& b) { return binary(OpCode::kAdd, a, b); }
+Value operator-(const Operand& a, const Operand& b) { return binary(OpCode::kSub, a, b); }
+Value operator*(const Operand& a, const Operand& b) { return binary(OpCode::kMul, a, b); }
+Value operator/(const Operand& a, const Operand& b) { return binary(OpCode::kDiv, a, b); }
+Value operator%(const Operand& a, const Operand& b) { return binary(OpCode::kRem, a, b); }
+Value operator&(const Operand& a, const Operand& b) { return binary(OpCode::kAnd, a, b); }
+Value operator|(const Operand& a, const Operand& b) { return binary(OpCode::kOr, a, b); }
+Value operator^(const Operand& a, const Operand& b) { return binary(OpCode::kXor, a, b); }
+Value operator<<(const Operand& a, const Operand& b) { return binary(OpCode::kShl, a, b); }
+Value operator>>(const Operand& a, const Operand& b) { return binary(OpCode::kShr, a, b); }
+Value operator==(const Operand& a, const Operand& b) { return binary(OpCode::kEq, a, b); }
+Value operator!=(const Operand& a, const Operand& b) { return binary(OpCode::kNe, a, b); }
+Value operator<(const Operand& a, const Operand& b) { return binary(OpCode::kLt, a, b); }
+Value operator<=(const Operand& a, const Operand& b) { return binary(OpCode::kLe, a, b); }
+Value operator>(const Operand& a, const Operand& b) { return binary(OpCode::kGt, a, b); }
+Value operator>=(const Operand& a, const Operand& b) { return binary(OpCode::kGe, a, b); }
+Value operator-(const Operand& a) { return unary(OpCode::kNeg, a, "operator- (negation)", a.loc()); }
+Value operator~(const Operand& a) { return unary(OpCode::kNot, a, "operator~", a.loc()); }
+Value operator!(const Operand& a) {
+  if (a.is_value() && a.value().valid() && !a.value().type().is_bool()) {
+    return a.value().state()->fail(a.loc(), absl::StrCat("operator!: needs i1, got ", a.value().type().str()));
+  }
+  return unary(OpCode::kNot, a, "operator!", a.loc());
+}
+
+Value minimum(const Operand& a, const Operand& b, Loc) { return binary(OpCode::kMin, a, b); }
+Value maximum(const Operand& a, const Operand& b, Loc) { return binary(OpCode::kMax, a, b); }
+Value exp(const Operand& x, Loc loc) { return unary(OpCode::kExp, x, "exp", loc); }
+Value log(const Operand& x, Loc loc) { return unary(OpCode::kLog, x, "log", loc); }
+Value sqrt(const Operand& x, Loc loc) { return unary(OpCode::kSqrt, x, "sqrt", loc); }
+Value rsqrt(const Operand& x, Loc loc) { return unary(OpCode::kRsqrt, x, "rsqrt", loc); }
+Value abs(const Operand& x, Loc loc) { return unary(OpCode::kAbs, x, "abs", loc); }
+Value floor(const Operand& x, Loc loc) { return unary(OpCode::kFloor, x, "floor", loc); }
+
+Value fma(const Operand& a, const Operand& b, const Operand& c, Loc loc) {
+  BuilderState* sp = detail::state_of({&a, &b, &c});
+  if (sp == nullptr) return Value();
+  BuilderState& s = *sp;
+  int ia, ib, ic, ic2;
+  if (!unify(s, a, b, "fma", loc, ia, ib)) return Value();
+  if (!unify(s, s.value(ia), c, "fma", loc, ia, ic)) return Value();
+  if (!unify(s, s.value(ib), s.value(ic), "fma", loc, ib, ic2)) return Value();
+  const Type& t = s.type(ia);
+  if (!t.is_float() || s.type(ib) != t || s.type(ic2) != t) {
+    return s.fail(loc, absl::StrCat("fma: needs three floating-point operands of one type, got ", t.str(), ", ",
+                                    s.type(ib).str(), ", ", s.type(ic2).str()));
+  }
+  return s.emit1(OpCode::kFma, {ia, ib, ic2}, t, loc);
+}
+
+Value cdiv(const Operand& a, const Operand& b, Loc) { return (a + b - 1) / b; }
+
+Value sum(const Value& x, int axis, Loc loc) { return reduce(OpCode::kAdd, x, axis, "sum", loc); }
+Value max(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMax, x, axis, "max", loc); }
+Value min(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMin, x, axis, "min", loc); }
+
+Value cast(const Operand& x, DType to, Loc loc) {
+  BuilderState* s = detail::state_of({&x});
+  if (s == nullptr) return Value();
+  int ix = s->operand(x, std::nullopt, "cast", loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (is_pointerish(t) || !(t.is_scalar() || t.is_tile())) {
+    return s->fail(loc, absl::StrCat("cast: converts numbers, got ", t.str()));
+  }
+  if (t.dtype() == to) return s->value(ix);
+  return s->emit1(OpCode::kCast, {ix}, t.with_element(Type(to)), loc);
+}
+
+Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc) {
+  BuilderState* sp = detail::state_of({&cond, &a, &b});
+  if (sp == nullptr) return Value();
+  BuilderState& s = *sp;
+  int ia, ib;
+  if (!unify(s, a, b, "select", loc, ia, ib)) return Value();
+  if (s.type(ia).element() != s.type(ib).element()) {
+    return s.fail(loc, absl::StrCat("select: mismatched types ", s.type(ia).str(), " and ", s.type(ib).str()));
+  }
+  int ic = s.operand(cond, i1, "select", loc);
+  if (ic < 0) return Value();
+  if (!s.type(ic).is_bool()) {
+    return s.fail(loc, absl::StrCat("select: the condition must be i1, got ", s.type(ic).str()));
+  }
+  std::optional<Shape> shape = common_shape(s, s.type(ic), s.type(ia), "select", loc);
+  if (!shape) return Value();
+  ic = to_shape(s, ic, *shape, loc);
+  ia = to_shape(s, ia, *shape, loc);
+  ib = to_shape(s, ib, *shape, loc);
+  return s.emit1(OpCode::kSelect, {ic, ia, ib}, s.type(ia), loc);
+}
+
+Value splat(const Operand& scalar, const Shape& shape, Loc loc) {
+  BuilderState* s = detail::state_of({&scalar});
+  if (s == nullptr) return Value();
+  int ix = s->operand(scalar, std::nullopt, "splat", loc);
+  if (ix < 0 || !s->check_shape(shape, "splat", loc)) return Value();
+  if (s->type(ix).is_tile()) return s->fail(loc, absl::StrCat("splat: needs a scalar, got ", s->type(ix).str()));
+  return s->emit1(OpCode::kSplat, {ix}, Type::tile(s->type(ix), shape), loc);
+}
+
+Value broadcast_to(const Value& x, const Shape& shape, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = s->use(x, "broadcast_to", loc);
+  if (ix < 0 || !s->check_shape(shape, "broadcast_to", loc)) return Value();
+  const Type& t = s->type(ix);
+  std::optional<Shape> common = common_shape(*s, t, Type::tile(t.element(), shape), "broadcast_to", loc);
+  if (!common) return Value();
+  if (*common != shape) {
+    return s->fail(loc, absl::StrCat("broadcast_to: ", t.str(), " does not broadcast to ", shape_str(shape)));
+  }
+  return s->value(to_shape(*s, ix, shape, loc));
+}
+
+Value expand_dims(const Value& x, int axis, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = s->use(x, "expand_dims", loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (!t.is_tile()) return s->fail(loc, absl::StrCat("expand_dims: needs a tile, got ", t.str()));
+  if (axis < 0 || axis > t.rank()) {
+    return s->fail(loc, absl::StrCat("expand_dims: axis ", axis, " is out of range for ", t.str()));
+  }
+  Shape shape = t.shape();
+  shape.insert(shape.begin() + axis, 1);
+  if (!s->check_shape(shape, "expand_dims", loc)) return Value();
+  return s->emit1(OpCode::kExpandDims, {ix}, Type::tile(t.element(), shape), loc, {axis});
+}
+
+Value reshape(const Value& x, const Shape& shape, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = s->use(x, "reshape", loc);
+  if (ix < 0 || !s->check_shape(shape, "reshape", loc)) return Value();
+  const Type& t = s->type(ix);
+  if (!t.is_tile() || t.numel() != numel(shape)) {
+    return s->fail(loc, absl::StrCat("reshape: cannot reshape ", t.str(), " to ", shape_str(shape)));
+  }
+  return s->emit1(OpCode::kReshape, {ix}, Type::tile(t.element(), shape), loc);
+}
+
+Value trans(const Value& x, std::vector<int64_t> perm, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = s->use(x, "trans", loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (!t.is_tile()) return s->fail(loc, absl::StrCat("trans: needs a tile, got ", t.str()));
+  if (perm.empty()) {
+    perm.resize(t.rank());
+    std::iota(perm.rbegin(), perm.rend(), 0);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = static_cast<int>(perm.size()) == t.rank();
+  for (size_t i = 0; valid && i < sorted.size(); ++i) valid = sorted[i] == static_cast<int64_t>(i);
+  if (!valid) {
+    return s->fail(loc, absl::StrCat("trans: ", shape_str(perm), " is not a permutation of the ", t.rank(),
+                                     " dimensions of ", t.str()));
+  }
+  Shape shape(t.rank());
+  for (int i = 0; i < t.rank(); ++i) shape[i] = t.shape()[perm[i]];
+  return s->emit1(OpCode::kTrans, {ix}, Type::tile(t.element(), shape), loc, perm);
+}
+
+Value load(const Operand& ptrs, Loc loc) {
+  BuilderState* s = detail::state_of({&ptrs});
+  int ip;
+  if (s == nullptr || !pointer_operand(*s, ptrs, "load", loc, ip)) return Value();
+  return s->emit1(OpCode::kLoad, {ip}, loaded_type(s->type(ip)), loc);
+}
+
+Value load(const Operand& ptrs, const Operand& mask, const Operand& other, Loc loc) {
+  BuilderState* s = detail::state_of({&ptrs});
+  int ip;
+  if (s == nullptr || !pointer_operand(*s, ptrs, "load", loc, ip)) return Value();
+  int im = mask_operand(*s, ip, mask, "load", loc);
+  if (im < 0) return Value();
+  int io = element_operand(*s, ip, other, "load", "other", loc);
+  if (io < 0) return Value();
+  return s->emit1(OpCode::kLoad, {ip, im, io}, loaded_type(s->type(ip)), loc);
+}
+
+void store(const Operand& ptrs, const Operand& value, Loc loc) {
+  BuilderState* s = detail::state_of({&ptrs});
+  int ip;
+  if (s == nullptr || !pointer_operand(*s, ptrs, "store", loc, ip)) return;
+  int iv = element_operand(*s, ip, value, "store", "value", loc);
+  if (iv >= 0) s->emit(OpCode::kStore, {ip, iv}, {}, loc);
+}
+
+void store(const Operand& ptrs, const Operand& value, const Operand& mask, Loc loc) {
+  BuilderState* s = detail::state_of({&ptrs});
+  int ip;
+  if (s == nullptr || !pointer_operand(*s, ptrs, "store", loc, ip)) return;
+  int iv = element_operand(*s, ip, value, "store", "value", loc);
+  int im = iv < 0 ? -1 : mask_operand(*s, ip, mask, "store", loc);
+  if (im >= 0) s->emit(OpCode::kStore, {ip, iv, im}, {}, loc);
+}
+
+namespace {
+
+Value atomic(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand* mask, Loc loc) {
+  BuilderState* s = detail::state_of({&ptrs});
+  int ip;
+  if (s == nullptr || !pointer_operand(*s, ptrs, "atomic_rmw", loc, ip)) return Value();
+  DType d = s->type(ip).dtype();
+  bool bitwise = op == AtomicOp::kAnd || op == AtomicOp::kOr || op == AtomicOp::kXor;
+  bool minmax = op == AtomicOp::kMin || op == AtomicOp::kMax;
+  if ((bitwise || minmax) && d.is_float()) {
+    return s->fail(loc, absl::StrCat("atomic_rmw: this operation needs an integer pointee, got ", d.name()));
+  }
+  if (d.bits() < 32 && !(op == AtomicOp::kAdd && (d == f16 || d == bf16))) {
+    return s->fail(loc, absl::StrCat("atomic_rmw: ", d.name(), " atomics are not supported (use 32 or 64 bits)"));
+  }
+  int iv = element_operand(*s, ip, value, "atomic_rmw", "value", loc);
+  if (iv < 0) return Value();
+  std::vector<int> operands = {ip, iv};
+  if (mask != nullptr) {
+    int im = mask_operand(*s, ip, *mask, "atomic_rmw", loc);
+    if (im < 0) return Value();
+    operands.push_back(im);
+  }
+  return s->emit1(OpCode::kAtomic, operands, loaded_type(s->type(ip)), loc, {static_cast<int64_t>(op)});
+}
+
+}  // namespace
+
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, Loc loc) {
+  return atomic(op, ptrs, value, nullptr, loc);
+}
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand& mask, Loc loc) {
+  return atomic(op, ptrs, value, &mask, loc);
+}
+Value atomic_add(const Operand& ptrs, const Operand& value, Loc loc) {
+  return atomic(AtomicOp::kAdd, ptrs, value, nullptr, loc);
+}
+
+Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, Loc loc) {
+  BuilderState* s = detail::state_of({&ptr});
+  int ip;
+  if (s == nullptr || !pointer_operand(*s, ptr, "atomic_cas", loc, ip)) return Value();
+  const Type& pt = s->type(ip);
+  if (!pt.is_pointer() || !pt.dtype().is_int() || pt.dtype().bits() < 32) {
+    return s->fail(loc, absl::StrCat("atomic_cas: needs one pointer to a 32- or 64-bit integer, got ", pt.str()));
+  }
+  int ic = element_operand(*s, ip, compare, "atomic_cas", "compare", loc);
+  int iv = ic < 0 ? -1 : element_operand(*s, ip, value, "atomic_cas", "value", loc);
+  if (iv < 0) return Value();
+  return s->emit1(OpCode::kAtomicCas, {ip, ic, iv}, Type(pt.dtype()), loc);
+}
+
+Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc) {
+  return tma_load(map, std::vector<Operand>(coords), loc);
+}
+
+Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc) {
+  BuilderState* s = map.state();
+  if (s == nullptr) return Value();
+  int im = s->use(map, "tma_load", loc);
+  std::vector<int> operands = {im};
+  if (im < 0 || !tma_coords(*s, im, coords, "tma_load", loc, operands)) return Value();
+  const Type& mt = s->type(im);
+  return s->emit1(OpCode::kTmaLoad, operands, Type::tile(mt.dtype(), mt.shape()), loc);
+}
+
+void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc) {
+  tma_store(map, std::vector<Operand>(coords), tile, loc);
+}
+
+void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc) {
+  BuilderState* s = map.state();
+  if (s == nullptr) return;
+  int im = s->use(map, "tma_store", loc);
+  int it = im < 0 ? -1 : s->use(tile, "tma_store", loc);
+  if (it < 0) return;
+  std::vector<int> operands = {im, it};
+  if (!tma_coords(*s, im, coords, "tma_store", loc, operands)) return;
+  const Type& mt = s->type(im);
+  Type want = Type::tile(mt.dtype(), mt.shape());
+  if (s->type(it) != want) {
+    s->fail(loc, absl::StrCat("tma_store: the tile ", s->type(it).str(), " does not match the tensor map's box ",
+                              want.str()));
+    return;
+  }
+  s->emit(OpCode::kTmaStore, operands, {}, loc);
+}
+
+Value dot(const Value& a, const Value& b, const Value& acc, Loc loc) {
+  BuilderState* s = a.state();
+  if (s == nullptr) return Value();
+  int ia = s->use(a, "dot", loc);
+  int ib = ia < 0 ? -1 : s->use(b, "dot", loc);
+  int ic = ib < 0 ? -1 : s->use(acc, "dot", loc);
+  if (ic < 0) return Value();
+  const Type &ta = s->type(ia), &tb = s->type(ib), &tc = s->type(ic);
+  for (const Type* t : {&ta, &tb, &tc}) {
+    if (!t->is_tile() || t->rank() != 2 || t->elements_are_pointers()) {
+      return s->fail(loc, absl::StrCat("dot: operands are 2-D tiles of numbers, got ", t->str()));
+    }
+  }
+  if (ta.shape()[1] != tb.shape()[0] || tc.shape()[0] != ta.shape()[0] || tc.shape()[1] != tb.shape()[1]) {
+    return s->fail(loc, absl::StrCat("dot: shapes do not chain: ", shape_str(ta.shape()), " @ ", shape_str(tb.shape()),
+                                     " + ", shape_str(tc.shape())));
+  }
+  if (ta.dtype() != tb.dtype()) {
+    return s->fail(loc, absl::StrCat("dot: a and b must have one dtype, got ", ta.dtype().name(), " and ",
+                                     tb.dtype().name()));
+  }
+  DType in = ta.dtype(), out = tc.dtype();
+  bool ok = (in == f16 && (out == f32 || out == f16)) || (in == bf16 && out == f32) || (in == f32 && out == f32) ||
+            (in == f64 && out == f64) || (in == i8 && out == i32);
+  if (!ok) {
+    return s->fail(loc, absl::StrCat("dot: no matrix product of ", in.name(), " operands into a ", out.name(),
+                                     " accumulator (f16->f32|f16, bf16->f32, f32->f32, f64->f64, i8->i32)"));
+  }
+  return s->emit1(OpCode::kDot, {ia, ib, ic}, tc, loc);
+}
+
+}  // namespace tessel

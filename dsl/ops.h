@@ -1,0 +1,67 @@
+// Free functions of the DSL: tiles, math, memory, TMA and matrix products.
+// Each names the op in its diagnostics and takes the caller's location.
+#pragma once
+
+#include <initializer_list>
+#include <source_location>
+#include <vector>
+
+#include "dsl/builder.h"
+
+namespace tessel {
+
+using Loc = std::source_location;
+
+// Tiles.
+Value splat(const Operand& scalar, const Shape& shape, Loc loc = Loc::current());
+Value broadcast_to(const Value& x, const Shape& shape, Loc loc = Loc::current());
+Value expand_dims(const Value& x, int axis, Loc loc = Loc::current());
+Value reshape(const Value& x, const Shape& shape, Loc loc = Loc::current());
+Value trans(const Value& x, std::vector<int64_t> perm = {}, Loc loc = Loc::current());
+
+// Reductions along `axis` (removed from the shape).
+Value sum(const Value& x, int axis, Loc loc = Loc::current());
+Value max(const Value& x, int axis, Loc loc = Loc::current());
+Value min(const Value& x, int axis, Loc loc = Loc::current());
+
+// Elementwise.
+Value cast(const Operand& x, DType to, Loc loc = Loc::current());
+Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());
+Value minimum(const Operand& a, const Operand& b, Loc loc = Loc::current());
+Value maximum(const Operand& a, const Operand& b, Loc loc = Loc::current());
+Value exp(const Operand& x, Loc loc = Loc::current());
+Value log(const Operand& x, Loc loc = Loc::current());
+Value sqrt(const Operand& x, Loc loc = Loc::current());
+Value rsqrt(const Operand& x, Loc loc = Loc::current());
+Value abs(const Operand& x, Loc loc = Loc::current());
+Value floor(const Operand& x, Loc loc = Loc::current());
+Value fma(const Operand& a, const Operand& b, const Operand& c, Loc loc = Loc::current());
+// ceil(a / b) for positive integers.
+Value cdiv(const Operand& a, const Operand& b, Loc loc = Loc::current());
+
+// Memory through pointers (scalars or tiles of pointers).
+Value load(const Operand& ptrs, Loc loc = Loc::current());
+Value load(const Operand& ptrs, const Operand& mask, const Operand& other, Loc loc = Loc::current());
+void store(const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
+void store(const Operand& ptrs, const Operand& value, const Operand& mask, Loc loc = Loc::current());
+
+enum class AtomicOp { kAdd, kMin, kMax, kAnd, kOr, kXor, kExchange };
+// Atomically combines `value` into memory at device scope; returns the old values.
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand& mask,
+                 Loc loc = Loc::current());
+Value atomic_add(const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
+// Compare-and-swap on one scalar pointer; returns the old value.
+Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, Loc loc = Loc::current());
+
+// TMA: coordinates are outermost first, like the box. Out-of-bounds parts
+// of a box read zeros and are clipped on store.
+Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc = Loc::current());
+Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc = Loc::current());
+void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc = Loc::current());
+void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc = Loc::current());
+
+// acc + a @ b for a [M, K], b [K, N], acc [M, N].
+Value dot(const Value& a, const Value& b, const Value& acc, Loc loc = Loc::current());
+
+}  // namespace tessel

@@ -1,0 +1,161 @@
+#include "dsl/printer.h"
+
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace tessel {
+
+absl::string_view opcode_name(OpCode op) {
+  switch (op) {
+    case OpCode::kConstant: return "constant";
+    case OpCode::kProgramId: return "program_id";
+    case OpCode::kNumPrograms: return "num_programs";
+    case OpCode::kArange: return "arange";
+    case OpCode::kSplat: return "splat";
+    case OpCode::kBroadcast: return "broadcast";
+    case OpCode::kExpandDims: return "expand_dims";
+    case OpCode::kReshape: return "reshape";
+    case OpCode::kTrans: return "trans";
+    case OpCode::kAdd: return "add";
+    case OpCode::kSub: return "sub";
+    case OpCode::kMul: return "mul";
+    case OpCode::kDiv: return "div";
+    case OpCode::kRem: return "rem";
+    case OpCode::kMin: return "min";
+    case OpCode::kMax: return "max";
+    case OpCode::kAnd: return "and";
+    case OpCode::kOr: return "or";
+    case OpCode::kXor: return "xor";
+    case OpCode::kShl: return "shl";
+    case OpCode::kShr: return "shr";
+    case OpCode::kEq: return "eq";
+    case OpCode::kNe: return "ne";
+    case OpCode::kLt: return "lt";
+    case OpCode::kLe: return "le";
+    case OpCode::kGt: return "gt";
+    case OpCode::kGe: return "ge";
+    case OpCode::kNeg: return "neg";
+    case OpCode::kNot: return "not";
+    case OpCode::kExp: return "exp";
+    case OpCode::kLog: return "log";
+    case OpCode::kSqrt: return "sqrt";
+    case OpCode::kRsqrt: return "rsqrt";
+    case OpCode::kAbs: return "abs";
+    case OpCode::kFloor: return "floor";
+    case OpCode::kFma: return "fma";
+    case OpCode::kPtrAdd: return "ptr_add";
+    case OpCode::kCast: return "cast";
+    case OpCode::kSelect: return "select";
+    case OpCode::kReduce: return "reduce";
+    case OpCode::kLoad: return "load";
+    case OpCode::kStore: return "store";
+    case OpCode::kAtomic: return "atomic";
+    case OpCode::kAtomicCas: return "atomic_cas";
+    case OpCode::kTmaLoad: return "tma_load";
+    case OpCode::kTmaStore: return "tma_store";
+    case OpCode::kDot: return "dot";
+    case OpCode::kPublish: return "publish";
+    case OpCode::kArrived: return "arrived";
+    case OpCode::kWait: return "wait";
+    case OpCode::kReusable: return "reusable";
+    case OpCode::kFor: return "for";
+    case OpCode::kIf: return "if";
+    case OpCode::kYield: return "yield";
+  }
+  return "?";
+}
+
+namespace {
+
+// Prints values renumbered in order of definition, so that the text does not
+// depend on values the builder made and passes dropped.
+class Printer {
+ public:
+  explicit Printer(const KernelIR& ir) : ir_(ir) {}
+
+  std::string run() {
+    std::vector<std::string> params;
+    for (const Param& p : ir_.params) {
+      params.push_back(absl::StrCat(def(p.value), " ", p.name, ": ", p.type.str()));
+    }
+    absl::StrAppend(&out_, "kernel ", ir_.name, "(", absl::StrJoin(params, ", "), ") {\n");
+    block(0, 1);
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  std::string def(int value) {
+    auto [it, fresh] = names_.try_emplace(value, static_cast<int>(names_.size()));
+    return absl::StrCat("%", it->second);
+  }
+  std::string use(int value) {
+    auto it = names_.find(value);
+    return it == names_.end() ? absl::StrCat("%?", value) : absl::StrCat("%", it->second);
+  }
+
+  void block(int b, int depth) {
+    for (int o : ir_.blocks[b].ops) op(ir_.ops[o], depth);
+  }
+
+  void op(const Op& o, int depth) {
+    std::string indent(2 * depth, ' ');
+    std::vector<std::string> operands, results, types;
+    for (int v : o.operands) operands.push_back(use(v));
+    for (int v : o.results) {
+      results.push_back(def(v));
+      types.push_back(ir_.type(v).str());
+    }
+    out_ += indent;
+    if (!results.empty()) absl::StrAppend(&out_, absl::StrJoin(results, ", "), " = ");
+    absl::StrAppend(&out_, opcode_name(o.op));
+    if (!operands.empty()) absl::StrAppend(&out_, " ", absl::StrJoin(operands, ", "));
+    if (o.op == OpCode::kConstant && ir_.type(o.results[0]).dtype().is_float()) {
+      absl::StrAppend(&out_, " ", absl::StrFormat("%.17g", o.fval));
+    } else if (o.op == OpCode::kReduce) {
+      absl::StrAppend(&out_, " axis=", o.ints[0], " ",
+                      opcode_name(static_cast<OpCode>(o.ints[1])));
+    } else if (!o.ints.empty()) {
+      absl::StrAppend(&out_, " [", absl::StrJoin(o.ints, ","), "]");
+    }
+    if (!types.empty()) absl::StrAppend(&out_, " : ", absl::StrJoin(types, ", "));
+    if (o.blocks.empty()) {
+      out_ += "\n";
+      return;
+    }
+    out_ += " {\n";
+    for (size_t i = 0; i < o.blocks.size(); ++i) {
+      const Block& b = ir_.blocks[o.blocks[i]];
+      if (i > 0) absl::StrAppend(&out_, indent, "} else {\n");
+      if (!b.args.empty()) {
+        std::vector<std::string> args;
+        for (int v : b.args) args.push_back(absl::StrCat(def(v), ": ", ir_.type(v).str()));
+        absl::StrAppend(&out_, indent, "^(", absl::StrJoin(args, ", "), "):\n");
+      }
+      block(o.blocks[i], depth + 1);
+    }
+    absl::StrAppend(&out_, indent, "}\n");
+  }
+
+  const KernelIR& ir_;
+  std::unordered_map<int, int> names_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string print(const KernelIR& ir) { return Printer(ir).run(); }
+
+uint64_t stable_hash(absl::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace tessel

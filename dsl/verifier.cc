@@ -1,0 +1,120 @@
+#include "dsl/verifier.h"
+
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/printer.h"
+
+namespace tessel {
+namespace {
+
+class Verifier {
+ public:
+  explicit Verifier(const KernelIR& ir) : ir_(ir) {}
+
+  absl::Status run() {
+    if (ir_.blocks.empty()) return fail("kernel has no body");
+    for (const Param& p : ir_.params) visible_.insert(p.value);
+    return block(0, nullptr);
+  }
+
+ private:
+  absl::Status fail(absl::string_view msg) {
+    return absl::InternalError(absl::StrCat("verifier: kernel '", ir_.name, "': ", msg));
+  }
+  absl::Status fail(const Op& op, absl::string_view msg) {
+    return fail(absl::StrCat(opcode_name(op.op), ": ", msg));
+  }
+
+  // Checks block `b`; `owner` is the op that owns it (null for the body).
+  absl::Status block(int b, const Op* owner) {
+    const Block& blk = ir_.blocks[b];
+    for (int a : blk.args) visible_.insert(a);
+    for (size_t i = 0; i < blk.ops.size(); ++i) {
+      const Op& o = ir_.ops[blk.ops[i]];
+      bool last = i + 1 == blk.ops.size();
+      if (o.op == OpCode::kYield && (!last || owner == nullptr)) return fail(o, "yield must end a nested block");
+      absl::Status s = op(o, owner);
+      if (!s.ok()) return s;
+    }
+    if (owner != nullptr && (blk.ops.empty() || ir_.ops[blk.ops.back()].op != OpCode::kYield)) {
+      return fail(*owner, "nested block does not end in yield");
+    }
+    // Values of this block go out of scope with it.
+    for (int a : blk.args) visible_.erase(a);
+    for (int o : blk.ops) {
+      for (int r : ir_.ops[o].results) visible_.erase(r);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status op(const Op& o, const Op* owner) {
+    for (int v : o.operands) {
+      if (v < 0 || v >= static_cast<int>(ir_.values.size()) || !visible_.contains(v)) {
+        return fail(o, absl::StrCat("operand %", v, " is not defined in scope"));
+      }
+    }
+    auto type = [&](int i) -> const Type& { return ir_.type(o.operands[i]); };
+    switch (o.op) {
+      case OpCode::kYield: {
+        if (o.operands.size() != owner->results.size()) return fail(o, "yields a different number of values");
+        for (size_t i = 0; i < o.operands.size(); ++i) {
+          if (type(i) != ir_.type(owner->results[i])) return fail(o, absl::StrCat("value ", i, " changes type"));
+        }
+        break;
+      }
+      case OpCode::kFor: {
+        if (o.operands.size() != 3 + o.results.size() || o.blocks.size() != 1) return fail(o, "malformed");
+        const Block& body = ir_.blocks[o.blocks[0]];
+        if (body.args.size() != 1 + o.results.size()) return fail(o, "block arguments do not match");
+        for (int i = 0; i < 3; ++i) {
+          if (type(i) != type(0) || !type(i).is_int()) return fail(o, "bounds must be integers of one type");
+        }
+        for (size_t i = 0; i < o.results.size(); ++i) {
+          if (type(3 + i) != ir_.type(o.results[i]) || ir_.type(body.args[1 + i]) != ir_.type(o.results[i])) {
+            return fail(o, absl::StrCat("carried value ", i, " changes type"));
+          }
+        }
+        absl::Status s = block(o.blocks[0], &o);
+        if (!s.ok()) return s;
+        break;
+      }
+      case OpCode::kIf: {
+        if (o.operands.size() != 1 || o.blocks.size() != 2 || type(0) != Type(i1)) return fail(o, "malformed");
+        for (int b : o.blocks) {
+          absl::Status s = block(b, &o);
+          if (!s.ok()) return s;
+        }
+        break;
+      }
+      case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kRem:
+      case OpCode::kMin: case OpCode::kMax: case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor:
+      case OpCode::kShl: case OpCode::kShr:
+        if (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0)) {
+          return fail(o, "operands and result must have one type");
+        }
+        break;
+      case OpCode::kEq: case OpCode::kNe: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
+        if (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0).with_element(i1)) {
+          return fail(o, "comparison types are inconsistent");
+        }
+        break;
+      case OpCode::kDot:
+        if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2)) return fail(o, "malformed");
+        break;
+      default:
+        break;
+    }
+    for (int r : o.results) visible_.insert(r);
+    return absl::OkStatus();
+  }
+
+  const KernelIR& ir_;
+  std::unordered_set<int> visible_;
+};
+
+}  // namespace
+
+absl::Status verify(const KernelIR& ir) { return Verifier(ir).run(); }
+
+}  // namespace tessel

@@ -1,0 +1,178 @@
+// Tensor maps: the 128-byte descriptors TMA copies read, validated on the host
+// against every rule cuTensorMapEncodeTiled enforces (the driver only answers
+// CUDA_ERROR_INVALID_VALUE, and a bad box has hung kernels instead of failing),
+// a cache for the launch path, and the host emulation of the copy engine.
+//
+// Dimensions are written OUTERMOST FIRST, like a row-major shape ({rows, cols});
+// the CUDA encoder reverses them into the driver's innermost-first order.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "dsl/types.h"
+
+namespace tessel {
+
+enum class TensorMapInterleave : uint8_t { kNone, k16B, k32B };
+enum class TensorMapOobFill : uint8_t { kZero, kNan };
+// Which form the 128 bytes of a TensorMap hold: tessel's host form (below), read
+// by the host copy engine, or the CUDA driver's opaque CUtensorMap.
+enum class TensorMapEncoding : uint8_t { kHost, kCuda };
+
+inline constexpr int kTensorMapMaxRank = 5;
+inline constexpr size_t kTensorMapBytes = 128;
+
+struct TensorMapSpec {
+  DType dtype;
+  const void* address = nullptr;
+  // Elements per dimension, outermost first.
+  Shape dims;
+  // Byte strides of every dimension but the innermost (whose stride is the
+  // element size), outermost first: size rank-1. Empty means dense row-major.
+  std::vector<int64_t> strides;
+  // Elements the box spans per dimension, outermost first.
+  Shape box;
+  // Traversal step per dimension, outermost first; the tile holds
+  // ceil(box[i] / element_strides[i]) elements along i. Empty means all 1.
+  std::vector<int64_t> element_strides;
+  Swizzle swizzle = Swizzle::kNone;
+  TensorMapInterleave interleave = TensorMapInterleave::kNone;
+  TensorMapOobFill oob_fill = TensorMapOobFill::kZero;
+};
+
+// Checks every rule of cuTensorMapEncodeTiled (reference/tma.md), returning
+// kInvalidArgument with a message that names the rule, the dimension in the
+// outermost-first numbering above ("box[1]") and the offending value.
+// `compute_capability` is e.g. 90; 0 means host emulation and skips the device
+// check. Beyond the driver's rules it rejects an innermost element stride other
+// than 1 without interleave: the hardware silently ignores it there, so the
+// host emulation and the device would disagree.
+absl::Status validate(const TensorMapSpec& spec, int compute_capability);
+
+// Fills empty strides (dense row-major) and element strides (all 1).
+// Precondition: validate(spec, ...) is OK.
+TensorMapSpec normalize(const TensorMapSpec& spec);
+
+// Host form, version 1: the 128 bytes of a kHost TensorMap, little-endian.
+// Per-dimension arrays are outermost first; slots past the rank are zero.
+//   offset size  field
+//        0    4  magic 0x4D545354 (the bytes "TSTM")
+//        4    2  version (1)
+//        6    1  dtype (ScalarKind value)
+//        7    1  rank (1..5)
+//        8    1  swizzle (Swizzle value; the host copy ignores it)
+//        9    1  interleave (TensorMapInterleave value)
+//       10    1  out-of-bounds fill (TensorMapOobFill value)
+//       11    1  element size in bytes
+//       12    4  reserved, zero
+//       16    8  base address
+//       24   40  dims[5], u64
+//       64   32  byte strides[4] of dims 0..rank-2, u64
+//       96   10  box[5], u16
+//      106    5  element strides[5], u8
+//      111   17  reserved, zero
+inline constexpr uint32_t kTensorMapHostMagic = 0x4D545354;
+inline constexpr uint16_t kTensorMapHostVersion = 1;
+
+// A validated tensor map: its normalised spec and its 128 encoded bytes. The
+// bytes are what a kernel receives by value, so they sit at offset 0, aligned
+// to 64 as cuTensorMapEncodeTiled requires of its output.
+class alignas(64) TensorMap {
+ public:
+  using Bytes = std::array<std::byte, kTensorMapBytes>;
+
+  // Validates `spec` for host emulation and encodes the host form.
+  static absl::StatusOr<TensorMap> encode_host(const TensorMapSpec& spec);
+  // Decodes a host form; fails on a bad magic, version or any invalid field.
+  static absl::StatusOr<TensorMap> from_bytes(std::span<const std::byte, kTensorMapBytes> bytes);
+  // A dense row-major tensor with unit element strides (host form).
+  static absl::StatusOr<TensorMap> tiled(DType dtype, const void* base, Shape dims, Shape box,
+                                         Swizzle swizzle = Swizzle::kNone);
+  // For encoders of other forms (the CUDA driver's): wraps the bytes they made
+  // from `spec`, which must already be validated for their device.
+  static TensorMap from_encoded(const TensorMapSpec& spec, TensorMapEncoding encoding,
+                                std::span<const std::byte, kTensorMapBytes> bytes);
+
+  const Bytes& bytes() const { return bytes_; }
+  const void* data() const { return bytes_.data(); }
+  TensorMapEncoding encoding() const { return encoding_; }
+  // Normalised: strides and element strides are always filled in.
+  const TensorMapSpec& spec() const { return spec_; }
+  int rank() const { return static_cast<int>(spec_.dims.size()); }
+  // The tile a copy moves to or from shared memory: ceil(box / element stride).
+  Shape tile_shape() const;
+  int64_t tile_bytes() const;
+
+ private:
+  TensorMap(const TensorMapSpec& spec, TensorMapEncoding encoding) : spec_(spec), encoding_(encoding) {}
+
+  alignas(64) Bytes bytes_{};
+  TensorMapSpec spec_;
+  TensorMapEncoding encoding_ = TensorMapEncoding::kHost;
+};
+
+// Encoded host-form maps keyed by everything that goes into them, for the launch
+// path. Thread-safe. Returned pointers stay valid for the cache's lifetime; a hit
+// neither re-validates nor allocates.
+class TensorMapCache {
+ public:
+  absl::StatusOr<const TensorMap*> get_or_encode(const TensorMapSpec& spec);
+  size_t size() const;
+
+ private:
+  // Fixed-size so a lookup builds no vectors. Strides are keyed as given: a spec
+  // with empty strides and one with explicit dense strides get separate (equal)
+  // entries.
+  struct Key {
+    uintptr_t address = 0;
+    ScalarKind dtype = ScalarKind::kI32;
+    uint8_t rank = 0;
+    uint8_t num_strides = 0;
+    uint8_t num_element_strides = 0;
+    Swizzle swizzle = Swizzle::kNone;
+    TensorMapInterleave interleave = TensorMapInterleave::kNone;
+    TensorMapOobFill oob_fill = TensorMapOobFill::kZero;
+    std::array<int64_t, kTensorMapMaxRank> dims{};
+    std::array<int64_t, kTensorMapMaxRank - 1> strides{};
+    std::array<int64_t, kTensorMapMaxRank> box{};
+    std::array<int64_t, kTensorMapMaxRank> element_strides{};
+
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.address, k.dtype, k.rank, k.num_strides,
+                        k.num_element_strides, k.swizzle, k.interleave, k.oob_fill, k.dims,
+                        k.strides, k.box, k.element_strides);
+    }
+  };
+
+  mutable absl::Mutex mu_;
+  // unique_ptr keeps each map at a fixed address while the table rehashes.
+  absl::flat_hash_map<Key, std::unique_ptr<TensorMap>> maps_ ABSL_GUARDED_BY(mu_);
+};
+
+// Host emulation of the TMA copy engine, called from JIT-compiled host kernels.
+// `map_bytes` is a host-form map (abort on anything else: a kernel was handed a
+// map no host encoder made). `coords` has one entry per dimension, outermost
+// first, and may be negative or past the tensor's end.
+//
+// Load: copies the box at `coords` into `smem` as a dense row-major tile of
+// ceil(box[i] / element_strides[i]) elements per dimension; out-of-bounds
+// elements become zero, or the dtype's quiet NaN with NaN fill. Swizzle is not
+// applied: host shared memory holds the tile unswizzled.
+void host_tma_load(const void* map_bytes, const int32_t* coords, void* smem);
+// Store: writes the tile in `smem` back at `coords`, dropping out-of-bounds
+// elements.
+void host_tma_store(const void* map_bytes, const int32_t* coords, const void* smem);
+
+}  // namespace tessel
