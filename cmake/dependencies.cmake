@@ -6,7 +6,11 @@ function(tessel_require found package what)
   endif()
 endfunction()
 
-find_package(LLVM 19 CONFIG QUIET PATHS /usr/lib/llvm-19/lib/cmake/llvm NO_DEFAULT_PATH)
+# LLVM's version file matches major.minor exactly, so check the major here.
+find_package(LLVM CONFIG QUIET PATHS /usr/lib/llvm-19/lib/cmake/llvm NO_DEFAULT_PATH)
+if(LLVM_FOUND AND NOT LLVM_VERSION_MAJOR EQUAL 19)
+  set(LLVM_FOUND FALSE)
+endif()
 tessel_require(LLVM_FOUND llvm-19-dev "LLVM 19")
 find_package(LLD CONFIG QUIET PATHS /usr/lib/llvm-19/lib/cmake/lld NO_DEFAULT_PATH)
 tessel_require(LLD_FOUND liblld-19-dev "lld 19 as a library")

@@ -44,12 +44,15 @@ absl::Status invalid(const Parts&... parts) {
 }
 
 // Debian's Abseil keeps absl::string_view distinct from std::string_view, so
-// names reach StrCat as C strings.
+// names reach StrCat as C strings or std::string, whichever view a name has.
 const char* interleave_name(TensorMapInterleave i) {
   switch (i) {
-    case TensorMapInterleave::kNone: return "no";
-    case TensorMapInterleave::k16B: return "16B";
-    case TensorMapInterleave::k32B: return "32B";
+    case TensorMapInterleave::kNone:
+      return "no";
+    case TensorMapInterleave::k16B:
+      return "16B";
+    case TensorMapInterleave::k32B:
+      return "32B";
   }
   return "?";
 }
@@ -99,15 +102,15 @@ absl::Status validate_strides(const TensorMapSpec& spec, int64_t elem) {
   const int64_t row_bytes = spec.dims[inner] * elem;
   if (strides[inner - 1] < row_bytes) {
     return invalid("strides[", inner - 1, "] = ", strides[inner - 1], " bytes", origin,
-                   " is less than one row of the innermost dimension: dims[", inner,
-                   "] * ", elem, " bytes = ", row_bytes, " bytes");
+                   " is less than one row of the innermost dimension: dims[", inner, "] * ", elem,
+                   " bytes = ", row_bytes, " bytes");
   }
   for (size_t j = inner - 1; j-- > 0;) {
     int64_t needed;
     if (__builtin_mul_overflow(strides[j + 1], spec.dims[j + 1], &needed) || strides[j] < needed) {
       return invalid("strides[", j, "] = ", strides[j], " bytes", origin, " does not cover dims[",
-                     j + 1, "] = ", spec.dims[j + 1], " steps of strides[", j + 1, "] = ",
-                     strides[j + 1], " bytes");
+                     j + 1, "] = ", spec.dims[j + 1], " steps of strides[", j + 1,
+                     "] = ", strides[j + 1], " bytes");
     }
   }
   return absl::OkStatus();
@@ -216,9 +219,9 @@ absl::Status validate(const TensorMapSpec& spec, int compute_capability) {
   }
   const int64_t swizzle_span = swizzle_bytes(spec.swizzle);
   if (swizzle_span != 0 && inner_box_bytes > swizzle_span) {
-    return invalid(std::string(swizzle_name(spec.swizzle)), " swizzle allows an inner box of at most ",
-                   swizzle_span, " bytes, but box[", inner, "] * ", elem,
-                   " bytes = ", inner_box_bytes, " bytes");
+    return invalid(std::string(swizzle_name(spec.swizzle)),
+                   " swizzle allows an inner box of at most ", swizzle_span, " bytes, but box[",
+                   inner, "] * ", elem, " bytes = ", inner_box_bytes, " bytes");
   }
   if (i32b && spec.swizzle != Swizzle::k32B) {
     return invalid("32B interleave requires 32B swizzle, got swizzle ",
@@ -266,7 +269,8 @@ absl::StatusOr<TensorMap> TensorMap::from_bytes(std::span<const std::byte, kTens
   if (rank < 1 || rank > kTensorMapMaxRank) return invalid("rank ", rank, " is outside [1, 5]");
   TensorMapSpec spec;
   spec.dtype = DType{static_cast<ScalarKind>(get<uint8_t>(p, kOffDType))};
-  spec.address = reinterpret_cast<const void*>(static_cast<uintptr_t>(get<uint64_t>(p, kOffAddress)));
+  spec.address =
+      reinterpret_cast<const void*>(static_cast<uintptr_t>(get<uint64_t>(p, kOffAddress)));
   spec.swizzle = static_cast<Swizzle>(get<uint8_t>(p, kOffSwizzle));
   spec.interleave = static_cast<TensorMapInterleave>(get<uint8_t>(p, kOffInterleave));
   spec.oob_fill = static_cast<TensorMapOobFill>(get<uint8_t>(p, kOffFill));
@@ -274,7 +278,8 @@ absl::StatusOr<TensorMap> TensorMap::from_bytes(std::span<const std::byte, kTens
     spec.dims.push_back(static_cast<int64_t>(get<uint64_t>(p, kOffDims + 8 * i)));
     spec.box.push_back(get<uint16_t>(p, kOffBox + 2 * i));
     spec.element_strides.push_back(get<uint8_t>(p, kOffElementStrides + i));
-    if (i + 1 < rank) spec.strides.push_back(static_cast<int64_t>(get<uint64_t>(p, kOffStrides + 8 * i)));
+    if (i + 1 < rank)
+      spec.strides.push_back(static_cast<int64_t>(get<uint64_t>(p, kOffStrides + 8 * i)));
   }
   TESSEL_RETURN_IF_ERROR(validate(spec, /*compute_capability=*/0));
   TensorMap map(spec, TensorMapEncoding::kHost);
@@ -282,8 +287,9 @@ absl::StatusOr<TensorMap> TensorMap::from_bytes(std::span<const std::byte, kTens
   // Re-encoding catches what the fields above do not read: reserved bytes,
   // slots past the rank and an element size that disagrees with the dtype.
   if (!std::equal(map.bytes_.begin(), map.bytes_.end(), bytes.begin())) {
-    return invalid("host-form bytes are not canonical (nonzero reserved bytes or unused slots, "
-                   "or an element size that disagrees with the dtype)");
+    return invalid(
+        "host-form bytes are not canonical (nonzero reserved bytes or unused slots, "
+        "or an element size that disagrees with the dtype)");
   }
   return map;
 }
@@ -308,7 +314,8 @@ TensorMap TensorMap::from_encoded(const TensorMapSpec& spec, TensorMapEncoding e
 
 Shape TensorMap::tile_shape() const {
   Shape tile(spec_.box.size());
-  for (size_t i = 0; i < tile.size(); ++i) tile[i] = ceil_div(spec_.box[i], spec_.element_strides[i]);
+  for (size_t i = 0; i < tile.size(); ++i)
+    tile[i] = ceil_div(spec_.box[i], spec_.element_strides[i]);
   return tile;
 }
 
@@ -320,7 +327,8 @@ int64_t TensorMap::tile_bytes() const { return numel(tile_shape()) * spec_.dtype
 absl::StatusOr<const TensorMap*> TensorMapCache::get_or_encode(const TensorMapSpec& spec) {
   const size_t rank = spec.dims.size();
   if (rank < 1 || rank > kTensorMapMaxRank || spec.box.size() != rank ||
-      spec.strides.size() > kTensorMapMaxRank - 1 || spec.element_strides.size() > kTensorMapMaxRank) {
+      spec.strides.size() > kTensorMapMaxRank - 1 ||
+      spec.element_strides.size() > kTensorMapMaxRank) {
     // Too malformed to key; validation says why.
     absl::Status status = validate(spec, /*compute_capability=*/0);
     TESSEL_CHECK(!status.ok(), "a tensor map spec the cache cannot key passed validation");
@@ -381,11 +389,16 @@ struct CopyPlan {
 
 uint64_t quiet_nan_bits(ScalarKind kind) {
   switch (kind) {
-    case ScalarKind::kF16: return 0x7E00;
-    case ScalarKind::kBF16: return 0x7FC0;
-    case ScalarKind::kF32: return 0x7FC00000;
-    case ScalarKind::kF64: return 0x7FF8000000000000;
-    default: return 0;
+    case ScalarKind::kF16:
+      return 0x7E00;
+    case ScalarKind::kBF16:
+      return 0x7FC0;
+    case ScalarKind::kF32:
+      return 0x7FC00000;
+    case ScalarKind::kF64:
+      return 0x7FF8000000000000;
+    default:
+      return 0;
   }
 }
 
@@ -397,9 +410,11 @@ CopyPlan make_plan(const void* map_bytes, const int32_t* coords) {
   const int rank = get<uint8_t>(p, kOffRank);
   TESSEL_CHECK(rank >= 1 && rank <= kTensorMapMaxRank, "host-form tensor map with a bad rank");
   CopyPlan plan;
-  plan.base = reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(get<uint64_t>(p, kOffAddress)));
+  plan.base =
+      reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(get<uint64_t>(p, kOffAddress)));
   plan.elem = get<uint8_t>(p, kOffElemSize);
-  plan.nan_fill = static_cast<TensorMapOobFill>(get<uint8_t>(p, kOffFill)) == TensorMapOobFill::kNan;
+  plan.nan_fill =
+      static_cast<TensorMapOobFill>(get<uint8_t>(p, kOffFill)) == TensorMapOobFill::kNan;
   plan.nan_bits = quiet_nan_bits(static_cast<ScalarKind>(get<uint8_t>(p, kOffDType)));
   const int pad = kTensorMapMaxRank - rank;
   for (int d = 0; d < kTensorMapMaxRank; ++d) {
@@ -408,10 +423,9 @@ CopyPlan make_plan(const void* map_bytes, const int32_t* coords) {
     const int64_t box = i < 0 ? 1 : get<uint16_t>(p, kOffBox + 2 * i);
     plan.es[d] = i < 0 ? 1 : get<uint8_t>(p, kOffElementStrides + i);
     plan.coord[d] = i < 0 ? 0 : coords[i];
-    plan.stride[d] = i < 0 ? 0
-                     : i == rank - 1
-                         ? plan.elem
-                         : static_cast<int64_t>(get<uint64_t>(p, kOffStrides + 8 * i));
+    plan.stride[d] = i < 0           ? 0
+                     : i == rank - 1 ? plan.elem
+                                     : static_cast<int64_t>(get<uint64_t>(p, kOffStrides + 8 * i));
     plan.tile[d] = ceil_div(box, plan.es[d]);
     const int64_t c = plan.coord[d];
     const int64_t lo = c >= 0 ? 0 : ceil_div(-c, plan.es[d]);

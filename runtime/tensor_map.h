@@ -114,7 +114,8 @@ class alignas(64) TensorMap {
   int64_t tile_bytes() const;
 
  private:
-  TensorMap(const TensorMapSpec& spec, TensorMapEncoding encoding) : spec_(spec), encoding_(encoding) {}
+  TensorMap(const TensorMapSpec& spec, TensorMapEncoding encoding)
+      : spec_(spec), encoding_(encoding) {}
 
   alignas(64) Bytes bytes_{};
   TensorMapSpec spec_;
@@ -168,8 +169,9 @@ class TensorMapCache {
 //
 // Load: copies the box at `coords` into `smem` as a dense row-major tile of
 // ceil(box[i] / element_strides[i]) elements per dimension; out-of-bounds
-// elements become zero, or the dtype's quiet NaN with NaN fill. Swizzle is not
-// applied: host shared memory holds the tile unswizzled.
+// elements become zero, or with NaN fill the dtype's quiet NaN (0x7E00 f16,
+// 0x7FC0 bf16, 0x7FC00000 f32, 0x7FF8000000000000 f64). Swizzle is not applied:
+// host shared memory holds the tile unswizzled.
 void host_tma_load(const void* map_bytes, const int32_t* coords, void* smem);
 // Store: writes the tile in `smem` back at `coords`, dropping out-of-bounds
 // elements.

@@ -25,11 +25,11 @@ using ::testing::HasSubstr;
 const void* const kFakeAddress = reinterpret_cast<const void*>(uintptr_t{0x10000});
 
 // Both halves of every diagnostic test: the code and the rule named.
-#define EXPECT_INVALID(status_expr, text)                               \
-  do {                                                                  \
-    const absl::Status st_ = (status_expr);                             \
-    EXPECT_EQ(st_.code(), absl::StatusCode::kInvalidArgument) << st_;   \
-    EXPECT_THAT(std::string(st_.message()), HasSubstr(text)) << st_;    \
+#define EXPECT_INVALID(status_expr, text)                             \
+  do {                                                                \
+    const absl::Status st_ = (status_expr);                           \
+    EXPECT_EQ(st_.code(), absl::StatusCode::kInvalidArgument) << st_; \
+    EXPECT_THAT(std::string(st_.message()), HasSubstr(text)) << st_;  \
   } while (0)
 
 // A valid 2-D f32 map: 64 x 128 tensor, 32 x 32 box.
@@ -148,7 +148,8 @@ TEST(TensorMapValidate, AddressMustBe16ByteAligned) {
 TEST(TensorMapValidate, AddressMustBe32ByteAlignedWith32BInterleave) {
   TensorMapSpec s = interleaved_spec(TensorMapInterleave::k32B);
   s.address = reinterpret_cast<const void*>(uintptr_t{0x10010});
-  EXPECT_INVALID(validate(s, 0), "address 0x10010 is not 32-byte aligned (required with 32B interleave)");
+  EXPECT_INVALID(validate(s, 0),
+                 "address 0x10010 is not 32-byte aligned (required with 32B interleave)");
   s = interleaved_spec(TensorMapInterleave::k16B);
   s.address = reinterpret_cast<const void*>(uintptr_t{0x10010});
   EXPECT_TRUE(validate(s, 0).ok());
@@ -180,7 +181,8 @@ TEST(TensorMapValidate, StridesMustBeMultiplesOf16) {
 TEST(TensorMapValidate, StridesMustBeMultiplesOf32With32BInterleave) {
   TensorMapSpec s = interleaved_spec(TensorMapInterleave::k32B);
   s.strides = {512, 48};
-  EXPECT_INVALID(validate(s, 0), "strides[1] = 48 bytes is not a multiple of 32 (required with 32B interleave)");
+  EXPECT_INVALID(validate(s, 0),
+                 "strides[1] = 48 bytes is not a multiple of 32 (required with 32B interleave)");
 }
 
 TEST(TensorMapValidate, StridesMustBePositive) {
@@ -197,7 +199,8 @@ TEST(TensorMapValidate, StridesMustBeBelow2Pow40) {
   s.dtype = u8;
   s.dims = {4, 1 << 20, 1 << 20};
   s.box = {1, 1, 16};
-  EXPECT_INVALID(validate(s, 0), "strides[0] = 1099511627776 bytes (dense row-major) is not below 2^40");
+  EXPECT_INVALID(validate(s, 0),
+                 "strides[0] = 1099511627776 bytes (dense row-major) is not below 2^40");
 }
 
 TEST(TensorMapValidate, InnerStrideMustCoverARow) {
@@ -213,8 +216,9 @@ TEST(TensorMapValidate, EachStrideMustCoverThePreviousDimension) {
   s.dims = {4, 8, 16};
   s.box = {2, 4, 16};
   s.strides = {496, 64};  // dim 1 spans 8 * 64 = 512 bytes
-  EXPECT_INVALID(validate(s, 0),
-                 "strides[0] = 496 bytes does not cover dims[1] = 8 steps of strides[1] = 64 bytes");
+  EXPECT_INVALID(
+      validate(s, 0),
+      "strides[0] = 496 bytes does not cover dims[1] = 8 steps of strides[1] = 64 bytes");
   s.strides = {512, 64};
   EXPECT_TRUE(validate(s, 0).ok());
 }
@@ -232,8 +236,9 @@ TEST(TensorMapValidate, BoxDimsMustBeIn1To256) {
 TEST(TensorMapValidate, InnerBoxBytesMustBeMultipleOf16WithoutInterleave) {
   TensorMapSpec s = base_spec();
   s.box = {32, 5};
-  EXPECT_INVALID(validate(s, 0),
-                 "box[1] * 4 bytes = 20 bytes is not a multiple of 16 (required without interleave)");
+  EXPECT_INVALID(
+      validate(s, 0),
+      "box[1] * 4 bytes = 20 bytes is not a multiple of 16 (required without interleave)");
   s = interleaved_spec(TensorMapInterleave::k16B);
   s.box = {2, 4, 3};  // 6 bytes: fine when interleaved
   EXPECT_TRUE(validate(s, 0).ok()) << validate(s, 0);
@@ -261,7 +266,8 @@ TEST(TensorMapValidate, SwizzleBoundsTheInnerBox) {
     Swizzle swizzle;
     int64_t limit;
   };
-  for (const Case& c : {Case{Swizzle::k32B, 32}, Case{Swizzle::k64B, 64}, Case{Swizzle::k128B, 128}}) {
+  for (const Case& c :
+       {Case{Swizzle::k32B, 32}, Case{Swizzle::k64B, 64}, Case{Swizzle::k128B, 128}}) {
     SCOPED_TRACE(std::string(swizzle_name(c.swizzle)));
     TensorMapSpec s = base_spec();
     s.swizzle = c.swizzle;
@@ -269,8 +275,9 @@ TEST(TensorMapValidate, SwizzleBoundsTheInnerBox) {
     EXPECT_TRUE(validate(s, 0).ok()) << validate(s, 0);
     s.box = {32, c.limit / 4 + 4};
     EXPECT_INVALID(validate(s, 0),
-                   absl::StrCat(std::string(swizzle_name(c.swizzle)), " swizzle allows an inner box of at most ",
-                                c.limit, " bytes, but box[1] * 4 bytes = ", c.limit + 16, " bytes"));
+                   absl::StrCat(std::string(swizzle_name(c.swizzle)),
+                                " swizzle allows an inner box of at most ", c.limit,
+                                " bytes, but box[1] * 4 bytes = ", c.limit + 16, " bytes"));
   }
 }
 
@@ -409,12 +416,14 @@ TEST(TensorMapEncode, FromBytesRejectsForeignOrCorruptBytes) {
 }
 
 TEST(TensorMapEncode, TiledIsDenseRowMajor) {
-  absl::StatusOr<TensorMap> map = TensorMap::tiled(bf16, kFakeAddress, {4, 6, 64}, {2, 3, 64}, Swizzle::k128B);
+  absl::StatusOr<TensorMap> map =
+      TensorMap::tiled(bf16, kFakeAddress, {4, 6, 64}, {2, 3, 64}, Swizzle::k128B);
   ASSERT_TRUE(map.ok()) << map.status();
   EXPECT_EQ(map->spec().strides, std::vector<int64_t>({6 * 128, 128}));
   EXPECT_EQ(map->spec().swizzle, Swizzle::k128B);
-  EXPECT_INVALID(TensorMap::tiled(bf16, kFakeAddress, {4, 6, 64}, {2, 3, 128}, Swizzle::k128B).status(),
-                 "128B swizzle allows an inner box of at most 128 bytes");
+  EXPECT_INVALID(
+      TensorMap::tiled(bf16, kFakeAddress, {4, 6, 64}, {2, 3, 128}, Swizzle::k128B).status(),
+      "128B swizzle allows an inner box of at most 128 bytes");
 }
 
 TEST(TensorMapEncode, FromEncodedKeepsTheEncoding) {
@@ -466,8 +475,10 @@ TEST(TensorMapCache, EveryKeyFieldDistinguishesEntries) {
     for (const TensorMap* p : seen) EXPECT_NE(p, *m);
     seen.push_back(*m);
   }
-  absl::StatusOr<const TensorMap*> m = cache.get_or_encode(interleaved_spec(TensorMapInterleave::k16B));
-  absl::StatusOr<const TensorMap*> n = cache.get_or_encode(interleaved_spec(TensorMapInterleave::kNone));
+  absl::StatusOr<const TensorMap*> m =
+      cache.get_or_encode(interleaved_spec(TensorMapInterleave::k16B));
+  absl::StatusOr<const TensorMap*> n =
+      cache.get_or_encode(interleaved_spec(TensorMapInterleave::kNone));
   ASSERT_TRUE(m.ok() && n.ok());
   EXPECT_NE(*m, *n);
 }
@@ -523,15 +534,27 @@ Buffer aligned_buffer(size_t bytes) {
   return Buffer(static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
 }
 
+std::string hex(const std::byte* p, int64_t n) {
+  std::string s;
+  for (int64_t i = n; i-- > 0;)
+    absl::StrAppend(&s, absl::Hex(static_cast<uint8_t>(p[i]), absl::kZeroPad2));
+  return s;  // most significant byte first, as the value reads
+}
+
 bool is_quiet_nan(DType d, const std::byte* p) {
   uint64_t bits = 0;
   std::memcpy(&bits, p, d.bytes());
   switch (d.kind) {
-    case ScalarKind::kF16: return (bits & 0x7C00) == 0x7C00 && (bits & 0x200);
-    case ScalarKind::kBF16: return (bits & 0x7F80) == 0x7F80 && (bits & 0x40);
-    case ScalarKind::kF32: return (bits & 0x7F800000) == 0x7F800000 && (bits & 0x400000);
-    case ScalarKind::kF64: return (bits >> 52 & 0x7FF) == 0x7FF && (bits >> 51 & 1);
-    default: return false;
+    case ScalarKind::kF16:
+      return (bits & 0x7C00) == 0x7C00 && (bits & 0x200);
+    case ScalarKind::kBF16:
+      return (bits & 0x7F80) == 0x7F80 && (bits & 0x40);
+    case ScalarKind::kF32:
+      return (bits & 0x7F800000) == 0x7F800000 && (bits & 0x400000);
+    case ScalarKind::kF64:
+      return (bits >> 52 & 0x7FF) == 0x7FF && (bits >> 51 & 1);
+    default:
+      return false;
   }
 }
 
@@ -560,7 +583,8 @@ class HostCopyTest : public ::testing::TestWithParam<CopyCase> {
     strides_.assign(rank, elem_);
     if (rank >= 2) {
       strides_[rank - 2] = (c.dims[rank - 1] * elem_ + 15) / 16 * 16 + c.row_padding;
-      for (size_t j = rank - 2; j-- > 0;) strides_[j] = strides_[j + 1] * c.dims[j + 1] + c.row_padding;
+      for (size_t j = rank - 2; j-- > 0;)
+        strides_[j] = strides_[j + 1] * c.dims[j + 1] + c.row_padding;
     }
     global_bytes_ = rank >= 2 ? strides_[0] * c.dims[0] : c.dims[0] * elem_;
     global_ = aligned_buffer(global_bytes_);
@@ -623,7 +647,10 @@ class HostCopyTest : public ::testing::TestWithParam<CopyCase> {
       }
       if (!ok) {
         ++failures;
-        ADD_FAILURE() << "tile element " << e << (off >= 0 ? " (in bounds)" : " (out of bounds)");
+        ADD_FAILURE() << "tile element " << e << (off >= 0 ? " (in bounds)" : " (out of bounds)")
+                      << ": got bytes " << hex(got, elem_)
+                      << (off >= 0 ? absl::StrCat(", expected ", hex(global_.get() + off, elem_))
+                                   : "");
       }
     }
     for (int64_t i = 0; i < kGuard; ++i) {
@@ -691,7 +718,7 @@ TEST_P(HostCopyTest, LoadMatchesReference) {
   SCOPED_TRACE(absl::StrCat("seed ", seed_));
   for (const std::vector<int32_t>& coords : coordinate_sets()) {
     check_load(coords);
-    if (HasFatalFailure()) return;
+    if (HasFailure()) return;  // one failing box is enough to read
   }
 }
 
@@ -699,7 +726,7 @@ TEST_P(HostCopyTest, StoreMatchesReference) {
   SCOPED_TRACE(absl::StrCat("seed ", seed_));
   for (const std::vector<int32_t>& coords : coordinate_sets()) {
     check_store(coords);
-    if (HasFatalFailure()) return;
+    if (HasFailure()) return;
   }
 }
 
@@ -715,9 +742,16 @@ TEST_P(HostCopyTest, StoreThenLoadRoundTrips) {
   // Whatever of the tile fits in the tensor is read back unchanged.
   for (int64_t e = 0; e < tile_bytes_ / elem_; ++e) {
     if (global_offset(origin, e) < 0) continue;
-    ASSERT_EQ(std::memcmp(back.get() + e * elem_, tile.get() + e * elem_, elem_), 0) << "element " << e;
+    ASSERT_EQ(std::memcmp(back.get() + e * elem_, tile.get() + e * elem_, elem_), 0)
+        << "element " << e;
   }
 }
+
+// Short names keep one case per line.
+constexpr TensorMapInterleave kIl0 = TensorMapInterleave::kNone;
+constexpr TensorMapInterleave kIl16 = TensorMapInterleave::k16B;
+constexpr TensorMapInterleave kIl32 = TensorMapInterleave::k32B;
+constexpr TensorMapOobFill kNan = TensorMapOobFill::kNan;
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, HostCopyTest,
@@ -730,18 +764,12 @@ INSTANTIATE_TEST_SUITE_P(
         CopyCase{"rank3_f32_element_strides", f32, {5, 9, 11}, {3, 7, 8}, {2, 3, 1}, 48},
         CopyCase{"rank5_bf16", bf16, {3, 4, 5, 6, 19}, {2, 3, 2, 4, 8}, {1, 2, 1, 3, 1}, 16},
         CopyCase{"rank5_i8_unit_dims", i8, {1, 2, 1, 3, 40}, {1, 2, 2, 1, 16}, {}, 0},
-        CopyCase{"rank3_f32_interleave16_inner_stride", f32, {4, 6, 12}, {2, 3, 6}, {1, 2, 2}, 0,
-                 TensorMapInterleave::k16B},
-        CopyCase{"rank3_f16_interleave32", f16, {3, 5, 16}, {2, 2, 16}, {}, 32,
-                 TensorMapInterleave::k32B},
-        CopyCase{"nan_f32", f32, {9, 10}, {4, 8}, {2, 1}, 0, TensorMapInterleave::kNone,
-                 TensorMapOobFill::kNan},
-        CopyCase{"nan_bf16", bf16, {9, 10}, {4, 16}, {}, 0, TensorMapInterleave::kNone,
-                 TensorMapOobFill::kNan},
-        CopyCase{"nan_f16", f16, {3, 6, 10}, {2, 3, 8}, {}, 16, TensorMapInterleave::kNone,
-                 TensorMapOobFill::kNan},
-        CopyCase{"nan_f64", f64, {7, 5}, {3, 4}, {3, 1}, 0, TensorMapInterleave::kNone,
-                 TensorMapOobFill::kNan}),
+        CopyCase{"rank3_f32_il16_inner_stride", f32, {4, 6, 12}, {2, 3, 6}, {1, 2, 2}, 0, kIl16},
+        CopyCase{"rank3_f16_il32", f16, {3, 5, 16}, {2, 2, 16}, {}, 32, kIl32},
+        CopyCase{"nan_f32", f32, {9, 10}, {4, 8}, {2, 1}, 0, kIl0, kNan},
+        CopyCase{"nan_bf16", bf16, {9, 10}, {4, 16}, {}, 0, kIl0, kNan},
+        CopyCase{"nan_f16", f16, {3, 6, 10}, {2, 3, 8}, {}, 16, kIl0, kNan},
+        CopyCase{"nan_f64", f64, {7, 5}, {3, 4}, {3, 1}, 0, kIl0, kNan}),
     [](const ::testing::TestParamInfo<CopyCase>& info) { return info.param.name; });
 
 }  // namespace

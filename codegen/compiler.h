@@ -1,0 +1,45 @@
+// Compiling kernels, without LLVM in sight: the runtime's view of codegen.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/compile_options.h"
+#include "codegen/host/abi.h"
+#include "dsl/builder.h"
+
+// codegen is built with hidden visibility (its internals speak LLVM types);
+// this marks the few entry points libtessel exports.
+#define TESSEL_CODEGEN_API __attribute__((visibility("default")))
+
+namespace tessel {
+
+// Machine code for the host, loaded and ready to call.
+class TESSEL_CODEGEN_API HostCode {
+ public:
+  virtual ~HostCode() = default;
+  virtual HostEntry entry() const = 0;
+  // Shared memory one program needs.
+  virtual int64_t shared_bytes() const = 0;
+};
+
+// A function the runtime lends to host kernels (see codegen/host/abi.h).
+struct HostSymbol {
+  std::string name;
+  void* address;
+};
+
+// The compiled stages of one kernel, for dumps and inspection.
+struct CompileArtifacts {
+  std::string ir;    // tessel IR
+  std::string llvm;  // optimized LLVM IR
+};
+
+TESSEL_CODEGEN_API absl::StatusOr<std::unique_ptr<HostCode>> compile_host(const Kernel& kernel, const CompileOptions& options,
+                                                       const std::vector<HostSymbol>& symbols,
+                                                       CompileArtifacts* artifacts = nullptr);
+
+}  // namespace tessel

@@ -1,0 +1,111 @@
+#include "codegen/host/host_target.h"
+
+#include "absl/strings/str_cat.h"
+#include "codegen/host/abi.h"
+#include "codegen/llvm_util.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+
+namespace tessel::codegen {
+namespace {
+
+// A host program is a plain function call: program ids and the shared arena
+// come from the HostProgram record, parameters from the args array.
+class HostTarget final : public TargetInfo {
+ public:
+  explicit HostTarget(std::unique_ptr<llvm::TargetMachine> tm) : tm_(std::move(tm)) {}
+
+  std::string name() const override { return "host"; }
+  llvm::TargetMachine& machine() override { return *tm_; }
+
+  llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
+    llvm::LLVMContext& ctx = module.getContext();
+    llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+    auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr}, false);
+    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, absl::StrCat("tessel_", ir.name), module);
+    fn_->getArg(0)->setName("args");
+    fn_->getArg(1)->setName("program");
+    for (int i = 0; i < 2; ++i) {
+      fn_->addParamAttr(i, llvm::Attribute::NoAlias);
+      fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
+    }
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addFnAttr("target-cpu", tm_->getTargetCPU());
+    fn_->addFnAttr("target-features", tm_->getTargetFeatureString());
+    return fn_;
+  }
+
+  std::vector<llvm::Value*> params(llvm::IRBuilder<>& b, const KernelIR& ir) override {
+    std::vector<llvm::Value*> out;
+    llvm::Type* ptr = b.getPtrTy();
+    for (size_t i = 0; i < ir.params.size(); ++i) {
+      llvm::Value* slot = b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i));
+      const Type& t = ir.params[i].type;
+      if (t.is_tensor_map() || t.is_triggered_view()) {
+        out.push_back(slot);
+      } else if (t.is_pointer()) {
+        out.push_back(b.CreateLoad(ptr, slot));
+      } else {
+        llvm::Type* st = t.dtype().is_bool() ? b.getInt8Ty() : b.getIntNTy(t.dtype().bits());
+        if (t.dtype() == f32) st = b.getFloatTy();
+        if (t.dtype() == f64) st = b.getDoubleTy();
+        llvm::Value* v = b.CreateLoad(st, slot);
+        out.push_back(t.dtype().is_bool() ? b.CreateTrunc(v, b.getInt1Ty()) : v);
+      }
+    }
+    return out;
+  }
+
+  llvm::Value* program_id(llvm::IRBuilder<>& b, int axis) override { return field(b, axis); }
+  llvm::Value* num_programs(llvm::IRBuilder<>& b, int axis) override { return field(b, 3 + axis); }
+
+  llvm::Value* shared_base(llvm::IRBuilder<>& b) override {
+    llvm::Value* p = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), fn_->getArg(1), offsetof(HostProgram, shared));
+    return b.CreateLoad(b.getPtrTy(), p);
+  }
+
+  void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                llvm::Value* smem) override {
+    call_tma(b, kHostTmaLoad, map, coords, smem);
+  }
+  void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                 llvm::Value* smem) override {
+    call_tma(b, kHostTmaStore, map, coords, smem);
+  }
+
+ private:
+  llvm::Value* field(llvm::IRBuilder<>& b, int index) {
+    llvm::Value* p = b.CreateConstInBoundsGEP1_64(b.getInt32Ty(), fn_->getArg(1), index);
+    return b.CreateLoad(b.getInt32Ty(), p);
+  }
+
+  void call_tma(llvm::IRBuilder<>& b, const char* name, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                llvm::Value* smem) {
+    llvm::Module& m = *fn_->getParent();
+    llvm::Type* ptr = b.getPtrTy();
+    llvm::FunctionCallee callee =
+        m.getOrInsertFunction(name, llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr}, false));
+    llvm::IRBuilder<> eb(&*fn_->getEntryBlock().getFirstInsertionPt());
+    llvm::Value* c = eb.CreateAlloca(b.getInt32Ty(), b.getInt32(5));
+    for (size_t i = 0; i < coords.size(); ++i) b.CreateStore(coords[i], b.CreateConstInBoundsGEP1_64(b.getInt32Ty(), c, i));
+    b.CreateCall(callee, {map, c, smem});
+  }
+
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  llvm::Function* fn_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level) {
+  init_llvm_targets();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return to_status(jtmb.takeError(), "detecting the host CPU");
+  jtmb->setCodeGenOptLevel(opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                           : opt_level == 0 ? llvm::CodeGenOptLevel::None
+                                            : llvm::CodeGenOptLevel::Default);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) return to_status(tm.takeError(), "creating the host target machine");
+  return std::unique_ptr<TargetInfo>(new HostTarget(std::move(*tm)));
+}
+
+}  // namespace tessel::codegen

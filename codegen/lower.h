@@ -1,0 +1,22 @@
+// Lowers kernel IR to an LLVM module through a TargetInfo.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "codegen/target_info.h"
+#include "dsl/ir.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+
+namespace tessel::codegen {
+
+struct LoweredKernel {
+  std::unique_ptr<llvm::Module> module;
+  std::string entry;          // the kernel function's symbol
+  int64_t shared_bytes = 0;   // shared memory the kernel needs per program
+};
+
+absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx);
+
+}  // namespace tessel::codegen

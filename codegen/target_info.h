@@ -1,0 +1,45 @@
+// The seam between targets: everything codegen emits differently for the
+// host, NVIDIA or AMD goes through these hooks; the rest is written once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsl/ir.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Target/TargetMachine.h"
+
+namespace tessel::codegen {
+
+class TargetInfo {
+ public:
+  virtual ~TargetInfo() = default;
+
+  virtual std::string name() const = 0;
+  virtual llvm::TargetMachine& machine() = 0;
+  // The LLVM address space of global (device) memory pointers.
+  virtual unsigned global_address_space() const { return 0; }
+
+  // Declares the kernel function with this target's calling convention.
+  virtual llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) = 0;
+  // At the kernel's entry: the value of each parameter. Scalars and pointers
+  // are values; tensor maps and triggered views are pointers to their bytes.
+  virtual std::vector<llvm::Value*> params(llvm::IRBuilder<>& b, const KernelIR& ir) = 0;
+
+  virtual llvm::Value* program_id(llvm::IRBuilder<>& b, int axis) = 0;
+  virtual llvm::Value* num_programs(llvm::IRBuilder<>& b, int axis) = 0;
+  // The start of this program's shared memory.
+  virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
+
+  // Copies the box at `coords` (i32, outermost first) of the tensor map into
+  // shared memory at `smem`, complete when the call returns (host) or when
+  // the target's wait has passed.
+  virtual void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                        llvm::Value* smem) = 0;
+  virtual void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                         llvm::Value* smem) = 0;
+};
+
+}  // namespace tessel::codegen

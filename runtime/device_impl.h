@@ -1,0 +1,59 @@
+// Internal: what each backend implements behind Device and Function.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/device.h"
+#include "runtime/tensor_map.h"
+
+namespace tessel {
+
+class FunctionImpl {
+ public:
+  FunctionImpl(Kernel kernel, TensorMapEncoding encoding) : kernel_(std::move(kernel)), encoding_(encoding) {}
+  virtual ~FunctionImpl() = default;
+  const Kernel& kernel() const { return kernel_; }
+  // The encoding of tensor maps this function's kernel reads.
+  TensorMapEncoding tensor_map_encoding() const { return encoding_; }
+  virtual int64_t shared_bytes() const = 0;
+  // Runs the grid; the arguments have been checked, params[i] points to the
+  // value of parameter i.
+  virtual absl::Status run(const LaunchConfig& config, void** params) = 0;
+
+ private:
+  Kernel kernel_;
+  TensorMapEncoding encoding_;
+};
+
+class DeviceImpl {
+ public:
+  virtual ~DeviceImpl() = default;
+  virtual std::string name() const = 0;
+  virtual DeviceKind kind() const = 0;
+  virtual int num_compute_units() const = 0;
+  // Which encoding of tensor maps this device's kernels read.
+  virtual TensorMapEncoding tensor_map_encoding() const = 0;
+
+  virtual absl::StatusOr<std::shared_ptr<void>> raw_allocate(size_t bytes) = 0;
+  virtual absl::Status copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status synchronize() = 0;
+  virtual absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
+                                                                         const CompileOptions& options) = 0;
+
+  absl::StatusOr<Buffer> allocate(size_t bytes);
+  // Compiles through an in-memory cache keyed by the kernel's text and the options.
+  absl::StatusOr<Function> compile(const Kernel& kernel, const CompileOptions& options);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Function> cache_ ABSL_GUARDED_BY(mu_);
+};
+
+// Backends' factories.
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host_device(int threads);
+
+}  // namespace tessel

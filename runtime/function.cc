@@ -1,0 +1,85 @@
+// Argument checking and packing for launches, common to every backend.
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/device.h"
+#include "runtime/device_impl.h"
+#include "runtime/tensor_map.h"
+
+namespace tessel {
+
+KernelArg::KernelArg(const Buffer& b) : kind_(Kind::kPointer) { set_pointer(b.data()); }
+KernelArg::KernelArg(const TensorMap& m) : kind_(Kind::kTensorMap), dtype_(m.spec().dtype), map_(&m) {}
+
+void* KernelArg::slot() const {
+  if (kind_ == Kind::kTensorMap) return const_cast<void*>(map_->data());
+  return storage_;
+}
+
+std::string KernelArg::describe() const {
+  switch (kind_) {
+    case Kind::kScalar: return std::string(dtype_.name());
+    case Kind::kPointer: return typed_ ? absl::StrCat("a pointer to ", dtype_.name()) : "an untyped pointer";
+    case Kind::kTensorMap:
+      return absl::StrCat("a tensor map of ", dtype_.name(), " with box ", shape_str(map_->spec().box));
+  }
+  return "?";
+}
+
+namespace {
+
+absl::Status check_arg(const Param& p, size_t index, const KernelArg& a, TensorMapEncoding encoding) {
+  const Type& t = p.type;
+  auto mismatch = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("argument ", index, " '", p.name, "' expects ", t.str(), ", got ", a.describe()));
+  };
+  switch (a.kind()) {
+    case KernelArg::Kind::kScalar:
+      if (!t.is_scalar() || t.dtype() != a.dtype()) return mismatch();
+      return absl::OkStatus();
+    case KernelArg::Kind::kPointer:
+      if (!t.is_pointer() || (a.typed() && a.dtype() != t.dtype())) return mismatch();
+      return absl::OkStatus();
+    case KernelArg::Kind::kTensorMap: {
+      if (!t.is_tensor_map()) return mismatch();
+      const TensorMap& m = *a.tensor_map();
+      if (m.spec().dtype != t.dtype() || m.spec().box != t.shape() || m.spec().swizzle != t.swizzle()) {
+        return mismatch();
+      }
+      if (m.encoding() != encoding) {
+        return absl::InvalidArgumentError(absl::StrCat("argument ", index, " '", p.name,
+                                                       "': the tensor map was encoded for another kind of device"));
+      }
+      return absl::OkStatus();
+    }
+  }
+  return mismatch();
+}
+
+}  // namespace
+
+absl::Status Function::launch_packed(const LaunchConfig& config, absl::Span<const KernelArg> args) const {
+  const Kernel& k = impl_->kernel();
+  const std::vector<Param>& params = k.params();
+  if (args.size() != params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': expected ", params.size(),
+                                                   " arguments, got ", args.size()));
+  }
+  for (int d : config.grid.dims) {
+    if (d < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': every grid dimension must be >= 1"));
+    }
+  }
+  absl::InlinedVector<void*, 16> slots(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::Status s = check_arg(params[i], i, args[i], impl_->tensor_map_encoding());
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': ", s.message()));
+    slots[i] = args[i].slot();
+  }
+  return impl_->run(config, slots.data());
+}
+
+const Kernel& Function::kernel() const { return impl_->kernel(); }
+int64_t Function::shared_bytes() const { return impl_->shared_bytes(); }
+
+}  // namespace tessel

@@ -1,0 +1,113 @@
+// The host device: kernels JIT-compiled for this CPU, programs run as tasks
+// on a thread pool, each with its own shared-memory arena.
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "codegen/compiler.h"
+#include "dsl/status.h"
+#include "runtime/device_impl.h"
+#include "runtime/host/thread_pool.h"
+#include "runtime/tensor_map.h"
+
+namespace tessel {
+namespace {
+
+void tma_load_entry(const void* map, const int32_t* coords, void* smem) { host_tma_load(map, coords, smem); }
+void tma_store_entry(const void* map, const int32_t* coords, void* smem) { host_tma_store(map, coords, smem); }
+
+absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, const CompileArtifacts& a) {
+  std::string base = absl::StrCat(options.dump_dir, "/", kernel.name(), ".host");
+  for (absl::string_view stage : absl::StrSplit(options.dump_stages, ',', absl::SkipEmpty())) {
+    const std::string* text = stage == "ir" ? &a.ir : stage == "llvm" ? &a.llvm : nullptr;
+    if (text == nullptr) continue;  // stages of other targets
+    std::string path = absl::StrCat(base, stage == "ir" ? ".tessel" : ".ll");
+    std::ofstream out(path);
+    out << *text;
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("TESSEL_DUMP: cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+class HostFunction final : public FunctionImpl {
+ public:
+  HostFunction(Kernel kernel, std::unique_ptr<HostCode> code, std::shared_ptr<ThreadPool> pool)
+      : FunctionImpl(std::move(kernel), TensorMapEncoding::kHost), code_(std::move(code)), pool_(std::move(pool)) {}
+
+  int64_t shared_bytes() const override { return code_->shared_bytes(); }
+
+  absl::Status run(const LaunchConfig& config, void** params) override {
+    const std::array<int, 3>& g = config.grid.dims;
+    int64_t arena = (code_->shared_bytes() + 127) / 128 * 128;
+    std::vector<std::byte*> arenas(pool_->size(), nullptr);
+    std::unique_ptr<std::byte, decltype(&std::free)> storage(nullptr, &std::free);
+    if (arena > 0) {
+      storage.reset(static_cast<std::byte*>(std::aligned_alloc(128, arena * pool_->size())));
+      if (storage == nullptr) return absl::ResourceExhaustedError("host launch: no memory for shared arenas");
+      for (int w = 0; w < pool_->size(); ++w) arenas[w] = storage.get() + w * arena;
+    }
+    HostEntry entry = code_->entry();
+    pool_->run(config.grid.total(), [&](int64_t i, int worker) {
+      HostProgram p{{static_cast<int32_t>(i % g[0]), static_cast<int32_t>(i / g[0] % g[1]),
+                     static_cast<int32_t>(i / (int64_t{g[0]} * g[1]))},
+                    {g[0], g[1], g[2]},
+                    arenas[worker]};
+      entry(params, &p);
+    });
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<HostCode> code_;
+  std::shared_ptr<ThreadPool> pool_;  // shared with the device, which may go first
+};
+
+class HostDevice final : public DeviceImpl {
+ public:
+  explicit HostDevice(int threads) : pool_(std::make_shared<ThreadPool>(threads)) {}
+
+  std::string name() const override { return absl::StrCat("host:", pool_->size()); }
+  DeviceKind kind() const override { return DeviceKind::kHost; }
+  int num_compute_units() const override { return pool_->size(); }
+  TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kHost; }
+
+  absl::StatusOr<std::shared_ptr<void>> raw_allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes failed"));
+    return std::shared_ptr<void>(p, &std::free);
+  }
+  absl::Status copy_to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status synchronize() override { return absl::OkStatus(); }
+
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
+                                                                 const CompileOptions& options) override {
+    std::vector<HostSymbol> symbols = {{kHostTmaLoad, reinterpret_cast<void*>(&tma_load_entry)},
+                                       {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)}};
+    CompileArtifacts artifacts;
+    bool dump = !options.dump_stages.empty();
+    TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<HostCode> code,
+                            compile_host(kernel, options, symbols, dump ? &artifacts : nullptr));
+    if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, options, artifacts));
+    return std::make_shared<HostFunction>(kernel, std::move(code), pool_);
+  }
+
+ private:
+  std::shared_ptr<ThreadPool> pool_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host_device(int threads) {
+  return std::make_shared<HostDevice>(threads);
+}
+
+}  // namespace tessel

@@ -1,0 +1,81 @@
+// Launch arguments: C++ values turned into typed slots that are checked
+// against a kernel's signature and passed like cuLaunchKernel's params.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "dsl/types.h"
+
+namespace tessel {
+
+class Buffer;
+class TensorMap;
+
+template <class T>
+constexpr std::optional<DType> dtype_of() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, bool>) return i1;
+  else if constexpr (std::is_same_v<U, int8_t>) return i8;
+  else if constexpr (std::is_same_v<U, int16_t>) return i16;
+  else if constexpr (std::is_same_v<U, int32_t>) return i32;
+  else if constexpr (std::is_same_v<U, int64_t>) return i64;
+  else if constexpr (std::is_same_v<U, uint8_t>) return u8;
+  else if constexpr (std::is_same_v<U, uint16_t>) return u16;
+  else if constexpr (std::is_same_v<U, uint32_t>) return u32;
+  else if constexpr (std::is_same_v<U, uint64_t>) return u64;
+  else if constexpr (std::is_same_v<U, float>) return f32;
+  else if constexpr (std::is_same_v<U, double>) return f64;
+  else return std::nullopt;
+}
+
+// A 16-bit float passed by its bits: `Half{bits}` for f16, `BFloat16{bits}` for bf16.
+struct Half { uint16_t bits; };
+struct BFloat16 { uint16_t bits; };
+
+class KernelArg {
+ public:
+  enum class Kind : uint8_t { kScalar, kPointer, kTensorMap };
+
+  template <class T>
+    requires(dtype_of<T>().has_value())
+  KernelArg(T v) : kind_(Kind::kScalar), dtype_(*dtype_of<T>()) {  // NOLINT: implicit by design
+    static_assert(sizeof(T) <= sizeof(storage_));
+    std::memcpy(storage_, &v, sizeof(T));
+  }
+  KernelArg(Half h) : kind_(Kind::kScalar), dtype_(f16) { std::memcpy(storage_, &h.bits, 2); }       // NOLINT
+  KernelArg(BFloat16 h) : kind_(Kind::kScalar), dtype_(bf16) { std::memcpy(storage_, &h.bits, 2); }  // NOLINT
+  // A typed pointer checks its pointee; void* and Buffers fit any pointer.
+  template <class T>
+  KernelArg(T* p) : kind_(Kind::kPointer) {  // NOLINT
+    set_pointer(p);
+    if constexpr (dtype_of<T>().has_value()) {
+      dtype_ = *dtype_of<T>();
+      typed_ = true;
+    }
+  }
+  KernelArg(const Buffer& b);     // NOLINT
+  KernelArg(const TensorMap& m);  // NOLINT
+
+  Kind kind() const { return kind_; }
+  DType dtype() const { return dtype_; }
+  bool typed() const { return typed_; }
+  const TensorMap* tensor_map() const { return map_; }
+  // What cuLaunchKernel-style params point to for this argument.
+  void* slot() const;
+  std::string describe() const;
+
+ private:
+  void set_pointer(const void* p) { std::memcpy(storage_, &p, sizeof(p)); }
+  Kind kind_;
+  DType dtype_{};
+  bool typed_ = false;
+  const TensorMap* map_ = nullptr;
+  alignas(8) mutable std::byte storage_[8] = {};
+};
+
+}  // namespace tessel

@@ -1,0 +1,88 @@
+#include "runtime/device.h"
+
+#include <random>
+
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Device, OpensTheHost) {
+  absl::StatusOr<Device> d = Device::open("host:2");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->kind(), DeviceKind::kHost);
+  EXPECT_EQ(d->num_compute_units(), 2);
+  EXPECT_EQ(d->name(), "host:2");
+}
+
+TEST(Device, RejectsUnknownNames) {
+  absl::StatusOr<Device> d = Device::open("tpu:0");
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(d.status().message(), HasSubstr("unknown device"));
+  d = Device::open("host:0");
+  EXPECT_THAT(d.status().message(), HasSubstr("thread count must be 1 to 1024"));
+}
+
+TEST(Device, CopyPastTheBufferIsAnError) {
+  Device d = *Device::open("host:1");
+  Buffer b = *d.allocate(16);
+  char src[32] = {};
+  EXPECT_THAT(d.copy_to_device(b, src, 32).message(), HasSubstr("32 bytes into a buffer of 16"));
+  EXPECT_THAT(d.allocate(0).status().message(), HasSubstr("0 bytes"));
+}
+
+Kernel axpy() {
+  KernelBuilder k("axpy");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
+  Value a = k.arg(f32, "a"), n = k.arg(i32, "n");
+  Value offs = k.program_id() * 256 + k.arange(0, 256);  // [256] i32
+  Value mask = offs < n;
+  Value xv = load(x + offs, mask, 0.0);
+  Value yv = load(y + offs, mask, 0.0);
+  store(y + offs, a * xv + yv, mask);
+  return *k.build();
+}
+
+TEST(Launch, RunsAxpyOnRandomData) {
+  std::random_device rd;
+  unsigned seed = rd();
+  SCOPED_TRACE(seed);
+  std::mt19937 gen(seed);
+  int n = std::uniform_int_distribution<int>(1, 5000)(gen);
+  std::vector<float> x(n), y(n);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int i = 0; i < n; ++i) x[i] = dist(gen), y[i] = dist(gen);
+  Device d = *Device::open("host:2");
+  absl::StatusOr<Function> fn = d.compile(axpy());
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  std::vector<float> out = y;
+  absl::Status s = fn->launch({.grid = (n + 255) / 256}, x.data(), out.data(), 0.5f, n);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 0.5f * x[i] + y[i]) << i;
+}
+
+TEST(Launch, ChecksArgumentsAgainstTheSignature) {
+  Device d = *Device::open("host:1");
+  Function fn = *d.compile(axpy());
+  float x = 0;
+  double wrong = 0;
+  EXPECT_THAT(fn.launch({}, &x, &x, 1.0f).message(), HasSubstr("expected 4 arguments, got 3"));
+  EXPECT_THAT(fn.launch({}, &x, &x, 1.0, 1).message(), HasSubstr("argument 2 'a' expects f32, got f64"));
+  EXPECT_THAT(fn.launch({}, &wrong, &x, 1.0f, 1).message(),
+              HasSubstr("argument 0 'x' expects ptr<f32>, got a pointer to f64"));
+  EXPECT_THAT(fn.launch({.grid = 0}, &x, &x, 1.0f, 1).message(), HasSubstr("grid dimension must be >= 1"));
+}
+
+TEST(Compile, RepeatsAreCached) {
+  Device d = *Device::open("host:1");
+  Function a = *d.compile(axpy());
+  Function b = *d.compile(axpy());
+  EXPECT_EQ(&a.kernel(), &b.kernel());
+}
+
+}  // namespace
+}  // namespace tessel
