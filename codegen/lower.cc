@@ -707,20 +707,23 @@ class Lowering {
     llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "for", fn_);
     llvm::BasicBlock* loop_body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
     llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
-    // A step <= 0 runs no iteration rather than forever.
+    // A step <= 0 runs no iteration rather than forever. The induction
+    // variable is kept in i64 so that iv + step cannot wrap.
     llvm::Value* positive = b_.CreateICmpSGT(step, llvm::ConstantInt::get(it, 0));
+    auto to64 = [&](llvm::Value* v) { return s ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty()); };
+    llvm::Value* lo64 = to64(lo);
+    llvm::Value* hi64 = to64(hi);
+    llvm::Value* step64 = to64(step);
     b_.CreateBr(head);
     b_.SetInsertPoint(head);
-    // The induction variable is kept in i64 so that iv + step cannot wrap.
     llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
-    iv64->addIncoming(s ? b_.CreateSExt(lo, b_.getInt64Ty()) : b_.CreateZExt(lo, b_.getInt64Ty()), pre);
+    iv64->addIncoming(lo64, pre);
     std::vector<llvm::PHINode*> phis(n, nullptr);
     for (size_t i = 0; i < n; ++i) {
       if (bufs[i] != nullptr) continue;
       phis[i] = b_.CreatePHI(elem_type(ir_.type(o.results[i])), 2);
       phis[i]->addIncoming(val(o.operands[3 + i]), pre);
     }
-    llvm::Value* hi64 = s ? b_.CreateSExt(hi, b_.getInt64Ty()) : b_.CreateZExt(hi, b_.getInt64Ty());
     llvm::Value* go = b_.CreateAnd(positive, b_.CreateICmpSLT(iv64, hi64));
     b_.CreateCondBr(go, loop_body, exit);
     b_.SetInsertPoint(loop_body);
@@ -728,7 +731,6 @@ class Lowering {
     for (size_t i = 0; i < n; ++i) vals_[body.args[1 + i]] = bufs[i] != nullptr ? bufs[i] : phis[i];
     TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
     carry_tiles(yield, bufs);
-    llvm::Value* step64 = s ? b_.CreateSExt(step, b_.getInt64Ty()) : b_.CreateZExt(step, b_.getInt64Ty());
     iv64->addIncoming(b_.CreateAdd(iv64, step64), b_.GetInsertBlock());
     for (size_t i = 0; i < n; ++i) {
       if (phis[i] != nullptr) phis[i]->addIncoming(val(yield.operands[i]), b_.GetInsertBlock());

@@ -79,6 +79,23 @@ absl::Status Device::copy_to_host(void* dst, const Buffer& src, size_t bytes) co
   return impl_->copy_to_host(dst, src.data(), bytes);
 }
 
+absl::StatusOr<TensorMap> Device::tensor_map(DType dtype, const Buffer& buffer, Shape dims, Shape box,
+                                             Swizzle swizzle) const {
+  int64_t bytes = dtype.bytes();
+  for (int64_t d : dims) bytes *= d;
+  if (buffer.data() == nullptr || bytes > static_cast<int64_t>(buffer.bytes())) {
+    return absl::OutOfRangeError(absl::StrCat("tensor_map: a ", dtype.name(), " tensor of shape ", shape_str(dims),
+                                              " needs ", bytes, " bytes; the buffer holds ", buffer.bytes()));
+  }
+  TensorMapSpec spec;
+  spec.dtype = dtype;
+  spec.address = buffer.data();
+  spec.dims = std::move(dims);
+  spec.box = std::move(box);
+  spec.swizzle = swizzle;
+  return impl_->encode_tensor_map(spec);
+}
+
 absl::StatusOr<Function> Device::compile(const Kernel& kernel, const CompileOptions& options) const {
   return impl_->compile(kernel, options);
 }

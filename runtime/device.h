@@ -14,6 +14,7 @@
 #include "codegen/compile_options.h"
 #include "dsl/builder.h"
 #include "runtime/kernel_arg.h"
+#include "runtime/tensor_map.h"
 
 namespace tessel {
 
@@ -87,6 +88,11 @@ class Device {
   absl::Status copy_to_device(const Buffer& dst, const void* src, size_t bytes) const;
   absl::Status copy_to_host(void* dst, const Buffer& src, size_t bytes) const;
   absl::Status synchronize() const;
+
+  // A tensor map over a dense row-major tensor in `buffer`, encoded for
+  // this device's kernels (dims and box outermost first).
+  absl::StatusOr<TensorMap> tensor_map(DType dtype, const Buffer& buffer, Shape dims, Shape box,
+                                       Swizzle swizzle = Swizzle::kNone) const;
 
   // JIT-compiles for this device; repeats are answered from a cache.
   absl::StatusOr<Function> compile(const Kernel& kernel, const CompileOptions& options = {}) const;

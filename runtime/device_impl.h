@@ -41,6 +41,7 @@ class DeviceImpl {
   virtual absl::Status copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status synchronize() = 0;
+  virtual absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) = 0;
   virtual absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
                                                                          const CompileOptions& options) = 0;
 

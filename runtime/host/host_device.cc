@@ -88,6 +88,10 @@ class HostDevice final : public DeviceImpl {
   }
   absl::Status synchronize() override { return absl::OkStatus(); }
 
+  absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override {
+    return TensorMap::encode_host(spec);
+  }
+
   absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
                                                                  const CompileOptions& options) override {
     std::vector<HostSymbol> symbols = {{kHostTmaLoad, reinterpret_cast<void*>(&tma_load_entry)},

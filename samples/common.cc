@@ -1,0 +1,81 @@
+#include "common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+
+namespace samples {
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--device=")) {
+      a.device = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "--emit=")) {
+      a.emit_dir = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "--seed=") && absl::SimpleAtoi(arg, &a.seed)) {
+    } else {
+      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR] [--seed=N]\n", argv[0]);
+      std::exit(2);
+    }
+  }
+  std::printf("seed %u\n", a.seed);
+  return a;
+}
+
+absl::StatusOr<tessel::Device> open_device(const Args& args) {
+  return args.device == "best" ? tessel::Device::best() : tessel::Device::open(args.device);
+}
+
+tessel::CompileOptions compile_options(const Args& args) {
+  tessel::CompileOptions o;
+  if (!args.emit_dir.empty()) {
+    o.dump_dir = args.emit_dir;
+    o.dump_stages = "ir,llvm,ptx";
+  }
+  return o;
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float from_bf16(uint16_t b) {
+  uint32_t bits = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+bool check_close(const char* what, const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double err = std::abs(got[i] - want[i]) / std::max(1.0, std::abs(want[i]));
+    if (!(err <= worst)) {  // also catches NaN
+      worst = std::isnan(err) ? INFINITY : err;
+      at = i;
+    }
+  }
+  bool ok = worst <= tol;
+  std::printf("%s: %zu values, worst relative error %.3g at %zu (tolerance %.1g): %s\n", what, got.size(), worst, at,
+              tol, ok ? "OK" : "FAILED");
+  return ok;
+}
+
+void ok_or_die(const absl::Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
+  std::exit(1);
+}
+
+}  // namespace samples

@@ -1,0 +1,41 @@
+// Shared by the samples: command line, device choice, random data, checks.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tessel/tessel.h"
+
+namespace samples {
+
+// --device=host|host:N|cuda:N|best (default best), --emit=DIR (write the
+// kernels' stages there and do not run), --seed=N.
+struct Args {
+  std::string device = "best";
+  std::string emit_dir;
+  unsigned seed = std::random_device{}();
+};
+Args parse_args(int argc, char** argv);
+
+absl::StatusOr<tessel::Device> open_device(const Args& args);
+tessel::CompileOptions compile_options(const Args& args);
+
+// bf16 bits <-> float, rounding to nearest even.
+uint16_t to_bf16(float f);
+float from_bf16(uint16_t b);
+
+// Largest |got - want| / max(1, |want|), printed with the sample's name.
+bool check_close(const char* what, const std::vector<float>& got, const std::vector<double>& want, double tol);
+
+// Exits with a message if `s` is not OK.
+void ok_or_die(const absl::Status& s, const char* what);
+template <class T>
+T value_or_die(absl::StatusOr<T> v, const char* what) {
+  ok_or_die(v.status(), what);
+  return *std::move(v);
+}
+
+}  // namespace samples
