@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/views.h"
 #include "dsl/ops.h"
 #include "dsl/printer.h"
 #include "dsl/status.h"
@@ -438,9 +439,18 @@ class Lowering {
       case OpCode::kFor: return for_op(o);
       case OpCode::kIf: return if_op(o);
       case OpCode::kYield: return absl::OkStatus();  // handled by the owner
-      case OpCode::kPublish: case OpCode::kArrived: case OpCode::kWait: case OpCode::kReusable:
-        return absl::UnimplementedError(absl::StrCat("kernel '", ir_.name, "': ", opcode_name(o.op),
-                                                     " on triggered views is not lowered by this tessel yet"));
+      case OpCode::kPublish:
+        ViewLowering(b_, target_).publish(val(o.operands[0]), val(o.operands[1]));
+        return absl::OkStatus();
+      case OpCode::kArrived:
+        set(o, ViewLowering(b_, target_).arrived(val(o.operands[0]), val(o.operands[1])));
+        return absl::OkStatus();
+      case OpCode::kWait:
+        ViewLowering(b_, target_).wait(val(o.operands[0]), val(o.operands[1]));
+        return absl::OkStatus();
+      case OpCode::kReusable:
+        set(o, ViewLowering(b_, target_).reusable(val(o.operands[0]), val(o.operands[1])));
+        return absl::OkStatus();
       default:
         return absl::InternalError(absl::StrCat("codegen: no lowering for ", opcode_name(o.op)));
     }

@@ -2,6 +2,7 @@
 // host, NVIDIA or AMD goes through these hooks; the rest is written once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,16 @@ class TargetInfo {
                         llvm::Value* smem) = 0;
   virtual void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                          llvm::Value* smem) = 0;
+
+  // Memory ordering for triggered views, at system scope: a barrier of the
+  // whole program after its stores, an acq_rel fetch-add, a release store
+  // and an acquire load of 64-bit words.
+  virtual void program_barrier(llvm::IRBuilder<>& b) = 0;
+  virtual llvm::Value* atomic_add_acq_rel_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) = 0;
+  virtual void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) = 0;
+  virtual llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) = 0;
+  // Runs `body` in one thread of the program (the host has only one).
+  virtual void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) = 0;
 };
 
 }  // namespace tessel::codegen

@@ -21,6 +21,7 @@ std::string KernelArg::describe() const {
     case Kind::kPointer: return typed_ ? absl::StrCat("a pointer to ", dtype_.name()) : "an untyped pointer";
     case Kind::kTensorMap:
       return absl::StrCat("a tensor map of ", dtype_.name(), " with box ", shape_str(map_->spec().box));
+    case Kind::kView: return "a triggered view";
   }
   return "?";
 }
@@ -39,6 +40,9 @@ absl::Status check_arg(const Param& p, size_t index, const KernelArg& a, TensorM
       return absl::OkStatus();
     case KernelArg::Kind::kPointer:
       if (!t.is_pointer() || (a.typed() && a.dtype() != t.dtype())) return mismatch();
+      return absl::OkStatus();
+    case KernelArg::Kind::kView:
+      if (!t.is_triggered_view()) return mismatch();
       return absl::OkStatus();
     case KernelArg::Kind::kTensorMap: {
       if (!t.is_tensor_map()) return mismatch();

@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 
+#include "codegen/view_abi.h"
 #include "dsl/types.h"
 
 namespace tessel {
@@ -39,7 +40,7 @@ struct BFloat16 { uint16_t bits; };
 
 class KernelArg {
  public:
-  enum class Kind : uint8_t { kScalar, kPointer, kTensorMap };
+  enum class Kind : uint8_t { kScalar, kPointer, kTensorMap, kView };
 
   template <class T>
     requires(dtype_of<T>().has_value())
@@ -53,7 +54,9 @@ class KernelArg {
   template <class T>
   KernelArg(T* p) : kind_(Kind::kPointer) {  // NOLINT
     set_pointer(p);
-    if constexpr (dtype_of<T>().has_value()) {
+    if constexpr (std::is_same_v<std::remove_cv_t<T>, ViewHeader>) {
+      kind_ = Kind::kView;  // a triggered view's header in device-readable memory
+    } else if constexpr (dtype_of<T>().has_value()) {
       dtype_ = *dtype_of<T>();
       typed_ = true;
     }

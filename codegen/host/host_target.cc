@@ -40,9 +40,9 @@ class HostTarget final : public TargetInfo {
     for (size_t i = 0; i < ir.params.size(); ++i) {
       llvm::Value* slot = b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i));
       const Type& t = ir.params[i].type;
-      if (t.is_tensor_map() || t.is_triggered_view()) {
+      if (t.is_tensor_map()) {
         out.push_back(slot);
-      } else if (t.is_pointer()) {
+      } else if (t.is_pointer() || t.is_triggered_view()) {
         out.push_back(b.CreateLoad(ptr, slot));
       } else {
         llvm::Type* st = t.dtype().is_bool() ? b.getInt8Ty() : b.getIntNTy(t.dtype().bits());
@@ -71,6 +71,23 @@ class HostTarget final : public TargetInfo {
                  llvm::Value* smem) override {
     call_tma(b, kHostTmaStore, map, coords, smem);
   }
+
+  // A host program is one thread: no barrier is needed, and x86's ordering
+  // of atomics is what the GPU's system-scope operations promise.
+  void program_barrier(llvm::IRBuilder<>&) override {}
+  llvm::Value* atomic_add_acq_rel_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, v, llvm::MaybeAlign(8),
+                             llvm::AtomicOrdering::AcquireRelease);
+  }
+  void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    b.CreateAlignedStore(v, ptr, llvm::MaybeAlign(8))->setAtomic(llvm::AtomicOrdering::Release);
+  }
+  llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
+    llvm::LoadInst* l = b.CreateAlignedLoad(b.getInt64Ty(), ptr, llvm::MaybeAlign(8));
+    l->setAtomic(llvm::AtomicOrdering::Acquire);
+    return l;
+  }
+  void single_thread(llvm::IRBuilder<>&, const std::function<void()>& body) override { body(); }
 
  private:
   llvm::Value* field(llvm::IRBuilder<>& b, int index) {

@@ -1,0 +1,123 @@
+#include "codegen/views.h"
+
+#include <cstddef>
+
+#include "codegen/view_abi.h"
+
+namespace tessel::codegen {
+
+llvm::Value* ViewLowering::header_field(llvm::Value* view, int offset, llvm::Type* type) {
+  return b_.CreateLoad(type, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offset));
+}
+
+llvm::Value* ViewLowering::gate_word(llvm::Value* view, llvm::Value* batch, int word) {
+  llvm::Value* gates = header_field(view, offsetof(ViewHeader, gates), b_.getPtrTy());
+  llvm::Value* row = b_.CreateMul(b_.CreateZExt(batch, b_.getInt64Ty()), b_.getInt64(sizeof(GateRow)));
+  return b_.CreateGEP(b_.getInt8Ty(), gates, b_.CreateAdd(row, b_.getInt64(word * 8)));
+}
+
+void ViewLowering::if_then(llvm::Value* cond, const std::function<void()>& body) {
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* then = llvm::BasicBlock::Create(b_.getContext(), "view.then", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "view.done", fn);
+  b_.CreateCondBr(cond, then, done);
+  b_.SetInsertPoint(then);
+  body();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+llvm::Value* ViewLowering::checked(llvm::Value* view, llvm::Value* batch) {
+  llvm::Value* n = header_field(view, offsetof(ViewHeader, num_batches), b_.getInt32Ty());
+  llvm::Value* ok = b_.CreateICmpULT(batch, n);
+  if_then(b_.CreateNot(ok), [&] {
+    llvm::Value* status = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offsetof(ViewHeader, status));
+    target_.store_release_sys(b_, status, b_.getInt64(kViewBadBatch));
+  });
+  return ok;
+}
+
+llvm::Value* ViewLowering::open(llvm::Value* view, llvm::Value* word) {
+  llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
+  return b_.CreateICmpUGE(b_.CreateTrunc(word, b_.getInt32Ty()), b_.CreateTrunc(epoch, b_.getInt32Ty()));
+}
+
+// A rank reads ready for the batches it owns and arrival for the others'.
+llvm::Value* ViewLowering::arrival_word(llvm::Value* view, llvm::Value* batch) {
+  llvm::Value* batches = header_field(view, offsetof(ViewHeader, batches), b_.getPtrTy());
+  llvm::Value* entry = b_.CreateGEP(b_.getInt8Ty(), batches,
+                                    b_.CreateMul(b_.CreateZExt(batch, b_.getInt64Ty()), b_.getInt64(sizeof(ViewBatch))));
+  llvm::Value* owner = b_.CreateLoad(b_.getInt32Ty(), entry);
+  llvm::Value* rank = header_field(view, offsetof(ViewHeader, rank), b_.getInt32Ty());
+  llvm::Value* own = b_.CreateICmpEQ(owner, rank);
+  return b_.CreateSelect(own, gate_word(view, batch, 0), gate_word(view, batch, 1));
+}
+
+void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
+  target_.program_barrier(b_);
+  target_.single_thread(b_, [&] {
+    if_then(checked(view, batch), [&] {
+      llvm::Value* batches = header_field(view, offsetof(ViewHeader, batches), b_.getPtrTy());
+      llvm::Value* entry = b_.CreateGEP(
+          b_.getInt8Ty(), batches,
+          b_.CreateMul(b_.CreateZExt(batch, b_.getInt64Ty()), b_.getInt64(sizeof(ViewBatch))));
+      llvm::Value* contributors = b_.CreateZExt(
+          b_.CreateLoad(b_.getInt32Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), entry, 4)), b_.getInt64Ty());
+      contributors = b_.CreateSelect(b_.CreateICmpEQ(contributors, b_.getInt64(0)), b_.getInt64(1), contributors);
+      llvm::Value* old = target_.atomic_add_acq_rel_sys(b_, gate_word(view, batch, 4), b_.getInt64(1));
+      llvm::Value* last = b_.CreateICmpEQ(b_.CreateURem(b_.CreateAdd(old, b_.getInt64(1)), contributors),
+                                          b_.getInt64(0));
+      if_then(last, [&] {
+        llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
+        target_.store_release_sys(b_, gate_word(view, batch, 0), epoch);
+      });
+    });
+  });
+}
+
+llvm::Value* ViewLowering::arrived(llvm::Value* view, llvm::Value* batch) {
+  llvm::Value* ok = checked(view, batch);
+  // An out-of-range batch reads gate 0's word but reports false.
+  llvm::Value* safe = b_.CreateSelect(ok, batch, b_.getInt32(0));
+  return b_.CreateAnd(ok, open(view, target_.load_acquire_sys(b_, arrival_word(view, safe))));
+}
+
+llvm::Value* ViewLowering::reusable(llvm::Value* view, llvm::Value* batch) {
+  llvm::Value* ok = checked(view, batch);
+  llvm::Value* safe = b_.CreateSelect(ok, batch, b_.getInt32(0));
+  return b_.CreateAnd(ok, open(view, target_.load_acquire_sys(b_, gate_word(view, safe, 2))));
+}
+
+// A bounded spin: after spin_limit polls the gate's error word records
+// kGateTimeout and the program goes on, so a lost batch never hangs.
+void ViewLowering::wait(llvm::Value* view, llvm::Value* batch) {
+  target_.single_thread(b_, [&] {
+    if_then(checked(view, batch), [&] {
+      llvm::Function* fn = b_.GetInsertBlock()->getParent();
+      llvm::LLVMContext& ctx = b_.getContext();
+      llvm::Value* limit = header_field(view, offsetof(ViewHeader, spin_limit), b_.getInt64Ty());
+      llvm::Value* word = arrival_word(view, batch);
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      llvm::BasicBlock* poll = llvm::BasicBlock::Create(ctx, "wait.poll", fn);
+      llvm::BasicBlock* again = llvm::BasicBlock::Create(ctx, "wait.again", fn);
+      llvm::BasicBlock* timeout = llvm::BasicBlock::Create(ctx, "wait.timeout", fn);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "wait.done", fn);
+      b_.CreateBr(poll);
+      b_.SetInsertPoint(poll);
+      llvm::PHINode* n = b_.CreatePHI(b_.getInt64Ty(), 2);
+      n->addIncoming(b_.getInt64(0), pre);
+      b_.CreateCondBr(open(view, target_.load_acquire_sys(b_, word)), done, again);
+      b_.SetInsertPoint(again);
+      llvm::Value* next = b_.CreateAdd(n, b_.getInt64(1));
+      n->addIncoming(next, again);
+      b_.CreateCondBr(b_.CreateICmpUGE(next, limit), timeout, poll);
+      b_.SetInsertPoint(timeout);
+      target_.store_release_sys(b_, gate_word(view, batch, 3), b_.getInt64(kGateTimeout));
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
+    });
+  });
+  target_.program_barrier(b_);
+}
+
+}  // namespace tessel::codegen

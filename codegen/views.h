@@ -1,0 +1,33 @@
+// Lowering of triggered-view ops (publish, arrived, wait, reusable) against
+// the layout in view_abi.h, through the target's ordering hooks.
+#pragma once
+
+#include "codegen/target_info.h"
+
+namespace tessel::codegen {
+
+class ViewLowering {
+ public:
+  ViewLowering(llvm::IRBuilder<>& b, TargetInfo& target) : b_(b), target_(target) {}
+
+  // `view` points to a ViewHeader; `batch` is an i32.
+  void publish(llvm::Value* view, llvm::Value* batch);
+  llvm::Value* arrived(llvm::Value* view, llvm::Value* batch);
+  void wait(llvm::Value* view, llvm::Value* batch);
+  llvm::Value* reusable(llvm::Value* view, llvm::Value* batch);
+
+ private:
+  llvm::Value* header_field(llvm::Value* view, int offset, llvm::Type* type);
+  llvm::Value* gate_word(llvm::Value* view, llvm::Value* batch, int word);
+  // Whether `batch` is in range; records kViewBadBatch in the header if not.
+  llvm::Value* checked(llvm::Value* view, llvm::Value* batch);
+  // Low 32 bits of `word` >= low 32 bits of the view's epoch.
+  llvm::Value* open(llvm::Value* view, llvm::Value* word);
+  llvm::Value* arrival_word(llvm::Value* view, llvm::Value* batch);
+  void if_then(llvm::Value* cond, const std::function<void()>& body);
+
+  llvm::IRBuilder<>& b_;
+  TargetInfo& target_;
+};
+
+}  // namespace tessel::codegen
