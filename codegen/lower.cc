@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/loops.h"
+#include "codegen/scalar_ops.h"
 #include "codegen/views.h"
 #include "dsl/ops.h"
 #include "dsl/printer.h"
@@ -24,12 +27,10 @@ namespace {
 
 using llvm::IRBuilder;
 
-bool is_narrow_float(DType d) { return d == f16 || d == bf16; }
-
 class Lowering {
  public:
   Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx)
-      : ir_(ir), target_(target), ctx_(ctx), b_(ctx) {}
+      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_) {}
 
   absl::StatusOr<LoweredKernel> run() {
     auto module = std::make_unique<llvm::Module>(ir_.name, ctx_);
@@ -43,8 +44,10 @@ class Lowering {
     vals_.assign(ir_.values.size(), nullptr);
     std::vector<llvm::Value*> params = target_.params(b_, ir_);
     for (size_t i = 0; i < ir_.params.size(); ++i) vals_[ir_.params[i].value] = params[i];
+    smem_base_ = target_.shared_base(b_);
     alloca_point_ = b_.CreateBr(body);
     b_.SetInsertPoint(body);
+    reserve_tma_barriers();
     TESSEL_RETURN_IF_ERROR(block(0));
     b_.CreateRetVoid();
     std::string err;
@@ -52,24 +55,12 @@ class Lowering {
     if (llvm::verifyModule(*module, &os)) {
       return absl::InternalError(absl::StrCat("codegen produced invalid LLVM IR for kernel '", ir_.name, "': ", err));
     }
-    return LoweredKernel{std::move(module), fn_->getName().str(), shared_bytes_};
+    return LoweredKernel{std::move(module), fn_->getName().str(), smem_peak_};
   }
 
  private:
   // ---- Types -------------------------------------------------------------
-  llvm::Type* reg_type(DType d) {
-    switch (d.kind) {
-      case ScalarKind::kI1: return b_.getInt1Ty();
-      case ScalarKind::kI8: case ScalarKind::kU8: return b_.getInt8Ty();
-      case ScalarKind::kI16: case ScalarKind::kU16: return b_.getInt16Ty();
-      case ScalarKind::kI32: case ScalarKind::kU32: return b_.getInt32Ty();
-      case ScalarKind::kI64: case ScalarKind::kU64: return b_.getInt64Ty();
-      case ScalarKind::kF16: case ScalarKind::kBF16: return b_.getInt16Ty();
-      case ScalarKind::kF32: return b_.getFloatTy();
-      case ScalarKind::kF64: return b_.getDoubleTy();
-    }
-    return nullptr;
-  }
+  llvm::Type* reg_type(DType d) { return ops_.reg_type(d); }
   llvm::Type* ptr_type() { return llvm::PointerType::get(ctx_, target_.global_address_space()); }
   // The register type of a scalar, pointer, or a tile's element.
   llvm::Type* elem_type(const Type& t) {
@@ -82,8 +73,36 @@ class Lowering {
     return r->isIntegerTy(1) ? b_.getInt8Ty() : r;
   }
 
+  // Each tma_load op gets an mbarrier at the start of shared memory, set up
+  // once per kernel, and a phase bit that flips with each use.
+  void reserve_tma_barriers() {
+    std::vector<const Op*> loads;
+    for (const Op& o : ir_.ops) {
+      if (o.op == OpCode::kTmaLoad) loads.push_back(&o);
+    }
+    for (size_t i = 0; i < loads.size(); ++i) {
+      IRBuilder<> eb(alloca_point_);
+      llvm::Value* phase = eb.CreateAlloca(b_.getInt32Ty());
+      eb.CreateStore(eb.getInt32(0), phase);
+      tma_barriers_[loads[i]] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * i), phase};
+    }
+    smem_top_ = smem_peak_ = 8 * static_cast<int64_t>(loads.size());
+    if (!loads.empty()) target_.init_tma_barriers(b_, smem_base_, static_cast<int>(loads.size()));
+  }
+
   // ---- Buffers and loops ---------------------------------------------------
+  // Shared memory is handed out per block: what a block allocates is free
+  // again when it ends (values never outlive their block but through yields,
+  // which copy). Host tiles other than TMA boxes live on the stack.
+  llvm::Value* smem_alloc(int64_t bytes) {
+    int64_t offset = (smem_top_ + 127) / 128 * 128;
+    smem_top_ = offset + bytes;
+    smem_peak_ = std::max(smem_peak_, smem_top_);
+    return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
+  }
   llvm::Value* new_buffer(const Type& tile) {
+    int64_t bytes = tile.numel() * module_->getDataLayout().getTypeAllocSize(elem_mem_type(tile));
+    if (target_.tiles_in_shared()) return smem_alloc(bytes);
     IRBuilder<> eb(alloca_point_);
     auto* a = eb.CreateAlloca(elem_mem_type(tile), eb.getInt64(tile.numel()), "tile");
     a->setAlignment(llvm::Align(64));
@@ -99,37 +118,22 @@ class Lowering {
     if (mt != v->getType()) v = b_.CreateZExt(v, mt);
     b_.CreateStore(v, b_.CreateInBoundsGEP(mt, buf, i));
   }
-  // for (i = 0; i < n; ++i) body(i), with an i64 index.
+  // One thread's loop: for (i = 0; i < n; ++i) body(i), with an i64 index.
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "loop", fn_);
-    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "loop.end", fn_);
-    b_.CreateBr(head);
-    b_.SetInsertPoint(head);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
-    i->addIncoming(b_.getInt64(0), pre);
-    body(i);
-    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
-    i->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), head, exit);
-    b_.SetInsertPoint(exit);
+    emit_loop(b_, b_.getInt64(0), b_.getInt64(n), b_.getInt64(1), body);
   }
-  // Loops over every index of `shape`; body gets the indices and the
-  // row-major linear index.
-  void loop_nest(const Shape& shape, const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& body,
-                 std::vector<llvm::Value*> idx = {}) {
-    if (idx.size() == shape.size()) {
-      llvm::Value* linear = b_.getInt64(0);
+  // The program's loop over the elements of a tile: the target spreads it
+  // over its threads and makes the writes visible to all of them.
+  void tile_loop(int64_t n, const std::function<void(llvm::Value*)>& body) { target_.tile_loop(b_, n, body); }
+  // tile_loop over a shape: body gets each index and the row-major linear one.
+  void tile_loop(const Shape& shape, const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& body) {
+    std::vector<int64_t> st = strides(shape);
+    tile_loop(numel(shape), [&](llvm::Value* lin) {
+      std::vector<llvm::Value*> idx(shape.size());
       for (size_t d = 0; d < shape.size(); ++d) {
-        linear = b_.CreateAdd(b_.CreateMul(linear, b_.getInt64(shape[d])), idx[d]);
+        idx[d] = b_.CreateURem(b_.CreateUDiv(lin, b_.getInt64(st[d])), b_.getInt64(shape[d]));
       }
-      body(idx, linear);
-      return;
-    }
-    loop(shape[idx.size()], [&](llvm::Value* i) {
-      std::vector<llvm::Value*> next = idx;
-      next.push_back(i);
-      loop_nest(shape, body, next);
+      body(idx, lin);
     });
   }
   static std::vector<int64_t> strides(const Shape& shape) {
@@ -145,174 +149,9 @@ class Lowering {
     return lin;
   }
   void copy_tile(llvm::Value* dst, llvm::Value* src, const Type& tile) {
-    int64_t bytes = tile.numel() * module_->getDataLayout().getTypeAllocSize(elem_mem_type(tile));
-    b_.CreateMemCpy(dst, llvm::Align(64), src, llvm::Align(64), bytes);
+    tile_loop(tile.numel(), [&](llvm::Value* i) { store_elem(dst, tile, i, load_elem(src, tile, i)); });
   }
 
-  // ---- Scalar semantics ------------------------------------------------------
-  // f16/bf16 bits -> f32 (exact); other types pass through.
-  llvm::Value* widen(llvm::Value* v, DType d) {
-    if (d == f16) return b_.CreateFPExt(b_.CreateBitCast(v, b_.getHalfTy()), b_.getFloatTy());
-    if (d == bf16) return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
-    return v;
-  }
-  // f32 -> f16/bf16 bits, rounding to nearest even; other types pass through.
-  llvm::Value* narrow(llvm::Value* v, DType d) {
-    if (d == f16) return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
-    if (d != bf16) return v;
-    llvm::Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
-    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), 1);
-    llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
-    llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), 0x40);
-    llvm::Value* nan = b_.CreateFCmpUNO(v, v);
-    return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
-  }
-  // f64 -> f32 rounding to odd, so that a second rounding to a narrower
-  // type gives the correctly rounded result.
-  llvm::Value* f64_to_f32_odd(llvm::Value* x) {
-    llvm::Value* r = b_.CreateFPTrunc(x, b_.getFloatTy());
-    llvm::Value* back = b_.CreateFPExt(r, b_.getDoubleTy());
-    llvm::Value* inexact = b_.CreateFCmpONE(back, x);
-    llvm::Value* bits = b_.CreateBitCast(r, b_.getInt32Ty());
-    llvm::Value* away = b_.CreateFCmpOGT(intrinsic(llvm::Intrinsic::fabs, {back}), intrinsic(llvm::Intrinsic::fabs, {x}));
-    llvm::Value* toward_zero = b_.CreateSelect(away, b_.CreateSub(bits, b_.getInt32(1)), bits);
-    llvm::Value* odd = b_.CreateOr(toward_zero, 1);
-    return b_.CreateBitCast(b_.CreateSelect(inexact, odd, bits), b_.getFloatTy());
-  }
-  llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
-    return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
-  }
-
-  // Integer division and remainder with GPU-like results where C is
-  // undefined: x / 0 = -1 (all ones), x % 0 = x, INT_MIN / -1 wraps.
-  llvm::Value* int_divrem(bool rem, bool is_signed, llvm::Value* x, llvm::Value* y) {
-    llvm::Type* t = x->getType();
-    llvm::Value* zero = llvm::ConstantInt::get(t, 0);
-    llvm::Value* one = llvm::ConstantInt::get(t, 1);
-    llvm::Value* by_zero = b_.CreateICmpEQ(y, zero);
-    llvm::Value* safe = b_.CreateSelect(by_zero, one, y);
-    if (is_signed) {
-      llvm::Value* min = llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(t->getIntegerBitWidth()));
-      llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(x, min), b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
-      llvm::Value* q = rem ? b_.CreateSRem(x, b_.CreateSelect(overflow, one, safe))
-                           : b_.CreateSDiv(x, b_.CreateSelect(overflow, one, safe));
-      if (rem) q = b_.CreateSelect(overflow, zero, q);
-      return b_.CreateSelect(by_zero, rem ? x : llvm::ConstantInt::get(t, -1, true), q);
-    }
-    llvm::Value* q = rem ? b_.CreateURem(x, safe) : b_.CreateUDiv(x, safe);
-    return b_.CreateSelect(by_zero, rem ? x : llvm::ConstantInt::getAllOnesValue(t), q);
-  }
-  // Shifts by the bit width or more give 0 (or the sign) instead of poison.
-  llvm::Value* shift(bool left, bool is_signed, llvm::Value* x, llvm::Value* n) {
-    llvm::Type* t = x->getType();
-    unsigned bits = t->getIntegerBitWidth();
-    llvm::Value* big = b_.CreateICmpUGE(n, llvm::ConstantInt::get(t, bits));
-    if (!left && is_signed) return b_.CreateAShr(x, b_.CreateSelect(big, llvm::ConstantInt::get(t, bits - 1), n));
-    llvm::Value* r = left ? b_.CreateShl(x, b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), n))
-                          : b_.CreateLShr(x, b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), n));
-    return b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), r);
-  }
-
-  llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y) {
-    if (d.is_float()) {
-      x = widen(x, d);
-      y = widen(y, d);
-      llvm::Value* r = nullptr;
-      switch (op) {
-        case OpCode::kAdd: r = b_.CreateFAdd(x, y); break;
-        case OpCode::kSub: r = b_.CreateFSub(x, y); break;
-        case OpCode::kMul: r = b_.CreateFMul(x, y); break;
-        case OpCode::kDiv: r = b_.CreateFDiv(x, y); break;
-        case OpCode::kRem: r = b_.CreateFRem(x, y); break;
-        case OpCode::kMin: r = intrinsic(llvm::Intrinsic::minnum, {x, y}); break;
-        case OpCode::kMax: r = intrinsic(llvm::Intrinsic::maxnum, {x, y}); break;
-        case OpCode::kEq: return b_.CreateFCmpOEQ(x, y);
-        case OpCode::kNe: return b_.CreateFCmpUNE(x, y);
-        case OpCode::kLt: return b_.CreateFCmpOLT(x, y);
-        case OpCode::kLe: return b_.CreateFCmpOLE(x, y);
-        case OpCode::kGt: return b_.CreateFCmpOGT(x, y);
-        case OpCode::kGe: return b_.CreateFCmpOGE(x, y);
-        default: TESSEL_CHECK(false, "not a float binary op");
-      }
-      return narrow(r, d);
-    }
-    bool s = d.is_signed();
-    switch (op) {
-      case OpCode::kAdd: return b_.CreateAdd(x, y);
-      case OpCode::kSub: return b_.CreateSub(x, y);
-      case OpCode::kMul: return b_.CreateMul(x, y);
-      case OpCode::kDiv: return int_divrem(false, s, x, y);
-      case OpCode::kRem: return int_divrem(true, s, x, y);
-      case OpCode::kMin: return intrinsic(s ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {x, y});
-      case OpCode::kMax: return intrinsic(s ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, {x, y});
-      case OpCode::kAnd: return b_.CreateAnd(x, y);
-      case OpCode::kOr: return b_.CreateOr(x, y);
-      case OpCode::kXor: return b_.CreateXor(x, y);
-      case OpCode::kShl: return shift(true, s, x, y);
-      case OpCode::kShr: return shift(false, s, x, y);
-      case OpCode::kEq: return b_.CreateICmpEQ(x, y);
-      case OpCode::kNe: return b_.CreateICmpNE(x, y);
-      case OpCode::kLt: return s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y);
-      case OpCode::kLe: return s ? b_.CreateICmpSLE(x, y) : b_.CreateICmpULE(x, y);
-      case OpCode::kGt: return s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y);
-      case OpCode::kGe: return s ? b_.CreateICmpSGE(x, y) : b_.CreateICmpUGE(x, y);
-      default: TESSEL_CHECK(false, "not an integer binary op");
-    }
-    return nullptr;
-  }
-
-  llvm::Value* unary(OpCode op, DType d, llvm::Value* x) {
-    if (is_narrow_float(d) && (op == OpCode::kNeg || op == OpCode::kAbs)) {
-      return op == OpCode::kNeg ? b_.CreateXor(x, 0x8000) : b_.CreateAnd(x, 0x7FFF);
-    }
-    if (op == OpCode::kNeg) return d.is_float() ? b_.CreateFNeg(x) : b_.CreateNeg(x);
-    if (op == OpCode::kNot) return b_.CreateNot(x);
-    if (op == OpCode::kAbs) {
-      return d.is_float() ? intrinsic(llvm::Intrinsic::fabs, {x})
-                          : (d.is_signed() ? intrinsic(llvm::Intrinsic::abs, {x, b_.getFalse()}) : x);
-    }
-    llvm::Value* w = widen(x, d);
-    llvm::Value* r = nullptr;
-    switch (op) {
-      case OpCode::kExp: r = intrinsic(llvm::Intrinsic::exp, {w}); break;
-      case OpCode::kLog: r = intrinsic(llvm::Intrinsic::log, {w}); break;
-      case OpCode::kSqrt: r = intrinsic(llvm::Intrinsic::sqrt, {w}); break;
-      case OpCode::kFloor: r = intrinsic(llvm::Intrinsic::floor, {w}); break;
-      case OpCode::kRsqrt:
-        r = b_.CreateFDiv(llvm::ConstantFP::get(w->getType(), 1.0), intrinsic(llvm::Intrinsic::sqrt, {w}));
-        break;
-      default: TESSEL_CHECK(false, "not a unary op");
-    }
-    return narrow(r, d);
-  }
-
-  llvm::Value* convert(llvm::Value* x, DType from, DType to) {
-    if (from == to) return x;
-    llvm::Type* t = reg_type(to);
-    if (from.is_float() && to.is_float()) {
-      if (is_narrow_float(to)) {
-        llvm::Value* f = from == f64 ? f64_to_f32_odd(x) : widen(x, from);
-        return narrow(f, to);
-      }
-      llvm::Value* w = widen(x, from);
-      return w->getType() == t ? w : (from == f64 ? b_.CreateFPTrunc(w, t) : b_.CreateFPExt(w, t));
-    }
-    if (from.is_float()) {
-      llvm::Value* w = widen(x, from);
-      if (to.is_bool()) return b_.CreateFCmpUNE(w, llvm::ConstantFP::get(w->getType(), 0.0));
-      // Saturating, NaN -> 0: what the GPU's cvt.rzi does.
-      return b_.CreateIntrinsic(to.is_signed() ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
-                                {t, w->getType()}, {w});
-    }
-    bool is_signed = from.is_signed() && !from.is_bool();
-    if (to.is_float()) {
-      if (!is_narrow_float(to)) return is_signed ? b_.CreateSIToFP(x, t) : b_.CreateUIToFP(x, t);
-      llvm::Value* d = is_signed ? b_.CreateSIToFP(x, b_.getDoubleTy()) : b_.CreateUIToFP(x, b_.getDoubleTy());
-      return narrow(f64_to_f32_odd(d), to);
-    }
-    if (to.is_bool()) return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
-    return b_.CreateIntCast(x, t, is_signed);
-  }
 
   // One element of an elementwise op; `args` are element values.
   llvm::Value* elementwise(const Op& o, const std::vector<llvm::Value*>& args) {
@@ -323,17 +162,17 @@ class Lowering {
       case OpCode::kMin: case OpCode::kMax: case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor:
       case OpCode::kShl: case OpCode::kShr: case OpCode::kEq: case OpCode::kNe: case OpCode::kLt:
       case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-        return binary(o.op, d, args[0], args[1]);
+        return ops_.binary(o.op, d, args[0], args[1]);
       case OpCode::kNeg: case OpCode::kNot: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
       case OpCode::kRsqrt: case OpCode::kAbs: case OpCode::kFloor:
-        return unary(o.op, d, args[0]);
+        return ops_.unary(o.op, d, args[0]);
       case OpCode::kFma:
-        return narrow(intrinsic(llvm::Intrinsic::fma, {widen(args[0], d), widen(args[1], d), widen(args[2], d)}), d);
+        return ops_.narrow(ops_.intrinsic(llvm::Intrinsic::fma, {ops_.widen(args[0], d), ops_.widen(args[1], d), ops_.widen(args[2], d)}), d);
       case OpCode::kPtrAdd: {
         llvm::Value* off = b_.CreateIntCast(args[1], b_.getInt64Ty(), ir_.type(o.operands[1]).dtype().is_signed());
         return b_.CreateGEP(elem_mem_type(Type(d)), args[0], off);
       }
-      case OpCode::kCast: return convert(args[0], d, ir_.type(o.results[0]).dtype());
+      case OpCode::kCast: return ops_.convert(args[0], d, ir_.type(o.results[0]).dtype());
       case OpCode::kSelect: return b_.CreateSelect(args[0], args[1], args[2]);
       case OpCode::kSplat: return args[0];
       default: TESSEL_CHECK(false, "not an elementwise op");
@@ -348,7 +187,9 @@ class Lowering {
 
   // ---- Ops -------------------------------------------------------------------
   absl::Status block(int b) {
+    int64_t top = smem_top_;
     for (int o : ir_.blocks[b].ops) TESSEL_RETURN_IF_ERROR(op(ir_.ops[o]));
+    smem_top_ = top;
     return absl::OkStatus();
   }
 
@@ -365,7 +206,7 @@ class Lowering {
         return absl::OkStatus();
       }
       llvm::Value* out = new_buffer(rt);
-      loop(rt.numel(), [&](llvm::Value* i) {
+      tile_loop(rt.numel(), [&](llvm::Value* i) {
         std::vector<llvm::Value*> args;
         for (int v : o.operands) args.push_back(load_elem(val(v), ir_.type(v), i));
         store_elem(out, rt, i, elementwise(o, args));
@@ -394,7 +235,7 @@ class Lowering {
         return absl::OkStatus();
       case OpCode::kArange: {
         llvm::Value* out = new_buffer(rt);
-        loop(rt.numel(), [&](llvm::Value* i) {
+        tile_loop(rt.numel(), [&](llvm::Value* i) {
           store_elem(out, rt, i, b_.CreateTrunc(b_.CreateAdd(i, b_.getInt64(o.ints[0])), b_.getInt32Ty()));
         });
         set(o, out);
@@ -403,7 +244,7 @@ class Lowering {
       case OpCode::kSplat: {
         llvm::Value* out = new_buffer(rt);
         llvm::Value* x = val(o.operands[0]);
-        loop(rt.numel(), [&](llvm::Value* i) { store_elem(out, rt, i, x); });
+        tile_loop(rt.numel(), [&](llvm::Value* i) { store_elem(out, rt, i, x); });
         set(o, out);
         return absl::OkStatus();
       }
@@ -417,18 +258,19 @@ class Lowering {
       case OpCode::kAtomic: return atomic(o, rt);
       case OpCode::kAtomicCas: {
         DType d = rt.dtype();
-        auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
-                                          llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
-                                          llvm::AtomicOrdering::Acquire);
-        set(o, b_.CreateExtractValue(cx, 0));
+        set(o, target_.uniform(b_, [&] {
+          auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
+                                            llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
+                                            llvm::AtomicOrdering::Acquire);
+          return b_.CreateExtractValue(cx, 0);
+        }));
         return absl::OkStatus();
       }
       case OpCode::kTmaLoad: {
         int64_t bytes = rt.numel() * rt.dtype().bytes();
-        shared_bytes_ = (shared_bytes_ + 127) / 128 * 128;
-        llvm::Value* smem = b_.CreateGEP(b_.getInt8Ty(), target_.shared_base(b_), b_.getInt64(shared_bytes_));
-        shared_bytes_ += bytes;
-        target_.tma_load(b_, val(o.operands[0]), coords(o, 1), smem);
+        llvm::Value* smem = smem_alloc(bytes);
+        TmaBarrier& bar = tma_barriers_.at(&o);
+        target_.tma_load(b_, val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
         set(o, smem);
         return absl::OkStatus();
       }
@@ -476,7 +318,7 @@ class Lowering {
     }
     llvm::Value* out = new_buffer(rt);
     llvm::Value* src = val(o.operands[0]);
-    loop_nest(rt.shape(), [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
+    tile_loop(rt.shape(), [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
       store_elem(out, rt, lin, load_elem(src, in, linear_index(idx, map)));
     });
     set(o, out);
@@ -524,16 +366,16 @@ class Lowering {
       loop(in.shape()[axis], [&](llvm::Value* k) {
         llvm::Value* e = load_elem(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));
         llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
-        b_.CreateStore(binary(combiner, acc_d, acc, widen(e, d)), acc_slot);
+        b_.CreateStore(ops_.binary(combiner, acc_d, acc, ops_.widen(e, d)), acc_slot);
       });
-      llvm::Value* r = narrow(b_.CreateLoad(acc_t, acc_slot), d);
+      llvm::Value* r = ops_.narrow(b_.CreateLoad(acc_t, acc_slot), d);
       if (out != nullptr) store_elem(out, rt, lin, r);
       else scalar_result = r;
     };
     if (outer.empty()) {
       body({}, b_.getInt64(0));
     } else {
-      loop_nest(outer, body);
+      tile_loop(outer, body);
     }
     set(o, out != nullptr ? out : scalar_result);
     return absl::OkStatus();
@@ -562,7 +404,7 @@ class Lowering {
       return absl::OkStatus();
     }
     llvm::Value* out = new_buffer(rt);
-    loop(rt.numel(), [&](llvm::Value* i) {
+    tile_loop(rt.numel(), [&](llvm::Value* i) {
       llvm::Value* p = load_elem(val(o.operands[0]), pt, i);
       llvm::Value* mask = masked ? load_elem(val(o.operands[1]), ir_.type(o.operands[1]), i) : nullptr;
       llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, val(o.operands[2]), i) : nullptr;
@@ -576,15 +418,9 @@ class Lowering {
   void guarded(llvm::Value* mask, const std::function<void()>& body) {
     if (mask == nullptr) {
       body();
-      return;
+    } else {
+      emit_if(b_, mask, body);
     }
-    llvm::BasicBlock* then = llvm::BasicBlock::Create(ctx_, "masked", fn_);
-    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "masked.end", fn_);
-    b_.CreateCondBr(mask, then, done);
-    b_.SetInsertPoint(then);
-    body();
-    b_.CreateBr(done);
-    b_.SetInsertPoint(done);
   }
 
   absl::Status store(const Op& o) {
@@ -599,7 +435,7 @@ class Lowering {
       one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
       return absl::OkStatus();
     }
-    loop(pt.numel(), [&](llvm::Value* i) {
+    tile_loop(pt.numel(), [&](llvm::Value* i) {
       one(load_elem(val(o.operands[0]), pt, i), load_elem(val(o.operands[1]), vt, i),
           masked ? load_elem(val(o.operands[2]), ir_.type(o.operands[2]), i) : nullptr);
     });
@@ -640,11 +476,14 @@ class Lowering {
       return phi;
     };
     if (!pt.is_tile()) {
-      set(o, one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr));
+      // One thread of the program does a scalar atomic; all see its result.
+      set(o, target_.uniform(b_, [&] {
+        return one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
+      }));
       return absl::OkStatus();
     }
     llvm::Value* out = new_buffer(rt);
-    loop(pt.numel(), [&](llvm::Value* i) {
+    tile_loop(pt.numel(), [&](llvm::Value* i) {
       llvm::Value* r = one(load_elem(val(o.operands[0]), pt, i), load_elem(val(o.operands[1]), rt, i),
                            masked ? load_elem(val(o.operands[2]), ir_.type(o.operands[2]), i) : nullptr);
       store_elem(out, rt, i, r);
@@ -666,15 +505,16 @@ class Lowering {
     if (acc_d == out_d) {
       copy_tile(acc, c, rt);
     } else {
-      loop(rt.numel(), [&](llvm::Value* i) { store_elem(acc, acc_tile, i, convert(load_elem(c, rt, i), out_d, acc_d)); });
+      tile_loop(rt.numel(), [&](llvm::Value* i) { store_elem(acc, acc_tile, i, ops_.convert(load_elem(c, rt, i), out_d, acc_d)); });
     }
     llvm::Value* a = val(o.operands[0]);
     llvm::Value* bv = val(o.operands[1]);
-    loop(m, [&](llvm::Value* mi) {
+    // Rows are spread over the program's threads; each owns its rows of acc.
+    tile_loop(m, [&](llvm::Value* mi) {
       loop(k, [&](llvm::Value* ki) {
-        llvm::Value* av = convert(load_elem(a, at, b_.CreateAdd(b_.CreateMul(mi, b_.getInt64(k)), ki)), in, acc_d);
+        llvm::Value* av = ops_.convert(load_elem(a, at, b_.CreateAdd(b_.CreateMul(mi, b_.getInt64(k)), ki)), in, acc_d);
         loop(n, [&](llvm::Value* ni) {
-          llvm::Value* bval = convert(load_elem(bv, bt, b_.CreateAdd(b_.CreateMul(ki, b_.getInt64(n)), ni)), in, acc_d);
+          llvm::Value* bval = ops_.convert(load_elem(bv, bt, b_.CreateAdd(b_.CreateMul(ki, b_.getInt64(n)), ni)), in, acc_d);
           llvm::Value* idx = b_.CreateAdd(b_.CreateMul(mi, b_.getInt64(n)), ni);
           llvm::Value* cur = load_elem(acc, acc_tile, idx);
           llvm::Value* prod = acc_d.is_float() ? b_.CreateFMul(av, bval) : b_.CreateMul(av, bval);
@@ -687,7 +527,7 @@ class Lowering {
       return absl::OkStatus();
     }
     llvm::Value* result = new_buffer(rt);
-    loop(rt.numel(), [&](llvm::Value* i) { store_elem(result, rt, i, convert(load_elem(acc, acc_tile, i), acc_d, out_d)); });
+    tile_loop(rt.numel(), [&](llvm::Value* i) { store_elem(result, rt, i, ops_.convert(load_elem(acc, acc_tile, i), acc_d, out_d)); });
     set(o, result);
     return absl::OkStatus();
   }
@@ -770,8 +610,13 @@ class Lowering {
     }
   }
 
-  // Results of an if are phis of the branches' values (tiles: of buffers).
+  // Results of an if: scalars are phis; tiles are copied into buffers made
+  // before the branch (a branch's own buffers end with it).
   absl::Status if_op(const Op& o) {
+    std::vector<llvm::Value*> bufs(o.results.size(), nullptr);
+    for (size_t r = 0; r < o.results.size(); ++r) {
+      if (ir_.type(o.results[r]).is_tile()) bufs[r] = new_buffer(ir_.type(o.results[r]));
+    }
     llvm::BasicBlock* blocks[2] = {llvm::BasicBlock::Create(ctx_, "then", fn_),
                                    llvm::BasicBlock::Create(ctx_, "else", fn_)};
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
@@ -782,12 +627,19 @@ class Lowering {
       b_.SetInsertPoint(blocks[i]);
       TESSEL_RETURN_IF_ERROR(block(o.blocks[i]));
       const Op& y = ir_.ops[ir_.blocks[o.blocks[i]].ops.back()];
-      for (int v : y.operands) yielded[i].push_back(val(v));
+      for (size_t r = 0; r < y.operands.size(); ++r) {
+        if (bufs[r] != nullptr) copy_tile(bufs[r], val(y.operands[r]), ir_.type(y.operands[r]));
+        yielded[i].push_back(val(y.operands[r]));
+      }
       ends[i] = b_.GetInsertBlock();
       b_.CreateBr(done);
     }
     b_.SetInsertPoint(done);
     for (size_t r = 0; r < o.results.size(); ++r) {
+      if (bufs[r] != nullptr) {
+        vals_[o.results[r]] = bufs[r];
+        continue;
+      }
       llvm::PHINode* phi = b_.CreatePHI(yielded[0][r]->getType(), 2);
       phi->addIncoming(yielded[0][r], ends[0]);
       phi->addIncoming(yielded[1][r], ends[1]);
@@ -800,12 +652,20 @@ class Lowering {
   TargetInfo& target_;
   llvm::LLVMContext& ctx_;
   IRBuilder<> b_;
+  ScalarOps ops_;
   llvm::Module* module_ = nullptr;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   llvm::Instruction* alloca_point_ = nullptr;
   std::vector<llvm::Value*> vals_;
-  int64_t shared_bytes_ = 0;
+  llvm::Value* smem_base_ = nullptr;
+  int64_t smem_top_ = 0;   // next free byte of shared memory in this block
+  int64_t smem_peak_ = 0;  // the most any point of the kernel uses
+  struct TmaBarrier {
+    llvm::Value* address;  // the mbarrier in shared memory
+    llvm::Value* phase;    // i32 slot holding the parity to wait for
+  };
+  std::map<const Op*, TmaBarrier> tma_barriers_;
 };
 
 }  // namespace

@@ -34,11 +34,22 @@ class TargetInfo {
   // The start of this program's shared memory.
   virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
 
+  // Tiles: whether their buffers live in shared memory (one copy for the
+  // program's threads) rather than in each thread's stack.
+  virtual bool tiles_in_shared() const = 0;
+  // The program's loop over n tile elements: for each i in [0, n) body(i)
+  // runs in some thread, and the writes are visible to every thread after.
+  virtual void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) = 0;
+  // A value one thread computes (a scalar atomic) and every thread sees.
+  virtual llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) = 0;
+
+  // Sets up `count` TMA mbarriers of 8 bytes at `barriers` (shared memory).
+  virtual void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count) = 0;
   // Copies the box at `coords` (i32, outermost first) of the tensor map into
-  // shared memory at `smem`, complete when the call returns (host) or when
-  // the target's wait has passed.
+  // shared memory at `smem` (`bytes` long) and waits for it, on `barrier`
+  // with the parity kept in the i32 slot `phase`.
   virtual void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                        llvm::Value* smem) = 0;
+                        llvm::Value* smem, int64_t bytes, llvm::Value* barrier, llvm::Value* phase) = 0;
   virtual void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                          llvm::Value* smem) = 0;
 

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 
+#include "codegen/loops.h"
 #include "codegen/view_abi.h"
 
 namespace tessel::codegen {
@@ -16,21 +17,10 @@ llvm::Value* ViewLowering::gate_word(llvm::Value* view, llvm::Value* batch, int 
   return b_.CreateGEP(b_.getInt8Ty(), gates, b_.CreateAdd(row, b_.getInt64(word * 8)));
 }
 
-void ViewLowering::if_then(llvm::Value* cond, const std::function<void()>& body) {
-  llvm::Function* fn = b_.GetInsertBlock()->getParent();
-  llvm::BasicBlock* then = llvm::BasicBlock::Create(b_.getContext(), "view.then", fn);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "view.done", fn);
-  b_.CreateCondBr(cond, then, done);
-  b_.SetInsertPoint(then);
-  body();
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
-}
-
 llvm::Value* ViewLowering::checked(llvm::Value* view, llvm::Value* batch) {
   llvm::Value* n = header_field(view, offsetof(ViewHeader, num_batches), b_.getInt32Ty());
   llvm::Value* ok = b_.CreateICmpULT(batch, n);
-  if_then(b_.CreateNot(ok), [&] {
+  emit_if(b_, b_.CreateNot(ok), [&] {
     llvm::Value* status = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offsetof(ViewHeader, status));
     target_.store_release_sys(b_, status, b_.getInt64(kViewBadBatch));
   });
@@ -56,7 +46,7 @@ llvm::Value* ViewLowering::arrival_word(llvm::Value* view, llvm::Value* batch) {
 void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
   target_.program_barrier(b_);
   target_.single_thread(b_, [&] {
-    if_then(checked(view, batch), [&] {
+    emit_if(b_, checked(view, batch), [&] {
       llvm::Value* batches = header_field(view, offsetof(ViewHeader, batches), b_.getPtrTy());
       llvm::Value* entry = b_.CreateGEP(
           b_.getInt8Ty(), batches,
@@ -67,7 +57,7 @@ void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
       llvm::Value* old = target_.atomic_add_acq_rel_sys(b_, gate_word(view, batch, 4), b_.getInt64(1));
       llvm::Value* last = b_.CreateICmpEQ(b_.CreateURem(b_.CreateAdd(old, b_.getInt64(1)), contributors),
                                           b_.getInt64(0));
-      if_then(last, [&] {
+      emit_if(b_, last, [&] {
         llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
         target_.store_release_sys(b_, gate_word(view, batch, 0), epoch);
       });
@@ -92,7 +82,7 @@ llvm::Value* ViewLowering::reusable(llvm::Value* view, llvm::Value* batch) {
 // kGateTimeout and the program goes on, so a lost batch never hangs.
 void ViewLowering::wait(llvm::Value* view, llvm::Value* batch) {
   target_.single_thread(b_, [&] {
-    if_then(checked(view, batch), [&] {
+    emit_if(b_, checked(view, batch), [&] {
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       llvm::LLVMContext& ctx = b_.getContext();
       llvm::Value* limit = header_field(view, offsetof(ViewHeader, spin_limit), b_.getInt64Ty());

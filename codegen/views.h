@@ -24,7 +24,6 @@ class ViewLowering {
   // Low 32 bits of `word` >= low 32 bits of the view's epoch.
   llvm::Value* open(llvm::Value* view, llvm::Value* word);
   llvm::Value* arrival_word(llvm::Value* view, llvm::Value* batch);
-  void if_then(llvm::Value* cond, const std::function<void()>& body);
 
   llvm::IRBuilder<>& b_;
   TargetInfo& target_;

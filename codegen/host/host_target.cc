@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/host/abi.h"
 #include "codegen/llvm_util.h"
+#include "codegen/loops.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 
 namespace tessel::codegen {
@@ -63,8 +64,19 @@ class HostTarget final : public TargetInfo {
     return b.CreateLoad(b.getPtrTy(), p);
   }
 
-  void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                llvm::Value* smem) override {
+  // A host program is one thread walking its tiles on its own stack.
+  bool tiles_in_shared() const override { return false; }
+  void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
+    emit_loop(b, b.getInt64(0), b.getInt64(n), b.getInt64(1), body);
+  }
+  llvm::Value* uniform(llvm::IRBuilder<>&, const std::function<llvm::Value*()>& compute) override {
+    return compute();
+  }
+
+  // The emulated copy is complete when the call returns: no barriers.
+  void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value*, int) override {}
+  void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords, llvm::Value* smem,
+                int64_t, llvm::Value*, llvm::Value*) override {
     call_tma(b, kHostTmaLoad, map, coords, smem);
   }
   void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,

@@ -1,0 +1,250 @@
+#include "codegen/scalar_ops.h"
+
+#include "dsl/status.h"
+
+namespace tessel::codegen {
+
+llvm::Type* ScalarOps::reg_type(DType d) {
+  switch (d.kind) {
+    case ScalarKind::kI1:
+      return b_.getInt1Ty();
+    case ScalarKind::kI8:
+    case ScalarKind::kU8:
+      return b_.getInt8Ty();
+    case ScalarKind::kI16:
+    case ScalarKind::kU16:
+      return b_.getInt16Ty();
+    case ScalarKind::kI32:
+    case ScalarKind::kU32:
+      return b_.getInt32Ty();
+    case ScalarKind::kI64:
+    case ScalarKind::kU64:
+      return b_.getInt64Ty();
+    case ScalarKind::kF16:
+    case ScalarKind::kBF16:
+      return b_.getInt16Ty();
+    case ScalarKind::kF32:
+      return b_.getFloatTy();
+    case ScalarKind::kF64:
+      return b_.getDoubleTy();
+  }
+  return nullptr;
+}
+
+llvm::Value* ScalarOps::widen(llvm::Value* v, DType d) {
+  if (d == f16) return b_.CreateFPExt(b_.CreateBitCast(v, b_.getHalfTy()), b_.getFloatTy());
+  if (d == bf16) return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
+  return v;
+}
+
+llvm::Value* ScalarOps::narrow(llvm::Value* v, DType d) {
+  if (d == f16) return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
+  if (d != bf16) return v;
+  llvm::Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
+  llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), 1);
+  llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
+  llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), 0x40);
+  llvm::Value* nan = b_.CreateFCmpUNO(v, v);
+  return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+}
+
+// f64 -> f32 rounding to odd, so that a second rounding to a narrower
+// type gives the correctly rounded result.
+llvm::Value* ScalarOps::f64_to_f32_odd(llvm::Value* x) {
+  llvm::Value* r = b_.CreateFPTrunc(x, b_.getFloatTy());
+  llvm::Value* back = b_.CreateFPExt(r, b_.getDoubleTy());
+  llvm::Value* inexact = b_.CreateFCmpONE(back, x);
+  llvm::Value* bits = b_.CreateBitCast(r, b_.getInt32Ty());
+  llvm::Value* away = b_.CreateFCmpOGT(intrinsic(llvm::Intrinsic::fabs, {back}), intrinsic(llvm::Intrinsic::fabs, {x}));
+  llvm::Value* toward_zero = b_.CreateSelect(away, b_.CreateSub(bits, b_.getInt32(1)), bits);
+  llvm::Value* odd = b_.CreateOr(toward_zero, 1);
+  return b_.CreateBitCast(b_.CreateSelect(inexact, odd, bits), b_.getFloatTy());
+}
+
+llvm::Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
+  return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
+
+// Integer division and remainder with GPU-like results where C is
+// undefined: x / 0 = -1 (all ones), x % 0 = x, INT_MIN / -1 wraps.
+llvm::Value* ScalarOps::int_divrem(bool rem, bool is_signed, llvm::Value* x, llvm::Value* y) {
+  llvm::Type* t = x->getType();
+  llvm::Value* zero = llvm::ConstantInt::get(t, 0);
+  llvm::Value* one = llvm::ConstantInt::get(t, 1);
+  llvm::Value* by_zero = b_.CreateICmpEQ(y, zero);
+  llvm::Value* safe = b_.CreateSelect(by_zero, one, y);
+  if (is_signed) {
+    llvm::Value* min = llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(t->getIntegerBitWidth()));
+    llvm::Value* overflow =
+        b_.CreateAnd(b_.CreateICmpEQ(x, min), b_.CreateICmpEQ(y, llvm::ConstantInt::get(t, -1, true)));
+    llvm::Value* q = rem ? b_.CreateSRem(x, b_.CreateSelect(overflow, one, safe))
+                         : b_.CreateSDiv(x, b_.CreateSelect(overflow, one, safe));
+    if (rem) q = b_.CreateSelect(overflow, zero, q);
+    return b_.CreateSelect(by_zero, rem ? x : llvm::ConstantInt::get(t, -1, true), q);
+  }
+  llvm::Value* q = rem ? b_.CreateURem(x, safe) : b_.CreateUDiv(x, safe);
+  return b_.CreateSelect(by_zero, rem ? x : llvm::ConstantInt::getAllOnesValue(t), q);
+}
+
+// Shifts by the bit width or more give 0 (or the sign) instead of poison.
+llvm::Value* ScalarOps::shift(bool left, bool is_signed, llvm::Value* x, llvm::Value* n) {
+  llvm::Type* t = x->getType();
+  unsigned bits = t->getIntegerBitWidth();
+  llvm::Value* big = b_.CreateICmpUGE(n, llvm::ConstantInt::get(t, bits));
+  if (!left && is_signed) return b_.CreateAShr(x, b_.CreateSelect(big, llvm::ConstantInt::get(t, bits - 1), n));
+  llvm::Value* r = left ? b_.CreateShl(x, b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), n))
+                        : b_.CreateLShr(x, b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), n));
+  return b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), r);
+}
+
+llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y) {
+  if (d.is_float()) {
+    x = widen(x, d);
+    y = widen(y, d);
+    llvm::Value* r = nullptr;
+    switch (op) {
+      case OpCode::kAdd:
+        r = b_.CreateFAdd(x, y);
+        break;
+      case OpCode::kSub:
+        r = b_.CreateFSub(x, y);
+        break;
+      case OpCode::kMul:
+        r = b_.CreateFMul(x, y);
+        break;
+      case OpCode::kDiv:
+        r = b_.CreateFDiv(x, y);
+        break;
+      case OpCode::kRem:
+        r = b_.CreateFRem(x, y);
+        break;
+      case OpCode::kMin:
+        r = intrinsic(llvm::Intrinsic::minnum, {x, y});
+        break;
+      case OpCode::kMax:
+        r = intrinsic(llvm::Intrinsic::maxnum, {x, y});
+        break;
+      case OpCode::kEq:
+        return b_.CreateFCmpOEQ(x, y);
+      case OpCode::kNe:
+        return b_.CreateFCmpUNE(x, y);
+      case OpCode::kLt:
+        return b_.CreateFCmpOLT(x, y);
+      case OpCode::kLe:
+        return b_.CreateFCmpOLE(x, y);
+      case OpCode::kGt:
+        return b_.CreateFCmpOGT(x, y);
+      case OpCode::kGe:
+        return b_.CreateFCmpOGE(x, y);
+      default:
+        TESSEL_CHECK(false, "not a float binary op");
+    }
+    return narrow(r, d);
+  }
+  bool s = d.is_signed();
+  switch (op) {
+    case OpCode::kAdd:
+      return b_.CreateAdd(x, y);
+    case OpCode::kSub:
+      return b_.CreateSub(x, y);
+    case OpCode::kMul:
+      return b_.CreateMul(x, y);
+    case OpCode::kDiv:
+      return int_divrem(false, s, x, y);
+    case OpCode::kRem:
+      return int_divrem(true, s, x, y);
+    case OpCode::kMin:
+      return intrinsic(s ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {x, y});
+    case OpCode::kMax:
+      return intrinsic(s ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, {x, y});
+    case OpCode::kAnd:
+      return b_.CreateAnd(x, y);
+    case OpCode::kOr:
+      return b_.CreateOr(x, y);
+    case OpCode::kXor:
+      return b_.CreateXor(x, y);
+    case OpCode::kShl:
+      return shift(true, s, x, y);
+    case OpCode::kShr:
+      return shift(false, s, x, y);
+    case OpCode::kEq:
+      return b_.CreateICmpEQ(x, y);
+    case OpCode::kNe:
+      return b_.CreateICmpNE(x, y);
+    case OpCode::kLt:
+      return s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y);
+    case OpCode::kLe:
+      return s ? b_.CreateICmpSLE(x, y) : b_.CreateICmpULE(x, y);
+    case OpCode::kGt:
+      return s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y);
+    case OpCode::kGe:
+      return s ? b_.CreateICmpSGE(x, y) : b_.CreateICmpUGE(x, y);
+    default:
+      TESSEL_CHECK(false, "not an integer binary op");
+  }
+  return nullptr;
+}
+
+llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x) {
+  if (is_narrow_float(d) && (op == OpCode::kNeg || op == OpCode::kAbs)) {
+    return op == OpCode::kNeg ? b_.CreateXor(x, 0x8000) : b_.CreateAnd(x, 0x7FFF);
+  }
+  if (op == OpCode::kNeg) return d.is_float() ? b_.CreateFNeg(x) : b_.CreateNeg(x);
+  if (op == OpCode::kNot) return b_.CreateNot(x);
+  if (op == OpCode::kAbs) {
+    return d.is_float() ? intrinsic(llvm::Intrinsic::fabs, {x})
+                        : (d.is_signed() ? intrinsic(llvm::Intrinsic::abs, {x, b_.getFalse()}) : x);
+  }
+  llvm::Value* w = widen(x, d);
+  llvm::Value* r = nullptr;
+  switch (op) {
+    case OpCode::kExp:
+      r = intrinsic(llvm::Intrinsic::exp, {w});
+      break;
+    case OpCode::kLog:
+      r = intrinsic(llvm::Intrinsic::log, {w});
+      break;
+    case OpCode::kSqrt:
+      r = intrinsic(llvm::Intrinsic::sqrt, {w});
+      break;
+    case OpCode::kFloor:
+      r = intrinsic(llvm::Intrinsic::floor, {w});
+      break;
+    case OpCode::kRsqrt:
+      r = b_.CreateFDiv(llvm::ConstantFP::get(w->getType(), 1.0), intrinsic(llvm::Intrinsic::sqrt, {w}));
+      break;
+    default:
+      TESSEL_CHECK(false, "not a unary op");
+  }
+  return narrow(r, d);
+}
+
+llvm::Value* ScalarOps::convert(llvm::Value* x, DType from, DType to) {
+  if (from == to) return x;
+  llvm::Type* t = reg_type(to);
+  if (from.is_float() && to.is_float()) {
+    if (is_narrow_float(to)) {
+      llvm::Value* f = from == f64 ? f64_to_f32_odd(x) : widen(x, from);
+      return narrow(f, to);
+    }
+    llvm::Value* w = widen(x, from);
+    return w->getType() == t ? w : (from == f64 ? b_.CreateFPTrunc(w, t) : b_.CreateFPExt(w, t));
+  }
+  if (from.is_float()) {
+    llvm::Value* w = widen(x, from);
+    if (to.is_bool()) return b_.CreateFCmpUNE(w, llvm::ConstantFP::get(w->getType(), 0.0));
+    // Saturating, NaN -> 0: what the GPU's cvt.rzi does.
+    return b_.CreateIntrinsic(to.is_signed() ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+                              {t, w->getType()}, {w});
+  }
+  bool is_signed = from.is_signed() && !from.is_bool();
+  if (to.is_float()) {
+    if (!is_narrow_float(to)) return is_signed ? b_.CreateSIToFP(x, t) : b_.CreateUIToFP(x, t);
+    llvm::Value* d = is_signed ? b_.CreateSIToFP(x, b_.getDoubleTy()) : b_.CreateUIToFP(x, b_.getDoubleTy());
+    return narrow(f64_to_f32_odd(d), to);
+  }
+  if (to.is_bool()) return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  return b_.CreateIntCast(x, t, is_signed);
+}
+
+}  // namespace tessel::codegen

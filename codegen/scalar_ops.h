@@ -1,0 +1,39 @@
+// Scalar semantics shared by every target: the LLVM type of each dtype and
+// the arithmetic, comparisons and conversions on one element. f16 and bf16
+// values are their 16 bits (i16): arithmetic widens them to f32, computes,
+// and rounds once to nearest even, which gives the correctly rounded result
+// for + - * / sqrt and fma.
+#pragma once
+
+#include <vector>
+
+#include "dsl/ir.h"
+#include "llvm/IR/IRBuilder.h"
+
+namespace tessel::codegen {
+
+inline bool is_narrow_float(DType d) { return d == f16 || d == bf16; }
+
+class ScalarOps {
+ public:
+  explicit ScalarOps(llvm::IRBuilder<>& b) : b_(b) {}
+
+  llvm::Type* reg_type(DType d);
+  // f16/bf16 bits -> f32 (exact); other types pass through.
+  llvm::Value* widen(llvm::Value* v, DType d);
+  // f32 -> f16/bf16 bits, rounding to nearest even; other types pass through.
+  llvm::Value* narrow(llvm::Value* v, DType d);
+  llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y);
+  llvm::Value* unary(OpCode op, DType d, llvm::Value* x);
+  llvm::Value* convert(llvm::Value* x, DType from, DType to);
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args);
+
+ private:
+  llvm::Value* f64_to_f32_odd(llvm::Value* x);
+  llvm::Value* int_divrem(bool rem, bool is_signed, llvm::Value* x, llvm::Value* y);
+  llvm::Value* shift(bool left, bool is_signed, llvm::Value* x, llvm::Value* n);
+
+  llvm::IRBuilder<>& b_;
+};
+
+}  // namespace tessel::codegen
