@@ -30,7 +30,7 @@ using llvm::IRBuilder;
 class Lowering {
  public:
   Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx)
-      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_) {}
+      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_, target) {}
 
   absl::StatusOr<LoweredKernel> run() {
     auto module = std::make_unique<llvm::Module>(ir_.name, ctx_);
@@ -49,6 +49,7 @@ class Lowering {
     b_.SetInsertPoint(body);
     reserve_tma_barriers();
     TESSEL_RETURN_IF_ERROR(block(0));
+    target_.epilogue(b_);
     b_.CreateRetVoid();
     std::string err;
     llvm::raw_string_ostream os(err);
@@ -167,7 +168,7 @@ class Lowering {
       case OpCode::kRsqrt: case OpCode::kAbs: case OpCode::kFloor:
         return ops_.unary(o.op, d, args[0]);
       case OpCode::kFma:
-        return ops_.narrow(ops_.intrinsic(llvm::Intrinsic::fma, {ops_.widen(args[0], d), ops_.widen(args[1], d), ops_.widen(args[2], d)}), d);
+        return ops_.fma(d, args[0], args[1], args[2]);
       case OpCode::kPtrAdd: {
         llvm::Value* off = b_.CreateIntCast(args[1], b_.getInt64Ty(), ir_.type(o.operands[1]).dtype().is_signed());
         return b_.CreateGEP(elem_mem_type(Type(d)), args[0], off);
@@ -458,16 +459,24 @@ class Lowering {
     }
     bool masked = o.operands.size() == 3;
     llvm::Type* t = reg_type(d);
-    // A masked-off lane returns 0 and touches nothing.
-    auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
-      if (mask == nullptr) {
+    // f16 and bf16 values are i16 bits; the atomic adds them as half/bfloat.
+    llvm::Type* ft = d == f16 ? b_.getHalfTy() : d == bf16 ? b_.getBFloatTy() : nullptr;
+    auto rmw = [&](llvm::Value* p, llvm::Value* v) -> llvm::Value* {
+      if (ft == nullptr) {
         return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease);
       }
+      llvm::Value* old = b_.CreateAtomicRMW(bin, p, b_.CreateBitCast(v, ft), llvm::MaybeAlign(d.bytes()),
+                                            llvm::AtomicOrdering::AcquireRelease);
+      return b_.CreateBitCast(old, t);
+    };
+    // A masked-off lane returns 0 and touches nothing.
+    auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
+      if (mask == nullptr) return rmw(p, v);
       llvm::BasicBlock* pre = b_.GetInsertBlock();
       llvm::Value* old = nullptr;
       llvm::BasicBlock* in = nullptr;
       guarded(mask, [&] {
-        old = b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease);
+        old = rmw(p, v);
         in = b_.GetInsertBlock();
       });
       llvm::PHINode* phi = b_.CreatePHI(t, 2);

@@ -48,17 +48,40 @@ llvm::Value* ScalarOps::narrow(llvm::Value* v, DType d) {
   return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
 }
 
+// Rounding to odd (truncate, then set the last bit if anything was lost)
+// keeps enough of a value that rounding it again, to a type at least two
+// bits narrower, gives the correctly rounded result. From `r`, the value
+// rounded to nearest: r when exact, else r truncated toward zero (one step
+// back when r is `away` from zero) with its last bit set.
+llvm::Value* ScalarOps::to_odd(llvm::Value* r, llvm::Value* inexact, llvm::Value* away) {
+  llvm::Type* it = b_.getIntNTy(r->getType()->getPrimitiveSizeInBits());
+  llvm::Value* bits = b_.CreateBitCast(r, it);
+  llvm::Value* toward_zero = b_.CreateSelect(away, b_.CreateSub(bits, llvm::ConstantInt::get(it, 1)), bits);
+  llvm::Value* odd = b_.CreateOr(toward_zero, llvm::ConstantInt::get(it, 1));
+  return b_.CreateBitCast(b_.CreateSelect(inexact, odd, bits), r->getType());
+}
+
 // f64 -> f32 rounding to odd, so that a second rounding to a narrower
 // type gives the correctly rounded result.
 llvm::Value* ScalarOps::f64_to_f32_odd(llvm::Value* x) {
   llvm::Value* r = b_.CreateFPTrunc(x, b_.getFloatTy());
   llvm::Value* back = b_.CreateFPExt(r, b_.getDoubleTy());
-  llvm::Value* inexact = b_.CreateFCmpONE(back, x);
-  llvm::Value* bits = b_.CreateBitCast(r, b_.getInt32Ty());
   llvm::Value* away = b_.CreateFCmpOGT(intrinsic(llvm::Intrinsic::fabs, {back}), intrinsic(llvm::Intrinsic::fabs, {x}));
-  llvm::Value* toward_zero = b_.CreateSelect(away, b_.CreateSub(bits, b_.getInt32(1)), bits);
-  llvm::Value* odd = b_.CreateOr(toward_zero, 1);
-  return b_.CreateBitCast(b_.CreateSelect(inexact, odd, bits), b_.getFloatTy());
+  return to_odd(r, b_.CreateFCmpONE(back, x), away);
+}
+
+// A 64-bit integer of magnitude 2^53 or more is inexact in f64, and
+// converting it to f64 and then to f16/bf16 would round twice (2^62 + 2^54 + 1
+// would become the bf16 tie 2^62 + 2^54, then 2^62). Rounding it to odd at
+// bit 11 first leaves at most 53 significant bits, which f64 holds exactly.
+// The two's-complement bits round negative values to odd as well.
+llvm::Value* ScalarOps::i64_to_odd53(llvm::Value* x, bool is_signed) {
+  llvm::Value* high = is_signed ? b_.CreateAShr(x, 53) : b_.CreateLShr(x, 53);
+  llvm::Value* exact = b_.CreateICmpULE(b_.CreateAdd(high, b_.getInt64(1)), b_.getInt64(1));  // high is 0 or -1
+  llvm::Value* lost = b_.CreateICmpNE(b_.CreateAnd(x, b_.getInt64(0x7FF)), b_.getInt64(0));
+  llvm::Value* odd = b_.CreateOr(b_.CreateAnd(x, b_.getInt64(~int64_t{0x7FF})),
+                                 b_.CreateSelect(lost, b_.getInt64(0x800), b_.getInt64(0)));
+  return b_.CreateSelect(exact, x, odd);
 }
 
 llvm::Value* ScalarOps::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
@@ -199,10 +222,8 @@ llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x) {
   llvm::Value* r = nullptr;
   switch (op) {
     case OpCode::kExp:
-      r = intrinsic(llvm::Intrinsic::exp, {w});
-      break;
     case OpCode::kLog:
-      r = intrinsic(llvm::Intrinsic::log, {w});
+      r = target_.transcendental(b_, op, w);
       break;
     case OpCode::kSqrt:
       r = intrinsic(llvm::Intrinsic::sqrt, {w});
@@ -240,11 +261,32 @@ llvm::Value* ScalarOps::convert(llvm::Value* x, DType from, DType to) {
   bool is_signed = from.is_signed() && !from.is_bool();
   if (to.is_float()) {
     if (!is_narrow_float(to)) return is_signed ? b_.CreateSIToFP(x, t) : b_.CreateUIToFP(x, t);
+    if (x->getType()->getIntegerBitWidth() == 64) x = i64_to_odd53(x, is_signed);
     llvm::Value* d = is_signed ? b_.CreateSIToFP(x, b_.getDoubleTy()) : b_.CreateUIToFP(x, b_.getDoubleTy());
     return narrow(f64_to_f32_odd(d), to);
   }
   if (to.is_bool()) return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
   return b_.CreateIntCast(x, t, is_signed);
+}
+
+// f32 and f64 use the fused operation. For f16 and bf16 an f32 fma would
+// round twice: a product exactly on a tie of the narrow type plus a tiny
+// addend rounds to the tie in f32, then to even. Instead the product is
+// formed exactly in f64, the sum's rounding error is recovered (TwoSum) to
+// round the sum to odd, and the result then rounds once more as a whole.
+llvm::Value* ScalarOps::fma(DType d, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+  if (!is_narrow_float(d)) return intrinsic(llvm::Intrinsic::fma, {a, b, c});
+  llvm::Type* f64t = b_.getDoubleTy();
+  llvm::Value* p = b_.CreateFMul(b_.CreateFPExt(widen(a, d), f64t), b_.CreateFPExt(widen(b, d), f64t));
+  llvm::Value* z = b_.CreateFPExt(widen(c, d), f64t);
+  llvm::Value* s = b_.CreateFAdd(p, z);
+  llvm::Value* pz = b_.CreateFSub(s, p);
+  llvm::Value* err = b_.CreateFAdd(b_.CreateFSub(p, b_.CreateFSub(s, pz)), b_.CreateFSub(z, pz));
+  // s is past the exact sum (away from zero) when err has the other sign.
+  llvm::Value* away = b_.CreateICmpSLT(
+      b_.CreateXor(b_.CreateBitCast(s, b_.getInt64Ty()), b_.CreateBitCast(err, b_.getInt64Ty())), b_.getInt64(0));
+  llvm::Value* inexact = b_.CreateFCmpONE(err, llvm::ConstantFP::get(f64t, 0.0));
+  return narrow(f64_to_f32_odd(to_odd(s, inexact, away)), d);
 }
 
 }  // namespace tessel::codegen

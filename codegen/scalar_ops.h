@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "codegen/target_info.h"
 #include "dsl/ir.h"
 #include "llvm/IR/IRBuilder.h"
 
@@ -16,7 +17,7 @@ inline bool is_narrow_float(DType d) { return d == f16 || d == bf16; }
 
 class ScalarOps {
  public:
-  explicit ScalarOps(llvm::IRBuilder<>& b) : b_(b) {}
+  ScalarOps(llvm::IRBuilder<>& b, TargetInfo& target) : b_(b), target_(target) {}
 
   llvm::Type* reg_type(DType d);
   // f16/bf16 bits -> f32 (exact); other types pass through.
@@ -26,14 +27,19 @@ class ScalarOps {
   llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y);
   llvm::Value* unary(OpCode op, DType d, llvm::Value* x);
   llvm::Value* convert(llvm::Value* x, DType from, DType to);
+  // a * b + c rounded once.
+  llvm::Value* fma(DType d, llvm::Value* a, llvm::Value* b, llvm::Value* c);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args);
 
  private:
+  llvm::Value* to_odd(llvm::Value* r, llvm::Value* inexact, llvm::Value* away);
   llvm::Value* f64_to_f32_odd(llvm::Value* x);
+  llvm::Value* i64_to_odd53(llvm::Value* x, bool is_signed);
   llvm::Value* int_divrem(bool rem, bool is_signed, llvm::Value* x, llvm::Value* y);
   llvm::Value* shift(bool left, bool is_signed, llvm::Value* x, llvm::Value* n);
 
   llvm::IRBuilder<>& b_;
+  TargetInfo& target_;
 };
 
 }  // namespace tessel::codegen

@@ -34,6 +34,9 @@ class TargetInfo {
   // The start of this program's shared memory.
   virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
 
+  // exp or log of an f32 or f64 value.
+  virtual llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) = 0;
+
   // Tiles: whether their buffers live in shared memory (one copy for the
   // program's threads) rather than in each thread's stack.
   virtual bool tiles_in_shared() const = 0;
@@ -62,6 +65,9 @@ class TargetInfo {
   virtual llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) = 0;
   // Runs `body` in one thread of the program (the host has only one).
   virtual void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) = 0;
+
+  // Emitted before the kernel returns (asynchronous copies still in flight).
+  virtual void epilogue(llvm::IRBuilder<>& b) = 0;
 };
 
 }  // namespace tessel::codegen

@@ -166,7 +166,7 @@ Var& Var::operator=(const Operand& v) {
     s->fail(v.loc(), "Var assignment: the variable's scope has ended");
     return *this;
   }
-  const Type& current = s->type(s->vars[slot_]);
+  Type current = s->type(s->vars[slot_]);  // a copy: materializing `v` may grow the value table
   int id = s->operand(v, current.dtype(), "Var assignment", v.loc());
   if (id < 0) return *this;
   if (s->type(id) != current) {
@@ -344,12 +344,14 @@ std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi
                                             std::source_location loc) {
   BuilderState& s = *state_;
   int bounds[3];
-  if (!loop_bounds(s, lo, hi, step, "for_range", loc, bounds)) return {};
+  // On failure the caller still gets one (invalid) Value per init to index.
+  std::vector<Value> failed(inits.size());
+  if (!loop_bounds(s, lo, hi, step, "for_range", loc, bounds)) return failed;
   std::vector<int> operands(bounds, bounds + 3);
   std::vector<int> init_ids;
   for (const Value& v : inits) {
     int id = s.use(v, "for_range init", loc);
-    if (id < 0) return {};
+    if (id < 0) return failed;
     init_ids.push_back(id);
   }
   // Vars live here are carried too; a pass drops the ones the body leaves alone.

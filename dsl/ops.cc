@@ -60,6 +60,12 @@ int to_shape(BuilderState& s, int id, const Shape& shape, std::source_location l
 // stretch; a scalar goes anywhere). Empty for two scalars.
 std::optional<Shape> common_shape(BuilderState& s, const Type& a, const Type& b, absl::string_view what,
                                   std::source_location loc) {
+  for (const Type* t : {&a, &b}) {
+    if (!(t->is_scalar() || t->is_pointer() || t->is_tile())) {
+      s.fail(loc, absl::StrCat(what, ": ", t->str(), " is not a number, pointer or tile"));
+      return std::nullopt;
+    }
+  }
   Shape sa = shape_of(a), sb = shape_of(b);
   if (sa.empty()) return sb;
   if (sb.empty()) return sa;
@@ -204,7 +210,7 @@ bool pointer_operand(BuilderState& s, const Operand& ptrs, absl::string_view wha
 // Materializes `o` as a value of `ptrs`'s pointee dtype in `ptrs`'s shape.
 int element_operand(BuilderState& s, int ip, const Operand& o, absl::string_view what, absl::string_view role,
                     std::source_location loc) {
-  const Type& pt = s.type(ip);
+  Type pt = s.type(ip);  // a copy: materializing `o` may grow the value table
   int io = s.operand(o, pt.dtype(), what, loc);
   if (io < 0) return -1;
   const Type& t = s.type(io);
@@ -316,7 +322,12 @@ Value fma(const Operand& a, const Operand& b, const Operand& c, Loc loc) {
   return s.emit1(OpCode::kFma, {ia, ib, ic2}, t, loc);
 }
 
-Value cdiv(const Operand& a, const Operand& b, Loc) { return (a + b - 1) / b; }
+Value cdiv(const Operand& a, const Operand& b, Loc loc) {
+  // The intermediate operands carry the caller's location into diagnostics.
+  Operand sum(a + b, loc);
+  Operand sum_minus_one(sum - 1, loc);
+  return sum_minus_one / b;
+}
 
 Value sum(const Value& x, int axis, Loc loc) { return reduce(OpCode::kAdd, x, axis, "sum", loc); }
 Value max(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMax, x, axis, "max", loc); }
@@ -362,7 +373,9 @@ Value splat(const Operand& scalar, const Shape& shape, Loc loc) {
   if (s == nullptr) return Value();
   int ix = s->operand(scalar, std::nullopt, "splat", loc);
   if (ix < 0 || !s->check_shape(shape, "splat", loc)) return Value();
-  if (s->type(ix).is_tile()) return s->fail(loc, absl::StrCat("splat: needs a scalar, got ", s->type(ix).str()));
+  if (!s->type(ix).is_scalar() && !s->type(ix).is_pointer()) {
+    return s->fail(loc, absl::StrCat("splat: needs a scalar, got ", s->type(ix).str()));
+  }
   return s->emit1(OpCode::kSplat, {ix}, Type::tile(s->type(ix), shape), loc);
 }
 
@@ -372,6 +385,9 @@ Value broadcast_to(const Value& x, const Shape& shape, Loc loc) {
   int ix = s->use(x, "broadcast_to", loc);
   if (ix < 0 || !s->check_shape(shape, "broadcast_to", loc)) return Value();
   const Type& t = s->type(ix);
+  if (!(t.is_scalar() || t.is_pointer() || t.is_tile())) {
+    return s->fail(loc, absl::StrCat("broadcast_to: ", t.str(), " is not a number, pointer or tile"));
+  }
   std::optional<Shape> common = common_shape(*s, t, Type::tile(t.element(), shape), "broadcast_to", loc);
   if (!common) return Value();
   if (*common != shape) {
@@ -509,7 +525,7 @@ Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& valu
   BuilderState* s = detail::state_of({&ptr});
   int ip;
   if (s == nullptr || !pointer_operand(*s, ptr, "atomic_cas", loc, ip)) return Value();
-  const Type& pt = s->type(ip);
+  Type pt = s->type(ip);  // a copy: element_operand may grow the value table
   if (!pt.is_pointer() || !pt.dtype().is_int() || pt.dtype().bits() < 32) {
     return s->fail(loc, absl::StrCat("atomic_cas: needs one pointer to a 32- or 64-bit integer, got ", pt.str()));
   }

@@ -1,0 +1,289 @@
+// The NVPTX target. A program is a CTA of num_warps * 32 threads; tiles live
+// in shared memory and every tile loop is spread over the threads, ending in
+// a barrier. TMA descriptors are by-value __grid_constant__ parameters: LLVM
+// 19 honours only the nvvm.annotations form of grid_constant, and the param
+// pointer reaches inline asm through "l" (cvta.param), never a local copy.
+#include "codegen/nvptx/nvptx_target.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/llvm_util.h"
+#include "codegen/loops.h"
+#include "llvm/IR/InlineAsm.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
+#include "llvm/MC/TargetRegistry.h"
+
+namespace tessel::codegen {
+namespace {
+
+constexpr unsigned kShared = 3;
+constexpr unsigned kGlobal = 1;
+// A bounded wait gives up after this long (ns on %globaltimer) and records
+// kDeviceTimeout instead of hanging the GPU.
+constexpr int64_t kWaitLimitNs = int64_t{10} * 1000 * 1000 * 1000;
+
+llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text, const std::string& constraints,
+                        const std::vector<llvm::Value*>& args) {
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* a : args) types.push_back(a->getType());
+  auto* type = llvm::FunctionType::get(ret, types, false);
+  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
+}
+
+class NvptxTarget final : public TargetInfo {
+ public:
+  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : tm_(std::move(tm)), threads_(threads) {}
+
+  std::string name() const override { return "nvptx"; }
+  llvm::TargetMachine& machine() override { return *tm_; }
+
+  llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
+    llvm::LLVMContext& ctx = module.getContext();
+    llvm::IRBuilder<> b(ctx);
+    std::vector<llvm::Type*> types;
+    for (const Param& p : ir.params) types.push_back(param_type(b, p.type));
+    auto* type = llvm::FunctionType::get(b.getVoidTy(), types, false);
+    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, ir.name, module);
+    std::vector<llvm::Metadata*> grid_constants;
+    for (size_t i = 0; i < ir.params.size(); ++i) {
+      fn_->getArg(i)->setName(ir.params[i].name);
+      if (!ir.params[i].type.is_tensor_map()) continue;
+      fn_->addParamAttr(i, llvm::Attribute::getWithByValType(ctx, llvm::ArrayType::get(b.getInt8Ty(), 128)));
+      fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+      grid_constants.push_back(llvm::ConstantAsMetadata::get(b.getInt32(i + 1)));
+    }
+    llvm::NamedMDNode* annotations = module.getOrInsertNamedMetadata("nvvm.annotations");
+    auto annotate = [&](const char* key, llvm::Metadata* value) {
+      annotations->addOperand(llvm::MDNode::get(
+          ctx, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx, key), value}));
+    };
+    annotate("kernel", llvm::ConstantAsMetadata::get(b.getInt32(1)));
+    annotate("maxntidx", llvm::ConstantAsMetadata::get(b.getInt32(threads_)));
+    if (!grid_constants.empty()) annotate("grid_constant", llvm::MDNode::get(ctx, grid_constants));
+    scratch_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt64Ty(), 2), false,
+                                        llvm::GlobalValue::InternalLinkage,
+                                        llvm::UndefValue::get(llvm::ArrayType::get(b.getInt64Ty(), 2)),
+                                        "tessel_scratch", nullptr, llvm::GlobalValue::NotThreadLocal, kShared);
+    scratch_->setAlignment(llvm::Align(16));
+    smem_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt8Ty(), 0), false,
+                                     llvm::GlobalValue::ExternalLinkage, nullptr, "tessel_smem", nullptr,
+                                     llvm::GlobalValue::NotThreadLocal, kShared);
+    smem_->setAlignment(llvm::Align(128));
+    error_ = new llvm::GlobalVariable(module, b.getInt32Ty(), false, llvm::GlobalValue::ExternalLinkage,
+                                      b.getInt32(0), kNvptxErrorSymbol, nullptr, llvm::GlobalValue::NotThreadLocal,
+                                      kGlobal);
+    error_->setAlignment(llvm::Align(4));
+    return fn_;
+  }
+
+  std::vector<llvm::Value*> params(llvm::IRBuilder<>& b, const KernelIR& ir) override {
+    std::vector<llvm::Value*> out;
+    for (size_t i = 0; i < ir.params.size(); ++i) {
+      llvm::Value* a = fn_->getArg(i);
+      out.push_back(ir.params[i].type.is_bool() ? b.CreateTrunc(a, b.getInt1Ty()) : a);
+    }
+    tid_ = b.CreateZExt(sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), b.getInt64Ty());
+    return out;
+  }
+
+  llvm::Value* program_id(llvm::IRBuilder<>& b, int axis) override {
+    static constexpr llvm::Intrinsic::ID kIds[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
+    return sreg(b, kIds[axis]);
+  }
+  llvm::Value* num_programs(llvm::IRBuilder<>& b, int axis) override {
+    static constexpr llvm::Intrinsic::ID kIds[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x,
+                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y,
+                                                   llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z};
+    return sreg(b, kIds[axis]);
+  }
+  llvm::Value* shared_base(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(smem_, b.getPtrTy()); }
+
+  // The SFU's base-2 approximations (what Triton's tl.exp and tl.log use):
+  // about 2 ulp, plus the rounding of the scaling for large arguments. f64
+  // has none; compile_ptx rejects f64 exp and log before lowering.
+  llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
+    if (op == OpCode::kExp) {
+      return b.CreateIntrinsic(llvm::Intrinsic::nvvm_ex2_approx_f, {},
+                               {b.CreateFMul(x, llvm::ConstantFP::get(x->getType(), 1.4426950408889634))});
+    }
+    return b.CreateFMul(b.CreateIntrinsic(llvm::Intrinsic::nvvm_lg2_approx_f, {}, {x}),
+                        llvm::ConstantFP::get(x->getType(), 0.6931471805599453));
+  }
+
+  bool tiles_in_shared() const override { return true; }
+  void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
+    emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
+    barrier(b);
+  }
+  llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) override {
+    llvm::Type* type = nullptr;
+    single_thread(b, [&] {
+      llvm::Value* v = compute();
+      type = v->getType();
+      b.CreateStore(v, scratch_);
+    });
+    barrier(b);
+    llvm::Value* v = b.CreateLoad(type, scratch_);
+    barrier(b);
+    return v;
+  }
+
+  void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count) override {
+    single_thread(b, [&] {
+      for (int i = 0; i < count; ++i) {
+        llvm::Value* bar = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), barriers, 8 * i);
+        inline_asm(b, b.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], 1;", "r,~{memory}", {shared32(b, bar)});
+      }
+      inline_asm(b, b.getVoidTy(), "fence.mbarrier_init.release.cluster;", "~{memory}", {});
+    });
+    barrier(b);
+  }
+
+  void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords, llvm::Value* smem,
+                int64_t bytes, llvm::Value* bar, llvm::Value* phase) override {
+    llvm::Value* bar32 = shared32(b, bar);
+    barrier(b);  // every thread is done with the buffer's previous contents
+    single_thread(b, [&] {
+      inline_asm(b, b.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
+                 {bar32, b.getInt32(bytes)});
+      std::vector<llvm::Value*> args = {shared32(b, smem), map, bar32};
+      std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(),
+                                      "d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {",
+                                      coord_list(3, coords.size()), "}], [$2];");
+      append_reversed(args, coords);
+      inline_asm(b, b.getVoidTy(), text, constraints("r,l,r", coords.size()), args);
+    });
+    llvm::Value* parity = b.CreateLoad(b.getInt32Ty(), phase);
+    bounded_wait(b, [&] {
+      return inline_asm(b, b.getInt32Ty(),
+                        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+                        "=r,r,r,~{memory}", {bar32, parity});
+    });
+    b.CreateStore(b.CreateXor(parity, 1), phase);
+  }
+
+  void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                 llvm::Value* smem) override {
+    // The tile was written through the generic proxy; the copy engine reads
+    // through the async proxy.
+    inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
+    barrier(b);
+    single_thread(b, [&] {
+      std::vector<llvm::Value*> args = {map, shared32(b, smem)};
+      std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(), "d.global.shared::cta.bulk_group [$0, {",
+                                      coord_list(2, coords.size()), "}], [$1];");
+      append_reversed(args, coords);
+      inline_asm(b, b.getVoidTy(), text, constraints("l,r", coords.size()), args);
+      inline_asm(b, b.getVoidTy(), "cp.async.bulk.commit_group;", "~{memory}", {});
+      inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group.read 0;", "~{memory}", {});
+    });
+    barrier(b);  // the buffer may be written again
+  }
+
+  void program_barrier(llvm::IRBuilder<>& b) override { barrier(b); }
+  llvm::Value* atomic_add_acq_rel_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return inline_asm(b, b.getInt64Ty(), "atom.acq_rel.sys.add.u64 $0, [$1], $2;", "=l,l,l,~{memory}", {ptr, v});
+  }
+  void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    inline_asm(b, b.getVoidTy(), "st.release.sys.u64 [$0], $1;", "l,l,~{memory}", {ptr, v});
+  }
+  llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
+    return inline_asm(b, b.getInt64Ty(), "ld.acquire.sys.u64 $0, [$1];", "=l,l,~{memory}", {ptr});
+  }
+  void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) override {
+    emit_if(b, b.CreateICmpEQ(tid_, b.getInt64(0)), body);
+  }
+  // Bulk stores still writing to global memory finish before the CTA exits.
+  void epilogue(llvm::IRBuilder<>& b) override {
+    single_thread(b, [&] { inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group 0;", "~{memory}", {}); });
+  }
+
+ private:
+  llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) {
+    if (t.is_pointer() || t.is_tensor_map() || t.is_triggered_view()) return b.getPtrTy();
+    switch (t.dtype().kind) {
+      case ScalarKind::kI1: return b.getInt8Ty();
+      case ScalarKind::kF32: return b.getFloatTy();
+      case ScalarKind::kF64: return b.getDoubleTy();
+      default: return b.getIntNTy(t.dtype().bits());
+    }
+  }
+  llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
+  void barrier(llvm::IRBuilder<>& b) { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  // The 32-bit shared-window address of a generic pointer into shared memory.
+  llvm::Value* shared32(llvm::IRBuilder<>& b, llvm::Value* generic) {
+    return b.CreatePtrToInt(b.CreateAddrSpaceCast(generic, b.getPtrTy(kShared)), b.getInt32Ty());
+  }
+  static std::string coord_list(size_t first, size_t n) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; ++i) names.push_back(absl::StrCat("$", first + i));
+    return absl::StrJoin(names, ", ");
+  }
+  static std::string constraints(const std::string& head, size_t coords) {
+    std::string c = head;
+    for (size_t i = 0; i < coords; ++i) c += ",r";
+    return c + ",~{memory}";
+  }
+  // PTX takes tensor coordinates innermost first; tessel's are outermost first.
+  static void append_reversed(std::vector<llvm::Value*>& args, const std::vector<llvm::Value*>& coords) {
+    args.insert(args.end(), coords.rbegin(), coords.rend());
+  }
+
+  // Polls `done` (an i32, nonzero when done) until it holds or the time
+  // limit passes; then records kDeviceTimeout in tessel_error.
+  void bounded_wait(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& done) {
+    llvm::LLVMContext& ctx = b.getContext();
+    llvm::Value* start = inline_asm(b, b.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {});
+    llvm::BasicBlock* poll = llvm::BasicBlock::Create(ctx, "wait", fn_);
+    llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "wait.check", fn_);
+    llvm::BasicBlock* timeout = llvm::BasicBlock::Create(ctx, "wait.timeout", fn_);
+    llvm::BasicBlock* out = llvm::BasicBlock::Create(ctx, "wait.done", fn_);
+    b.CreateBr(poll);
+    b.SetInsertPoint(poll);
+    b.CreateCondBr(b.CreateICmpNE(done(), b.getInt32(0)), out, check);
+    b.SetInsertPoint(check);
+    llvm::Value* now = inline_asm(b, b.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {});
+    b.CreateCondBr(b.CreateICmpUGT(b.CreateSub(now, start), b.getInt64(kWaitLimitNs)), timeout, poll);
+    b.SetInsertPoint(timeout);
+    b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, error_, b.getInt32(1), llvm::MaybeAlign(4),
+                      llvm::AtomicOrdering::Monotonic);
+    b.CreateBr(out);
+    b.SetInsertPoint(out);
+  }
+
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  int threads_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value* tid_ = nullptr;
+  llvm::GlobalVariable* smem_ = nullptr;
+  llvm::GlobalVariable* scratch_ = nullptr;
+  llvm::GlobalVariable* error_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps,
+                                                              int opt_level) {
+  init_llvm_targets();
+  if (num_warps < 1 || num_warps > 32) {
+    return absl::InvalidArgumentError(absl::StrCat("num_warps must be 1 to 32, got ", num_warps));
+  }
+  if (arch.rfind("sm_9", 0) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nvptx target '", arch, "': tessel needs sm_90 or newer (TMA tensor maps by value)"));
+  }
+  std::string err;
+  const std::string triple = "nvptx64-nvidia-cuda";
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (target == nullptr) return absl::InternalError(absl::StrCat("NVPTX target: ", err));
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, arch, "+ptx83", options, std::nullopt, std::nullopt,
+      opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
+  if (tm == nullptr) return absl::InvalidArgumentError(absl::StrCat("NVPTX target: unknown chip '", arch, "'"));
+  return std::unique_ptr<TargetInfo>(new NvptxTarget(std::move(tm), num_warps * 32));
+}
+
+}  // namespace tessel::codegen

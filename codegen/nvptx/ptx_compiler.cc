@@ -1,0 +1,73 @@
+// Kernel -> LLVM IR (NVPTX) -> O3 -> PTX text.
+#include "absl/strings/str_cat.h"
+#include "codegen/compiler.h"
+#include "codegen/llvm_util.h"
+#include "codegen/lower.h"
+#include "codegen/nvptx/nvptx_target.h"
+#include "dsl/status.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tessel {
+namespace {
+
+// Per-block shared memory an sm_90 kernel may opt in to.
+constexpr int64_t kSm90SharedLimit = 232448;
+
+absl::Status check_supported(const Kernel& kernel) {
+  for (const Param& p : kernel.params()) {
+    if (p.type.is_tensor_map() && p.type.swizzle() != Swizzle::kNone) {
+      return absl::UnimplementedError(absl::StrCat(
+          "kernel '", kernel.name(), "': tensor map '", p.name,
+          "' is swizzled; the NVPTX target reads boxes as plain row-major tiles so far (use Swizzle::kNone)"));
+    }
+  }
+  for (const Op& op : kernel.ir().ops) {
+    if ((op.op == OpCode::kExp || op.op == OpCode::kLog) && kernel.ir().type(op.operands[0]).dtype() == f64) {
+      return absl::UnimplementedError(absl::StrCat("kernel '", kernel.name(), "': ", opcode_name(op.op),
+                                                   " of f64 has no NVPTX lowering yet (cast to f32)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PtxCode> compile_ptx(const Kernel& kernel, const CompileOptions& options,
+                                    CompileArtifacts* artifacts) {
+  TESSEL_RETURN_IF_ERROR(check_supported(kernel));
+  std::string arch = options.arch.empty() ? "sm_90a" : options.arch;
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<codegen::TargetInfo> target,
+                          codegen::make_nvptx_target(arch, options.num_warps, options.opt_level));
+  llvm::LLVMContext ctx;
+  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, ctx));
+  if (lowered.shared_bytes > kSm90SharedLimit) {
+    return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
+                                                     " bytes of shared memory per program; ", arch, " allows ",
+                                                     kSm90SharedLimit, " (use smaller tiles)"));
+  }
+  codegen::optimize(*lowered.module, target->machine(), options.opt_level);
+
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream os(ptx);
+  llvm::legacy::PassManager pm;
+  if (target->machine().addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
+    return absl::InternalError("NVPTX: the target machine cannot emit PTX");
+  }
+  pm.run(*lowered.module);
+  if (artifacts != nullptr) {
+    artifacts->ir = kernel.str();
+    artifacts->llvm = codegen::module_text(*lowered.module);
+    artifacts->ptx = std::string(ptx.str());
+  }
+  PtxCode code;
+  code.ptx = std::string(ptx.str());
+  code.entry = lowered.entry;
+  code.shared_bytes = lowered.shared_bytes;
+  code.threads = options.num_warps * 32;
+  code.error_symbol = codegen::kNvptxErrorSymbol;
+  return code;
+}
+
+}  // namespace tessel

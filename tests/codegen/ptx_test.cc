@@ -1,0 +1,165 @@
+// PTX from the NVPTX target, checked with LLVM's FileCheck and assembled
+// with ptxas for sm_90a when the CUDA toolkit is present.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tessel_ptx_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Runs FileCheck with `checks` over `ptx`; returns its exit code.
+int file_check(const std::string& ptx, const std::string& checks) {
+  std::string in = temp_path("in.ptx"), chk = temp_path("checks.txt");
+  write(in, ptx);
+  write(chk, checks);
+  int rc = std::system((std::string(TESSEL_FILECHECK) + " --input-file=" + in + " " + chk).c_str());
+  std::filesystem::remove(in);
+  std::filesystem::remove(chk);
+  return rc;
+}
+
+// Assembles `ptx` for sm_90a; returns ptxas's exit code.
+int ptxas(const std::string& ptx) {
+  std::string in = temp_path("asm.ptx"), out = temp_path("asm.cubin");
+  write(in, ptx);
+  int rc = std::system((std::string(TESSEL_PTXAS) + " -arch=sm_90a " + in + " -o " + out).c_str());
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+  return rc;
+}
+
+bool have_ptxas() { return std::string(TESSEL_PTXAS).find("NOTFOUND") == std::string::npos && *TESSEL_PTXAS; }
+
+Kernel tile_copy(Swizzle swizzle = Swizzle::kNone) {
+  KernelBuilder k("tile_copy");
+  Value src = k.tensor_map(bf16, {64, 64}, "src", swizzle);
+  Value dst = k.tensor_map(bf16, {64, 64}, "dst", swizzle);
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n");
+  Value tiles_n = cdiv(n, 64);
+  k.for_each_tile(cdiv(m, 64) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * 64, col = t % tiles_n * 64;
+    tma_store(dst, {row, col}, tma_load(src, {row, col}));
+  });
+  return *k.build();
+}
+
+TEST(Ptx, TensorMapsArePassedByValueAsGridConstants) {
+  absl::StatusOr<PtxCode> code = compile_ptx(tile_copy(), {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(code->entry, "tile_copy");
+  EXPECT_EQ(code->threads, 128);
+  EXPECT_EQ(code->error_symbol, "tessel_error");
+  EXPECT_GE(code->shared_bytes, 64 * 64 * 2);
+  // LLVM 19 copies a byval parameter without the grid_constant annotation to
+  // __local_depot, and TMA would then read the wrong memory.
+  EXPECT_EQ(file_check(code->ptx, R"(
+CHECK: .target sm_90a
+CHECK: .entry tile_copy(
+CHECK: .param .align 64 .b8 tile_copy_param_0[128]
+CHECK: .param .align 64 .b8 tile_copy_param_1[128]
+CHECK: .maxntid 128
+CHECK-NOT: __local_depot
+CHECK: mbarrier.init.shared::cta.b64
+CHECK: cvta.param.u64
+CHECK: cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+CHECK: mbarrier.try_wait.parity.shared::cta.b64
+CHECK: fence.proxy.async.shared::cta
+CHECK: cp.async.bulk.tensor.2d.global.shared::cta.bulk_group
+CHECK: cp.async.bulk.wait_group.read 0
+CHECK: cp.async.bulk.wait_group 0
+)"),
+            0);
+  if (!have_ptxas()) GTEST_SKIP() << "ptxas not found; PTX text checked only";
+  EXPECT_EQ(ptxas(code->ptx), 0);
+}
+
+TEST(Ptx, EveryOpFamilyAssembles) {
+  KernelBuilder k("families");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(bf16), "y"), c = k.arg(ptr(i32), "counter");
+  Value n = k.arg(i32, "n");
+  Value offs = k.program_id() * 64 + k.arange(0, 64);  // [64] i32
+  Value mask = offs < n;
+  Value v = load(x + offs, mask, 0.0);                            // [64] f32
+  Value b = cast(load(y + offs, mask, 0.0), f32);                 // [64] f32
+  Value e = exp(v - max(v, 0)) + sqrt(abs(b)) * rsqrt(b * b + 1.0);
+  Value m2 = expand_dims(e, 1) * expand_dims(e, 0);               // [64, 64] f32
+  Value r = sum(trans(m2), 1) + select(mask, v, b);               // [64] f32
+  store(x + offs, r, mask);
+  store(y + offs, cast(r, bf16), mask);
+  atomic_add(c, 1);
+  atomic_rmw(AtomicOp::kAdd, c + (offs % 4), 1, mask);
+  Var acc = k.var(k.zeros({32, 32}, f32));
+  k.for_range(0, n, 32, [&](Value i) {
+    Value t = reshape(expand_dims(load(x + k.arange(0, 32) + i), 1) * 1.0f, {32, 1});
+    acc = dot(broadcast_to(t, {32, 32}), broadcast_to(trans(t), {32, 32}), acc);
+  });
+  k.if_(k.program_id() == 0, [&] { store(x + k.arange(0, 32), sum(acc, 0)); });
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<PtxCode> code = compile_ptx(*kernel, {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_THAT(code->ptx, HasSubstr("bar.sync"));
+  if (!have_ptxas()) GTEST_SKIP() << "ptxas not found";
+  EXPECT_EQ(ptxas(code->ptx), 0);
+}
+
+TEST(Ptx, TriggeredViewsUseSystemScopeOrdering) {
+  KernelBuilder k("views");
+  TriggeredView view = k.triggered_view("plan");
+  Value out = k.arg(ptr(i32), "out");
+  store(out + k.program_id(), 1);
+  view.publish(0);
+  view.wait(1);
+  store(out, cast(view.arrived(1), i32) + cast(view.reusable(0), i32));
+  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(file_check(code->ptx, R"(
+CHECK: bar.sync
+CHECK: atom.acq_rel.sys.add.u64
+CHECK: st.release.sys.u64
+CHECK: ld.acquire.sys.u64
+)"),
+            0);
+  if (!have_ptxas()) GTEST_SKIP() << "ptxas not found";
+  EXPECT_EQ(ptxas(code->ptx), 0);
+}
+
+TEST(Ptx, RejectsSwizzledMapsForNow) {
+  absl::StatusOr<PtxCode> code = compile_ptx(tile_copy(Swizzle::k128B), {});
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(code.status().message(), HasSubstr("tensor map 'src' is swizzled"));
+}
+
+TEST(Ptx, RejectsChipsWithoutTma) {
+  CompileOptions options;
+  options.arch = "sm_80";
+  EXPECT_THAT(compile_ptx(tile_copy(), options).status().message(), HasSubstr("needs sm_90 or newer"));
+  options.arch = "sm_90a";
+  options.num_warps = 64;
+  EXPECT_THAT(compile_ptx(tile_copy(), options).status().message(), HasSubstr("num_warps must be 1 to 32"));
+}
+
+TEST(Ptx, RejectsKernelsOverTheSharedMemoryLimit) {
+  KernelBuilder k("big");
+  Value x = k.arg(ptr(f32), "x");
+  Value t = load(x + k.arange(0, 65536));                   // [65536] f32: 256 KiB
+  store(x + k.arange(0, 65536), t + 1.0f);
+  EXPECT_THAT(compile_ptx(*k.build(), {}).status().message(), HasSubstr("bytes of shared memory per program"));
+}
+
+}  // namespace
+}  // namespace tessel

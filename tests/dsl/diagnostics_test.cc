@@ -1,0 +1,563 @@
+// Builder diagnostics: each mistake yields kInvalidArgument with the file and
+// line of the user's call and a message naming what went wrong.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dsl/builder.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Whether building `k` fails with kInvalidArgument at `line` of this file
+// with a message that contains `words`.
+::testing::AssertionResult FailsAt(KernelBuilder& k, int line, absl::string_view words) {
+  absl::StatusOr<Kernel> kernel = k.build();
+  if (kernel.ok()) return ::testing::AssertionFailure() << "the kernel built:\n" << kernel->str();
+  const absl::Status& s = kernel.status();
+  std::string where = absl::StrCat("diagnostics_test.cc:", line, ": ");
+  if (s.code() != absl::StatusCode::kInvalidArgument || !absl::StrContains(s.message(), where) ||
+      !absl::StrContains(s.message(), words)) {
+    return ::testing::AssertionFailure() << "expected kInvalidArgument at " << where << "containing '" << words
+                                         << "', got " << s;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(Diagnostics, MismatchedOperandTypes) {
+  KernelBuilder k("k");
+  Value x = k.full({64}, 1.0, f32);
+  Value i = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  x + i;
+  EXPECT_TRUE(FailsAt(k, line, "operator+: mismatched types tile<f32>[64] and tile<i32>[64]; cast one side"));
+}
+
+TEST(Diagnostics, RankMismatchInBroadcasting) {
+  KernelBuilder k("k");
+  Value row = k.zeros({64}, f32);
+  Value block = k.zeros({64, 64}, f32);
+  const int line = __LINE__ + 1;
+  row / block;
+  EXPECT_TRUE(FailsAt(k, line, "operator/: rank mismatch between tile<f32>[64] and tile<f32>[64,64]"));
+}
+
+TEST(Diagnostics, ShapesThatDoNotBroadcast) {
+  KernelBuilder k("k");
+  Value a = k.zeros({64, 8}, f32);
+  Value b = k.zeros({32, 8}, f32);
+  const int line = __LINE__ + 1;
+  a - b;
+  EXPECT_TRUE(FailsAt(k, line,
+                      "operator-: shapes of tile<f32>[64,8] and tile<f32>[32,8] do not broadcast "
+                      "(dimension 0: 64 vs 32)"));
+}
+
+TEST(Diagnostics, FloatLiteralWithIntegerValue) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  n + 0.5;
+  EXPECT_TRUE(FailsAt(k, line, "operator+: float literal 0.5 cannot combine with i32 (cast one side)"));
+}
+
+TEST(Diagnostics, IntegerLiteralThatDoesNotFit) {
+  KernelBuilder k("k");
+  Value small = cast(k.arg(i32, "n"), i8);
+  const int line = __LINE__ + 1;
+  small + 300;
+  EXPECT_TRUE(FailsAt(k, line, "operator+: integer literal 300 does not fit in i8"));
+}
+
+TEST(Diagnostics, NegativeLiteralForUnsigned) {
+  KernelBuilder k("k");
+  Value u = k.arg(u32, "u");
+  const int line = __LINE__ + 1;
+  u < -1;
+  EXPECT_TRUE(FailsAt(k, line, "operator<: integer literal -1 does not fit in u32"));
+}
+
+TEST(Diagnostics, TmaLoadWithWrongCoordinateCount) {
+  KernelBuilder k("k");
+  Value map = k.tensor_map(bf16, {64, 128}, "a");
+  const int line = __LINE__ + 1;
+  tma_load(map, {0});
+  EXPECT_TRUE(FailsAt(k, line, "tma_load: 1 coordinates for a rank-2 tensor map"));
+}
+
+TEST(Diagnostics, TmaLoadOnNonTensorMap) {
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(bf16), "p");
+  const int line = __LINE__ + 1;
+  tma_load(p, {0, 0});
+  EXPECT_TRUE(FailsAt(k, line, "tma_load: needs a tensor map, got ptr<bf16>"));
+}
+
+TEST(Diagnostics, TensorMapBoxLargerThan256) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.tensor_map(f32, {512, 64}, "a");
+  EXPECT_TRUE(FailsAt(k, line, "tensor_map 'a': box[0] = 512 is larger than a tensor map allows"));
+}
+
+TEST(Diagnostics, TensorMapInnerBoxBytesNotMultipleOf16) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.tensor_map(f32, {64, 2}, "a");
+  EXPECT_TRUE(
+      FailsAt(k, line, "tensor_map 'a': the innermost box dimension spans 8 bytes; TMA needs a multiple of 16"));
+}
+
+TEST(Diagnostics, SwizzleTooSmallForInnerBox) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.tensor_map(bf16, {64, 128}, "a", Swizzle::k64B);
+  EXPECT_TRUE(FailsAt(k, line, "swizzle 64B allows at most 64 bytes in the innermost box dimension, got 256"));
+}
+
+TEST(Diagnostics, TensorMapOfI1) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.tensor_map(i1, {16, 16}, "a");
+  EXPECT_TRUE(FailsAt(k, line, "tensor_map 'a': i1 is not a TMA data type"));
+}
+
+TEST(Diagnostics, TmaStoreTileNotMatchingBox) {
+  KernelBuilder k("k");
+  Value map = k.tensor_map(bf16, {64, 128}, "a");
+  Value tile = k.zeros({32, 128}, bf16);
+  const int line = __LINE__ + 1;
+  tma_store(map, {0, 0}, tile);
+  EXPECT_TRUE(FailsAt(k, line,
+                      "tma_store: the tile tile<bf16>[32,128] does not match the tensor map's box "
+                      "tile<bf16>[64,128]"));
+}
+
+TEST(Diagnostics, ValueFromAnotherKernel) {
+  KernelBuilder other("other");
+  Value foreign = other.arg(i32, "n");
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  n + foreign;
+  EXPECT_TRUE(FailsAt(k, line, "operator+: operand belongs to another kernel (kernel 'other')"));
+  EXPECT_TRUE(other.build().ok());
+}
+
+TEST(Diagnostics, EmptyValue) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  Value empty;
+  const int line = __LINE__ + 1;
+  n + empty;
+  EXPECT_TRUE(FailsAt(k, line, "operator+: operand is an empty Value"));
+}
+
+TEST(Diagnostics, LoopBodyValueUsedAfterTheLoop) {
+  KernelBuilder k("k");
+  Value inner;
+  k.for_range(0, 4, 1, [&](Value i) { inner = i * 2; });
+  const int line = __LINE__ + 1;
+  inner + 1;
+  EXPECT_TRUE(FailsAt(k, line, "was defined inside a loop body or if_ branch that has ended; carry it out with a Var"));
+}
+
+TEST(Diagnostics, LoopCarriedValueChangesType) {
+  KernelBuilder k("k");
+  Value acc = k.zeros({64}, f32);
+  auto body = [](Value, std::span<const Value> c) { return std::vector<Value>{cast(c[0], f16)}; };
+  const int line = __LINE__ + 1;
+  k.for_range(0, 4, 1, {acc}, body);
+  EXPECT_TRUE(FailsAt(k, line, "for_range: loop-carried value 0 changes type from tile<f32>[64] to tile<f16>[64]"));
+}
+
+TEST(Diagnostics, LoopBodyReturnsWrongNumberOfValues) {
+  KernelBuilder k("k");
+  Value acc = k.zeros({64}, f32);
+  auto body = [](Value, std::span<const Value>) { return std::vector<Value>{}; };
+  const int line = __LINE__ + 1;
+  k.for_range(0, 4, 1, {acc}, body);
+  EXPECT_TRUE(FailsAt(k, line, "for_range: the body returned 0 values for 1 carried values"));
+}
+
+TEST(Diagnostics, LoopBoundsNotIntegers) {
+  KernelBuilder k("k");
+  Value x = k.arg(f32, "x");
+  const int line = __LINE__ + 1;
+  k.for_range(0, x, 1, [](Value) {});
+  EXPECT_TRUE(FailsAt(k, line, "for_range: loop bounds must be integer scalars, got f32"));
+}
+
+TEST(Diagnostics, LoopBoundsOfDifferentTypes) {
+  KernelBuilder k("k");
+  Value lo = k.arg(i32, "lo");
+  Value hi = k.arg(i64, "hi");
+  const int line = __LINE__ + 1;
+  k.for_range(lo, hi, 1, [](Value) {});
+  EXPECT_TRUE(FailsAt(k, line, "for_range: loop bounds have different types i32 and i64"));
+}
+
+TEST(Diagnostics, VarAssignedValueOfAnotherType) {
+  KernelBuilder k("k");
+  Var v = k.var(0.0);
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  v = n;
+  EXPECT_TRUE(FailsAt(k, line,
+                      "Var assignment: a Var of type f32 cannot take a value of type i32; a Var keeps its "
+                      "type"));
+}
+
+TEST(Diagnostics, IfConditionNotI1) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  k.if_(n, [] {});
+  EXPECT_TRUE(FailsAt(k, line, "if_: the condition must be a scalar i1, got i32"));
+}
+
+TEST(Diagnostics, IfConditionIsATile) {
+  KernelBuilder k("k");
+  Value lanes = k.arange(0, 64) < 3;
+  const int line = __LINE__ + 1;
+  k.if_(lanes, [] {});
+  EXPECT_TRUE(FailsAt(k, line, "if_: the condition must be a scalar i1, got tile<i1>[64]"));
+}
+
+// A Var keeps one type, so a branch that assigns another type fails at the
+// assignment, before if_ compares the branches.
+TEST(Diagnostics, VarAssignedDifferentTypesInThenAndElse) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  Value c = n > 0;
+  Var v = k.var(n);
+  int line = 0;
+  k.if_(
+      c, [&] { v = n + 1; },
+      [&] {
+        Value wide = cast(n, i64);
+        line = __LINE__ + 1;
+        v = wide;
+      });
+  EXPECT_TRUE(FailsAt(k, line, "Var assignment: a Var of type i32 cannot take a value of type i64"));
+}
+
+TEST(Diagnostics, LoadOnNonPointer) {
+  KernelBuilder k("k");
+  Value offs = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  load(offs);
+  EXPECT_TRUE(FailsAt(k, line, "load: needs a pointer or a tile of pointers, got tile<i32>[64]"));
+}
+
+TEST(Diagnostics, StoreValueNotMatchingPointee) {
+  KernelBuilder k("k");
+  Value x = k.arg(ptr(f32), "x");
+  Value offs = k.arange(0, 64);
+  Value ptrs = x + offs;
+  const int line = __LINE__ + 1;
+  store(ptrs, offs);
+  EXPECT_TRUE(FailsAt(k, line, "store: value of type tile<i32>[64] does not match the pointee type f32"));
+}
+
+TEST(Diagnostics, StoreValueLargerThanPointers) {
+  KernelBuilder k("k");
+  Value x = k.arg(ptr(f32), "x");
+  Value tile = k.zeros({64}, f32);
+  const int line = __LINE__ + 1;
+  store(x, tile);
+  EXPECT_TRUE(FailsAt(k, line, "store: value tile<f32>[64] is larger than the pointer operand ptr<f32>"));
+}
+
+TEST(Diagnostics, MaskNotI1) {
+  KernelBuilder k("k");
+  Value x = k.arg(ptr(f32), "x");
+  Value offs = k.arange(0, 64);
+  Value ptrs = x + offs;
+  const int line = __LINE__ + 1;
+  load(ptrs, offs, 0.0);
+  EXPECT_TRUE(FailsAt(k, line, "load: the mask must be i1, got tile<i32>[64]"));
+}
+
+TEST(Diagnostics, DotShapesDoNotChain) {
+  KernelBuilder k("k");
+  Value a = k.zeros({64, 32}, bf16);
+  Value b = k.zeros({16, 64}, bf16);
+  Value acc = k.zeros({64, 64}, f32);
+  const int line = __LINE__ + 1;
+  dot(a, b, acc);
+  EXPECT_TRUE(FailsAt(k, line, "dot: shapes do not chain: [64,32] @ [16,64] + [64,64]"));
+}
+
+TEST(Diagnostics, DotDtypeCombinationNotAllowed) {
+  KernelBuilder k("k");
+  Value a = k.zeros({64, 32}, bf16);
+  Value b = k.zeros({32, 64}, bf16);
+  Value acc = k.zeros({64, 64}, bf16);
+  const int line = __LINE__ + 1;
+  dot(a, b, acc);
+  EXPECT_TRUE(FailsAt(k, line, "dot: no matrix product of bf16 operands into a bf16 accumulator"));
+}
+
+TEST(Diagnostics, ReductionAxisOutOfRange) {
+  KernelBuilder k("k");
+  Value x = k.zeros({64, 32}, f32);
+  const int line = __LINE__ + 1;
+  sum(x, 2);
+  EXPECT_TRUE(FailsAt(k, line, "sum: axis 2 is out of range for tile<f32>[64,32]"));
+}
+
+TEST(Diagnostics, ExpandDimsAxisOutOfRange) {
+  KernelBuilder k("k");
+  Value x = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  expand_dims(x, 2);
+  EXPECT_TRUE(FailsAt(k, line, "expand_dims: axis 2 is out of range for tile<i32>[64]"));
+}
+
+TEST(Diagnostics, ReshapeElementCountMismatch) {
+  KernelBuilder k("k");
+  Value x = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  reshape(x, {16, 8});
+  EXPECT_TRUE(FailsAt(k, line, "reshape: cannot reshape tile<i32>[64] to [16,8]"));
+}
+
+TEST(Diagnostics, TransWithBadPermutation) {
+  KernelBuilder k("k");
+  Value x = k.zeros({64, 32}, f32);
+  const int line = __LINE__ + 1;
+  trans(x, {0, 0});
+  EXPECT_TRUE(FailsAt(k, line, "trans: [0,0] is not a permutation of the 2 dimensions of tile<f32>[64,32]"));
+}
+
+TEST(Diagnostics, ArangeWithHiNotAboveLo) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.arange(8, 8);
+  EXPECT_TRUE(FailsAt(k, line, "arange(8, 8): hi must exceed lo"));
+}
+
+TEST(Diagnostics, NonPowerOfTwoTileShape) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.zeros({48}, f32);
+  EXPECT_TRUE(FailsAt(k, line, "full: tile dimensions must be positive powers of two, got shape [48]"));
+}
+
+TEST(Diagnostics, DuplicateArgumentName) {
+  KernelBuilder k("k");
+  k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  k.arg(ptr(f32), "n");
+  EXPECT_TRUE(FailsAt(k, line, "arg 'n': the name is used by another argument"));
+}
+
+TEST(Diagnostics, ArgumentOfTileType) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.arg(Type::tile(f32, {64}), "t");
+  EXPECT_TRUE(FailsAt(k, line,
+                      "arg 't': arguments are scalars or pointers, got tile<f32>[64] (use tensor_map or "
+                      "triggered_view)"));
+}
+
+TEST(Diagnostics, ProgramIdAxis3) {
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  k.program_id(3);
+  EXPECT_TRUE(FailsAt(k, line, "program_id: axis 3 is not 0, 1 or 2"));
+}
+
+TEST(Diagnostics, BitwiseOperatorOnFloats) {
+  KernelBuilder k("k");
+  Value x = k.arg(f32, "x");
+  const int line = __LINE__ + 1;
+  x ^ x;
+  EXPECT_TRUE(FailsAt(k, line, "operator^: needs integer operands, got f32"));
+}
+
+TEST(Diagnostics, LogicalNotOnIntegers) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  !n;
+  EXPECT_TRUE(FailsAt(k, line, "operator!: needs i1, got i32"));
+}
+
+TEST(Diagnostics, ExpOnIntegers) {
+  KernelBuilder k("k");
+  Value offs = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  exp(offs);
+  EXPECT_TRUE(FailsAt(k, line, "exp: needs a floating-point operand, got tile<i32>[64]; cast it first"));
+}
+
+TEST(Diagnostics, FmaOnIntegers) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  fma(n, n, n);
+  EXPECT_TRUE(FailsAt(k, line, "fma: needs three floating-point operands of one type, got i32, i32, i32"));
+}
+
+TEST(Diagnostics, SelectConditionNotI1) {
+  KernelBuilder k("k");
+  Value offs = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  select(offs, 1, 2);
+  EXPECT_TRUE(FailsAt(k, line, "select: the condition must be i1, got tile<i32>[64]"));
+}
+
+TEST(Diagnostics, AtomicOnI8) {
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(i8), "p");
+  const int line = __LINE__ + 1;
+  atomic_add(p, 1);
+  EXPECT_TRUE(FailsAt(k, line, "atomic_rmw: i8 atomics are not supported (use 32 or 64 bits)"));
+}
+
+TEST(Diagnostics, AtomicCasOnFloat) {
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(f32), "p");
+  const int line = __LINE__ + 1;
+  atomic_cas(p, 0.0, 1.0);
+  EXPECT_TRUE(FailsAt(k, line, "atomic_cas: needs one pointer to a 32- or 64-bit integer, got ptr<f32>"));
+}
+
+TEST(Diagnostics, PointerMinusPointer) {
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(f32), "p");
+  Value q = k.arg(ptr(f32), "q");
+  const int line = __LINE__ + 1;
+  p - q;
+  EXPECT_TRUE(FailsAt(k, line, "operator-: not defined on pointers (ptr<f32>, ptr<f32>)"));
+}
+
+TEST(Diagnostics, CdivOfAPointer) {
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(f32), "p");
+  const int line = __LINE__ + 1;
+  cdiv(p, 4);
+  EXPECT_TRUE(FailsAt(k, line, "not defined on pointers"));
+}
+
+TEST(Diagnostics, FullWithValueOfAnotherType) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  k.full({64}, n, f32);
+  EXPECT_TRUE(FailsAt(k, line, "full: value of type i32 does not match dtype f32"));
+}
+
+TEST(Diagnostics, ConstantOfAValue) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  k.constant(n, i32);
+  EXPECT_TRUE(FailsAt(k, line, "constant: expects a literal, not a Value"));
+}
+
+TEST(Diagnostics, BatchNotI32) {
+  KernelBuilder k("k");
+  TriggeredView view = k.triggered_view("plan");
+  Value batch = k.arg(i64, "batch");
+  const int line = __LINE__ + 1;
+  view.publish(batch);
+  EXPECT_TRUE(FailsAt(k, line, "publish: the batch must be an i32 scalar, got i64"));
+}
+
+// Tensor maps and views are operands of TMA and view calls only.
+TEST(Diagnostics, TensorMapAsArithmeticOperand) {
+  KernelBuilder k("k");
+  Value map = k.tensor_map(bf16, {64, 128}, "a");
+  Value tile = k.zeros({64, 128}, bf16);
+  const int line = __LINE__ + 1;
+  map + tile;
+  EXPECT_TRUE(FailsAt(k, line, "operator+: tensor_map<bf16>[64,128] is not a number, pointer or tile"));
+}
+
+TEST(Diagnostics, TensorMapSplatOrBroadcast) {
+  KernelBuilder splat_kernel("k");
+  Value map = splat_kernel.tensor_map(bf16, {64, 128}, "a");
+  const int splat_line = __LINE__ + 1;
+  splat(map, {64});
+  EXPECT_TRUE(FailsAt(splat_kernel, splat_line, "splat: needs a scalar, got tensor_map<bf16>[64,128]"));
+
+  KernelBuilder broadcast_kernel("k");
+  TriggeredView view = broadcast_kernel.triggered_view("plan");
+  const int broadcast_line = __LINE__ + 1;
+  broadcast_to(view.value(), {64});
+  EXPECT_TRUE(
+      FailsAt(broadcast_kernel, broadcast_line, "broadcast_to: triggered_view is not a number, pointer or tile"));
+}
+
+TEST(Diagnostics, TensorMapStoredThroughAPointer) {
+  KernelBuilder k("k");
+  Value map = k.tensor_map(bf16, {64, 128}, "a");
+  Value p = k.arg(ptr(bf16), "p");
+  const int line = __LINE__ + 1;
+  store(p, map);
+  EXPECT_TRUE(FailsAt(k, line, "store: tensor_map<bf16>[64,128] is not a number, pointer or tile"));
+}
+
+TEST(Diagnostics, OnlyTheFirstErrorIsReported) {
+  KernelBuilder k("k");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  n + 0.5;
+  exp(n);
+  k.arg(i32, "n");
+  k.program_id(7);
+  EXPECT_TRUE(FailsAt(k, line, "float literal 0.5"));
+  absl::Status again = k.build().status();
+  EXPECT_THAT(again.message(), HasSubstr("float literal 0.5"));
+  EXPECT_THAT(again.message(), Not(HasSubstr("exp")));
+  EXPECT_THAT(again.message(), Not(HasSubstr("program_id")));
+}
+
+// After an error every call still returns (invalid Values; one per carried
+// value from for_range) and the first error stands.
+TEST(Diagnostics, BuilderCallsAfterAnErrorDoNotCrash) {
+  KernelBuilder k("k");
+  Value x = k.arg(ptr(f32), "x");
+  Value map = k.tensor_map(bf16, {64, 64}, "a");
+  TriggeredView view = k.triggered_view("plan");
+  const int line = __LINE__ + 1;
+  Value bad = k.arange(4, 0);
+  EXPECT_FALSE(bad.valid());
+  EXPECT_TRUE(bad.type().is_void());
+
+  Value offs = k.arange(0, 64);
+  Value ptrs = x + offs;
+  Value v = load(ptrs, offs < 8, 0.0) + bad;
+  store(ptrs, exp(v) * 2.0, offs < bad);
+  Var acc = k.var(k.zeros({64}, f32));
+  k.for_each_tile(bad, [&](Value t) { acc = acc + cast(t, f32); });
+  std::vector<Value> out = k.for_range(0, 4, 1, {bad, offs}, [&](Value, std::span<const Value> c) {
+    return std::vector<Value>{c[0], c[1]};
+  });
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].valid());
+  k.if_(
+      bad > 0, [&] { acc = bad; }, [&] { view.publish(bad); });
+  tma_store(map, {bad, 0}, tma_load(map, {0, bad}));
+  dot(bad, bad, bad);
+  atomic_add(ptrs, bad);
+  atomic_cas(x, bad, bad);
+  sum(trans(reshape(expand_dims(broadcast_to(bad, {64}), 0), {64}), {0}), 0);
+  select(bad, bad, bad);
+  view.wait(view.arrived(bad));
+  EXPECT_TRUE(FailsAt(k, line, "arange(4, 0): hi must exceed lo"));
+}
+
+}  // namespace
+}  // namespace tessel
