@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace tessel {
 
 struct CompileOptions {
@@ -18,7 +20,7 @@ struct CompileOptions {
 
   // Whether the options change generated code (they key the JIT cache).
   std::string cache_key() const {
-    return "O" + std::to_string(opt_level) + ";w" + std::to_string(num_warps) + ";" + arch;
+    return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch);
   }
 };
 

@@ -130,8 +130,8 @@ int BuilderState::operand(const Operand& o, std::optional<DType> hint, absl::str
 }
 
 bool BuilderState::check_shape(const Shape& shape, absl::string_view what, std::source_location loc) {
-  if (shape.empty() || shape.size() > 4) {
-    fail(loc, absl::StrCat(what, ": tile rank must be 1 to 4, got shape ", shape_str(shape)));
+  if (shape.empty() || shape.size() > 5) {
+    fail(loc, absl::StrCat(what, ": tile rank must be 1 to 5, got shape ", shape_str(shape)));
     return false;
   }
   for (int64_t d : shape) {
@@ -169,6 +169,9 @@ Var& Var::operator=(const Operand& v) {
   Type current = s->type(s->vars[slot_]);  // a copy: materializing `v` may grow the value table
   int id = s->operand(v, current.dtype(), "Var assignment", v.loc());
   if (id < 0) return *this;
+  if (!v.is_value() && current.is_tile()) {  // `acc = 0.0` fills a tile Var
+    id = s->emit1(OpCode::kSplat, {id}, current, v.loc()).id();
+  }
   if (s->type(id) != current) {
     s->fail(v.loc(), absl::StrCat("Var assignment: a Var of type ", current.str(), " cannot take a value of type ",
                                   s->type(id).str(), "; a Var keeps its type"));

@@ -38,7 +38,7 @@ enum class OpCode : uint8_t {
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]
-  kAtomic,   // ints[0] = combiner opcode (kAdd, kMin, kMax, kAnd, kOr, kXor) or -1 for exchange; operands ptrs, value [, mask]
+  kAtomic,   // ints[0] = AtomicOp (dsl/ops.h); operands ptrs, value [, mask]
   kAtomicCas,  // operands ptr, compare, value
   kTmaLoad,   // operands: map, coords...; result: shared tile of the box
   kTmaStore,  // operands: map, tile, coords...

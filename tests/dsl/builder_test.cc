@@ -41,3 +41,30 @@ TEST(Builder, ReportsTheUsersLineForMismatchedTypes) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+TEST(Builder, ALiteralFillsATileVar) {
+  KernelBuilder k("fill");
+  Value x = k.arg(ptr(f32), "x");
+  Var acc = k.var(k.zeros({16}, f32));
+  k.if_(k.program_id() == 0, [&] { acc = 2.5; });
+  store(x + k.arange(0, 16), acc);
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->str(), ::testing::HasSubstr("splat %"));
+  EXPECT_THAT(kernel->str(), ::testing::HasSubstr("constant 2.5 : f32"));
+}
+
+TEST(Builder, TensorMapsOfRankFiveMakeRankFiveTiles) {
+  KernelBuilder k("rank5");
+  Value m = k.tensor_map(f32, {2, 2, 2, 2, 4}, "m");
+  Value t = tma_load(m, {0, 0, 0, 0, 0});
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(t.type().rank(), 5);
+}
+
+}  // namespace
+}  // namespace tessel

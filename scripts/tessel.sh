@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# tessel.sh — set up a Debian 12 machine, build tessel, and run it.
+#
+#   bash scripts/tessel.sh sample [ARGS...]   build, then run the main sample (build/samples/matmul)
+#                                             on the best device present (the host CPU without a GPU)
+#   bash scripts/tessel.sh test [ARGS...]     build, then run the test suite through ctest
+#   bash scripts/tessel.sh package            build, then make dist/tessel-<version>-Linux-x86_64.tar.xz
+#
+# As root, missing Debian packages are installed with apt-get; as another
+# user, the script prints the apt-get line to run and stops. The build lives
+# in build/ (Release) and is reused by later runs. ARGS go to the sample or ctest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() {
+  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  exit 2
+}
+(( $# >= 1 )) || usage
+command=$1
+shift
+case $command in
+  sample | test | package) ;;
+  *) usage ;;
+esac
+
+# Everything the build needs, from Debian 12 (bookworm) main.
+packages=(cmake g++ ninja-build llvm-19-dev liblld-19-dev libzstd-dev libabsl-dev libgtest-dev libgmock-dev
+          libbenchmark-dev libamdhip64-dev ccache xz-utils binutils patchelf)
+
+missing_packages() {
+  local p
+  for p in "${packages[@]}"; do
+    if [[ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null)" != ii* ]]; then
+      echo "$p"
+    fi
+  done
+}
+
+install_packages() {
+  local missing
+  mapfile -t missing < <(missing_packages)
+  (( ${#missing[@]} == 0 )) && return 0
+  if (( EUID != 0 )); then
+    echo "tessel needs these Debian packages: ${missing[*]}" >&2
+    echo "Install them as root, then run this again:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "== installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  # LLVM 19 (llvm-toolchain-19, 1:19.1.7-3~deb12u1) came to bookworm in a
+  # point release; older mirrors and snapshots do not have it.
+  local p unavailable=()
+  for p in "${missing[@]}"; do
+    if [[ "$(apt-cache policy "$p" 2>/dev/null)" != *"Candidate: "[^\(]* ]]; then
+      unavailable+=("$p")
+    fi
+  done
+  if (( ${#unavailable[@]} > 0 )); then
+    echo "error: apt has no candidate for: ${unavailable[*]}" >&2
+    if [[ " ${unavailable[*]} " == *" llvm-19-dev "* || " ${unavailable[*]} " == *" liblld-19-dev "* ]]; then
+      echo "LLVM 19 is in Debian 12's main archive from a later bookworm point release on" >&2
+      echo "(llvm-19-dev 1:19.1.7-3~deb12u1). Point /etc/apt/sources.list(.d) at a current" >&2
+      echo "bookworm mirror (deb.debian.org), or add apt.llvm.org's llvm-toolchain-bookworm-19" >&2
+      echo "repository, which provides the same package names." >&2
+    fi
+    exit 1
+  fi
+  apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+check_cuda_headers() {
+  local cuda=${CUDA_HOME:-/usr/local/cuda}
+  if [[ ! -f $cuda/include/cuda.h ]]; then
+    echo "error: $cuda/include/cuda.h is missing." >&2
+    echo "tessel builds against the CUDA driver API headers (CUDA 12 or later, for cuTensorMap) but" >&2
+    echo "never links libcuda: install NVIDIA's CUDA toolkit so that /usr/local/cuda/include/cuda.h" >&2
+    echo "exists (no GPU or driver is needed to build), or set CUDA_HOME to a toolkit that has it." >&2
+    exit 1
+  fi
+}
+
+build() {
+  local args=(-S . -B build -DCMAKE_BUILD_TYPE=Release)
+  # A fresh build uses Ninja; an existing build/ keeps its generator.
+  [[ -f build/CMakeCache.txt ]] || args+=(-G Ninja)
+  [[ -n "${CUDA_HOME:-}" ]] && args+=(-DTESSEL_CUDA_INCLUDE_DIR="$CUDA_HOME/include")
+  echo "== configuring build/"
+  cmake "${args[@]}"
+  echo "== building with $(nproc) jobs"
+  cmake --build build -j "$(nproc)"
+}
+
+install_packages
+check_cuda_headers
+build
+
+case $command in
+  sample)
+    if [[ ! -x build/samples/matmul ]]; then
+      echo "error: build/samples/matmul was not built (is samples/matmul.cc there yet?)" >&2
+      exit 1
+    fi
+    echo "== build/samples/matmul $*"
+    exec build/samples/matmul "$@"
+    ;;
+  test)
+    echo "== ctest"
+    exec ctest --test-dir build --output-on-failure -j2 "$@"
+    ;;
+  package)
+    echo "== cpack"
+    rm -f build/tessel-*.tar.xz build/tessel-*.tar.xz.sha256
+    (cd build && cpack -G TXZ)
+    mkdir -p dist
+    rm -f dist/tessel-*.tar.xz dist/tessel-*.tar.xz.sha256
+    mv build/tessel-*.tar.xz build/tessel-*.tar.xz.sha256 dist/
+    ls -l dist/
+    ;;
+esac
