@@ -49,21 +49,106 @@ absl::StatusOr<Device> Device::open(absl::string_view name) {
     TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceImpl> impl, open_host_device(threads < 1 ? 1 : threads));
     return Device(std::move(impl));
   }
-  if (absl::StartsWith(name, "cuda") || absl::StartsWith(name, "hip")) {
-    return absl::UnavailableError(absl::StrCat("Device::open('", name,
-                                               "'): this build of tessel runs kernels on the host only so far"));
+  if (absl::ConsumePrefix(&rest, "cuda")) {
+    int ordinal = 0;  // "cuda" alone is the first GPU, as in PyTorch
+    if (absl::ConsumePrefix(&rest, ":")) {
+      if (!absl::SimpleAtoi(rest, &ordinal) || ordinal < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Device::open('", name, "'): the GPU index must be a number >= 0"));
+      }
+    } else if (!rest.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("Device::open('", name, "'): unknown device"));
+    }
+    TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceImpl> impl, open_cuda_device(ordinal));
+    return Device(std::move(impl));
+  }
+  if (absl::StartsWith(name, "hip")) {
+    return absl::UnavailableError(
+        absl::StrCat("Device::open('", name, "'): this build of tessel has no HIP runtime yet"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("Device::open('", name, "'): unknown device; use host, host:N, cuda:N or hip:N"));
 }
 
-absl::StatusOr<Device> Device::best() { return open("host"); }
+absl::StatusOr<Device> Device::best() {
+  // Codegen targets sm_90a (TMA, wgmma): an older GPU would fail every
+  // kernel that uses them, so the host serves better.
+  absl::StatusOr<Device> gpu = open("cuda:0");
+  if (gpu.ok() && gpu->impl().compute_capability() >= 90) return gpu;
+  return open("host");
+}
 
 std::string Device::name() const { return impl_->name(); }
+std::string Device::description() const {
+  std::string details = impl_->details();
+  return details.empty() ? impl_->name() : absl::StrCat(impl_->name(), " (", details, ")");
+}
 DeviceKind Device::kind() const { return impl_->kind(); }
 int Device::num_compute_units() const { return impl_->num_compute_units(); }
 absl::StatusOr<Buffer> Device::allocate(size_t bytes) const { return impl_->allocate(bytes); }
 absl::Status Device::synchronize() const { return impl_->synchronize(); }
+
+absl::StatusOr<Stream> Device::create_stream() const {
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<StreamImpl> impl, impl_->create_stream());
+  return Stream(std::move(impl));
+}
+
+// ---------------------------------------------------------------------------
+// Streams and graphs
+
+namespace {
+
+// The stream of a backend that runs every launch before returning.
+class SynchronousStream final : public StreamImpl {
+ public:
+  SynchronousStream(DeviceKind kind, std::string device) : StreamImpl(kind), device_(std::move(device)) {}
+  void* native() const override { return nullptr; }
+  absl::Status synchronize() override { return absl::OkStatus(); }
+  absl::Status begin_capture() override {
+    return absl::UnimplementedError(absl::StrCat("begin_capture: ", device_,
+                                                 " runs launches synchronously and has no graphs; "
+                                                 "capture needs a CUDA device"));
+  }
+  absl::StatusOr<std::shared_ptr<GraphImpl>> end_capture() override {
+    return absl::FailedPreconditionError(absl::StrCat("end_capture: ", device_, " has no capture to end"));
+  }
+
+ private:
+  std::string device_;
+};
+
+absl::Status empty_stream(absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, ": the Stream is empty; make one with Device::create_stream()"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<StreamImpl>> DeviceImpl::create_stream() {
+  return std::make_shared<SynchronousStream>(kind(), name());
+}
+
+absl::Status Stream::synchronize() const {
+  if (impl_ == nullptr) return empty_stream("Stream::synchronize");
+  return impl_->synchronize();
+}
+
+void* Stream::native() const { return impl_ == nullptr ? nullptr : impl_->native(); }
+
+absl::Status Stream::begin_capture() const {
+  if (impl_ == nullptr) return empty_stream("Stream::begin_capture");
+  return impl_->begin_capture();
+}
+
+absl::StatusOr<Graph> Stream::end_capture() const {
+  if (impl_ == nullptr) return empty_stream("Stream::end_capture");
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<GraphImpl> graph, impl_->end_capture());
+  return Graph(std::move(graph));
+}
+
+absl::Status Graph::launch(const Stream* stream) const {
+  return impl_->launch(stream == nullptr ? nullptr : stream->impl());
+}
 
 absl::Status Device::copy_to_device(const Buffer& dst, const void* src, size_t bytes) const {
   if (bytes > dst.bytes()) {

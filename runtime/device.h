@@ -22,6 +22,9 @@ enum class DeviceKind { kHost, kCuda, kHip };
 
 class DeviceImpl;
 class FunctionImpl;
+class StreamImpl;
+class GraphImpl;
+class Graph;
 
 // Device memory, freed when the last handle goes.
 class Buffer {
@@ -47,9 +50,61 @@ struct Grid {
   int64_t total() const { return int64_t{dims[0]} * dims[1] * dims[2]; }
 };
 
+// An ordered queue of device work: launches on one stream run in order, and
+// launches on different streams may overlap. A cheap, copyable handle from
+// Device::create_stream(); the last handle destroys the queue.
+//
+// On CUDA a stream does not synchronise with the device's default stream
+// (CU_STREAM_NON_BLOCKING, as PyTorch's streams), so that graph capture and
+// copy-engine work elsewhere never serialise on it: call synchronize() before
+// reading a result with Device::copy_to_host. The host runs every launch
+// synchronously, so its streams have nothing to wait for.
+class Stream {
+ public:
+  // An empty handle; launches given one use the device's default stream.
+  Stream() = default;
+
+  // Waits for the work queued so far, then reports any error a kernel
+  // recorded in a bounded wait (like Device::synchronize).
+  absl::Status synchronize() const;
+  // The backend's handle: a CUstream on CUDA, nullptr on the host.
+  void* native() const;
+
+  // CUDA graphs: between begin_capture() and end_capture(), launches on this
+  // stream are recorded instead of run; the graph replays them, with the
+  // arguments they were given, at a fraction of their launch cost. Capture
+  // is per thread: this thread must not synchronise or copy until it ends.
+  absl::Status begin_capture() const;
+  absl::StatusOr<Graph> end_capture() const;
+
+  StreamImpl* impl() const { return impl_.get(); }
+
+ private:
+  friend class Device;
+  explicit Stream(std::shared_ptr<StreamImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<StreamImpl> impl_;
+};
+
+// Launches captured from a stream, ready to replay (an instantiated CUDA
+// graph). Keeps the functions it launches loaded.
+class Graph {
+ public:
+  // Queues the captured launches on `stream` (nullptr: the device's default
+  // stream).
+  absl::Status launch(const Stream* stream = nullptr) const;
+
+ private:
+  friend class Stream;
+  explicit Graph(std::shared_ptr<GraphImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<GraphImpl> impl_;
+};
+
 struct LaunchConfig {
   Grid grid;
-  int num_warps = 4;  // GPUs only
+  int num_warps = 4;  // GPUs only; must match CompileOptions::num_warps
+  // Where to queue the launch; nullptr (or an empty Stream): the device's
+  // default stream. Ignored by the host, which runs launches synchronously.
+  const Stream* stream = nullptr;
 };
 
 class Function {
@@ -76,18 +131,31 @@ class Device {
  public:
   // "host" (all cores), "host:N" (N worker threads), "cuda:N", "hip:N".
   static absl::StatusOr<Device> open(absl::string_view name);
-  // The first GPU present, else the host.
+  // cuda:0 if an NVIDIA GPU tessel compiles for (sm_90 or newer) is
+  // present, else the host.
   static absl::StatusOr<Device> best();
 
+  // "host:16", "cuda:0".
   std::string name() const;
+  // The name and what the device is, for logs: "cuda:0 (NVIDIA H200, sm_90,
+  // 132 SMs, 227 KiB shared memory per program)".
+  std::string description() const;
   DeviceKind kind() const;
   // Streaming multiprocessors, compute units, or host worker threads.
   int num_compute_units() const;
 
   absl::StatusOr<Buffer> allocate(size_t bytes) const;
+  // Returns once the bytes are on the device, so work on any stream may read them.
   absl::Status copy_to_device(const Buffer& dst, const void* src, size_t bytes) const;
+  // Runs after the work queued on the default stream; synchronize a Stream
+  // first to read what its work wrote.
   absl::Status copy_to_host(void* dst, const Buffer& src, size_t bytes) const;
+  // Waits for all work on the device (every stream), then reports any error a
+  // kernel recorded in a bounded wait ("kernel 'x' timed out ...").
   absl::Status synchronize() const;
+
+  // A new stream of this device.
+  absl::StatusOr<Stream> create_stream() const;
 
   // A tensor map over a dense row-major tensor in `buffer`, encoded for
   // this device's kernels (dims and box outermost first).

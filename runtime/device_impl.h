@@ -28,12 +28,39 @@ class FunctionImpl {
   TensorMapEncoding encoding_;
 };
 
+// A stream of one backend. `kind` tells backends whose stream they were
+// handed before they downcast it.
+class StreamImpl {
+ public:
+  explicit StreamImpl(DeviceKind kind) : kind_(kind) {}
+  virtual ~StreamImpl() = default;
+  DeviceKind kind() const { return kind_; }
+  virtual void* native() const = 0;
+  virtual absl::Status synchronize() = 0;
+  virtual absl::Status begin_capture() = 0;
+  virtual absl::StatusOr<std::shared_ptr<GraphImpl>> end_capture() = 0;
+
+ private:
+  DeviceKind kind_;
+};
+
+class GraphImpl {
+ public:
+  virtual ~GraphImpl() = default;
+  // `stream` is null for the device's default stream.
+  virtual absl::Status launch(StreamImpl* stream) = 0;
+};
+
 class DeviceImpl {
  public:
   virtual ~DeviceImpl() = default;
   virtual std::string name() const = 0;
   virtual DeviceKind kind() const = 0;
   virtual int num_compute_units() const = 0;
+  // What Device::description() adds to the name; empty for nothing.
+  virtual std::string details() const { return ""; }
+  // 90 for sm_90; 0 for devices that are not NVIDIA GPUs.
+  virtual int compute_capability() const { return 0; }
   // Which encoding of tensor maps this device's kernels read.
   virtual TensorMapEncoding tensor_map_encoding() const = 0;
 
@@ -41,6 +68,9 @@ class DeviceImpl {
   virtual absl::Status copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status synchronize() = 0;
+  // By default a stream whose work is already done when it is queued, for
+  // backends that run launches synchronously (the host).
+  virtual absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream();
   virtual absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) = 0;
   virtual absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
                                                                          const CompileOptions& options) = 0;
@@ -56,5 +86,8 @@ class DeviceImpl {
 
 // Backends' factories.
 absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host_device(int threads);
+// Unavailable with "cuda:N: no NVIDIA driver ..." where there is no driver,
+// NotFound where there is no such GPU.
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal);
 
 }  // namespace tessel

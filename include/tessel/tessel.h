@@ -5,6 +5,7 @@
 #pragma once
 
 #include "codegen/compile_options.h"
+#include "codegen/compiler.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "runtime/device.h"

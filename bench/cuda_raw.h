@@ -1,0 +1,83 @@
+// The few CUDA driver calls the GPU benchmarks make themselves, to measure
+// the raw baselines tessel is compared with. Loaded with dlopen like tessel.
+#pragma once
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace bench {
+
+struct CudaRaw {
+#define TESSEL_RAW_FN(name) decltype(&::name) name = nullptr
+  TESSEL_RAW_FN(cuInit);
+  TESSEL_RAW_FN(cuDeviceGet);
+  TESSEL_RAW_FN(cuDevicePrimaryCtxRetain);
+  TESSEL_RAW_FN(cuCtxSetCurrent);
+  TESSEL_RAW_FN(cuCtxSynchronize);
+  TESSEL_RAW_FN(cuModuleLoadData);
+  TESSEL_RAW_FN(cuModuleGetFunction);
+  TESSEL_RAW_FN(cuLaunchKernel);
+  TESSEL_RAW_FN(cuMemAlloc);
+  TESSEL_RAW_FN(cuMemAllocHost);
+  TESSEL_RAW_FN(cuMemcpyHtoDAsync);
+  TESSEL_RAW_FN(cuMemcpyDtoDAsync);
+  TESSEL_RAW_FN(cuStreamCreate);
+  TESSEL_RAW_FN(cuStreamSynchronize);
+  TESSEL_RAW_FN(cuStreamBeginCapture);
+  TESSEL_RAW_FN(cuStreamEndCapture);
+  TESSEL_RAW_FN(cuGraphInstantiateWithFlags);
+  TESSEL_RAW_FN(cuGraphLaunch);
+  TESSEL_RAW_FN(cuEventCreate);
+  TESSEL_RAW_FN(cuEventRecord);
+  TESSEL_RAW_FN(cuEventSynchronize);
+  TESSEL_RAW_FN(cuEventElapsedTime);
+#undef TESSEL_RAW_FN
+
+  // Loads the driver and makes device 0's primary context current; false
+  // when there is no driver.
+  bool open() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return false;
+    auto get = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name)); };
+    get(cuInit, "cuInit");
+    get(cuDeviceGet, "cuDeviceGet");
+    get(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    get(cuCtxSetCurrent, "cuCtxSetCurrent");
+    get(cuCtxSynchronize, "cuCtxSynchronize");
+    get(cuModuleLoadData, "cuModuleLoadData");
+    get(cuModuleGetFunction, "cuModuleGetFunction");
+    get(cuLaunchKernel, "cuLaunchKernel");
+    get(cuMemAlloc, "cuMemAlloc_v2");
+    get(cuMemAllocHost, "cuMemAllocHost_v2");
+    get(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    get(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    get(cuStreamCreate, "cuStreamCreate");
+    get(cuStreamSynchronize, "cuStreamSynchronize");
+    get(cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+    get(cuStreamEndCapture, "cuStreamEndCapture");
+    get(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+    get(cuGraphLaunch, "cuGraphLaunch");
+    get(cuEventCreate, "cuEventCreate");
+    get(cuEventRecord, "cuEventRecord");
+    get(cuEventSynchronize, "cuEventSynchronize");
+    get(cuEventElapsedTime, "cuEventElapsedTime");
+    CUdevice dev;
+    CUcontext ctx;
+    check(cuInit(0), "cuInit");
+    check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    return true;
+  }
+
+  static void check(CUresult r, const char* what) {
+    if (r == CUDA_SUCCESS) return;
+    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));
+    std::exit(1);
+  }
+};
+
+}  // namespace bench

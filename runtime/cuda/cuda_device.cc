@@ -1,0 +1,435 @@
+// The CUDA device: kernels compiled to PTX, loaded eagerly through the driver
+// and launched with tensor maps by value.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <span>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "codegen/compiler.h"
+#include "dsl/status.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/device_impl.h"
+#include "runtime/tensor_map.h"
+
+namespace tessel {
+namespace {
+
+using cuda::Context;
+using cuda::ContextScope;
+using cuda::Driver;
+using cuda::Module;
+
+// Without the opt-in attribute a program may use this much dynamic shared memory.
+constexpr int64_t kDefaultSharedLimit = 48 * 1024;
+constexpr size_t kJitLogBytes = 16 * 1024;
+
+// Adds `prefix: ` to a status's message, keeping its code.
+absl::Status prefixed(const std::string& prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, ": ", s.message()));
+}
+
+// ---------------------------------------------------------------------------
+// Compilation helpers
+
+// The chip to compile for when the options name none: sm_90a on Hopper
+// (wgmma and TMA need the "a" features), else the device's own sm_XY, which
+// codegen accepts or rejects with its own message.
+std::string default_arch(int cc) { return cc == 90 ? "sm_90a" : absl::StrCat("sm_", cc); }
+
+// Rejects an arch the device cannot run, before the driver answers with a
+// bare CUDA_ERROR_NO_BINARY_FOR_GPU: "a" (arch-specific) code runs only on its
+// own compute capability, other code on that one or newer.
+absl::Status check_arch(const std::string& arch, int cc, const std::string& device) {
+  absl::string_view rest = arch;
+  int number = 0;
+  if (!absl::ConsumePrefix(&rest, "sm_")) return absl::OkStatus();
+  bool specific = absl::ConsumeSuffix(&rest, "a");
+  if (!absl::SimpleAtoi(rest, &number)) return absl::OkStatus();  // codegen names the problem
+  if ((specific && number != cc) || number > cc) {
+    return absl::InvalidArgumentError(absl::StrCat(device, " is sm_", cc, " and cannot run code compiled for ", arch,
+                                                   specific ? " (arch-specific code runs only on its own GPU)" : ""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
+                         const CompileArtifacts& artifacts, const std::string& ptx) {
+  std::string base = absl::StrCat(options.dump_dir, "/", kernel.name(), ".", arch);
+  for (absl::string_view stage : absl::StrSplit(options.dump_stages, ',', absl::SkipEmpty())) {
+    const std::string* text = nullptr;
+    const char* ext = nullptr;
+    if (stage == "ir") text = &artifacts.ir, ext = ".tessel";
+    if (stage == "llvm") text = &artifacts.llvm, ext = ".ll";
+    if (stage == "ptx") text = &ptx, ext = ".ptx";
+    if (text == nullptr) continue;  // stages of other targets
+    std::string path = absl::StrCat(base, ext);
+    std::ofstream out(path);
+    out << *text;
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("TESSEL_DUMP: cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+// The JIT log ends in NULs and newlines; an empty log adds nothing.
+std::string jit_log(const std::array<char, kJitLogBytes>& log) {
+  std::string text(log.data(), strnlen(log.data(), log.size()));
+  return std::string(absl::StripTrailingAsciiWhitespace(text));
+}
+
+// ---------------------------------------------------------------------------
+// Tensor maps
+
+CUtensorMapDataType tma_data_type(ScalarKind kind) {
+  switch (kind) {
+    // TMA has no signed 8- and 16-bit types; a copy moves bits and fills
+    // out-of-bounds elements with zero, so the unsigned ones are exact.
+    case ScalarKind::kI8:
+    case ScalarKind::kU8:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    case ScalarKind::kI16:
+    case ScalarKind::kU16:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT16;
+    case ScalarKind::kI32:
+      return CU_TENSOR_MAP_DATA_TYPE_INT32;
+    case ScalarKind::kU32:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT32;
+    case ScalarKind::kI64:
+      return CU_TENSOR_MAP_DATA_TYPE_INT64;
+    case ScalarKind::kU64:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT64;
+    case ScalarKind::kF16:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case ScalarKind::kBF16:
+      return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case ScalarKind::kF32:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case ScalarKind::kF64:
+      return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    case ScalarKind::kI1:
+      break;  // validate() rejects it
+  }
+  TESSEL_CHECK(false, "tensor map dtype passed validate() but has no TMA type");
+  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+}
+
+CUtensorMapSwizzle tma_swizzle(Swizzle s) {
+  switch (s) {
+    case Swizzle::kNone:
+      return CU_TENSOR_MAP_SWIZZLE_NONE;
+    case Swizzle::k32B:
+      return CU_TENSOR_MAP_SWIZZLE_32B;
+    case Swizzle::k64B:
+      return CU_TENSOR_MAP_SWIZZLE_64B;
+    case Swizzle::k128B:
+      return CU_TENSOR_MAP_SWIZZLE_128B;
+  }
+  return CU_TENSOR_MAP_SWIZZLE_NONE;
+}
+
+CUtensorMapInterleave tma_interleave(TensorMapInterleave i) {
+  switch (i) {
+    case TensorMapInterleave::kNone:
+      return CU_TENSOR_MAP_INTERLEAVE_NONE;
+    case TensorMapInterleave::k16B:
+      return CU_TENSOR_MAP_INTERLEAVE_16B;
+    case TensorMapInterleave::k32B:
+      return CU_TENSOR_MAP_INTERLEAVE_32B;
+  }
+  return CU_TENSOR_MAP_INTERLEAVE_NONE;
+}
+
+// The driver's CUtensorMap is what kernels receive by value; its bytes are
+// copied into TensorMap, whose own storage is 128 bytes as well.
+static_assert(sizeof(CUtensorMap) == kTensorMapBytes);
+
+// ---------------------------------------------------------------------------
+// Functions
+
+class CudaFunction final : public FunctionImpl {
+ public:
+  CudaFunction(Kernel kernel, std::shared_ptr<Module> module, CUfunction function, int threads, int64_t shared_bytes)
+      : FunctionImpl(std::move(kernel), TensorMapEncoding::kCuda),
+        module_(std::move(module)),
+        function_(function),
+        threads_(threads),
+        shared_bytes_(shared_bytes) {}
+
+  int64_t shared_bytes() const override { return shared_bytes_; }
+
+  absl::Status run(const LaunchConfig& config, void** params) override {
+    const Context& context = *module_->context();
+    if (config.num_warps * 32 != threads_) [[unlikely]] {
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch '", kernel().name(), "' on ", context.name(), ": the launch asks for ", config.num_warps,
+                       " warps (", config.num_warps * 32, " threads) but the kernel was compiled for ", threads_ / 32,
+                       " warps (", threads_, " threads); compile with CompileOptions::num_warps = ", config.num_warps));
+    }
+    const std::array<int, 3>& g = config.grid.dims;
+    if (g[1] > 65535 || g[2] > 65535) [[unlikely]] {
+      return absl::InvalidArgumentError(absl::StrCat("launch '", kernel().name(), "' on ", context.name(), ": grid (",
+                                                     g[0], ", ", g[1], ", ", g[2],
+                                                     ") exceeds 65535 programs along axis 1 or 2"));
+    }
+    cuda::DeviceStream* device_stream = nullptr;
+    absl::StatusOr<CUstream> stream =
+        cuda::resolve_stream(context, config.stream == nullptr ? nullptr : config.stream->impl(), &device_stream);
+    absl::Status status = stream.status();
+    ContextScope scope(context);
+    if (status.ok()) status = scope.status();
+    if (status.ok()) {
+      status = context.driver().launch_kernel(function_, g[0], g[1], g[2], threads_, 1, 1,
+                                              static_cast<unsigned>(shared_bytes_), *stream, params, nullptr);
+    }
+    if (!status.ok()) [[unlikely]] {
+      return prefixed(absl::StrCat("launch '", kernel().name(), "' on ", context.name()), status);
+    }
+    module_->mark_launched();
+    if (device_stream != nullptr) device_stream->note_launch(module_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::shared_ptr<Module> module_;  // unloaded when the last function or graph goes
+  const CUfunction function_;
+  const int threads_;
+  const int64_t shared_bytes_;
+};
+
+// ---------------------------------------------------------------------------
+// The device
+
+class CudaDevice final : public DeviceImpl {
+ public:
+  static absl::StatusOr<std::shared_ptr<CudaDevice>> open(const Driver& driver, int ordinal) {
+    TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<Context> context, Context::open(driver, ordinal));
+    auto device = std::shared_ptr<CudaDevice>(new CudaDevice(std::move(context)));
+    TESSEL_RETURN_IF_ERROR(device->query());
+    return device;
+  }
+
+  std::string name() const override { return context_->name(); }
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  int num_compute_units() const override { return sm_count_; }
+  int compute_capability() const override { return cc_; }
+  TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kCuda; }
+  std::string details() const override {
+    return absl::StrCat(product_, ", sm_", cc_, ", ", sm_count_, " SMs, ", shared_optin_ / 1024,
+                        " KiB shared memory per program");
+  }
+
+  absl::StatusOr<std::shared_ptr<void>> raw_allocate(size_t bytes) override {
+    ContextScope scope(*context_);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    CUdeviceptr ptr = 0;
+    absl::Status status = context_->driver().mem_alloc(&ptr, bytes);
+    if (!status.ok()) return prefixed(absl::StrCat(name(), ": allocating ", bytes, " bytes"), status);
+    // The deleter holds the context: a Buffer may outlive every Device handle.
+    std::shared_ptr<Context> context = context_;
+    return std::shared_ptr<void>(reinterpret_cast<void*>(ptr), [context](void* p) {
+      ContextScope scope(*context);
+      // cuMemFree waits for work using the memory; it fails only at process
+      // exit, when the driver has already released everything.
+      context->driver().mem_free.raw(reinterpret_cast<CUdeviceptr>(p));
+    });
+  }
+
+  absl::Status copy_to_device(void* dst, const void* src, size_t bytes) override {
+    ContextScope scope(*context_);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    const Driver& d = context_->driver();
+    absl::Status status = d.memcpy_htod(reinterpret_cast<CUdeviceptr>(dst), src, bytes);
+    // From pageable memory cuMemcpyHtoD may return before the DMA lands; wait
+    // for it, so that launches on streams that do not order behind the default
+    // stream see the data.
+    if (status.ok()) status = d.stream_synchronize(nullptr);
+    return status.ok() ? status : prefixed(absl::StrCat(name(), ": copy_to_device"), status);
+  }
+
+  absl::Status copy_to_host(void* dst, const void* src, size_t bytes) override {
+    ContextScope scope(*context_);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    absl::Status status = context_->driver().memcpy_dtoh(dst, reinterpret_cast<CUdeviceptr>(src), bytes);
+    return status.ok() ? status : prefixed(absl::StrCat(name(), ": copy_to_host"), status);
+  }
+
+  absl::Status synchronize() override {
+    ContextScope scope(*context_);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    absl::Status status = context_->driver().ctx_synchronize();
+    if (!status.ok()) return prefixed(absl::StrCat(name(), ": synchronize"), status);
+    return context_->check_device_errors();
+  }
+
+  absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream() override {
+    absl::StatusOr<std::shared_ptr<cuda::DeviceStream>> stream = cuda::DeviceStream::create(context_);
+    if (!stream.ok()) return prefixed(absl::StrCat(name(), ": create_stream"), stream.status());
+    return std::shared_ptr<StreamImpl>(*std::move(stream));
+  }
+
+  absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override;
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
+                                                                 const CompileOptions& options) override;
+
+ private:
+  explicit CudaDevice(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+
+  absl::Status query() {
+    TESSEL_ASSIGN_OR_RETURN(sm_count_, context_->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+    TESSEL_ASSIGN_OR_RETURN(int major, context_->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR));
+    TESSEL_ASSIGN_OR_RETURN(int minor, context_->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+    cc_ = major * 10 + minor;
+    TESSEL_ASSIGN_OR_RETURN(shared_optin_, context_->attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+    std::array<char, 256> product{};
+    TESSEL_RETURN_IF_ERROR(
+        context_->driver().device_get_name(product.data(), static_cast<int>(product.size()), context_->device()));
+    product_ = product.data();
+    return absl::OkStatus();
+  }
+
+  // Loads `code` and makes its function ready to launch.
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> load(const Kernel& kernel, const PtxCode& code);
+
+  const std::shared_ptr<Context> context_;
+  int sm_count_ = 0;
+  int cc_ = 0;
+  int shared_optin_ = 0;  // bytes of shared memory a program may opt in to
+  std::string product_;   // "NVIDIA H200"
+};
+
+absl::StatusOr<TensorMap> CudaDevice::encode_tensor_map(const TensorMapSpec& spec) {
+  // Our checks name the rule that failed; the driver only says INVALID_VALUE.
+  TESSEL_RETURN_IF_ERROR(validate(spec, cc_));
+  const TensorMapSpec s = normalize(spec);
+  const size_t rank = s.dims.size();
+  // The driver numbers dimensions innermost first; the spec, outermost first.
+  std::array<cuuint64_t, kTensorMapMaxRank> dims{};
+  std::array<cuuint64_t, kTensorMapMaxRank - 1> strides{};
+  std::array<cuuint32_t, kTensorMapMaxRank> box{};
+  std::array<cuuint32_t, kTensorMapMaxRank> element_strides{};
+  for (size_t i = 0; i < rank; ++i) {
+    dims[i] = static_cast<cuuint64_t>(s.dims[rank - 1 - i]);
+    box[i] = static_cast<cuuint32_t>(s.box[rank - 1 - i]);
+    element_strides[i] = static_cast<cuuint32_t>(s.element_strides[rank - 1 - i]);
+  }
+  // strides[j] (outermost first) is the stride of dim j; the driver's
+  // strides[i] is the stride of its dim i + 1, i.e. ours reversed.
+  for (size_t i = 0; i + 1 < rank; ++i) strides[i] = static_cast<cuuint64_t>(s.strides[rank - 2 - i]);
+  CUtensorMap map;
+  absl::Status status = context_->driver().tensor_map_encode_tiled(
+      &map, tma_data_type(s.dtype.kind), static_cast<cuuint32_t>(rank), const_cast<void*>(s.address), dims.data(),
+      strides.data(), box.data(), element_strides.data(), tma_interleave(s.interleave), tma_swizzle(s.swizzle),
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      s.oob_fill == TensorMapOobFill::kNan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                                           : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (!status.ok()) {
+    // validate() mirrors every documented rule, so this is a rule it lacks.
+    return prefixed(absl::StrCat(name(), ": tensor map of ", std::string(s.dtype.name()), " ", shape_str(s.dims),
+                                 " with box ", shape_str(s.box), " passed tessel's checks but the driver refused it"),
+                    status);
+  }
+  auto bytes = std::as_bytes(std::span<const CUtensorMap, 1>(&map, 1));
+  return TensorMap::from_encoded(s, TensorMapEncoding::kCuda, std::span<const std::byte, kTensorMapBytes>(bytes));
+}
+
+absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::compile_uncached(const Kernel& kernel,
+                                                                           const CompileOptions& options) {
+  CompileOptions resolved = options;
+  if (resolved.arch.empty()) resolved.arch = default_arch(cc_);
+  std::string prefix = absl::StrCat(name(), ": compile '", kernel.name(), "' for ", resolved.arch);
+  if (absl::Status s = check_arch(resolved.arch, cc_, name()); !s.ok()) return prefixed(prefix, s);
+  CompileArtifacts artifacts;
+  const bool dump = !resolved.dump_stages.empty();
+  absl::StatusOr<PtxCode> code = compile_ptx(kernel, resolved, dump ? &artifacts : nullptr);
+  if (!code.ok()) return prefixed(prefix, code.status());
+  // Dumped before loading: PTX the driver refuses is what one wants to read.
+  if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, resolved, resolved.arch, artifacts, code->ptx));
+  if (code->threads != resolved.num_warps * 32) {
+    return absl::InternalError(absl::StrCat(prefix, ": codegen made ", code->threads, " threads per program for ",
+                                            resolved.num_warps, " warps"));
+  }
+  if (code->shared_bytes > shared_optin_) {
+    return absl::ResourceExhaustedError(absl::StrCat(prefix, ": the kernel needs ", code->shared_bytes,
+                                                     " bytes of shared memory per program; ", name(),
+                                                     " allows at most ", shared_optin_));
+  }
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> fn = load(kernel, *code);
+  if (!fn.ok()) return prefixed(prefix, fn.status());
+  return fn;
+}
+
+absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& kernel, const PtxCode& code) {
+  const Driver& d = context_->driver();
+  ContextScope scope(*context_);
+  TESSEL_RETURN_IF_ERROR(scope.status());
+
+  std::array<char, kJitLogBytes> log{};
+  std::array<CUjit_option, 2> keys = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  std::array<void*, 2> values = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
+  CUmodule raw_module = nullptr;
+  absl::Status status = d.module_load_data_ex(&raw_module, code.ptx.c_str(), static_cast<unsigned>(keys.size()),
+                                              keys.data(), values.data());
+  if (!status.ok()) {
+    std::string text = jit_log(log);
+    if (text.empty()) return status;
+    return absl::Status(status.code(), absl::StrCat(status.message(), ": ", text));
+  }
+  auto module = std::make_shared<Module>(context_, raw_module, kernel.name());
+
+  CUfunction function = nullptr;
+  TESSEL_RETURN_IF_ERROR(d.module_get_function(&function, raw_module, code.entry.c_str()));
+  // Eager loading: under CUDA's default lazy loading a kernel is loaded at its
+  // first launch, and that launch never starts if a stream of the device holds
+  // an armed cuStreamWaitValue64 (a triggered plan): a deadlock. Drivers
+  // before 12.4 have no cuFuncLoad; querying an attribute loads the function
+  // there.
+  if (d.func_load.present()) TESSEL_RETURN_IF_ERROR(d.func_load(function));
+  int max_threads = 0, static_shared = 0;
+  TESSEL_RETURN_IF_ERROR(d.func_get_attribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function));
+  TESSEL_RETURN_IF_ERROR(d.func_get_attribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function));
+  // Said here rather than as CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES at every launch.
+  if (code.threads > max_threads) {
+    return absl::ResourceExhaustedError(absl::StrCat("the kernel uses too many registers for ", code.threads,
+                                                     " threads per program (at most ", max_threads,
+                                                     " fit); compile with fewer warps"));
+  }
+  if (code.shared_bytes + static_shared > shared_optin_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the kernel needs ", code.shared_bytes, " bytes of dynamic and ",
+                                                     static_shared, " of static shared memory per program; ", name(),
+                                                     " allows at most ", shared_optin_, " in all"));
+  }
+  if (code.shared_bytes > kDefaultSharedLimit) {
+    TESSEL_RETURN_IF_ERROR(d.func_set_attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                static_cast<int>(code.shared_bytes)));
+  }
+  if (!code.error_symbol.empty()) {
+    size_t bytes = 0;
+    absl::Status found = d.module_get_global(&module->error_word, &bytes, raw_module, code.error_symbol.c_str());
+    if (!found.ok()) return prefixed(absl::StrCat("the error word '", code.error_symbol, "'"), found);
+    if (bytes != sizeof(uint32_t)) {
+      return absl::InternalError(
+          absl::StrCat("the error word '", code.error_symbol, "' has ", bytes, " bytes; expected 4"));
+    }
+    context_->add_module(module);
+  }
+  return std::make_shared<CudaFunction>(kernel, std::move(module), function, code.threads, code.shared_bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal) {
+  std::string name = absl::StrCat("cuda:", ordinal);
+  absl::StatusOr<const Driver*> driver = Driver::get();
+  if (!driver.ok()) return prefixed(name, driver.status());
+  absl::StatusOr<std::shared_ptr<CudaDevice>> device = CudaDevice::open(**driver, ordinal);
+  if (!device.ok()) return prefixed(name, device.status());
+  return std::shared_ptr<DeviceImpl>(*std::move(device));
+}
+
+}  // namespace tessel

@@ -1,0 +1,274 @@
+// The CUDA device through tessel's public API: properties, memory, tensor
+// maps encoded by the driver, streams, dumps, and the error of every
+// driver-facing mistake a user can make.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/device.h"
+#include "runtime/device_impl.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/sample_kernels.h"
+
+namespace tessel::gpu_test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+bool driver_present() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib != nullptr) dlclose(lib);
+  return lib != nullptr;
+}
+
+// The one test that runs where there is no driver (and skips where there is):
+// the message a user without a GPU sees, and best() falling back to the host.
+TEST(CudaWithoutDriver, OpenSaysThereIsNoDriverAndBestIsTheHost) {
+  if (driver_present()) GTEST_SKIP() << "an NVIDIA driver is installed; this checks the machine without one";
+  absl::StatusOr<Device> d = Device::open("cuda:0");
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(d.status().message(), "cuda:0: no NVIDIA driver (libcuda.so.1 not found)");
+  absl::StatusOr<Device> best = Device::best();
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->kind(), DeviceKind::kHost);
+}
+
+TEST(CudaDevice, ReportsItsProperties) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  EXPECT_EQ(device.name(), "cuda:0");
+  EXPECT_EQ(device.kind(), DeviceKind::kCuda);
+  EXPECT_GT(device.num_compute_units(), 0);
+  EXPECT_GE(device.impl().compute_capability(), 90) << "the GPU machine has H200s";
+  std::string description = device.description();
+  EXPECT_THAT(description, HasSubstr("cuda:0 ("));
+  EXPECT_THAT(description, HasSubstr(std::to_string(device.num_compute_units()) + " SMs"));
+  EXPECT_THAT(description, HasSubstr("KiB shared memory per program"));
+  std::printf("%s\n", description.c_str());
+  absl::StatusOr<Device> best = Device::best();
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->name(), "cuda:0");
+  absl::StatusOr<Device> plain = Device::open("cuda");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->name(), "cuda:0");
+}
+
+TEST(CudaDevice, CopiesRandomBytesThereAndBack) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (int round = 0; round < 8; ++round) {
+    // Odd sizes up to 8 MiB, and 1 byte.
+    size_t bytes = round == 0 ? 1 : static_cast<size_t>(rng.uniform_int(1, 8 << 20));
+    SCOPED_TRACE(bytes);
+    std::vector<uint8_t> in(bytes);
+    for (uint8_t& b : in) b = static_cast<uint8_t>(rng.uniform_int(0, 255));
+    absl::StatusOr<Buffer> buf = upload(device, in);
+    ASSERT_TRUE(buf.ok()) << buf.status();
+    std::vector<uint8_t> out(bytes, 0xA5);
+    ASSERT_TRUE(device.copy_to_host(out.data(), *buf, bytes).ok());
+    EXPECT_TRUE(bit_equal(out, in));
+  }
+}
+
+TEST(CudaDevice, BuffersOutliveTheDeviceHandle) {
+  Buffer kept;
+  {
+    TESSEL_OPEN_CUDA_OR_SKIP(device);
+    absl::StatusOr<Buffer> b = device.allocate(4096);
+    ASSERT_TRUE(b.ok()) << b.status();
+    kept = *b;
+  }
+  // The buffer holds the context; freeing it now must neither crash nor leak
+  // an error. Opening again sees the same GPU.
+  kept = Buffer();
+  TESSEL_OPEN_CUDA_OR_SKIP(again);
+  EXPECT_TRUE(again.allocate(16).ok());
+}
+
+TEST(CudaDevice, ErrorsNameTheProblem) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> none = Device::open("cuda:99");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr("cuda:99: no such GPU: this machine has"));
+  EXPECT_THAT(Device::open("cuda:x").status().message(), HasSubstr("the GPU index must be a number"));
+  EXPECT_THAT(Device::open("cuda0").status().message(), HasSubstr("unknown device"));
+
+  absl::StatusOr<Buffer> huge = device.allocate(size_t{1} << 50);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(huge.status().message(), HasSubstr("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY"));
+}
+
+TEST(CudaDevice, RejectsAnArchTheGpuCannotRun) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Kernel> k = vector_add_kernel("arch_probe");
+  ASSERT_TRUE(k.ok()) << k.status();
+  CompileOptions options;
+  options.arch = "sm_100a";
+  absl::StatusOr<Function> fn = device.compile(*k, options);
+  EXPECT_EQ(fn.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(fn.status().message(), HasSubstr("cannot run code compiled for sm_100a"));
+}
+
+TEST(CudaTensorMap, BadBoxesGetTheValidationMessage) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Buffer> buf = device.allocate(size_t{256} * 512 * 2);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  absl::StatusOr<TensorMap> too_big = device.tensor_map(bf16, *buf, {256, 512}, {64, 512});
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("box[1] = 512 is outside [1, 256]"));
+  absl::StatusOr<TensorMap> narrow = device.tensor_map(bf16, *buf, {256, 512}, {64, 4});
+  EXPECT_THAT(narrow.status().message(), HasSubstr("box[1] * 2 bytes = 8 bytes is not a multiple of 16"));
+  absl::StatusOr<TensorMap> swizzled = device.tensor_map(bf16, *buf, {256, 512}, {64, 128}, Swizzle::k64B);
+  EXPECT_THAT(swizzled.status().message(), HasSubstr("swizzle allows an inner box of at most 64 bytes"));
+}
+
+TEST(CudaTensorMap, TheDriverEncodesValidSpecs) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Buffer> buf = device.allocate(size_t{1000} * 1496 * 4);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  absl::StatusOr<TensorMap> map = device.tensor_map(bf16, *buf, {1000, 1496}, {64, 128});
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->encoding(), TensorMapEncoding::kCuda);
+  EXPECT_EQ(map->spec().strides, std::vector<int64_t>{1496 * 2});  // normalised
+  absl::StatusOr<TensorMap> host = TensorMap::tiled(bf16, buf->data(), {1000, 1496}, {64, 128});
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_NE(map->bytes(), host->bytes()) << "the driver's form is not tessel's host form";
+  // Deterministic, and sensitive to what it encodes.
+  absl::StatusOr<TensorMap> again = device.tensor_map(bf16, *buf, {1000, 1496}, {64, 128});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(map->bytes(), again->bytes());
+  absl::StatusOr<TensorMap> other = device.tensor_map(bf16, *buf, {1000, 1496}, {64, 64});
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(map->bytes(), other->bytes());
+
+  // Through a full spec: rank 3, explicit padded strides, 128B swizzle, NaN fill.
+  TensorMapSpec spec;
+  spec.dtype = f32;
+  spec.address = buf->data();
+  spec.dims = {3, 100, 200};
+  spec.strides = {100 * 256 * 4, 256 * 4};
+  spec.box = {1, 16, 32};
+  spec.swizzle = Swizzle::k128B;
+  spec.oob_fill = TensorMapOobFill::kNan;
+  absl::StatusOr<TensorMap> full = device.impl().encode_tensor_map(spec);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->encoding(), TensorMapEncoding::kCuda);
+  EXPECT_EQ(full->spec().element_strides, (std::vector<int64_t>{1, 1, 1}));
+}
+
+TEST(CudaLaunch, MisuseIsReportedBeforeTheDriverSeesIt) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Kernel> k = vector_add_kernel();
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<Function> fn = device.compile(*k);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  absl::StatusOr<Buffer> buf = device.allocate(4096);
+  ASSERT_TRUE(buf.ok());
+  absl::Status s = fn->launch({.grid = 1, .num_warps = 8}, *buf, *buf, *buf, 16);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("launch 'vector_add' on cuda:0: the launch asks for 8 warps (256 threads)"));
+  EXPECT_THAT(s.message(), HasSubstr("compiled for 4 warps (128 threads)"));
+
+  s = fn->launch({.grid = {1, 70000}}, *buf, *buf, *buf, 16);
+  EXPECT_THAT(s.message(), HasSubstr("exceeds 65535 programs along axis 1 or 2"));
+
+  // A host-encoded map handed to a CUDA kernel.
+  absl::StatusOr<Kernel> copy = tile_copy_kernel();
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  absl::StatusOr<Function> copy_fn = device.compile(*copy);
+  ASSERT_TRUE(copy_fn.ok()) << copy_fn.status();
+  absl::StatusOr<TensorMap> host_map = TensorMap::tiled(bf16, buf->data(), {8, 128}, {kCopyBM, kCopyBN});
+  ASSERT_TRUE(host_map.ok()) << host_map.status();
+  s = copy_fn->launch({}, *host_map, *host_map, 8, 128);
+  EXPECT_THAT(s.message(), HasSubstr("encoded for another kind of device"));
+
+  // A stream of another kind of device.
+  absl::StatusOr<Device> host = Device::open("host:1");
+  ASSERT_TRUE(host.ok());
+  absl::StatusOr<Stream> host_stream = host->create_stream();
+  ASSERT_TRUE(host_stream.ok());
+  s = fn->launch({.grid = 1, .stream = &*host_stream}, *buf, *buf, *buf, 16);
+  EXPECT_THAT(s.message(), HasSubstr("launch 'vector_add' on cuda:0: the stream belongs to a device of another kind"));
+  EXPECT_TRUE(device.synchronize().ok());
+}
+
+TEST(CudaStream, LaunchesOnStreamsRunInOrder) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  absl::StatusOr<Kernel> k = vector_add_kernel();
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<Function> add = device.compile(*k);
+  ASSERT_TRUE(add.ok()) << add.status();
+  const int n = rng.uniform_int(1, 300000);
+  std::vector<float> x(n), y(n);
+  for (int i = 0; i < n; ++i) x[i] = rng.uniform(-1, 1), y[i] = rng.uniform(-1, 1);
+  absl::StatusOr<Buffer> bx = upload(device, x), by = upload(device, y);
+  absl::StatusOr<Buffer> b1 = device.allocate(n * 4), b2 = device.allocate(n * 4);
+  ASSERT_TRUE(bx.ok() && by.ok() && b1.ok() && b2.ok());
+  ASSERT_TRUE(poison(device, *b1, n, NAN).ok());
+  ASSERT_TRUE(poison(device, *b2, n, NAN).ok());
+  absl::StatusOr<Stream> s1 = device.create_stream(), s2 = device.create_stream();
+  ASSERT_TRUE(s1.ok() && s2.ok()) << s1.status() << s2.status();
+  EXPECT_NE(s1->native(), nullptr);
+  EXPECT_NE(s1->native(), s2->native());
+  const int grid = (n + kAddBlock - 1) / kAddBlock;
+  // s1: b1 = x + y, then b1 = b1 + y (ordered on s1); s2: b2 = x + x.
+  ASSERT_TRUE(add->launch({.grid = grid, .stream = &*s1}, *bx, *by, *b1, n).ok());
+  ASSERT_TRUE(add->launch({.grid = grid, .stream = &*s2}, *bx, *bx, *b2, n).ok());
+  ASSERT_TRUE(add->launch({.grid = grid, .stream = &*s1}, *b1, *by, *b1, n).ok());
+  ASSERT_TRUE(s1->synchronize().ok());
+  ASSERT_TRUE(s2->synchronize().ok());
+  std::vector<float> want1(n), want2(n);
+  for (int i = 0; i < n; ++i) want1[i] = (x[i] + y[i]) + y[i], want2[i] = x[i] + x[i];
+  absl::StatusOr<std::vector<float>> got1 = download<float>(device, *b1, n);
+  absl::StatusOr<std::vector<float>> got2 = download<float>(device, *b2, n);
+  ASSERT_TRUE(got1.ok() && got2.ok());
+  EXPECT_TRUE(bit_equal(*got1, want1));
+  EXPECT_TRUE(bit_equal(*got2, want2));
+
+  EXPECT_THAT(Stream().synchronize().message(), HasSubstr("the Stream is empty"));
+  EXPECT_THAT(s1->end_capture().status().message(), HasSubstr("the stream is not capturing"));
+}
+
+TEST(CudaCompile, DumpsEveryStageForTheGpu) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("tessel_dump_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                               "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  KernelBuilder k("dump_probe");
+  Value src = k.tensor_map(bf16, {kCopyBM, kCopyBN}, "src");
+  Value dst = k.tensor_map(bf16, {kCopyBM, kCopyBN}, "dst");
+  tma_store(dst, {0, 0}, tma_load(src, {0, 0}));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  CompileOptions options;
+  options.dump_dir = dir.string();
+  options.dump_stages = "ir,llvm,ptx";
+  absl::StatusOr<Function> fn = device.compile(*kernel, options);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  auto read = [&](const std::string& file) {
+    std::ifstream in(dir / file);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  EXPECT_THAT(read("dump_probe.sm_90a.tessel"), HasSubstr("dump_probe"));
+  EXPECT_THAT(read("dump_probe.sm_90a.ll"), HasSubstr("nvptx64-nvidia-cuda"));
+  std::string ptx = read("dump_probe.sm_90a.ptx");
+  EXPECT_THAT(ptx, HasSubstr(".entry"));
+  // By-value descriptors (reference/tma.md): a param the TMA reads in place.
+  EXPECT_THAT(ptx, HasSubstr(".param .align 64 .b8"));
+  EXPECT_THAT(ptx, Not(HasSubstr("__local_depot")));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessel::gpu_test
