@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""What tessel users would otherwise pick, measured on one GPU (DESIGN.md, "Performance targets").
+
+  launch_descriptors   host µs per Triton launch: 3 host TensorDescriptors vs 3 plain pointers
+  cold_compile_matmul  Triton's cold compile of its TMA persistent matmul (fresh cache, in a subprocess)
+  matmul_tflops        Triton TMA persistent matmul vs torch.matmul (cuBLAS), bf16 in, bf16 out
+  copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
+
+Usage: python3 bench/triton_compare.py [--json PATH] [--only NAME,...] [--launches N] [--cold-runs N]
+The JSON goes to --json, else $OUT/triton.json when $OUT is set, else ./triton.json; it is rewritten
+after every measurement. A failed measurement records its error string and the others still run.
+"""
+import argparse
+import functools
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+# The cold-compile child must point Triton at an empty cache before triton is imported.
+if "--child" in sys.argv:
+    if "--cache-dir" in sys.argv:  # reuse a filled cache: measures a disk-cache hit instead
+        os.environ["TRITON_CACHE_DIR"] = sys.argv[sys.argv.index("--cache-dir") + 1]
+    else:
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+import triton.testing  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+CHILD_MARK = "@@TRITON_COMPARE_RESULT@@ "
+MM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
+COLD_SHAPE = (4096, 4096, 4096)
+MM_CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
+LAUNCH_BLOCK = [64, 64]
+
+
+# ---------------------------------------------------------------------------- kernels
+
+@triton.jit
+def desc3_kernel(a_desc, b_desc, c_desc):
+    c_desc.store([0, 0], a_desc.load([0, 0]) + b_desc.load([0, 0]))
+
+
+@triton.jit
+def ptr3_kernel(a_ptr, b_ptr, c_ptr):
+    offs = tl.arange(0, 64)
+    tl.store(c_ptr + offs, tl.load(a_ptr + offs) + tl.load(b_ptr + offs))
+
+
+@triton.jit
+def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_M):
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % group_size_m)
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+# Tutorial 09's "TMA persistent" kernel with host-side TensorDescriptors, without autotuning.
+@triton.jit
+def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
+                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    num_pid_in_group = GROUP_M * num_pid_n
+    # The epilogue keeps its own tile counter, as the tutorial does, so the flattened
+    # loop's prologue and epilogue share no value.
+    tile_id_c = start_pid - NUM_SMS
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_M)
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            offs_k = ki * BLOCK_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_bn, offs_k])
+            acc = tl.dot(a, b.T, acc)
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = _compute_pid(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def num_sms():
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def triton_matmul(a, b, c):
+    """c = a @ b.T; a (M, K), b (N, K), c (M, N), row-major bf16 (the tutorial's layout).
+    Descriptors are built on every call, as the tutorial's wrapper does."""
+    M, K = a.shape
+    N = b.shape[0]
+    bm, bn, bk = MM_CFG["BLOCK_M"], MM_CFG["BLOCK_N"], MM_CFG["BLOCK_K"]
+    a_desc = TensorDescriptor.from_tensor(a, block_shape=[bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, block_shape=[bn, bk])
+    c_desc = TensorDescriptor.from_tensor(c, block_shape=[bm, bn])
+    grid = (min(num_sms(), triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    matmul_tma_persistent_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms(), **MM_CFG)
+    return c
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def _err(e):
+    traceback.print_exc(file=sys.stderr)
+    return f"{type(e).__name__}: {e}"[:2000]
+
+
+def _alloc(size, alignment, stream):
+    # Scratch for on-device descriptors (unused by host descriptors; some versions still ask).
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _bench_ms(fn):  # median of CUDA-event timings, L2 flushed before each run
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def _rel_err(x, ref):  # relative Frobenius error
+    return ((x.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+def _free():
+    try:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    except Exception as e:  # a sticky CUDA error: the measurement that caused it already reports it
+        print(f"cleanup failed: {e}", file=sys.stderr, flush=True)
+
+
+def _clean(x):
+    """NaN/inf are not JSON: write them as strings."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _host_us_per_launch(launch, n, sync_each=False):
+    for _ in range(100):  # the first call compiles
+        launch()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        launch()
+        if sync_each:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+# ---------------------------------------------------------------------------- measurements
+
+def launch_descriptors(args):
+    n = args.launches
+    x, y, z = (torch.randn(256, 256, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    descs = [TensorDescriptor.from_tensor(t, block_shape=LAUNCH_BLOCK) for t in (x, y, z)]
+    res = {"launches": n, "tensor_shape": [256, 256], "block_shape": LAUNCH_BLOCK}
+
+    def rebuilt():
+        d = [TensorDescriptor.from_tensor(t, block_shape=LAUNCH_BLOCK) for t in (x, y, z)]
+        desc3_kernel[(1,)](*d)
+
+    cases = [
+        ("desc3_us", lambda: desc3_kernel[(1,)](*descs), n, False),
+        ("desc3_rebuilt_us", rebuilt, n, False),  # descriptors made per call, as wrappers do
+        ("ptr3_us", lambda: ptr3_kernel[(1,)](x, y, z), n, False),
+        ("desc3_sync_us", lambda: desc3_kernel[(1,)](*descs), max(1, n // 10), True),
+        ("ptr3_sync_us", lambda: ptr3_kernel[(1,)](x, y, z), max(1, n // 10), True),
+    ]
+    for name, launch, count, sync_each in cases:
+        try:
+            res[name] = _host_us_per_launch(launch, count, sync_each)
+        except Exception as e:
+            res[name + "_error"] = _err(e)
+    try:
+        z.zero_()
+        desc3_kernel[(1,)](*descs)
+        res["desc3_result_ok"] = bool(torch.equal(z[:64, :64], x[:64, :64] + y[:64, :64]))
+    except Exception as e:
+        res["desc3_result_error"] = _err(e)
+    if "desc3_us" in res and "ptr3_us" in res:
+        res["desc3_over_ptr3"] = res["desc3_us"] / res["ptr3_us"]
+    return res
+
+
+def child_cold_compile():
+    """Runs in a fresh process whose TRITON_CACHE_DIR was set before triton was imported."""
+    cache_dir = os.environ["TRITON_CACHE_DIR"]
+    out = {"cache_dir": cache_dir}
+    try:
+        M, N, K = COLD_SHAPE
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        torch.cuda.synchronize()  # CUDA context and inputs exist before the clock starts
+        out["cache_files_before"] = sum(len(f) for _, _, f in os.walk(cache_dir))
+        try:  # Triton's own CUDA helper module, built once per cache: kept out of the compile time
+            t0 = time.perf_counter()
+            triton.runtime.driver.active.utils
+            out["driver_init_s"] = time.perf_counter() - t0
+        except Exception as e:
+            out["driver_init_error"] = _err(e)
+
+        t0 = time.perf_counter()
+        triton_matmul(a, b, c)
+        torch.cuda.synchronize()
+        out["first_call_s"] = time.perf_counter() - t0
+
+        warm, host = [], []  # per call: until synchronize returns, and the host's share alone
+        for _ in range(20):
+            t0 = time.perf_counter()
+            triton_matmul(a, b, c)
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            warm.append(time.perf_counter() - t0)
+            host.append(t1 - t0)
+        out["warm_call_ms"] = statistics.median(warm) * 1e3
+        out["warm_launch_host_us"] = statistics.median(host) * 1e6
+        out["first_minus_warm_s"] = out["first_call_s"] - statistics.median(warm)
+        out["cache_files_after"] = sum(len(f) for _, _, f in os.walk(cache_dir))
+        out["rel_err_vs_cublas"] = _rel_err(c, torch.matmul(a, b.T))
+    except Exception as e:
+        out["error"] = _err(e)
+    print(CHILD_MARK + json.dumps(_clean(out)), flush=True)
+
+
+def _run_child(args, extra=()):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "cold_compile", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout)
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith(CHILD_MARK):
+            return json.loads(line[len(CHILD_MARK):])
+    raise RuntimeError(f"child exited {p.returncode} without a result; stderr: {p.stderr[-1500:]}")
+
+
+def cold_compile_matmul(args):
+    res = {"shape": list(COLD_SHAPE), "config": MM_CFG, "runs": []}
+    dirs = []
+    try:
+        for i in range(args.cold_runs):
+            try:
+                r = _run_child(args)
+            except Exception as e:
+                r = {"error": _err(e)}
+            if r.get("cache_dir"):
+                dirs.append(r["cache_dir"])
+            if "first_minus_warm_s" in r:
+                r["cold_s"] = r.pop("first_minus_warm_s")
+            res["runs"].append(r)
+            print(f"  cold run {i + 1}/{args.cold_runs}: "
+                  + (f"{r['cold_s']:.3f} s" if "cold_s" in r else r.get("error", "?")), flush=True)
+        ok = [r for r in res["runs"] if "cold_s" in r]
+        if ok:
+            for key in ("cold_s", "warm_call_ms", "warm_launch_host_us", "driver_init_s"):
+                vals = [r[key] for r in ok if key in r]
+                if vals:
+                    res[key + "_median"] = statistics.median(vals)
+            res["cold_s_min"] = min(r["cold_s"] for r in ok)
+        else:
+            res["error"] = "no cold run succeeded; first: " + str(res["runs"][0].get("error") if res["runs"] else None)
+        if dirs:  # a new process whose cache already holds the kernel: Triton's disk-cache hit
+            try:
+                r = _run_child(args, ("--cache-dir", dirs[-1]))
+                if "first_minus_warm_s" in r:
+                    r["load_s"] = r.pop("first_minus_warm_s")
+                res["disk_cache_hit"] = r
+            except Exception as e:
+                res["disk_cache_hit"] = {"error": _err(e)}
+    finally:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+def matmul_tflops(args):
+    rows = []
+    for M, N, K in MM_SHAPES:
+        row = {"M": M, "N": N, "K": K}
+        try:
+            a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)  # unwritten -> NaN
+            triton_matmul(a, b, c)
+            row["rel_err_vs_cublas"] = _rel_err(c, torch.matmul(a, b.T))
+            row["ok"] = row["rel_err_vs_cublas"] < 1e-2  # False for NaN too
+            flop = 2.0 * M * N * K
+            for name, fn in (("triton", lambda: triton_matmul(a, b, c)),
+                             ("cublas", lambda: torch.matmul(a, b.T))):
+                try:
+                    ms = _bench_ms(fn)
+                    row[name + "_ms"] = ms
+                    row[name + "_tflops"] = flop / ms / 1e9
+                except Exception as e:
+                    row[name + "_error"] = _err(e)
+            if "triton_tflops" in row and "cublas_tflops" in row:
+                row["triton_over_cublas"] = row["triton_tflops"] / row["cublas_tflops"]
+        except Exception as e:
+            row["error"] = _err(e)
+        finally:
+            a = b = c = None
+            _free()
+        rows.append(row)
+        print(f"  {M}x{N}x{K}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                            for k, v in row.items() if k not in ("M", "N", "K")), flush=True)
+    return {"config": MM_CFG, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major", "shapes": rows}
+
+
+def copy_bandwidth(args):
+    src = dst = None
+    try:
+        src = torch.randn((1 << 30) // 2, device="cuda", dtype=torch.bfloat16)
+        dst = torch.empty_like(src)
+        ms = _bench_ms(lambda: dst.copy_(src))
+        res = {"bytes": src.nbytes, "ms": ms, "gb_per_s": 2 * src.nbytes / (ms * 1e-3) / 1e9}
+        res["copy_ok"] = bool(torch.equal(dst, src))
+        return res
+    finally:
+        src = dst = None
+        _free()
+
+
+MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, copy_bandwidth)}
+
+
+# ---------------------------------------------------------------------------- report
+
+def header():
+    h = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": sys.version.split()[0],
+         "torch": torch.__version__, "triton": triton.__version__, "torch_cuda": torch.version.cuda}
+    try:
+        h["device"] = torch.cuda.get_device_name()
+        h["capability"] = list(torch.cuda.get_device_capability())
+        h["sms"] = num_sms()
+    except Exception as e:
+        h["device_error"] = _err(e)
+    try:
+        h["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                     capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception as e:
+        h["driver_error"] = str(e)
+    return h
+
+
+def _f(d, key, fmt):
+    if key in d:
+        return format(d[key], fmt)
+    for k in (key + "_error", key.split("_")[0] + "_error", "error"):
+        if k in d:
+            return "ERROR " + str(d[k])[:80]
+    return "missing"
+
+
+def print_table(res):
+    h, out = res["header"], []
+    print(f"\n== Triton baselines: {h.get('device')}  torch {h['torch']}  triton {h['triton']} ==")
+    r = res.get("launch_descriptors")
+    if r is not None:
+        out += [("launch, 3 TensorDescriptors", _f(r, "desc3_us", ".2f") + " us/launch (host)"),
+                ("launch, 3 descriptors rebuilt", _f(r, "desc3_rebuilt_us", ".2f") + " us/launch (host)"),
+                ("launch, 3 pointers", _f(r, "ptr3_us", ".2f") + " us/launch (host)"),
+                ("launch+sync, desc / ptr", f"{_f(r, 'desc3_sync_us', '.2f')} / {_f(r, 'ptr3_sync_us', '.2f')} us")]
+    r = res.get("cold_compile_matmul")
+    if r is not None and "cold_s_median" not in r:
+        out.append(("cold compile, TMA persistent mm", "ERROR " + str(r.get("error"))[:100]))
+    elif r is not None:
+        n_ok = len([x for x in r.get("runs", []) if "cold_s" in x])
+        out += [("cold compile, TMA persistent mm",
+                 f"{_f(r, 'cold_s_median', '.3f')} s median of {n_ok}, min {_f(r, 'cold_s_min', '.3f')} s"),
+                ("  warm call, in-process", f"{_f(r, 'warm_launch_host_us_median', '.1f')} us host, "
+                                            f"{_f(r, 'warm_call_ms_median', '.3f')} ms to sync"),
+                ("  new process, disk-cache hit", _f(r.get("disk_cache_hit", {}), "load_s", ".3f") + " s")]
+    r = res.get("matmul_tflops")
+    if r is not None:
+        for row in r.get("shapes", []):
+            label = f"matmul {row['M']}x{row['N']}x{row['K']}"
+            if "error" in row:
+                out.append((label, "ERROR " + row["error"][:100]))
+                continue
+            out.append((label, f"triton {_f(row, 'triton_tflops', '.1f')}  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
+                        f"  ratio {_f(row, 'triton_over_cublas', '.3f')}  err {_f(row, 'rel_err_vs_cublas', '.1e')}"
+                        f" {'ok' if row.get('ok') else 'FAIL'}"))
+        if "error" in r:
+            out.append(("matmul", "ERROR " + r["error"][:100]))
+    r = res.get("copy_bandwidth")
+    if r is not None:
+        out.append(("copy 1 GiB bf16, read+write", _f(r, "gb_per_s", ".1f") + " GB/s"
+                    + ("" if r.get("copy_ok", True) else "  (copy MISMATCH)")))
+    for label, value in out:
+        print(f"{label:<34}{value}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="output path (default $OUT/triton.json, else ./triton.json)")
+    ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(MEASUREMENTS))
+    ap.add_argument("--launches", type=int, default=20000, help="timed launches per launch case")
+    ap.add_argument("--cold-runs", type=int, default=3, help="fresh-cache compile runs (one process each)")
+    ap.add_argument("--child-timeout", type=float, default=240, help="seconds per cold-compile child")
+    ap.add_argument("--child", choices=["cold_compile"], help=argparse.SUPPRESS)
+    ap.add_argument("--cache-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    try:
+        triton.set_allocator(_alloc)
+    except Exception as e:
+        print(f"triton.set_allocator failed: {e}", file=sys.stderr, flush=True)
+    if args.child:
+        child_cold_compile()
+        return 0
+
+    path = args.json or os.path.join(os.environ.get("OUT") or ".", "triton.json")
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(MEASUREMENTS)
+    unknown = [n for n in names if n not in MEASUREMENTS]
+    if unknown:
+        ap.error(f"unknown measurement(s) {unknown}; choose from {list(MEASUREMENTS)}")
+    results = {"header": header()}
+
+    def write():
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(_clean(results), f, indent=2)
+
+    for name in names:
+        print(f"[{name}] ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            results[name] = MEASUREMENTS[name](args)
+        except Exception as e:
+            results[name] = {"error": _err(e)}
+        results[name]["wall_s"] = time.perf_counter() - t0
+        print(f"[{name}] done in {results[name]['wall_s']:.1f} s", flush=True)
+        write()
+    print_table(results)
+    print(f"\nJSON written to {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
