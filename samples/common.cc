@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
@@ -18,9 +19,12 @@ Args parse_args(int argc, char** argv) {
       a.device = std::string(arg);
     } else if (absl::ConsumePrefix(&arg, "--emit=")) {
       a.emit_dir = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "--target=")) {
+      a.target = std::string(arg);
     } else if (absl::ConsumePrefix(&arg, "--seed=") && absl::SimpleAtoi(arg, &a.seed)) {
     } else {
-      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR] [--seed=N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a]] [--seed=N]\n",
+                   argv[0]);
       std::exit(2);
     }
   }
@@ -30,6 +34,23 @@ Args parse_args(int argc, char** argv) {
 
 absl::StatusOr<tessel::Device> open_device(const Args& args) {
   return args.device == "best" ? tessel::Device::best() : tessel::Device::open(args.device);
+}
+
+bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels) {
+  if (args.target.empty()) return false;
+  std::string dir = args.emit_dir.empty() ? "." : args.emit_dir;
+  tessel::CompileOptions options;
+  options.arch = args.target;
+  for (const tessel::Kernel& k : kernels) {
+    tessel::CompileArtifacts a;
+    ok_or_die(tessel::compile_ptx(k, options, &a).status(), "compile_ptx");
+    for (auto [ext, text] : {std::pair{".tessel", &a.ir}, std::pair{".ll", &a.llvm}, std::pair{".ptx", &a.ptx}}) {
+      std::string path = dir + "/" + k.name() + "." + args.target + ext;
+      std::ofstream(path) << *text;
+      std::printf("wrote %s\n", path.c_str());
+    }
+  }
+  return true;
 }
 
 tessel::CompileOptions compile_options(const Args& args) {

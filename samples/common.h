@@ -12,15 +12,21 @@
 namespace samples {
 
 // --device=host|host:N|cuda:N|best (default best), --emit=DIR (write the
-// kernels' stages there and do not run), --seed=N.
+// kernels' stages there and do not run), --target=sm_90a (with --emit:
+// compile for that GPU without needing one), --seed=N.
 struct Args {
   std::string device = "best";
   std::string emit_dir;
+  std::string target;
   unsigned seed = std::random_device{}();
 };
 Args parse_args(int argc, char** argv);
 
 absl::StatusOr<tessel::Device> open_device(const Args& args);
+
+// With --target: writes each kernel's IR, LLVM IR and PTX into the --emit
+// directory and returns true (the sample then stops); else returns false.
+bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels);
 tessel::CompileOptions compile_options(const Args& args);
 
 // bf16 bits <-> float, rounding to nearest even.

@@ -35,6 +35,7 @@ Kernel matmul() {
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
+  if (samples::emit_for_target(args, {matmul()})) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
   Function fn = samples::value_or_die(device.compile(matmul(), samples::compile_options(args)), "compile");
   if (!args.emit_dir.empty()) return 0;

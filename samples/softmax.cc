@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     store(y + row * cols + offs, e / sum(e, 0), mask);
   });
   Kernel kernel = samples::value_or_die(k.build(), "build");
+  if (samples::emit_for_target(args, {kernel})) return 0;
 
   Device device = samples::value_or_die(samples::open_device(args), "device");
   Function fn = samples::value_or_die(device.compile(kernel, samples::compile_options(args)), "compile");

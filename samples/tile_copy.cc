@@ -43,6 +43,7 @@ Kernel tile_transpose() {
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
+  if (samples::emit_for_target(args, {tile_copy(), tile_transpose()})) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
   Function copy = samples::value_or_die(device.compile(tile_copy(), samples::compile_options(args)), "compile");
   Function transpose =
