@@ -4,7 +4,7 @@
 // (expand_dims, reshape) alias their operand's buffer. f16 and bf16 values
 // are their 16 bits (i16): arithmetic widens them to f32, computes, and
 // rounds once to nearest even, which gives the correctly rounded result for
-// + - * / sqrt and fma.
+// + - * / sqrt (and, with care in ScalarOps::fma, for fma).
 #include "codegen/lower.h"
 
 #include <algorithm>
@@ -42,9 +42,12 @@ class Lowering {
     llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
     b_.SetInsertPoint(entry_);
     vals_.assign(ir_.values.size(), nullptr);
+    regs_.assign(ir_.values.size(), {});
     std::vector<llvm::Value*> params = target_.params(b_, ir_);
     for (size_t i = 0; i < ir_.params.size(); ++i) vals_[ir_.params[i].value] = params[i];
     smem_base_ = target_.shared_base(b_);
+    threads_ = target_.register_tile_threads();
+    if (threads_ > 0) thread_ = target_.thread_index(b_);
     alloca_point_ = b_.CreateBr(body);
     b_.SetInsertPoint(body);
     reserve_tma_barriers();
@@ -189,13 +192,61 @@ class Lowering {
   // ---- Ops -------------------------------------------------------------------
   absl::Status block(int b) {
     int64_t top = smem_top_;
+    int outer = block_;
+    block_ = b;
     for (int o : ir_.blocks[b].ops) TESSEL_RETURN_IF_ERROR(op(ir_.ops[o]));
+    block_ = outer;
     smem_top_ = top;
     return absl::OkStatus();
   }
 
-  llvm::Value* val(int id) { return vals_[id]; }
+  // A scalar's value, or a tile's buffer (written from registers when the
+  // tile is held there; kept when this is the block that defines the tile).
+  llvm::Value* val(int id) {
+    if (vals_[id] != nullptr || regs_[id].empty()) return vals_[id];
+    const Type& t = ir_.type(id);
+    llvm::Value* buf = new_buffer(t);
+    for (int64_t slot = 0; slot < slots(t); ++slot) {
+      guarded(slot_valid(t, slot), [&] { store_elem(buf, t, element_of(slot), regs_[id][slot]); });
+    }
+    target_.program_barrier(b_);
+    if (ir_.values[id].def_block == block_) vals_[id] = buf;
+    return buf;
+  }
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
+  void set_regs(const Op& o, std::vector<llvm::Value*> r) { regs_[o.results[0]] = std::move(r); }
+
+  // ---- Register tiles ---------------------------------------------------------
+  // On targets whose programs have several threads, elementwise ops, splat,
+  // arange and loads and stores through pointer tiles keep tiles in
+  // registers: element e lives in thread e % T, slot e / T (a blocked layout,
+  // one element per thread and step, so that a warp's accesses coalesce).
+  // Ops that move elements between threads (broadcast, trans, reductions,
+  // dot, TMA, loop-carried values) read buffers in shared memory, which
+  // val() writes from the registers: the conversion through shared memory.
+  static constexpr int64_t kMaxSlots = 64;  // larger tiles stay in shared memory
+  bool in_registers(const Type& t) const {
+    return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
+  }
+  int64_t slots(const Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
+  llvm::Value* element_of(int64_t slot) { return b_.CreateAdd(thread_, b_.getInt64(slot * threads_)); }
+  // Whether the slot holds an element (nullptr: always).
+  llvm::Value* slot_valid(const Type& t, int64_t slot) {
+    if ((slot + 1) * threads_ <= t.numel()) return nullptr;
+    return b_.CreateICmpULT(element_of(slot), b_.getInt64(t.numel()));
+  }
+  // A tile's elements of this thread, loaded from its buffer if need be.
+  std::vector<llvm::Value*> regs(int id) {
+    if (!regs_[id].empty()) return regs_[id];
+    const Type& t = ir_.type(id);
+    std::vector<llvm::Value*> out;
+    for (int64_t slot = 0; slot < slots(t); ++slot) {
+      llvm::Value* e = element_of(slot);
+      if (slot_valid(t, slot) != nullptr) e = b_.CreateSelect(slot_valid(t, slot), e, b_.getInt64(t.numel() - 1));
+      out.push_back(load_elem(vals_[id], t, e));
+    }
+    return out;
+  }
 
   absl::Status op(const Op& o) {
     const Type rt = o.results.empty() ? Type() : ir_.type(o.results[0]);
@@ -206,10 +257,24 @@ class Lowering {
         set(o, elementwise(o, args));
         return absl::OkStatus();
       }
+      if (in_registers(rt)) {
+        std::vector<std::vector<llvm::Value*>> args;
+        for (int v : o.operands) args.push_back(regs(v));
+        std::vector<llvm::Value*> out(args[0].size());
+        for (size_t slot = 0; slot < out.size(); ++slot) {
+          std::vector<llvm::Value*> elems;
+          for (const auto& a : args) elems.push_back(a[slot]);
+          out[slot] = elementwise(o, elems);
+        }
+        set_regs(o, std::move(out));
+        return absl::OkStatus();
+      }
+      std::vector<llvm::Value*> bufs;
+      for (int v : o.operands) bufs.push_back(val(v));
       llvm::Value* out = new_buffer(rt);
       tile_loop(rt.numel(), [&](llvm::Value* i) {
         std::vector<llvm::Value*> args;
-        for (int v : o.operands) args.push_back(load_elem(val(v), ir_.type(v), i));
+        for (size_t k = 0; k < bufs.size(); ++k) args.push_back(load_elem(bufs[k], ir_.type(o.operands[k]), i));
         store_elem(out, rt, i, elementwise(o, args));
       });
       set(o, out);
@@ -235,6 +300,14 @@ class Lowering {
         set(o, target_.num_programs(b_, static_cast<int>(o.ints[0])));
         return absl::OkStatus();
       case OpCode::kArange: {
+        if (in_registers(rt)) {
+          std::vector<llvm::Value*> out;
+          for (int64_t slot = 0; slot < slots(rt); ++slot) {
+            out.push_back(b_.CreateTrunc(b_.CreateAdd(element_of(slot), b_.getInt64(o.ints[0])), b_.getInt32Ty()));
+          }
+          set_regs(o, std::move(out));
+          return absl::OkStatus();
+        }
         llvm::Value* out = new_buffer(rt);
         tile_loop(rt.numel(), [&](llvm::Value* i) {
           store_elem(out, rt, i, b_.CreateTrunc(b_.CreateAdd(i, b_.getInt64(o.ints[0])), b_.getInt32Ty()));
@@ -243,14 +316,24 @@ class Lowering {
         return absl::OkStatus();
       }
       case OpCode::kSplat: {
-        llvm::Value* out = new_buffer(rt);
         llvm::Value* x = val(o.operands[0]);
+        if (in_registers(rt)) {
+          set_regs(o, std::vector<llvm::Value*>(slots(rt), x));
+          return absl::OkStatus();
+        }
+        llvm::Value* out = new_buffer(rt);
         tile_loop(rt.numel(), [&](llvm::Value* i) { store_elem(out, rt, i, x); });
         set(o, out);
         return absl::OkStatus();
       }
       case OpCode::kExpandDims: case OpCode::kReshape:
-        set(o, val(o.operands[0]));
+        // The same elements in the same row-major order: the same buffer, or
+        // the same registers (the layout depends on the element count only).
+        if (!regs_[o.operands[0]].empty()) {
+          set_regs(o, regs_[o.operands[0]]);
+        } else {
+          set(o, val(o.operands[0]));
+        }
         return absl::OkStatus();
       case OpCode::kBroadcast: case OpCode::kTrans: return permute(o, rt);
       case OpCode::kReduce: return reduce(o, rt);
@@ -404,14 +487,46 @@ class Lowering {
       set(o, one(val(o.operands[0]), masked ? val(o.operands[1]) : nullptr, other_addr));
       return absl::OkStatus();
     }
+    if (in_registers(rt)) return load_registers(o, rt);
+    llvm::Value* ptrs = val(o.operands[0]);
+    llvm::Value* masks = masked ? val(o.operands[1]) : nullptr;
+    llvm::Value* others = masked ? val(o.operands[2]) : nullptr;
     llvm::Value* out = new_buffer(rt);
     tile_loop(rt.numel(), [&](llvm::Value* i) {
-      llvm::Value* p = load_elem(val(o.operands[0]), pt, i);
-      llvm::Value* mask = masked ? load_elem(val(o.operands[1]), ir_.type(o.operands[1]), i) : nullptr;
-      llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, val(o.operands[2]), i) : nullptr;
+      llvm::Value* p = load_elem(ptrs, pt, i);
+      llvm::Value* mask = masked ? load_elem(masks, ir_.type(o.operands[1]), i) : nullptr;
+      llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, others, i) : nullptr;
       store_elem(out, rt, i, one(p, mask, other_addr));
     });
     set(o, out);
+    return absl::OkStatus();
+  }
+
+  // A thread loads its own elements; lanes past the tile's end or masked
+  // off read `other` (or nothing) from a private slot instead of memory.
+  absl::Status load_registers(const Op& o, const Type& rt) {
+    bool masked = o.operands.size() == 3;
+    llvm::Type* mt = elem_mem_type(rt);
+    std::vector<llvm::Value*> ptrs = regs(o.operands[0]);
+    std::vector<llvm::Value*> masks = masked ? regs(o.operands[1]) : std::vector<llvm::Value*>();
+    std::vector<llvm::Value*> others = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
+    llvm::Value* dummy = nullptr;
+    {
+      IRBuilder<> eb(alloca_point_);
+      dummy = eb.CreateAlloca(b_.getInt64Ty());
+      eb.CreateStore(eb.getInt64(0), dummy);
+    }
+    std::vector<llvm::Value*> out;
+    for (int64_t slot = 0; slot < slots(rt); ++slot) {
+      llvm::Value* ok = slot_valid(rt, slot);
+      if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
+      llvm::Value* p = ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy);
+      llvm::Value* v = b_.CreateLoad(mt, p);
+      if (mt != elem_type(rt)) v = b_.CreateTrunc(v, b_.getInt1Ty());
+      if (masked) v = b_.CreateSelect(ok, v, others[slot]);
+      out.push_back(v);
+    }
+    set_regs(o, std::move(out));
     return absl::OkStatus();
   }
 
@@ -436,9 +551,22 @@ class Lowering {
       one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
       return absl::OkStatus();
     }
+    if (in_registers(pt)) {
+      std::vector<llvm::Value*> ptrs = regs(o.operands[0]), values = regs(o.operands[1]);
+      std::vector<llvm::Value*> masks = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
+      for (int64_t slot = 0; slot < slots(pt); ++slot) {
+        llvm::Value* ok = slot_valid(pt, slot);
+        if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
+        one(ptrs[slot], values[slot], ok);
+      }
+      return absl::OkStatus();
+    }
+    llvm::Value* ptrs = val(o.operands[0]);
+    llvm::Value* values = val(o.operands[1]);
+    llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
     tile_loop(pt.numel(), [&](llvm::Value* i) {
-      one(load_elem(val(o.operands[0]), pt, i), load_elem(val(o.operands[1]), vt, i),
-          masked ? load_elem(val(o.operands[2]), ir_.type(o.operands[2]), i) : nullptr);
+      one(load_elem(ptrs, pt, i), load_elem(values, vt, i),
+          masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
     });
     return absl::OkStatus();
   }
@@ -459,15 +587,29 @@ class Lowering {
     }
     bool masked = o.operands.size() == 3;
     llvm::Type* t = reg_type(d);
-    // f16 and bf16 values are i16 bits; the atomic adds them as half/bfloat.
-    llvm::Type* ft = d == f16 ? b_.getHalfTy() : d == bf16 ? b_.getBFloatTy() : nullptr;
+    // f16 and bf16 values are i16 bits: their atomic add is a compare-and-swap
+    // loop around the same rounded add as elementwise code (an atomicrmw fadd
+    // of half/bfloat needs libcalls such as __truncsfbf2 on x86, which a JIT-ed
+    // kernel cannot count on finding).
     auto rmw = [&](llvm::Value* p, llvm::Value* v) -> llvm::Value* {
-      if (ft == nullptr) {
+      if (!(is_narrow_float(d) && kind == AtomicOp::kAdd)) {
         return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease);
       }
-      llvm::Value* old = b_.CreateAtomicRMW(bin, p, b_.CreateBitCast(v, ft), llvm::MaybeAlign(d.bytes()),
-                                            llvm::AtomicOrdering::AcquireRelease);
-      return b_.CreateBitCast(old, t);
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(2));
+      first->setAtomic(llvm::AtomicOrdering::Monotonic);
+      llvm::BasicBlock* retry = llvm::BasicBlock::Create(ctx_, "atomic.retry", fn_);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
+      b_.CreateBr(retry);
+      b_.SetInsertPoint(retry);
+      llvm::PHINode* old = b_.CreatePHI(t, 2);
+      old->addIncoming(first, pre);
+      auto* cx = b_.CreateAtomicCmpXchg(p, old, ops_.binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(2),
+                                        llvm::AtomicOrdering::AcquireRelease, llvm::AtomicOrdering::Monotonic);
+      old->addIncoming(b_.CreateExtractValue(cx, 0), retry);
+      b_.CreateCondBr(b_.CreateExtractValue(cx, 1), done, retry);
+      b_.SetInsertPoint(done);
+      return old;
     };
     // A masked-off lane returns 0 and touches nothing.
     auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
@@ -491,10 +633,13 @@ class Lowering {
       }));
       return absl::OkStatus();
     }
+    llvm::Value* ptrs = val(o.operands[0]);
+    llvm::Value* values = val(o.operands[1]);
+    llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
     llvm::Value* out = new_buffer(rt);
     tile_loop(pt.numel(), [&](llvm::Value* i) {
-      llvm::Value* r = one(load_elem(val(o.operands[0]), pt, i), load_elem(val(o.operands[1]), rt, i),
-                           masked ? load_elem(val(o.operands[2]), ir_.type(o.operands[2]), i) : nullptr);
+      llvm::Value* r = one(load_elem(ptrs, pt, i), load_elem(values, rt, i),
+                           masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
       store_elem(out, rt, i, r);
     });
     set(o, out);
@@ -667,6 +812,10 @@ class Lowering {
   llvm::BasicBlock* entry_ = nullptr;
   llvm::Instruction* alloca_point_ = nullptr;
   std::vector<llvm::Value*> vals_;
+  std::vector<std::vector<llvm::Value*>> regs_;  // a register tile's slots; empty for buffers
+  int threads_ = 0;                // threads of a program holding register tiles; 0: none
+  llvm::Value* thread_ = nullptr;  // this thread's index (i64)
+  int block_ = 0;                  // the IR block being lowered
   llvm::Value* smem_base_ = nullptr;
   int64_t smem_top_ = 0;   // next free byte of shared memory in this block
   int64_t smem_peak_ = 0;  // the most any point of the kernel uses

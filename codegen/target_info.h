@@ -37,6 +37,12 @@ class TargetInfo {
   // exp or log of an f32 or f64 value.
   virtual llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) = 0;
 
+  // Programs with several threads may hold tiles in registers, spread over
+  // their threads; 0 means tiles are buffers only.
+  virtual int register_tile_threads() const { return 0; }
+  // This thread's index in the program (i64); called only when the above is nonzero.
+  virtual llvm::Value* thread_index(llvm::IRBuilder<>& b) { return b.getInt64(0); }
+
   // Tiles: whether their buffers live in shared memory (one copy for the
   // program's threads) rather than in each thread's stack.
   virtual bool tiles_in_shared() const = 0;

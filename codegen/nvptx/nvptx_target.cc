@@ -112,6 +112,9 @@ class NvptxTarget final : public TargetInfo {
                         llvm::ConstantFP::get(x->getType(), 0.6931471805599453));
   }
 
+  int register_tile_threads() const override { return threads_; }
+  llvm::Value* thread_index(llvm::IRBuilder<>&) override { return tid_; }
+
   bool tiles_in_shared() const override { return true; }
   void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
     emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
