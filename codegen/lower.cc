@@ -12,6 +12,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/affine.h"
 #include "codegen/loops.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/views.h"
@@ -42,6 +43,7 @@ class Lowering {
     llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
     b_.SetInsertPoint(entry_);
     vals_.assign(ir_.values.size(), nullptr);
+    affine_ = analyze_affine(ir_);
     regs_.assign(ir_.values.size(), {});
     std::vector<llvm::Value*> params = target_.params(b_, ir_);
     for (size_t i = 0; i < ir_.params.size(); ++i) vals_[ir_.params[i].value] = params[i];
@@ -215,6 +217,45 @@ class Lowering {
   }
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
   void set_regs(const Op& o, std::vector<llvm::Value*> r) { regs_[o.results[0]] = std::move(r); }
+
+  // ---- Addresses of pointer tiles ----------------------------------------------
+  // The address of element i (linear, i64) of pointer tile `id`: computed
+  // from its affine form when it has one, else read from its buffer.
+  std::function<llvm::Value*(llvm::Value*)> addresses(int id) {
+    const Type& t = ir_.type(id);
+    if (!affine_[id]) {
+      llvm::Value* buf = val(id);
+      return [this, buf, t](llvm::Value* i) { return load_elem(buf, t, i); };
+    }
+    const Affine& a = *affine_[id];
+    llvm::Value* base = affine_base(a, t);
+    std::vector<int64_t> st = strides(t.shape());
+    return [this, base, a, st, t](llvm::Value* i) {
+      llvm::Value* offset = b_.getInt64(0);
+      for (size_t d = 0; d < st.size(); ++d) {
+        if (a.strides[d] == 0) continue;
+        llvm::Value* idx = b_.CreateURem(b_.CreateUDiv(i, b_.getInt64(st[d])), b_.getInt64(t.shape()[d]));
+        offset = b_.CreateAdd(offset, b_.CreateMul(idx, b_.getInt64(a.strides[d])));
+      }
+      return b_.CreateGEP(elem_mem_type(Type(t.dtype())), base, offset);
+    };
+  }
+  // The scalar part of an affine pointer tile: pointer + sum of terms.
+  llvm::Value* affine_base(const Affine& a, const Type& t) {
+    llvm::Value* offset = b_.getInt64(a.constant);
+    for (auto [v, c] : a.terms) {
+      llvm::Value* x = b_.CreateIntCast(val(v), b_.getInt64Ty(), ir_.type(v).dtype().is_signed());
+      offset = b_.CreateAdd(offset, b_.CreateMul(x, b_.getInt64(c)));
+    }
+    return b_.CreateGEP(elem_mem_type(Type(t.dtype())), val(a.pointer), offset);
+  }
+  std::vector<llvm::Value*> register_addresses(int id) {
+    if (!affine_[id]) return regs(id);
+    std::function<llvm::Value*(llvm::Value*)> address = addresses(id);
+    std::vector<llvm::Value*> out;
+    for (int64_t slot = 0; slot < slots(ir_.type(id)); ++slot) out.push_back(address(element_of(slot)));
+    return out;
+  }
 
   // ---- Register tiles ---------------------------------------------------------
   // On targets whose programs have several threads, elementwise ops, splat,
@@ -472,7 +513,7 @@ class Lowering {
     llvm::Type* mt = elem_mem_type(rt);
     bool masked = o.operands.size() == 3;
     auto one = [&](llvm::Value* p, llvm::Value* mask, llvm::Value* other_addr) {
-      if (masked) p = b_.CreateSelect(mask, p, other_addr);
+      if (mask != nullptr) p = b_.CreateSelect(mask, p, other_addr);
       llvm::Value* v = b_.CreateLoad(mt, p);
       return mt == elem_type(rt) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
     };
@@ -488,13 +529,31 @@ class Lowering {
       return absl::OkStatus();
     }
     if (in_registers(rt)) return load_registers(o, rt);
-    llvm::Value* ptrs = val(o.operands[0]);
+    std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
     llvm::Value* masks = masked ? val(o.operands[1]) : nullptr;
     llvm::Value* others = masked ? val(o.operands[2]) : nullptr;
+    bool affine = affine_[o.operands[0]].has_value();
     llvm::Value* out = new_buffer(rt);
     tile_loop(rt.numel(), [&](llvm::Value* i) {
-      llvm::Value* p = load_elem(ptrs, pt, i);
+      llvm::Value* p = address(i);
       llvm::Value* mask = masked ? load_elem(masks, ir_.type(o.operands[1]), i) : nullptr;
+      if (masked && affine) {
+        // Computed addresses: a guarded load, which the vectorizer turns into
+        // a masked vector load.
+        llvm::Value* other = load_elem(others, rt, i);
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        llvm::Value* loaded = nullptr;
+        llvm::BasicBlock* in = nullptr;
+        emit_if(b_, mask, [&] {
+          loaded = one(p, nullptr, nullptr);
+          in = b_.GetInsertBlock();
+        });
+        llvm::PHINode* v = b_.CreatePHI(other->getType(), 2);
+        v->addIncoming(loaded, in);
+        v->addIncoming(other, pre);
+        store_elem(out, rt, i, v);
+        return;
+      }
       llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, others, i) : nullptr;
       store_elem(out, rt, i, one(p, mask, other_addr));
     });
@@ -507,7 +566,7 @@ class Lowering {
   absl::Status load_registers(const Op& o, const Type& rt) {
     bool masked = o.operands.size() == 3;
     llvm::Type* mt = elem_mem_type(rt);
-    std::vector<llvm::Value*> ptrs = regs(o.operands[0]);
+    std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0]);
     std::vector<llvm::Value*> masks = masked ? regs(o.operands[1]) : std::vector<llvm::Value*>();
     std::vector<llvm::Value*> others = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
     llvm::Value* dummy = nullptr;
@@ -552,7 +611,7 @@ class Lowering {
       return absl::OkStatus();
     }
     if (in_registers(pt)) {
-      std::vector<llvm::Value*> ptrs = regs(o.operands[0]), values = regs(o.operands[1]);
+      std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0]), values = regs(o.operands[1]);
       std::vector<llvm::Value*> masks = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
       for (int64_t slot = 0; slot < slots(pt); ++slot) {
         llvm::Value* ok = slot_valid(pt, slot);
@@ -561,11 +620,11 @@ class Lowering {
       }
       return absl::OkStatus();
     }
-    llvm::Value* ptrs = val(o.operands[0]);
+    std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
     llvm::Value* values = val(o.operands[1]);
     llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
     tile_loop(pt.numel(), [&](llvm::Value* i) {
-      one(load_elem(ptrs, pt, i), load_elem(values, vt, i),
+      one(address(i), load_elem(values, vt, i),
           masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
     });
     return absl::OkStatus();
@@ -813,6 +872,7 @@ class Lowering {
   llvm::Instruction* alloca_point_ = nullptr;
   std::vector<llvm::Value*> vals_;
   std::vector<std::vector<llvm::Value*>> regs_;  // a register tile's slots; empty for buffers
+  std::vector<std::optional<Affine>> affine_;     // per value: its affine form, if it has one
   int threads_ = 0;                // threads of a program holding register tiles; 0: none
   llvm::Value* thread_ = nullptr;  // this thread's index (i64)
   int block_ = 0;                  // the IR block being lowered

@@ -2,7 +2,7 @@
 // the arithmetic, comparisons and conversions on one element. f16 and bf16
 // values are their 16 bits (i16): arithmetic widens them to f32, computes,
 // and rounds once to nearest even, which gives the correctly rounded result
-// for + - * / sqrt and fma.
+// for + - * / sqrt (fma takes more care, see fma()).
 #pragma once
 
 #include <vector>
