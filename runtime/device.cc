@@ -164,8 +164,10 @@ absl::Status Device::copy_to_host(void* dst, const Buffer& src, size_t bytes) co
   return impl_->copy_to_host(dst, src.data(), bytes);
 }
 
-absl::StatusOr<TensorMap> Device::tensor_map(DType dtype, const Buffer& buffer, Shape dims, Shape box,
-                                             Swizzle swizzle) const {
+namespace {
+
+// The spec of a dense row-major tensor filling (part of) `buffer`.
+absl::StatusOr<TensorMapSpec> dense_spec(DType dtype, const Buffer& buffer, Shape dims, Shape box, Swizzle swizzle) {
   int64_t bytes = dtype.bytes();
   for (int64_t d : dims) bytes *= d;
   if (buffer.data() == nullptr || bytes > static_cast<int64_t>(buffer.bytes())) {
@@ -178,7 +180,21 @@ absl::StatusOr<TensorMap> Device::tensor_map(DType dtype, const Buffer& buffer, 
   spec.dims = std::move(dims);
   spec.box = std::move(box);
   spec.swizzle = swizzle;
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> Device::tensor_map(DType dtype, const Buffer& buffer, Shape dims, Shape box,
+                                             Swizzle swizzle) const {
+  TESSEL_ASSIGN_OR_RETURN(TensorMapSpec spec, dense_spec(dtype, buffer, std::move(dims), std::move(box), swizzle));
   return impl_->encode_tensor_map(spec);
+}
+
+absl::StatusOr<const TensorMap*> Device::cached_tensor_map(DType dtype, const Buffer& buffer, const Shape& dims,
+                                                           const Shape& box, Swizzle swizzle) const {
+  TESSEL_ASSIGN_OR_RETURN(TensorMapSpec spec, dense_spec(dtype, buffer, dims, box, swizzle));
+  return impl_->tensor_maps().get_or_encode(spec);
 }
 
 absl::StatusOr<Function> Device::compile(const Kernel& kernel, const CompileOptions& options) const {

@@ -161,6 +161,11 @@ class Device {
   // this device's kernels (dims and box outermost first).
   absl::StatusOr<TensorMap> tensor_map(DType dtype, const Buffer& buffer, Shape dims, Shape box,
                                        Swizzle swizzle = Swizzle::kNone) const;
+  // The same through the device's cache of encoded maps, keyed by
+  // everything that goes into them: for code that asks for a map at every
+  // launch. The map lives as long as the device.
+  absl::StatusOr<const TensorMap*> cached_tensor_map(DType dtype, const Buffer& buffer, const Shape& dims,
+                                                     const Shape& box, Swizzle swizzle = Swizzle::kNone) const;
 
   // JIT-compiles for this device; repeats are answered from a cache.
   absl::StatusOr<Function> compile(const Kernel& kernel, const CompileOptions& options = {}) const;

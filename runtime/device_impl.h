@@ -79,9 +79,12 @@ class DeviceImpl {
   // Compiles through an in-memory cache keyed by the kernel's text and the options.
   absl::StatusOr<Function> compile(const Kernel& kernel, const CompileOptions& options);
 
+  TensorMapCache& tensor_maps() { return tensor_maps_; }
+
  private:
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Function> cache_ ABSL_GUARDED_BY(mu_);
+  TensorMapCache tensor_maps_{[this](const TensorMapSpec& spec) { return encode_tensor_map(spec); }};
 };
 
 // Backends' factories.

@@ -353,7 +353,7 @@ absl::StatusOr<const TensorMap*> TensorMapCache::get_or_encode(const TensorMapSp
     if (it != maps_.end()) return it->second.get();
   }
   // Encode outside the lock; a racing thread's equal entry wins and ours is dropped.
-  TESSEL_ASSIGN_OR_RETURN(TensorMap map, TensorMap::encode_host(spec));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap map, encoder_(spec));
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = maps_.try_emplace(key, nullptr);
   if (inserted) it->second = std::make_unique<TensorMap>(std::move(map));

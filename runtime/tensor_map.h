@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
@@ -127,6 +128,10 @@ class alignas(64) TensorMap {
 // neither re-validates nor allocates.
 class TensorMapCache {
  public:
+  using Encoder = std::function<absl::StatusOr<TensorMap>(const TensorMapSpec&)>;
+  // `encoder` makes the maps (the host form by default; a device's own encoding).
+  explicit TensorMapCache(Encoder encoder = &TensorMap::encode_host) : encoder_(std::move(encoder)) {}
+
   absl::StatusOr<const TensorMap*> get_or_encode(const TensorMapSpec& spec);
   size_t size() const;
 
@@ -157,6 +162,7 @@ class TensorMapCache {
     }
   };
 
+  Encoder encoder_;
   mutable absl::Mutex mu_;
   // unique_ptr keeps each map at a fixed address while the table rehashes.
   absl::flat_hash_map<Key, std::unique_ptr<TensorMap>> maps_ ABSL_GUARDED_BY(mu_);

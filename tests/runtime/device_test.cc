@@ -86,3 +86,24 @@ TEST(Compile, RepeatsAreCached) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+TEST(Device, CachedTensorMapsAreEncodedOnce) {
+  Device d = *Device::open("host:1");
+  Buffer b = *d.allocate(64 * 64 * 4);
+  absl::StatusOr<const TensorMap*> m1 = d.cached_tensor_map(f32, b, {64, 64}, {32, 32});
+  absl::StatusOr<const TensorMap*> m2 = d.cached_tensor_map(f32, b, {64, 64}, {32, 32});
+  absl::StatusOr<const TensorMap*> m3 = d.cached_tensor_map(f32, b, {64, 64}, {16, 32});
+  ASSERT_TRUE(m1.ok() && m2.ok() && m3.ok());
+  EXPECT_EQ(*m1, *m2);
+  EXPECT_NE(*m1, *m3);
+  EXPECT_EQ((*m1)->encoding(), TensorMapEncoding::kHost);
+  EXPECT_THAT(d.cached_tensor_map(f32, b, {64, 65}, {32, 32}).status().message(),
+              HasSubstr("needs 16640 bytes; the buffer holds 16384"));
+  EXPECT_THAT(d.cached_tensor_map(f32, b, {64, 64}, {32, 300}).status().message(), HasSubstr("box[1] = 300"));
+}
+
+}  // namespace
+}  // namespace tessel
