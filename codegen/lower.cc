@@ -472,6 +472,21 @@ class Lowering {
     DType d = in.dtype();
     DType acc_d = is_narrow_float(d) ? f32 : d;
     llvm::Type* acc_t = reg_type(acc_d);
+    if (!rt.is_tile() && in_registers(in)) {
+      // A whole tile to one scalar: each thread combines its own elements,
+      // then the target combines the threads' partial results.
+      std::vector<llvm::Value*> elems = regs(o.operands[0]);
+      llvm::Value* acc = reduce_identity(combiner, acc_d, acc_t);
+      for (size_t slot = 0; slot < elems.size(); ++slot) {
+        llvm::Value* next = ops_.binary(combiner, acc_d, acc, ops_.widen(elems[slot], d));
+        llvm::Value* valid = slot_valid(in, static_cast<int64_t>(slot));
+        acc = valid == nullptr ? next : b_.CreateSelect(valid, next, acc);
+      }
+      llvm::Value* all = target_.combine_threads(
+          b_, acc, [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+      set(o, ops_.narrow(all, d));
+      return absl::OkStatus();
+    }
     std::vector<int64_t> in_strides = strides(in.shape());
     Shape outer = in.shape();
     outer.erase(outer.begin() + axis);

@@ -49,6 +49,10 @@ class TargetInfo {
   // The program's loop over n tile elements: for each i in [0, n) body(i)
   // runs in some thread, and the writes are visible to every thread after.
   virtual void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) = 0;
+  // Combines every thread's `partial` (an i32, i64, f32 or f64) with
+  // `combine` in a fixed order; every thread gets the result.
+  virtual llvm::Value* combine_threads(llvm::IRBuilder<>& b, llvm::Value* partial,
+                                       const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) = 0;
   // A value one thread computes (a scalar atomic) and every thread sees.
   virtual llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) = 0;
 

@@ -74,6 +74,10 @@ class HostTarget final : public TargetInfo {
   void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
     emit_loop(b, b.getInt64(0), b.getInt64(n), b.getInt64(1), body);
   }
+  llvm::Value* combine_threads(llvm::IRBuilder<>&, llvm::Value* partial,
+                               const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>&) override {
+    return partial;
+  }
   llvm::Value* uniform(llvm::IRBuilder<>&, const std::function<llvm::Value*()>& compute) override {
     return compute();
   }

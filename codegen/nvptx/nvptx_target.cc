@@ -60,9 +60,11 @@ class NvptxTarget final : public TargetInfo {
     annotate("kernel", llvm::ConstantAsMetadata::get(b.getInt32(1)));
     annotate("maxntidx", llvm::ConstantAsMetadata::get(b.getInt32(threads_)));
     if (!grid_constants.empty()) annotate("grid_constant", llvm::MDNode::get(ctx, grid_constants));
-    scratch_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt64Ty(), 2), false,
+    // One 8-byte slot per warp: partial results of combine_threads, and the
+    // value of uniform() in slot 0.
+    scratch_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt64Ty(), 32), false,
                                         llvm::GlobalValue::InternalLinkage,
-                                        llvm::UndefValue::get(llvm::ArrayType::get(b.getInt64Ty(), 2)),
+                                        llvm::UndefValue::get(llvm::ArrayType::get(b.getInt64Ty(), 32)),
                                         "tessel_scratch", nullptr, llvm::GlobalValue::NotThreadLocal, kShared);
     scratch_->setAlignment(llvm::Align(16));
     smem_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt8Ty(), 0), false,
@@ -120,6 +122,26 @@ class NvptxTarget final : public TargetInfo {
     emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
     barrier(b);
   }
+  // A butterfly of shuffles within each warp; lane 0 of each warp writes
+  // its warp's result to shared memory, and every thread combines those in
+  // warp order.
+  llvm::Value* combine_threads(llvm::IRBuilder<>& b, llvm::Value* partial,
+                               const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) override {
+    llvm::Value* v = partial;
+    for (int lanes = 16; lanes >= 1; lanes /= 2) v = combine(v, shuffle_xor(b, v, lanes));
+    int warps = threads_ / 32;
+    llvm::Value* warp = b.CreateLShr(tid_, 5);
+    llvm::Value* slot = b.CreateGEP(v->getType(), scratch_, warp);
+    emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, 31), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
+    barrier(b);
+    llvm::Value* all = b.CreateLoad(v->getType(), scratch_);
+    for (int w = 1; w < warps; ++w) {
+      all = combine(all, b.CreateLoad(v->getType(), b.CreateConstInBoundsGEP1_64(v->getType(), scratch_, w)));
+    }
+    barrier(b);  // the slots may be written again
+    return all;
+  }
+
   llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) override {
     llvm::Type* type = nullptr;
     single_thread(b, [&] {
@@ -215,6 +237,21 @@ class NvptxTarget final : public TargetInfo {
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
   void barrier(llvm::IRBuilder<>& b) { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  // The value of lane (this lane ^ lanes), through 32-bit shuffles.
+  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) {
+    llvm::Type* t = v->getType();
+    unsigned bits = t->getPrimitiveSizeInBits();
+    llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
+    auto shfl = [&](llvm::Value* word) {
+      return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
+                               {b.getInt32(0xFFFFFFFF), word, b.getInt32(lanes), b.getInt32(0x1F)});
+    };
+    if (bits == 32) return b.CreateBitCast(shfl(x), t);
+    llvm::Value* lo = shfl(b.CreateTrunc(x, b.getInt32Ty()));
+    llvm::Value* hi = shfl(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
+    llvm::Value* joined = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
+    return b.CreateBitCast(joined, t);
+  }
   // The 32-bit shared-window address of a generic pointer into shared memory.
   llvm::Value* shared32(llvm::IRBuilder<>& b, llvm::Value* generic) {
     return b.CreatePtrToInt(b.CreateAddrSpaceCast(generic, b.getPtrTy(kShared)), b.getInt32Ty());
