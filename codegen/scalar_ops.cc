@@ -138,9 +138,14 @@ llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* 
       case OpCode::kDiv:
         r = b_.CreateFDiv(x, y);
         break;
-      case OpCode::kRem:
-        r = b_.CreateFRem(x, y);
+      case OpCode::kRem: {
+        // x - trunc(x / y) * y with one rounding (an fma), as on GPUs, where
+        // the same IR runs: not C's fmod when x / y rounds up to an integer
+        // or is beyond 2^24 (f32), and NaN for an infinite y.
+        llvm::Value* q = intrinsic(llvm::Intrinsic::trunc, {b_.CreateFDiv(x, y)});
+        r = intrinsic(llvm::Intrinsic::fma, {b_.CreateFNeg(q), y, x});
         break;
+      }
       case OpCode::kMin:
         r = intrinsic(llvm::Intrinsic::minnum, {x, y});
         break;

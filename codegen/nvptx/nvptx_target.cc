@@ -241,6 +241,9 @@ class NvptxTarget final : public TargetInfo {
   llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) {
     llvm::Type* t = v->getType();
     unsigned bits = t->getPrimitiveSizeInBits();
+    if (bits < 32) {  // 8- and 16-bit integers travel in a 32-bit word
+      return b.CreateTrunc(shuffle_xor(b, b.CreateZExt(v, b.getInt32Ty()), lanes), t);
+    }
     llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
     auto shfl = [&](llvm::Value* word) {
       return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},

@@ -119,8 +119,8 @@ T int_reference(Bin op, T x, T y) {
 
 // Float semantics: the exact result rounded once to nearest even. Computing
 // in f64 and rounding again to T gives that for + - * / (f64 has more than
-// twice T's precision plus two bits) and fmod (exact in any format); min and
-// max ignore a NaN operand.
+// twice T's precision plus two bits); % is defined by its formula below; min
+// and max ignore a NaN operand.
 template <class T>
 T float_reference(Bin op, T x, T y) {
   const double a = to_f64(x), b = to_f64(y);
@@ -133,8 +133,13 @@ T float_reference(Bin op, T x, T y) {
       return from_f64<T>(a * b);
     case Bin::kDiv:
       return from_f64<T>(a / b);
-    case Bin::kRem:
-      return from_f64<T>(std::fmod(a, b));
+    case Bin::kRem: {
+      // tessel's float %: x - trunc(x / y) * y with one rounding, computed in
+      // f32 for f16, bf16 and f32 and in f64 for f64, then rounded to T.
+      if constexpr (std::is_same_v<T, double>) return std::fma(-std::trunc(a / b), b, a);
+      const float xf = static_cast<float>(a), yf = static_cast<float>(b);
+      return from_f64<T>(std::fma(-std::trunc(xf / yf), yf, xf));
+    }
     case Bin::kMin:
       return from_f64<T>(std::fmin(a, b));
     case Bin::kMax:
