@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda_raw.h"
+#include "samples/kernels.h"
 #include "tessel/tessel.h"
 
 using namespace tessel;
@@ -44,34 +45,6 @@ Kernel empty_with_maps() {
 Kernel empty_with_pointers() {
   KernelBuilder k("empty_ptrs");
   for (const char* name : {"a", "b", "c"}) k.arg(ptr(bf16), name);
-  return must(k.build(), "build");
-}
-
-Kernel tile_copy(int bm, int bn) {
-  KernelBuilder k("tile_copy_" + std::to_string(bm) + "x" + std::to_string(bn));
-  Value src = k.tensor_map(bf16, {bm, bn}, "src"), dst = k.tensor_map(bf16, {bm, bn}, "dst");
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n");
-  Value tiles_n = cdiv(n, bn);
-  k.for_each_tile(cdiv(m, bm) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * bm, col = t % tiles_n * bn;
-    tma_store(dst, {row, col}, tma_load(src, {row, col}));  // [bm, bn] bf16, smem
-  });
-  return must(k.build(), "build");
-}
-
-Kernel matmul(const std::string& name) {
-  constexpr int kBM = 64, kBN = 64, kBK = 32;
-  KernelBuilder k(name);
-  Value a = k.tensor_map(bf16, {kBM, kBK}, "a"), b = k.tensor_map(bf16, {kBK, kBN}, "b");
-  Value c = k.tensor_map(f32, {kBM, kBN}, "c");
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
-  Value tiles_n = cdiv(n, kBN);
-  k.for_each_tile(cdiv(m, kBM) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * kBM, col = t % tiles_n * kBN;
-    Var acc = k.var(k.zeros({kBM, kBN}, f32));
-    k.for_range(0, kdim, kBK, [&](Value kk) { acc = dot(tma_load(a, {row, kk}), tma_load(b, {kk, col}), acc); });
-    tma_store(c, {row, col}, acc);
-  });
   return must(k.build(), "build");
 }
 
@@ -193,19 +166,19 @@ int main() {
   std::vector<double> cold;
   for (int i = 0; i < 5; ++i) {
     Clock::time_point t0 = Clock::now();
-    Kernel k = matmul("matmul_cold_" + std::to_string(i));
+    Kernel k = must(samples::matmul_kernel("matmul_cold_" + std::to_string(i)), "build");
     Function f = must(dev.compile(k), "compile");
     cold.push_back(seconds_since(t0) * 1e3);
   }
   std::sort(cold.begin(), cold.end());
   report("cold JIT of the persistent GEMM (builder -> loaded), median", cold[cold.size() / 2], "ms");
-  Kernel hot = matmul("matmul_cold_0");
+  Kernel hot = must(samples::matmul_kernel("matmul_cold_0"), "build");
   constexpr int kHits = 2000;
   Clock::time_point t0 = Clock::now();
   for (int i = 0; i < kHits; ++i) must(dev.compile(hot), "compile");
   report("JIT cache hit (compile of a built kernel)", seconds_since(t0) * 1e6 / kHits, "us", "target <= 20 us");
   t0 = Clock::now();
-  for (int i = 0; i < 200; ++i) must(dev.compile(matmul("matmul_cold_0")), "compile");
+  for (int i = 0; i < 200; ++i) must(dev.compile(must(samples::matmul_kernel("matmul_cold_0"), "build")), "compile");
   report("JIT cache hit including the builder", seconds_since(t0) * 1e6 / 200, "us");
 
   // ---- TMA tile copy bandwidth ------------------------------------------
@@ -246,7 +219,8 @@ int main() {
   double best_gbs = 0;
   std::string best_cfg;
   for (auto [bm, bn] : {std::pair{64, 128}, std::pair{128, 128}, std::pair{128, 64}}) {
-    Function copy = must(dev.compile(tile_copy(bm, bn)), "compile copy");
+    std::string name = "tile_copy_" + std::to_string(bm) + "x" + std::to_string(bn);
+    Function copy = must(dev.compile(must(samples::tile_copy_kernel(bm, bn, name), "build")), "compile copy");
     TensorMap ms = must(dev.tensor_map(bf16, src, {kM, kN}, {bm, bn}), "map");
     TensorMap md = must(dev.tensor_map(bf16, dst, {kM, kN}, {bm, bn}), "map");
     for (int per_sm : {4, 8, 16}) {

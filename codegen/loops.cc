@@ -31,4 +31,29 @@ void emit_if(llvm::IRBuilder<>& b, llvm::Value* cond, const std::function<void()
   b.SetInsertPoint(done);
 }
 
+void emit_bounded_poll(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& done,
+                       const std::function<llvm::Value*(llvm::Value*)>& give_up,
+                       const std::function<void()>& on_give_up) {
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b.getContext();
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  llvm::BasicBlock* poll = llvm::BasicBlock::Create(ctx, "wait.poll", fn);
+  llvm::BasicBlock* again = llvm::BasicBlock::Create(ctx, "wait.again", fn);
+  llvm::BasicBlock* expired = llvm::BasicBlock::Create(ctx, "wait.expired", fn);
+  llvm::BasicBlock* out = llvm::BasicBlock::Create(ctx, "wait.done", fn);
+  b.CreateBr(poll);
+  b.SetInsertPoint(poll);
+  llvm::PHINode* polls = b.CreatePHI(b.getInt64Ty(), 2);
+  polls->addIncoming(b.getInt64(0), pre);
+  b.CreateCondBr(done(), out, again);
+  b.SetInsertPoint(again);
+  llvm::Value* next = b.CreateAdd(polls, b.getInt64(1));
+  polls->addIncoming(next, b.GetInsertBlock());
+  b.CreateCondBr(give_up(next), expired, poll);
+  b.SetInsertPoint(expired);
+  on_give_up();
+  b.CreateBr(out);
+  b.SetInsertPoint(out);
+}
+
 }  // namespace tessel::codegen

@@ -15,4 +15,11 @@ void emit_loop(llvm::IRBuilder<>& b, llvm::Value* start, llvm::Value* end, llvm:
 // Runs `body` where `cond` holds; leaves `b` after it.
 void emit_if(llvm::IRBuilder<>& b, llvm::Value* cond, const std::function<void()>& body);
 
+// A wait that cannot hang: polls `done()` (an i1) until it holds; after each
+// failed poll `give_up(polls)` (an i1 from the i64 count of polls so far) may
+// end the wait, running `on_give_up()`. Leaves `b` after the wait.
+void emit_bounded_poll(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& done,
+                       const std::function<llvm::Value*(llvm::Value*)>& give_up,
+                       const std::function<void()>& on_give_up);
+
 }  // namespace tessel::codegen

@@ -83,28 +83,12 @@ llvm::Value* ViewLowering::reusable(llvm::Value* view, llvm::Value* batch) {
 void ViewLowering::wait(llvm::Value* view, llvm::Value* batch) {
   target_.single_thread(b_, [&] {
     emit_if(b_, checked(view, batch), [&] {
-      llvm::Function* fn = b_.GetInsertBlock()->getParent();
-      llvm::LLVMContext& ctx = b_.getContext();
       llvm::Value* limit = header_field(view, offsetof(ViewHeader, spin_limit), b_.getInt64Ty());
       llvm::Value* word = arrival_word(view, batch);
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      llvm::BasicBlock* poll = llvm::BasicBlock::Create(ctx, "wait.poll", fn);
-      llvm::BasicBlock* again = llvm::BasicBlock::Create(ctx, "wait.again", fn);
-      llvm::BasicBlock* timeout = llvm::BasicBlock::Create(ctx, "wait.timeout", fn);
-      llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "wait.done", fn);
-      b_.CreateBr(poll);
-      b_.SetInsertPoint(poll);
-      llvm::PHINode* n = b_.CreatePHI(b_.getInt64Ty(), 2);
-      n->addIncoming(b_.getInt64(0), pre);
-      b_.CreateCondBr(open(view, target_.load_acquire_sys(b_, word)), done, again);
-      b_.SetInsertPoint(again);
-      llvm::Value* next = b_.CreateAdd(n, b_.getInt64(1));
-      n->addIncoming(next, again);
-      b_.CreateCondBr(b_.CreateICmpUGE(next, limit), timeout, poll);
-      b_.SetInsertPoint(timeout);
-      target_.store_release_sys(b_, gate_word(view, batch, 3), b_.getInt64(kGateTimeout));
-      b_.CreateBr(done);
-      b_.SetInsertPoint(done);
+      emit_bounded_poll(
+          b_, [&] { return open(view, target_.load_acquire_sys(b_, word)); },
+          [&](llvm::Value* polls) { return b_.CreateICmpUGE(polls, limit); },
+          [&] { target_.store_release_sys(b_, gate_word(view, batch, 3), b_.getInt64(kGateTimeout)); });
     });
   });
   target_.program_barrier(b_);

@@ -4,40 +4,20 @@
 #include <cstdio>
 
 #include "common.h"
+#include "kernels.h"
 
 using namespace tessel;
 
-namespace {
-
-constexpr int kBM = 64, kBN = 64, kBK = 32;
-
-Kernel matmul() {
-  KernelBuilder k("matmul");
-  Value a = k.tensor_map(bf16, {kBM, kBK}, "a");  // A [M, K] bf16
-  Value b = k.tensor_map(bf16, {kBK, kBN}, "b");  // B [K, N] bf16
-  Value c = k.tensor_map(f32, {kBM, kBN}, "c");   // C [M, N] f32
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
-  Value tiles_n = cdiv(n, kBN);
-  k.for_each_tile(cdiv(m, kBM) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * kBM, col = t % tiles_n * kBN;
-    Var acc = k.var(k.zeros({kBM, kBN}, f32));  // [kBM, kBN] f32, registers
-    k.for_range(0, kdim, kBK, [&](Value kk) {
-      Value at = tma_load(a, {row, kk});  // [kBM, kBK] bf16, smem
-      Value bt = tma_load(b, {kk, col});  // [kBK, kBN] bf16, smem
-      acc = dot(at, bt, acc);
-    });
-    tma_store(c, {row, col}, acc);
-  });
-  return samples::value_or_die(k.build(), "build");
-}
-
-}  // namespace
+using samples::kMmBK;
+using samples::kMmBM;
+using samples::kMmBN;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  if (samples::emit_for_target(args, {matmul()})) return 0;
+  Kernel kernel = samples::value_or_die(samples::matmul_kernel(), "build");
+  if (samples::emit_for_target(args, {kernel})) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
-  Function fn = samples::value_or_die(device.compile(matmul(), samples::compile_options(args)), "compile");
+  Function fn = samples::value_or_die(device.compile(kernel, samples::compile_options(args)), "compile");
   if (!args.emit_dir.empty()) return 0;
 
   const int m = 1000, n = 712, k = 600;  // not multiples of the tiles; rows 16-byte aligned as TMA needs
@@ -54,9 +34,9 @@ int main(int argc, char** argv) {
   samples::ok_or_die(device.copy_to_device(da, ha.data(), ha.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(db, hb.data(), hb.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(dc, hc.data(), hc.size() * 4), "poison");
-  TensorMap ma = samples::value_or_die(device.tensor_map(bf16, da, {m, k}, {kBM, kBK}), "map a");
-  TensorMap mb = samples::value_or_die(device.tensor_map(bf16, db, {k, n}, {kBK, kBN}), "map b");
-  TensorMap mc = samples::value_or_die(device.tensor_map(f32, dc, {m, n}, {kBM, kBN}), "map c");
+  TensorMap ma = samples::value_or_die(device.tensor_map(bf16, da, {m, k}, {kMmBM, kMmBK}), "map a");
+  TensorMap mb = samples::value_or_die(device.tensor_map(bf16, db, {k, n}, {kMmBK, kMmBN}), "map b");
+  TensorMap mc = samples::value_or_die(device.tensor_map(f32, dc, {m, n}, {kMmBM, kMmBN}), "map c");
   samples::ok_or_die(fn.launch({.grid = device.num_compute_units()}, ma, mb, mc, m, n, k), "launch");
   samples::ok_or_die(device.copy_to_host(hc.data(), dc, hc.size() * 4), "copy back");
 

@@ -4,23 +4,13 @@
 #include <cstdio>
 
 #include "common.h"
+#include "kernels.h"
 
 using namespace tessel;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  constexpr int kBlock = 1024;  // cols <= kBlock
-  KernelBuilder k("softmax");
-  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
-  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
-  k.for_each_tile(rows, [&](Value row) {
-    Value offs = k.arange(0, kBlock);                                  // [kBlock] i32
-    Value mask = offs < cols;                                          // [kBlock] i1
-    Value v = load(x + row * cols + offs, mask, -INFINITY);            // [kBlock] f32
-    Value e = exp(v - max(v, 0));                                      // [kBlock] f32
-    store(y + row * cols + offs, e / sum(e, 0), mask);
-  });
-  Kernel kernel = samples::value_or_die(k.build(), "build");
+  Kernel kernel = samples::value_or_die(samples::softmax_kernel(), "build");
   if (samples::emit_for_target(args, {kernel})) return 0;
 
   Device device = samples::value_or_die(samples::open_device(args), "device");

@@ -4,50 +4,22 @@
 #include <cstdio>
 
 #include "common.h"
+#include "kernels.h"
 
 using namespace tessel;
 
-namespace {
-
-constexpr int kBM = 64, kBN = 128;
-
-Kernel tile_copy() {
-  KernelBuilder k("tile_copy");
-  Value src = k.tensor_map(bf16, {kBM, kBN}, "src");  // by-value descriptor
-  Value dst = k.tensor_map(bf16, {kBM, kBN}, "dst");
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n");
-  Value tiles_n = cdiv(n, kBN);
-  k.for_each_tile(cdiv(m, kBM) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * kBM, col = t % tiles_n * kBN;
-    tma_store(dst, {row, col}, tma_load(src, {row, col}));  // [kBM, kBN] bf16, smem
-  });
-  return samples::value_or_die(k.build(), "build tile_copy");
-}
-
-// dst[n, m] = src[m, n]: load a [kBM, kBN] box, store its transpose as a [kBN, kBM] box.
-Kernel tile_transpose() {
-  KernelBuilder k("tile_transpose");
-  Value src = k.tensor_map(bf16, {kBM, kBN}, "src");
-  Value dst = k.tensor_map(bf16, {kBN, kBM}, "dst");
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n");
-  Value tiles_n = cdiv(n, kBN);
-  k.for_each_tile(cdiv(m, kBM) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * kBM, col = t % tiles_n * kBN;
-    Value tile = tma_load(src, {row, col});    // [kBM, kBN] bf16, smem
-    tma_store(dst, {col, row}, trans(tile));  // [kBN, kBM] bf16
-  });
-  return samples::value_or_die(k.build(), "build tile_transpose");
-}
-
-}  // namespace
+using samples::kCopyBM;
+using samples::kCopyBN;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  if (samples::emit_for_target(args, {tile_copy(), tile_transpose()})) return 0;
+  Kernel copy_kernel = samples::value_or_die(samples::tile_copy_kernel(), "build tile_copy");
+  Kernel transpose_kernel = samples::value_or_die(samples::tile_transpose_kernel(), "build tile_transpose");
+  if (samples::emit_for_target(args, {copy_kernel, transpose_kernel})) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
-  Function copy = samples::value_or_die(device.compile(tile_copy(), samples::compile_options(args)), "compile");
+  Function copy = samples::value_or_die(device.compile(copy_kernel, samples::compile_options(args)), "compile");
   Function transpose =
-      samples::value_or_die(device.compile(tile_transpose(), samples::compile_options(args)), "compile");
+      samples::value_or_die(device.compile(transpose_kernel, samples::compile_options(args)), "compile");
   if (!args.emit_dir.empty()) return 0;
 
   std::mt19937 gen(args.seed);
@@ -61,8 +33,8 @@ int main(int argc, char** argv) {
   samples::ok_or_die(device.copy_to_device(src, host.data(), bytes), "copy");
   std::vector<uint16_t> out(host.size(), 0xFFFF);  // poison: a NaN pattern no input has
 
-  TensorMap src_map = samples::value_or_die(device.tensor_map(bf16, src, {m, n}, {kBM, kBN}), "src map");
-  TensorMap dst_map = samples::value_or_die(device.tensor_map(bf16, dst, {m, n}, {kBM, kBN}), "dst map");
+  TensorMap src_map = samples::value_or_die(device.tensor_map(bf16, src, {m, n}, {kCopyBM, kCopyBN}), "src map");
+  TensorMap dst_map = samples::value_or_die(device.tensor_map(bf16, dst, {m, n}, {kCopyBM, kCopyBN}), "dst map");
   samples::ok_or_die(device.copy_to_device(dst, out.data(), bytes), "poison");
   samples::ok_or_die(copy.launch({.grid = device.num_compute_units()}, src_map, dst_map, m, n), "launch copy");
   samples::ok_or_die(device.copy_to_host(out.data(), dst, bytes), "copy back");
@@ -70,7 +42,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < host.size(); ++i) bad += out[i] != host[i];
   std::printf("tile_copy %dx%d bf16 on %s: %zu wrong elements\n", m, n, device.name().c_str(), bad);
 
-  TensorMap t_map = samples::value_or_die(device.tensor_map(bf16, dst, {n, m}, {kBN, kBM}), "transposed map");
+  TensorMap t_map = samples::value_or_die(device.tensor_map(bf16, dst, {n, m}, {kCopyBN, kCopyBM}), "transposed map");
   std::fill(out.begin(), out.end(), 0xFFFF);
   samples::ok_or_die(device.copy_to_device(dst, out.data(), bytes), "poison");
   samples::ok_or_die(transpose.launch({.grid = device.num_compute_units()}, src_map, t_map, m, n), "launch transpose");

@@ -1,20 +1,14 @@
-// z = x + y over n floats, one block of 1024 per program.
+// z = x + y over n floats (samples/kernels.h has the kernel).
 #include <cstdio>
 
 #include "common.h"
+#include "kernels.h"
 
 using namespace tessel;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  constexpr int kBlock = 1024;
-  KernelBuilder k("vector_add");
-  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y"), z = k.arg(ptr(f32), "z");
-  Value n = k.arg(i32, "n");
-  Value offs = k.program_id() * kBlock + k.arange(0, kBlock);  // [kBlock] i32
-  Value mask = offs < n;                                      // [kBlock] i1
-  store(z + offs, load(x + offs, mask, 0.0) + load(y + offs, mask, 0.0), mask);
-  Kernel kernel = samples::value_or_die(k.build(), "build");
+  Kernel kernel = samples::value_or_die(samples::vector_add_kernel(), "build");
   if (samples::emit_for_target(args, {kernel})) return 0;
 
   Device device = samples::value_or_die(samples::open_device(args), "device");
@@ -33,7 +27,7 @@ int main(int argc, char** argv) {
   samples::ok_or_die(device.copy_to_device(bx, hx.data(), bytes), "copy");
   samples::ok_or_die(device.copy_to_device(by, hy.data(), bytes), "copy");
   samples::ok_or_die(device.copy_to_device(bz, hz.data(), bytes), "copy");
-  samples::ok_or_die(fn.launch({.grid = (count + kBlock - 1) / kBlock}, bx, by, bz, count), "launch");
+  samples::ok_or_die(fn.launch({.grid = (count + samples::kAddBlock - 1) / samples::kAddBlock}, bx, by, bz, count), "launch");
   samples::ok_or_die(device.copy_to_host(hz.data(), bz, bytes), "copy back");
 
   std::vector<double> want(count);

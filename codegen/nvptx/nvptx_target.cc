@@ -277,23 +277,15 @@ class NvptxTarget final : public TargetInfo {
   // Polls `done` (an i32, nonzero when done) until it holds or the time
   // limit passes; then records kDeviceTimeout in tessel_error.
   void bounded_wait(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& done) {
-    llvm::LLVMContext& ctx = b.getContext();
-    llvm::Value* start = inline_asm(b, b.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {});
-    llvm::BasicBlock* poll = llvm::BasicBlock::Create(ctx, "wait", fn_);
-    llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "wait.check", fn_);
-    llvm::BasicBlock* timeout = llvm::BasicBlock::Create(ctx, "wait.timeout", fn_);
-    llvm::BasicBlock* out = llvm::BasicBlock::Create(ctx, "wait.done", fn_);
-    b.CreateBr(poll);
-    b.SetInsertPoint(poll);
-    b.CreateCondBr(b.CreateICmpNE(done(), b.getInt32(0)), out, check);
-    b.SetInsertPoint(check);
-    llvm::Value* now = inline_asm(b, b.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {});
-    b.CreateCondBr(b.CreateICmpUGT(b.CreateSub(now, start), b.getInt64(kWaitLimitNs)), timeout, poll);
-    b.SetInsertPoint(timeout);
-    b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, error_, b.getInt32(1), llvm::MaybeAlign(4),
-                      llvm::AtomicOrdering::Monotonic);
-    b.CreateBr(out);
-    b.SetInsertPoint(out);
+    auto now = [&] { return inline_asm(b, b.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {}); };
+    llvm::Value* start = now();
+    emit_bounded_poll(
+        b, [&] { return b.CreateICmpNE(done(), b.getInt32(0)); },
+        [&](llvm::Value*) { return b.CreateICmpUGT(b.CreateSub(now(), start), b.getInt64(kWaitLimitNs)); },
+        [&] {
+          b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, error_, b.getInt32(1), llvm::MaybeAlign(4),
+                            llvm::AtomicOrdering::Monotonic);
+        });
   }
 
   std::unique_ptr<llvm::TargetMachine> tm_;

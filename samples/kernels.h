@@ -1,0 +1,104 @@
+// The samples' kernels, built in one place: the samples run them, the GPU
+// suites run them on cuda:0 and the host to compare, the GPU benchmark times
+// them. Each returns the builder's result.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dsl/builder.h"
+#include "dsl/ops.h"
+
+namespace samples {
+
+using namespace tessel;  // NOLINT: kernels read like the DSL's documentation
+
+inline constexpr int kAddBlock = 1024;
+
+// z = x + y over n floats, one block of kAddBlock per program, masked past n.
+inline absl::StatusOr<Kernel> vector_add_kernel(std::string name = "vector_add") {
+  KernelBuilder k(std::move(name));
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y"), z = k.arg(ptr(f32), "z");
+  Value n = k.arg(i32, "n");
+  Value offs = k.program_id() * kAddBlock + k.arange(0, kAddBlock);  // [kAddBlock] i32
+  Value mask = offs < n;                                             // [kAddBlock] i1
+  store(z + offs, load(x + offs, mask, 0.0) + load(y + offs, mask, 0.0), mask);
+  return k.build();
+}
+
+inline constexpr int kSoftmaxBlock = 1024;  // cols <= kSoftmaxBlock
+
+// Row softmax of an f32 [rows, cols] matrix, persistent over rows, with the
+// row's maximum subtracted for stability (a reduction, then a second one).
+inline absl::StatusOr<Kernel> softmax_kernel() {
+  KernelBuilder k("softmax");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  k.for_each_tile(rows, [&](Value row) {
+    Value offs = k.arange(0, kSoftmaxBlock);                 // [B] i32
+    Value mask = offs < cols;                                // [B] i1
+    Value v = load(x + row * cols + offs, mask, -INFINITY);  // [B] f32
+    Value e = exp(v - max(v, 0));                            // [B] f32
+    store(y + row * cols + offs, e / sum(e, 0), mask);
+  });
+  return k.build();
+}
+
+inline constexpr int kCopyBM = 64, kCopyBN = 128;
+
+// Persistent TMA copy of a bf16 [m, n] matrix in [bm, bn] boxes; boxes past
+// the edges read zeros and are clipped on store.
+inline absl::StatusOr<Kernel> tile_copy_kernel(int bm = kCopyBM, int bn = kCopyBN, std::string name = "tile_copy") {
+  KernelBuilder k(std::move(name));
+  Value src = k.tensor_map(bf16, {bm, bn}, "src");  // by-value descriptors
+  Value dst = k.tensor_map(bf16, {bm, bn}, "dst");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n");
+  Value tiles_n = cdiv(n, bn);
+  k.for_each_tile(cdiv(m, bm) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * bm, col = t % tiles_n * bn;
+    tma_store(dst, {row, col}, tma_load(src, {row, col}));  // [bm, bn] bf16, smem
+  });
+  return k.build();
+}
+
+// dst[n, m] = src[m, n]: a [kCopyBM, kCopyBN] box in, its transpose out.
+inline absl::StatusOr<Kernel> tile_transpose_kernel() {
+  KernelBuilder k("tile_transpose");
+  Value src = k.tensor_map(bf16, {kCopyBM, kCopyBN}, "src");
+  Value dst = k.tensor_map(bf16, {kCopyBN, kCopyBM}, "dst");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n");
+  Value tiles_n = cdiv(n, kCopyBN);
+  k.for_each_tile(cdiv(m, kCopyBM) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * kCopyBM, col = t % tiles_n * kCopyBN;
+    Value tile = tma_load(src, {row, col});   // [BM, BN] bf16, smem
+    tma_store(dst, {col, row}, trans(tile));  // [BN, BM] bf16
+  });
+  return k.build();
+}
+
+inline constexpr int kMmBM = 64, kMmBN = 64, kMmBK = 32;
+
+// Persistent C = A @ B: bf16 inputs, f32 accumulation and output. Each
+// program walks output tiles, loading [BM, BK] and [BK, BN] boxes with TMA.
+inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") {
+  KernelBuilder k(std::move(name));
+  Value a = k.tensor_map(bf16, {kMmBM, kMmBK}, "a");  // A [M, K] bf16
+  Value b = k.tensor_map(bf16, {kMmBK, kMmBN}, "b");  // B [K, N] bf16
+  Value c = k.tensor_map(f32, {kMmBM, kMmBN}, "c");   // C [M, N] f32
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
+  Value tiles_n = cdiv(n, kMmBN);
+  k.for_each_tile(cdiv(m, kMmBM) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * kMmBM, col = t % tiles_n * kMmBN;
+    Var acc = k.var(k.zeros({kMmBM, kMmBN}, f32));  // [BM, BN] f32
+    k.for_range(0, kdim, kMmBK, [&](Value kk) {
+      Value at = tma_load(a, {row, kk});  // [BM, BK] bf16, smem
+      Value bt = tma_load(b, {kk, col});  // [BK, BN] bf16, smem
+      acc = dot(at, bt, acc);
+    });
+    tma_store(c, {row, col}, acc);
+  });
+  return k.build();
+}
+
+}  // namespace samples
