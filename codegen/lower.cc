@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/affine.h"
+#include "codegen/layout.h"
 #include "codegen/loops.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/views.h"
@@ -205,18 +206,23 @@ class Lowering {
   // A scalar's value, or a tile's buffer (written from registers when the
   // tile is held there; kept when this is the block that defines the tile).
   llvm::Value* val(int id) {
-    if (vals_[id] != nullptr || regs_[id].empty()) return vals_[id];
+    if (vals_[id] != nullptr || regs_[id].slots.empty()) return vals_[id];
     const Type& t = ir_.type(id);
+    const RegTile& r = regs_[id];
     llvm::Value* buf = new_buffer(t);
-    for (int64_t slot = 0; slot < slots(t); ++slot) {
-      guarded(slot_valid(t, slot), [&] { store_elem(buf, t, element_of(slot), regs_[id][slot]); });
+    for (int64_t slot = 0; slot < r.layout->slots(); ++slot) {
+      guarded(r.layout->valid(b_, thread_, slot),
+              [&] { store_elem(buf, t, r.layout->element(b_, thread_, slot), r.slots[slot]); });
     }
     target_.program_barrier(b_);
     if (ir_.values[id].def_block == block_) vals_[id] = buf;
     return buf;
   }
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
-  void set_regs(const Op& o, std::vector<llvm::Value*> r) { regs_[o.results[0]] = std::move(r); }
+  // Results of register-tile ops take the default layout of their type.
+  void set_regs(const Op& o, std::vector<llvm::Value*> r) {
+    regs_[o.results[0]] = {layout(ir_.type(o.results[0])), std::move(r)};
+  }
 
   // ---- Addresses of pointer tiles ----------------------------------------------
   // The address of element i (linear, i64) of pointer tile `id`: computed
@@ -253,38 +259,48 @@ class Lowering {
     if (!affine_[id]) return regs(id);
     std::function<llvm::Value*(llvm::Value*)> address = addresses(id);
     std::vector<llvm::Value*> out;
-    for (int64_t slot = 0; slot < slots(ir_.type(id)); ++slot) out.push_back(address(element_of(slot)));
+    const Type& t = ir_.type(id);
+    for (int64_t slot = 0; slot < slots(t); ++slot) out.push_back(address(element_of(t, slot)));
     return out;
   }
 
   // ---- Register tiles ---------------------------------------------------------
   // On targets whose programs have several threads, elementwise ops, splat,
-  // arange and loads and stores through pointer tiles keep tiles in
-  // registers: element e lives in thread e % T, slot e / T (a blocked layout,
-  // one element per thread and step, so that a warp's accesses coalesce).
-  // Ops that move elements between threads (broadcast, trans, reductions,
-  // dot, TMA, loop-carried values) read buffers in shared memory, which
-  // val() writes from the registers: the conversion through shared memory.
+  // arange, loads and stores through pointer tiles and whole-tile reductions
+  // keep tiles in registers, spread over the threads by a Layout
+  // (codegen/layout.h); each tile type's default is blocked with one element
+  // per thread and step, so that a warp's accesses coalesce. Ops that move
+  // elements between threads (broadcast, trans, row reductions, dot, TMA,
+  // loop-carried values) read buffers in shared memory, which val() writes
+  // from the registers: the conversion through shared memory, also taken
+  // between two register layouts.
   static constexpr int64_t kMaxSlots = 64;  // larger tiles stay in shared memory
   bool in_registers(const Type& t) const {
     return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
   }
-  int64_t slots(const Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
-  llvm::Value* element_of(int64_t slot) { return b_.CreateAdd(thread_, b_.getInt64(slot * threads_)); }
-  // Whether the slot holds an element (nullptr: always).
-  llvm::Value* slot_valid(const Type& t, int64_t slot) {
-    if ((slot + 1) * threads_ <= t.numel()) return nullptr;
-    return b_.CreateICmpULT(element_of(slot), b_.getInt64(t.numel()));
+  // The default layout of a tile type: blocked, one element per thread and step.
+  const std::shared_ptr<const Layout>& layout(const Type& t) {
+    std::shared_ptr<const Layout>& l = layouts_[t.numel()];
+    if (l == nullptr) l = blocked_layout(t.numel(), threads_);
+    return l;
   }
-  // A tile's elements of this thread, loaded from its buffer if need be.
+  int64_t slots(const Type& t) { return layout(t)->slots(); }
+  llvm::Value* element_of(const Type& t, int64_t slot) { return layout(t)->element(b_, thread_, slot); }
+  // Whether the slot holds an element (nullptr: always).
+  llvm::Value* slot_valid(const Type& t, int64_t slot) { return layout(t)->valid(b_, thread_, slot); }
+  // A tile's elements of this thread in its type's default layout: its own
+  // registers, or loaded from its buffer (written there first when the
+  // registers have another layout).
   std::vector<llvm::Value*> regs(int id) {
-    if (!regs_[id].empty()) return regs_[id];
     const Type& t = ir_.type(id);
+    const std::shared_ptr<const Layout>& want = layout(t);
+    if (!regs_[id].slots.empty() && regs_[id].layout->same_as(*want)) return regs_[id].slots;
+    llvm::Value* buf = val(id);
     std::vector<llvm::Value*> out;
-    for (int64_t slot = 0; slot < slots(t); ++slot) {
-      llvm::Value* e = element_of(slot);
-      if (slot_valid(t, slot) != nullptr) e = b_.CreateSelect(slot_valid(t, slot), e, b_.getInt64(t.numel() - 1));
-      out.push_back(load_elem(vals_[id], t, e));
+    for (int64_t slot = 0; slot < want->slots(); ++slot) {
+      llvm::Value* e = want->element(b_, thread_, slot);
+      if (llvm::Value* ok = want->valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(t.numel() - 1));
+      out.push_back(load_elem(buf, t, e));
     }
     return out;
   }
@@ -344,7 +360,7 @@ class Lowering {
         if (in_registers(rt)) {
           std::vector<llvm::Value*> out;
           for (int64_t slot = 0; slot < slots(rt); ++slot) {
-            out.push_back(b_.CreateTrunc(b_.CreateAdd(element_of(slot), b_.getInt64(o.ints[0])), b_.getInt32Ty()));
+            out.push_back(b_.CreateTrunc(b_.CreateAdd(element_of(rt, slot), b_.getInt64(o.ints[0])), b_.getInt32Ty()));
           }
           set_regs(o, std::move(out));
           return absl::OkStatus();
@@ -370,8 +386,8 @@ class Lowering {
       case OpCode::kExpandDims: case OpCode::kReshape:
         // The same elements in the same row-major order: the same buffer, or
         // the same registers (the layout depends on the element count only).
-        if (!regs_[o.operands[0]].empty()) {
-          set_regs(o, regs_[o.operands[0]]);
+        if (!regs_[o.operands[0]].slots.empty()) {
+          regs_[o.results[0]] = regs_[o.operands[0]];
         } else {
           set(o, val(o.operands[0]));
         }
@@ -886,7 +902,12 @@ class Lowering {
   llvm::BasicBlock* entry_ = nullptr;
   llvm::Instruction* alloca_point_ = nullptr;
   std::vector<llvm::Value*> vals_;
-  std::vector<std::vector<llvm::Value*>> regs_;  // a register tile's slots; empty for buffers
+  struct RegTile {
+    std::shared_ptr<const Layout> layout;
+    std::vector<llvm::Value*> slots;  // empty: the tile is a buffer
+  };
+  std::vector<RegTile> regs_;
+  std::map<int64_t, std::shared_ptr<const Layout>> layouts_;  // default layouts by element count
   std::vector<std::optional<Affine>> affine_;     // per value: its affine form, if it has one
   int threads_ = 0;                // threads of a program holding register tiles; 0: none
   llvm::Value* thread_ = nullptr;  // this thread's index (i64)
