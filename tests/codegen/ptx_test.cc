@@ -147,6 +147,15 @@ TEST(Ptx, RejectsSwizzledMapsForNow) {
   EXPECT_THAT(code.status().message(), HasSubstr("tensor map 'src' is swizzled"));
 }
 
+TEST(Ptx, RejectsF64TranscendentalsItCannotLower) {
+  KernelBuilder k("exp64");
+  Value x = k.arg(ptr(f64), "x");
+  store(x, exp(load(x)));
+  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(code.status().message(), HasSubstr("exp of f64 has no NVPTX lowering yet (cast to f32)"));
+}
+
 TEST(Ptx, RejectsChipsWithoutTma) {
   CompileOptions options;
   options.arch = "sm_80";
