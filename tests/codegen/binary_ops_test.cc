@@ -59,24 +59,6 @@ Value apply(Bin op, const Value& a, const Value& b) {
   return Value();
 }
 
-Value apply(Cmp op, const Value& a, const Value& b) {
-  switch (op) {
-    case Cmp::kEq:
-      return a == b;
-    case Cmp::kNe:
-      return a != b;
-    case Cmp::kLt:
-      return a < b;
-    case Cmp::kLe:
-      return a <= b;
-    case Cmp::kGt:
-      return a > b;
-    case Cmp::kGe:
-      return a >= b;
-  }
-  return Value();
-}
-
 // Integer semantics: wrapping arithmetic, x/0 = -1, x%0 = x, MIN/-1 = MIN,
 // MIN%-1 = 0, and shift amounts (read as unsigned) of the width or more give
 // 0, or the sign for an arithmetic right shift.
@@ -157,8 +139,10 @@ T reference(Bin op, T x, T y) {
     return int_reference(op, x, y);
 }
 
+// A comparison on tessel Values (building the kernel) or on numbers (the
+// reference): one switch for both.
 template <class V>
-bool compare(Cmp op, V a, V b) {
+auto compare(Cmp op, const V& a, const V& b) -> decltype(a == b) {
   switch (op) {
     case Cmp::kEq:
       return a == b;
@@ -173,7 +157,7 @@ bool compare(Cmp op, V a, V b) {
     case Cmp::kGe:
       return a >= b;
   }
-  return false;
+  return decltype(a == b)();
 }
 
 // Ordered comparisons (false on NaN) but != (true on NaN), as in C++.
@@ -244,7 +228,7 @@ TYPED_TEST(BinaryOpsTest, TilesMatchTheReference) {
   Value mask = offs < n;
   Value xv = load(x + offs, mask, 0), yv = load(y + offs, mask, 0);  // [256]
   for (size_t j = 0; j < ops.size(); ++j) store(out + static_cast<int>(j) * ld + offs, apply(ops[j], xv, yv), mask);
-  for (int j = 0; j < 6; ++j) store(cmp + j * ld + offs, apply(kCmps[j], xv, yv), mask);
+  for (int j = 0; j < 6; ++j) store(cmp + j * ld + offs, compare(kCmps[j], xv, yv), mask);
 
   std::vector<std::pair<T, T>> edges = edge_pairs<T>();
   const int n_value = static_cast<int>(edges.size() + rng.uniform(1, 4 * kBlock));
