@@ -1,0 +1,256 @@
+// Loads, stores and atomics: through pointer tiles (affine ones compute
+// their addresses), from registers or shared-memory buffers, with masks.
+#include "codegen/loops.h"
+#include "codegen/lowering.h"
+#include "dsl/ops.h"
+#include "dsl/status.h"
+
+namespace tessel::codegen {
+
+using llvm::IRBuilder;
+
+std::function<llvm::Value*(llvm::Value*)> Lowering::addresses(int id) {
+  const Type& t = ir_.type(id);
+  if (!affine_[id]) {
+    llvm::Value* buf = val(id);
+    return [this, buf, t](llvm::Value* i) { return load_elem(buf, t, i); };
+  }
+  const Affine& a = *affine_[id];
+  llvm::Value* base = affine_base(a, t);
+  std::vector<int64_t> st = strides(t.shape());
+  return [this, base, a, st, t](llvm::Value* i) {
+    llvm::Value* offset = b_.getInt64(0);
+    for (size_t d = 0; d < st.size(); ++d) {
+      if (a.strides[d] == 0) continue;
+      llvm::Value* idx = b_.CreateURem(b_.CreateUDiv(i, b_.getInt64(st[d])), b_.getInt64(t.shape()[d]));
+      offset = b_.CreateAdd(offset, b_.CreateMul(idx, b_.getInt64(a.strides[d])));
+    }
+    return b_.CreateGEP(elem_mem_type(Type(t.dtype())), base, offset);
+  };
+}
+
+llvm::Value* Lowering::affine_base(const Affine& a, const Type& t) {
+  llvm::Value* offset = b_.getInt64(a.constant);
+  for (auto [v, c] : a.terms) {
+    llvm::Value* x = b_.CreateIntCast(val(v), b_.getInt64Ty(), ir_.type(v).dtype().is_signed());
+    offset = b_.CreateAdd(offset, b_.CreateMul(x, b_.getInt64(c)));
+  }
+  return b_.CreateGEP(elem_mem_type(Type(t.dtype())), val(a.pointer), offset);
+}
+
+std::vector<llvm::Value*> Lowering::register_addresses(int id) {
+  if (!affine_[id]) return regs(id);
+  std::function<llvm::Value*(llvm::Value*)> address = addresses(id);
+  std::vector<llvm::Value*> out;
+  const Type& t = ir_.type(id);
+  for (int64_t slot = 0; slot < slots(t); ++slot) out.push_back(address(element_of(t, slot)));
+  return out;
+}
+
+absl::Status Lowering::load(const Op& o, const Type& rt) {
+  const Type& pt = ir_.type(o.operands[0]);
+  llvm::Type* mt = elem_mem_type(rt);
+  bool masked = o.operands.size() == 3;
+  auto one = [&](llvm::Value* p, llvm::Value* mask, llvm::Value* other_addr) {
+    if (mask != nullptr) p = b_.CreateSelect(mask, p, other_addr);
+    llvm::Value* v = b_.CreateLoad(mt, p);
+    return mt == elem_type(rt) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
+  };
+  if (!pt.is_tile()) {
+    llvm::Value* other_addr = nullptr;
+    if (masked) {
+      IRBuilder<> eb(alloca_point_);
+      other_addr = eb.CreateAlloca(mt);
+      llvm::Value* other = val(o.operands[2]);
+      b_.CreateStore(mt == other->getType() ? other : b_.CreateZExt(other, mt), other_addr);
+    }
+    set(o, one(val(o.operands[0]), masked ? val(o.operands[1]) : nullptr, other_addr));
+    return absl::OkStatus();
+  }
+  if (in_registers(rt)) return load_registers(o, rt);
+  std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
+  llvm::Value* masks = masked ? val(o.operands[1]) : nullptr;
+  llvm::Value* others = masked ? val(o.operands[2]) : nullptr;
+  bool affine = affine_[o.operands[0]].has_value();
+  llvm::Value* out = new_buffer(rt);
+  tile_loop(rt.numel(), [&](llvm::Value* i) {
+    llvm::Value* p = address(i);
+    llvm::Value* mask = masked ? load_elem(masks, ir_.type(o.operands[1]), i) : nullptr;
+    if (masked && affine) {
+      // Computed addresses: a guarded load, which the vectorizer turns into
+      // a masked vector load.
+      llvm::Value* other = load_elem(others, rt, i);
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      llvm::Value* loaded = nullptr;
+      llvm::BasicBlock* in = nullptr;
+      emit_if(b_, mask, [&] {
+        loaded = one(p, nullptr, nullptr);
+        in = b_.GetInsertBlock();
+      });
+      llvm::PHINode* v = b_.CreatePHI(other->getType(), 2);
+      v->addIncoming(loaded, in);
+      v->addIncoming(other, pre);
+      store_elem(out, rt, i, v);
+      return;
+    }
+    llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, others, i) : nullptr;
+    store_elem(out, rt, i, one(p, mask, other_addr));
+  });
+  set(o, out);
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
+  bool masked = o.operands.size() == 3;
+  llvm::Type* mt = elem_mem_type(rt);
+  std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0]);
+  std::vector<llvm::Value*> masks = masked ? regs(o.operands[1]) : std::vector<llvm::Value*>();
+  std::vector<llvm::Value*> others = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
+  llvm::Value* dummy = nullptr;
+  {
+    IRBuilder<> eb(alloca_point_);
+    dummy = eb.CreateAlloca(b_.getInt64Ty());
+    eb.CreateStore(eb.getInt64(0), dummy);
+  }
+  std::vector<llvm::Value*> out;
+  for (int64_t slot = 0; slot < slots(rt); ++slot) {
+    llvm::Value* ok = slot_valid(rt, slot);
+    if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
+    llvm::Value* p = ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy);
+    llvm::Value* v = b_.CreateLoad(mt, p);
+    if (mt != elem_type(rt)) v = b_.CreateTrunc(v, b_.getInt1Ty());
+    if (masked) v = b_.CreateSelect(ok, v, others[slot]);
+    out.push_back(v);
+  }
+  set_regs(o, std::move(out));
+  return absl::OkStatus();
+}
+
+void Lowering::guarded(llvm::Value* mask, const std::function<void()>& body) {
+  if (mask == nullptr) {
+    body();
+  } else {
+    emit_if(b_, mask, body);
+  }
+}
+
+absl::Status Lowering::store(const Op& o) {
+  const Type& pt = ir_.type(o.operands[0]);
+  const Type& vt = ir_.type(o.operands[1]);
+  bool masked = o.operands.size() == 3;
+  llvm::Type* mt = elem_mem_type(vt);
+  auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) {
+    guarded(mask, [&] { b_.CreateStore(mt == v->getType() ? v : b_.CreateZExt(v, mt), p); });
+  };
+  if (!pt.is_tile()) {
+    one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
+    return absl::OkStatus();
+  }
+  if (in_registers(pt)) {
+    std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0]), values = regs(o.operands[1]);
+    std::vector<llvm::Value*> masks = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
+    for (int64_t slot = 0; slot < slots(pt); ++slot) {
+      llvm::Value* ok = slot_valid(pt, slot);
+      if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
+      one(ptrs[slot], values[slot], ok);
+    }
+    return absl::OkStatus();
+  }
+  std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
+  llvm::Value* values = val(o.operands[1]);
+  llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
+  tile_loop(pt.numel(), [&](llvm::Value* i) {
+    one(address(i), load_elem(values, vt, i), masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::atomic(const Op& o, const Type& rt) {
+  const Type& pt = ir_.type(o.operands[0]);
+  DType d = rt.dtype();
+  auto kind = static_cast<AtomicOp>(o.ints[0]);
+  llvm::AtomicRMWInst::BinOp bin;
+  switch (kind) {
+    case AtomicOp::kAdd:
+      bin = d.is_float() ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
+      break;
+    case AtomicOp::kMin:
+      bin = d.is_signed() ? llvm::AtomicRMWInst::Min : llvm::AtomicRMWInst::UMin;
+      break;
+    case AtomicOp::kMax:
+      bin = d.is_signed() ? llvm::AtomicRMWInst::Max : llvm::AtomicRMWInst::UMax;
+      break;
+    case AtomicOp::kAnd:
+      bin = llvm::AtomicRMWInst::And;
+      break;
+    case AtomicOp::kOr:
+      bin = llvm::AtomicRMWInst::Or;
+      break;
+    case AtomicOp::kXor:
+      bin = llvm::AtomicRMWInst::Xor;
+      break;
+    default:
+      bin = llvm::AtomicRMWInst::Xchg;
+      break;
+  }
+  bool masked = o.operands.size() == 3;
+  llvm::Type* t = reg_type(d);
+  // f16 and bf16 values are i16 bits: their atomic add is a compare-and-swap
+  // loop around the same rounded add as elementwise code (an atomicrmw fadd
+  // of half/bfloat needs libcalls such as __truncsfbf2 on x86, which a JIT-ed
+  // kernel cannot count on finding).
+  auto rmw = [&](llvm::Value* p, llvm::Value* v) -> llvm::Value* {
+    if (!(is_narrow_float(d) && kind == AtomicOp::kAdd)) {
+      return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease);
+    }
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(2));
+    first->setAtomic(llvm::AtomicOrdering::Monotonic);
+    llvm::BasicBlock* retry = llvm::BasicBlock::Create(ctx_, "atomic.retry", fn_);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
+    b_.CreateBr(retry);
+    b_.SetInsertPoint(retry);
+    llvm::PHINode* old = b_.CreatePHI(t, 2);
+    old->addIncoming(first, pre);
+    auto* cx = b_.CreateAtomicCmpXchg(p, old, ops_.binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(2),
+                                      llvm::AtomicOrdering::AcquireRelease, llvm::AtomicOrdering::Monotonic);
+    old->addIncoming(b_.CreateExtractValue(cx, 0), retry);
+    b_.CreateCondBr(b_.CreateExtractValue(cx, 1), done, retry);
+    b_.SetInsertPoint(done);
+    return old;
+  };
+  // A masked-off lane returns 0 and touches nothing.
+  auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
+    if (mask == nullptr) return rmw(p, v);
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    llvm::Value* old = nullptr;
+    llvm::BasicBlock* in = nullptr;
+    guarded(mask, [&] {
+      old = rmw(p, v);
+      in = b_.GetInsertBlock();
+    });
+    llvm::PHINode* phi = b_.CreatePHI(t, 2);
+    phi->addIncoming(old, in);
+    phi->addIncoming(llvm::Constant::getNullValue(t), pre);
+    return phi;
+  };
+  if (!pt.is_tile()) {
+    // One thread of the program does a scalar atomic; all see its result.
+    set(o, target_.uniform(
+               b_, [&] { return one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr); }));
+    return absl::OkStatus();
+  }
+  llvm::Value* ptrs = val(o.operands[0]);
+  llvm::Value* values = val(o.operands[1]);
+  llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
+  llvm::Value* out = new_buffer(rt);
+  tile_loop(pt.numel(), [&](llvm::Value* i) {
+    llvm::Value* r = one(load_elem(ptrs, pt, i), load_elem(values, rt, i),
+                         masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
+    store_elem(out, rt, i, r);
+  });
+  set(o, out);
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen

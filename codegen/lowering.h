@@ -1,0 +1,222 @@
+// Internal: the lowering of kernel IR to LLVM IR, one instance per
+// compilation. lower.cc holds the driver, arithmetic, tiles and control
+// flow; lower_memory.cc the loads, stores and atomics.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/affine.h"
+#include "codegen/layout.h"
+#include "codegen/lower.h"
+#include "codegen/scalar_ops.h"
+#include "codegen/target_info.h"
+#include "dsl/ir.h"
+
+namespace tessel::codegen {
+
+class Lowering {
+ public:
+  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx)
+      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_, target) {}
+
+  absl::StatusOr<LoweredKernel> run();
+
+ private:
+  // ---- Types -------------------------------------------------------------
+  llvm::Type* reg_type(DType d) { return ops_.reg_type(d); }
+  llvm::Type* ptr_type() { return llvm::PointerType::get(ctx_, target_.global_address_space()); }
+  // The register type of a scalar, pointer, or a tile's element.
+  llvm::Type* elem_type(const Type& t) {
+    if (t.is_pointer() || (t.is_tile() && t.elements_are_pointers())) return ptr_type();
+    return reg_type(t.dtype());
+  }
+  // In memory an i1 takes a byte.
+  llvm::Type* elem_mem_type(const Type& t) {
+    llvm::Type* r = elem_type(t);
+    return r->isIntegerTy(1) ? b_.getInt8Ty() : r;
+  }
+
+  // Each tma_load op gets an mbarrier at the start of shared memory, set up
+  // once per kernel, and a phase bit that flips with each use.
+  void reserve_tma_barriers();
+
+  // ---- Buffers and loops ---------------------------------------------------
+  // Shared memory is handed out per block: what a block allocates is free
+  // again when it ends (values never outlive their block but through yields,
+  // which copy). Host tiles other than TMA boxes live on the stack.
+  llvm::Value* smem_alloc(int64_t bytes) {
+    int64_t offset = (smem_top_ + 127) / 128 * 128;
+    smem_top_ = offset + bytes;
+    smem_peak_ = std::max(smem_peak_, smem_top_);
+    return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
+  }
+  llvm::Value* new_buffer(const Type& tile);
+  llvm::Value* load_elem(llvm::Value* buf, const Type& tile, llvm::Value* i) {
+    llvm::Type* mt = elem_mem_type(tile);
+    llvm::Value* v = b_.CreateLoad(mt, b_.CreateInBoundsGEP(mt, buf, i));
+    return mt == elem_type(tile) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
+  }
+  void store_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, llvm::Value* v) {
+    llvm::Type* mt = elem_mem_type(tile);
+    if (mt != v->getType()) v = b_.CreateZExt(v, mt);
+    b_.CreateStore(v, b_.CreateInBoundsGEP(mt, buf, i));
+  }
+  // One thread's loop: for (i = 0; i < n; ++i) body(i), with an i64 index.
+  void loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
+    emit_loop(b_, b_.getInt64(0), b_.getInt64(n), b_.getInt64(1), body);
+  }
+  // The program's loop over the elements of a tile: the target spreads it
+  // over its threads and makes the writes visible to all of them.
+  void tile_loop(int64_t n, const std::function<void(llvm::Value*)>& body) { target_.tile_loop(b_, n, body); }
+  // tile_loop over a shape: body gets each index and the row-major linear one.
+  void tile_loop(const Shape& shape, const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& body);
+  static std::vector<int64_t> strides(const Shape& shape) {
+    std::vector<int64_t> s(shape.size(), 1);
+    for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+    return s;
+  }
+  llvm::Value* linear_index(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& stride);
+  void copy_tile(llvm::Value* dst, llvm::Value* src, const Type& tile) {
+    tile_loop(tile.numel(), [&](llvm::Value* i) { store_elem(dst, tile, i, load_elem(src, tile, i)); });
+  }
+
+  // One element of an elementwise op; `args` are element values.
+  llvm::Value* elementwise(const Op& o, const std::vector<llvm::Value*>& args);
+
+  static bool is_elementwise(OpCode op) {
+    return (op >= OpCode::kAdd && op <= OpCode::kFma) || op == OpCode::kPtrAdd || op == OpCode::kCast ||
+           op == OpCode::kSelect;
+  }
+
+  // ---- Ops -------------------------------------------------------------------
+  absl::Status block(int b);
+
+  // A scalar's value, or a tile's buffer (written from registers when the
+  // tile is held there; kept when this is the block that defines the tile).
+  llvm::Value* val(int id);
+  void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
+  // Results of register-tile ops take the default layout of their type.
+  void set_regs(const Op& o, std::vector<llvm::Value*> r) {
+    regs_[o.results[0]] = {layout(ir_.type(o.results[0])), std::move(r)};
+  }
+
+  // ---- Addresses of pointer tiles ----------------------------------------------
+  // The address of element i (linear, i64) of pointer tile `id`: computed
+  // from its affine form when it has one, else read from its buffer.
+  std::function<llvm::Value*(llvm::Value*)> addresses(int id);
+  // The scalar part of an affine pointer tile: pointer + sum of terms.
+  llvm::Value* affine_base(const Affine& a, const Type& t);
+  std::vector<llvm::Value*> register_addresses(int id);
+
+  // ---- Register tiles ---------------------------------------------------------
+  // On targets whose programs have several threads, elementwise ops, splat,
+  // arange, loads and stores through pointer tiles and whole-tile reductions
+  // keep tiles in registers, spread over the threads by a Layout
+  // (codegen/layout.h); each tile type's default is blocked with one element
+  // per thread and step, so that a warp's accesses coalesce. Ops that move
+  // elements between threads (broadcast, trans, row reductions, dot, TMA,
+  // loop-carried values) read buffers in shared memory, which val() writes
+  // from the registers: the conversion through shared memory, also taken
+  // between two register layouts.
+  static constexpr int64_t kMaxSlots = 64;  // larger tiles stay in shared memory
+  bool in_registers(const Type& t) const {
+    return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
+  }
+  // The default layout of a tile type: blocked, one element per thread and step.
+  const std::shared_ptr<const Layout>& layout(const Type& t) {
+    std::shared_ptr<const Layout>& l = layouts_[t.numel()];
+    if (l == nullptr) l = blocked_layout(t.numel(), threads_);
+    return l;
+  }
+  int64_t slots(const Type& t) { return layout(t)->slots(); }
+  llvm::Value* element_of(const Type& t, int64_t slot) { return layout(t)->element(b_, thread_, slot); }
+  // Whether the slot holds an element (nullptr: always).
+  llvm::Value* slot_valid(const Type& t, int64_t slot) { return layout(t)->valid(b_, thread_, slot); }
+  // A tile's elements of this thread in its type's default layout: its own
+  // registers, or loaded from its buffer (written there first when the
+  // registers have another layout).
+  std::vector<llvm::Value*> regs(int id);
+
+  absl::Status op(const Op& o);
+
+  std::vector<llvm::Value*> coords(const Op& o, size_t first) {
+    std::vector<llvm::Value*> c;
+    for (size_t i = first; i < o.operands.size(); ++i) c.push_back(val(o.operands[i]));
+    return c;
+  }
+
+  // Broadcast and transpose: out[idx] = in[map(idx)].
+  absl::Status permute(const Op& o, const Type& rt);
+
+  llvm::Value* reduce_identity(OpCode combiner, DType d, llvm::Type* t);
+
+  // f16 and bf16 reductions accumulate in f32 and round once.
+  absl::Status reduce(const Op& o, const Type& rt);
+
+  // A masked element reads `other` through a select of addresses, so that
+  // masked-off lanes never touch memory and the loop stays branch-free.
+  absl::Status load(const Op& o, const Type& rt);
+
+  // A thread loads its own elements; lanes past the tile's end or masked
+  // off read `other` (or nothing) from a private slot instead of memory.
+  absl::Status load_registers(const Op& o, const Type& rt);
+
+  // Runs `body` only where `mask` (may be null) holds.
+  void guarded(llvm::Value* mask, const std::function<void()>& body);
+
+  absl::Status store(const Op& o);
+
+  absl::Status atomic(const Op& o, const Type& rt);
+
+  // acc + a @ b, accumulating in f32 (f16, bf16, f32 inputs), f64 or i32.
+  absl::Status dot(const Op& o, const Type& rt);
+
+  // Carried scalars are phis; carried tiles live in a buffer per carried
+  // value, filled from the init before the loop and from the yield at the
+  // end of each iteration.
+  absl::Status for_op(const Op& o);
+
+  // Copies yielded tiles into the carried buffers; through temporaries when
+  // a yielded tile is itself one of those buffers (a swap, a view).
+  void carry_tiles(const Op& yield, const std::vector<llvm::Value*>& bufs);
+
+  // Results of an if: scalars are phis; tiles are copied into buffers made
+  // before the branch (a branch's own buffers end with it).
+  absl::Status if_op(const Op& o);
+
+  const KernelIR& ir_;
+  TargetInfo& target_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  ScalarOps ops_;
+  llvm::Module* module_ = nullptr;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  llvm::Instruction* alloca_point_ = nullptr;
+  std::vector<llvm::Value*> vals_;
+  struct RegTile {
+    std::shared_ptr<const Layout> layout;
+    std::vector<llvm::Value*> slots;  // empty: the tile is a buffer
+  };
+  std::vector<RegTile> regs_;
+  std::map<int64_t, std::shared_ptr<const Layout>> layouts_;  // default layouts by element count
+  std::vector<std::optional<Affine>> affine_;                 // per value: its affine form, if it has one
+  int threads_ = 0;                                           // threads of a program holding register tiles; 0: none
+  llvm::Value* thread_ = nullptr;                             // this thread's index (i64)
+  int block_ = 0;                                             // the IR block being lowered
+  llvm::Value* smem_base_ = nullptr;
+  int64_t smem_top_ = 0;   // next free byte of shared memory in this block
+  int64_t smem_peak_ = 0;  // the most any point of the kernel uses
+  struct TmaBarrier {
+    llvm::Value* address;  // the mbarrier in shared memory
+    llvm::Value* phase;    // i32 slot holding the parity to wait for
+  };
+  std::map<const Op*, TmaBarrier> tma_barriers_;
+};
+
+}  // namespace tessel::codegen
