@@ -64,7 +64,7 @@ void Lowering::reserve_tma_barriers() {
     eb.CreateStore(eb.getInt32(0), phase);
     tma_barriers_[loads[i]] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * i), phase};
   }
-  smem_top_ = smem_peak_ = 8 * static_cast<int64_t>(loads.size());
+  smem_reserved_ = smem_peak_ = 8 * static_cast<int64_t>(loads.size());
   if (!loads.empty()) target_.init_tma_barriers(b_, smem_base_, static_cast<int>(loads.size()));
 }
 
@@ -148,13 +148,56 @@ llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>&
 }
 
 absl::Status Lowering::block(int b) {
-  int64_t top = smem_top_;
+  std::map<llvm::Value*, SharedBuffer> outer_buffers = shared_;
   int outer = block_;
   block_ = b;
-  for (int o : ir_.blocks[b].ops) TESSEL_RETURN_IF_ERROR(op(ir_.ops[o]));
+  // The position in this block of each value's last use (uses in nested
+  // blocks count at the op that owns them).
+  const std::vector<int>& ops = ir_.blocks[b].ops;
+  std::vector<int> last_use(ir_.values.size(), -1);
+  std::function<void(int, int)> mark = [&](int op, int position) {
+    for (int v : ir_.ops[op].operands) last_use[v] = position;
+    for (int nested : ir_.ops[op].blocks) {
+      for (int inner : ir_.blocks[nested].ops) mark(inner, position);
+    }
+  };
+  for (size_t i = 0; i < ops.size(); ++i) mark(ops[i], static_cast<int>(i));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    TESSEL_RETURN_IF_ERROR(op(ir_.ops[ops[i]]));
+    release_dead_buffers(last_use, static_cast<int>(i));
+  }
   block_ = outer;
-  smem_top_ = top;
+  shared_ = std::move(outer_buffers);
   return absl::OkStatus();
+}
+
+llvm::Value* Lowering::smem_alloc(int64_t bytes) {
+  std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of live buffers, sorted
+  for (const auto& [ptr, buf] : shared_) taken.push_back({buf.offset, buf.offset + buf.bytes});
+  std::sort(taken.begin(), taken.end());
+  int64_t offset = (smem_reserved_ + 127) / 128 * 128;
+  for (const auto& [begin, end] : taken) {
+    if (offset + bytes <= begin) break;
+    offset = std::max(offset, (end + 127) / 128 * 128);
+  }
+  if (offset < smem_peak_) target_.program_barrier(b_);  // reusing memory others may still read
+  smem_peak_ = std::max(smem_peak_, offset + bytes);
+  llvm::Value* ptr = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
+  shared_[ptr] = {offset, bytes, block_};
+  return ptr;
+}
+
+void Lowering::release_dead_buffers(const std::vector<int>& last_use, int position) {
+  std::map<llvm::Value*, bool> still_needed;
+  for (size_t v = 0; v < ir_.values.size(); ++v) {
+    llvm::Value* ptr = vals_[v];
+    if (ptr == nullptr || !shared_.contains(ptr)) continue;
+    bool needed = last_use[v] > position || (ir_.values[v].def_block != block_ && last_use[v] == -1);
+    still_needed[ptr] = still_needed[ptr] || needed;
+  }
+  for (const auto& [ptr, needed] : still_needed) {
+    if (!needed && shared_.at(ptr).block == block_) shared_.erase(ptr);
+  }
 }
 
 llvm::Value* Lowering::val(int id) {

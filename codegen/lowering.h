@@ -46,15 +46,16 @@ class Lowering {
   void reserve_tma_barriers();
 
   // ---- Buffers and loops ---------------------------------------------------
-  // Shared memory is handed out per block: what a block allocates is free
-  // again when it ends (values never outlive their block but through yields,
-  // which copy). Host tiles other than TMA boxes live on the stack.
-  llvm::Value* smem_alloc(int64_t bytes) {
-    int64_t offset = (smem_top_ + 127) / 128 * 128;
-    smem_top_ = offset + bytes;
-    smem_peak_ = std::max(smem_peak_, smem_top_);
-    return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
-  }
+  // Shared memory: a first-fit allocation per buffer. A buffer is free again
+  // after the last op of its block that uses a value held in it, and
+  // everything a block allocated is free when the block ends (values never
+  // outlive their block but through yields, which copy). Memory used before
+  // is handed out again only after a barrier, so that no thread writes it
+  // while another may still read it. Host tiles other than TMA boxes live on
+  // the stack.
+  llvm::Value* smem_alloc(int64_t bytes);
+  // Frees the buffers of this block that no value used after op `position` holds.
+  void release_dead_buffers(const std::vector<int>& last_use, int position);
   llvm::Value* new_buffer(const Type& tile);
   llvm::Value* load_elem(llvm::Value* buf, const Type& tile, llvm::Value* i) {
     llvm::Type* mt = elem_mem_type(tile);
@@ -210,8 +211,13 @@ class Lowering {
   llvm::Value* thread_ = nullptr;                             // this thread's index (i64)
   int block_ = 0;                                             // the IR block being lowered
   llvm::Value* smem_base_ = nullptr;
-  int64_t smem_top_ = 0;   // next free byte of shared memory in this block
-  int64_t smem_peak_ = 0;  // the most any point of the kernel uses
+  struct SharedBuffer {
+    int64_t offset, bytes;
+    int block;  // the block that allocated it
+  };
+  std::map<llvm::Value*, SharedBuffer> shared_;  // live buffers by their address value
+  int64_t smem_reserved_ = 0;  // bytes at the start held for the kernel (TMA mbarriers)
+  int64_t smem_peak_ = 0;      // the most any point of the kernel uses
   struct TmaBarrier {
     llvm::Value* address;  // the mbarrier in shared memory
     llvm::Value* phase;    // i32 slot holding the parity to wait for
