@@ -32,12 +32,15 @@ llvm::Value* ViewLowering::open(llvm::Value* view, llvm::Value* word) {
   return b_.CreateICmpUGE(b_.CreateTrunc(word, b_.getInt32Ty()), b_.CreateTrunc(epoch, b_.getInt32Ty()));
 }
 
+llvm::Value* ViewLowering::batch_entry(llvm::Value* view, llvm::Value* batch) {
+  llvm::Value* batches = header_field(view, offsetof(ViewHeader, batches), b_.getPtrTy());
+  return b_.CreateGEP(b_.getInt8Ty(), batches,
+                      b_.CreateMul(b_.CreateZExt(batch, b_.getInt64Ty()), b_.getInt64(sizeof(ViewBatch))));
+}
+
 // A rank reads ready for the batches it owns and arrival for the others'.
 llvm::Value* ViewLowering::arrival_word(llvm::Value* view, llvm::Value* batch) {
-  llvm::Value* batches = header_field(view, offsetof(ViewHeader, batches), b_.getPtrTy());
-  llvm::Value* entry = b_.CreateGEP(b_.getInt8Ty(), batches,
-                                    b_.CreateMul(b_.CreateZExt(batch, b_.getInt64Ty()), b_.getInt64(sizeof(ViewBatch))));
-  llvm::Value* owner = b_.CreateLoad(b_.getInt32Ty(), entry);
+  llvm::Value* owner = b_.CreateLoad(b_.getInt32Ty(), batch_entry(view, batch));
   llvm::Value* rank = header_field(view, offsetof(ViewHeader, rank), b_.getInt32Ty());
   llvm::Value* own = b_.CreateICmpEQ(owner, rank);
   return b_.CreateSelect(own, gate_word(view, batch, 0), gate_word(view, batch, 1));
@@ -47,10 +50,7 @@ void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
   target_.program_barrier(b_);
   target_.single_thread(b_, [&] {
     emit_if(b_, checked(view, batch), [&] {
-      llvm::Value* batches = header_field(view, offsetof(ViewHeader, batches), b_.getPtrTy());
-      llvm::Value* entry = b_.CreateGEP(
-          b_.getInt8Ty(), batches,
-          b_.CreateMul(b_.CreateZExt(batch, b_.getInt64Ty()), b_.getInt64(sizeof(ViewBatch))));
+      llvm::Value* entry = batch_entry(view, batch);
       llvm::Value* contributors = b_.CreateZExt(
           b_.CreateLoad(b_.getInt32Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), entry, 4)), b_.getInt64Ty());
       contributors = b_.CreateSelect(b_.CreateICmpEQ(contributors, b_.getInt64(0)), b_.getInt64(1), contributors);

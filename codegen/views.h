@@ -19,6 +19,8 @@ class ViewLowering {
  private:
   llvm::Value* header_field(llvm::Value* view, int offset, llvm::Type* type);
   llvm::Value* gate_word(llvm::Value* view, llvm::Value* batch, int word);
+  // The batch's ViewBatch entry.
+  llvm::Value* batch_entry(llvm::Value* view, llvm::Value* batch);
   // Whether `batch` is in range; records kViewBadBatch in the header if not.
   llvm::Value* checked(llvm::Value* view, llvm::Value* batch);
   // Low 32 bits of `word` >= low 32 bits of the view's epoch.

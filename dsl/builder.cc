@@ -456,19 +456,6 @@ void KernelBuilder::if_(const Operand& cond, const std::function<void()>& then_b
   for (size_t i = 0; i < slots.size(); ++i) s.vars[slots[i]] = results[i];
 }
 
-void TriggeredView::publish(const Operand& batch, std::source_location loc) const {
-  BuilderState* s = v_.state();
-  if (s == nullptr) return;
-  int b = s->operand(batch, i32, "publish", loc);
-  int v = s->use(v_, "publish", loc);
-  if (b < 0 || v < 0) return;
-  if (s->type(b) != Type(i32)) {
-    s->fail(loc, absl::StrCat("publish: the batch must be an i32 scalar, got ", s->type(b).str()));
-    return;
-  }
-  s->emit(OpCode::kPublish, {v, b}, {}, loc);
-}
-
 namespace {
 
 Value view_query(BuilderState* s, const Value& view, const Operand& batch, OpCode op, absl::string_view what,
@@ -489,6 +476,9 @@ Value view_query(BuilderState* s, const Value& view, const Operand& batch, OpCod
 
 }  // namespace
 
+void TriggeredView::publish(const Operand& batch, std::source_location loc) const {
+  view_query(v_.state(), v_, batch, OpCode::kPublish, "publish", false, loc);
+}
 Value TriggeredView::arrived(const Operand& batch, std::source_location loc) const {
   return view_query(v_.state(), v_, batch, OpCode::kArrived, "arrived", true, loc);
 }

@@ -166,34 +166,28 @@ absl::Status Device::copy_to_host(void* dst, const Buffer& src, size_t bytes) co
 
 namespace {
 
-// The spec of a dense row-major tensor filling (part of) `buffer`.
-absl::StatusOr<TensorMapSpec> dense_spec(DType dtype, const Buffer& buffer, Shape dims, Shape box, Swizzle swizzle) {
+// A dense row-major tensor in (part of) `buffer`: it must fit.
+absl::StatusOr<TensorMapSpec> buffer_spec(DType dtype, const Buffer& buffer, Shape dims, Shape box, Swizzle swizzle) {
   int64_t bytes = dtype.bytes();
   for (int64_t d : dims) bytes *= d;
   if (buffer.data() == nullptr || bytes > static_cast<int64_t>(buffer.bytes())) {
     return absl::OutOfRangeError(absl::StrCat("tensor_map: a ", dtype.name(), " tensor of shape ", shape_str(dims),
                                               " needs ", bytes, " bytes; the buffer holds ", buffer.bytes()));
   }
-  TensorMapSpec spec;
-  spec.dtype = dtype;
-  spec.address = buffer.data();
-  spec.dims = std::move(dims);
-  spec.box = std::move(box);
-  spec.swizzle = swizzle;
-  return spec;
+  return dense_spec(dtype, buffer.data(), std::move(dims), std::move(box), swizzle);
 }
 
 }  // namespace
 
 absl::StatusOr<TensorMap> Device::tensor_map(DType dtype, const Buffer& buffer, Shape dims, Shape box,
                                              Swizzle swizzle) const {
-  TESSEL_ASSIGN_OR_RETURN(TensorMapSpec spec, dense_spec(dtype, buffer, std::move(dims), std::move(box), swizzle));
+  TESSEL_ASSIGN_OR_RETURN(TensorMapSpec spec, buffer_spec(dtype, buffer, std::move(dims), std::move(box), swizzle));
   return impl_->encode_tensor_map(spec);
 }
 
 absl::StatusOr<const TensorMap*> Device::cached_tensor_map(DType dtype, const Buffer& buffer, const Shape& dims,
                                                            const Shape& box, Swizzle swizzle) const {
-  TESSEL_ASSIGN_OR_RETURN(TensorMapSpec spec, dense_spec(dtype, buffer, dims, box, swizzle));
+  TESSEL_ASSIGN_OR_RETURN(TensorMapSpec spec, buffer_spec(dtype, buffer, dims, box, swizzle));
   return impl_->tensor_maps().get_or_encode(spec);
 }
 

@@ -294,15 +294,19 @@ absl::StatusOr<TensorMap> TensorMap::from_bytes(std::span<const std::byte, kTens
   return map;
 }
 
-absl::StatusOr<TensorMap> TensorMap::tiled(DType dtype, const void* base, Shape dims, Shape box,
-                                           Swizzle swizzle) {
+TensorMapSpec dense_spec(DType dtype, const void* address, Shape dims, Shape box, Swizzle swizzle) {
   TensorMapSpec spec;
   spec.dtype = dtype;
-  spec.address = base;
+  spec.address = address;
   spec.dims = std::move(dims);
   spec.box = std::move(box);
   spec.swizzle = swizzle;
-  return encode_host(spec);
+  return spec;
+}
+
+absl::StatusOr<TensorMap> TensorMap::tiled(DType dtype, const void* base, Shape dims, Shape box,
+                                           Swizzle swizzle) {
+  return encode_host(dense_spec(dtype, base, std::move(dims), std::move(box), swizzle));
 }
 
 TensorMap TensorMap::from_encoded(const TensorMapSpec& spec, TensorMapEncoding encoding,

@@ -60,6 +60,10 @@ struct TensorMapSpec {
 // host emulation and the device would disagree.
 absl::Status validate(const TensorMapSpec& spec, int compute_capability);
 
+// The spec of a dense row-major tensor at `address` (strides and element
+// strides left to their defaults).
+TensorMapSpec dense_spec(DType dtype, const void* address, Shape dims, Shape box, Swizzle swizzle = Swizzle::kNone);
+
 // Fills empty strides (dense row-major) and element strides (all 1).
 // Precondition: validate(spec, ...) is OK.
 TensorMapSpec normalize(const TensorMapSpec& spec);
