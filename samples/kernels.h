@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -97,6 +98,56 @@ inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") {
       acc = dot(at, bt, acc);
     });
     tma_store(c, {row, col}, acc);
+  });
+  return k.build();
+}
+
+// --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:
+// rank r's shard is rows [r * rows, (r + 1) * rows), written by r's producer
+// and carried to every peer by a plan with a waves() schedule.
+inline constexpr int kAgBM = 32, kAgBN = 64, kAgCheckBlock = 1024;
+
+// What element `index` of the gathered buffer holds in `epoch`: an element
+// left from an older epoch or copied to the wrong place differs from it.
+inline int32_t allgather_value(uint64_t epoch, int64_t index) {
+  return static_cast<int32_t>(((epoch & 0xFF) << 24) | (static_cast<uint64_t>(index) & 0xFFFFFF));
+}
+
+// Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order; after
+// each tile a program publishes its wave's batch, first_batch + t / P, as
+// waves(view, world, {kAgBM, kAgBN}, P) numbers them.
+inline absl::StatusOr<Kernel> allgather_producer_kernel() {
+  KernelBuilder k("allgather_producer");
+  TriggeredView view = k.triggered_view("plan");
+  Value buf = k.arg(ptr(i32), "buf");
+  Value rank = k.arg(i32, "rank"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  Value epoch = k.arg(i32, "epoch"), first_batch = k.arg(i32, "first_batch");
+  Value tiles_n = cdiv(cols, kAgBN);
+  k.for_each_tile(cdiv(rows, kAgBM) * tiles_n, [&](Value t) {
+    Value r = expand_dims(t / tiles_n * kAgBM + k.arange(0, kAgBM), 1);  // [BM, 1] i32
+    Value c = expand_dims(t % tiles_n * kAgBN + k.arange(0, kAgBN), 0);  // [1, BN] i32
+    Value index = (rank * rows + r) * cols + c;                           // [BM, BN] i32
+    store(buf + index, ((epoch & 0xFF) << 24) | (index & 0xFFFFFF), (r < rows) & (c < cols));
+    view.publish(first_batch + t / k.num_programs());
+  });
+  return k.build();
+}
+
+// Waits for every batch (its own ones read ready, the others arrival), then
+// counts elements of the gathered buffer that differ from allgather_value.
+inline absl::StatusOr<Kernel> allgather_check_kernel() {
+  KernelBuilder k("allgather_check");
+  TriggeredView view = k.triggered_view("plan");
+  Value buf = k.arg(ptr(i32), "buf");
+  Value total = k.arg(i32, "total"), batches = k.arg(i32, "batches"), epoch = k.arg(i32, "epoch");
+  Value errors = k.arg(ptr(i32), "errors");
+  k.for_range(0, batches, 1, [&](Value b) { view.wait(b); });
+  k.for_each_tile(cdiv(total, kAgCheckBlock), [&](Value block) {
+    Value offs = block * kAgCheckBlock + k.arange(0, kAgCheckBlock);  // [B] i32
+    Value mask = offs < total;                                         // [B] i1
+    Value v = load(buf + offs, mask, 0);                               // [B] i32
+    Value bad = (v != (((epoch & 0xFF) << 24) | (offs & 0xFFFFFF))) & mask;
+    atomic_add(errors, sum(cast(bad, i32), 0));
   });
   return k.build();
 }

@@ -138,6 +138,9 @@ class DeviceStream final : public StreamImpl {
 // stream) for a null `stream`; kInvalidArgument if the stream belongs to
 // another device, for the caller to prefix. `device_stream` (if not null)
 // receives the stream when there is one.
+// The context of a CUDA device; null for devices of other backends.
+std::shared_ptr<Context> context_of(DeviceImpl& device);
+
 absl::StatusOr<CUstream> resolve_stream(const Context& context, StreamImpl* stream, DeviceStream** device_stream);
 
 }  // namespace tessel::cuda

@@ -259,10 +259,24 @@ class CudaDevice final : public DeviceImpl {
     return status.ok() ? status : prefixed(absl::StrCat(name(), ": copy_to_host"), status);
   }
 
+  // Waits for the default stream and every stream made by create_stream(),
+  // not the whole context: copy queues of triggered plans live in it too, and
+  // their armed waits would hold cuCtxSynchronize until a kernel opens them.
   absl::Status synchronize() override {
     ContextScope scope(*context_);
     TESSEL_RETURN_IF_ERROR(scope.status());
-    absl::Status status = context_->driver().ctx_synchronize();
+    absl::Status status = context_->driver().stream_synchronize(nullptr);
+    std::vector<std::shared_ptr<cuda::DeviceStream>> live;
+    {
+      absl::MutexLock lock(&streams_mu_);
+      std::erase_if(streams_, [](const std::weak_ptr<cuda::DeviceStream>& w) { return w.expired(); });
+      for (const auto& w : streams_) {
+        if (std::shared_ptr<cuda::DeviceStream> s = w.lock()) live.push_back(std::move(s));
+      }
+    }
+    for (const auto& s : live) {
+      if (status.ok()) status = context_->driver().stream_synchronize(s->get());
+    }
     if (!status.ok()) return prefixed(absl::StrCat(name(), ": synchronize"), status);
     return context_->check_device_errors();
   }
@@ -270,8 +284,12 @@ class CudaDevice final : public DeviceImpl {
   absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream() override {
     absl::StatusOr<std::shared_ptr<cuda::DeviceStream>> stream = cuda::DeviceStream::create(context_);
     if (!stream.ok()) return prefixed(absl::StrCat(name(), ": create_stream"), stream.status());
+    absl::MutexLock lock(&streams_mu_);
+    streams_.push_back(*stream);
     return std::shared_ptr<StreamImpl>(*std::move(stream));
   }
+
+  const std::shared_ptr<Context>& context() const { return context_; }
 
   absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override;
   absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
@@ -301,6 +319,8 @@ class CudaDevice final : public DeviceImpl {
   int cc_ = 0;
   int shared_optin_ = 0;  // bytes of shared memory a program may opt in to
   std::string product_;   // "NVIDIA H200"
+  absl::Mutex streams_mu_;
+  std::vector<std::weak_ptr<cuda::DeviceStream>> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 absl::StatusOr<TensorMap> CudaDevice::encode_tensor_map(const TensorMapSpec& spec) {
@@ -422,6 +442,15 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& ker
 }
 
 }  // namespace
+
+namespace cuda {
+
+std::shared_ptr<Context> context_of(DeviceImpl& device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  return cuda != nullptr ? cuda->context() : nullptr;
+}
+
+}  // namespace cuda
 
 absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal) {
   std::string name = absl::StrCat("cuda:", ordinal);

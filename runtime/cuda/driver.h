@@ -100,7 +100,25 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   X(graph_instantiate, cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040, 12000, true) \
   X(graph_launch, cuGraphLaunch, PFN_cuGraphLaunch_v10000, 12000, true)                                  \
   X(graph_exec_destroy, cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000, 12000, true)                  \
-  X(graph_destroy, cuGraphDestroy, PFN_cuGraphDestroy_v10000, 12000, true)
+  X(graph_destroy, cuGraphDestroy, PFN_cuGraphDestroy_v10000, 12000, true)                              \
+  X(stream_query, cuStreamQuery, PFN_cuStreamQuery_v2000, 12000, true)                                   \
+  X(stream_wait_event, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 12000, true)                      \
+  X(event_query, cuEventQuery, PFN_cuEventQuery_v2000, 12000, true)                                      \
+  X(stream_wait_value64, cuStreamWaitValue64, PFN_cuStreamWaitValue64_v11070, 12000, true)               \
+  X(stream_write_value64, cuStreamWriteValue64, PFN_cuStreamWriteValue64_v11070, 12000, true)            \
+  X(memcpy_async, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000, 12000, true)                                   \
+  X(memcpy_2d_async, cuMemcpy2DAsync, PFN_cuMemcpy2DAsync_v3020, 12000, true)                            \
+  X(memcpy_peer_async, cuMemcpyPeerAsync, PFN_cuMemcpyPeerAsync_v4000, 12000, true)                      \
+  X(device_can_access_peer, cuDeviceCanAccessPeer, PFN_cuDeviceCanAccessPeer_v4000, 12000, true)         \
+  X(mem_address_reserve, cuMemAddressReserve, PFN_cuMemAddressReserve_v10020, 12000, true)               \
+  X(mem_address_free, cuMemAddressFree, PFN_cuMemAddressFree_v10020, 12000, true)                        \
+  X(mem_create, cuMemCreate, PFN_cuMemCreate_v10020, 12000, true)                                        \
+  X(mem_release, cuMemRelease, PFN_cuMemRelease_v10020, 12000, true)                                     \
+  X(mem_map, cuMemMap, PFN_cuMemMap_v10020, 12000, true)                                                 \
+  X(mem_unmap, cuMemUnmap, PFN_cuMemUnmap_v10020, 12000, true)                                           \
+  X(mem_set_access, cuMemSetAccess, PFN_cuMemSetAccess_v10020, 12000, true)                              \
+  X(mem_get_allocation_granularity, cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity_v10020, \
+    12000, true)
 
 // The process's CUDA driver: loaded and initialised (cuInit) on first use,
 // then immutable, so any thread may call it.

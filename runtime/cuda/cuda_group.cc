@@ -1,0 +1,339 @@
+// CUDA groups: GPUs of one process. Symmetric memory comes from the virtual
+// memory API (an address range reserved per GPU, chunks created, mapped and
+// opened to every peer as the group grows, never moved). Chains are stream
+// memory operations on one stream per (owner, peer): wait until ready >=
+// epoch, copy each segment (copy engines), write epoch to the peer's arrival
+// word. A completion stream per owner waits for every peer's chain (events)
+// and writes the owner's completion word.
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "dsl/status.h"
+#include "runtime/cuda/context.h"
+#include "runtime/plan_backend.h"
+
+namespace tessel {
+namespace {
+
+using cuda::Context;
+using cuda::ContextScope;
+using cuda::DeviceStream;
+using cuda::Driver;
+
+CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+CUmemAllocationProp allocation_prop(const Context& c) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = static_cast<int>(c.device());
+  return prop;
+}
+
+class CudaGroupBackend;
+
+// Events handed out for one epoch's chains, returned when it is dropped.
+class CudaArmedEpoch final : public ArmedEpoch {
+ public:
+  CudaArmedEpoch(CudaGroupBackend& backend, std::vector<ArmedBatch> batches)
+      : backend_(backend), batches_(std::move(batches)) {}
+  ~CudaArmedEpoch() override;
+  absl::StatusOr<bool> done() override;
+  absl::Status release() override;
+
+  std::vector<std::pair<int, CUevent>> events;  // (rank, event); the last per owner marks completion
+  std::vector<std::pair<int, CUevent>> finals;
+
+ private:
+  CudaGroupBackend& backend_;
+  std::vector<ArmedBatch> batches_;
+};
+
+class CudaGroupBackend final : public GroupBackend {
+ public:
+  explicit CudaGroupBackend(std::vector<std::shared_ptr<Context>> contexts)
+      : contexts_(std::move(contexts)), d_(contexts_[0]->driver()) {}
+  ~CudaGroupBackend() override;
+
+  absl::Status init();
+  int64_t granularity() const override { return granularity_; }
+  absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) override;
+  absl::Status map(int64_t offset, int64_t bytes) override;
+  absl::Status zero(int rank, void* p, size_t bytes) override;
+  absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override;
+  absl::Status open_gate(int owner, uint64_t* ready, uint64_t epoch) override;
+  absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) override;
+
+  const Driver& driver() const { return d_; }
+  const Context& context(int rank) const { return *contexts_[rank]; }
+  absl::StatusOr<CUevent> take_event(int rank);
+  void give_event(int rank, CUevent e);
+  // (owner, peer): the copy queue; (owner, owner): the completion stream;
+  // (owner, -1): control writes (host-opened gates, releases).
+  absl::StatusOr<CUstream> stream(int owner, int peer);
+
+ private:
+  absl::Status prefix(int rank, absl::string_view what, absl::Status s) const {
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(contexts_[rank]->name(), ": ", what, ": ", s.message()));
+  }
+  absl::Status arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch);
+
+  const std::vector<std::shared_ptr<Context>> contexts_;
+  const Driver& d_;
+  int64_t granularity_ = 0;
+  int64_t reserved_ = 0;
+  std::vector<uintptr_t> bases_;
+  struct Chunk {
+    int rank;
+    CUdeviceptr at;
+    size_t bytes;
+    CUmemGenericAllocationHandle handle;
+  };
+  std::vector<Chunk> chunks_;
+  absl::Mutex mu_;
+  std::map<std::pair<int, int>, std::shared_ptr<DeviceStream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<CUevent>> free_events_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status CudaGroupBackend::init() {
+  int n = static_cast<int>(contexts_.size());
+  {
+    absl::MutexLock lock(&mu_);
+    free_events_.resize(n);
+  }
+  for (int r = 0; r < n; ++r) {
+    const Context& c = *contexts_[r];
+    TESSEL_ASSIGN_OR_RETURN(int memops, c.attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS));
+    if (memops == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          c.name(), " cannot run 64-bit stream memory operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS "
+          "is 0), which arm triggered plans"));
+    }
+    TESSEL_ASSIGN_OR_RETURN(int vmm, c.attribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED));
+    if (vmm == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(c.name(), " has no virtual memory management, which symmetric allocations need"));
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      int can = 0;
+      TESSEL_RETURN_IF_ERROR(prefix(r, "cuDeviceCanAccessPeer",
+                                    d_.device_can_access_peer(&can, c.device(), contexts_[p]->device())));
+      if (can == 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(c.name(), " cannot access the memory of ", contexts_[p]->name(), " (no peer access)"));
+      }
+    }
+    CUmemAllocationProp prop = allocation_prop(c);
+    size_t g = 0;
+    TESSEL_RETURN_IF_ERROR(prefix(
+        r, "granularity", d_.mem_get_allocation_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)));
+    granularity_ = std::max<int64_t>(granularity_, static_cast<int64_t>(g));
+  }
+  return absl::OkStatus();
+}
+
+CudaGroupBackend::~CudaGroupBackend() {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, s] : streams_) {
+      ContextScope scope(s->context());
+      d_.stream_synchronize.raw(s->get());
+    }
+    streams_.clear();
+    for (size_t r = 0; r < free_events_.size(); ++r) {
+      ContextScope scope(*contexts_[r]);
+      for (CUevent e : free_events_[r]) d_.event_destroy.raw(e);
+    }
+  }
+  for (const Chunk& c : chunks_) {
+    ContextScope scope(*contexts_[c.rank]);
+    d_.mem_unmap.raw(c.at, c.bytes);
+    d_.mem_release.raw(c.handle);
+  }
+  for (size_t r = 0; r < bases_.size(); ++r) {
+    ContextScope scope(*contexts_[r]);
+    d_.mem_address_free.raw(bases_[r], reserved_);
+  }
+}
+
+absl::StatusOr<std::vector<uintptr_t>> CudaGroupBackend::reserve(int64_t bytes) {
+  for (size_t r = 0; r < contexts_.size(); ++r) {
+    ContextScope scope(*contexts_[r]);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    CUdeviceptr base = 0;
+    TESSEL_RETURN_IF_ERROR(prefix(r, absl::StrCat("reserving ", bytes, " bytes of address space"),
+                                  d_.mem_address_reserve(&base, bytes, granularity_, 0, 0)));
+    bases_.push_back(base);
+  }
+  reserved_ = bytes;
+  return bases_;
+}
+
+absl::Status CudaGroupBackend::map(int64_t offset, int64_t bytes) {
+  std::vector<CUmemAccessDesc> access(contexts_.size());
+  for (size_t p = 0; p < contexts_.size(); ++p) {
+    access[p].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access[p].location.id = static_cast<int>(contexts_[p]->device());
+    access[p].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  for (size_t r = 0; r < contexts_.size(); ++r) {
+    ContextScope scope(*contexts_[r]);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    CUmemAllocationProp prop = allocation_prop(*contexts_[r]);
+    CUmemGenericAllocationHandle handle = 0;
+    std::string what = absl::StrCat("mapping ", bytes, " bytes of symmetric memory");
+    TESSEL_RETURN_IF_ERROR(prefix(r, what, d_.mem_create(&handle, bytes, &prop, 0)));
+    CUdeviceptr at = bases_[r] + offset;
+    absl::Status s = d_.mem_map(at, bytes, 0, handle, 0);
+    if (!s.ok()) {
+      d_.mem_release.raw(handle);
+      return prefix(r, what, s);
+    }
+    chunks_.push_back({static_cast<int>(r), at, static_cast<size_t>(bytes), handle});
+    TESSEL_RETURN_IF_ERROR(prefix(r, what, d_.mem_set_access(at, bytes, access.data(), access.size())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaGroupBackend::zero(int rank, void* p, size_t bytes) {
+  ContextScope scope(*contexts_[rank]);
+  TESSEL_RETURN_IF_ERROR(scope.status());
+  absl::Status s = d_.memset_d8(dptr(p), 0, bytes);
+  if (s.ok()) s = d_.stream_synchronize(nullptr);
+  return prefix(rank, "zero-filling symmetric memory", s);
+}
+
+absl::StatusOr<CUstream> CudaGroupBackend::stream(int owner, int peer) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<DeviceStream>& s = streams_[{owner, peer}];
+  if (!s) {
+    TESSEL_ASSIGN_OR_RETURN(s, DeviceStream::create(contexts_[owner]));
+  }
+  return s->get();
+}
+
+absl::StatusOr<CUevent> CudaGroupBackend::take_event(int rank) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_events_[rank].empty()) {
+      CUevent e = free_events_[rank].back();
+      free_events_[rank].pop_back();
+      return e;
+    }
+  }
+  CUevent e = nullptr;
+  TESSEL_RETURN_IF_ERROR(prefix(rank, "cuEventCreate", d_.event_create(&e, CU_EVENT_DISABLE_TIMING)));
+  return e;
+}
+
+void CudaGroupBackend::give_event(int rank, CUevent e) {
+  absl::MutexLock lock(&mu_);
+  free_events_[rank].push_back(e);
+}
+
+absl::Status CudaGroupBackend::arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch) {
+  const int owner = b.owner;
+  ContextScope scope(*contexts_[owner]);
+  TESSEL_RETURN_IF_ERROR(scope.status());
+  TESSEL_ASSIGN_OR_RETURN(CUstream completion, stream(owner, owner));
+  for (const ArmedBatch::Delivery& del : b.deliveries) {
+    TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(owner, del.peer));
+    TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(s, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
+    for (const ChainCopy& c : del.copies) {
+      if (c.height == 1) {
+        TESSEL_RETURN_IF_ERROR(d_.memcpy_async(c.dst, c.src, c.width, s));
+        continue;
+      }
+      CUDA_MEMCPY2D m{};
+      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.srcDevice = c.src;
+      m.srcPitch = c.src_pitch;
+      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.dstDevice = c.dst;
+      m.dstPitch = c.dst_pitch;
+      m.WidthInBytes = c.width;
+      m.Height = c.height;
+      TESSEL_RETURN_IF_ERROR(d_.memcpy_2d_async(&m, s));
+    }
+    TESSEL_RETURN_IF_ERROR(d_.stream_write_value64(s, dptr(del.arrival), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(owner));
+    epoch.events.push_back({owner, e});
+    TESSEL_RETURN_IF_ERROR(d_.event_record(e, s));
+    TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(completion, e, 0));
+  }
+  if (b.deliveries.empty()) {
+    TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(completion, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
+  }
+  return d_.stream_write_value64(completion, dptr(b.completion), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
+absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<ArmedBatch> batches) {
+  auto epoch = std::make_unique<CudaArmedEpoch>(*this, batches);
+  std::vector<bool> owners(contexts_.size());
+  for (const ArmedBatch& b : batches) {
+    TESSEL_RETURN_IF_ERROR(prefix(b.owner, "arming a triggered plan", arm_batch(b, *epoch)));
+    owners[b.owner] = true;
+  }
+  for (size_t r = 0; r < owners.size(); ++r) {
+    if (!owners[r]) continue;
+    ContextScope scope(*contexts_[r]);
+    TESSEL_ASSIGN_OR_RETURN(CUstream completion, stream(r, r));
+    TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(r));
+    epoch->finals.push_back({static_cast<int>(r), e});
+    TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", d_.event_record(e, completion)));
+  }
+  return std::unique_ptr<ArmedEpoch>(std::move(epoch));
+}
+
+absl::Status CudaGroupBackend::open_gate(int owner, uint64_t* ready, uint64_t epoch) {
+  ContextScope scope(*contexts_[owner]);
+  TESSEL_RETURN_IF_ERROR(scope.status());
+  TESSEL_ASSIGN_OR_RETURN(CUstream control, stream(owner, -1));
+  return prefix(owner, "opening a gate",
+                d_.stream_write_value64(control, dptr(ready), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* src, size_t bytes) {
+  ContextScope scope(*contexts_[rank]);
+  TESSEL_RETURN_IF_ERROR(scope.status());
+  TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(rank, peer));
+  absl::Status status = d_.memcpy_async(dptr(dst), dptr(src), bytes, s);
+  if (status.ok()) status = d_.stream_synchronize(s);
+  return prefix(rank, absl::StrCat("copy to ", contexts_[peer]->name()), status);
+}
+
+CudaArmedEpoch::~CudaArmedEpoch() {
+  for (auto& [rank, e] : events) backend_.give_event(rank, e);
+  for (auto& [rank, e] : finals) backend_.give_event(rank, e);
+}
+
+absl::StatusOr<bool> CudaArmedEpoch::done() {
+  const Driver& d = backend_.driver();
+  for (auto& [rank, e] : finals) {
+    CUresult r = d.event_query.raw(e);
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    if (r != CUDA_SUCCESS) return cuda::driver_error(d, "cuEventQuery", r);
+  }
+  return true;
+}
+
+absl::Status CudaArmedEpoch::release() {
+  for (const ArmedBatch& b : batches_) TESSEL_RETURN_IF_ERROR(backend_.open_gate(b.owner, b.ready, b.epoch));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std::vector<Device>& devices) {
+  std::vector<std::shared_ptr<Context>> contexts;
+  for (const Device& d : devices) contexts.push_back(cuda::context_of(d.impl()));
+  auto backend = std::make_unique<CudaGroupBackend>(std::move(contexts));
+  TESSEL_RETURN_IF_ERROR(backend->init());
+  return std::unique_ptr<GroupBackend>(std::move(backend));
+}
+
+}  // namespace tessel

@@ -1,0 +1,437 @@
+#include "runtime/plan.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "dsl/status.h"
+#include "runtime/group_impl.h"
+
+namespace tessel {
+
+absl::string_view state_name(PlanState state) {
+  switch (state) {
+    case PlanState::kArmed: return "armed";
+    case PlanState::kActive: return "active";
+    case PlanState::kComplete: return "complete";
+    case PlanState::kFailed: return "failed";
+    case PlanState::kAborted: return "aborted";
+    case PlanState::kDestroyed: return "destroyed";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Where a rank's control block keeps gates, view header and batch table.
+struct ControlLayout {
+  explicit ControlLayout(int64_t batches)
+      : header(round_up(batches * int64_t{sizeof(GateRow)}, 64)),
+        table(header + round_up(sizeof(ViewHeader), 64)),
+        bytes(table + std::max<int64_t>(batches, 1) * int64_t{sizeof(ViewBatch)}) {}
+  int64_t header;
+  int64_t table;
+  int64_t bytes;
+};
+
+// Polls before a kernel's wait gives up, about 10 s: a host poll is a few ns,
+// a GPU poll of system-scope memory about half a microsecond.
+uint64_t default_spin_limit(DeviceKind kind) { return kind == DeviceKind::kHost ? uint64_t{1} << 31 : uint64_t{1} << 24; }
+
+}  // namespace
+
+class PlanImpl {
+ public:
+  PlanImpl(std::shared_ptr<GroupImpl> group, SymmetricBuffer buffer, Schedule schedule, PlanOptions options)
+      : group_(std::move(group)), buffer_(std::move(buffer)), schedule_(std::move(schedule)),
+        options_(std::move(options)), layout_(schedule_.num_batches()), epoch_(options_.first_epoch) {}
+  ~PlanImpl();
+
+  absl::Status init();
+  absl::StatusOr<std::vector<ViewHeader*>> begin();
+  absl::Status end();
+  absl::Status next();
+  absl::Status run();
+  absl::Status abort();
+  absl::Status destroy();
+
+  PlanState state() const {
+    absl::MutexLock lock(&group_->plans_mu());
+    return state_;
+  }
+  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  const Schedule& schedule() const { return schedule_; }
+  const std::string& name() const { return options_.name; }
+  bool uses_queue(int rank, int peer) const { return !schedule_.batches(rank).empty() && rank != peer; }
+
+ private:
+  GateRow* gates(int rank) const { return control_.as<GateRow>(rank); }
+  ViewHeader* header(int rank) const {
+    return reinterpret_cast<ViewHeader*>(control_.as<char>(rank) + layout_.header);
+  }
+  std::string where() const { return absl::StrCat("plan '", options_.name, "' (epoch ", epoch_.load(), ")"); }
+  absl::Status wrong_state(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
+  // The first plan armed before this one that has not begun, if any.
+  const PlanImpl* earlier_unbegun() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
+
+  absl::Status arm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  absl::Status begin_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  absl::Status end_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Waits until the armed chains finish; false at the deadline.
+  absl::StatusOr<bool> drain(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Reads every rank's gate rows and view header: what failed, or OK.
+  absl::Status check_gates(bool delivered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Releases and drains the armed chains, leaving the queues to other plans.
+  absl::Status release(bool check_order, absl::string_view call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  void set_state(PlanState s) {
+    absl::MutexLock lock(&group_->plans_mu());
+    state_ = s;
+  }
+
+  const std::shared_ptr<GroupImpl> group_;
+  SymmetricBuffer buffer_;
+  const Schedule schedule_;
+  const PlanOptions options_;
+  const ControlLayout layout_;
+
+  mutable absl::Mutex op_mu_;  // one call at a time
+  std::atomic<uint64_t> epoch_;  // changed under op_mu_, read by epoch() at any time
+  SymmetricBuffer control_;
+  std::unique_ptr<ArmedEpoch> armed_ ABSL_GUARDED_BY(op_mu_);
+  PlanState state_ ABSL_GUARDED_BY(group_->plans_mu()) = PlanState::kArmed;
+};
+
+bool plan_uses_queue(const PlanImpl& plan, int rank, int peer) { return plan.uses_queue(rank, peer); }
+const std::string& plan_name(const PlanImpl& plan) { return plan.name(); }
+
+absl::Status PlanImpl::init() {
+  int world = group_->size();
+  TESSEL_ASSIGN_OR_RETURN(control_, group_->allocate(layout_.bytes));
+  uint64_t spin = options_.spin_limit != 0 ? options_.spin_limit : default_spin_limit(group_->kind());
+  std::vector<ViewBatch> table;
+  for (int r = 0; r < world; ++r) {
+    for (const Batch& b : schedule_.batches(r)) table.push_back({static_cast<uint32_t>(r), static_cast<uint32_t>(b.contributors)});
+  }
+  for (int r = 0; r < world; ++r) {
+    ViewHeader h{kViewVersion,
+                 static_cast<uint32_t>(table.size()),
+                 static_cast<uint32_t>(r),
+                 static_cast<uint32_t>(world),
+                 epoch_.load(),
+                 spin,
+                 gates(r),
+                 reinterpret_cast<ViewBatch*>(control_.as<char>(r) + layout_.table),
+                 0};
+    TESSEL_RETURN_IF_ERROR(control_.write(r, &h, sizeof(h), layout_.header));
+    if (!table.empty()) {
+      TESSEL_RETURN_IF_ERROR(control_.write(r, table.data(), table.size() * sizeof(ViewBatch), layout_.table));
+    }
+  }
+  absl::MutexLock op(&op_mu_);
+  return arm();
+}
+
+absl::Status PlanImpl::arm() {
+  int world = group_->size();
+  std::vector<ArmedBatch> batches;
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
+      int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
+      ArmedBatch a;
+      a.owner = r;
+      a.epoch = epoch_;
+      a.ready = &gates(r)[g].ready;
+      a.completion = &gates(r)[g].completion;
+      for (int p = 0; p < world; ++p) {
+        if (p == r) continue;
+        ArmedBatch::Delivery d;
+        d.peer = p;
+        d.arrival = &gates(p)[g].arrival;
+        for (const Segment& s : schedule_.batches(r)[i].segments) {
+          uintptr_t at = schedule_.shard_offset(r) + s.offset;
+          uintptr_t src = reinterpret_cast<uintptr_t>(buffer_.data(r)) + at;
+          uintptr_t dst = reinterpret_cast<uintptr_t>(buffer_.data(p)) + at;
+          int64_t pitch = s.is_linear() ? s.width : s.pitch;
+          d.copies.push_back({src, dst, s.width, s.height, pitch, pitch});
+        }
+        a.deliveries.push_back(std::move(d));
+      }
+      batches.push_back(std::move(a));
+    }
+  }
+  TESSEL_ASSIGN_OR_RETURN(armed_, group_->backend().arm(std::move(batches)));
+  absl::MutexLock lock(&group_->plans_mu());
+  state_ = PlanState::kArmed;
+  group_->queued_plans().push_back(this);
+  return absl::OkStatus();
+}
+
+absl::Status PlanImpl::wrong_state(absl::string_view call) const {
+  std::string why;
+  switch (state_) {
+    case PlanState::kArmed: why = "no epoch has begun (call begin_device_epoch() first)"; break;
+    case PlanState::kActive: why = "its epoch is active (call end_device_epoch() first)"; break;
+    case PlanState::kComplete: why = "its epoch is complete (call next_epoch() to arm the next)"; break;
+    case PlanState::kFailed: why = "it failed (abort() or destroy() it)"; break;
+    case PlanState::kAborted: why = "it was aborted"; break;
+    case PlanState::kDestroyed: why = "it was destroyed"; break;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(where(), ": cannot ", call, ": ", why));
+}
+
+const PlanImpl* PlanImpl::earlier_unbegun() const {
+  for (const PlanImpl* p : group_->queued_plans()) {
+    if (p == this) return nullptr;
+    if (p->state_ == PlanState::kArmed) return p;
+  }
+  return nullptr;
+}
+
+absl::Status PlanImpl::begin_locked() {
+  {
+    absl::MutexLock lock(&group_->plans_mu());
+    if (state_ != PlanState::kArmed) return wrong_state("begin an epoch");
+    if (const PlanImpl* first = earlier_unbegun()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where(), ": cannot begin before plan '", first->name(), "', which was armed earlier on the same copy "
+          "queues and has not begun (chains run in arming order; begin plans in the order they were armed)"));
+    }
+  }
+  for (int r = 0; r < group_->size(); ++r) {
+    uint64_t e = epoch_;
+    TESSEL_RETURN_IF_ERROR(control_.write(r, &e, sizeof(e), layout_.header + offsetof(ViewHeader, epoch)));
+  }
+  set_state(PlanState::kActive);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
+  absl::MutexLock op(&op_mu_);
+  TESSEL_RETURN_IF_ERROR(begin_locked());
+  std::vector<ViewHeader*> views;
+  for (int r = 0; r < group_->size(); ++r) views.push_back(header(r));
+  return views;
+}
+
+absl::StatusOr<bool> PlanImpl::drain(absl::Time deadline) {
+  for (int polls = 0;; ++polls) {
+    TESSEL_ASSIGN_OR_RETURN(bool done, armed_->done());
+    if (done) return true;
+    if (absl::Now() >= deadline) return false;
+    if (polls < 256) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+absl::Status PlanImpl::check_gates(bool delivered) {
+  int world = group_->size();
+  int64_t n = schedule_.num_batches();
+  std::vector<std::vector<GateRow>> rows(world, std::vector<GateRow>(n));
+  std::vector<ViewHeader> headers(world);
+  for (int r = 0; r < world; ++r) {
+    if (n > 0) TESSEL_RETURN_IF_ERROR(control_.read(r, rows[r].data(), n * sizeof(GateRow), 0));
+    TESSEL_RETURN_IF_ERROR(control_.read(r, &headers[r], sizeof(ViewHeader), layout_.header));
+  }
+  uint64_t epoch = epoch_;
+  auto open = [&](uint64_t word) { return static_cast<uint32_t>(word) >= static_cast<uint32_t>(epoch); };
+  std::vector<std::string> problems;
+  for (int r = 0; r < world; ++r) {
+    if (headers[r].status == kViewBadBatch) {
+      problems.push_back(absl::StrCat("a kernel on rank ", r, " named a batch the plan does not have (it has ", n, ")"));
+    }
+  }
+  for (int r = 0; r < world && problems.size() < 4; ++r) {
+    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
+      int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
+      const Batch& b = schedule_.batches(r)[i];
+      for (int p = 0; p < world; ++p) {
+        if (rows[p][g].error == kGateTimeout) {
+          problems.push_back(absl::StrCat("a kernel on rank ", p, " gave up waiting for batch ", g));
+        }
+      }
+      if (delivered) continue;
+      if (!open(rows[r][g].ready)) {
+        problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: ",
+                                        rows[r][g].counter % b.contributors, " of ", b.contributors,
+                                        " contributors published this epoch"));
+        continue;
+      }
+      for (int p = 0; p < world; ++p) {
+        if (p != r && !open(rows[p][g].arrival)) {
+          problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") did not reach rank ", p));
+        }
+      }
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  if (problems.size() > 4) problems.resize(4);
+  // Delivered but reported by a kernel: the epoch's data cannot be trusted.
+  return absl::Status(delivered ? absl::StatusCode::kAborted : absl::StatusCode::kDeadlineExceeded,
+                      absl::StrCat(where(), ": ", absl::StrJoin(problems, "; ")));
+}
+
+absl::Status PlanImpl::end_locked() {
+  {
+    absl::MutexLock lock(&group_->plans_mu());
+    if (state_ != PlanState::kActive) return wrong_state("end an epoch");
+  }
+  TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
+  absl::Status gates = check_gates(done);
+  if (!done && gates.ok()) {
+    gates = absl::DeadlineExceededError(
+        absl::StrCat(where(), ": chains did not finish within ", absl::FormatDuration(options_.timeout)));
+  }
+  absl::MutexLock lock(&group_->plans_mu());
+  if (done) group_->queued_plans().remove(this);
+  if (done) armed_.reset();
+  state_ = gates.ok() ? PlanState::kComplete : PlanState::kFailed;
+  return gates;
+}
+
+absl::Status PlanImpl::end() {
+  absl::MutexLock op(&op_mu_);
+  return end_locked();
+}
+
+absl::Status PlanImpl::next() {
+  absl::MutexLock op(&op_mu_);
+  {
+    absl::MutexLock lock(&group_->plans_mu());
+    if (state_ != PlanState::kComplete) return wrong_state("arm the next epoch");
+  }
+  if (epoch_ >= kMaxEpoch) {
+    return absl::OutOfRangeError(absl::StrCat(where(), ": epoch ", kMaxEpoch,
+                                              " is the last a plan may run (gates compare 32 bits); create a new plan"));
+  }
+  ++epoch_;
+  return arm();
+}
+
+absl::Status PlanImpl::run() {
+  absl::MutexLock op(&op_mu_);
+  TESSEL_RETURN_IF_ERROR(begin_locked());
+  for (int r = 0; r < group_->size(); ++r) {
+    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
+      int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
+      TESSEL_RETURN_IF_ERROR(group_->backend().open_gate(r, &gates(r)[g].ready, epoch_));
+    }
+  }
+  return end_locked();
+}
+
+absl::Status PlanImpl::release(bool check_order, absl::string_view call) {
+  if (armed_ == nullptr) return absl::OkStatus();
+  if (check_order) {
+    absl::MutexLock lock(&group_->plans_mu());
+    if (const PlanImpl* first = earlier_unbegun()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where(), ": cannot ", call, " before plan '", first->name(), "', which was armed earlier on the same "
+          "copy queues and has not begun (its chains run first; abort plans in the order they were armed)"));
+    }
+  }
+  TESSEL_RETURN_IF_ERROR(armed_->release());
+  TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
+  if (!done) {
+    return absl::DeadlineExceededError(absl::StrCat(where(), ": released chains did not finish within ",
+                                                    absl::FormatDuration(options_.timeout)));
+  }
+  armed_.reset();
+  absl::MutexLock lock(&group_->plans_mu());
+  group_->queued_plans().remove(this);
+  return absl::OkStatus();
+}
+
+absl::Status PlanImpl::abort() {
+  absl::MutexLock op(&op_mu_);
+  {
+    absl::MutexLock lock(&group_->plans_mu());
+    if (state_ == PlanState::kAborted || state_ == PlanState::kDestroyed) return wrong_state("abort");
+  }
+  TESSEL_RETURN_IF_ERROR(release(/*check_order=*/true, "abort"));
+  set_state(PlanState::kAborted);
+  return absl::OkStatus();
+}
+
+absl::Status PlanImpl::destroy() {
+  absl::MutexLock op(&op_mu_);
+  if (state() == PlanState::kDestroyed) return absl::OkStatus();
+  TESSEL_RETURN_IF_ERROR(release(/*check_order=*/true, "destroy"));
+  control_ = SymmetricBuffer();
+  buffer_ = SymmetricBuffer();
+  set_state(PlanState::kDestroyed);
+  return absl::OkStatus();
+}
+
+PlanImpl::~PlanImpl() {
+  absl::MutexLock op(&op_mu_);
+  if (release(/*check_order=*/false, "destroy").ok()) return;
+  // Chains still queued behind another plan's may yet write the gates: keep
+  // them (and the chains' resources) for the life of the process rather
+  // than let the memory be reused under them.
+  absl::MutexLock lock(&group_->plans_mu());
+  group_->queued_plans().remove(this);
+  new SymmetricBuffer(std::move(control_));
+  armed_.release();
+}
+
+// --- Creation and the handle
+
+absl::StatusOr<TriggeredPlan> TriggeredPlan::create(const Group& group, const SymmetricBuffer& buffer,
+                                                    std::vector<Schedule> schedules, PlanOptions options) {
+  std::string where = absl::StrCat("TriggeredPlan '", options.name, "'");
+  if (buffer.empty() || buffer.group() != &group.impl()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the buffer is not in this group's symmetric allocation (allocate it with Group::allocate, whose "
+        "peer addresses never move)"));
+  }
+  if (static_cast<int>(schedules.size()) != group.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", schedules.size(), " schedules for a group of ",
+                                                   group.size(), " ranks; pass one per rank"));
+  }
+  absl::Status same = check_same(schedules);
+  if (!same.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", same.message()));
+  const Schedule& s = schedules[0];
+  if (s.world_size() != group.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": the schedule has ", s.world_size(),
+                                                   " ranks but the group ", group.size()));
+  }
+  absl::Status valid = validate(s);
+  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", valid.message()));
+  if (s.bytes() > static_cast<int64_t>(buffer.bytes())) {
+    return absl::OutOfRangeError(absl::StrCat(where, ": the schedule spans ", s.bytes(), " bytes (", s.world_size(),
+                                              " shards of ", s.shard_bytes(), ") but the buffer has ",
+                                              buffer.bytes()));
+  }
+  if (options.first_epoch < 1 || options.first_epoch > kMaxEpoch) {
+    return absl::OutOfRangeError(
+        absl::StrCat(where, ": first_epoch ", options.first_epoch, " is not in [1, ", kMaxEpoch, "]"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": the timeout must be positive"));
+  }
+  auto impl = std::make_shared<PlanImpl>(group.shared_impl(), buffer, std::move(schedules[0]), std::move(options));
+  TESSEL_RETURN_IF_ERROR(impl->init());
+  return TriggeredPlan(std::move(impl));
+}
+
+PlanState TriggeredPlan::state() const { return impl_->state(); }
+uint64_t TriggeredPlan::epoch() const { return impl_->epoch(); }
+const Schedule& TriggeredPlan::schedule() const { return impl_->schedule(); }
+const std::string& TriggeredPlan::name() const { return impl_->name(); }
+absl::StatusOr<std::vector<ViewHeader*>> TriggeredPlan::begin_device_epoch() { return impl_->begin(); }
+absl::Status TriggeredPlan::end_device_epoch() { return impl_->end(); }
+absl::Status TriggeredPlan::next_epoch() { return impl_->next(); }
+absl::Status TriggeredPlan::run() { return impl_->run(); }
+absl::Status TriggeredPlan::abort() { return impl_->abort(); }
+absl::Status TriggeredPlan::destroy() { return impl_->destroy(); }
+absl::StatusOr<int64_t> TriggeredPlan::batch_id(int rank, int i) const {
+  return tessel::batch_id(impl_->schedule(), rank, i);
+}
+
+}  // namespace tessel

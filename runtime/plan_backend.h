@@ -1,0 +1,79 @@
+// Internal: the one seam between triggered plans and the backends that arm
+// them. Plans (plan.cc) decide what to copy where and when; a GroupBackend
+// maps symmetric memory and turns armed batches into copy-engine chains
+// (host threads, CUDA stream memory operations).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/device.h"
+
+namespace tessel {
+
+// `height` rows of `width` bytes; row i at src + i * src_pitch, dst + i * dst_pitch.
+struct ChainCopy {
+  uintptr_t src = 0;
+  uintptr_t dst = 0;
+  int64_t width = 0;
+  int64_t height = 1;
+  int64_t src_pitch = 0;
+  int64_t dst_pitch = 0;
+};
+
+// One batch of one epoch. Once the owner's `ready` word reaches `epoch`,
+// each delivery's copies run on the (owner, peer) queue and the peer's
+// `arrival` word gets the epoch; once every peer has the batch the owner's
+// `completion` word does (with no peers, right after ready opens).
+struct ArmedBatch {
+  struct Delivery {
+    int peer = 0;
+    std::vector<ChainCopy> copies;
+    uint64_t* arrival = nullptr;
+  };
+  int owner = 0;
+  uint64_t epoch = 0;
+  uint64_t* ready = nullptr;
+  uint64_t* completion = nullptr;
+  std::vector<Delivery> deliveries;
+};
+
+// The chains one plan armed for one epoch.
+class ArmedEpoch {
+ public:
+  virtual ~ArmedEpoch() = default;
+  // Whether every chain has finished (delivered or released).
+  virtual absl::StatusOr<bool> done() = 0;
+  // Lets every chain finish without its gate: the host drops queued chains;
+  // CUDA opens the ready words, so chains copy whatever the buffer holds.
+  virtual absl::Status release() = 0;
+};
+
+class GroupBackend {
+ public:
+  virtual ~GroupBackend() = default;
+  // Mapping granularity: chunks are multiples of it.
+  virtual int64_t granularity() const = 0;
+  // Reserves `bytes` of address space on every rank; returns each rank's base.
+  virtual absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) = 0;
+  // Backs [offset, offset + bytes) of every rank's reservation with memory
+  // that every rank can read and write. Never moves what is mapped.
+  virtual absl::Status map(int64_t offset, int64_t bytes) = 0;
+  // Zero-fills `bytes` at `p` in rank's memory.
+  virtual absl::Status zero(int rank, void* p, size_t bytes) = 0;
+  // Appends one chain per (batch, peer) to the (owner, peer) queues, in order.
+  virtual absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) = 0;
+  // Stores `epoch` to an owner's ready word from the host (release order).
+  virtual absl::Status open_gate(int owner, uint64_t* ready, uint64_t epoch) = 0;
+  // A plain copy from `rank` to `peer` through their queue; the caller has
+  // checked that no chain is armed on it.
+  virtual absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<GroupBackend>> make_host_group_backend(const std::vector<Device>& devices);
+absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std::vector<Device>& devices);
+
+}  // namespace tessel

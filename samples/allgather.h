@@ -1,0 +1,136 @@
+// A triggered all-gather driven epoch by epoch: every rank's producer writes
+// its shard tile by tile and publishes one batch per wave; copy chains armed
+// by the plan carry each batch to every peer; every rank's check kernel waits
+// for all batches and counts wrong elements. Shared by the allgather sample,
+// the plan tests and the benchmark.
+#pragma once
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/device.h"
+#include "runtime/group.h"
+#include "runtime/plan.h"
+#include "samples/kernels.h"
+
+namespace samples {
+
+struct AllGatherConfig {
+  int rows = 256;        // of each rank's shard
+  int cols = 1000;       // elements (i32) per row
+  int programs = 8;      // producer programs (persistent); the schedule's waves follow them
+  int check_programs = 8;
+};
+
+class AllGather {
+ public:
+  static absl::StatusOr<std::unique_ptr<AllGather>> create(const tessel::Group& group, const AllGatherConfig& config,
+                                                           tessel::PlanOptions options = {}) {
+    using namespace tessel;  // NOLINT
+    auto ag = std::unique_ptr<AllGather>(new AllGather(group, config));
+    int world = group.size();
+    ScheduleView view{config.rows, config.cols, 4, 0};
+    absl::StatusOr<Schedule> schedule = waves(view, world, {kAgBM, kAgBN}, config.programs);
+    if (!schedule.ok()) return schedule.status();
+    absl::StatusOr<SymmetricBuffer> buf = group.allocate(schedule->bytes());
+    if (!buf.ok()) return buf.status();
+    ag->buffer_ = *buf;
+    absl::StatusOr<TriggeredPlan> plan =
+        TriggeredPlan::create(group, ag->buffer_, std::vector<Schedule>(world, *schedule), std::move(options));
+    if (!plan.ok()) return plan.status();
+    ag->plan_ = std::make_unique<TriggeredPlan>(*plan);
+    absl::StatusOr<Kernel> producer = allgather_producer_kernel(), check = allgather_check_kernel();
+    if (!producer.ok()) return producer.status();
+    if (!check.ok()) return check.status();
+    for (int r = 0; r < world; ++r) {
+      const Device& d = group.device(r);
+      // Compiled (and on CUDA loaded) before any epoch: a function first
+      // loaded while a stream holds an armed wait would never start.
+      absl::StatusOr<Function> p = d.compile(*producer), c = d.compile(*check);
+      if (!p.ok()) return p.status();
+      if (!c.ok()) return c.status();
+      absl::StatusOr<Buffer> errors = d.allocate(sizeof(int32_t));
+      if (!errors.ok()) return errors.status();
+      absl::StatusOr<Stream> stream = d.create_stream();
+      if (!stream.ok()) return stream.status();
+      ag->producers_.push_back(*p);
+      ag->checks_.push_back(*c);
+      ag->errors_.push_back(*errors);
+      ag->streams_.push_back(*stream);
+    }
+    return ag;
+  }
+
+  // Runs the armed epoch on every rank; returns the wrong elements summed
+  // over ranks. Leaves the plan complete (call next()) or failed.
+  absl::StatusOr<int64_t> run_epoch() {
+    using namespace tessel;  // NOLINT
+    int world = group_.size();
+    const int32_t zero = 0;
+    for (int r = 0; r < world; ++r) {
+      absl::Status s = group_.device(r).copy_to_device(errors_[r], &zero, sizeof(zero));
+      if (!s.ok()) return s;
+    }
+    absl::StatusOr<std::vector<ViewHeader*>> views = plan_->begin_device_epoch();
+    if (!views.ok()) return views.status();
+    int32_t epoch = static_cast<int32_t>(plan_->epoch());
+    int32_t batches = static_cast<int32_t>(plan_->schedule().num_batches());
+    int32_t total = world * config_.rows * config_.cols;
+    std::vector<absl::Status> launched(world);
+    auto launch = [&](int r) {
+      int32_t first = static_cast<int32_t>(*plan_->batch_id(r, 0));
+      auto* data = buffer_.as<int32_t>(r);
+      launched[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
+                                         config_.rows, config_.cols, epoch, first);
+      if (launched[r].ok()) {
+        launched[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
+                                        total, batches, epoch, errors_[r]);
+      }
+    };
+    if (group_.device(0).kind() == DeviceKind::kHost) {
+      // Host launches run to completion: one thread per rank, as on GPUs
+      // every rank's kernels run at once.
+      std::vector<std::thread> threads;
+      for (int r = 0; r < world; ++r) threads.emplace_back(launch, r);
+      for (std::thread& t : threads) t.join();
+    } else {
+      for (int r = 0; r < world; ++r) launch(r);
+    }
+    for (const absl::Status& s : launched) {
+      if (!s.ok()) return s;
+    }
+    absl::Status ended = plan_->end_device_epoch();
+    int64_t wrong = 0;
+    for (int r = 0; r < world; ++r) {
+      absl::Status s = streams_[r].synchronize();
+      if (!s.ok()) return s;
+      int32_t e = 0;
+      s = group_.device(r).copy_to_host(&e, errors_[r], sizeof(e));
+      if (!s.ok()) return s;
+      wrong += e;
+    }
+    if (!ended.ok()) return ended;
+    return wrong;
+  }
+
+  tessel::TriggeredPlan& plan() { return *plan_; }
+  const tessel::SymmetricBuffer& buffer() const { return buffer_; }
+  const std::vector<tessel::Stream>& streams() const { return streams_; }
+  const std::vector<tessel::Function>& producers() const { return producers_; }
+
+ private:
+  AllGather(tessel::Group group, AllGatherConfig config) : group_(std::move(group)), config_(config) {}
+
+  tessel::Group group_;
+  AllGatherConfig config_;
+  tessel::SymmetricBuffer buffer_;
+  std::unique_ptr<tessel::TriggeredPlan> plan_;
+  std::vector<tessel::Function> producers_, checks_;
+  std::vector<tessel::Buffer> errors_;
+  std::vector<tessel::Stream> streams_;
+};
+
+}  // namespace samples

@@ -1,0 +1,221 @@
+// Triggered plans on CUDA GPUs (skipped with fewer than two): symmetric VMM
+// memory, chains of stream memory operations on copy engines, kernels
+// publishing and waiting through views, releases and misuse. Runs at 2 ranks
+// and, where 4 GPUs are present, at 4.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "dsl/builder.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/device_impl.h"
+#include "runtime/plan.h"
+#include "samples/allgather.h"
+#include "tests/plan_test_util.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using plan_test::expect_delivered;
+using plan_test::fill;
+
+constexpr int64_t kChunk = 2 << 20;  // the H200's mapping granularity
+
+// A group of cuda:0..world-1 into `group`, or skips without that many GPUs.
+#define TESSEL_CUDA_GROUP_OR_SKIP(group, world)                                                   \
+  std::vector<Device> group##_devices;                                                            \
+  for (int r = 0; r < (world); ++r) {                                                             \
+    absl::StatusOr<Device> d = Device::open(absl::StrCat("cuda:", r));                            \
+    if (!d.ok() && (d.status().code() == absl::StatusCode::kUnavailable ||                        \
+                    d.status().code() == absl::StatusCode::kNotFound)) {                          \
+      GTEST_SKIP() << "needs " << (world) << " NVIDIA GPUs: " << d.status().message();            \
+    }                                                                                             \
+    ASSERT_TRUE(d.ok()) << d.status();                                                            \
+    group##_devices.push_back(*d);                                                                \
+  }                                                                                               \
+  absl::StatusOr<Group> group##_or =                                                              \
+      Group::create(group##_devices, {.reserve_bytes = int64_t{16} << 30, .chunk_bytes = kChunk}); \
+  ASSERT_TRUE(group##_or.ok()) << group##_or.status();                                            \
+  Group& group = *group##_or
+
+class CudaPlan : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaPlan, SymmetricMemoryGrowsWithoutMoving) {
+  TESSEL_CUDA_GROUP_OR_SKIP(g, GetParam());
+  SymmetricBuffer first = *g.allocate(1000);
+  std::vector<int> v(250, 42), back(250);
+  ASSERT_TRUE(first.write(1, v.data(), 1000).ok());
+  void* at = first.data(1);
+  std::vector<SymmetricBuffer> more;
+  for (int i = 0; i < 4; ++i) more.push_back(*g.allocate(3 * kChunk / 2));
+  EXPECT_GE(g.mapped_bytes(), 6 * kChunk);
+  EXPECT_EQ(first.data(1), at);
+  ASSERT_TRUE(first.read(1, back.data(), 1000).ok());
+  EXPECT_EQ(back, v);
+  ASSERT_TRUE(g.copy_to_peer(1, 0, first.data(0), first.data(1), 1000).ok());
+  ASSERT_TRUE(first.read(0, back.data(), 1000).ok());
+  EXPECT_EQ(back, v);
+}
+
+TEST_P(CudaPlan, RunDeliversLinearAndTwoDimensionalBatches) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  std::vector<Batch> linear = {{{{0, 1000}, {5000, 3000}}, 1}, {{{1000, 4000}, {8000, 2000}}, 1}};
+  std::vector<Schedule> schedules = {Schedule(10000, std::vector<std::vector<Batch>>(world, linear)),
+                                     *waves({77, 300, 4, 1216}, world, {32, 64}, 5),
+                                     *split_linear(*chunks(ScheduleView::linear(3 << 20), world, 3), 1 << 20)};
+  for (const Schedule& s : schedules) {
+    SymmetricBuffer buf = *g.allocate(s.bytes());
+    TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+    for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
+      fill(buf, s, world, epoch);
+      absl::Status ran = plan.run();
+      ASSERT_TRUE(ran.ok()) << ran;
+      expect_delivered(buf, s, world, epoch);
+      ASSERT_TRUE(plan.next_epoch().ok());
+    }
+  }
+}
+
+TEST_P(CudaPlan, AllGatherKernelsOverManyEpochs) {
+  TESSEL_CUDA_GROUP_OR_SKIP(g, GetParam());
+  auto ag = samples::AllGather::create(g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32});
+  ASSERT_TRUE(ag.ok()) << ag.status();
+  int64_t wrong = 0;
+  for (int epoch = 1; epoch <= 1000; ++epoch) {
+    absl::StatusOr<int64_t> w = (*ag)->run_epoch();
+    ASSERT_TRUE(w.ok()) << "epoch " << epoch << ": " << w.status();
+    wrong += *w;
+    ASSERT_TRUE((*ag)->plan().next_epoch().ok());
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+// 8 programs each write an eighth of one 4 MiB batch; the 8th publish opens it.
+TEST_P(CudaPlan, EightContributorsReleaseOneFourMiBGate) {
+  const int world = GetParam();
+  constexpr int kPrograms = 8, kBlock = 1024, kCount = (4 << 20) / 4;
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  Schedule s = *whole(ScheduleView::linear(kCount, 4), world, kPrograms);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+  KernelBuilder k("contributors");
+  TriggeredView view = k.triggered_view("plan");
+  Value out = k.arg(ptr(i32), "out"), epoch = k.arg(i32, "epoch"), batch = k.arg(i32, "batch");
+  Value base = k.arg(i32, "base");
+  k.for_range(0, kCount / kPrograms, kBlock, [&](Value at) {
+    Value index = k.program_id() * (kCount / kPrograms) + at + k.arange(0, kBlock);  // [B] i32
+    store(out + base + index, (epoch << 24) | index);
+  });
+  view.publish(batch);
+  std::vector<Function> fn;
+  for (int r = 0; r < world; ++r) fn.push_back(*g.device(r).compile(*k.build()));
+  for (uint64_t e = 1; e <= 10; ++e) {
+    std::vector<ViewHeader*> views = *plan.begin_device_epoch();
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(fn[r].launch({.grid = kPrograms}, views[r], buf.as<int32_t>(r), static_cast<int32_t>(e),
+                               static_cast<int32_t>(*plan.batch_id(r, 0)), r * kCount)
+                      .ok());
+    }
+    absl::Status ended = plan.end_device_epoch();
+    ASSERT_TRUE(ended.ok()) << ended;
+    std::vector<int32_t> got(kCount);
+    for (int p = 0; p < world; ++p) {
+      for (int owner = 0; owner < world; ++owner) {
+        ASSERT_TRUE(buf.read(p, got.data(), kCount * 4, int64_t{owner} * kCount * 4).ok());
+        int64_t wrong = 0;
+        for (int i = 0; i < kCount; ++i) wrong += got[i] != static_cast<int32_t>((e << 24) | i);
+        ASSERT_EQ(wrong, 0) << "epoch " << e << ": rank " << owner << "'s shard on rank " << p;
+      }
+    }
+    ASSERT_TRUE(plan.next_epoch().ok());
+  }
+}
+
+// A buffer across two VMM chunks, and chunks mapped while the plan is armed.
+TEST_P(CudaPlan, BufferSpanningChunksAndGrowthWhileArmed) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  SymmetricBuffer pad = *g.allocate(kChunk - 65536);
+  Schedule s = *chunks(ScheduleView::linear(100000, 4), world, 4);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  ASSERT_GT(buf.offset() + static_cast<int64_t>(buf.bytes()), kChunk);
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+  std::vector<SymmetricBuffer> more;
+  for (int i = 0; i < 3; ++i) more.push_back(*g.allocate(kChunk));
+  fill(buf, s, world, 1);
+  ASSERT_TRUE(plan.run().ok());
+  expect_delivered(buf, s, world, 1);
+}
+
+// Chains run in arming order: a later batch opened first arrives after the earlier one.
+TEST_P(CudaPlan, LaterBatchWaitsBehindEarlierOne) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  Schedule s = *chunks(ScheduleView::linear(1 << 20), world, 2);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+  KernelBuilder k("open");
+  TriggeredView view = k.triggered_view("plan");
+  view.publish(k.arg(i32, "batch"));
+  std::vector<Function> open;
+  for (int r = 0; r < world; ++r) open.push_back(*g.device(r).compile(*k.build()));
+  std::vector<ViewHeader*> views = *plan.begin_device_epoch();
+  auto arrival = [&](int64_t b) {
+    ViewHeader h;
+    EXPECT_TRUE(g.device(1).impl().copy_to_host(&h, views[1], sizeof(h)).ok());
+    GateRow row;
+    EXPECT_TRUE(g.device(1).impl().copy_to_host(&row, h.gates + b, sizeof(row)).ok());
+    return row.arrival;
+  };
+  int64_t b0 = *plan.batch_id(0, 0), b1 = *plan.batch_id(0, 1);
+  ASSERT_TRUE(open[0].launch({}, views[0], static_cast<int32_t>(b1)).ok());
+  ASSERT_TRUE(g.device(0).synchronize().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(arrival(b1), 0u) << "batch 1 overtook batch 0";
+  ASSERT_TRUE(open[0].launch({}, views[0], static_cast<int32_t>(b0)).ok());
+  for (int r = 1; r < world; ++r) {
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(open[r].launch({}, views[r], static_cast<int32_t>(*plan.batch_id(r, i))).ok());
+  }
+  absl::Status ended = plan.end_device_epoch();
+  ASSERT_TRUE(ended.ok()) << ended;
+  EXPECT_EQ(arrival(b0), 1u);
+  EXPECT_EQ(arrival(b1), 1u);
+}
+
+// Armed waits never hold Device::synchronize; a timed-out epoch fails, holds
+// its queues until aborted, and the abort releases the chains.
+TEST_P(CudaPlan, TimeoutAbortAndSynchronizeWhileArmed) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  Schedule s = *chunks(ScheduleView::linear(1 << 16), world, 2);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan =
+      *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s), {.name = "idle", .timeout = absl::Milliseconds(100)});
+  for (int r = 0; r < world; ++r) ASSERT_TRUE(g.device(r).synchronize().ok());
+  absl::Status copy = g.copy_to_peer(0, 1, buf.data(1), buf.data(0), 64);
+  EXPECT_EQ(copy.code(), absl::StatusCode::kFailedPrecondition) << copy;
+  ASSERT_TRUE(plan.begin_device_epoch().ok());
+  absl::Status ended = plan.end_device_epoch();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kDeadlineExceeded) << ended;
+  EXPECT_THAT(ended.message(), HasSubstr("was never opened"));
+  EXPECT_EQ(plan.state(), PlanState::kFailed);
+  absl::Status aborted = plan.abort();
+  ASSERT_TRUE(aborted.ok()) << aborted;
+  EXPECT_TRUE(g.copy_to_peer(0, 1, buf.data(1), buf.data(0), 64).ok());
+  // A new plan on the same queues works after the aborted one.
+  TriggeredPlan next = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+  fill(buf, s, world, 1);
+  ASSERT_TRUE(next.run().ok());
+  expect_delivered(buf, s, world, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CudaPlan, ::testing::Values(2, 4), [](const auto& info) {
+  return absl::StrCat(info.param, "Ranks");
+});
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,52 @@
+// Shared by the host and GPU plan suites: shards filled with bytes that name
+// (epoch, rank, position), and the check that every byte a schedule covers
+// reached every peer while bytes it does not cover kept their poison.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/group.h"
+#include "runtime/schedule.h"
+
+namespace tessel::plan_test {
+
+inline constexpr unsigned char kPoison = 0xEE;
+
+inline unsigned char shard_byte(uint64_t epoch, int rank, int64_t i) {
+  return static_cast<unsigned char>(epoch * 31 + rank * 7 + i * 13);
+}
+
+// Rank r's own shard gets its bytes; every other byte of r's copy the poison.
+inline void fill(const SymmetricBuffer& buf, const Schedule& s, int world, uint64_t epoch) {
+  for (int r = 0; r < world; ++r) {
+    std::vector<unsigned char> bytes(s.bytes(), kPoison);
+    for (int64_t i = 0; i < s.shard_bytes(); ++i) bytes[s.shard_offset(r) + i] = shard_byte(epoch, r, i);
+    ASSERT_TRUE(buf.write(r, bytes.data(), bytes.size()).ok());
+  }
+}
+
+inline void expect_delivered(const SymmetricBuffer& buf, const Schedule& s, int world, uint64_t epoch) {
+  for (int owner = 0; owner < world; ++owner) {
+    std::vector<bool> covered(s.shard_bytes());
+    for (const Batch& b : s.batches(owner)) {
+      for (const Segment& seg : b.segments) {
+        for (int64_t row = 0; row < seg.height; ++row) {
+          for (int64_t x = 0; x < seg.width; ++x) covered[seg.offset + row * seg.pitch + x] = true;
+        }
+      }
+    }
+    for (int p = 0; p < world; ++p) {
+      if (p == owner) continue;
+      std::vector<unsigned char> bytes(s.shard_bytes());
+      ASSERT_TRUE(buf.read(p, bytes.data(), bytes.size(), s.shard_offset(owner)).ok());
+      for (int64_t i = 0; i < s.shard_bytes(); ++i) {
+        unsigned char want = covered[i] ? shard_byte(epoch, owner, i) : kPoison;
+        ASSERT_EQ(bytes[i], want) << "shard of rank " << owner << " on rank " << p << ", byte " << i;
+      }
+    }
+  }
+}
+
+}  // namespace tessel::plan_test

@@ -1,0 +1,188 @@
+// Every misuse of a triggered plan returns a clear error instead of hanging
+// or corrupting: one test per misuse, each checking code and message.
+#include <vector>
+
+#include "dsl/builder.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/plan.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Fixture {
+  explicit Fixture(int world = 2) : group(*Group::host(world, 1, {.reserve_bytes = 1 << 28, .chunk_bytes = 1 << 20})) {
+    schedule = *chunks(ScheduleView::linear(4096), world, 2);
+    buffer = *group.allocate(schedule.bytes());
+  }
+  absl::StatusOr<TriggeredPlan> plan(PlanOptions options = {}) {
+    return TriggeredPlan::create(group, buffer, std::vector<Schedule>(group.size(), schedule), options);
+  }
+  Group group;
+  Schedule schedule;
+  SymmetricBuffer buffer;
+};
+
+void expect_error(const absl::Status& s, absl::StatusCode code, const std::string& text) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_THAT(s.message(), HasSubstr(text));
+}
+
+TEST(PlanErrors, HostCopyToAPeerWhoseQueueHoldsArmedChains) {
+  Fixture f;
+  TriggeredPlan p = *f.plan({.name = "ag"});
+  auto copy = [&] { return f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 64); };
+  expect_error(copy(), absl::StatusCode::kFailedPrecondition, "plan 'ag' has chains armed on this queue");
+  ASSERT_TRUE(p.run().ok());
+  EXPECT_TRUE(copy().ok());
+}
+
+TEST(PlanErrors, EndingAnEpochNeverBegun) {
+  Fixture f;
+  TriggeredPlan p = *f.plan();
+  expect_error(p.end_device_epoch(), absl::StatusCode::kFailedPrecondition, "no epoch has begun");
+}
+
+TEST(PlanErrors, BeginningOutOfArmingOrder) {
+  Fixture f;
+  TriggeredPlan first = *f.plan({.name = "first"}), second = *f.plan({.name = "second"});
+  expect_error(second.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition,
+               "cannot begin before plan 'first'");
+  ASSERT_TRUE(first.run().ok());
+  EXPECT_TRUE(second.run().ok());
+}
+
+TEST(PlanErrors, AbortingOutOfArmingOrder) {
+  Fixture f;
+  TriggeredPlan first = *f.plan({.name = "first"}), second = *f.plan({.name = "second"});
+  expect_error(second.abort(), absl::StatusCode::kFailedPrecondition, "cannot abort before plan 'first'");
+  expect_error(second.destroy(), absl::StatusCode::kFailedPrecondition, "cannot destroy before plan 'first'");
+  ASSERT_TRUE(first.abort().ok());
+  EXPECT_EQ(first.state(), PlanState::kAborted);
+  ASSERT_TRUE(second.abort().ok());
+  EXPECT_EQ(second.state(), PlanState::kAborted);
+  expect_error(second.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition, "it was aborted");
+}
+
+TEST(PlanErrors, BeginningACompletedPlanAgain) {
+  Fixture f;
+  TriggeredPlan p = *f.plan();
+  ASSERT_TRUE(p.run().ok());
+  expect_error(p.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition, "call next_epoch()");
+  expect_error(p.run(), absl::StatusCode::kFailedPrecondition, "call next_epoch()");
+}
+
+TEST(PlanErrors, BeginningTwiceAndArmingWhileActive) {
+  Fixture f;
+  TriggeredPlan p = *f.plan();
+  ASSERT_TRUE(p.begin_device_epoch().ok());
+  expect_error(p.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition, "call end_device_epoch()");
+  expect_error(p.next_epoch(), absl::StatusCode::kFailedPrecondition, "its epoch is active");
+  ASSERT_TRUE(p.abort().ok());
+}
+
+TEST(PlanErrors, MismatchedSchedules) {
+  Fixture f;
+  Schedule other = *chunks(ScheduleView::linear(4096), 2, 3);
+  absl::StatusOr<TriggeredPlan> p = TriggeredPlan::create(f.group, f.buffer, {f.schedule, other});
+  expect_error(p.status(), absl::StatusCode::kInvalidArgument, "rank 1");
+}
+
+TEST(PlanErrors, OneSchedulePerRank) {
+  Fixture f;
+  expect_error(TriggeredPlan::create(f.group, f.buffer, {f.schedule}).status(), absl::StatusCode::kInvalidArgument,
+               "1 schedules for a group of 2 ranks");
+  Schedule three = *chunks(ScheduleView::linear(1024), 3, 2);
+  expect_error(TriggeredPlan::create(f.group, f.buffer, {three, three}).status(),
+               absl::StatusCode::kInvalidArgument, "the schedule has 3 ranks but the group 2");
+}
+
+TEST(PlanErrors, BufferOutsideTheSymmetricAllocation) {
+  Fixture f, other;
+  expect_error(TriggeredPlan::create(f.group, other.buffer, {f.schedule, f.schedule}).status(),
+               absl::StatusCode::kInvalidArgument, "not in this group's symmetric allocation");
+  expect_error(TriggeredPlan::create(f.group, SymmetricBuffer(), {f.schedule, f.schedule}).status(),
+               absl::StatusCode::kInvalidArgument, "not in this group's symmetric allocation");
+}
+
+TEST(PlanErrors, ScheduleLargerThanTheBuffer) {
+  Fixture f;
+  SymmetricBuffer small = *f.group.allocate(1000);
+  expect_error(TriggeredPlan::create(f.group, small, {f.schedule, f.schedule}).status(),
+               absl::StatusCode::kOutOfRange, "spans 8192 bytes");
+}
+
+TEST(PlanErrors, InvalidSchedule) {
+  Fixture f;
+  Schedule bad(4096, {{{{{0, 5000}}, 1}}, {{{{0, 10}}, 1}}});
+  expect_error(TriggeredPlan::create(f.group, f.buffer, {bad, bad}).status(), absl::StatusCode::kInvalidArgument,
+               "TriggeredPlan 'plan'");
+}
+
+TEST(PlanErrors, EpochOverflow) {
+  Fixture f;
+  TriggeredPlan p = *f.plan({.first_epoch = kMaxEpoch});
+  ASSERT_TRUE(p.run().ok());
+  expect_error(p.next_epoch(), absl::StatusCode::kOutOfRange, "4294967295 is the last");
+  expect_error(f.plan({.first_epoch = 0}).status(), absl::StatusCode::kOutOfRange, "first_epoch 0");
+  expect_error(f.plan({.first_epoch = kMaxEpoch + 1}).status(), absl::StatusCode::kOutOfRange, "first_epoch");
+}
+
+TEST(PlanErrors, EpochThatNeverPublishesTimesOutAndFails) {
+  Fixture f;
+  TriggeredPlan p = *f.plan({.name = "slow", .timeout = absl::Milliseconds(50)});
+  ASSERT_TRUE(p.begin_device_epoch().ok());
+  absl::Status s = p.end_device_epoch();
+  expect_error(s, absl::StatusCode::kDeadlineExceeded, "was never opened: 0 of 1 contributors");
+  EXPECT_EQ(p.state(), PlanState::kFailed);
+  expect_error(p.next_epoch(), absl::StatusCode::kFailedPrecondition, "it failed");
+  // The failed plan's chains still hold the queue until it is aborted.
+  expect_error(f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 8),
+               absl::StatusCode::kFailedPrecondition, "plan 'slow'");
+  ASSERT_TRUE(p.abort().ok());
+  EXPECT_TRUE(f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 8).ok());
+}
+
+TEST(PlanErrors, KernelErrorsReachEndDeviceEpoch) {
+  Fixture f;
+  TriggeredPlan p = *f.plan({.spin_limit = 1000, .timeout = absl::Milliseconds(100)});
+  KernelBuilder k("misuse");
+  TriggeredView view = k.triggered_view("plan");
+  Value batch = k.arg(i32, "batch");
+  view.wait(batch);
+  Function fn = *f.group.device(1).compile(*k.build());
+  std::vector<ViewHeader*> views = *p.begin_device_epoch();
+  ASSERT_TRUE(fn.launch({}, views[1], int32_t{0}).ok());   // rank 0's batch 0: never published
+  ASSERT_TRUE(fn.launch({}, views[1], int32_t{99}).ok());  // no such batch
+  absl::Status s = p.end_device_epoch();
+  EXPECT_THAT(s.message(), HasSubstr("a kernel on rank 1 named a batch the plan does not have"));
+  EXPECT_THAT(s.message(), HasSubstr("a kernel on rank 1 gave up waiting for batch 0"));
+  EXPECT_EQ(p.state(), PlanState::kFailed);
+}
+
+TEST(PlanErrors, CallsAfterDestroy) {
+  Fixture f;
+  TriggeredPlan p = *f.plan();
+  ASSERT_TRUE(p.destroy().ok());
+  EXPECT_EQ(p.state(), PlanState::kDestroyed);
+  EXPECT_TRUE(p.destroy().ok());
+  expect_error(p.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition, "it was destroyed");
+  expect_error(p.abort(), absl::StatusCode::kFailedPrecondition, "it was destroyed");
+  expect_error(p.run(), absl::StatusCode::kFailedPrecondition, "it was destroyed");
+  // Its queues are free again.
+  EXPECT_TRUE(f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 8).ok());
+}
+
+TEST(PlanErrors, BatchIdOutOfRange) {
+  Fixture f;
+  TriggeredPlan p = *f.plan();
+  EXPECT_EQ(*p.batch_id(1, 1), 3);
+  EXPECT_FALSE(p.batch_id(2, 0).ok());
+  EXPECT_FALSE(p.batch_id(0, 2).ok());
+}
+
+}  // namespace
+}  // namespace tessel
