@@ -34,6 +34,8 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuEventRecord);
   TESSEL_RAW_FN(cuEventSynchronize);
   TESSEL_RAW_FN(cuEventElapsedTime);
+  TESSEL_RAW_FN(cuMemcpyPeerAsync);
+  TESSEL_RAW_FN(cuCtxEnablePeerAccess);
 #undef TESSEL_RAW_FN
 
   // Loads the driver and makes device 0's primary context current; false
@@ -64,6 +66,8 @@ struct CudaRaw {
     get(cuEventRecord, "cuEventRecord");
     get(cuEventSynchronize, "cuEventSynchronize");
     get(cuEventElapsedTime, "cuEventElapsedTime");
+    get(cuMemcpyPeerAsync, "cuMemcpyPeerAsync");
+    get(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
     CUdevice dev;
     CUcontext ctx;
     check(cuInit(0), "cuInit");
@@ -71,6 +75,15 @@ struct CudaRaw {
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     return true;
+  }
+
+  // Device `ordinal`'s primary context (retained for the process).
+  CUcontext retain(int ordinal) {
+    CUdevice dev;
+    CUcontext ctx;
+    check(cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    return ctx;
   }
 
   static void check(CUresult r, const char* what) {

@@ -11,30 +11,18 @@
 #include <vector>
 
 #include "cuda_raw.h"
+#include "report.h"
 #include "samples/kernels.h"
 #include "tessel/tessel.h"
 
 using namespace tessel;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::must;
+using bench::ratio;
+using bench::report;
+using bench::seconds_since;
 
 namespace {
-
-template <class T>
-T must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, std::string(v.status().message()).c_str());
-    std::exit(1);
-  }
-  return *std::move(v);
-}
-void must(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
-    std::exit(1);
-  }
-}
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 Kernel empty_with_maps() {
   KernelBuilder k("empty_maps");
@@ -46,24 +34,6 @@ Kernel empty_with_pointers() {
   KernelBuilder k("empty_ptrs");
   for (const char* name : {"a", "b", "c"}) k.arg(ptr(bf16), name);
   return must(k.build(), "build");
-}
-
-struct Row {
-  std::string what;
-  double value;
-  std::string unit;
-  std::string note;
-};
-std::vector<Row> rows;
-void report(std::string what, double value, std::string unit, std::string note = "") {
-  std::printf("%-58s %12.3f %-8s %s\n", what.c_str(), value, unit.c_str(), note.c_str());
-  std::fflush(stdout);
-  rows.push_back({std::move(what), value, std::move(unit), std::move(note)});
-}
-std::string ratio(double r, const char* target) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "ratio %.3f (target %s)", r, target);
-  return buf;
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ class PlanImpl {
   absl::StatusOr<std::vector<ViewHeader*>> begin();
   absl::Status end();
   absl::Status next();
+  absl::Status publish(int rank, int i);
   absl::Status run();
   absl::Status abort();
   absl::Status destroy();
@@ -83,6 +84,7 @@ class PlanImpl {
   absl::Status arm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status begin_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status end_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  absl::Status open_locked(int rank, int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Waits until the armed chains finish; false at the deadline.
   absl::StatusOr<bool> drain(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Reads every rank's gate rows and view header: what failed, or OK.
@@ -157,6 +159,16 @@ absl::Status PlanImpl::arm() {
           uintptr_t at = schedule_.shard_offset(r) + s.offset;
           uintptr_t src = reinterpret_cast<uintptr_t>(buffer_.data(r)) + at;
           uintptr_t dst = reinterpret_cast<uintptr_t>(buffer_.data(p)) + at;
+          // Segments that continue the previous linear copy join it: a wave
+          // of full-width tiles becomes one copy instead of one per tile.
+          if (s.is_linear() && !d.copies.empty()) {
+            ChainCopy& last = d.copies.back();
+            if (last.height == 1 && last.src + last.width == src && last.dst + last.width == dst &&
+                last.width <= group_->backend().max_linear_copy() - s.width) {
+              last.width += s.width;
+              continue;
+            }
+          }
           int64_t pitch = s.is_linear() ? s.width : s.pitch;
           d.copies.push_back({src, dst, s.width, s.height, pitch, pitch});
         }
@@ -224,7 +236,9 @@ absl::StatusOr<bool> PlanImpl::drain(absl::Time deadline) {
     TESSEL_ASSIGN_OR_RETURN(bool done, armed_->done());
     if (done) return true;
     if (absl::Now() >= deadline) return false;
-    if (polls < 256) std::this_thread::yield();
+    // Yield for the first ~10 ms, so a short transfer is seen within a
+    // microsecond or two; then sleep between polls.
+    if (polls < 10000) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -313,14 +327,26 @@ absl::Status PlanImpl::next() {
   return arm();
 }
 
+absl::Status PlanImpl::publish(int rank, int i) {
+  absl::MutexLock op(&op_mu_);
+  {
+    absl::MutexLock lock(&group_->plans_mu());
+    if (state_ != PlanState::kActive) return wrong_state("publish");
+  }
+  return open_locked(rank, i);
+}
+
+absl::Status PlanImpl::open_locked(int rank, int i) {
+  absl::StatusOr<int64_t> g = batch_id(schedule_, rank, i);
+  if (!g.ok()) return absl::Status(g.status().code(), absl::StrCat(where(), ": publish: ", g.status().message()));
+  return group_->backend().open_gate(rank, &gates(rank)[*g].ready, epoch_);
+}
+
 absl::Status PlanImpl::run() {
   absl::MutexLock op(&op_mu_);
   TESSEL_RETURN_IF_ERROR(begin_locked());
   for (int r = 0; r < group_->size(); ++r) {
-    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
-      int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
-      TESSEL_RETURN_IF_ERROR(group_->backend().open_gate(r, &gates(r)[g].ready, epoch_));
-    }
+    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) TESSEL_RETURN_IF_ERROR(open_locked(r, static_cast<int>(i)));
   }
   return end_locked();
 }
@@ -427,6 +453,7 @@ const std::string& TriggeredPlan::name() const { return impl_->name(); }
 absl::StatusOr<std::vector<ViewHeader*>> TriggeredPlan::begin_device_epoch() { return impl_->begin(); }
 absl::Status TriggeredPlan::end_device_epoch() { return impl_->end(); }
 absl::Status TriggeredPlan::next_epoch() { return impl_->next(); }
+absl::Status TriggeredPlan::publish(int rank, int i) { return impl_->publish(rank, i); }
 absl::Status TriggeredPlan::run() { return impl_->run(); }
 absl::Status TriggeredPlan::abort() { return impl_->abort(); }
 absl::Status TriggeredPlan::destroy() { return impl_->destroy(); }

@@ -66,6 +66,9 @@ class TriggeredPlan {
   absl::Status end_device_epoch();
   // complete -> armed for the next epoch.
   absl::Status next_epoch();
+  // Opens rank's i-th batch from the host, as its last contributor would: for
+  // data the host wrote or waited for. The epoch must be active.
+  absl::Status publish(int rank, int i);
   // One epoch driven by the host: begin, open every gate, end. For data
   // already in the buffer (written by earlier kernels or copies).
   absl::Status run();

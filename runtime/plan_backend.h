@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -62,6 +63,9 @@ class GroupBackend {
   // Backs [offset, offset + bytes) of every rank's reservation with memory
   // that every rank can read and write. Never moves what is mapped.
   virtual absl::Status map(int64_t offset, int64_t bytes) = 0;
+  // The longest linear copy one chain step may make (schedules split longer
+  // segments with split_linear); abutting segments are joined up to it.
+  virtual int64_t max_linear_copy() const { return std::numeric_limits<int64_t>::max(); }
   // Zero-fills `bytes` at `p` in rank's memory.
   virtual absl::Status zero(int rank, void* p, size_t bytes) = 0;
   // Appends one chain per (batch, peer) to the (owner, peer) queues, in order.

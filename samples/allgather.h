@@ -23,6 +23,8 @@ struct AllGatherConfig {
   int cols = 1000;       // elements (i32) per row
   int programs = 8;      // producer programs (persistent); the schedule's waves follow them
   int check_programs = 8;
+  int passes = 1;      // times the producer writes each tile (benchmarks slow it down)
+  bool check = true;   // false: producers only (benchmarks time the transfer alone)
 };
 
 class AllGather {
@@ -84,8 +86,8 @@ class AllGather {
       int32_t first = static_cast<int32_t>(*plan_->batch_id(r, 0));
       auto* data = buffer_.as<int32_t>(r);
       launched[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
-                                         config_.rows, config_.cols, epoch, first);
-      if (launched[r].ok()) {
+                                         config_.rows, config_.cols, epoch, first, config_.passes);
+      if (launched[r].ok() && config_.check) {
         launched[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
                                         total, batches, epoch, errors_[r]);
       }

@@ -22,8 +22,9 @@ Args parse_args(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&arg, "--target=")) {
       a.target = std::string(arg);
     } else if (absl::ConsumePrefix(&arg, "--seed=") && absl::SimpleAtoi(arg, &a.seed)) {
+    } else if (absl::ConsumePrefix(&arg, "--ranks=") && absl::SimpleAtoi(arg, &a.ranks) && a.ranks >= 1) {
     } else {
-      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a]] [--seed=N]\n",
+      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a]] [--seed=N] [--ranks=N]\n",
                    argv[0]);
       std::exit(2);
     }

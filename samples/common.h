@@ -13,12 +13,13 @@ namespace samples {
 
 // --device=host|host:N|cuda:N|best (default best), --emit=DIR (write the
 // kernels' stages there and do not run), --target=sm_90a (with --emit:
-// compile for that GPU without needing one), --seed=N.
+// compile for that GPU without needing one), --seed=N, --ranks=N.
 struct Args {
   std::string device = "best";
   std::string emit_dir;
   std::string target;
   unsigned seed = std::random_device{}();
+  int ranks = 0;  // --ranks=N, for samples over several devices; 0: the sample's default
 };
 Args parse_args(int argc, char** argv);
 

@@ -9,4 +9,7 @@
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "runtime/device.h"
+#include "runtime/group.h"
+#include "runtime/plan.h"
+#include "runtime/schedule.h"
 #include "runtime/tensor_map.h"

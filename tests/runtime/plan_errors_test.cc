@@ -176,6 +176,18 @@ TEST(PlanErrors, CallsAfterDestroy) {
   EXPECT_TRUE(f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 8).ok());
 }
 
+TEST(PlanErrors, PublishFromTheHostOutsideAnEpochOrOfNoBatch) {
+  Fixture f;
+  TriggeredPlan p = *f.plan();
+  expect_error(p.publish(0, 0), absl::StatusCode::kFailedPrecondition, "cannot publish: no epoch has begun");
+  ASSERT_TRUE(p.begin_device_epoch().ok());
+  expect_error(p.publish(0, 5), absl::StatusCode::kOutOfRange, "publish");
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(p.publish(r, i).ok());
+  }
+  EXPECT_TRUE(p.end_device_epoch().ok());
+}
+
 TEST(PlanErrors, BatchIdOutOfRange) {
   Fixture f;
   TriggeredPlan p = *f.plan();

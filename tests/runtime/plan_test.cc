@@ -67,6 +67,17 @@ TEST(Plan, RunDeliversTwoDimensionalWavesWithClippedEdgeTiles) {
   }
 }
 
+// Full-width tiles make abutting linear segments, which chains join.
+TEST(Plan, RunDeliversWavesOfFullWidthTiles) {
+  Group g = host_group(3);
+  Schedule s = *waves({100, 16, 4, 0}, 3, {8, 16}, 4);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, same(s, 3));
+  fill(buf, s, 3, 1);
+  ASSERT_TRUE(plan.run().ok());
+  expect_delivered(buf, s, 3, 1);
+}
+
 // Kernel-driven epochs: the all-gather of samples/allgather.h at 2 and 4 ranks.
 class AllGatherRanks : public ::testing::TestWithParam<int> {};
 

@@ -1,0 +1,46 @@
+// Shared by the GPU benchmarks: exit on errors, wall time, and one printed
+// line per measurement.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+template <class T>
+T must(absl::StatusOr<T> v, const char* what) {
+  if (!v.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, std::string(v.status().message()).c_str());
+    std::exit(1);
+  }
+  return *std::move(v);
+}
+inline void must(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline void report(const std::string& what, double value, const std::string& unit, const std::string& note = "") {
+  std::printf("%-58s %12.3f %-8s %s\n", what.c_str(), value, unit.c_str(), note.c_str());
+  std::fflush(stdout);
+}
+
+inline std::string ratio(double r, const char* target) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "ratio %.3f (target %s)", r, target);
+  return buf;
+}
+
+}  // namespace bench
