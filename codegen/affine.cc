@@ -82,10 +82,8 @@ void AffineAnalysis::visit(const Op& op) {
       int s = op.operands[0];
       if (t.elements_are_pointers()) {
         a.pointer = s;
-      } else if (std::optional<int64_t> c = constant(s)) {
-        a.constant = *c;
       } else {
-        a.terms[s] = 1;
+        add_scalar(a, s, 1);
       }
       a.strides.assign(t.rank(), 0);
       affine_[r] = a;
@@ -142,6 +140,31 @@ void AffineAnalysis::visit(const Op& op) {
     default:
       break;
   }
+}
+
+void AffineAnalysis::add_scalar(Affine& a, int s, int64_t k) const {
+  if (std::optional<int64_t> c = constant(s)) {
+    a.constant += k * *c;
+    return;
+  }
+  const ValueInfo& info = ir_.values[s];
+  if (info.def_op >= 0) {
+    const Op& op = ir_.ops[info.def_op];
+    if (op.op == OpCode::kAdd || op.op == OpCode::kSub) {
+      add_scalar(a, op.operands[0], k);
+      add_scalar(a, op.operands[1], op.op == OpCode::kAdd ? k : -k);
+      return;
+    }
+    if (op.op == OpCode::kMul) {
+      for (int side = 0; side < 2; ++side) {
+        if (std::optional<int64_t> c = constant(op.operands[1 - side])) {
+          add_scalar(a, op.operands[side], k * *c);
+          return;
+        }
+      }
+    }
+  }
+  a.terms[s] += k;
 }
 
 int64_t AffineAnalysis::divisibility(int v) const {

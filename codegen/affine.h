@@ -67,6 +67,9 @@ class TESSEL_CODEGEN_API AffineAnalysis {
   void visit(const Op& op);
   std::optional<int64_t> constant(int v) const;
   std::optional<int64_t> splat_constant(int v) const;
+  // Adds k * the integer scalar `s` to `a`, split into its terms and
+  // constant where `s` is a sum or a multiple by a constant.
+  void add_scalar(Affine& a, int s, int64_t k) const;
   int64_t divisibility_of(const Affine& a) const;
   int64_t compare_constancy(const Op& op) const;
 

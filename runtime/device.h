@@ -118,6 +118,15 @@ class Function {
   }
   absl::Status launch_packed(const LaunchConfig& config, absl::Span<const KernelArg> args) const;
 
+  // What a launch with `args` lets the code assume (which variant it runs):
+  // for tests and dumps. The arguments are not checked.
+  template <class... Args>
+  Specialization specialization(const Args&... args) const {
+    const KernelArg packed[] = {KernelArg(args)..., KernelArg(0)};
+    return specialization_packed(absl::MakeConstSpan(packed, sizeof...(Args)));
+  }
+  Specialization specialization_packed(absl::Span<const KernelArg> args) const;
+
   const Kernel& kernel() const;
   // Shared memory one program uses (in the variant that assumes nothing
   // about the arguments).
