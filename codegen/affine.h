@@ -3,8 +3,14 @@
 // where base is a scalar: a sum of IR scalars times constants plus a
 // constant, or (for pointer tiles) a scalar pointer plus such an offset in
 // elements. Loads and stores through an affine pointer tile compute each
-// address from the base instead of reading a tile of pointers, so that
-// contiguous accesses (stride 1 along the last axis) become vector accesses.
+// address from the base instead of reading a tile of pointers.
+//
+// Beside contiguity the analysis tracks what powers of two divide things
+// (Triton's divisibility and constancy): integer scalars, the alignment of
+// scalar pointers (from the launch's Specialization), hence how long a run
+// of consecutive elements of a pointer tile is contiguous and starts at an
+// address aligned to the run, and over how long a run a mask such as
+// `offs < n` is constant. Those runs are what vector loads and stores need.
 // Offsets are taken as exact integers: like Triton, tessel assumes the
 // index arithmetic of an address does not overflow.
 #pragma once
@@ -14,6 +20,8 @@
 #include <optional>
 #include <vector>
 
+#include "codegen/api.h"
+#include "codegen/compile_options.h"
 #include "dsl/ir.h"
 
 namespace tessel::codegen {
@@ -27,7 +35,54 @@ struct Affine {
   bool contiguous() const { return !strides.empty() && strides.back() == 1; }
 };
 
-// The affine form of every tile value that has one, indexed by value id.
-std::vector<std::optional<Affine>> analyze_affine(const KernelIR& ir);
+// Divisors and runs are powers of two up to this (0 is divisible by all).
+inline constexpr int64_t kMaxDivisor = int64_t{1} << 20;
+// The widest vector access: 16 bytes (ld.global.v4.f32, v8 of 16-bit types).
+inline constexpr int64_t kVectorBytes = 16;
+
+class TESSEL_CODEGEN_API AffineAnalysis {
+ public:
+  AffineAnalysis(const KernelIR& ir, Specialization facts);
+
+  // The affine form of a tile value, if it has one.
+  const std::optional<Affine>& affine(int v) const { return affine_[v]; }
+  // The largest power of two known to divide the integer scalar `v`.
+  int64_t divisibility(int v) const;
+  // The bytes (a power of two) to which the scalar pointer `v` is known to
+  // be aligned: its element's size unless the facts or offsets say more.
+  int64_t alignment(int v) const;
+  // For a pointer tile: the longest run R (a power of two) such that every R
+  // consecutive elements in row-major order starting at a multiple of R are
+  // consecutive in memory and start at an address aligned to R elements.
+  int64_t aligned_run(int v) const;
+  // For a bool tile: the longest run R such that every R consecutive
+  // elements starting at a multiple of R are equal.
+  int64_t constancy(int v) const;
+  // For a load or store through a pointer tile: how many elements one
+  // access may move (a power of two, at most kVectorBytes in all): the
+  // aligned run of its pointers, over which its mask is constant.
+  int64_t access_run(const Op& o) const;
+
+ private:
+  void visit(const Op& op);
+  std::optional<int64_t> constant(int v) const;
+  std::optional<int64_t> splat_constant(int v) const;
+  // Adds k * the integer scalar `s` to `a`, split into its terms and
+  // constant where `s` is a sum or a multiple by a constant.
+  void add_scalar(Affine& a, int s, int64_t k) const;
+  int64_t divisibility_of(const Affine& a) const;
+  int64_t compare_constancy(const Op& op) const;
+
+  const KernelIR& ir_;
+  Specialization facts_;
+  std::vector<std::optional<Affine>> affine_;
+  std::vector<int> owner_;  // per block: the op that owns it, or -1
+  mutable std::vector<int64_t> divisibility_, alignment_, constancy_;  // memoized; 0: not yet known
+};
+
+// The parameters whose facts change some access_run of the kernel: the ones
+// worth a Specialization bit. Launches mask their facts with this, so that a
+// kernel does not recompile for facts it cannot use.
+TESSEL_CODEGEN_API Specialization specializable(const KernelIR& ir);
 
 }  // namespace tessel::codegen

@@ -2,11 +2,24 @@
 // directly: the runtime reads them in one place and fills this struct.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
 namespace tessel {
+
+// Facts about a launch's arguments that code may assume (Triton's
+// specialization on divisibility by 16): bit i says that parameter i is a
+// pointer to a 16-byte-aligned address or an integer divisible by 16.
+// Parameters past the 64th are never specialized. Any subset of the facts
+// that hold is a correct assumption; the empty set assumes nothing.
+struct Specialization {
+  uint64_t multiple_of_16 = 0;
+
+  bool has(int param) const { return param < 64 && (multiple_of_16 >> param & 1) != 0; }
+  bool operator==(const Specialization&) const = default;
+};
 
 struct CompileOptions {
   int opt_level = 3;  // LLVM's pipeline level, 0 to 3
@@ -17,10 +30,13 @@ struct CompileOptions {
   // for nowhere. `dump_stages` is a comma list such as "ir,llvm,ptx".
   std::string dump_dir;
   std::string dump_stages;
+  // What the code may assume about the arguments. The runtime sets this for
+  // each variant of a Function from the arguments of its launches.
+  Specialization specialization;
 
   // Whether the options change generated code (they key the JIT cache).
   std::string cache_key() const {
-    return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch);
+    return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch, ";s", absl::Hex(specialization.multiple_of_16));
   }
 };
 

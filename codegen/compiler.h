@@ -7,13 +7,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codegen/api.h"
 #include "codegen/compile_options.h"
 #include "codegen/host/abi.h"
 #include "dsl/builder.h"
-
-// codegen is built with hidden visibility (its internals speak LLVM types);
-// this marks the few entry points libtessel exports.
-#define TESSEL_CODEGEN_API __attribute__((visibility("default")))
 
 namespace tessel {
 

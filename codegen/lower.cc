@@ -32,12 +32,13 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
   b_.SetInsertPoint(entry_);
   vals_.assign(ir_.values.size(), nullptr);
-  affine_ = analyze_affine(ir_);
   regs_.assign(ir_.values.size(), {});
   std::vector<llvm::Value*> params = target_.params(b_, ir_);
   for (size_t i = 0; i < ir_.params.size(); ++i) vals_[ir_.params[i].value] = params[i];
+  assume_facts(params);
   smem_base_ = target_.shared_base(b_);
   threads_ = target_.register_tile_threads();
+  per_thread_ = plan_per_thread(ir_, analysis_, threads_);
   if (threads_ > 0) thread_ = target_.thread_index(b_);
   alloca_point_ = b_.CreateBr(body);
   b_.SetInsertPoint(body);
@@ -51,6 +52,19 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
     return absl::InternalError(absl::StrCat("codegen produced invalid LLVM IR for kernel '", ir_.name, "': ", err));
   }
   return LoweredKernel{std::move(module), fn_->getName().str(), smem_peak_};
+}
+
+void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
+  for (size_t i = 0; i < ir_.params.size(); ++i) {
+    if (!facts_.has(static_cast<int>(i))) continue;
+    const Type& t = ir_.params[i].type;
+    if (t.is_pointer()) {
+      b_.CreateAlignmentAssumption(module_->getDataLayout(), params[i], kVectorBytes);
+    } else if (t.is_int() && !t.is_bool()) {
+      llvm::Value* low = b_.CreateAnd(params[i], llvm::ConstantInt::get(params[i]->getType(), kVectorBytes - 1));
+      b_.CreateAssumption(b_.CreateICmpEQ(low, llvm::ConstantInt::get(params[i]->getType(), 0)));
+    }
+  }
 }
 
 void Lowering::reserve_tma_barriers() {
@@ -214,15 +228,14 @@ llvm::Value* Lowering::val(int id) {
   return buf;
 }
 
-std::vector<llvm::Value*> Lowering::regs(int id) {
+std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {
   const Type& t = ir_.type(id);
-  const std::shared_ptr<const Layout>& want = layout(t);
-  if (!regs_[id].slots.empty() && regs_[id].layout->same_as(*want)) return regs_[id].slots;
+  if (!regs_[id].slots.empty() && regs_[id].layout->same_as(want)) return regs_[id].slots;
   llvm::Value* buf = val(id);
   std::vector<llvm::Value*> out;
-  for (int64_t slot = 0; slot < want->slots(); ++slot) {
-    llvm::Value* e = want->element(b_, thread_, slot);
-    if (llvm::Value* ok = want->valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(t.numel() - 1));
+  for (int64_t slot = 0; slot < want.slots(); ++slot) {
+    llvm::Value* e = want.element(b_, thread_, slot);
+    if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(t.numel() - 1));
     out.push_back(load_elem(buf, t, e));
   }
   return out;
@@ -239,7 +252,7 @@ absl::Status Lowering::op(const Op& o) {
     }
     if (in_registers(rt)) {
       std::vector<std::vector<llvm::Value*>> args;
-      for (int v : o.operands) args.push_back(regs(v));
+      for (int v : o.operands) args.push_back(regs(v, *layout(o.results[0])));
       std::vector<llvm::Value*> out(args[0].size());
       for (size_t slot = 0; slot < out.size(); ++slot) {
         std::vector<llvm::Value*> elems;
@@ -283,9 +296,11 @@ absl::Status Lowering::op(const Op& o) {
       return absl::OkStatus();
     case OpCode::kArange: {
       if (in_registers(rt)) {
+        const Layout& l = *layout(o.results[0]);
         std::vector<llvm::Value*> out;
-        for (int64_t slot = 0; slot < slots(rt); ++slot) {
-          out.push_back(b_.CreateTrunc(b_.CreateAdd(element_of(rt, slot), b_.getInt64(o.ints[0])), b_.getInt32Ty()));
+        for (int64_t slot = 0; slot < l.slots(); ++slot) {
+          out.push_back(
+              b_.CreateTrunc(b_.CreateAdd(l.element(b_, thread_, slot), b_.getInt64(o.ints[0])), b_.getInt32Ty()));
         }
         set_regs(o, std::move(out));
         return absl::OkStatus();
@@ -300,7 +315,7 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kSplat: {
       llvm::Value* x = val(o.operands[0]);
       if (in_registers(rt)) {
-        set_regs(o, std::vector<llvm::Value*>(slots(rt), x));
+        set_regs(o, std::vector<llvm::Value*>(layout(o.results[0])->slots(), x));
         return absl::OkStatus();
       }
       llvm::Value* out = new_buffer(rt);
@@ -311,7 +326,7 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kExpandDims:
     case OpCode::kReshape:
       // The same elements in the same row-major order: the same buffer, or
-      // the same registers (the layout depends on the element count only).
+      // the same registers (the plan gives a view its operand's layout).
       if (!regs_[o.operands[0]].slots.empty()) {
         regs_[o.results[0]] = regs_[o.operands[0]];
       } else {
@@ -419,11 +434,12 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   if (!rt.is_tile() && in_registers(in)) {
     // A whole tile to one scalar: each thread combines its own elements,
     // then the target combines the threads' partial results.
-    std::vector<llvm::Value*> elems = regs(o.operands[0]);
+    const Layout& l = *layout(o.operands[0]);
+    std::vector<llvm::Value*> elems = regs(o.operands[0], l);
     llvm::Value* acc = reduce_identity(combiner, acc_d, acc_t);
     for (size_t slot = 0; slot < elems.size(); ++slot) {
       llvm::Value* next = ops_.binary(combiner, acc_d, acc, ops_.widen(elems[slot], d));
-      llvm::Value* valid = slot_valid(in, static_cast<int64_t>(slot));
+      llvm::Value* valid = l.valid(b_, thread_, static_cast<int64_t>(slot));
       acc = valid == nullptr ? next : b_.CreateSelect(valid, next, acc);
     }
     llvm::Value* all = target_.combine_threads(
@@ -619,8 +635,9 @@ absl::Status Lowering::if_op(const Op& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx) {
-  return Lowering(ir, target, ctx).run();
+absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
+                                    Specialization facts) {
+  return Lowering(ir, target, ctx, facts).run();
 }
 
 }  // namespace tessel::codegen

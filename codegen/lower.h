@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "codegen/compile_options.h"
 #include "codegen/target_info.h"
 #include "dsl/ir.h"
 #include "llvm/IR/LLVMContext.h"
@@ -17,6 +18,8 @@ struct LoweredKernel {
   int64_t shared_bytes = 0;   // shared memory the kernel needs per program
 };
 
-absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx);
+// `facts` are what the code may assume about the launch's arguments.
+absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
+                                    Specialization facts = {});
 
 }  // namespace tessel::codegen

@@ -11,11 +11,11 @@ using llvm::IRBuilder;
 
 std::function<llvm::Value*(llvm::Value*)> Lowering::addresses(int id) {
   const Type& t = ir_.type(id);
-  if (!affine_[id]) {
+  if (!analysis_.affine(id)) {
     llvm::Value* buf = val(id);
     return [this, buf, t](llvm::Value* i) { return load_elem(buf, t, i); };
   }
-  const Affine& a = *affine_[id];
+  const Affine& a = *analysis_.affine(id);
   llvm::Value* base = affine_base(a, t);
   std::vector<int64_t> st = strides(t.shape());
   return [this, base, a, st, t](llvm::Value* i) {
@@ -38,12 +38,11 @@ llvm::Value* Lowering::affine_base(const Affine& a, const Type& t) {
   return b_.CreateGEP(elem_mem_type(Type(t.dtype())), val(a.pointer), offset);
 }
 
-std::vector<llvm::Value*> Lowering::register_addresses(int id) {
-  if (!affine_[id]) return regs(id);
+std::vector<llvm::Value*> Lowering::register_addresses(int id, const Layout& l) {
+  if (!analysis_.affine(id)) return regs(id, l);
   std::function<llvm::Value*(llvm::Value*)> address = addresses(id);
   std::vector<llvm::Value*> out;
-  const Type& t = ir_.type(id);
-  for (int64_t slot = 0; slot < slots(t); ++slot) out.push_back(address(element_of(t, slot)));
+  for (int64_t slot = 0; slot < l.slots(); ++slot) out.push_back(address(l.element(b_, thread_, slot)));
   return out;
 }
 
@@ -71,7 +70,7 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
   std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
   llvm::Value* masks = masked ? val(o.operands[1]) : nullptr;
   llvm::Value* others = masked ? val(o.operands[2]) : nullptr;
-  bool affine = affine_[o.operands[0]].has_value();
+  bool affine = analysis_.affine(o.operands[0]).has_value();
   llvm::Value* out = new_buffer(rt);
   tile_loop(rt.numel(), [&](llvm::Value* i) {
     llvm::Value* p = address(i);
@@ -103,24 +102,55 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
 absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
   bool masked = o.operands.size() == 3;
   llvm::Type* mt = elem_mem_type(rt);
-  std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0]);
-  std::vector<llvm::Value*> masks = masked ? regs(o.operands[1]) : std::vector<llvm::Value*>();
-  std::vector<llvm::Value*> others = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
+  const Layout& l = *layout(o.results[0]);
+  int64_t run = vector_run(o, per_thread_[o.results[0]]);
+  std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l);
+  std::vector<llvm::Value*> masks = masked ? regs(o.operands[1], l) : std::vector<llvm::Value*>();
+  std::vector<llvm::Value*> others = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
   llvm::Value* dummy = nullptr;
   {
     IRBuilder<> eb(alloca_point_);
     dummy = eb.CreateAlloca(b_.getInt64Ty());
     eb.CreateStore(eb.getInt64(0), dummy);
   }
+  auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));
+  llvm::Align vector_align(run * module_->getDataLayout().getTypeAllocSize(mt));
   std::vector<llvm::Value*> out;
-  for (int64_t slot = 0; slot < slots(rt); ++slot) {
-    llvm::Value* ok = slot_valid(rt, slot);
+  for (int64_t slot = 0; slot < l.slots(); slot += run) {
+    // Validity and mask are the same over the run: take its first slot's.
+    llvm::Value* ok = l.valid(b_, thread_, slot);
     if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-    llvm::Value* p = ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy);
-    llvm::Value* v = b_.CreateLoad(mt, p);
-    if (mt != elem_type(rt)) v = b_.CreateTrunc(v, b_.getInt1Ty());
-    if (masked) v = b_.CreateSelect(ok, v, others[slot]);
-    out.push_back(v);
+    std::vector<llvm::Value*> loaded;
+    if (run == 1) {
+      llvm::Value* p = ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy);
+      loaded.push_back(b_.CreateLoad(mt, p));
+    } else {
+      // A branch around the load (a predicated ld.global.v4 on NVIDIA);
+      // skipped runs read zeros, so that nothing downstream sees poison.
+      llvm::Value* v = nullptr;
+      if (ok == nullptr) {
+        v = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
+      } else {
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        llvm::Value* in_value = nullptr;
+        llvm::BasicBlock* in = nullptr;
+        emit_if(b_, ok, [&] {
+          in_value = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
+          in = b_.GetInsertBlock();
+        });
+        llvm::PHINode* phi = b_.CreatePHI(vector_type, 2);
+        phi->addIncoming(in_value, in);
+        phi->addIncoming(llvm::Constant::getNullValue(vector_type), pre);
+        v = phi;
+      }
+      for (int64_t lane = 0; lane < run; ++lane) loaded.push_back(b_.CreateExtractElement(v, lane));
+    }
+    for (size_t lane = 0; lane < loaded.size(); ++lane) {
+      llvm::Value* v = loaded[lane];
+      if (mt != elem_type(rt)) v = b_.CreateTrunc(v, b_.getInt1Ty());
+      if (masked) v = b_.CreateSelect(ok, v, others[slot + lane]);
+      out.push_back(v);
+    }
   }
   set_regs(o, std::move(out));
   return absl::OkStatus();
@@ -147,12 +177,25 @@ absl::Status Lowering::store(const Op& o) {
     return absl::OkStatus();
   }
   if (in_registers(pt)) {
-    std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0]), values = regs(o.operands[1]);
-    std::vector<llvm::Value*> masks = masked ? regs(o.operands[2]) : std::vector<llvm::Value*>();
-    for (int64_t slot = 0; slot < slots(pt); ++slot) {
-      llvm::Value* ok = slot_valid(pt, slot);
+    const Layout& l = *layout(o.operands[0]);
+    int64_t run = vector_run(o, per_thread_[o.operands[0]]);
+    std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l), values = regs(o.operands[1], l);
+    std::vector<llvm::Value*> masks = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
+    auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));
+    llvm::Align vector_align(run * module_->getDataLayout().getTypeAllocSize(mt));
+    for (int64_t slot = 0; slot < l.slots(); slot += run) {
+      llvm::Value* ok = l.valid(b_, thread_, slot);  // the same over the run, like the mask
       if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-      one(ptrs[slot], values[slot], ok);
+      if (run == 1) {
+        one(ptrs[slot], values[slot], ok);
+        continue;
+      }
+      llvm::Value* v = llvm::PoisonValue::get(vector_type);
+      for (int64_t lane = 0; lane < run; ++lane) {
+        llvm::Value* e = values[slot + lane];
+        v = b_.CreateInsertElement(v, mt == e->getType() ? e : b_.CreateZExt(e, mt), lane);
+      }
+      guarded(ok, [&] { b_.CreateAlignedStore(v, ptrs[slot], vector_align); });
     }
     return absl::OkStatus();
   }

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "codegen/affine.h"
 #include "codegen/layout.h"
+#include "codegen/layout_plan.h"
 #include "codegen/lower.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/target_info.h"
@@ -21,8 +22,8 @@ namespace tessel::codegen {
 
 class Lowering {
  public:
-  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx)
-      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_, target) {}
+  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts)
+      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_, target), facts_(facts), analysis_(ir, facts) {}
 
   absl::StatusOr<LoweredKernel> run();
 
@@ -101,25 +102,31 @@ class Lowering {
   // tile is held there; kept when this is the block that defines the tile).
   llvm::Value* val(int id);
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
-  // Results of register-tile ops take the default layout of their type.
+  // Results of register-tile ops take their planned layout.
   void set_regs(const Op& o, std::vector<llvm::Value*> r) {
-    regs_[o.results[0]] = {layout(ir_.type(o.results[0])), std::move(r)};
+    regs_[o.results[0]] = {layout(o.results[0]), std::move(r)};
   }
 
   // ---- Addresses of pointer tiles ----------------------------------------------
+  // Tells LLVM the facts of the specialization about the parameters.
+  void assume_facts(const std::vector<llvm::Value*>& params);
+
   // The address of element i (linear, i64) of pointer tile `id`: computed
   // from its affine form when it has one, else read from its buffer.
   std::function<llvm::Value*(llvm::Value*)> addresses(int id);
   // The scalar part of an affine pointer tile: pointer + sum of terms.
   llvm::Value* affine_base(const Affine& a, const Type& t);
-  std::vector<llvm::Value*> register_addresses(int id);
+  // The addresses of this thread's elements of pointer tile `id` in layout `l`.
+  std::vector<llvm::Value*> register_addresses(int id, const Layout& l);
 
   // ---- Register tiles ---------------------------------------------------------
   // On targets whose programs have several threads, elementwise ops, splat,
   // arange, loads and stores through pointer tiles and whole-tile reductions
   // keep tiles in registers, spread over the threads by a Layout
-  // (codegen/layout.h); each tile type's default is blocked with one element
-  // per thread and step, so that a warp's accesses coalesce. Ops that move
+  // (codegen/layout.h). Each tile's layout is blocked, with as many elements
+  // per thread and step as codegen/layout_plan.h picks: one, so that a
+  // warp's scalar accesses coalesce, or a run that loads and stores move
+  // with one vector access (16 bytes) per run. Ops that move
   // elements between threads (broadcast, trans, row reductions, dot, TMA,
   // loop-carried values) read buffers in shared memory, which val() writes
   // from the registers: the conversion through shared memory, also taken
@@ -128,20 +135,23 @@ class Lowering {
   bool in_registers(const Type& t) const {
     return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
   }
-  // The default layout of a tile type: blocked, one element per thread and step.
-  const std::shared_ptr<const Layout>& layout(const Type& t) {
-    std::shared_ptr<const Layout>& l = layouts_[t.numel()];
-    if (l == nullptr) l = blocked_layout(t.numel(), threads_);
+  // The planned layout of tile value `id`.
+  const std::shared_ptr<const Layout>& layout(int id) {
+    int64_t numel = ir_.type(id).numel();
+    std::shared_ptr<const Layout>& l = layouts_[{numel, per_thread_[id]}];
+    if (l == nullptr) l = blocked_layout(numel, threads_, per_thread_[id]);
     return l;
   }
-  int64_t slots(const Type& t) { return layout(t)->slots(); }
-  llvm::Value* element_of(const Type& t, int64_t slot) { return layout(t)->element(b_, thread_, slot); }
-  // Whether the slot holds an element (nullptr: always).
-  llvm::Value* slot_valid(const Type& t, int64_t slot) { return layout(t)->valid(b_, thread_, slot); }
-  // A tile's elements of this thread in its type's default layout: its own
-  // registers, or loaded from its buffer (written there first when the
-  // registers have another layout).
-  std::vector<llvm::Value*> regs(int id);
+  // A tile's elements of this thread in layout `want`: its own registers, or
+  // loaded from its buffer (written there first when the registers have
+  // another layout).
+  std::vector<llvm::Value*> regs(int id, const Layout& want);
+  std::vector<llvm::Value*> regs(int id) { return regs(id, *layout(id)); }
+  // How many elements each access of load or store `o` moves when the
+  // tile's registers are in layout `per_thread` runs: 1 for scalar accesses.
+  int64_t vector_run(const Op& o, int per_thread) const {
+    return std::min<int64_t>(analysis_.access_run(o), per_thread);
+  }
 
   absl::Status op(const Op& o);
 
@@ -165,6 +175,8 @@ class Lowering {
 
   // A thread loads its own elements; lanes past the tile's end or masked
   // off read `other` (or nothing) from a private slot instead of memory.
+  // Runs of vector_run elements are one vector load each, behind their
+  // mask (constant over the run).
   absl::Status load_registers(const Op& o, const Type& rt);
 
   // Runs `body` only where `mask` (may be null) holds.
@@ -205,8 +217,10 @@ class Lowering {
     std::vector<llvm::Value*> slots;  // empty: the tile is a buffer
   };
   std::vector<RegTile> regs_;
-  std::map<int64_t, std::shared_ptr<const Layout>> layouts_;  // default layouts by element count
-  std::vector<std::optional<Affine>> affine_;                 // per value: its affine form, if it has one
+  Specialization facts_;
+  AffineAnalysis analysis_;
+  std::vector<int> per_thread_;  // per value: elements per thread and step of its layout
+  std::map<std::pair<int64_t, int>, std::shared_ptr<const Layout>> layouts_;  // by element count and per_thread
   int threads_ = 0;                                           // threads of a program holding register tiles; 0: none
   llvm::Value* thread_ = nullptr;                             // this thread's index (i64)
   int block_ = 0;                                             // the IR block being lowered

@@ -1,10 +1,13 @@
 #include "runtime/device.h"
 
+#include <bit>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "codegen/affine.h"
 #include "dsl/status.h"
 #include "runtime/device_impl.h"
 #include "runtime/env.h"
@@ -20,18 +23,53 @@ absl::StatusOr<Buffer> DeviceImpl::allocate(size_t bytes) {
   return b;
 }
 
-absl::StatusOr<Function> DeviceImpl::compile(const Kernel& kernel, const CompileOptions& options) {
-  CompileOptions resolved = options_from_env(options);
-  std::string key = absl::StrCat(resolved.cache_key(), "\n", kernel.str());
+absl::StatusOr<std::shared_ptr<FunctionImpl>> DeviceImpl::compile_variant(const Kernel& kernel,
+                                                                          const CompileOptions& options) {
+  std::string key = absl::StrCat(options.cache_key(), "\n", kernel.str());
   {
     absl::MutexLock lock(&mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> impl, compile_uncached(kernel, resolved));
-  Function fn(std::move(impl));
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> impl, compile_uncached(kernel, options));
   absl::MutexLock lock(&mu_);
-  return cache_.try_emplace(key, fn).first->second;
+  return cache_.try_emplace(key, std::move(impl)).first->second;
+}
+
+absl::StatusOr<Function> compile_function(const std::shared_ptr<DeviceImpl>& device, const Kernel& kernel,
+                                          const CompileOptions& options) {
+  CompileOptions resolved = options_from_env(options);
+  resolved.specialization = {};  // launches choose theirs
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> generic, device->compile_variant(kernel, resolved));
+  return Function(std::make_shared<FunctionVariants>(device, std::move(resolved),
+                                                     codegen::specializable(kernel.ir()), std::move(generic)));
+}
+
+FunctionVariants::~FunctionVariants() {
+  for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr;) delete std::exchange(v, v->next);
+}
+
+absl::StatusOr<FunctionImpl*> FunctionVariants::add(Specialization key, const StreamImpl* stream) {
+  absl::MutexLock lock(&mu_);
+  const Variant* head = head_.load(std::memory_order_acquire);
+  for (const Variant* v = head; v != nullptr; v = v->next) {
+    if (v->key == key) return v->impl.get();  // another launch compiled it meanwhile
+  }
+  if (stream != nullptr && stream->capturing()) {
+    FunctionImpl* best = generic_.get();
+    int assumed = 0;
+    for (const Variant* v = head; v != nullptr; v = v->next) {
+      int n = std::popcount(v->key.multiple_of_16);
+      if ((v->key.multiple_of_16 & ~key.multiple_of_16) == 0 && n > assumed) best = v->impl.get(), assumed = n;
+    }
+    return best;
+  }
+  CompileOptions options = options_;
+  options.specialization = key;
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> impl, device_->compile_variant(generic_->kernel(), options));
+  FunctionImpl* raw = impl.get();
+  head_.store(new Variant{key, std::move(impl), head}, std::memory_order_release);
+  return raw;
 }
 
 absl::StatusOr<Device> Device::open(absl::string_view name) {
@@ -192,7 +230,7 @@ absl::StatusOr<const TensorMap*> Device::cached_tensor_map(DType dtype, const Bu
 }
 
 absl::StatusOr<Function> Device::compile(const Kernel& kernel, const CompileOptions& options) const {
-  return impl_->compile(kernel, options);
+  return compile_function(impl_, kernel, options);
 }
 
 }  // namespace tessel

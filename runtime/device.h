@@ -22,6 +22,7 @@ enum class DeviceKind { kHost, kCuda, kHip };
 
 class DeviceImpl;
 class FunctionImpl;
+class FunctionVariants;
 class StreamImpl;
 class GraphImpl;
 class Graph;
@@ -117,14 +118,25 @@ class Function {
   }
   absl::Status launch_packed(const LaunchConfig& config, absl::Span<const KernelArg> args) const;
 
+  // What a launch with `args` lets the code assume (which variant it runs):
+  // for tests and dumps. The arguments are not checked.
+  template <class... Args>
+  Specialization specialization(const Args&... args) const {
+    const KernelArg packed[] = {KernelArg(args)..., KernelArg(0)};
+    return specialization_packed(absl::MakeConstSpan(packed, sizeof...(Args)));
+  }
+  Specialization specialization_packed(absl::Span<const KernelArg> args) const;
+
   const Kernel& kernel() const;
-  // Shared memory one program uses.
+  // Shared memory one program uses (in the variant that assumes nothing
+  // about the arguments).
   int64_t shared_bytes() const;
 
  private:
-  friend class DeviceImpl;
-  explicit Function(std::shared_ptr<FunctionImpl> impl) : impl_(std::move(impl)) {}
-  std::shared_ptr<FunctionImpl> impl_;
+  friend absl::StatusOr<Function> compile_function(const std::shared_ptr<DeviceImpl>&, const Kernel&,
+                                                   const CompileOptions&);
+  explicit Function(std::shared_ptr<FunctionVariants> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<FunctionVariants> impl_;
 };
 
 class Device {
@@ -167,7 +179,10 @@ class Device {
   absl::StatusOr<const TensorMap*> cached_tensor_map(DType dtype, const Buffer& buffer, const Shape& dims,
                                                      const Shape& box, Swizzle swizzle = Swizzle::kNone) const;
 
-  // JIT-compiles for this device; repeats are answered from a cache.
+  // JIT-compiles for this device; repeats are answered from a cache. The
+  // Function compiles further variants of the kernel for launches whose
+  // pointers are 16-byte aligned or integers divisible by 16, where its
+  // loads and stores can use that (vector accesses).
   absl::StatusOr<Function> compile(const Kernel& kernel, const CompileOptions& options = {}) const;
 
   DeviceImpl& impl() const { return *impl_; }

@@ -1,11 +1,13 @@
 // Internal: what each backend implements behind Device and Function.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "codegen/compile_options.h"
 #include "runtime/device.h"
 #include "runtime/tensor_map.h"
 
@@ -39,6 +41,9 @@ class StreamImpl {
   virtual absl::Status synchronize() = 0;
   virtual absl::Status begin_capture() = 0;
   virtual absl::StatusOr<std::shared_ptr<GraphImpl>> end_capture() = 0;
+  // Whether launches on the stream are being captured into a graph (when
+  // loading a module is forbidden).
+  virtual bool capturing() const { return false; }
 
  private:
   DeviceKind kind_;
@@ -76,16 +81,73 @@ class DeviceImpl {
                                                                          const CompileOptions& options) = 0;
 
   absl::StatusOr<Buffer> allocate(size_t bytes);
-  // Compiles through an in-memory cache keyed by the kernel's text and the options.
-  absl::StatusOr<Function> compile(const Kernel& kernel, const CompileOptions& options);
+  // Compiles one variant through an in-memory cache keyed by the kernel's
+  // text and the options (the specialization included).
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_variant(const Kernel& kernel, const CompileOptions& options);
 
   TensorMapCache& tensor_maps() { return tensor_maps_; }
 
  private:
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Function> cache_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<FunctionImpl>> cache_ ABSL_GUARDED_BY(mu_);
   TensorMapCache tensor_maps_{[this](const TensorMapSpec& spec) { return encode_tensor_map(spec); }};
 };
+
+// What a Function holds: a kernel's variants, one per Specialization that
+// its launches have needed (Triton's specialization on divisibility by 16).
+// The generic variant assumes nothing and is compiled with the Function, so
+// that compile errors show at Device::compile; the others are compiled at
+// the first launch that needs them, through the device's cache. Launches
+// find compiled variants without taking a lock.
+class FunctionVariants {
+ public:
+  FunctionVariants(std::shared_ptr<DeviceImpl> device, CompileOptions options, Specialization specializable,
+                   std::shared_ptr<FunctionImpl> generic)
+      : device_(std::move(device)),
+        options_(std::move(options)),
+        specializable_(specializable),
+        generic_(std::move(generic)) {}
+  ~FunctionVariants();
+  FunctionVariants(const FunctionVariants&) = delete;
+  FunctionVariants& operator=(const FunctionVariants&) = delete;
+
+  FunctionImpl& generic() const { return *generic_; }
+  // The parameters whose facts the kernel's code can use; launches key
+  // variants on these only.
+  Specialization specializable() const { return specializable_; }
+  // The variant for `key` (facts of specializable parameters that hold for
+  // a launch on `stream`, null for the default stream). While the stream
+  // captures a graph, which forbids loading code, a variant not compiled yet
+  // is stood in for by the compiled one that assumes the most of `key`.
+  absl::StatusOr<FunctionImpl*> get(Specialization key, const StreamImpl* stream) {
+    if (key.multiple_of_16 == 0) return generic_.get();
+    for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
+      if (v->key == key) return v->impl.get();
+    }
+    return add(key, stream);
+  }
+
+ private:
+  struct Variant {
+    Specialization key;
+    std::shared_ptr<FunctionImpl> impl;
+    const Variant* next;
+  };
+  absl::StatusOr<FunctionImpl*> add(Specialization key, const StreamImpl* stream);
+
+  const std::shared_ptr<DeviceImpl> device_;
+  const CompileOptions options_;
+  const Specialization specializable_;
+  const std::shared_ptr<FunctionImpl> generic_;
+  // A list that only grows while the Function lives: readers walk it
+  // without the lock; writers prepend under it.
+  std::atomic<const Variant*> head_{nullptr};
+  absl::Mutex mu_;
+};
+
+// Compiles the generic variant of `kernel` for `device` (Device::compile).
+absl::StatusOr<Function> compile_function(const std::shared_ptr<DeviceImpl>& device, const Kernel& kernel,
+                                          const CompileOptions& options);
 
 // Backends' factories.
 absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host_device(int threads);

@@ -28,6 +28,11 @@ std::string KernelArg::describe() const {
 
 namespace {
 
+// Whether argument i of a launch adds its fact to the variant's key.
+bool adds_fact(uint64_t specializable, size_t i, const KernelArg& a) {
+  return i < 64 && (specializable >> i & 1) != 0 && a.multiple_of_16();
+}
+
 absl::Status check_arg(const Param& p, size_t index, const KernelArg& a, TensorMapEncoding encoding) {
   const Type& t = p.type;
   auto mismatch = [&] {
@@ -63,7 +68,7 @@ absl::Status check_arg(const Param& p, size_t index, const KernelArg& a, TensorM
 }  // namespace
 
 absl::Status Function::launch_packed(const LaunchConfig& config, absl::Span<const KernelArg> args) const {
-  const Kernel& k = impl_->kernel();
+  const Kernel& k = impl_->generic().kernel();
   const std::vector<Param>& params = k.params();
   if (args.size() != params.size()) {
     return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': expected ", params.size(),
@@ -74,16 +79,34 @@ absl::Status Function::launch_packed(const LaunchConfig& config, absl::Span<cons
       return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': every grid dimension must be >= 1"));
     }
   }
+  FunctionImpl& generic = impl_->generic();
+  const uint64_t specializable = impl_->specializable().multiple_of_16;
+  Specialization key;
   absl::InlinedVector<void*, 16> slots(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::Status s = check_arg(params[i], i, args[i], impl_->tensor_map_encoding());
+    absl::Status s = check_arg(params[i], i, args[i], generic.tensor_map_encoding());
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': ", s.message()));
     slots[i] = args[i].slot();
+    if (adds_fact(specializable, i, args[i])) key.multiple_of_16 |= uint64_t{1} << i;
   }
-  return impl_->run(config, slots.data());
+  absl::StatusOr<FunctionImpl*> variant = impl_->get(key, config.stream == nullptr ? nullptr : config.stream->impl());
+  if (!variant.ok()) [[unlikely]] {
+    return absl::Status(variant.status().code(),
+                        absl::StrCat("launch '", k.name(), "': compiling a variant: ", variant.status().message()));
+  }
+  return (*variant)->run(config, slots.data());
 }
 
-const Kernel& Function::kernel() const { return impl_->kernel(); }
-int64_t Function::shared_bytes() const { return impl_->shared_bytes(); }
+Specialization Function::specialization_packed(absl::Span<const KernelArg> args) const {
+  const uint64_t specializable = impl_->specializable().multiple_of_16;
+  Specialization key;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (adds_fact(specializable, i, args[i])) key.multiple_of_16 |= uint64_t{1} << i;
+  }
+  return key;
+}
+
+const Kernel& Function::kernel() const { return impl_->generic().kernel(); }
+int64_t Function::shared_bytes() const { return impl_->generic().shared_bytes(); }
 
 }  // namespace tessel

@@ -68,6 +68,9 @@ class KernelArg {
   DType dtype() const { return dtype_; }
   bool typed() const { return typed_; }
   const TensorMap* tensor_map() const { return map_; }
+  // For pointers and integers: whether the address is 16-byte aligned or
+  // the value divisible by 16 (the low bits of either, little-endian).
+  bool multiple_of_16() const { return (std::to_integer<unsigned>(storage_[0]) & 15) == 0; }
   // What cuLaunchKernel-style params point to for this argument.
   void* slot() const;
   std::string describe() const;

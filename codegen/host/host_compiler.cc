@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<HostCode>> compile_host(const Kernel& kernel, con
                                                        CompileArtifacts* artifacts) {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<codegen::TargetInfo> target, codegen::make_host_target(options.opt_level));
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, *ctx));
+  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, *ctx, options.specialization));
   codegen::optimize(*lowered.module, target->machine(), options.opt_level);
   if (artifacts != nullptr) {
     artifacts->ir = kernel.str();

@@ -41,7 +41,7 @@ absl::StatusOr<PtxCode> compile_ptx(const Kernel& kernel, const CompileOptions& 
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<codegen::TargetInfo> target,
                           codegen::make_nvptx_target(arch, options.num_warps, options.opt_level));
   llvm::LLVMContext ctx;
-  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, ctx));
+  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, ctx, options.specialization));
   if (lowered.shared_bytes > kSm90SharedLimit) {
     return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
                                                      " bytes of shared memory per program; ", arch, " allows ",

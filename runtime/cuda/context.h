@@ -118,6 +118,7 @@ class DeviceStream final : public StreamImpl {
   absl::Status synchronize() override;
   absl::Status begin_capture() override;
   absl::StatusOr<std::shared_ptr<GraphImpl>> end_capture() override;
+  bool capturing() const override { return capturing_.load(std::memory_order_acquire); }
 
   // Called by every launch on this stream: while capturing, the graph must
   // keep the launched module loaded and check its error word when replayed.

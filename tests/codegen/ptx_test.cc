@@ -1,49 +1,15 @@
 // PTX from the NVPTX target, checked with LLVM's FileCheck and assembled
 // with ptxas for sm_90a when the CUDA toolkit is present.
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/codegen/ptx_test_util.h"
 
 namespace tessel {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("tessel_ptx_test_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
-
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-// Runs FileCheck with `checks` over `ptx`; returns its exit code.
-int file_check(const std::string& ptx, const std::string& checks) {
-  std::string in = temp_path("in.ptx"), chk = temp_path("checks.txt");
-  write(in, ptx);
-  write(chk, checks);
-  int rc = std::system((std::string(TESSEL_FILECHECK) + " --input-file=" + in + " " + chk).c_str());
-  std::filesystem::remove(in);
-  std::filesystem::remove(chk);
-  return rc;
-}
-
-// Assembles `ptx` for sm_90a; returns ptxas's exit code.
-int ptxas(const std::string& ptx) {
-  std::string in = temp_path("asm.ptx"), out = temp_path("asm.cubin");
-  write(in, ptx);
-  int rc = std::system((std::string(TESSEL_PTXAS) + " -arch=sm_90a " + in + " -o " + out).c_str());
-  std::filesystem::remove(in);
-  std::filesystem::remove(out);
-  return rc;
-}
-
-bool have_tool(const char* path) { return *path && std::filesystem::exists(path); }
-bool have_ptxas() { return have_tool(TESSEL_PTXAS); }
 
 Kernel tile_copy(Swizzle swizzle = Swizzle::kNone) {
   KernelBuilder k("tile_copy");

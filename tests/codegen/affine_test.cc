@@ -1,0 +1,184 @@
+// The affine analysis's divisibility, alignment and constancy, the
+// parameters worth specializing on, and the layout plan built on them.
+#include "codegen/affine.h"
+
+#include <vector>
+
+#include "codegen/layout_plan.h"
+#include "dsl/builder.h"
+#include "dsl/ops.h"
+#include "gtest/gtest.h"
+
+namespace tessel::codegen {
+namespace {
+
+constexpr uint64_t kAll = ~uint64_t{0};
+
+// The op defining `v`.
+const Op& def(const Kernel& k, Value v) { return k.ir().ops[k.ir().values[v.id()].def_op]; }
+
+const Op& only_store(const Kernel& k) {
+  for (const Op& o : k.ir().ops) {
+    if (o.op == OpCode::kStore) return o;
+  }
+  ADD_FAILURE() << "no store";
+  return k.ir().ops[0];
+}
+
+// z = x + y over a block of `block` elements of `d`, masked by offs < n.
+struct VectorAdd {
+  Kernel kernel;
+  Value n, scaled_pid, offs, mask, x_ptrs, x_load;
+};
+
+VectorAdd vector_add(DType d, int block = 1024) {
+  KernelBuilder k("add");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), z = k.arg(ptr(d), "z");
+  Value n = k.arg(i32, "n");
+  Value scaled_pid = k.program_id() * block;
+  Value offs = scaled_pid + k.arange(0, block);  // [block] i32
+  Value mask = offs < n;
+  Value x_ptrs = x + offs;
+  Value a = load(x_ptrs, mask, 0);
+  store(z + offs, a + load(y + offs, mask, 0), mask);
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return {*kernel, n, scaled_pid, offs, mask, x_ptrs, a};
+}
+
+Specialization facts(uint64_t bits) { return {bits}; }
+
+TEST(Divisibility, ComesFromFactsConstantsAndArithmetic) {
+  VectorAdd v = vector_add(f32);
+  AffineAnalysis with(v.kernel.ir(), facts(kAll)), without(v.kernel.ir(), facts(0));
+  EXPECT_EQ(with.divisibility(v.n.id()), 16);
+  EXPECT_EQ(without.divisibility(v.n.id()), 1);
+  EXPECT_EQ(without.divisibility(v.scaled_pid.id()), 1024);  // program_id * 1024
+}
+
+TEST(Divisibility, OfLoopIndicesProductsAndPointerOffsets) {
+  KernelBuilder k("rows");
+  Value x = k.arg(ptr(f16), "x"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  Value row = k.program_id() + 0;
+  Value product = row * cols;
+  Value row_ptr = x + product;
+  Value iv;
+  k.for_range(0, rows, 32, [&](Value i) {
+    iv = i;
+    store(row_ptr + i, load(row_ptr + i));
+  });
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  AffineAnalysis all(kernel->ir(), facts(kAll));
+  AffineAnalysis no_cols(kernel->ir(), facts(0b011));
+  EXPECT_EQ(all.divisibility(iv.id()), 32);          // 0 + k * 32
+  EXPECT_EQ(all.divisibility(product.id()), 16);     // row * (16 k)
+  EXPECT_EQ(no_cols.divisibility(product.id()), 1);
+  EXPECT_EQ(all.alignment(x.id()), 16);
+  EXPECT_EQ(all.alignment(row_ptr.id()), 16);         // min(16, 16 * 2 bytes)
+  EXPECT_EQ(no_cols.alignment(row_ptr.id()), 2);      // an f16's own
+  EXPECT_EQ(AffineAnalysis(kernel->ir(), facts(0)).alignment(x.id()), 2);
+}
+
+TEST(AlignedRun, NeedsTheAlignedPointerAndAnAlignedBase) {
+  VectorAdd v = vector_add(f32);
+  EXPECT_EQ(AffineAnalysis(v.kernel.ir(), facts(kAll)).aligned_run(v.x_ptrs.id()), 4);  // 16 bytes of f32
+  EXPECT_EQ(AffineAnalysis(v.kernel.ir(), facts(0b1110)).aligned_run(v.x_ptrs.id()), 1);
+  VectorAdd h = vector_add(f16);
+  EXPECT_EQ(AffineAnalysis(h.kernel.ir(), facts(kAll)).aligned_run(h.x_ptrs.id()), 8);
+  VectorAdd d = vector_add(f64);
+  EXPECT_EQ(AffineAnalysis(d.kernel.ir(), facts(kAll)).aligned_run(d.x_ptrs.id()), 2);
+}
+
+TEST(AlignedRun, OfTwoDimensionalTilesNeedsRowStridesThatKeepTheAlignment) {
+  for (int stride : {64, 62, 63}) {
+    KernelBuilder k("tile");
+    Value x = k.arg(ptr(f32), "x");
+    Value rows = expand_dims(k.arange(0, 16), 1) * stride;  // [16, 1] i32
+    Value cols = expand_dims(k.arange(0, 64), 0);           // [1, 64] i32
+    Value ptrs = x + broadcast_to(rows, {16, 64}) + broadcast_to(cols, {16, 64});
+    store(ptrs, load(ptrs));
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    AffineAnalysis a(kernel->ir(), facts(kAll));
+    EXPECT_EQ(a.aligned_run(ptrs.id()), stride == 64 ? 4 : stride == 62 ? 2 : 1) << stride;
+  }
+}
+
+TEST(Constancy, OfBoundsChecksFollowsTheBoundsDivisibility) {
+  KernelBuilder k("masks");
+  Value n = k.arg(i32, "n");
+  Value offs = k.program_id() * 256 + k.arange(0, 256);
+  Value lt = offs < n, le_minus_one = offs <= n - 1, le = offs <= n, gt = n > offs, ge = offs >= n;
+  Value eq = offs == n, both = lt & (k.program_id() < 3);
+  Value rowwise = broadcast_to(expand_dims(k.arange(0, 16) < n, 1), {16, 32});
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  AffineAnalysis a(kernel->ir(), facts(kAll)), none(kernel->ir(), facts(0));
+  EXPECT_EQ(a.constancy(lt.id()), 16);
+  EXPECT_EQ(a.constancy(le_minus_one.id()), 16);
+  EXPECT_EQ(a.constancy(le.id()), 1);
+  EXPECT_EQ(a.constancy(gt.id()), 16);
+  EXPECT_EQ(a.constancy(ge.id()), 16);
+  EXPECT_EQ(a.constancy(eq.id()), 1);
+  EXPECT_EQ(a.constancy(both.id()), 16);
+  EXPECT_EQ(none.constancy(lt.id()), 1);
+  EXPECT_EQ(none.constancy(both.id()), 1);
+  EXPECT_EQ(none.constancy(rowwise.id()), 32);  // one value per row, whatever n is
+}
+
+TEST(AccessRun, IsSixteenBytesWhereEverythingLinesUp) {
+  for (DType d : {f32, f16, bf16, f64, i8}) {
+    VectorAdd v = vector_add(d);
+    const Op& load_x = def(v.kernel, v.x_load);
+    const Op& store_z = only_store(v.kernel);
+    AffineAnalysis all(v.kernel.ir(), facts(kAll));
+    EXPECT_EQ(all.access_run(load_x), 16 / d.bytes()) << d.name();
+    EXPECT_EQ(all.access_run(store_z), 16 / d.bytes()) << d.name();
+    EXPECT_EQ(AffineAnalysis(v.kernel.ir(), facts(0b0111)).access_run(load_x), 1) << "n not divisible";
+    EXPECT_EQ(AffineAnalysis(v.kernel.ir(), facts(0b1011)).access_run(store_z), 1) << "z unaligned";
+    EXPECT_EQ(AffineAnalysis(v.kernel.ir(), facts(0b1011)).access_run(load_x), 16 / d.bytes());
+  }
+}
+
+TEST(Specializable, NamesTheParametersAccessesCanUse) {
+  VectorAdd v = vector_add(f32);
+  EXPECT_EQ(specializable(v.kernel.ir()).multiple_of_16, 0b1111u);
+
+  KernelBuilder k("scaled");
+  Value x = k.arg(ptr(f32), "x"), seed = k.arg(i32, "seed"), flag = k.arg(ptr(i32), "flag");
+  Value offs = k.program_id() * 128 + k.arange(0, 128);
+  store(x + offs, load(x + offs) * cast(seed, f32));
+  store(flag, seed);  // a scalar access: nothing to vectorize
+  absl::StatusOr<Kernel> scaled = k.build();
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  EXPECT_EQ(specializable(scaled->ir()).multiple_of_16, 0b001u);
+
+  KernelBuilder t("copy");
+  Value src = t.tensor_map(bf16, {64, 64}, "src"), dst = t.tensor_map(bf16, {64, 64}, "dst");
+  tma_store(dst, {t.program_id(), t.program_id()}, tma_load(src, {t.program_id(), t.program_id()}));
+  absl::StatusOr<Kernel> copy = t.build();
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ(specializable(copy->ir()).multiple_of_16, 0u);
+}
+
+TEST(LayoutPlan, GivesEachGroupTheRunItsAccessesWant) {
+  VectorAdd v = vector_add(f32);
+  std::vector<int> all = plan_per_thread(v.kernel.ir(), AffineAnalysis(v.kernel.ir(), facts(kAll)), 128);
+  for (Value t : {v.offs, v.mask, v.x_ptrs, v.x_load}) EXPECT_EQ(all[t.id()], 4);
+  EXPECT_EQ(all[v.n.id()], 1);  // a scalar
+  // x alone unaligned: the group still takes y's and z's runs.
+  std::vector<int> x_off = plan_per_thread(v.kernel.ir(), AffineAnalysis(v.kernel.ir(), facts(0b1110)), 128);
+  EXPECT_EQ(x_off[v.x_load.id()], 4);
+  std::vector<int> none = plan_per_thread(v.kernel.ir(), AffineAnalysis(v.kernel.ir(), facts(0b0111)), 128);
+  EXPECT_EQ(none[v.x_load.id()], 1);
+  VectorAdd h = vector_add(bf16);
+  EXPECT_EQ(plan_per_thread(h.kernel.ir(), AffineAnalysis(h.kernel.ir(), facts(kAll)), 128)[h.x_load.id()], 8);
+  // Every thread keeps a whole run: 256 elements over 128 threads is 2 each.
+  VectorAdd small = vector_add(f32, 256);
+  EXPECT_EQ(plan_per_thread(small.kernel.ir(), AffineAnalysis(small.kernel.ir(), facts(kAll)), 128)[small.x_load.id()],
+            2);
+}
+
+}  // namespace
+}  // namespace tessel::codegen

@@ -1,0 +1,45 @@
+// FileCheck and ptxas for the PTX suites (TESSEL_FILECHECK and TESSEL_PTXAS
+// name the tools; empty when they were not found).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace tessel {
+
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tessel_ptx_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+inline void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Runs FileCheck with `checks` over `ptx`; returns its exit code.
+inline int file_check(const std::string& ptx, const std::string& checks) {
+  std::string in = temp_path("in.ptx"), chk = temp_path("checks.txt");
+  write(in, ptx);
+  write(chk, checks);
+  int rc = std::system((std::string(TESSEL_FILECHECK) + " --input-file=" + in + " " + chk).c_str());
+  std::filesystem::remove(in);
+  std::filesystem::remove(chk);
+  return rc;
+}
+
+// Assembles `ptx` for sm_90a; returns ptxas's exit code.
+inline int ptxas(const std::string& ptx) {
+  std::string in = temp_path("asm.ptx"), out = temp_path("asm.cubin");
+  write(in, ptx);
+  int rc = std::system((std::string(TESSEL_PTXAS) + " -arch=sm_90a " + in + " -o " + out).c_str());
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+  return rc;
+}
+
+inline bool have_tool(const char* path) { return *path && std::filesystem::exists(path); }
+inline bool have_ptxas() { return have_tool(TESSEL_PTXAS); }
+
+}  // namespace tessel

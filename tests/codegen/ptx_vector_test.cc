@@ -1,0 +1,130 @@
+// 16-byte vector loads and stores on NVPTX: specializations that make
+// accesses provably contiguous and aligned give ld/st.global.v4 (v2 for
+// f64); any missing fact gives scalar accesses. Everything assembles.
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gtest/gtest.h"
+#include "samples/kernels.h"
+#include "tests/codegen/ptx_test_util.h"
+
+namespace tessel {
+namespace {
+
+// Parameters of add_kernel: x, y, z, n.
+constexpr uint64_t kX = 1, kY = 2, kZ = 4, kN = 8, kAll = kX | kY | kZ | kN;
+
+// z = x + y over blocks of 1024 elements of `d`, masked by offs < n.
+Kernel add_kernel(DType d) {
+  KernelBuilder k("add");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), z = k.arg(ptr(d), "z"), n = k.arg(i32, "n");
+  Value offs = k.program_id() * 1024 + k.arange(0, 1024);  // [1024] i32
+  Value mask = offs < n;                                    // [1024] i1
+  store(z + offs, load(x + offs, mask, 0) + load(y + offs, mask, 0), mask);
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
+std::string ptx(const Kernel& kernel, uint64_t facts) {
+  CompileOptions options;
+  options.specialization.multiple_of_16 = facts;
+  absl::StatusOr<PtxCode> code = compile_ptx(kernel, options);
+  EXPECT_TRUE(code.ok()) << code.status();
+  if (!code.ok()) return "";
+  if (have_ptxas()) EXPECT_EQ(ptxas(code->ptx), 0) << "facts " << facts;
+  return code->ptx;
+}
+
+class PtxVector : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
+  }
+};
+
+TEST_F(PtxVector, AlignedF32AddMovesSixteenBytesPerAccess) {
+  // 1024 elements over 128 threads: two runs of four per thread, each one
+  // predicated vector access; the runs of a warp are 512 bytes apart.
+  EXPECT_EQ(file_check(ptx(add_kernel(f32), kAll), R"(
+CHECK: setp.ge.s32 [[P:%p[0-9]+]]
+CHECK: @[[P]] bra
+CHECK: ld.global.v4.f32 {{.*}}, [[[X:%rd[0-9]+]]];
+CHECK: ld.global.v4.f32 {{.*}}, [[[X]]+2048];
+CHECK: st.global.v4.f32
+CHECK: st.global.v4.f32
+CHECK-NOT: ld.global.f32
+CHECK-NOT: st.global.f32
+)"),
+            0);
+}
+
+TEST_F(PtxVector, SixteenBitTypesMoveEightElementsAndF64Two) {
+  for (DType d : {f16, bf16}) {
+    EXPECT_EQ(file_check(ptx(add_kernel(d), kAll), R"(
+CHECK-COUNT-2: ld.global.v4.b32
+CHECK: st.global.v4.b32
+CHECK-NOT: ld.global.{{[bu]}}16
+CHECK-NOT: st.global.{{[bu]}}16
+)"),
+              0)
+        << d.name();
+  }
+  EXPECT_EQ(file_check(ptx(add_kernel(f64), kAll), R"(
+CHECK: ld.global.v2.f64
+CHECK: st.global.v2.f64
+CHECK-NOT: ld.global.f64
+CHECK-NOT: st.global.f64
+)"),
+            0);
+}
+
+TEST_F(PtxVector, AnUndivisibleBoundKeepsEveryAccessScalar) {
+  // offs < n changes within a run of four: one coalesced element per thread and step.
+  EXPECT_EQ(file_check(ptx(add_kernel(f32), kX | kY | kZ), R"(
+CHECK-NOT: global.v
+CHECK: ld.global.f32 {{.*}}, [[[X:%rd[0-9]+]]];
+CHECK: ld.global.f32 {{.*}}, [[[X]]+512];
+CHECK-NOT: global.v
+)"),
+            0);
+  EXPECT_EQ(file_check(ptx(add_kernel(f32), 0), "CHECK-NOT: global.v\nCHECK: ld.global.f32\nCHECK-NOT: global.v\n"), 0);
+}
+
+TEST_F(PtxVector, AnUnalignedPointerKeepsItsOwnAccessesScalar) {
+  // x unaligned: its elements load one by one (four consecutive ones per
+  // thread, the layout the others' vectors want); y and z stay vectors.
+  std::string code = ptx(add_kernel(f32), kAll & ~kX);
+  EXPECT_EQ(file_check(code, R"(
+CHECK-DAG: ld.global.f32 {{.*}}, [[[X:%rd[0-9]+]]];
+CHECK-DAG: ld.global.f32 {{.*}}, [[[X]]+4];
+CHECK-DAG: ld.global.f32 {{.*}}, [[[X]]+8];
+CHECK-DAG: ld.global.f32 {{.*}}, [[[X]]+12];
+CHECK-DAG: ld.global.v4.f32
+CHECK-DAG: st.global.v4.f32
+)"),
+            0);
+  EXPECT_EQ(file_check(ptx(add_kernel(f32), kAll & ~kZ), R"(
+CHECK-COUNT-2: ld.global.v4.f32
+CHECK-COUNT-4: st.global.f32
+CHECK-NOT: st.global.v4
+)"),
+            0);
+}
+
+TEST_F(PtxVector, RowsAtDivisibleStridesFeedReductionsFromVectors) {
+  // Softmax: x + row * cols + offs is aligned when x is and cols divides by
+  // 16; the max and the sum reduce runs of four per thread.
+  absl::StatusOr<Kernel> softmax = samples::softmax_kernel();
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  const uint64_t x = 1, y = 2, cols = 8;
+  EXPECT_EQ(file_check(ptx(*softmax, x | y | cols), R"(
+CHECK: ld.global.v4.f32
+CHECK: shfl.sync.bfly.b32
+CHECK: st.global.v4.f32
+)"),
+            0);
+  EXPECT_EQ(file_check(ptx(*softmax, x | y), "CHECK-NOT: global.v4\nCHECK: ld.global.f32\nCHECK-NOT: global.v4\n"), 0);
+}
+
+}  // namespace
+}  // namespace tessel
