@@ -187,5 +187,5 @@ set(CPACK_STRIP_FILES OFF)
 set(CPACK_THREADS 0)  # xz on every core
 set(CPACK_PACKAGE_CHECKSUM SHA256)
 set(CPACK_SOURCE_GENERATOR TXZ)
-set(CPACK_SOURCE_IGNORE_FILES "/\\.git/" "/build[^/]*/" "/dist/" "/gpu-logs/")
+set(CPACK_SOURCE_IGNORE_FILES "/[.]git/" "/build[^/]*/" "/dist/" "/gpu-logs/")
 include(CPack)

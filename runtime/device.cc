@@ -31,6 +31,12 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> DeviceImpl::compile_variant(const 
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
+  if (armed()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name(), ": cannot compile '", kernel.name(), "' while a triggered plan has copy chains armed here (code "
+        "loaded then can wait forever behind their stream waits); compile kernels before creating or re-arming "
+        "plans"));
+  }
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> impl, compile_uncached(kernel, options));
   absl::MutexLock lock(&mu_);
   return cache_.try_emplace(key, std::move(impl)).first->second;
@@ -55,7 +61,7 @@ absl::StatusOr<FunctionImpl*> FunctionVariants::add(Specialization key, const St
   for (const Variant* v = head; v != nullptr; v = v->next) {
     if (v->key == key) return v->impl.get();  // another launch compiled it meanwhile
   }
-  if (stream != nullptr && stream->capturing()) {
+  if ((stream != nullptr && stream->capturing()) || device_->armed()) {
     FunctionImpl* best = generic_.get();
     int assumed = 0;
     for (const Variant* v = head; v != nullptr; v = v->next) {
@@ -64,12 +70,25 @@ absl::StatusOr<FunctionImpl*> FunctionVariants::add(Specialization key, const St
     }
     return best;
   }
+  return compile_locked(key);
+}
+
+absl::StatusOr<FunctionImpl*> FunctionVariants::compile_locked(Specialization key) {
   CompileOptions options = options_;
   options.specialization = key;
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> impl, device_->compile_variant(generic_->kernel(), options));
   FunctionImpl* raw = impl.get();
-  head_.store(new Variant{key, std::move(impl), head}, std::memory_order_release);
+  head_.store(new Variant{key, std::move(impl), head_.load(std::memory_order_acquire)}, std::memory_order_release);
   return raw;
+}
+
+absl::Status FunctionVariants::prepare(Specialization key) {
+  if (key.multiple_of_16 == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
+    if (v->key == key) return absl::OkStatus();
+  }
+  return compile_locked(key).status();
 }
 
 absl::StatusOr<Device> Device::open(absl::string_view name) {

@@ -127,6 +127,17 @@ class Function {
   }
   Specialization specialization_packed(absl::Span<const KernelArg> args) const;
 
+  // Compiles (and on GPUs loads) the variant a launch with `args` runs, so
+  // that its first launch does no JIT work. Needed before arming a triggered
+  // plan on the device, or capturing a graph: then no code may be loaded and
+  // launches run the best variant already loaded.
+  template <class... Args>
+  absl::Status prepare(const Args&... args) const {
+    const KernelArg packed[] = {KernelArg(args)..., KernelArg(0)};
+    return prepare_packed(absl::MakeConstSpan(packed, sizeof...(Args)));
+  }
+  absl::Status prepare_packed(absl::Span<const KernelArg> args) const;
+
   const Kernel& kernel() const;
   // Shared memory one program uses (in the variant that assumes nothing
   // about the arguments).

@@ -87,9 +87,17 @@ class DeviceImpl {
 
   TensorMapCache& tensor_maps() { return tensor_maps_; }
 
+  // Epochs of triggered plans with copy chains armed on this device. While
+  // any is, no code may be loaded: a module loaded then can wait forever
+  // behind the chains' stream waits (reference/triggered.md), so compiling
+  // fails and launches make do with the variants already loaded.
+  void add_armed(int delta) { armed_.fetch_add(delta, std::memory_order_acq_rel); }
+  bool armed() const { return armed_.load(std::memory_order_acquire) > 0; }
+
  private:
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<FunctionImpl>> cache_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> armed_{0};
   TensorMapCache tensor_maps_{[this](const TensorMapSpec& spec) { return encode_tensor_map(spec); }};
 };
 
@@ -117,8 +125,9 @@ class FunctionVariants {
   Specialization specializable() const { return specializable_; }
   // The variant for `key` (facts of specializable parameters that hold for
   // a launch on `stream`, null for the default stream). While the stream
-  // captures a graph, which forbids loading code, a variant not compiled yet
-  // is stood in for by the compiled one that assumes the most of `key`.
+  // captures a graph or a triggered plan is armed on the device, which both
+  // forbid loading code, a variant not compiled yet is stood in for by the
+  // compiled one that assumes the most of `key`.
   absl::StatusOr<FunctionImpl*> get(Specialization key, const StreamImpl* stream) {
     if (key.multiple_of_16 == 0) return generic_.get();
     for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
@@ -126,6 +135,9 @@ class FunctionVariants {
     }
     return add(key, stream);
   }
+  // Compiles the variant for `key` now, if it is not yet: errors instead of
+  // standing in another.
+  absl::Status prepare(Specialization key);
 
  private:
   struct Variant {
@@ -134,6 +146,7 @@ class FunctionVariants {
     const Variant* next;
   };
   absl::StatusOr<FunctionImpl*> add(Specialization key, const StreamImpl* stream);
+  absl::StatusOr<FunctionImpl*> compile_locked(Specialization key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<DeviceImpl> device_;
   const CompileOptions options_;

@@ -106,6 +106,12 @@ Specialization Function::specialization_packed(absl::Span<const KernelArg> args)
   return key;
 }
 
+absl::Status Function::prepare_packed(absl::Span<const KernelArg> args) const {
+  absl::Status s = impl_->prepare(specialization_packed(args));
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("prepare '", kernel().name(), "': ", s.message()));
+}
+
 const Kernel& Function::kernel() const { return impl_->generic().kernel(); }
 int64_t Function::shared_bytes() const { return impl_->generic().shared_bytes(); }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -246,11 +247,14 @@ absl::StatusOr<bool> PlanImpl::drain(absl::Time deadline) {
 absl::Status PlanImpl::check_gates(bool delivered) {
   int world = group_->size();
   int64_t n = schedule_.num_batches();
+  // Gate rows and the view header lie together: one read per rank.
   std::vector<std::vector<GateRow>> rows(world, std::vector<GateRow>(n));
   std::vector<ViewHeader> headers(world);
+  std::vector<char> block(layout_.header + sizeof(ViewHeader));
   for (int r = 0; r < world; ++r) {
-    if (n > 0) TESSEL_RETURN_IF_ERROR(control_.read(r, rows[r].data(), n * sizeof(GateRow), 0));
-    TESSEL_RETURN_IF_ERROR(control_.read(r, &headers[r], sizeof(ViewHeader), layout_.header));
+    TESSEL_RETURN_IF_ERROR(control_.read(r, block.data(), block.size(), 0));
+    std::memcpy(rows[r].data(), block.data(), n * sizeof(GateRow));
+    std::memcpy(&headers[r], block.data() + layout_.header, sizeof(ViewHeader));
   }
   uint64_t epoch = epoch_;
   auto open = [&](uint64_t word) { return static_cast<uint32_t>(word) >= static_cast<uint32_t>(epoch); };

@@ -40,17 +40,11 @@ class AllGather {
     absl::StatusOr<SymmetricBuffer> buf = group.allocate(schedule->bytes());
     if (!buf.ok()) return buf.status();
     ag->buffer_ = *buf;
-    absl::StatusOr<TriggeredPlan> plan =
-        TriggeredPlan::create(group, ag->buffer_, std::vector<Schedule>(world, *schedule), std::move(options));
-    if (!plan.ok()) return plan.status();
-    ag->plan_ = std::make_unique<TriggeredPlan>(*plan);
     absl::StatusOr<Kernel> producer = allgather_producer_kernel(), check = allgather_check_kernel();
     if (!producer.ok()) return producer.status();
     if (!check.ok()) return check.status();
     for (int r = 0; r < world; ++r) {
       const Device& d = group.device(r);
-      // Compiled (and on CUDA loaded) before any epoch: a function first
-      // loaded while a stream holds an armed wait would never start.
       absl::StatusOr<Function> p = d.compile(*producer), c = d.compile(*check);
       if (!p.ok()) return p.status();
       if (!c.ok()) return c.status();
@@ -58,11 +52,24 @@ class AllGather {
       if (!errors.ok()) return errors.status();
       absl::StatusOr<Stream> stream = d.create_stream();
       if (!stream.ok()) return stream.status();
+      // The variants the epochs will launch are loaded before the plan arms
+      // its chains: no code may be loaded on the device while they are armed.
+      ViewHeader* no_view = nullptr;  // the variants do not depend on the view
+      int32_t first = static_cast<int32_t>(*batch_id(*schedule, r, 0));
+      int32_t total = world * config.rows * config.cols, batches = static_cast<int32_t>(schedule->num_batches());
+      int32_t* data = ag->buffer_.as<int32_t>(r);
+      absl::Status prepared = p->prepare(no_view, data, r, config.rows, config.cols, 1, first, config.passes);
+      if (prepared.ok()) prepared = c->prepare(no_view, data, total, batches, 1, *errors);
+      if (!prepared.ok()) return prepared;
       ag->producers_.push_back(*p);
       ag->checks_.push_back(*c);
       ag->errors_.push_back(*errors);
       ag->streams_.push_back(*stream);
     }
+    absl::StatusOr<TriggeredPlan> plan =
+        TriggeredPlan::create(group, ag->buffer_, std::vector<Schedule>(world, *schedule), std::move(options));
+    if (!plan.ok()) return plan.status();
+    ag->plan_ = std::make_unique<TriggeredPlan>(*plan);
     return ag;
   }
 

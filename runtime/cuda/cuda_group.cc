@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "dsl/status.h"
 #include "runtime/cuda/context.h"
+#include "runtime/device_impl.h"
 #include "runtime/plan_backend.h"
 
 namespace tessel {
@@ -43,18 +44,21 @@ class CudaArmedEpoch final : public ArmedEpoch {
   absl::StatusOr<bool> done() override;
   absl::Status release() override;
 
-  std::vector<std::pair<int, CUevent>> events;  // (rank, event); the last per owner marks completion
-  std::vector<std::pair<int, CUevent>> finals;
+  std::vector<std::pair<int, CUevent>> events;  // (rank, event) after each chain
+  std::vector<std::pair<int, CUevent>> finals;  // (rank, event) after each owner's completion stream
+  // Counts the epoch on `rank`'s device (no code loads there) until it is dropped.
+  void mark_armed(int rank);
 
  private:
   CudaGroupBackend& backend_;
   std::vector<ArmedBatch> batches_;
+  std::vector<int> armed_on_;
 };
 
 class CudaGroupBackend final : public GroupBackend {
  public:
-  explicit CudaGroupBackend(std::vector<std::shared_ptr<Context>> contexts)
-      : contexts_(std::move(contexts)), d_(contexts_[0]->driver()) {}
+  CudaGroupBackend(std::vector<DeviceImpl*> devices, std::vector<std::shared_ptr<Context>> contexts)
+      : devices_(std::move(devices)), contexts_(std::move(contexts)), d_(contexts_[0]->driver()) {}
   ~CudaGroupBackend() override;
 
   absl::Status init();
@@ -68,6 +72,7 @@ class CudaGroupBackend final : public GroupBackend {
 
   const Driver& driver() const { return d_; }
   const Context& context(int rank) const { return *contexts_[rank]; }
+  DeviceImpl& device(int rank) const { return *devices_[rank]; }
   absl::StatusOr<CUevent> take_event(int rank);
   void give_event(int rank, CUevent e);
   // (owner, peer): the copy queue; (owner, owner): the completion stream;
@@ -81,6 +86,7 @@ class CudaGroupBackend final : public GroupBackend {
   }
   absl::Status arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch);
 
+  const std::vector<DeviceImpl*> devices_;  // the group's, which outlive its backend
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
   int64_t granularity_ = 0;
@@ -280,6 +286,7 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
   }
   for (size_t r = 0; r < owners.size(); ++r) {
     if (!owners[r]) continue;
+    epoch->mark_armed(static_cast<int>(r));
     ContextScope scope(*contexts_[r]);
     TESSEL_ASSIGN_OR_RETURN(CUstream completion, stream(r, r));
     TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(r));
@@ -306,7 +313,13 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
   return prefix(rank, absl::StrCat("copy to ", contexts_[peer]->name()), status);
 }
 
+void CudaArmedEpoch::mark_armed(int rank) {
+  backend_.device(rank).add_armed(1);
+  armed_on_.push_back(rank);
+}
+
 CudaArmedEpoch::~CudaArmedEpoch() {
+  for (int rank : armed_on_) backend_.device(rank).add_armed(-1);
   for (auto& [rank, e] : events) backend_.give_event(rank, e);
   for (auto& [rank, e] : finals) backend_.give_event(rank, e);
 }
@@ -329,9 +342,13 @@ absl::Status CudaArmedEpoch::release() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std::vector<Device>& devices) {
+  std::vector<DeviceImpl*> impls;
   std::vector<std::shared_ptr<Context>> contexts;
-  for (const Device& d : devices) contexts.push_back(cuda::context_of(d.impl()));
-  auto backend = std::make_unique<CudaGroupBackend>(std::move(contexts));
+  for (const Device& d : devices) {
+    impls.push_back(&d.impl());
+    contexts.push_back(cuda::context_of(d.impl()));
+  }
+  auto backend = std::make_unique<CudaGroupBackend>(std::move(impls), std::move(contexts));
   TESSEL_RETURN_IF_ERROR(backend->init());
   return std::unique_ptr<GroupBackend>(std::move(backend));
 }

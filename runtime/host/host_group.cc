@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "dsl/status.h"
+#include "runtime/device_impl.h"
 #include "runtime/plan_backend.h"
 
 namespace tessel {
@@ -122,9 +124,18 @@ class Queue {
   std::thread thread_;  // last: starts after the members it reads
 };
 
+// Counts itself on the owners' devices while it lives, so that, as on GPUs,
+// no code is compiled while chains are armed there (the rule is the same on
+// every backend, so the host suites catch what would hang a GPU).
 class HostArmedEpoch final : public ArmedEpoch {
  public:
-  explicit HostArmedEpoch(std::shared_ptr<EpochState> state) : state_(std::move(state)) {}
+  HostArmedEpoch(std::shared_ptr<EpochState> state, std::vector<DeviceImpl*> owners)
+      : state_(std::move(state)), owners_(std::move(owners)) {
+    for (DeviceImpl* d : owners_) d->add_armed(1);
+  }
+  ~HostArmedEpoch() override {
+    for (DeviceImpl* d : owners_) d->add_armed(-1);
+  }
   absl::StatusOr<bool> done() override { return state_->outstanding.load(std::memory_order_acquire) == 0; }
   absl::Status release() override {
     state_->released.store(true, std::memory_order_release);
@@ -133,11 +144,13 @@ class HostArmedEpoch final : public ArmedEpoch {
 
  private:
   std::shared_ptr<EpochState> state_;
+  std::vector<DeviceImpl*> owners_;
 };
 
 class HostGroupBackend final : public GroupBackend {
  public:
-  explicit HostGroupBackend(int ranks) : ranks_(ranks) {}
+  explicit HostGroupBackend(std::vector<DeviceImpl*> devices)
+      : devices_(std::move(devices)), ranks_(static_cast<int>(devices_.size())) {}
   ~HostGroupBackend() override {
     queues_.clear();  // joins the threads before the memory goes
     for (uintptr_t base : bases_) munmap(reinterpret_cast<void*>(base), reserved_);
@@ -176,7 +189,11 @@ class HostGroupBackend final : public GroupBackend {
 
   absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override {
     auto state = std::make_shared<EpochState>();
+    std::vector<DeviceImpl*> owners;
     for (ArmedBatch& b : batches) {
+      if (std::find(owners.begin(), owners.end(), devices_[b.owner]) == owners.end()) {
+        owners.push_back(devices_[b.owner]);
+      }
       auto batch = std::make_shared<BatchState>();
       batch->completion = b.completion;
       batch->epoch = b.epoch;
@@ -193,7 +210,7 @@ class HostGroupBackend final : public GroupBackend {
         queue(b.owner, d.peer).push({b.ready, b.epoch, std::move(d.copies), d.arrival, batch, state});
       }
     }
-    return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(state)));
+    return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(state), std::move(owners)));
   }
 
   absl::Status open_gate(int, uint64_t* ready, uint64_t epoch) override {
@@ -219,6 +236,7 @@ class HostGroupBackend final : public GroupBackend {
     return *q;
   }
 
+  const std::vector<DeviceImpl*> devices_;  // the group's, which outlive its backend
   const int ranks_;
   std::vector<uintptr_t> bases_;
   int64_t reserved_ = 0;
@@ -229,7 +247,9 @@ class HostGroupBackend final : public GroupBackend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_host_group_backend(const std::vector<Device>& devices) {
-  return std::unique_ptr<GroupBackend>(new HostGroupBackend(static_cast<int>(devices.size())));
+  std::vector<DeviceImpl*> impls;
+  for (const Device& d : devices) impls.push_back(&d.impl());
+  return std::unique_ptr<GroupBackend>(new HostGroupBackend(std::move(impls)));
 }
 
 }  // namespace tessel

@@ -31,7 +31,9 @@ std::string ptx(const Kernel& kernel, uint64_t facts) {
   absl::StatusOr<PtxCode> code = compile_ptx(kernel, options);
   EXPECT_TRUE(code.ok()) << code.status();
   if (!code.ok()) return "";
-  if (have_ptxas()) EXPECT_EQ(ptxas(code->ptx), 0) << "facts " << facts;
+  if (have_ptxas()) {
+    EXPECT_EQ(ptxas(code->ptx), 0) << "facts " << facts;
+  }
   return code->ptx;
 }
 

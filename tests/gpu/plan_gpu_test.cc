@@ -101,7 +101,6 @@ TEST_P(CudaPlan, EightContributorsReleaseOneFourMiBGate) {
   TESSEL_CUDA_GROUP_OR_SKIP(g, world);
   Schedule s = *whole(ScheduleView::linear(kCount, 4), world, kPrograms);
   SymmetricBuffer buf = *g.allocate(s.bytes());
-  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
   KernelBuilder k("contributors");
   TriggeredView view = k.triggered_view("plan");
   Value out = k.arg(ptr(i32), "out"), epoch = k.arg(i32, "epoch"), batch = k.arg(i32, "batch");
@@ -113,6 +112,7 @@ TEST_P(CudaPlan, EightContributorsReleaseOneFourMiBGate) {
   view.publish(batch);
   std::vector<Function> fn;
   for (int r = 0; r < world; ++r) fn.push_back(*g.device(r).compile(*k.build()));
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
   for (uint64_t e = 1; e <= 10; ++e) {
     std::vector<ViewHeader*> views = *plan.begin_device_epoch();
     for (int r = 0; r < world; ++r) {
@@ -157,12 +157,12 @@ TEST_P(CudaPlan, LaterBatchWaitsBehindEarlierOne) {
   TESSEL_CUDA_GROUP_OR_SKIP(g, world);
   Schedule s = *chunks(ScheduleView::linear(1 << 20), world, 2);
   SymmetricBuffer buf = *g.allocate(s.bytes());
-  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
   KernelBuilder k("open");
   TriggeredView view = k.triggered_view("plan");
   view.publish(k.arg(i32, "batch"));
   std::vector<Function> open;
   for (int r = 0; r < world; ++r) open.push_back(*g.device(r).compile(*k.build()));
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
   std::vector<ViewHeader*> views = *plan.begin_device_epoch();
   auto arrival = [&](int64_t b) {
     ViewHeader h;

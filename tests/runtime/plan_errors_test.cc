@@ -1,5 +1,7 @@
 // Every misuse of a triggered plan returns a clear error instead of hanging
 // or corrupting: one test per misuse, each checking code and message.
+#include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "dsl/builder.h"
@@ -148,12 +150,12 @@ TEST(PlanErrors, EpochThatNeverPublishesTimesOutAndFails) {
 
 TEST(PlanErrors, KernelErrorsReachEndDeviceEpoch) {
   Fixture f;
-  TriggeredPlan p = *f.plan({.spin_limit = 1000, .timeout = absl::Milliseconds(100)});
   KernelBuilder k("misuse");
   TriggeredView view = k.triggered_view("plan");
   Value batch = k.arg(i32, "batch");
   view.wait(batch);
   Function fn = *f.group.device(1).compile(*k.build());
+  TriggeredPlan p = *f.plan({.spin_limit = 1000, .timeout = absl::Milliseconds(100)});
   std::vector<ViewHeader*> views = *p.begin_device_epoch();
   ASSERT_TRUE(fn.launch({}, views[1], int32_t{0}).ok());   // rank 0's batch 0: never published
   ASSERT_TRUE(fn.launch({}, views[1], int32_t{99}).ok());  // no such batch
@@ -161,6 +163,35 @@ TEST(PlanErrors, KernelErrorsReachEndDeviceEpoch) {
   EXPECT_THAT(s.message(), HasSubstr("a kernel on rank 1 named a batch the plan does not have"));
   EXPECT_THAT(s.message(), HasSubstr("a kernel on rank 1 gave up waiting for batch 0"));
   EXPECT_EQ(p.state(), PlanState::kFailed);
+}
+
+// No code may load on a device while chains are armed there (on a GPU it
+// could wait forever behind their stream waits): compiling fails, and a
+// launch needing a variant not loaded yet runs the generic one.
+TEST(PlanErrors, CompilingWhileChainsAreArmed) {
+  Fixture f;
+  KernelBuilder k("copy");
+  Value src = k.arg(ptr(f32), "src"), dst = k.arg(ptr(f32), "dst"), n = k.arg(i32, "n");
+  Value offs = k.arange(0, 256);
+  store(dst + offs, load(src + offs, offs < n, 0.0f), offs < n);
+  Kernel kernel = *k.build();
+  Function fn = *f.group.device(0).compile(kernel);
+  TriggeredPlan p = *f.plan({.name = "ag"});
+  KernelBuilder other("other");
+  store(other.arg(ptr(i32), "x"), 1);
+  expect_error(f.group.device(0).compile(*other.build()).status(), absl::StatusCode::kFailedPrecondition,
+               "cannot compile 'other' while a triggered plan has copy chains armed");
+  alignas(16) static float in[256], out[256];
+  std::fill(std::begin(in), std::end(in), 2.0f);
+  ASSERT_NE(fn.specialization(in, out, 256).multiple_of_16, 0u);  // wants a variant not compiled yet
+  expect_error(fn.prepare(in, out, 256), absl::StatusCode::kFailedPrecondition,
+               "prepare 'copy': host:1: cannot compile");
+  ASSERT_TRUE(fn.launch({}, in, out, 256).ok());
+  EXPECT_EQ(out[255], 2.0f);
+  ASSERT_TRUE(p.run().ok());
+  // Complete: nothing armed, so code loads again.
+  EXPECT_TRUE(fn.prepare(in, out, 256).ok());
+  EXPECT_TRUE(f.group.device(0).compile(*other.build()).ok());
 }
 
 TEST(PlanErrors, CallsAfterDestroy) {

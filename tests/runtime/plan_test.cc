@@ -102,7 +102,6 @@ TEST(Plan, EightContributorsReleaseOneFourMiBGate) {
   Group g = host_group(kWorld, 8 << 20);
   Schedule s = *whole(ScheduleView::linear(kCount, 4), kWorld, kPrograms);
   SymmetricBuffer buf = *g.allocate(s.bytes());
-  TriggeredPlan plan = *TriggeredPlan::create(g, buf, same(s, kWorld));
 
   KernelBuilder k("contributors");
   TriggeredView view = k.triggered_view("plan");
@@ -115,6 +114,7 @@ TEST(Plan, EightContributorsReleaseOneFourMiBGate) {
   view.publish(batch);
   std::vector<Function> fn;
   for (int r = 0; r < kWorld; ++r) fn.push_back(*g.device(r).compile(*k.build()));
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, same(s, kWorld));
 
   for (uint64_t e = 1; e <= 10; ++e) {
     std::vector<ViewHeader*> views = *plan.begin_device_epoch();
