@@ -45,6 +45,41 @@ struct ControlLayout {
 // a GPU poll of system-scope memory about half a microsecond.
 uint64_t default_spin_limit(DeviceKind kind) { return kind == DeviceKind::kHost ? uint64_t{1} << 31 : uint64_t{1} << 24; }
 
+// Appends `c`, joined with the previous copy where it continues it: tiles
+// side by side in one band of rows become one wider 2-D copy, a 2-D copy as
+// wide as its pitch becomes linear, and abutting linear copies join (up to
+// `max_linear`). A wave of tiles then costs a few copies instead of one per
+// tile: fewer commands queued behind each gate, and longer copies.
+void append_copy(std::vector<ChainCopy>& copies, ChainCopy c, int64_t max_linear) {
+  auto linear = [](ChainCopy& x) {
+    if (x.height > 1 && x.width == x.src_pitch && x.width == x.dst_pitch) {
+      x.width *= x.height;
+      x.height = 1;
+    }
+  };
+  linear(c);
+  if (!copies.empty()) {
+    ChainCopy& last = copies.back();
+    bool follows = last.src + last.width == c.src && last.dst + last.width == c.dst;
+    if (follows && last.height == 1 && c.height == 1 && last.width <= max_linear - c.width) {
+      last.width += c.width;
+      return;
+    }
+    if (follows && last.height > 1 && c.height == last.height && c.src_pitch == last.src_pitch &&
+        c.dst_pitch == last.dst_pitch && last.width + c.width <= last.src_pitch) {
+      last.width += c.width;
+      linear(last);
+      if (last.height == 1 && copies.size() >= 2) {
+        ChainCopy joined = last;
+        copies.pop_back();
+        append_copy(copies, joined, max_linear);
+      }
+      return;
+    }
+  }
+  copies.push_back(c);
+}
+
 }  // namespace
 
 class PlanImpl {
@@ -160,18 +195,8 @@ absl::Status PlanImpl::arm() {
           uintptr_t at = schedule_.shard_offset(r) + s.offset;
           uintptr_t src = reinterpret_cast<uintptr_t>(buffer_.data(r)) + at;
           uintptr_t dst = reinterpret_cast<uintptr_t>(buffer_.data(p)) + at;
-          // Segments that continue the previous linear copy join it: a wave
-          // of full-width tiles becomes one copy instead of one per tile.
-          if (s.is_linear() && !d.copies.empty()) {
-            ChainCopy& last = d.copies.back();
-            if (last.height == 1 && last.src + last.width == src && last.dst + last.width == dst &&
-                last.width <= group_->backend().max_linear_copy() - s.width) {
-              last.width += s.width;
-              continue;
-            }
-          }
           int64_t pitch = s.is_linear() ? s.width : s.pitch;
-          d.copies.push_back({src, dst, s.width, s.height, pitch, pitch});
+          append_copy(d.copies, {src, dst, s.width, s.height, pitch, pitch}, group_->backend().max_linear_copy());
         }
         a.deliveries.push_back(std::move(d));
       }

@@ -6,6 +6,7 @@
 //
 //   allgather [--device=best|host|cuda] [--ranks=N]
 // best: every GPU when there are two or more, else 4 host ranks.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -46,8 +47,12 @@ int main(int argc, char** argv) {
                                                     : Group::host(args.ranks == 0 ? 4 : args.ranks, 2);
   Group g = samples::value_or_die(std::move(group), "group");
   int programs = g.device(0).num_compute_units();
-  samples::AllGatherConfig config{.rows = 1024, .cols = 4096, .programs = programs, .check_programs = programs};
-  auto ag = samples::value_or_die(samples::AllGather::create(g, config), "all-gather plan");
+  // A row of tiles is half a wave, so each wave's batch is two whole bands
+  // of rows: one contiguous copy per batch and peer.
+  int cols = samples::kAgBN * std::max(1, programs / 2);
+  samples::AllGatherConfig config{.rows = 1024, .cols = cols, .programs = programs, .check_programs = programs};
+  auto ag = samples::value_or_die(samples::AllGather::create(g, config), "all-gather");
+  samples::ok_or_die(ag->arm(), "all-gather plan");
   std::printf("all-gather over %d ranks (%s ...): %d x %d i32 per rank, %lld batches, %d producer programs\n",
               g.size(), g.device(0).name().c_str(), config.rows, config.cols,
               static_cast<long long>(ag->plan().schedule().num_batches()), programs);

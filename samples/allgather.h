@@ -29,8 +29,8 @@ struct AllGatherConfig {
 
 class AllGather {
  public:
-  static absl::StatusOr<std::unique_ptr<AllGather>> create(const tessel::Group& group, const AllGatherConfig& config,
-                                                           tessel::PlanOptions options = {}) {
+  // Allocates the buffer and compiles and loads the kernels; arm() makes the plan.
+  static absl::StatusOr<std::unique_ptr<AllGather>> create(const tessel::Group& group, const AllGatherConfig& config) {
     using namespace tessel;  // NOLINT
     auto ag = std::unique_ptr<AllGather>(new AllGather(group, config));
     int world = group.size();
@@ -66,17 +66,29 @@ class AllGather {
       ag->errors_.push_back(*errors);
       ag->streams_.push_back(*stream);
     }
-    absl::StatusOr<TriggeredPlan> plan =
-        TriggeredPlan::create(group, ag->buffer_, std::vector<Schedule>(world, *schedule), std::move(options));
-    if (!plan.ok()) return plan.status();
-    ag->plan_ = std::make_unique<TriggeredPlan>(*plan);
+    ag->schedule_ = *std::move(schedule);
     return ag;
   }
+
+  // Creates the plan, which arms its first epoch. Separate from create(), so
+  // that a program can allocate and compile everything it needs first: while
+  // chains are armed on a device, no code loads there.
+  absl::Status arm(tessel::PlanOptions options = {}) {
+    absl::StatusOr<tessel::TriggeredPlan> plan = tessel::TriggeredPlan::create(
+        group_, buffer_, std::vector<tessel::Schedule>(group_.size(), schedule_), std::move(options));
+    if (!plan.ok()) return plan.status();
+    plan_ = std::make_unique<tessel::TriggeredPlan>(*plan);
+    return absl::OkStatus();
+  }
+
+  // How many times the producer writes each tile (its variants do not depend on it).
+  void set_passes(int passes) { config_.passes = passes; }
 
   // Runs the armed epoch on every rank; returns the wrong elements summed
   // over ranks. Leaves the plan complete (call next()) or failed.
   absl::StatusOr<int64_t> run_epoch() {
     using namespace tessel;  // NOLINT
+    if (plan_ == nullptr) return absl::FailedPreconditionError("AllGather::run_epoch: call arm() first");
     int world = group_.size();
     const int32_t zero = 0;
     for (int r = 0; r < world; ++r) {
@@ -136,6 +148,7 @@ class AllGather {
   tessel::Group group_;
   AllGatherConfig config_;
   tessel::SymmetricBuffer buffer_;
+  tessel::Schedule schedule_;
   std::unique_ptr<tessel::TriggeredPlan> plan_;
   std::vector<tessel::Function> producers_, checks_;
   std::vector<tessel::Buffer> errors_;

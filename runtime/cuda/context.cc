@@ -103,13 +103,36 @@ ContextScope::~ContextScope() {
   if (previous_ != nullptr) driver_.ctx_set_current.raw(previous_);
 }
 
+void Context::run_or_defer(std::function<void()> fn) {
+  {
+    absl::MutexLock lock(&armed_mu_);
+    if (armed_ > 0) {
+      deferred_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+void Context::set_armed(int count) {
+  std::vector<std::function<void()>> ready;
+  {
+    absl::MutexLock lock(&armed_mu_);
+    armed_ = count;
+    if (count == 0) ready.swap(deferred_);
+  }
+  for (auto& fn : ready) fn();
+}
+
 // ---------------------------------------------------------------------------
 // Module
 
 Module::~Module() {
-  ContextScope scope(*context_);
-  // Fails only at process exit, after the driver shut down.
-  context_->driver().module_unload.raw(module_);
+  context_->run_or_defer([context = context_, module = module_] {
+    ContextScope scope(*context);
+    // Fails only at process exit, after the driver shut down.
+    context->driver().module_unload.raw(module);
+  });
 }
 
 // ---------------------------------------------------------------------------

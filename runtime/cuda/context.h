@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,13 @@ class Context {
 
   absl::StatusOr<int> attribute(CUdevice_attribute attribute) const;
 
+  // While triggered-plan chains are armed on the GPU, frees and unloads
+  // (cuMemFree, cuModuleUnload, cuMemUnmap synchronize the device, so they
+  // would wait forever behind the chains' stream waits) are deferred until
+  // the last armed epoch ends. `fn` runs now when nothing is armed.
+  void run_or_defer(std::function<void()> fn);
+  void set_armed(int count);
+
   // Error words of the modules below are read by check_device_errors().
   void add_module(const std::shared_ptr<Module>& module);
   // Reads (and clears) the error word of every module launched since the last
@@ -54,6 +62,9 @@ class Context {
   const std::string name_;
   absl::Mutex mu_;
   std::vector<std::weak_ptr<Module>> modules_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex armed_mu_;
+  int armed_ ABSL_GUARDED_BY(armed_mu_) = 0;
+  std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(armed_mu_);
 };
 
 // Makes `context` current on this thread for the scope. The previous context

@@ -233,10 +233,12 @@ class CudaDevice final : public DeviceImpl {
     // The deleter holds the context: a Buffer may outlive every Device handle.
     std::shared_ptr<Context> context = context_;
     return std::shared_ptr<void>(reinterpret_cast<void*>(ptr), [context](void* p) {
-      ContextScope scope(*context);
-      // cuMemFree waits for work using the memory; it fails only at process
-      // exit, when the driver has already released everything.
-      context->driver().mem_free.raw(reinterpret_cast<CUdeviceptr>(p));
+      context->run_or_defer([context, p] {
+        ContextScope scope(*context);
+        // cuMemFree waits for work using the memory; it fails only at process
+        // exit, when the driver has already released everything.
+        context->driver().mem_free.raw(reinterpret_cast<CUdeviceptr>(p));
+      });
     });
   }
 
@@ -290,6 +292,7 @@ class CudaDevice final : public DeviceImpl {
   }
 
   const std::shared_ptr<Context>& context() const { return context_; }
+  void armed_changed(int count) override { context_->set_armed(count); }
 
   absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override;
   absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,

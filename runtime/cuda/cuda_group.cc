@@ -155,14 +155,23 @@ CudaGroupBackend::~CudaGroupBackend() {
       for (CUevent e : free_events_[r]) d_.event_destroy.raw(e);
     }
   }
-  for (const Chunk& c : chunks_) {
-    ContextScope scope(*contexts_[c.rank]);
-    d_.mem_unmap.raw(c.at, c.bytes);
-    d_.mem_release.raw(c.handle);
-  }
+  // Unmapping waits for the device: deferred while another group's chains
+  // are armed there.
   for (size_t r = 0; r < bases_.size(); ++r) {
-    ContextScope scope(*contexts_[r]);
-    d_.mem_address_free.raw(bases_[r], reserved_);
+    std::vector<Chunk> mine;
+    for (const Chunk& c : chunks_) {
+      if (c.rank == static_cast<int>(r)) mine.push_back(c);
+    }
+    std::shared_ptr<Context> context = contexts_[r];
+    context->run_or_defer([context, mine, base = bases_[r], reserved = reserved_] {
+      ContextScope scope(*context);
+      const Driver& d = context->driver();
+      for (const Chunk& c : mine) {
+        d.mem_unmap.raw(c.at, c.bytes);
+        d.mem_release.raw(c.handle);
+      }
+      d.mem_address_free.raw(base, reserved);
+    });
   }
 }
 

@@ -82,8 +82,10 @@ TEST_P(CudaPlan, RunDeliversLinearAndTwoDimensionalBatches) {
 
 TEST_P(CudaPlan, AllGatherKernelsOverManyEpochs) {
   TESSEL_CUDA_GROUP_OR_SKIP(g, GetParam());
+  // Short bounds: a lost batch fails the test within seconds, naming it.
   auto ag = samples::AllGather::create(g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32});
   ASSERT_TRUE(ag.ok()) << ag.status();
+  ASSERT_TRUE((*ag)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5)}).ok());
   int64_t wrong = 0;
   for (int epoch = 1; epoch <= 1000; ++epoch) {
     absl::StatusOr<int64_t> w = (*ag)->run_epoch();

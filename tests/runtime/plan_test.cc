@@ -78,12 +78,27 @@ TEST(Plan, RunDeliversWavesOfFullWidthTiles) {
   expect_delivered(buf, s, 3, 1);
 }
 
+// Tiles side by side join into wider 2-D copies, full bands into linear
+// ones; waves that start or end inside a band keep their partial rows apart.
+TEST(Plan, RunDeliversWavesWhoseTilesJoin) {
+  Group g = host_group(2);
+  for (int programs : {2, 3, 5, 8}) {
+    Schedule s = *waves({45, 48, 4, 0}, 2, {8, 16}, programs);
+    SymmetricBuffer buf = *g.allocate(s.bytes());
+    TriggeredPlan plan = *TriggeredPlan::create(g, buf, same(s, 2));
+    fill(buf, s, 2, 1);
+    ASSERT_TRUE(plan.run().ok());
+    expect_delivered(buf, s, 2, 1);
+  }
+}
+
 // Kernel-driven epochs: the all-gather of samples/allgather.h at 2 and 4 ranks.
 class AllGatherRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(AllGatherRanks, KernelsPublishAndWaitThroughViews) {
   Group g = host_group(GetParam());
   auto ag = *samples::AllGather::create(g, {.rows = 70, .cols = 150, .programs = 3, .check_programs = 2});
+  ASSERT_TRUE(ag->arm().ok());
   for (int epoch = 1; epoch <= 5; ++epoch) {
     absl::StatusOr<int64_t> wrong = ag->run_epoch();
     ASSERT_TRUE(wrong.ok()) << wrong.status();
@@ -187,6 +202,7 @@ TEST(Plan, BufferSpanningChunksAndGrowthWhileArmed) {
 TEST(Plan, ThousandEpochSoak) {
   Group g = host_group(2);
   auto ag = *samples::AllGather::create(g, {.rows = 40, .cols = 100, .programs = 2, .check_programs = 1});
+  ASSERT_TRUE(ag->arm().ok());
   int64_t wrong = 0;
   for (int epoch = 1; epoch <= 1000; ++epoch) {
     absl::StatusOr<int64_t> w = ag->run_epoch();
