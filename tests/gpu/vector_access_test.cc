@@ -140,8 +140,10 @@ TEST(VectorAccessReduce, BlockSumsOfVectorRunsAgreeWithinTolerance) {
     }
     std::vector<double> want(blocks, 0.0);
     for (int i = 0; i < n; ++i) want[i / kBlock] += x[i];
-    EXPECT_TRUE(all_close(outs[0], want, 1e-5)) << "cuda:0 against a double-precision sum";
-    EXPECT_TRUE(all_close(outs[0], outs[1], 1e-5)) << "cuda:0 against host:2";
+    // 1024 f32 terms below 1 in magnitude, summed in different orders: their
+    // rounding errors reach a few 1e-5 (one H200 run failed at 1e-5).
+    EXPECT_TRUE(all_close(outs[0], want, 1e-4)) << "cuda:0 against a double-precision sum";
+    EXPECT_TRUE(all_close(outs[0], outs[1], 1e-4)) << "cuda:0 against host:2";
   }
 }
 
