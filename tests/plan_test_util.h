@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "dsl/builder.h"
+#include "dsl/ops.h"
 #include "gtest/gtest.h"
 #include "runtime/group.h"
 #include "runtime/schedule.h"
@@ -47,6 +49,24 @@ inline void expect_delivered(const SymmetricBuffer& buf, const Schedule& s, int 
       }
     }
   }
+}
+
+// `programs` programs each write count / programs consecutive i32 of a shard
+// as (epoch << 24) | index and publish the one batch they share: the gate
+// opens on the last publish. Args: view, out, epoch, batch, base (the shard's
+// first element).
+inline Kernel contributors_kernel(int count, int programs) {
+  constexpr int kBlock = 1024;
+  KernelBuilder k("contributors");
+  TriggeredView view = k.triggered_view("plan");
+  Value out = k.arg(ptr(i32), "out"), epoch = k.arg(i32, "epoch"), batch = k.arg(i32, "batch");
+  Value base = k.arg(i32, "base");
+  k.for_range(0, count / programs, kBlock, [&](Value at) {
+    Value index = k.program_id() * (count / programs) + at + k.arange(0, kBlock);  // [B] i32
+    store(out + base + index, (epoch << 24) | index);
+  });
+  view.publish(batch);
+  return *k.build();
 }
 
 }  // namespace tessel::plan_test

@@ -64,6 +64,7 @@ class Queue {
  public:
   Queue() : thread_([this] { loop(); }) {}
   ~Queue() {
+    stopping_.store(true, std::memory_order_release);
     {
       absl::MutexLock lock(&mu_);
       stop_ = true;
@@ -80,10 +81,8 @@ class Queue {
   bool wait_open(const Chain& c) {
     for (int polls = 0;; ++polls) {
       if (is_open(load_acquire(c.ready), c.epoch)) return true;
-      if (c.state->released.load(std::memory_order_acquire)) return false;
-      {
-        absl::MutexLock lock(&mu_);
-        if (stop_) return false;
+      if (c.state->released.load(std::memory_order_acquire) || stopping_.load(std::memory_order_acquire)) {
+        return false;
       }
       if (polls < 64) continue;
       if (polls < 1024) std::this_thread::yield();
@@ -121,6 +120,7 @@ class Queue {
   absl::Mutex mu_;
   std::deque<Chain> chains_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stopping_{false};  // read by polls without the lock
   std::thread thread_;  // last: starts after the members it reads
 };
 

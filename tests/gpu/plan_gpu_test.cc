@@ -99,21 +99,12 @@ TEST_P(CudaPlan, AllGatherKernelsOverManyEpochs) {
 // 8 programs each write an eighth of one 4 MiB batch; the 8th publish opens it.
 TEST_P(CudaPlan, EightContributorsReleaseOneFourMiBGate) {
   const int world = GetParam();
-  constexpr int kPrograms = 8, kBlock = 1024, kCount = (4 << 20) / 4;
+  constexpr int kPrograms = 8, kCount = (4 << 20) / 4;
   TESSEL_CUDA_GROUP_OR_SKIP(g, world);
   Schedule s = *whole(ScheduleView::linear(kCount, 4), world, kPrograms);
   SymmetricBuffer buf = *g.allocate(s.bytes());
-  KernelBuilder k("contributors");
-  TriggeredView view = k.triggered_view("plan");
-  Value out = k.arg(ptr(i32), "out"), epoch = k.arg(i32, "epoch"), batch = k.arg(i32, "batch");
-  Value base = k.arg(i32, "base");
-  k.for_range(0, kCount / kPrograms, kBlock, [&](Value at) {
-    Value index = k.program_id() * (kCount / kPrograms) + at + k.arange(0, kBlock);  // [B] i32
-    store(out + base + index, (epoch << 24) | index);
-  });
-  view.publish(batch);
   std::vector<Function> fn;
-  for (int r = 0; r < world; ++r) fn.push_back(*g.device(r).compile(*k.build()));
+  for (int r = 0; r < world; ++r) fn.push_back(*g.device(r).compile(plan_test::contributors_kernel(kCount, kPrograms)));
   TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
   for (uint64_t e = 1; e <= 10; ++e) {
     std::vector<ViewHeader*> views = *plan.begin_device_epoch();

@@ -112,23 +112,14 @@ INSTANTIATE_TEST_SUITE_P(Plan, AllGatherRanks, ::testing::Values(2, 4));
 // 8 programs write (epoch << 24) | index into one 4 MiB batch and publish it;
 // the gate opens on the 8th. Checked on the peer for 10 epochs.
 TEST(Plan, EightContributorsReleaseOneFourMiBGate) {
-  constexpr int kWorld = 2, kPrograms = 8, kBlock = 1024;
+  constexpr int kWorld = 2, kPrograms = 8;
   constexpr int kCount = (4 << 20) / 4;  // i32 elements of the shard
   Group g = host_group(kWorld, 8 << 20);
   Schedule s = *whole(ScheduleView::linear(kCount, 4), kWorld, kPrograms);
   SymmetricBuffer buf = *g.allocate(s.bytes());
 
-  KernelBuilder k("contributors");
-  TriggeredView view = k.triggered_view("plan");
-  Value out = k.arg(ptr(i32), "out"), epoch = k.arg(i32, "epoch"), batch = k.arg(i32, "batch");
-  Value base = k.arg(i32, "base");
-  k.for_range(0, kCount / kPrograms, kBlock, [&](Value at) {
-    Value index = k.program_id() * (kCount / kPrograms) + at + k.arange(0, kBlock);  // [B] i32
-    store(out + base + index, (epoch << 24) | index);
-  });
-  view.publish(batch);
   std::vector<Function> fn;
-  for (int r = 0; r < kWorld; ++r) fn.push_back(*g.device(r).compile(*k.build()));
+  for (int r = 0; r < kWorld; ++r) fn.push_back(*g.device(r).compile(plan_test::contributors_kernel(kCount, kPrograms)));
   TriggeredPlan plan = *TriggeredPlan::create(g, buf, same(s, kWorld));
 
   for (uint64_t e = 1; e <= 10; ++e) {
