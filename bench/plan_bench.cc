@@ -1,9 +1,10 @@
-// Triggered plans on two NVIDIA GPUs against raw baselines measured in the
-// same run: bandwidth of armed copy chains against cuMemcpyPeerAsync,
-// gate-to-arrival latency (kernels ping-ponging batches), and a producer
+// Triggered plans on N NVIDIA GPUs (all present, or --ranks=N; at least 2)
+// against raw baselines measured in the same run: all-gather bandwidth of
+// armed copy chains against cuMemcpyPeerAsync, gate-to-arrival latency
+// (kernels on cuda:0 and cuda:1 ping-ponging batches), and a producer
 // overlapped with its own transfer against max(compute, transfer).
 //
-//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap]
+//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap] [--ranks=N]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -52,37 +53,49 @@ double plan_transfer_seconds(TriggeredPlan& plan, int world, int reps) {
   return median(t);
 }
 
-// Both GPUs send `bytes` to the other with cuMemcpyPeerAsync at once.
+// Every GPU sends `bytes` to every other with cuMemcpyPeerAsync at once, one
+// stream per (source, destination) pair as the plans use: an all-gather.
 struct RawPeer {
   bench::CudaRaw& cu;
-  CUcontext ctx[2];
-  CUdeviceptr buf[2];
-  CUstream stream[2];
+  int world;
+  std::vector<CUcontext> ctx;
+  std::vector<CUdeviceptr> buf;
+  std::vector<std::vector<CUstream>> stream;  // [source][destination]
 
-  RawPeer(bench::CudaRaw& c, int64_t bytes) : cu(c) {
-    for (int r = 0; r < 2; ++r) {
-      ctx[r] = cu.retain(r);
+  RawPeer(bench::CudaRaw& c, int n, int64_t bytes) : cu(c), world(n), ctx(n), buf(n), stream(n, std::vector<CUstream>(n)) {
+    for (int r = 0; r < world; ++r) ctx[r] = cu.retain(r);
+    for (int r = 0; r < world; ++r) {
       cu.check(cu.cuCtxSetCurrent(ctx[r]), "cuCtxSetCurrent");
-      CUresult peer = cu.cuCtxEnablePeerAccess(cu.retain(1 - r), 0);
-      if (peer != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu.check(peer, "cuCtxEnablePeerAccess");
-      cu.check(cu.cuMemAlloc(&buf[r], 2 * bytes), "cuMemAlloc");
-      cu.check(cu.cuStreamCreate(&stream[r], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      for (int p = 0; p < world; ++p) {
+        if (p == r) continue;
+        CUresult peer = cu.cuCtxEnablePeerAccess(ctx[p], 0);
+        if (peer != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu.check(peer, "cuCtxEnablePeerAccess");
+        cu.check(cu.cuStreamCreate(&stream[r][p], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      }
+      cu.check(cu.cuMemAlloc(&buf[r], world * bytes), "cuMemAlloc");
     }
   }
-  // `bytes` each way in copies of `piece` bytes queued back to back.
+  // `bytes` from every rank to every peer in copies of `piece` bytes queued back to back.
   double seconds(int64_t bytes, int reps, int64_t piece = 0) {
     if (piece == 0) piece = bytes;
     std::vector<double> t;
     for (int rep = 0; rep < reps + 3; ++rep) {
       auto t0 = Clock::now();
       for (int64_t at = 0; at < bytes; at += piece) {
-        for (int r = 0; r < 2; ++r) {
-          CUdeviceptr off = r * bytes + at;
-          cu.check(cu.cuMemcpyPeerAsync(buf[1 - r] + off, ctx[1 - r], buf[r] + off, ctx[r], piece, stream[r]),
-                   "cuMemcpyPeerAsync");
+        for (int r = 0; r < world; ++r) {
+          for (int p = 0; p < world; ++p) {
+            if (p == r) continue;
+            CUdeviceptr off = r * bytes + at;
+            cu.check(cu.cuMemcpyPeerAsync(buf[p] + off, ctx[p], buf[r] + off, ctx[r], piece, stream[r][p]),
+                     "cuMemcpyPeerAsync");
+          }
         }
       }
-      for (int r = 0; r < 2; ++r) cu.check(cu.cuStreamSynchronize(stream[r]), "cuStreamSynchronize");
+      for (int r = 0; r < world; ++r) {
+        for (int p = 0; p < world; ++p) {
+          if (p != r) cu.check(cu.cuStreamSynchronize(stream[r][p]), "cuStreamSynchronize");
+        }
+      }
       if (rep >= 3) t.push_back(seconds_since(t0));
     }
     return median(t);
@@ -114,19 +127,30 @@ Kernel ping_pong() {
 
 int main(int argc, char** argv) {
   std::string json, part;  // part: bandwidth, latency or overlap; empty for all
+  int ranks = 0;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--json=")) json = std::string(a);
     if (absl::ConsumePrefix(&a, "--part=")) part = std::string(a);
+    if (absl::ConsumePrefix(&a, "--ranks=") && (!absl::SimpleAtoi(a, &ranks) || ranks < 2)) {
+      std::fprintf(stderr, "plan_bench: --ranks must be a number >= 2\n");
+      return 2;
+    }
   }
   bench::CudaRaw cu;
-  absl::StatusOr<Device> d0 = Device::open("cuda:0"), d1 = Device::open("cuda:1");
-  if (!d0.ok() || !d1.ok() || !cu.open()) {
-    std::printf("plan_bench: needs two CUDA GPUs; nothing to measure\n");
+  std::vector<Device> devices;
+  for (int r = 0; ranks == 0 || r < ranks; ++r) {
+    absl::StatusOr<Device> d = Device::open(absl::StrCat("cuda:", r));
+    if (!d.ok()) break;
+    devices.push_back(*d);
+  }
+  const int world = static_cast<int>(devices.size());
+  if (world < 2 || (ranks != 0 && world != ranks) || !cu.open()) {
+    std::printf("plan_bench: needs %d CUDA GPUs, found %d; nothing to measure\n", ranks == 0 ? 2 : ranks, world);
     return 0;
   }
-  Group g = must(Group::create({*d0, *d1}), "group");
-  std::printf("plan_bench on %s + %s\n", d0->description().c_str(), d1->description().c_str());
+  Group g = must(Group::create(devices), "group");
+  std::printf("plan_bench on %d x %s\n", world, devices[0].description().c_str());
   std::vector<std::string> lines;
   auto record = [&](const std::string& what, double value, const std::string& unit, const std::string& note = "") {
     report(what, value, unit, note);
@@ -134,22 +158,25 @@ int main(int argc, char** argv) {
   };
 
   auto wanted = [&](const char* name) { return part.empty() || part == name; };
-  // 1. Bandwidth: every rank's shard to the other, batches of 8 and 32 MiB.
+  // 1. Bandwidth: every rank's shard to every other (an all-gather), in
+  // batches of 8 and 32 MiB; GB/s received per rank.
   for (int64_t shard : {64 * kMiB, 256 * kMiB}) {
     if (!wanted("bandwidth")) break;
-    RawPeer raw(cu, shard);
+    const double received = static_cast<double>(shard) * (world - 1);
+    RawPeer raw(cu, world, shard);
     double raw_s = raw.seconds(shard, 10);
-    record(absl::StrCat("cuMemcpyPeerAsync both ways, ", shard / kMiB, " MiB each"), shard / raw_s / 1e9, "GB/s");
+    record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", shard / kMiB, " MiB per rank"), received / raw_s / 1e9,
+           "GB/s");
     for (int64_t batch : {8 * kMiB, 32 * kMiB}) {
       double pieces_s = raw.seconds(shard, 10, batch);
-      record(absl::StrCat("cuMemcpyPeerAsync both ways, ", shard / kMiB, " MiB in ", batch / kMiB, " MiB copies"),
-             shard / pieces_s / 1e9, "GB/s");
-      Schedule s = must(chunks(ScheduleView::linear(shard), 2, shard / batch), "schedule");
+      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", shard / kMiB, " MiB in ", batch / kMiB, " MiB copies"),
+             received / pieces_s / 1e9, "GB/s");
+      Schedule s = must(chunks(ScheduleView::linear(shard), world, shard / batch), "schedule");
       SymmetricBuffer buf = must(g.allocate(s.bytes()), "allocate");
-      TriggeredPlan plan = must(TriggeredPlan::create(g, buf, {s, s}), "plan");
-      double plan_s = plan_transfer_seconds(plan, 2, 10);
-      record(absl::StrCat("plan both ways, ", shard / kMiB, " MiB in ", batch / kMiB, " MiB batches"),
-             shard / plan_s / 1e9, "GB/s",
+      TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
+      double plan_s = plan_transfer_seconds(plan, world, 10);
+      record(absl::StrCat("plan all-gather, ", shard / kMiB, " MiB in ", batch / kMiB, " MiB batches"),
+             received / plan_s / 1e9, "GB/s",
              ratio(pieces_s / plan_s, ">= 0.95 vs the same copies") +
                  absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / plan_s), " vs one copy"));
       must(plan.destroy(), "destroy");
@@ -159,12 +186,14 @@ int main(int argc, char** argv) {
   // 2. Latency: 4 KiB batches ping-ponged by one program per GPU.
   if (wanted("latency")) {
     constexpr int kHops = 256;
+    Group pair = must(Group::create({devices[0], devices[1]}), "group of cuda:0 and cuda:1");
     Schedule s = must(chunks(ScheduleView::linear(kHops * 4096), 2, kHops), "schedule");
-    SymmetricBuffer buf = must(g.allocate(s.bytes()), "allocate");
+    SymmetricBuffer buf = must(pair.allocate(s.bytes()), "allocate");
     Kernel k = ping_pong();
-    Function f0 = must(g.device(0).compile(k), "compile"), f1 = must(g.device(1).compile(k), "compile");
-    TriggeredPlan plan = must(TriggeredPlan::create(g, buf, {s, s}, {.name = "ping_pong"}), "plan");
-    Stream s0 = must(g.device(0).create_stream(), "stream"), s1 = must(g.device(1).create_stream(), "stream");
+    Function f0 = must(pair.device(0).compile(k), "compile"), f1 = must(pair.device(1).compile(k), "compile");
+    Stream s0 = must(pair.device(0).create_stream(), "stream"), s1 = must(pair.device(1).create_stream(), "stream");
+    RawPeer raw(cu, 2, 4096);
+    TriggeredPlan plan = must(TriggeredPlan::create(pair, buf, {s, s}, {.name = "ping_pong"}), "plan");
     int32_t own0 = static_cast<int32_t>(*plan.batch_id(0, 0)), own1 = static_cast<int32_t>(*plan.batch_id(1, 0));
     std::vector<double> t;
     for (int rep = 0; rep < 8; ++rep) {
@@ -179,7 +208,6 @@ int main(int argc, char** argv) {
       must(plan.next_epoch(), "next");
     }
     double hop_us = median(t) / (2 * kHops) * 1e6;
-    RawPeer raw(cu, 4096);
     double raw_us = raw.seconds(4096, 50) * 1e6;
     record("raw 4 KiB cuMemcpyPeerAsync + sync, host-timed", raw_us, "us");
     record("gate -> 4 KiB delivered -> seen by peer kernel, per hop", hop_us, "us", "target <= 15");
@@ -192,7 +220,7 @@ int main(int argc, char** argv) {
     // Two bands of tiles per wave: one contiguous copy per batch and peer.
     samples::AllGatherConfig config{.rows = 8192, .cols = samples::kAgBN * programs / 2, .programs = programs,
                                     .check_programs = programs, .check = false};
-    Group solo = must(Group::create({*d0}), "one-rank group");
+    Group solo = must(Group::create({devices[0]}), "one-rank group");
     auto both = must(samples::AllGather::create(g, config), "all-gather");
     auto alone = must(samples::AllGather::create(solo, config), "one-rank all-gather");
     must(both->arm(), "arm");
@@ -212,7 +240,7 @@ int main(int argc, char** argv) {
         if (rep >= 3) tc.push_back(seconds_since(t0));
         must(alone->plan().next_epoch(), "next");
       }
-      double transfer = plan_transfer_seconds(both->plan(), 2, 10);
+      double transfer = plan_transfer_seconds(both->plan(), world, 10);
       double compute = median(tc), overlapped = median(tb);
       record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", passes, " passes"), compute * 1e6, "us");
       record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank"), transfer * 1e6, "us");

@@ -1,7 +1,7 @@
 // Triggered plans on CUDA GPUs (skipped with fewer than two): symmetric VMM
 // memory, chains of stream memory operations on copy engines, kernels
 // publishing and waiting through views, releases and misuse. Runs at 2 ranks
-// and, where 4 GPUs are present, at 4.
+// and, where 4 or 8 GPUs are present, at 4 and 8.
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -206,7 +206,7 @@ TEST_P(CudaPlan, TimeoutAbortAndSynchronizeWhileArmed) {
   expect_delivered(buf, s, world, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, CudaPlan, ::testing::Values(2, 4), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Ranks, CudaPlan, ::testing::Values(2, 4, 8), [](const auto& info) {
   return absl::StrCat(info.param, "Ranks");
 });
 
