@@ -4,7 +4,7 @@
 # Run from the repository root on the GPU machine (Ubuntu 24.04 with a CUDA
 # driver; no LLVM or Abseil needed) after `bash scripts/tessel.sh package`
 # made dist/tessel-*.tar.xz here. Unpacks it into /tmp/tessel, then runs every
-# test suite (bin/*_tests --gtest_brief=1) and every sample (--device=best),
+# test suite (bin/*_tests) and every sample (--device=best),
 # each with its output in $OUT/<name>.log (OUT defaults to ./gpu-logs). Never
 # stops at a failure; prints a summary table (also $OUT/summary.txt) and exits
 # nonzero if anything failed. TESSEL_GPU_TIMEOUT (seconds, default 900) bounds
@@ -47,8 +47,14 @@ run() {
   local name=$1
   shift
   echo "== $name: $*"
-  timeout --kill-after=30 "$timeout_s" "$@" < /dev/null > "$OUT/$name.log" 2>&1
+  stdbuf -oL -eL timeout --kill-after=30 "$timeout_s" "$@" < /dev/null > "$OUT/$name.log" 2>&1
   local code=$?
+  if (( code == 124 || code == 137 )); then
+    # A hang: name the test that was running (suites log every test start).
+    echo "   timed out after ${timeout_s}s; last test started:"
+    grep '^\[ RUN      \]' "$OUT/$name.log" | tail -n 1 | sed 's/^/   /'
+  fi
+  grep -E '^\[  FAILED  \] .*\(' "$OUT/$name.log" | sed 's/^/   /'
   tail -n 5 "$OUT/$name.log" | sed 's/^/   /'
   names+=("$name")
   codes+=("$code")
@@ -58,7 +64,7 @@ run() {
 run ldd bash -c 'out=$(ldd "$0"/lib/libtessel.so.* "$0"/bin/* 2>&1); echo "$out"; ! grep -q "not found" <<< "$out"' "$root"
 
 for test in "$root"/bin/*_tests; do
-  [[ -x $test ]] && run "$(basename "$test")" "$test" --gtest_brief=1
+  [[ -x $test ]] && run "$(basename "$test")" "$test"
 done
 if [[ -f $root/share/tessel/samples.txt ]]; then
   while read -r sample; do
