@@ -1,5 +1,6 @@
 #include "codegen/scalar_ops.h"
 
+#include "codegen/math_f64.h"
 #include "dsl/status.h"
 
 namespace tessel::codegen {
@@ -228,7 +229,11 @@ llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x) {
   switch (op) {
     case OpCode::kExp:
     case OpCode::kLog:
-      r = target_.transcendental(b_, op, w);
+      if (w->getType()->isDoubleTy()) {
+        r = op == OpCode::kExp ? emit_exp_f64(b_, w) : emit_log_f64(b_, w);
+      } else {
+        r = target_.transcendental(b_, op, w);
+      }
       break;
     case OpCode::kSqrt:
       r = intrinsic(llvm::Intrinsic::sqrt, {w});

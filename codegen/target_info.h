@@ -34,7 +34,7 @@ class TargetInfo {
   // The start of this program's shared memory.
   virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
 
-  // exp or log of an f32 or f64 value.
+  // exp or log of an f32 value (f64 is expanded in scalar_ops, the same on every target).
   virtual llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) = 0;
 
   // Programs with several threads may hold tiles in registers, spread over

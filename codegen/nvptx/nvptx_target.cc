@@ -104,7 +104,7 @@ class NvptxTarget final : public TargetInfo {
 
   // The SFU's base-2 approximations (what Triton's tl.exp and tl.log use):
   // about 2 ulp, plus the rounding of the scaling for large arguments. f64
-  // has none; compile_ptx rejects f64 exp and log before lowering.
+  // has none: scalar_ops expands f64 exp and log itself (codegen/math_f64.h).
   llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
     if (op == OpCode::kExp) {
       return b.CreateIntrinsic(llvm::Intrinsic::nvvm_ex2_approx_f, {},
