@@ -114,8 +114,10 @@ class PlanImpl {
   }
   std::string where() const { return absl::StrCat("plan '", options_.name, "' (epoch ", epoch_.load(), ")"); }
   absl::Status wrong_state(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
-  // The first plan armed before this one that has not begun, if any.
-  const PlanImpl* earlier_unbegun() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
+  // Refuses `call` while a plan armed earlier on the same queues has chains
+  // that would hold this one's back: it has not begun, or it failed and its
+  // chains are still queued.
+  absl::Status check_order(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
 
   absl::Status arm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status begin_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
@@ -126,7 +128,7 @@ class PlanImpl {
   // Reads every rank's gate rows and view header: what failed, or OK.
   absl::Status check_gates(bool delivered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Releases and drains the armed chains, leaving the queues to other plans.
-  absl::Status release(bool check_order, absl::string_view call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  absl::Status release(bool in_order, absl::string_view call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   void set_state(PlanState s) {
     absl::MutexLock lock(&group_->plans_mu());
     state_ = s;
@@ -223,23 +225,29 @@ absl::Status PlanImpl::wrong_state(absl::string_view call) const {
   return absl::FailedPreconditionError(absl::StrCat(where(), ": cannot ", call, ": ", why));
 }
 
-const PlanImpl* PlanImpl::earlier_unbegun() const {
+absl::Status PlanImpl::check_order(absl::string_view call) const {
   for (const PlanImpl* p : group_->queued_plans()) {
-    if (p == this) return nullptr;
-    if (p->state_ == PlanState::kArmed) return p;
+    if (p == this) break;
+    if (p->state_ == PlanState::kArmed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where(), ": cannot ", call, " before plan '", p->name(), "', which was armed earlier on the same copy "
+          "queues and has not begun (chains run in arming order: begin and abort plans in the order they were "
+          "armed)"));
+    }
+    if (p->state_ == PlanState::kFailed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where(), ": cannot ", call, " while plan '", p->name(), "', armed earlier on the same copy queues, has "
+          "failed with its chains still queued ahead of this plan's; abort it first"));
+    }
   }
-  return nullptr;
+  return absl::OkStatus();
 }
 
 absl::Status PlanImpl::begin_locked() {
   {
     absl::MutexLock lock(&group_->plans_mu());
     if (state_ != PlanState::kArmed) return wrong_state("begin an epoch");
-    if (const PlanImpl* first = earlier_unbegun()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where(), ": cannot begin before plan '", first->name(), "', which was armed earlier on the same copy "
-          "queues and has not begun (chains run in arming order; begin plans in the order they were armed)"));
-    }
+    TESSEL_RETURN_IF_ERROR(check_order("begin"));
   }
   for (int r = 0; r < group_->size(); ++r) {
     uint64_t e = epoch_;
@@ -353,7 +361,9 @@ absl::Status PlanImpl::next() {
                                               " is the last a plan may run (gates compare 32 bits); create a new plan"));
   }
   ++epoch_;
-  return arm();
+  absl::Status armed = arm();
+  if (!armed.ok()) --epoch_;  // still complete at the old epoch
+  return armed;
 }
 
 absl::Status PlanImpl::publish(int rank, int i) {
@@ -380,15 +390,11 @@ absl::Status PlanImpl::run() {
   return end_locked();
 }
 
-absl::Status PlanImpl::release(bool check_order, absl::string_view call) {
+absl::Status PlanImpl::release(bool in_order, absl::string_view call) {
   if (armed_ == nullptr) return absl::OkStatus();
-  if (check_order) {
+  if (in_order) {
     absl::MutexLock lock(&group_->plans_mu());
-    if (const PlanImpl* first = earlier_unbegun()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where(), ": cannot ", call, " before plan '", first->name(), "', which was armed earlier on the same "
-          "copy queues and has not begun (its chains run first; abort plans in the order they were armed)"));
-    }
+    TESSEL_RETURN_IF_ERROR(check_order(call));
   }
   TESSEL_RETURN_IF_ERROR(armed_->release());
   TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
@@ -408,7 +414,7 @@ absl::Status PlanImpl::abort() {
     absl::MutexLock lock(&group_->plans_mu());
     if (state_ == PlanState::kAborted || state_ == PlanState::kDestroyed) return wrong_state("abort");
   }
-  TESSEL_RETURN_IF_ERROR(release(/*check_order=*/true, "abort"));
+  TESSEL_RETURN_IF_ERROR(release(/*in_order=*/true, "abort"));
   set_state(PlanState::kAborted);
   return absl::OkStatus();
 }
@@ -416,7 +422,7 @@ absl::Status PlanImpl::abort() {
 absl::Status PlanImpl::destroy() {
   absl::MutexLock op(&op_mu_);
   if (state() == PlanState::kDestroyed) return absl::OkStatus();
-  TESSEL_RETURN_IF_ERROR(release(/*check_order=*/true, "destroy"));
+  TESSEL_RETURN_IF_ERROR(release(/*in_order=*/true, "destroy"));
   control_ = SymmetricBuffer();
   buffer_ = SymmetricBuffer();
   set_state(PlanState::kDestroyed);
@@ -425,7 +431,7 @@ absl::Status PlanImpl::destroy() {
 
 PlanImpl::~PlanImpl() {
   absl::MutexLock op(&op_mu_);
-  if (release(/*check_order=*/false, "destroy").ok()) return;
+  if (release(/*in_order=*/false, "destroy").ok()) return;
   // Chains still queued behind another plan's may yet write the gates: keep
   // them (and the chains' resources) for the life of the process rather
   // than let the memory be reused under them.

@@ -69,6 +69,20 @@ TEST(PlanErrors, AbortingOutOfArmingOrder) {
   expect_error(second.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition, "it was aborted");
 }
 
+// A failed plan's chains stay queued ahead of later plans' until it is aborted.
+TEST(PlanErrors, BeginningBehindAFailedPlan) {
+  Fixture f;
+  TriggeredPlan first = *f.plan({.name = "first", .timeout = absl::Milliseconds(30)});
+  TriggeredPlan second = *f.plan({.name = "second"});
+  ASSERT_TRUE(first.begin_device_epoch().ok());
+  ASSERT_FALSE(first.end_device_epoch().ok());
+  expect_error(second.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition,
+               "plan 'first', armed earlier on the same copy queues, has failed with its chains still queued");
+  expect_error(second.abort(), absl::StatusCode::kFailedPrecondition, "abort it first");
+  ASSERT_TRUE(first.abort().ok());
+  EXPECT_TRUE(second.run().ok());
+}
+
 TEST(PlanErrors, BeginningACompletedPlanAgain) {
   Fixture f;
   TriggeredPlan p = *f.plan();
