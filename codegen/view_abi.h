@@ -21,6 +21,12 @@ struct GateRow {
 };
 static_assert(sizeof(GateRow) == 64);
 
+// Whether a gate word (ready or arrival) has reached `epoch`: the low 32 bits
+// compare, as kernels compare them.
+inline constexpr bool gate_open(uint64_t word, uint64_t epoch) {
+  return static_cast<uint32_t>(word) >= static_cast<uint32_t>(epoch);
+}
+
 inline constexpr uint64_t kGateTimeout = 1;  // a bounded wait in a kernel gave up
 inline constexpr uint64_t kViewBadBatch = 2;  // a kernel named a batch the view does not have
 

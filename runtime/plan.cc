@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "dsl/status.h"
+#include "runtime/device_impl.h"
 #include "runtime/group_impl.h"
 
 namespace tessel {
@@ -80,6 +81,29 @@ void append_copy(std::vector<ChainCopy>& copies, ChainCopy c, int64_t max_linear
   copies.push_back(c);
 }
 
+// One armed epoch's chains, counted on the devices of the ranks that own
+// batches while they live: no code may load on a device with armed chains
+// (on a GPU it could wait forever behind their stream waits), so compiling
+// there fails and launches use loaded variants. The rule is the same on
+// every backend, so the host suites catch what would hang a GPU.
+class ArmedChains {
+ public:
+  ArmedChains(std::unique_ptr<ArmedEpoch> chains, std::vector<DeviceImpl*> owners)
+      : chains_(std::move(chains)), owners_(std::move(owners)) {
+    for (DeviceImpl* d : owners_) d->add_armed(1);
+  }
+  ~ArmedChains() {
+    for (DeviceImpl* d : owners_) d->add_armed(-1);
+  }
+  ArmedChains(const ArmedChains&) = delete;
+  ArmedChains& operator=(const ArmedChains&) = delete;
+  ArmedEpoch& chains() const { return *chains_; }
+
+ private:
+  std::unique_ptr<ArmedEpoch> chains_;
+  std::vector<DeviceImpl*> owners_;
+};
+
 }  // namespace
 
 class PlanImpl {
@@ -143,7 +167,7 @@ class PlanImpl {
   mutable absl::Mutex op_mu_;  // one call at a time
   std::atomic<uint64_t> epoch_;  // changed under op_mu_, read by epoch() at any time
   SymmetricBuffer control_;
-  std::unique_ptr<ArmedEpoch> armed_ ABSL_GUARDED_BY(op_mu_);
+  std::unique_ptr<ArmedChains> armed_ ABSL_GUARDED_BY(op_mu_);
   PlanState state_ ABSL_GUARDED_BY(group_->plans_mu()) = PlanState::kArmed;
 };
 
@@ -205,7 +229,12 @@ absl::Status PlanImpl::arm() {
       batches.push_back(std::move(a));
     }
   }
-  TESSEL_ASSIGN_OR_RETURN(armed_, group_->backend().arm(std::move(batches)));
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<ArmedEpoch> chains, group_->backend().arm(std::move(batches)));
+  std::vector<DeviceImpl*> owners;
+  for (int r = 0; r < world; ++r) {
+    if (!schedule_.batches(r).empty()) owners.push_back(&group_->device(r).impl());
+  }
+  armed_ = std::make_unique<ArmedChains>(std::move(chains), std::move(owners));
   absl::MutexLock lock(&group_->plans_mu());
   state_ = PlanState::kArmed;
   group_->queued_plans().push_back(this);
@@ -267,7 +296,7 @@ absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
 
 absl::StatusOr<bool> PlanImpl::drain(absl::Time deadline) {
   for (int polls = 0;; ++polls) {
-    TESSEL_ASSIGN_OR_RETURN(bool done, armed_->done());
+    TESSEL_ASSIGN_OR_RETURN(bool done, armed_->chains().done());
     if (done) return true;
     if (absl::Now() >= deadline) return false;
     // Yield for the first ~10 ms, so a short transfer is seen within a
@@ -289,8 +318,8 @@ absl::Status PlanImpl::check_gates(bool delivered) {
     std::memcpy(rows[r].data(), block.data(), n * sizeof(GateRow));
     std::memcpy(&headers[r], block.data() + layout_.header, sizeof(ViewHeader));
   }
-  uint64_t epoch = epoch_;
-  auto open = [&](uint64_t word) { return static_cast<uint32_t>(word) >= static_cast<uint32_t>(epoch); };
+  const uint64_t epoch = epoch_;
+  auto open = [&](uint64_t word) { return gate_open(word, epoch); };
   std::vector<std::string> problems;
   for (int r = 0; r < world; ++r) {
     if (headers[r].status == kViewBadBatch) {
@@ -396,7 +425,7 @@ absl::Status PlanImpl::release(bool in_order, absl::string_view call) {
     absl::MutexLock lock(&group_->plans_mu());
     TESSEL_RETURN_IF_ERROR(check_order(call));
   }
-  TESSEL_RETURN_IF_ERROR(armed_->release());
+  TESSEL_RETURN_IF_ERROR(armed_->chains().release());
   TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
   if (!done) {
     return absl::DeadlineExceededError(absl::StrCat(where(), ": released chains did not finish within ",

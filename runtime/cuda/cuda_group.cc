@@ -12,7 +12,6 @@
 #include "absl/synchronization/mutex.h"
 #include "dsl/status.h"
 #include "runtime/cuda/context.h"
-#include "runtime/device_impl.h"
 #include "runtime/plan_backend.h"
 
 namespace tessel {
@@ -46,19 +45,16 @@ class CudaArmedEpoch final : public ArmedEpoch {
 
   std::vector<std::pair<int, CUevent>> events;  // (rank, event) after each chain
   std::vector<std::pair<int, CUevent>> finals;  // (rank, event) after each owner's completion stream
-  // Counts the epoch on `rank`'s device (no code loads there) until it is dropped.
-  void mark_armed(int rank);
 
  private:
   CudaGroupBackend& backend_;
   std::vector<ArmedBatch> batches_;
-  std::vector<int> armed_on_;
 };
 
 class CudaGroupBackend final : public GroupBackend {
  public:
-  CudaGroupBackend(std::vector<DeviceImpl*> devices, std::vector<std::shared_ptr<Context>> contexts)
-      : devices_(std::move(devices)), contexts_(std::move(contexts)), d_(contexts_[0]->driver()) {}
+  explicit CudaGroupBackend(std::vector<std::shared_ptr<Context>> contexts)
+      : contexts_(std::move(contexts)), d_(contexts_[0]->driver()) {}
   ~CudaGroupBackend() override;
 
   absl::Status init();
@@ -72,7 +68,6 @@ class CudaGroupBackend final : public GroupBackend {
 
   const Driver& driver() const { return d_; }
   const Context& context(int rank) const { return *contexts_[rank]; }
-  DeviceImpl& device(int rank) const { return *devices_[rank]; }
   absl::StatusOr<CUevent> take_event(int rank);
   void give_event(int rank, CUevent e);
   // (owner, peer): the copy queue; (owner, owner): the completion stream;
@@ -86,7 +81,6 @@ class CudaGroupBackend final : public GroupBackend {
   }
   absl::Status arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch);
 
-  const std::vector<DeviceImpl*> devices_;  // the group's, which outlive its backend
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
   int64_t granularity_ = 0;
@@ -295,7 +289,6 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
   }
   for (size_t r = 0; r < owners.size(); ++r) {
     if (!owners[r]) continue;
-    epoch->mark_armed(static_cast<int>(r));
     ContextScope scope(*contexts_[r]);
     TESSEL_ASSIGN_OR_RETURN(CUstream completion, stream(r, r));
     TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(r));
@@ -322,13 +315,7 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
   return prefix(rank, absl::StrCat("copy to ", contexts_[peer]->name()), status);
 }
 
-void CudaArmedEpoch::mark_armed(int rank) {
-  backend_.device(rank).add_armed(1);
-  armed_on_.push_back(rank);
-}
-
 CudaArmedEpoch::~CudaArmedEpoch() {
-  for (int rank : armed_on_) backend_.device(rank).add_armed(-1);
   for (auto& [rank, e] : events) backend_.give_event(rank, e);
   for (auto& [rank, e] : finals) backend_.give_event(rank, e);
 }
@@ -351,13 +338,9 @@ absl::Status CudaArmedEpoch::release() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std::vector<Device>& devices) {
-  std::vector<DeviceImpl*> impls;
   std::vector<std::shared_ptr<Context>> contexts;
-  for (const Device& d : devices) {
-    impls.push_back(&d.impl());
-    contexts.push_back(cuda::context_of(d.impl()));
-  }
-  auto backend = std::make_unique<CudaGroupBackend>(std::move(impls), std::move(contexts));
+  for (const Device& d : devices) contexts.push_back(cuda::context_of(d.impl()));
+  auto backend = std::make_unique<CudaGroupBackend>(std::move(contexts));
   TESSEL_RETURN_IF_ERROR(backend->init());
   return std::unique_ptr<GroupBackend>(std::move(backend));
 }

@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -16,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "dsl/status.h"
-#include "runtime/device_impl.h"
+#include "codegen/view_abi.h"
 #include "runtime/plan_backend.h"
 
 namespace tessel {
@@ -28,9 +27,6 @@ uint64_t load_acquire(const uint64_t* word) {
 void store_release(uint64_t* word, uint64_t value) {
   std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_release);
 }
-// Gates compare the low 32 bits, as kernels do.
-bool is_open(uint64_t word, uint64_t epoch) { return static_cast<uint32_t>(word) >= static_cast<uint32_t>(epoch); }
-
 void run_copy(const ChainCopy& c) {
   for (int64_t row = 0; row < c.height; ++row) {
     std::memcpy(reinterpret_cast<void*>(c.dst + row * c.dst_pitch),
@@ -64,10 +60,9 @@ class Queue {
  public:
   Queue() : thread_([this] { loop(); }) {}
   ~Queue() {
-    stopping_.store(true, std::memory_order_release);
     {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
+      absl::MutexLock lock(&mu_);  // the loop's Await sees the flag on unlock
+      stopping_.store(true, std::memory_order_release);
     }
     thread_.join();
   }
@@ -80,7 +75,7 @@ class Queue {
  private:
   bool wait_open(const Chain& c) {
     for (int polls = 0;; ++polls) {
-      if (is_open(load_acquire(c.ready), c.epoch)) return true;
+      if (gate_open(load_acquire(c.ready), c.epoch)) return true;
       if (c.state->released.load(std::memory_order_acquire) || stopping_.load(std::memory_order_acquire)) {
         return false;
       }
@@ -108,7 +103,8 @@ class Queue {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](Queue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stop_ || !q->chains_.empty(); }, this));
+            +[](Queue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->chains_.empty(); },
+            this));
         if (chains_.empty()) return;
         c = std::move(chains_.front());
         chains_.pop_front();
@@ -119,23 +115,13 @@ class Queue {
 
   absl::Mutex mu_;
   std::deque<Chain> chains_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> stopping_{false};  // read by polls without the lock
+  std::atomic<bool> stopping_{false};  // set under mu_; polls read it without the lock
   std::thread thread_;  // last: starts after the members it reads
 };
 
-// Counts itself on the owners' devices while it lives, so that, as on GPUs,
-// no code is compiled while chains are armed there (the rule is the same on
-// every backend, so the host suites catch what would hang a GPU).
 class HostArmedEpoch final : public ArmedEpoch {
  public:
-  HostArmedEpoch(std::shared_ptr<EpochState> state, std::vector<DeviceImpl*> owners)
-      : state_(std::move(state)), owners_(std::move(owners)) {
-    for (DeviceImpl* d : owners_) d->add_armed(1);
-  }
-  ~HostArmedEpoch() override {
-    for (DeviceImpl* d : owners_) d->add_armed(-1);
-  }
+  explicit HostArmedEpoch(std::shared_ptr<EpochState> state) : state_(std::move(state)) {}
   absl::StatusOr<bool> done() override { return state_->outstanding.load(std::memory_order_acquire) == 0; }
   absl::Status release() override {
     state_->released.store(true, std::memory_order_release);
@@ -144,13 +130,11 @@ class HostArmedEpoch final : public ArmedEpoch {
 
  private:
   std::shared_ptr<EpochState> state_;
-  std::vector<DeviceImpl*> owners_;
 };
 
 class HostGroupBackend final : public GroupBackend {
  public:
-  explicit HostGroupBackend(std::vector<DeviceImpl*> devices)
-      : devices_(std::move(devices)), ranks_(static_cast<int>(devices_.size())) {}
+  explicit HostGroupBackend(int ranks) : ranks_(ranks) {}
   ~HostGroupBackend() override {
     queues_.clear();  // joins the threads before the memory goes
     for (uintptr_t base : bases_) munmap(reinterpret_cast<void*>(base), reserved_);
@@ -189,11 +173,7 @@ class HostGroupBackend final : public GroupBackend {
 
   absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override {
     auto state = std::make_shared<EpochState>();
-    std::vector<DeviceImpl*> owners;
     for (ArmedBatch& b : batches) {
-      if (std::find(owners.begin(), owners.end(), devices_[b.owner]) == owners.end()) {
-        owners.push_back(devices_[b.owner]);
-      }
       auto batch = std::make_shared<BatchState>();
       batch->completion = b.completion;
       batch->epoch = b.epoch;
@@ -210,7 +190,7 @@ class HostGroupBackend final : public GroupBackend {
         queue(b.owner, d.peer).push({b.ready, b.epoch, std::move(d.copies), d.arrival, batch, state});
       }
     }
-    return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(state), std::move(owners)));
+    return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(state)));
   }
 
   absl::Status open_gate(int, uint64_t* ready, uint64_t epoch) override {
@@ -236,7 +216,6 @@ class HostGroupBackend final : public GroupBackend {
     return *q;
   }
 
-  const std::vector<DeviceImpl*> devices_;  // the group's, which outlive its backend
   const int ranks_;
   std::vector<uintptr_t> bases_;
   int64_t reserved_ = 0;
@@ -247,9 +226,7 @@ class HostGroupBackend final : public GroupBackend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_host_group_backend(const std::vector<Device>& devices) {
-  std::vector<DeviceImpl*> impls;
-  for (const Device& d : devices) impls.push_back(&d.impl());
-  return std::unique_ptr<GroupBackend>(new HostGroupBackend(std::move(impls)));
+  return std::unique_ptr<GroupBackend>(new HostGroupBackend(static_cast<int>(devices.size())));
 }
 
 }  // namespace tessel
