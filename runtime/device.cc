@@ -57,14 +57,11 @@ FunctionVariants::~FunctionVariants() {
 
 absl::StatusOr<FunctionImpl*> FunctionVariants::add(Specialization key, const StreamImpl* stream) {
   absl::MutexLock lock(&mu_);
-  const Variant* head = head_.load(std::memory_order_acquire);
-  for (const Variant* v = head; v != nullptr; v = v->next) {
-    if (v->key == key) return v->impl.get();  // another launch compiled it meanwhile
-  }
+  if (FunctionImpl* known = find(key)) return known;  // another launch compiled it meanwhile
   if ((stream != nullptr && stream->capturing()) || device_->armed()) {
     FunctionImpl* best = generic_.get();
     int assumed = 0;
-    for (const Variant* v = head; v != nullptr; v = v->next) {
+    for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
       int n = std::popcount(v->key.multiple_of_16);
       if ((v->key.multiple_of_16 & ~key.multiple_of_16) == 0 && n > assumed) best = v->impl.get(), assumed = n;
     }
@@ -85,9 +82,7 @@ absl::StatusOr<FunctionImpl*> FunctionVariants::compile_locked(Specialization ke
 absl::Status FunctionVariants::prepare(Specialization key) {
   if (key.multiple_of_16 == 0) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
-    if (v->key == key) return absl::OkStatus();
-  }
+  if (find(key) != nullptr) return absl::OkStatus();
   return compile_locked(key).status();
 }
 

@@ -133,9 +133,7 @@ class FunctionVariants {
   // compiled one that assumes the most of `key`.
   absl::StatusOr<FunctionImpl*> get(Specialization key, const StreamImpl* stream) {
     if (key.multiple_of_16 == 0) return generic_.get();
-    for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
-      if (v->key == key) return v->impl.get();
-    }
+    if (FunctionImpl* known = find(key)) return known;
     return add(key, stream);
   }
   // Compiles the variant for `key` now, if it is not yet: errors instead of
@@ -148,6 +146,13 @@ class FunctionVariants {
     std::shared_ptr<FunctionImpl> impl;
     const Variant* next;
   };
+  // The compiled variant for `key`, or null; takes no lock.
+  FunctionImpl* find(Specialization key) const {
+    for (const Variant* v = head_.load(std::memory_order_acquire); v != nullptr; v = v->next) {
+      if (v->key == key) return v->impl.get();
+    }
+    return nullptr;
+  }
   absl::StatusOr<FunctionImpl*> add(Specialization key, const StreamImpl* stream);
   absl::StatusOr<FunctionImpl*> compile_locked(Specialization key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
