@@ -91,11 +91,15 @@ class DeviceImpl {
   // any is, no code may be loaded: a module loaded then can wait forever
   // behind the chains' stream waits (reference/triggered.md), so compiling
   // fails and launches make do with the variants already loaded.
-  void add_armed(int delta) { armed_changed(armed_.fetch_add(delta, std::memory_order_acq_rel) + delta); }
+  void add_armed(int delta) {
+    armed_.fetch_add(delta, std::memory_order_acq_rel);
+    armed_added(delta);
+  }
   bool armed() const { return armed_.load(std::memory_order_acquire) > 0; }
-  // Told the new count: backends that defer work while chains are armed run
-  // it when the count reaches 0.
-  virtual void armed_changed(int /*count*/) {}
+  // Told each change (not the new count, which concurrent changes could
+  // report out of order): backends that defer work while chains are armed
+  // keep their own count and run it when theirs reaches 0.
+  virtual void armed_added(int /*delta*/) {}
 
  private:
   absl::Mutex mu_;

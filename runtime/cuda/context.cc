@@ -114,12 +114,12 @@ void Context::run_or_defer(std::function<void()> fn) {
   fn();
 }
 
-void Context::set_armed(int count) {
+void Context::add_armed(int delta) {
   std::vector<std::function<void()>> ready;
   {
     absl::MutexLock lock(&armed_mu_);
-    armed_ = count;
-    if (count == 0) ready.swap(deferred_);
+    armed_ += delta;
+    if (armed_ == 0) ready.swap(deferred_);
   }
   for (auto& fn : ready) fn();
 }

@@ -43,7 +43,7 @@ class Context {
   // would wait forever behind the chains' stream waits) are deferred until
   // the last armed epoch ends. `fn` runs now when nothing is armed.
   void run_or_defer(std::function<void()> fn);
-  void set_armed(int count);
+  void add_armed(int delta);
 
   // Error words of the modules below are read by check_device_errors().
   void add_module(const std::shared_ptr<Module>& module);

@@ -292,7 +292,7 @@ class CudaDevice final : public DeviceImpl {
   }
 
   const std::shared_ptr<Context>& context() const { return context_; }
-  void armed_changed(int count) override { context_->set_armed(count); }
+  void armed_added(int delta) override { context_->add_armed(delta); }
 
   absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override;
   absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
