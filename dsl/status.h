@@ -6,6 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define TESSEL_CONCAT_INNER_(a, b) a##b
 #define TESSEL_CONCAT_(a, b) TESSEL_CONCAT_INNER_(a, b)
@@ -35,3 +37,13 @@
       std::abort();                                                               \
     }                                                                             \
   } while (0)
+
+namespace tessel {
+
+// `s` with "prefix: " before its message, keeping its code: how a boundary
+// says where an error it passes on came from.
+inline absl::Status prefixed(absl::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, ": ", s.message()));
+}
+
+}  // namespace tessel

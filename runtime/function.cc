@@ -1,6 +1,7 @@
 // Argument checking and packing for launches, common to every backend.
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "dsl/status.h"
 #include "runtime/device.h"
 #include "runtime/device_impl.h"
 #include "runtime/tensor_map.h"
@@ -91,8 +92,7 @@ absl::Status Function::launch_packed(const LaunchConfig& config, absl::Span<cons
   }
   absl::StatusOr<FunctionImpl*> variant = impl_->get(key, config.stream == nullptr ? nullptr : config.stream->impl());
   if (!variant.ok()) [[unlikely]] {
-    return absl::Status(variant.status().code(),
-                        absl::StrCat("launch '", k.name(), "': compiling a variant: ", variant.status().message()));
+    return prefixed(absl::StrCat("launch '", k.name(), "': compiling a variant"), variant.status());
   }
   return (*variant)->run(config, slots.data());
 }
@@ -109,7 +109,7 @@ Specialization Function::specialization_packed(absl::Span<const KernelArg> args)
 absl::Status Function::prepare_packed(absl::Span<const KernelArg> args) const {
   absl::Status s = impl_->prepare(specialization_packed(args));
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("prepare '", kernel().name(), "': ", s.message()));
+  return prefixed(absl::StrCat("prepare '", kernel().name(), "'"), s);
 }
 
 const Kernel& Function::kernel() const { return impl_->generic().kernel(); }

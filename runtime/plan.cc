@@ -406,7 +406,7 @@ absl::Status PlanImpl::publish(int rank, int i) {
 
 absl::Status PlanImpl::open_locked(int rank, int i) {
   absl::StatusOr<int64_t> g = batch_id(schedule_, rank, i);
-  if (!g.ok()) return absl::Status(g.status().code(), absl::StrCat(where(), ": publish: ", g.status().message()));
+  if (!g.ok()) return prefixed(absl::StrCat(where(), ": publish"), g.status());
   return group_->backend().open_gate(rank, &gates(rank)[*g].ready, epoch_);
 }
 

@@ -156,7 +156,7 @@ class DeviceGraph final : public GraphImpl {
     if (status.ok()) status = scope.status();
     if (status.ok()) status = context_->driver().graph_launch(exec_, *s);
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("Graph::launch on ", context_->name(), ": ", status.message()));
+      return prefixed(absl::StrCat("Graph::launch on ", context_->name()), status);
     }
     for (const std::shared_ptr<Module>& m : modules_) m->mark_launched();
     return absl::OkStatus();
@@ -191,8 +191,7 @@ absl::Status DeviceStream::synchronize() {
   TESSEL_RETURN_IF_ERROR(scope.status());
   absl::Status status = context_->driver().stream_synchronize(stream_);
   if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("Stream::synchronize on ", context_->name(), ": ", status.message()));
+    return prefixed(absl::StrCat("Stream::synchronize on ", context_->name()), status);
   }
   return context_->check_device_errors();
 }
@@ -214,8 +213,7 @@ absl::Status DeviceStream::begin_capture() {
   absl::Status status = context_->driver().stream_begin_capture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (!status.ok()) {
     capturing_.store(false);
-    return absl::Status(status.code(),
-                        absl::StrCat("Stream::begin_capture on ", context_->name(), ": ", status.message()));
+    return prefixed(absl::StrCat("Stream::begin_capture on ", context_->name()), status);
   }
   return absl::OkStatus();
 }
@@ -250,8 +248,7 @@ absl::StatusOr<std::shared_ptr<GraphImpl>> DeviceStream::end_capture() {
   // The executable graph is independent of the graph it came from.
   d.graph_destroy.raw(graph);
   if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("Stream::end_capture on ", context_->name(), ": ", status.message()));
+    return prefixed(absl::StrCat("Stream::end_capture on ", context_->name()), status);
   }
   return std::make_shared<DeviceGraph>(context_, exec, std::move(modules));
 }

@@ -30,11 +30,6 @@ using cuda::Module;
 constexpr int64_t kDefaultSharedLimit = 48 * 1024;
 constexpr size_t kJitLogBytes = 16 * 1024;
 
-// Adds `prefix: ` to a status's message, keeping its code.
-absl::Status prefixed(const std::string& prefix, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(prefix, ": ", s.message()));
-}
-
 // ---------------------------------------------------------------------------
 // Compilation helpers
 

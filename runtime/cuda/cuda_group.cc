@@ -77,7 +77,7 @@ class CudaGroupBackend final : public GroupBackend {
  private:
   absl::Status prefix(int rank, absl::string_view what, absl::Status s) const {
     if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat(contexts_[rank]->name(), ": ", what, ": ", s.message()));
+    return prefixed(absl::StrCat(contexts_[rank]->name(), ": ", what), s);
   }
   absl::Status arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch);
 
