@@ -138,6 +138,11 @@ class PlanImpl {
   }
   std::string where() const { return absl::StrCat("plan '", options_.name, "' (epoch ", epoch_.load(), ")"); }
   absl::Status wrong_state(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
+  // OK in state `want`, else wrong_state(call).
+  absl::Status require(PlanState want, absl::string_view call) const {
+    absl::MutexLock lock(&group_->plans_mu());
+    return state_ == want ? absl::OkStatus() : wrong_state(call);
+  }
   // Refuses `call` while a plan armed earlier on the same queues has chains
   // that would hold this one's back: it has not begun, or it failed and its
   // chains are still queued.
@@ -357,10 +362,7 @@ absl::Status PlanImpl::check_gates(bool delivered) {
 }
 
 absl::Status PlanImpl::end_locked() {
-  {
-    absl::MutexLock lock(&group_->plans_mu());
-    if (state_ != PlanState::kActive) return wrong_state("end an epoch");
-  }
+  TESSEL_RETURN_IF_ERROR(require(PlanState::kActive, "end an epoch"));
   TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
   absl::Status gates = check_gates(done);
   if (!done && gates.ok()) {
@@ -381,10 +383,7 @@ absl::Status PlanImpl::end() {
 
 absl::Status PlanImpl::next() {
   absl::MutexLock op(&op_mu_);
-  {
-    absl::MutexLock lock(&group_->plans_mu());
-    if (state_ != PlanState::kComplete) return wrong_state("arm the next epoch");
-  }
+  TESSEL_RETURN_IF_ERROR(require(PlanState::kComplete, "arm the next epoch"));
   if (epoch_ >= kMaxEpoch) {
     return absl::OutOfRangeError(absl::StrCat(where(), ": epoch ", kMaxEpoch,
                                               " is the last a plan may run (gates compare 32 bits); create a new plan"));
@@ -397,10 +396,7 @@ absl::Status PlanImpl::next() {
 
 absl::Status PlanImpl::publish(int rank, int i) {
   absl::MutexLock op(&op_mu_);
-  {
-    absl::MutexLock lock(&group_->plans_mu());
-    if (state_ != PlanState::kActive) return wrong_state("publish");
-  }
+  TESSEL_RETURN_IF_ERROR(require(PlanState::kActive, "publish"));
   return open_locked(rank, i);
 }
 
