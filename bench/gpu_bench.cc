@@ -17,6 +17,7 @@
 
 using namespace tessel;
 using bench::Clock;
+using bench::median;
 using bench::must;
 using bench::ratio;
 using bench::report;
@@ -140,8 +141,7 @@ int main() {
     Function f = must(dev.compile(k), "compile");
     cold.push_back(seconds_since(t0) * 1e3);
   }
-  std::sort(cold.begin(), cold.end());
-  report("cold JIT of the persistent GEMM (builder -> loaded), median", cold[cold.size() / 2], "ms");
+  report("cold JIT of the persistent GEMM (builder -> loaded), median", median(cold), "ms");
   Kernel hot = must(samples::matmul_kernel("matmul_cold_0"), "build");
   constexpr int kHits = 2000;
   Clock::time_point t0 = Clock::now();
@@ -176,8 +176,7 @@ int main() {
       cu.check(cu.cuEventElapsedTime(&t, e0, e1), "elapsed");
       ms.push_back(t);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return median(ms);
   };
   double memcpy_ms = time_ms([&] {
     cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data()), reinterpret_cast<CUdeviceptr>(src.data()),

@@ -22,6 +22,7 @@
 
 using namespace tessel;
 using bench::Clock;
+using bench::median;
 using bench::must;
 using bench::ratio;
 using bench::report;
@@ -30,11 +31,6 @@ using bench::seconds_since;
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds per epoch of `plan` with every gate opened from the host at once:
 // begin and the next epoch's arming are outside the timed part.

@@ -2,10 +2,12 @@
 // line per measurement.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -26,6 +28,12 @@ inline void must(const absl::Status& s, const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
     std::exit(1);
   }
+}
+
+// The middle value (the upper one of an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 inline double seconds_since(Clock::time_point t0) {
