@@ -63,7 +63,9 @@ void check_butterfly(const LayoutTable& slice, const std::vector<int64_t>& paren
   for (int t = 0; t < slice.threads; ++t) {
     for (int64_t j = 0; j < slice.slots; ++j) {
       int64_t p = slice.at[t * slice.slots + j];
-      if (p >= 0) ASSERT_EQ(acc[t * slice.slots + j], want[p]) << "thread " << t << " slot " << j;
+      if (p >= 0) {
+        ASSERT_EQ(acc[t * slice.slots + j], want[p]) << "thread " << t << " slot " << j;
+      }
     }
   }
 }
