@@ -1,5 +1,9 @@
 #include "codegen/layout.h"
 
+#include <map>
+
+#include "dsl/status.h"
+
 namespace tessel::codegen {
 namespace {
 
@@ -9,6 +13,7 @@ class BlockedLayout final : public Layout {
       : numel_(numel), threads_(threads), per_thread_(per_thread) {}
 
   int64_t numel() const override { return numel_; }
+  int threads() const override { return threads_; }
   int64_t slots() const override {
     int64_t run = int64_t{threads_} * per_thread_;
     return (numel_ + run - 1) / run * per_thread_;
@@ -23,6 +28,10 @@ class BlockedLayout final : public Layout {
     // The last thread's element in this slot: if it exists, every thread's does.
     if (((round + 1) * threads_ - 1) * per_thread_ + lane < numel_) return nullptr;
     return b.CreateICmpULT(element(b, thread, slot), b.getInt64(numel_));
+  }
+  int64_t element_at(int64_t thread, int64_t slot) const override {
+    int64_t e = (slot / per_thread_ * threads_ + thread) * per_thread_ + slot % per_thread_;
+    return e < numel_ ? e : -1;
   }
   bool same_as(const Layout& other) const override {
     auto* o = dynamic_cast<const BlockedLayout*>(&other);
@@ -39,6 +48,80 @@ class BlockedLayout final : public Layout {
 
 std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, int per_thread) {
   return std::make_shared<BlockedLayout>(numel, threads, per_thread);
+}
+
+SliceLayout::SliceLayout(std::shared_ptr<const Layout> parent, std::vector<int64_t> shape, int axis)
+    : parent_(std::move(parent)), shape_(std::move(shape)), axis_(axis), inner_(1) {
+  for (size_t d = axis_ + 1; d < shape_.size(); ++d) inner_ *= shape_[d];
+  // Parent slots whose positions agree in every thread (-1 where invalid)
+  // share a slot; the slice's slots keep the parent's order.
+  std::map<std::vector<int64_t>, int64_t> slot_by_positions;
+  for (int64_t s = 0; s < parent_->slots(); ++s) {
+    std::vector<int64_t> positions(parent_->threads());
+    for (int t = 0; t < parent_->threads(); ++t) {
+      int64_t e = parent_->element_at(t, s);
+      positions[t] = e < 0 ? -1 : e / (shape_[axis_] * inner_) * inner_ + e % inner_;
+    }
+    auto [it, added] = slot_by_positions.emplace(std::move(positions), static_cast<int64_t>(first_.size()));
+    if (added) first_.push_back(s);
+    slot_of_.push_back(it->second);
+  }
+}
+
+llvm::Value* SliceLayout::element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const {
+  llvm::Value* e = parent_->element(b, thread, first_[slot]);
+  llvm::Value* outer = b.CreateUDiv(e, b.getInt64(shape_[axis_] * inner_));
+  return b.CreateAdd(b.CreateMul(outer, b.getInt64(inner_)), b.CreateURem(e, b.getInt64(inner_)));
+}
+
+int64_t SliceLayout::element_at(int64_t thread, int64_t slot) const {
+  int64_t e = parent_->element_at(thread, first_[slot]);
+  return e < 0 ? -1 : e / (shape_[axis_] * inner_) * inner_ + e % inner_;
+}
+
+bool SliceLayout::same_as(const Layout& other) const {
+  auto* o = dynamic_cast<const SliceLayout*>(&other);
+  return o != nullptr && o->axis_ == axis_ && o->shape_ == shape_ && o->parent_->same_as(*parent_);
+}
+
+std::optional<int> butterfly_lanes(const Layout& l, int warp_size) {
+  TESSEL_CHECK(warp_size > 0 && (warp_size & (warp_size - 1)) == 0, "warp size must be a power of two");
+  const int threads = l.threads();
+  const int64_t slots = l.slots();
+  // The first holder of each position; every other holder must use the
+  // same slot, and the thread-index bits in which holders differ make the
+  // butterfly.
+  std::vector<int64_t> first_thread(l.numel(), -1), first_slot(l.numel(), -1);
+  int lanes = 0;
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t s = 0; s < slots; ++s) {
+      int64_t e = l.element_at(t, s);
+      if (e < 0) continue;
+      if (first_thread[e] < 0) {
+        first_thread[e] = t;
+        first_slot[e] = s;
+      } else if (first_slot[e] != s) {
+        return std::nullopt;
+      } else {
+        lanes |= static_cast<int>(t ^ first_thread[e]);
+      }
+    }
+  }
+  if ((lanes & ~(warp_size - 1)) != 0) return std::nullopt;
+  // The butterfly combines slot s over all of t ^ span(lanes): each of
+  // those must hold t's position there, or nothing.
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t s = 0; s < slots; ++s) {
+      int64_t e = l.element_at(t, s);
+      if (e < 0) continue;
+      for (int m = lanes; m != 0; m = (m - 1) & lanes) {
+        if ((t ^ m) >= threads) return std::nullopt;
+        int64_t other = l.element_at(t ^ m, s);
+        if (other >= 0 && other != e) return std::nullopt;
+      }
+    }
+  }
+  return lanes;
 }
 
 }  // namespace tessel::codegen

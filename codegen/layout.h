@@ -1,12 +1,25 @@
 // Layouts of register tiles: which element of a tile each slot of each
 // thread of a program holds. Ops on register tiles pair slots of operands
 // with the same layout; a tile moves to another layout through shared
-// memory. The blocked layout is the default; matrix-instruction fragments
-// (wgmma accumulators) are further layouts behind the same interface.
+// memory. The blocked layout is the default; the slice layout holds the
+// result of a reduction along one axis, so that reduced rows broadcast back
+// to their parent layout without moving data.
+//
+// A matrix-instruction fragment (the wgmma accumulator of m64nNk16: warp w
+// of a warpgroup holds rows 16w + lane/4 and 16w + lane/4 + 8, two adjacent
+// columns per 8-column block) fits behind the same interface: element()
+// computes row * N + col from the thread's warp and lane bits and the slot's
+// row half and column block, valid() is nullptr (fragments cover the tile
+// exactly), element_at() is the same arithmetic on integers, and same_as()
+// compares the instruction shape. A row reduction of an accumulator is then
+// a slice of the fragment: the four lanes of a quad hold one row, so
+// butterfly_lanes() finds lane bits 0 and 1 without knowing the fragment.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "llvm/IR/IRBuilder.h"
 
@@ -16,12 +29,17 @@ class Layout {
  public:
   virtual ~Layout() = default;
   virtual int64_t numel() const = 0;
+  // Threads of the program the layout spreads the tile over.
+  virtual int threads() const = 0;
   // Slots per thread.
   virtual int64_t slots() const = 0;
   // The row-major linear index (i64) of the element in `slot` of `thread`.
   virtual llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const = 0;
   // Whether `slot` holds an element (i1), or nullptr when it does in every thread.
   virtual llvm::Value* valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const = 0;
+  // The same mapping at compile time: the element in `slot` of `thread`, or
+  // -1 where that slot holds none. Plans (slices, shuffles) are made from it.
+  virtual int64_t element_at(int64_t thread, int64_t slot) const = 0;
   virtual bool same_as(const Layout& other) const = 0;
 };
 
@@ -29,5 +47,48 @@ class Layout {
 // thread t holds element (s / per_thread * threads + t) * per_thread + s % per_thread.
 // With per_thread = 1 a warp's accesses to consecutive elements coalesce.
 std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, int per_thread = 1);
+
+// The layout of a tile of `shape` in layout `parent` reduced along `axis`:
+// each thread holds the reduced positions its parent slots touch (the
+// element index with `axis` dropped, which is also the index in the shape
+// with `axis` kept at size 1). Parent slots that hold the same position in
+// every thread (and are valid in the same threads) share one slot of the
+// slice; several threads may hold one position (Triton's SliceLayout).
+class SliceLayout final : public Layout {
+ public:
+  SliceLayout(std::shared_ptr<const Layout> parent, std::vector<int64_t> shape, int axis);
+
+  int64_t numel() const override { return parent_->numel() / shape_[axis_]; }
+  int threads() const override { return parent_->threads(); }
+  int64_t slots() const override { return static_cast<int64_t>(first_.size()); }
+  llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override;
+  llvm::Value* valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override {
+    return parent_->valid(b, thread, first_[slot]);
+  }
+  int64_t element_at(int64_t thread, int64_t slot) const override;
+  bool same_as(const Layout& other) const override;
+
+  const Layout& parent() const { return *parent_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int axis() const { return axis_; }
+  // The slot of the slice that parent slot `parent_slot` contributes to.
+  int64_t slot_of(int64_t parent_slot) const { return slot_of_[parent_slot]; }
+
+ private:
+  std::shared_ptr<const Layout> parent_;
+  std::vector<int64_t> shape_;  // the parent's shape, before the reduction
+  int axis_;
+  int64_t inner_;                // elements per step along axis_
+  std::vector<int64_t> slot_of_;  // per parent slot
+  std::vector<int64_t> first_;    // per slot: its first parent slot
+};
+
+// How the threads of `l` that hold one position combine their parts with
+// shuffles: the thread-index bits of a butterfly (each below `warp_size`)
+// when, for every slot s and thread t holding a position p, the holders of
+// p are exactly slot s of the threads t ^ m (m made of those bits) where
+// that slot is valid. nullopt when no butterfly within a warp does it (a
+// position spread over warps, or over different slots of threads).
+std::optional<int> butterfly_lanes(const Layout& l, int warp_size);
 
 }  // namespace tessel::codegen

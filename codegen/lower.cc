@@ -39,7 +39,11 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   smem_base_ = target_.shared_base(b_);
   threads_ = target_.register_tile_threads();
   per_thread_ = plan_per_thread(ir_, analysis_, threads_);
-  if (threads_ > 0) thread_ = target_.thread_index(b_);
+  wanted_.assign(ir_.values.size(), nullptr);
+  if (threads_ > 0) {
+    thread_ = target_.thread_index(b_);
+    want_slices();
+  }
   alloca_point_ = b_.CreateBr(body);
   b_.SetInsertPoint(body);
   reserve_tma_barriers();
@@ -80,6 +84,28 @@ void Lowering::reserve_tma_barriers() {
   }
   smem_reserved_ = smem_peak_ = 8 * static_cast<int64_t>(loads.size());
   if (!loads.empty()) target_.init_tma_barriers(b_, smem_base_, static_cast<int>(loads.size()));
+}
+
+void Lowering::want_slices() {
+  auto wish = [&](int v, const std::shared_ptr<const Layout>& l) {
+    if (ir_.type(v).is_tile() && wanted_[v] == nullptr) wanted_[v] = l;
+  };
+  for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
+    if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
+    int r = o->results[0];
+    const Type& rt = ir_.type(r);
+    if (o->op == OpCode::kBroadcast && in_registers(rt)) {
+      const Shape& from = ir_.type(o->operands[0]).shape();
+      std::vector<int> stretched;
+      for (int d = 0; d < rt.rank(); ++d) {
+        if (from[d] != rt.shape()[d]) stretched.push_back(d);
+      }
+      if (stretched.size() == 1) wish(o->operands[0], std::make_shared<SliceLayout>(layout(r), rt.shape(), stretched[0]));
+    } else if (wanted_[r] != nullptr && (is_elementwise(o->op) || o->op == OpCode::kExpandDims ||
+                                         o->op == OpCode::kReshape || o->op == OpCode::kLoad)) {
+      for (int v : o->operands) wish(v, wanted_[r]);
+    }
+  }
 }
 
 llvm::Value* Lowering::new_buffer(const Type& tile) {
@@ -231,6 +257,7 @@ llvm::Value* Lowering::val(int id) {
 std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {
   const Type& t = ir_.type(id);
   if (!regs_[id].slots.empty() && regs_[id].layout->same_as(want)) return regs_[id].slots;
+  if (!regs_[id].slots.empty() && is_splat(id)) return std::vector<llvm::Value*>(want.slots(), regs_[id].slots[0]);
   llvm::Value* buf = val(id);
   std::vector<llvm::Value*> out;
   for (int64_t slot = 0; slot < want.slots(); ++slot) {
@@ -251,15 +278,16 @@ absl::Status Lowering::op(const Op& o) {
       return absl::OkStatus();
     }
     if (in_registers(rt)) {
+      std::shared_ptr<const Layout> l = elementwise_layout(o);
       std::vector<std::vector<llvm::Value*>> args;
-      for (int v : o.operands) args.push_back(regs(v, *layout(o.results[0])));
+      for (int v : o.operands) args.push_back(regs(v, *l));
       std::vector<llvm::Value*> out(args[0].size());
       for (size_t slot = 0; slot < out.size(); ++slot) {
         std::vector<llvm::Value*> elems;
         for (const auto& a : args) elems.push_back(a[slot]);
         out[slot] = elementwise(o, elems);
       }
-      set_regs(o, std::move(out));
+      regs_[o.results[0]] = {std::move(l), std::move(out)};
       return absl::OkStatus();
     }
     std::vector<llvm::Value*> bufs;
@@ -390,8 +418,38 @@ absl::Status Lowering::op(const Op& o) {
   }
 }
 
+std::shared_ptr<const Layout> Lowering::elementwise_layout(const Op& o) {
+  std::shared_ptr<const Layout> common;
+  for (int v : o.operands) {
+    if (!ir_.type(v).is_tile() || regs_[v].slots.empty() || is_splat(v)) continue;
+    if (common == nullptr) {
+      common = regs_[v].layout;
+    } else if (!common->same_as(*regs_[v].layout)) {
+      return layout(o.results[0]);
+    }
+  }
+  return common != nullptr ? common : layout(o.results[0]);
+}
+
 absl::Status Lowering::permute(const Op& o, const Type& rt) {
   const Type& in = ir_.type(o.operands[0]);
+  if (o.op == OpCode::kBroadcast && in_registers(rt) && !regs_[o.operands[0]].slots.empty()) {
+    // A slice broadcast back along its axis to its parent layout: each slot
+    // takes its row's value from this thread's own registers.
+    const RegTile& src = regs_[o.operands[0]];
+    auto* slice = dynamic_cast<const SliceLayout*>(src.layout.get());
+    const Layout& want = *layout(o.results[0]);
+    if (slice != nullptr && slice->shape() == rt.shape() && slice->parent().same_as(want)) {
+      Shape kept = rt.shape();
+      kept[slice->axis()] = 1;
+      if (in.shape() == kept) {
+        std::vector<llvm::Value*> out;
+        for (int64_t slot = 0; slot < want.slots(); ++slot) out.push_back(src.slots[slice->slot_of(slot)]);
+        set_regs(o, std::move(out));
+        return absl::OkStatus();
+      }
+    }
+  }
   std::vector<int64_t> in_strides = strides(in.shape());
   std::vector<int64_t> map(rt.rank());
   for (int d = 0; d < rt.rank(); ++d) {
@@ -433,8 +491,9 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   llvm::Type* acc_t = reg_type(acc_d);
   if (!rt.is_tile() && in_registers(in)) {
     // A whole tile to one scalar: each thread combines its own elements,
-    // then the target combines the threads' partial results.
-    const Layout& l = *layout(o.operands[0]);
+    // then the target combines the threads' partial results. A planned
+    // layout holds each element once; a slice may hold it in several threads.
+    const Layout& l = *planned(o.operands[0]);
     std::vector<llvm::Value*> elems = regs(o.operands[0], l);
     llvm::Value* acc = reduce_identity(combiner, acc_d, acc_t);
     for (size_t slot = 0; slot < elems.size(); ++slot) {
@@ -446,6 +505,32 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
         b_, acc, [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
     set(o, ops_.narrow(all, d));
     return absl::OkStatus();
+  }
+  if (rt.is_tile() && in_registers(in)) {
+    // Along one axis, in the slice of the operand's layout: each thread
+    // combines its own parts of each position, then a butterfly of
+    // shuffles combines the parts other lanes hold. Positions spread over
+    // warps (or over several slots of a thread) take the buffer path below.
+    auto slice = std::make_shared<SliceLayout>(planned(o.operands[0]), in.shape(), axis);
+    if (std::optional<int> lanes = butterfly_lanes(*slice, target_.warp_size())) {
+      const Layout& l = slice->parent();
+      std::vector<llvm::Value*> elems = regs(o.operands[0], l);
+      std::vector<llvm::Value*> acc(slice->slots(), reduce_identity(combiner, acc_d, acc_t));
+      for (int64_t slot = 0; slot < l.slots(); ++slot) {
+        llvm::Value*& a = acc[slice->slot_of(slot)];
+        llvm::Value* next = ops_.binary(combiner, acc_d, a, ops_.widen(elems[slot], d));
+        llvm::Value* valid = l.valid(b_, thread_, slot);
+        a = valid == nullptr ? next : b_.CreateSelect(valid, next, a);
+      }
+      for (llvm::Value*& a : acc) {
+        for (int bit = 1; bit <= *lanes; bit *= 2) {
+          if (*lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));
+        }
+        a = ops_.narrow(a, d);
+      }
+      regs_[o.results[0]] = {std::move(slice), std::move(acc)};
+      return absl::OkStatus();
+    }
   }
   std::vector<int64_t> in_strides = strides(in.shape());
   Shape outer = in.shape();

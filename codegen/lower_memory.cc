@@ -103,7 +103,7 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
   bool masked = o.operands.size() == 3;
   llvm::Type* mt = elem_mem_type(rt);
   const Layout& l = *layout(o.results[0]);
-  int64_t run = vector_run(o, per_thread_[o.results[0]]);
+  int64_t run = access_run(o, o.results[0]);
   std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l);
   std::vector<llvm::Value*> masks = masked ? regs(o.operands[1], l) : std::vector<llvm::Value*>();
   std::vector<llvm::Value*> others = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
@@ -177,8 +177,12 @@ absl::Status Lowering::store(const Op& o) {
     return absl::OkStatus();
   }
   if (in_registers(pt)) {
-    const Layout& l = *layout(o.operands[0]);
-    int64_t run = vector_run(o, per_thread_[o.operands[0]]);
+    // Values held in a slice are stored from it: threads holding the same
+    // element write the same value, which costs less than a conversion.
+    const RegTile& held = regs_[o.operands[1]];
+    bool from_slice = !held.slots.empty() && dynamic_cast<const SliceLayout*>(held.layout.get()) != nullptr;
+    const Layout& l = from_slice ? *held.layout : *layout(o.operands[0]);
+    int64_t run = from_slice ? 1 : access_run(o, o.operands[0]);
     std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l), values = regs(o.operands[1], l);
     std::vector<llvm::Value*> masks = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
     auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));

@@ -123,30 +123,57 @@ class Lowering {
   // On targets whose programs have several threads, elementwise ops, splat,
   // arange, loads and stores through pointer tiles and whole-tile reductions
   // keep tiles in registers, spread over the threads by a Layout
-  // (codegen/layout.h). Each tile's layout is blocked, with as many elements
-  // per thread and step as codegen/layout_plan.h picks: one, so that a
-  // warp's scalar accesses coalesce, or a run that loads and stores move
-  // with one vector access (16 bytes) per run. Ops that move
-  // elements between threads (broadcast, trans, row reductions, dot, TMA,
-  // loop-carried values) read buffers in shared memory, which val() writes
-  // from the registers: the conversion through shared memory, also taken
-  // between two register layouts.
+  // (codegen/layout.h). Each tile's planned layout is blocked, with as many
+  // elements per thread and step as codegen/layout_plan.h picks: one, so
+  // that a warp's scalar accesses coalesce, or a run that loads and stores
+  // move with one vector access (16 bytes) per run. A reduction along an
+  // axis whose positions each lie within a warp stays in registers, in the
+  // slice of its operand's layout (per-thread combines, then shuffles);
+  // arithmetic on slices keeps that layout, and broadcasting a slice back
+  // to its parent layout reads the thread's own registers. Ops that move
+  // elements between threads otherwise (other broadcasts, trans, reductions
+  // across warps, dot, TMA, loop-carried values) read buffers in shared
+  // memory, which val() writes from the registers: the conversion through
+  // shared memory, also taken between two register layouts.
   static constexpr int64_t kMaxSlots = 64;  // larger tiles stay in shared memory
   bool in_registers(const Type& t) const {
     return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
   }
-  // The planned layout of tile value `id`.
-  const std::shared_ptr<const Layout>& layout(int id) {
+  // The planned (blocked) layout of tile value `id`.
+  const std::shared_ptr<const Layout>& planned(int id) {
     int64_t numel = ir_.type(id).numel();
     std::shared_ptr<const Layout>& l = layouts_[{numel, per_thread_[id]}];
     if (l == nullptr) l = blocked_layout(numel, threads_, per_thread_[id]);
     return l;
   }
+  // The layout tile value `id` is computed in: the slice its broadcasts
+  // want (see want_slices), else its planned one.
+  const std::shared_ptr<const Layout>& layout(int id) { return wanted_[id] != nullptr ? wanted_[id] : planned(id); }
+  // Tiles that are broadcast along one axis (after expand_dims) want the
+  // slice of the broadcast result's layout along that axis, and so do the
+  // views and elementwise operands they are computed from: an arange, a
+  // splat or a load computes in any layout, and the broadcast then reads
+  // the thread's own registers. Walks the ops backwards, consumers first;
+  // a value keeps the first wish it gets.
+  void want_slices();
+  // How many elements each access of load or store `o` moves when it works
+  // in the layout of tile `id`: runs of vector_run in a planned layout, one
+  // in a slice.
+  int64_t access_run(const Op& o, int id) { return wanted_[id] != nullptr ? 1 : vector_run(o, per_thread_[id]); }
   // A tile's elements of this thread in layout `want`: its own registers, or
   // loaded from its buffer (written there first when the registers have
   // another layout).
   std::vector<llvm::Value*> regs(int id, const Layout& want);
   std::vector<llvm::Value*> regs(int id) { return regs(id, *layout(id)); }
+  // Whether tile `id` is a scalar splat: its registers hold one value, in any layout.
+  bool is_splat(int id) const {
+    int def = ir_.values[id].def_op;
+    return def >= 0 && ir_.ops[def].op == OpCode::kSplat;
+  }
+  // The layout an elementwise op computes in: its operands' common register
+  // layout (splats aside), so that arithmetic on reduced rows stays in their
+  // slice; else its planned one.
+  std::shared_ptr<const Layout> elementwise_layout(const Op& o);
   // How many elements each access of load or store `o` moves when the
   // tile's registers are in layout `per_thread` runs: 1 for scalar accesses.
   int64_t vector_run(const Op& o, int per_thread) const {
@@ -220,6 +247,7 @@ class Lowering {
   Specialization facts_;
   AffineAnalysis analysis_;
   std::vector<int> per_thread_;  // per value: elements per thread and step of its layout
+  std::vector<std::shared_ptr<const Layout>> wanted_;  // per value: the slice it is computed in, if any
   std::map<std::pair<int64_t, int>, std::shared_ptr<const Layout>> layouts_;  // by element count and per_thread
   int threads_ = 0;                                           // threads of a program holding register tiles; 0: none
   llvm::Value* thread_ = nullptr;                             // this thread's index (i64)

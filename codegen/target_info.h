@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dsl/ir.h"
+#include "dsl/status.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Target/TargetMachine.h"
@@ -49,6 +50,16 @@ class TargetInfo {
   // The program's loop over n tile elements: for each i in [0, n) body(i)
   // runs in some thread, and the writes are visible to every thread after.
   virtual void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) = 0;
+  // Threads of a program that read each other's registers directly (a
+  // warp): 1 where they cannot.
+  virtual int warp_size() const { return 1; }
+  // `v` (an integer of 8 to 64 bits, f32 or f64) as held by the thread
+  // whose index differs from this one's in the bits of `lanes` (below
+  // warp_size()); every thread of the warp takes part.
+  virtual llvm::Value* shuffle_xor(llvm::IRBuilder<>&, llvm::Value* v, int lanes) {
+    TESSEL_CHECK(lanes == 0, "shuffle across threads on a target without warps");
+    return v;
+  }
   // Combines every thread's `partial` (an i32, i64, f32 or f64) with
   // `combine` in a fixed order; every thread gets the result.
   virtual llvm::Value* combine_threads(llvm::IRBuilder<>& b, llvm::Value* partial,

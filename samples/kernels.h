@@ -46,6 +46,27 @@ inline absl::StatusOr<Kernel> softmax_kernel() {
   return k.build();
 }
 
+inline constexpr int kRowSoftmaxRows = 32, kRowSoftmaxCols = 32;  // cols <= block_cols
+
+// Row softmax of an f32 [rows, cols] matrix on 2-D tiles: each program
+// takes block_rows rows; a row's maximum and sum are reductions along axis
+// 1, broadcast back along it (on GPUs both stay in registers while a row
+// lies within a warp).
+inline absl::StatusOr<Kernel> row_softmax_kernel(int block_rows = kRowSoftmaxRows,
+                                                 int block_cols = kRowSoftmaxCols) {
+  KernelBuilder k("row_softmax");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  Value r = k.program_id() * block_rows + k.arange(0, block_rows);  // [BR] i32
+  Value c = k.arange(0, block_cols);                                // [BC] i32
+  Value offs = expand_dims(r, 1) * cols + expand_dims(c, 0);        // [BR, BC] i32
+  Value mask = expand_dims(r < rows, 1) & expand_dims(c < cols, 0); // [BR, BC] i1
+  Value v = load(x + offs, mask, -INFINITY);                        // [BR, BC] f32
+  Value e = exp(v - expand_dims(max(v, 1), 1));                     // [BR, BC] f32
+  store(y + offs, e / expand_dims(sum(e, 1), 1), mask);
+  return k.build();
+}
+
 inline constexpr int kCopyBM = 64, kCopyBN = 128;
 
 // Persistent TMA copy of a bf16 [m, n] matrix in [bm, bn] boxes; boxes past

@@ -122,6 +122,24 @@ class NvptxTarget final : public TargetInfo {
     emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
     barrier(b);
   }
+  int warp_size() const override { return 32; }
+  // Through 32-bit shuffles: narrower integers travel in a word, 64-bit
+  // values in two.
+  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) override {
+    llvm::Type* t = v->getType();
+    unsigned bits = t->getPrimitiveSizeInBits();
+    if (bits < 32) return b.CreateTrunc(shuffle_xor(b, b.CreateZExt(v, b.getInt32Ty()), lanes), t);
+    llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
+    auto shfl = [&](llvm::Value* word) {
+      return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
+                               {b.getInt32(0xFFFFFFFF), word, b.getInt32(lanes), b.getInt32(0x1F)});
+    };
+    if (bits == 32) return b.CreateBitCast(shfl(x), t);
+    llvm::Value* lo = shfl(b.CreateTrunc(x, b.getInt32Ty()));
+    llvm::Value* hi = shfl(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
+    llvm::Value* joined = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
+    return b.CreateBitCast(joined, t);
+  }
   // A butterfly of shuffles within each warp; lane 0 of each warp writes
   // its warp's result to shared memory, and every thread combines those in
   // warp order.
@@ -130,6 +148,7 @@ class NvptxTarget final : public TargetInfo {
     llvm::Value* v = partial;
     for (int lanes = 16; lanes >= 1; lanes /= 2) v = combine(v, shuffle_xor(b, v, lanes));
     int warps = threads_ / 32;
+    if (warps == 1) return v;  // the butterfly left every lane the whole result
     llvm::Value* warp = b.CreateLShr(tid_, 5);
     llvm::Value* slot = b.CreateGEP(v->getType(), scratch_, warp);
     emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, 31), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
@@ -237,24 +256,6 @@ class NvptxTarget final : public TargetInfo {
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
   void barrier(llvm::IRBuilder<>& b) { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
-  // The value of lane (this lane ^ lanes), through 32-bit shuffles.
-  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) {
-    llvm::Type* t = v->getType();
-    unsigned bits = t->getPrimitiveSizeInBits();
-    if (bits < 32) {  // 8- and 16-bit integers travel in a 32-bit word
-      return b.CreateTrunc(shuffle_xor(b, b.CreateZExt(v, b.getInt32Ty()), lanes), t);
-    }
-    llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
-    auto shfl = [&](llvm::Value* word) {
-      return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
-                               {b.getInt32(0xFFFFFFFF), word, b.getInt32(lanes), b.getInt32(0x1F)});
-    };
-    if (bits == 32) return b.CreateBitCast(shfl(x), t);
-    llvm::Value* lo = shfl(b.CreateTrunc(x, b.getInt32Ty()));
-    llvm::Value* hi = shfl(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
-    llvm::Value* joined = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
-    return b.CreateBitCast(joined, t);
-  }
   // The 32-bit shared-window address of a generic pointer into shared memory.
   llvm::Value* shared32(llvm::IRBuilder<>& b, llvm::Value* generic) {
     return b.CreatePtrToInt(b.CreateAddrSpaceCast(generic, b.getPtrTy(kShared)), b.getInt32Ty());

@@ -1,0 +1,50 @@
+#include "codegen/layout_table.h"
+
+#include "codegen/layout.h"
+#include "llvm/IR/Constants.h"
+
+namespace tessel::codegen {
+namespace {
+
+// -2 marks IR that did not fold to a constant, which no layout should emit.
+int64_t constant_or(llvm::Value* v, int64_t otherwise) {
+  auto* c = llvm::dyn_cast<llvm::ConstantInt>(v);
+  return c != nullptr ? static_cast<int64_t>(c->getZExtValue()) : otherwise;
+}
+
+LayoutTable tabulate(const Layout& l, int warp_size) {
+  llvm::LLVMContext ctx;
+  llvm::IRBuilder<> b(ctx);  // no insertion point: constant operands fold
+  LayoutTable table;
+  table.threads = l.threads();
+  table.slots = l.slots();
+  for (int t = 0; t < l.threads(); ++t) {
+    for (int64_t s = 0; s < l.slots(); ++s) {
+      llvm::Value* valid = l.valid(b, b.getInt64(t), s);
+      int64_t ok = valid == nullptr ? 1 : constant_or(valid, -2);
+      int64_t e = constant_or(l.element(b, b.getInt64(t), s), -2);
+      table.emitted.push_back(ok == 1 ? e : (ok == 0 ? -1 : -2));
+      table.at.push_back(l.element_at(t, s));
+    }
+  }
+  table.butterfly = butterfly_lanes(l, warp_size);
+  return table;
+}
+
+}  // namespace
+
+LayoutTable tabulate_blocked(int64_t numel, int threads, int per_thread, int warp_size) {
+  return tabulate(*blocked_layout(numel, threads, per_thread), warp_size);
+}
+
+LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads, int per_thread,
+                           int warp_size) {
+  int64_t numel = 1;
+  for (int64_t n : shape) numel *= n;
+  SliceLayout slice(blocked_layout(numel, threads, per_thread), shape, axis);
+  LayoutTable table = tabulate(slice, warp_size);
+  for (int64_t s = 0; s < slice.parent().slots(); ++s) table.slot_of.push_back(slice.slot_of(s));
+  return table;
+}
+
+}  // namespace tessel::codegen

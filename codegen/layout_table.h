@@ -1,0 +1,30 @@
+// Layouts written out as tables of integers, without LLVM types in the
+// interface: what tests compare with a brute-force enumeration of which
+// thread holds which element.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "codegen/api.h"
+
+namespace tessel::codegen {
+
+struct LayoutTable {
+  int threads = 0;
+  int64_t slots = 0;
+  // Per thread * slots + slot: the element held, or -1 for none. `emitted`
+  // comes from the IR that element() and valid() emit, folded for constant
+  // threads; `at` from element_at().
+  std::vector<int64_t> emitted, at;
+  std::vector<int64_t> slot_of;    // slices: the slot each parent slot feeds
+  std::optional<int> butterfly;    // butterfly_lanes(layout, warp_size)
+};
+
+TESSEL_CODEGEN_API LayoutTable tabulate_blocked(int64_t numel, int threads, int per_thread, int warp_size);
+// The slice along `axis` of a tile of `shape` in blocked_layout(numel(shape), threads, per_thread).
+TESSEL_CODEGEN_API LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads,
+                                              int per_thread, int warp_size);
+
+}  // namespace tessel::codegen

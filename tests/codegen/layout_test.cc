@@ -1,0 +1,152 @@
+// Blocked and slice layouts against a brute-force enumeration of which
+// thread holds which element, on random shapes, thread counts and runs per
+// thread; both the emitted IR (folded for constant threads) and the
+// compile-time mapping. Butterfly plans are checked by simulating them.
+#include "codegen/layout_table.h"
+
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tessel::codegen {
+namespace {
+
+int64_t product(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// The element index with `axis` dropped.
+int64_t drop_axis(const std::vector<int64_t>& shape, int axis, int64_t e) {
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  return e / (shape[axis] * inner) * inner + e % inner;
+}
+
+// Blocked by definition: element e is in run e / p, which thread
+// run % threads holds in step run / threads.
+std::vector<int64_t> blocked_by_enumeration(int64_t numel, int threads, int p, int64_t slots) {
+  std::vector<int64_t> table(threads * slots, -1);
+  for (int64_t e = 0; e < numel; ++e) {
+    int64_t run = e / p;
+    table[run % threads * slots + run / threads * p + e % p] = e;
+  }
+  return table;
+}
+
+// Sums of random values per position after the per-thread combine and the
+// butterfly, as a GPU would compute them; checks each held position's sum.
+void check_butterfly(const LayoutTable& slice, const std::vector<int64_t>& parent, int64_t parent_slots,
+                     const std::vector<int64_t>& shape, int axis, std::mt19937& gen) {
+  std::vector<uint64_t> value(product(shape));
+  std::vector<uint64_t> want(product(shape) / shape[axis], 0);
+  for (size_t e = 0; e < value.size(); ++e) {
+    value[e] = gen();
+    want[drop_axis(shape, axis, static_cast<int64_t>(e))] += value[e];
+  }
+  std::vector<uint64_t> acc(slice.threads * slice.slots, 0);
+  for (int t = 0; t < slice.threads; ++t) {
+    for (int64_t s = 0; s < parent_slots; ++s) {
+      if (int64_t e = parent[t * parent_slots + s]; e >= 0) acc[t * slice.slots + slice.slot_of[s]] += value[e];
+    }
+  }
+  for (int bit = 1; bit <= *slice.butterfly; bit *= 2) {
+    if ((*slice.butterfly & bit) == 0) continue;
+    std::vector<uint64_t> next = acc;
+    for (int t = 0; t < slice.threads; ++t) {
+      for (int64_t j = 0; j < slice.slots; ++j) next[t * slice.slots + j] += acc[(t ^ bit) * slice.slots + j];
+    }
+    acc = next;
+  }
+  for (int t = 0; t < slice.threads; ++t) {
+    for (int64_t j = 0; j < slice.slots; ++j) {
+      int64_t p = slice.at[t * slice.slots + j];
+      if (p >= 0) {
+        ASSERT_EQ(acc[t * slice.slots + j], want[p]) << "thread " << t << " slot " << j;
+      }
+    }
+  }
+}
+
+TEST(Layout, BlockedMatchesEnumeration) {
+  std::mt19937 gen(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    int threads = 32 * (1 + gen() % 8), p = 1 << (gen() % 4);
+    int64_t numel = 1 + gen() % 3000;
+    SCOPED_TRACE(::testing::Message() << "numel " << numel << " threads " << threads << " per_thread " << p);
+    LayoutTable t = tabulate_blocked(numel, threads, p, 32);
+    std::vector<int64_t> want = blocked_by_enumeration(numel, threads, p, t.slots);
+    EXPECT_EQ(t.at, want);
+    EXPECT_EQ(t.emitted, want);
+  }
+}
+
+TEST(Layout, SliceHoldsExactlyThePositionsOfItsParentSlots) {
+  std::mt19937 gen(std::random_device{}());
+  int butterflies = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int rank = 1 + gen() % 3, threads = 32 * (1 + gen() % 4), p = 1 << (gen() % 4);
+    std::vector<int64_t> shape(rank);
+    for (int64_t& d : shape) d = gen() % 2 ? 1 << (gen() % 7) : 1 + gen() % 40;
+    int axis = static_cast<int>(gen() % rank);
+    ::testing::Message trace;
+    trace << "shape";
+    for (int64_t d : shape) trace << " " << d;
+    trace << " axis " << axis << " threads " << threads << " per_thread " << p;
+    SCOPED_TRACE(trace);
+    LayoutTable parent = tabulate_blocked(product(shape), threads, p, 32);
+    LayoutTable slice = tabulate_slice(shape, axis, threads, p, 32);
+    ASSERT_EQ(slice.emitted, slice.at);
+    ASSERT_EQ(static_cast<int64_t>(slice.slot_of.size()), parent.slots);
+    // Every valid parent slot's position is in its slice slot; every slice
+    // slot a thread holds is fed by one of its valid parent slots.
+    for (int t = 0; t < threads; ++t) {
+      std::vector<bool> fed(slice.slots, false);
+      for (int64_t s = 0; s < parent.slots; ++s) {
+        int64_t e = parent.at[t * parent.slots + s];
+        int64_t j = slice.slot_of[s];
+        ASSERT_LT(j, slice.slots);
+        if (e < 0) continue;
+        ASSERT_EQ(slice.at[t * slice.slots + j], drop_axis(shape, axis, e)) << "thread " << t << " slot " << s;
+        fed[j] = true;
+      }
+      for (int64_t j = 0; j < slice.slots; ++j) {
+        EXPECT_EQ(slice.at[t * slice.slots + j] >= 0, fed[j]) << "thread " << t << " slot " << j;
+      }
+    }
+    // A slot holds one position per thread: at most as many slots as the parent.
+    EXPECT_LE(slice.slots, parent.slots);
+    if (slice.butterfly) {
+      ++butterflies;
+      EXPECT_EQ(*slice.butterfly & ~31, 0);
+      check_butterfly(slice, parent.at, parent.slots, shape, axis, gen);
+    }
+  }
+  EXPECT_GT(butterflies, 30);
+}
+
+TEST(Layout, RowsWithinAWarpCombineOverTheLanesThatHoldThem) {
+  // [16, 64] f32 in runs of 4 over 128 threads: 16 lanes per row.
+  LayoutTable rows = tabulate_slice({16, 64}, 1, 128, 4, 32);
+  ASSERT_TRUE(rows.butterfly.has_value());
+  EXPECT_EQ(*rows.butterfly, 15);
+  EXPECT_EQ(rows.slots, 2);  // the two rows a thread touches, not its eight elements
+  // Columns of the same tile: lanes 0-15 of every warp hold them, so a
+  // column spreads over warps.
+  EXPECT_FALSE(tabulate_slice({16, 64}, 0, 128, 4, 32).butterfly.has_value());
+  // [4, 256] over 128 threads, one per step: each column has one holder.
+  LayoutTable columns = tabulate_slice({4, 256}, 0, 128, 1, 32);
+  ASSERT_TRUE(columns.butterfly.has_value());
+  EXPECT_EQ(*columns.butterfly, 0);
+  // Rows of 1024 span all four warps.
+  EXPECT_FALSE(tabulate_slice({4, 1024}, 1, 128, 4, 32).butterfly.has_value());
+  // Rows of 5 over 4 threads: one thread holds parts of row 0 in two slots.
+  EXPECT_FALSE(tabulate_slice({3, 5}, 1, 4, 1, 32).butterfly.has_value());
+  // Without warps only thread-local positions combine.
+  EXPECT_FALSE(tabulate_slice({16, 64}, 1, 128, 4, 1).butterfly.has_value());
+}
+
+}  // namespace
+}  // namespace tessel::codegen

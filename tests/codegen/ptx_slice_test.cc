@@ -1,0 +1,154 @@
+// Row reductions of 2-D register tiles on NVPTX: when each row lies within
+// a warp, sum/max/min along an axis combine per thread and through
+// shfl.sync.bfly, broadcasting the result back reads registers, and nothing
+// touches shared memory; rows spread over warps go through shared memory.
+// Everything assembles.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gtest/gtest.h"
+#include "samples/kernels.h"
+#include "tests/codegen/ptx_test_util.h"
+
+namespace tessel {
+namespace {
+
+constexpr const char* kNoSharedMemory = R"(
+CHECK-NOT: .shared
+CHECK-NOT: bar.sync
+)";
+
+PtxCode compile(const Kernel& kernel, uint64_t facts, int num_warps = 4) {
+  CompileOptions options;
+  options.num_warps = num_warps;
+  options.specialization.multiple_of_16 = facts;
+  absl::StatusOr<PtxCode> code = compile_ptx(kernel, options);
+  EXPECT_TRUE(code.ok()) << code.status();
+  if (!code.ok()) return {};
+  if (have_ptxas()) {
+    EXPECT_EQ(ptxas(code->ptx), 0) << kernel.name() << " facts " << facts;
+  }
+  return *code;
+}
+
+Value reduce(int combiner, const Value& x, int axis) {
+  if (combiner == 0) return sum(x, axis);
+  return combiner == 1 ? max(x, axis) : min(x, axis);
+}
+
+// out = x - 2 * red(x, axis) broadcast back, and the reduced tile into r,
+// on a [br, bc] tile of `d` at the start of x.
+Kernel reduce_broadcast_kernel(DType d, int br, int bc, int axis, int combiner) {
+  KernelBuilder k("reduce_broadcast");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out"), r = k.arg(ptr(d), "r");
+  Value offs = expand_dims(k.arange(0, br), 1) * bc + expand_dims(k.arange(0, bc), 0);  // [br, bc] i32
+  Value v = load(x + offs);                                                            // [br, bc]
+  Value red = reduce(combiner, v, axis);                                               // [bc] or [br]
+  store(out + offs, v - expand_dims(red, axis) * k.constant(2, d));
+  store(r + k.arange(0, axis == 0 ? bc : br), red);
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
+class PtxSlice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
+  }
+};
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST_F(PtxSlice, RowSoftmaxRunsInRegistersAndShuffles) {
+  // Measured before slice layouts (commit 45cf1c9): 8320 bytes of shared
+  // memory per program, 70 st.shared, 146 ld.shared and 25 bar.sync; now
+  // none. A [32, 32] tile one element per step over 128 threads gives each
+  // thread 8 rows, each over all 32 lanes: 8 * 5 shuffles per reduction.
+  absl::StatusOr<Kernel> softmax = samples::row_softmax_kernel();
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  // x, y aligned and cols divisible by 16 (vector runs of four), or nothing known (one element per step).
+  for (uint64_t facts : {uint64_t{1 | 2 | 8}, uint64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "facts " << facts);
+    PtxCode code = compile(*softmax, facts);
+    EXPECT_EQ(code.shared_bytes, 0);
+    EXPECT_EQ(file_check(code.ptx, kNoSharedMemory), 0);
+    EXPECT_EQ(count(code.ptx, "shfl.sync.bfly.b32"), 2 * 8 * 5);
+    EXPECT_EQ(file_check(code.ptx, R"(
+CHECK: ld.global
+CHECK: shfl.sync.bfly.b32
+CHECK: ex2.approx.f32
+CHECK: shfl.sync.bfly.b32
+CHECK: st.global
+)"),
+              0);
+  }
+}
+
+TEST_F(PtxSlice, RowsSpreadOverWarpsGoThroughSharedMemory) {
+  // Rows of 1024 over four warps: the buffer path, still correct.
+  absl::StatusOr<Kernel> wide = samples::row_softmax_kernel(4, 1024);
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  PtxCode code = compile(*wide, 1 | 2 | 8);
+  EXPECT_GT(code.shared_bytes, 0);
+  EXPECT_EQ(file_check(code.ptx, "CHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
+}
+
+TEST_F(PtxSlice, EveryDtypeAndCombinerReducesRowsWithoutSharedMemory) {
+  for (DType d : {i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64}) {
+    for (int combiner = 0; combiner < 3; ++combiner) {
+      SCOPED_TRACE(::testing::Message() << d.name() << " combiner " << combiner);
+      PtxCode code = compile(reduce_broadcast_kernel(d, 32, 32, 1, combiner), 0);
+      EXPECT_EQ(code.shared_bytes, 0);
+      // The reduced rows are stored from their slice: duplicates write the same value.
+      EXPECT_EQ(file_check(code.ptx, kNoSharedMemory), 0);
+      EXPECT_EQ(file_check(code.ptx, "CHECK: shfl.sync.bfly.b32\n"), 0);
+    }
+  }
+}
+
+TEST_F(PtxSlice, RandomBlocksAlongEitherAxisAssemble) {
+  // Shuffles, thread-local combines and the shared-memory fallback, over
+  // 1, 4 and 8 warps: the IR verifies and ptxas takes every variant.
+  std::mt19937 gen(std::random_device{}());
+  for (int trial = 0; trial < 12; ++trial) {
+    int log_rows = static_cast<int>(gen() % 8);
+    int br = 1 << log_rows, bc = 1 << (gen() % (13 - log_rows)), axis = static_cast<int>(gen() % 2);
+    int warps = std::vector<int>{1, 4, 8}[gen() % 3];
+    SCOPED_TRACE(::testing::Message() << br << "x" << bc << " axis " << axis << " warps " << warps);
+    compile(reduce_broadcast_kernel(trial % 2 ? f32 : i32, br, bc, axis, static_cast<int>(gen() % 3)), 0, warps);
+  }
+}
+
+TEST_F(PtxSlice, ColumnsHeldByOneThreadNeedNoShuffle) {
+  // [4, 256] over 128 threads, one element per step: each column lies in
+  // one thread, so a sum along axis 0 is a thread's own.
+  PtxCode code = compile(reduce_broadcast_kernel(f32, 4, 256, 0, 0), 0);
+  EXPECT_EQ(code.shared_bytes, 0);
+  EXPECT_EQ(file_check(code.ptx, "CHECK-NOT: shfl\nCHECK-NOT: .shared\nCHECK: add.rn.f32\n"), 0);
+}
+
+TEST_F(PtxSlice, OneWarpWholeTileSoftmaxNeedsNoSharedMemory) {
+  // The 1-D softmax's whole-row max and sum: a butterfly over one warp
+  // leaves every lane the result. With four warps their partial results
+  // meet in a small scratch area (no tile buffers either way).
+  absl::StatusOr<Kernel> softmax = samples::softmax_kernel();
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  PtxCode one = compile(*softmax, 1 | 2 | 8, 1);
+  EXPECT_EQ(one.shared_bytes, 0);
+  EXPECT_EQ(file_check(one.ptx, kNoSharedMemory), 0);
+  EXPECT_EQ(file_check(one.ptx, "CHECK-COUNT-5: shfl.sync.bfly.b32\n"), 0);
+  PtxCode four = compile(*softmax, 1 | 2 | 8, 4);
+  EXPECT_EQ(four.shared_bytes, 0);
+  EXPECT_EQ(file_check(four.ptx, "CHECK: .shared {{.*}}tessel_scratch\nCHECK: bar.sync\n"), 0);
+}
+
+}  // namespace
+}  // namespace tessel
