@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gpu_bench.sh — run tessel's GPU benchmarks and their baselines in one go.
+#
+# Run from the repository root on the GPU machine after scripts/gpu_run.sh
+# unpacked the package into /tmp/tessel. Writes each benchmark's output to
+# $OUT/<name>.log and, where the benchmark writes one, its JSON to $OUT/<name>.json:
+#   gpu_bench        launch cost, graph replay, JIT latency, TMA copy bandwidth
+#   triton           Triton 3.6 and cuBLAS on the same GPU (bench/triton_compare.py)
+#   plan_bench_rN    triggered plans at N ranks (2, and every GPU when more)
+#   nccl_rN          producer + NCCL all-gather at N ranks
+# PARTS (default "gpu triton plan nccl") picks which to run.
+set -uo pipefail
+
+OUT=${OUT:-$PWD/gpu-logs}
+root=/tmp/tessel
+parts=${PARTS:-gpu triton plan nccl}
+mkdir -p "$OUT"
+gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
+rank_counts=(2)
+(( gpus > 2 )) && rank_counts+=("$gpus")
+
+bench() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  timeout --kill-after=30 "${TESSEL_BENCH_TIMEOUT:-300}" "$@" < /dev/null > "$OUT/$name.log" 2>&1
+  echo "   exit $?"
+  tail -n 30 "$OUT/$name.log" | sed 's/^/   /'
+}
+
+for part in $parts; do
+  case $part in
+    gpu) bench gpu_bench "$root/bin/gpu_bench" ;;
+    triton) bench triton python3 bench/triton_compare.py --json "$OUT/triton.json" ;;
+    plan)
+      for n in "${rank_counts[@]}"; do
+        (( gpus >= n )) && bench "plan_bench_r$n" "$root/bin/plan_bench" --ranks="$n" --json="$OUT/plan_bench_r$n.json"
+      done
+      ;;
+    nccl)
+      for n in "${rank_counts[@]}"; do
+        visible=$(seq -s, 0 $((n - 1)))
+        (( gpus >= n )) && CUDA_VISIBLE_DEVICES=$visible bench "nccl_r$n" python3 bench/nccl_allgather.py --json "$OUT/nccl_r$n.json"
+      done
+      ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl)" >&2 ;;
+  esac
+done
