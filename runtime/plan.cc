@@ -409,8 +409,14 @@ absl::Status PlanImpl::open_locked(int rank, int i) {
 absl::Status PlanImpl::run() {
   absl::MutexLock op(&op_mu_);
   TESSEL_RETURN_IF_ERROR(begin_locked());
-  for (int r = 0; r < group_->size(); ++r) {
-    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) TESSEL_RETURN_IF_ERROR(open_locked(r, static_cast<int>(i)));
+  // Batch i of every rank before batch i + 1 of any: every queue starts
+  // copying after one gate instead of waiting for the ranks before it.
+  size_t most = 0;
+  for (int r = 0; r < group_->size(); ++r) most = std::max(most, schedule_.batches(r).size());
+  for (size_t i = 0; i < most; ++i) {
+    for (int r = 0; r < group_->size(); ++r) {
+      if (i < schedule_.batches(r).size()) TESSEL_RETURN_IF_ERROR(open_locked(r, static_cast<int>(i)));
+    }
   }
   return end_locked();
 }
