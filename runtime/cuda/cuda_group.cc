@@ -1,10 +1,25 @@
 // CUDA groups: GPUs of one process. Symmetric memory comes from the virtual
 // memory API (an address range reserved per GPU, chunks created, mapped and
-// opened to every peer as the group grows, never moved). Chains are stream
-// memory operations on one stream per (owner, peer): wait until ready >=
-// epoch, copy each segment (copy engines), write epoch to the peer's arrival
-// word. A completion stream per owner waits for every peer's chain (events)
-// and writes the owner's completion word.
+// opened to every peer as the group grows, never moved).
+//
+// A batch's chains to its peers run on its owner, one copy stream per
+// (owner, peer) queue. A small delivery is one direct chain on that stream:
+// wait until ready >= epoch, copy each segment, write epoch to the peer's
+// arrival word. A large one is pipelined over streams tied by events:
+//   gate stream (one per owner):      wait until ready >= epoch, record opened
+//   copy stream (one per peer):       wait opened, copy each segment, record copied
+//   arrival stream (one per owner):   wait copied, write the peer's arrival word
+// Either way the arrival stream then writes the owner's completion word once
+// every peer has the batch. Each stream runs its work in arming order, so
+// chains start in order on every queue.
+//
+// Why two forms (plan_bench --part=anatomy, H200): a wait and a write on the
+// copy stream itself cost about 5 us of copy-engine time per chain, 15 % of
+// an 8 MiB copy; pipelined, copy streams hold only copies and event waits and
+// move data as fast as bare copies, but each event hand-off adds about 3 us
+// from gate to arrival. Small deliveries are latency-bound, large ones
+// bandwidth-bound. Events are recorded anew for every batch; a wait takes the
+// record made just before it.
 #include <algorithm>
 #include <map>
 
@@ -23,6 +38,16 @@ using cuda::DeviceStream;
 using cuda::Driver;
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Deliveries of at least this many bytes are pipelined; at ~350 GB/s a
+// 1 MiB copy takes about as long as the hand-offs pipelining adds.
+constexpr int64_t kPipelineBytes = int64_t{1} << 20;
+
+int64_t delivery_bytes(const ArmedBatch::Delivery& d) {
+  int64_t bytes = 0;
+  for (const ChainCopy& c : d.copies) bytes += c.width * c.height;
+  return bytes;
+}
 
 CUmemAllocationProp allocation_prop(const Context& c) {
   CUmemAllocationProp prop{};
@@ -43,8 +68,7 @@ class CudaArmedEpoch final : public ArmedEpoch {
   absl::StatusOr<bool> done() override;
   absl::Status release() override;
 
-  std::vector<std::pair<int, CUevent>> events;  // (rank, event) after each chain
-  std::vector<std::pair<int, CUevent>> finals;  // (rank, event) after each owner's completion stream
+  std::vector<std::pair<int, CUevent>> finals;  // (rank, event) after each owner's arrival stream
 
  private:
   CudaGroupBackend& backend_;
@@ -70,16 +94,22 @@ class CudaGroupBackend final : public GroupBackend {
   const Context& context(int rank) const { return *contexts_[rank]; }
   absl::StatusOr<CUevent> take_event(int rank);
   void give_event(int rank, CUevent e);
-  // (owner, peer): the copy queue; (owner, owner): the completion stream;
-  // (owner, -1): control writes (host-opened gates, releases).
+  // (owner, peer): the copy stream of that queue; (owner, owner): the
+  // arrival stream; (owner, kGate): the gate stream; (owner, kControl):
+  // control writes (host-opened gates, releases).
+  static constexpr int kGate = -2;
+  static constexpr int kControl = -1;
   absl::StatusOr<CUstream> stream(int owner, int peer);
 
  private:
+  // The event a pipeline stage records for the next: (owner, kGate) when a
+  // gate opened, (owner, peer) when that queue's copies finished.
+  absl::StatusOr<CUevent> stage_event(int owner, int key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
   absl::Status prefix(int rank, absl::string_view what, absl::Status s) const {
     if (s.ok()) return s;
     return prefixed(absl::StrCat(contexts_[rank]->name(), ": ", what), s);
   }
-  absl::Status arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch);
+  absl::Status arm_batch(const ArmedBatch& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
 
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
@@ -93,6 +123,10 @@ class CudaGroupBackend final : public GroupBackend {
     CUmemGenericAllocationHandle handle;
   };
   std::vector<Chunk> chunks_;
+  // Held while one epoch's chains are appended, so each epoch's chains are
+  // consecutive on every stream.
+  absl::Mutex arm_mu_;
+  std::map<std::pair<int, int>, CUevent> stage_events_ ABSL_GUARDED_BY(arm_mu_);
   absl::Mutex mu_;
   std::map<std::pair<int, int>, std::shared_ptr<DeviceStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<CUevent>> free_events_ ABSL_GUARDED_BY(mu_);
@@ -147,6 +181,13 @@ CudaGroupBackend::~CudaGroupBackend() {
     for (size_t r = 0; r < free_events_.size(); ++r) {
       ContextScope scope(*contexts_[r]);
       for (CUevent e : free_events_[r]) d_.event_destroy.raw(e);
+    }
+  }
+  {
+    absl::MutexLock arm(&arm_mu_);
+    for (auto& [key, e] : stage_events_) {
+      ContextScope scope(*contexts_[key.first]);
+      d_.event_destroy.raw(e);
     }
   }
   // Unmapping waits for the device: deferred while another group's chains
@@ -244,14 +285,34 @@ void CudaGroupBackend::give_event(int rank, CUevent e) {
   free_events_[rank].push_back(e);
 }
 
-absl::Status CudaGroupBackend::arm_batch(const ArmedBatch& b, CudaArmedEpoch& epoch) {
+absl::StatusOr<CUevent> CudaGroupBackend::stage_event(int owner, int key) {
+  CUevent& e = stage_events_[{owner, key}];
+  if (e == nullptr) {
+    TESSEL_RETURN_IF_ERROR(prefix(owner, "cuEventCreate", d_.event_create(&e, CU_EVENT_DISABLE_TIMING)));
+  }
+  return e;
+}
+
+absl::Status CudaGroupBackend::arm_batch(const ArmedBatch& b) {
   const int owner = b.owner;
   ContextScope scope(*contexts_[owner]);
   TESSEL_RETURN_IF_ERROR(scope.status());
-  TESSEL_ASSIGN_OR_RETURN(CUstream completion, stream(owner, owner));
+  TESSEL_ASSIGN_OR_RETURN(CUstream arrivals, stream(owner, owner));
+  TESSEL_ASSIGN_OR_RETURN(CUevent opened, stage_event(owner, kGate));
+  const bool pipelined = std::any_of(b.deliveries.begin(), b.deliveries.end(),
+                                     [](const ArmedBatch::Delivery& d) { return delivery_bytes(d) >= kPipelineBytes; });
+  if (pipelined || b.deliveries.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(CUstream gate, stream(owner, kGate));
+    TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(gate, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
+    TESSEL_RETURN_IF_ERROR(d_.event_record(opened, gate));
+  }
   for (const ArmedBatch::Delivery& del : b.deliveries) {
     TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(owner, del.peer));
-    TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(s, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
+    if (pipelined) {
+      TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(s, opened, 0));
+    } else {
+      TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(s, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
+    }
     for (const ChainCopy& c : del.copies) {
       if (c.height == 1) {
         TESSEL_RETURN_IF_ERROR(d_.memcpy_async(c.dst, c.src, c.width, s));
@@ -268,32 +329,39 @@ absl::Status CudaGroupBackend::arm_batch(const ArmedBatch& b, CudaArmedEpoch& ep
       m.Height = c.height;
       TESSEL_RETURN_IF_ERROR(d_.memcpy_2d_async(&m, s));
     }
-    TESSEL_RETURN_IF_ERROR(d_.stream_write_value64(s, dptr(del.arrival), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
-    TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(owner));
-    epoch.events.push_back({owner, e});
-    TESSEL_RETURN_IF_ERROR(d_.event_record(e, s));
-    TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(completion, e, 0));
+    // Pipelined, the arrival stream writes the arrival after the copies;
+    // direct, the copy stream does, and the arrival stream only follows it.
+    TESSEL_ASSIGN_OR_RETURN(CUevent copied, stage_event(owner, del.peer));
+    if (!pipelined) {
+      TESSEL_RETURN_IF_ERROR(d_.stream_write_value64(s, dptr(del.arrival), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
+    TESSEL_RETURN_IF_ERROR(d_.event_record(copied, s));
+    TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(arrivals, copied, 0));
+    if (pipelined) {
+      TESSEL_RETURN_IF_ERROR(
+          d_.stream_write_value64(arrivals, dptr(del.arrival), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
   }
-  if (b.deliveries.empty()) {
-    TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(completion, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
-  }
-  return d_.stream_write_value64(completion, dptr(b.completion), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (b.deliveries.empty()) TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(arrivals, opened, 0));
+  return d_.stream_write_value64(arrivals, dptr(b.completion), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<ArmedBatch> batches) {
   auto epoch = std::make_unique<CudaArmedEpoch>(*this, batches);
+  absl::MutexLock arm(&arm_mu_);
   std::vector<bool> owners(contexts_.size());
   for (const ArmedBatch& b : batches) {
-    TESSEL_RETURN_IF_ERROR(prefix(b.owner, "arming a triggered plan", arm_batch(b, *epoch)));
+    TESSEL_RETURN_IF_ERROR(prefix(b.owner, "arming a triggered plan", arm_batch(b)));
     owners[b.owner] = true;
   }
+  // The arrival stream finishes last: it waits on every copy stream.
   for (size_t r = 0; r < owners.size(); ++r) {
     if (!owners[r]) continue;
     ContextScope scope(*contexts_[r]);
-    TESSEL_ASSIGN_OR_RETURN(CUstream completion, stream(r, r));
+    TESSEL_ASSIGN_OR_RETURN(CUstream arrivals, stream(r, r));
     TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(r));
     epoch->finals.push_back({static_cast<int>(r), e});
-    TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", d_.event_record(e, completion)));
+    TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", d_.event_record(e, arrivals)));
   }
   return std::unique_ptr<ArmedEpoch>(std::move(epoch));
 }
@@ -301,7 +369,7 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
 absl::Status CudaGroupBackend::open_gate(int owner, uint64_t* ready, uint64_t epoch) {
   ContextScope scope(*contexts_[owner]);
   TESSEL_RETURN_IF_ERROR(scope.status());
-  TESSEL_ASSIGN_OR_RETURN(CUstream control, stream(owner, -1));
+  TESSEL_ASSIGN_OR_RETURN(CUstream control, stream(owner, kControl));
   return prefix(owner, "opening a gate",
                 d_.stream_write_value64(control, dptr(ready), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
 }
@@ -316,7 +384,6 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
 }
 
 CudaArmedEpoch::~CudaArmedEpoch() {
-  for (auto& [rank, e] : events) backend_.give_event(rank, e);
   for (auto& [rank, e] : finals) backend_.give_event(rank, e);
 }
 
