@@ -1,6 +1,7 @@
 #include "runtime/cuda/driver.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -70,6 +71,13 @@ absl::StatusOr<const Driver*> Driver::load() {
   // The handle is never closed: function pointers outlive every user.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return absl::UnavailableError(kNoDriver);
+  // Streams share the device's hardware work queues (8 by default); a
+  // stream behind an armed wait holds back every stream on its queue, so
+  // with plans armed on many peers a user's kernel could wait on a gate only
+  // it can open. Ask for the most queues (32) unless the user chose; read
+  // when the first context is made, so it fails to apply only where another
+  // library made one first.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
   auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     return absl::UnavailableError(
