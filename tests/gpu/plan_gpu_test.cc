@@ -3,6 +3,7 @@
 // publishing and waiting through views, releases and misuse. Runs at 2 ranks
 // and, where 4 or 8 GPUs are present, at 4 and 8.
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "runtime/device_impl.h"
 #include "runtime/plan.h"
 #include "samples/allgather.h"
+#include "samples/kernels.h"
 #include "tests/plan_test_util.h"
 
 namespace tessel {
@@ -144,39 +146,73 @@ TEST_P(CudaPlan, BufferSpanningChunksAndGrowthWhileArmed) {
   expect_delivered(buf, s, world, 1);
 }
 
-// Chains run in arming order: a later batch opened first arrives after the earlier one.
+// Chains run in arming order: a later batch opened first arrives after the
+// earlier one, for direct chains (small batches) and pipelined ones (large).
 TEST_P(CudaPlan, LaterBatchWaitsBehindEarlierOne) {
   const int world = GetParam();
   TESSEL_CUDA_GROUP_OR_SKIP(g, world);
-  Schedule s = *chunks(ScheduleView::linear(1 << 20), world, 2);
-  SymmetricBuffer buf = *g.allocate(s.bytes());
   KernelBuilder k("open");
   TriggeredView view = k.triggered_view("plan");
   view.publish(k.arg(i32, "batch"));
   std::vector<Function> open;
   for (int r = 0; r < world; ++r) open.push_back(*g.device(r).compile(*k.build()));
-  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
-  std::vector<ViewHeader*> views = *plan.begin_device_epoch();
-  auto arrival = [&](int64_t b) {
-    ViewHeader h;
-    EXPECT_TRUE(g.device(1).impl().copy_to_host(&h, views[1], sizeof(h)).ok());
-    GateRow row;
-    EXPECT_TRUE(g.device(1).impl().copy_to_host(&row, h.gates + b, sizeof(row)).ok());
-    return row.arrival;
-  };
-  int64_t b0 = *plan.batch_id(0, 0), b1 = *plan.batch_id(0, 1);
-  ASSERT_TRUE(open[0].launch({}, views[0], static_cast<int32_t>(b1)).ok());
-  ASSERT_TRUE(g.device(0).synchronize().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_EQ(arrival(b1), 0u) << "batch 1 overtook batch 0";
-  ASSERT_TRUE(open[0].launch({}, views[0], static_cast<int32_t>(b0)).ok());
-  for (int r = 1; r < world; ++r) {
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(open[r].launch({}, views[r], static_cast<int32_t>(*plan.batch_id(r, i))).ok());
+  for (int64_t bytes : {int64_t{1} << 20, int64_t{8} << 20}) {
+    SCOPED_TRACE(absl::StrCat(bytes / 2, "-byte batches"));
+    Schedule s = *chunks(ScheduleView::linear(bytes), world, 2);
+    SymmetricBuffer buf = *g.allocate(s.bytes());
+    TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+    std::vector<ViewHeader*> views = *plan.begin_device_epoch();
+    auto arrival = [&](int64_t b) {
+      ViewHeader h;
+      EXPECT_TRUE(g.device(1).impl().copy_to_host(&h, views[1], sizeof(h)).ok());
+      GateRow row;
+      EXPECT_TRUE(g.device(1).impl().copy_to_host(&row, h.gates + b, sizeof(row)).ok());
+      return row.arrival;
+    };
+    int64_t b0 = *plan.batch_id(0, 0), b1 = *plan.batch_id(0, 1);
+    ASSERT_TRUE(open[0].launch({}, views[0], static_cast<int32_t>(b1)).ok());
+    ASSERT_TRUE(g.device(0).synchronize().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_EQ(arrival(b1), 0u) << "batch 1 overtook batch 0";
+    ASSERT_TRUE(open[0].launch({}, views[0], static_cast<int32_t>(b0)).ok());
+    for (int r = 1; r < world; ++r) {
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(open[r].launch({}, views[r], static_cast<int32_t>(*plan.batch_id(r, i))).ok());
+      }
+    }
+    absl::Status ended = plan.end_device_epoch();
+    ASSERT_TRUE(ended.ok()) << ended;
+    EXPECT_EQ(arrival(b0), 1u);
+    EXPECT_EQ(arrival(b1), 1u);
+    ASSERT_TRUE(plan.destroy().ok());
   }
-  absl::Status ended = plan.end_device_epoch();
-  ASSERT_TRUE(ended.ok()) << ended;
-  EXPECT_EQ(arrival(b0), 1u);
-  EXPECT_EQ(arrival(b1), 1u);
+}
+
+// Work on other streams runs while chains wait on gates, with more streams
+// than the default 8 hardware queues: none waits behind an armed chain.
+TEST_P(CudaPlan, OtherStreamsRunWhileChainsWait) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  constexpr int kStreams = 16, kN = 4096;
+  Function add = *g.device(0).compile(*samples::vector_add_kernel());
+  Buffer x = *g.device(0).allocate(kN * 4);
+  std::vector<Stream> streams;
+  for (int i = 0; i < kStreams; ++i) streams.push_back(*g.device(0).create_stream());
+  Schedule s = *chunks(ScheduleView::linear(1 << 16), world, 2);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+  ASSERT_TRUE(plan.begin_device_epoch().ok());
+  for (Stream& st : streams) {
+    float* p = x.as<float>();
+    ASSERT_TRUE(add.launch({.grid = kN / samples::kAddBlock, .stream = &st}, p, p, p, kN).ok());
+  }
+  auto done = std::async(std::launch::async, [&] {
+    for (Stream& st : streams) EXPECT_TRUE(st.synchronize().ok());
+  });
+  bool finished = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(finished) << "a stream waited behind the plan's armed chains";
+  ASSERT_TRUE(plan.abort().ok());  // releases the chains, so a stuck stream finishes too
+  done.wait();
 }
 
 // Armed waits never hold Device::synchronize; a timed-out epoch fails, holds
