@@ -36,6 +36,13 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuEventElapsedTime);
   TESSEL_RAW_FN(cuMemcpyPeerAsync);
   TESSEL_RAW_FN(cuCtxEnablePeerAccess);
+  TESSEL_RAW_FN(cuMemcpyAsync);
+  TESSEL_RAW_FN(cuMemcpyHtoD);
+  TESSEL_RAW_FN(cuMemcpyDtoH);
+  TESSEL_RAW_FN(cuStreamWaitValue64);
+  TESSEL_RAW_FN(cuStreamWriteValue64);
+  TESSEL_RAW_FN(cuStreamWaitEvent);
+  TESSEL_RAW_FN(cuEventQuery);
 #undef TESSEL_RAW_FN
 
   // Loads the driver and makes device 0's primary context current; false
@@ -68,6 +75,13 @@ struct CudaRaw {
     get(cuEventElapsedTime, "cuEventElapsedTime");
     get(cuMemcpyPeerAsync, "cuMemcpyPeerAsync");
     get(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
+    get(cuMemcpyAsync, "cuMemcpyAsync");
+    get(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    get(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    get(cuStreamWaitValue64, "cuStreamWaitValue64_v2");
+    get(cuStreamWriteValue64, "cuStreamWriteValue64_v2");
+    get(cuStreamWaitEvent, "cuStreamWaitEvent");
+    get(cuEventQuery, "cuEventQuery");
     CUdevice dev;
     CUcontext ctx;
     check(cuInit(0), "cuInit");

@@ -4,17 +4,22 @@
 // (kernels on cuda:0 and cuda:1 ping-ponging batches), and a producer
 // overlapped with its own transfer against max(compute, transfer).
 //
-//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap] [--ranks=N]
+// `anatomy` takes a chain apart with raw driver calls: each thing a chain
+// adds around a copy, timed on its own.
+//
+//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy] [--ranks=N]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "chain_anatomy.h"
 #include "cuda_raw.h"
 #include "report.h"
 #include "samples/allgather.h"
@@ -32,18 +37,66 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
-// Seconds per epoch of `plan` with every gate opened from the host at once:
-// begin and the next epoch's arming are outside the timed part.
-double plan_transfer_seconds(TriggeredPlan& plan, int world, int reps) {
+// Opens every gate of rank r: batch ids first .. first + n - 1.
+Kernel open_all() {
+  KernelBuilder k("open_all");
+  TriggeredView view = k.triggered_view("plan");
+  Value first = k.arg(i32, "first"), n = k.arg(i32, "n");
+  k.for_range(0, n, 1, [&](Value i) { view.publish(first + i); });
+  return must(k.build(), "build open_all");
+}
+
+// What opens an epoch's gates in plan_seconds: the host (publish, batch i of
+// every rank before batch i + 1, as the raw copies are queued) or one
+// open_all program per rank.
+struct Opener {
+  std::vector<Function> open;  // per rank; empty: the host opens
+  std::vector<Stream> streams;
+};
+
+Opener kernel_opener(const Group& g) {
+  Opener o;
+  Kernel k = open_all();
+  for (int r = 0; r < g.size(); ++r) {
+    o.open.push_back(must(g.device(r).compile(k), "compile open_all"));
+    o.streams.push_back(must(g.device(r).create_stream(), "stream"));
+  }
+  return o;
+}
+
+// Seconds per epoch of `plan`, from opening its gates to end_device_epoch
+// returning; begin and the next epoch's arming are outside the timed part.
+// With `settle`, the chains finish before end_device_epoch is called and
+// only that call is timed.
+double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = nullptr, bool settle = false) {
   std::vector<double> t;
+  size_t most = 0;
+  for (int r = 0; r < world; ++r) most = std::max(most, plan.schedule().batches(r).size());
   for (int rep = 0; rep < reps + 3; ++rep) {
-    must(plan.begin_device_epoch().status(), "begin");
+    std::vector<ViewHeader*> views = must(plan.begin_device_epoch(), "begin");
     auto t0 = Clock::now();
-    for (int r = 0; r < world; ++r) {
-      for (size_t i = 0; i < plan.schedule().batches(r).size(); ++i) must(plan.publish(r, static_cast<int>(i)), "publish");
+    if (opener != nullptr) {
+      for (int r = 0; r < world; ++r) {
+        int32_t n = static_cast<int32_t>(plan.schedule().batches(r).size());
+        int32_t first = n == 0 ? 0 : static_cast<int32_t>(must(plan.batch_id(r, 0), "batch id"));
+        must(opener->open[r].launch({.grid = 1, .stream = &opener->streams[r]}, views[r], first, n), "open_all");
+      }
+    } else {
+      for (size_t i = 0; i < most; ++i) {
+        for (int r = 0; r < world; ++r) {
+          if (i < plan.schedule().batches(r).size()) must(plan.publish(r, static_cast<int>(i)), "publish");
+        }
+      }
+    }
+    if (settle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      t0 = Clock::now();
     }
     must(plan.end_device_epoch(), "end");
     if (rep >= 3) t.push_back(seconds_since(t0));
+    if (opener != nullptr) {
+      for (Stream& s : opener->streams) must(s.synchronize(), "sync");
+    }
     must(plan.next_epoch(), "next epoch");
   }
   return median(t);
@@ -58,7 +111,9 @@ struct RawPeer {
   std::vector<CUdeviceptr> buf;
   std::vector<std::vector<CUstream>> stream;  // [source][destination]
 
-  RawPeer(bench::CudaRaw& c, int n, int64_t bytes) : cu(c), world(n), ctx(n), buf(n), stream(n, std::vector<CUstream>(n)) {
+  // Each rank's `world * bytes` buffer: allocated with cuMemAlloc, or `given`.
+  RawPeer(bench::CudaRaw& c, int n, int64_t bytes, std::vector<CUdeviceptr> given = {})
+      : cu(c), world(n), ctx(n), buf(n), stream(n, std::vector<CUstream>(n)) {
     for (int r = 0; r < world; ++r) ctx[r] = cu.retain(r);
     for (int r = 0; r < world; ++r) {
       cu.check(cu.cuCtxSetCurrent(ctx[r]), "cuCtxSetCurrent");
@@ -68,7 +123,11 @@ struct RawPeer {
         if (peer != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu.check(peer, "cuCtxEnablePeerAccess");
         cu.check(cu.cuStreamCreate(&stream[r][p], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       }
-      cu.check(cu.cuMemAlloc(&buf[r], world * bytes), "cuMemAlloc");
+      if (given.empty()) {
+        cu.check(cu.cuMemAlloc(&buf[r], world * bytes), "cuMemAlloc");
+      } else {
+        buf[r] = given[r];
+      }
     }
   }
   // `bytes` from every rank to every peer in copies of `piece` bytes queued back to back.
@@ -122,7 +181,7 @@ Kernel ping_pong() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json, part;  // part: bandwidth, latency or overlap; empty for all
+  std::string json, part;  // part: bandwidth, latency, overlap or anatomy; empty for all
   int ranks = 0;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
@@ -155,7 +214,21 @@ int main(int argc, char** argv) {
 
   auto wanted = [&](const char* name) { return part.empty() || part == name; };
   // 1. Bandwidth: every rank's shard to every other (an all-gather), in
-  // batches of 8 and 32 MiB; GB/s received per rank.
+  // batches of 8 and 32 MiB, gates opened by a kernel on each rank (as
+  // producers do) and by the host; GB/s received per rank. A small
+  // all-gather shows the fixed cost of an epoch.
+  Opener opener = kernel_opener(g);
+  if (wanted("bandwidth")) {
+    RawPeer raw(cu, world, 4096);
+    Schedule s = must(chunks(ScheduleView::linear(4096), world, 1), "schedule");
+    SymmetricBuffer buf = must(g.allocate(s.bytes()), "allocate");
+    TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
+    record("cuMemcpyPeerAsync all-gather, 4 KiB per rank", raw.seconds(4096, 50) * 1e6, "us");
+    record("plan all-gather, 4 KiB per rank, host-opened", plan_seconds(plan, world, 50) * 1e6, "us");
+    record("  of which end_device_epoch after the chains finished", plan_seconds(plan, world, 50, nullptr, true) * 1e6,
+           "us");
+    must(plan.destroy(), "destroy");
+  }
   for (int64_t shard : {64 * kMiB, 256 * kMiB}) {
     if (!wanted("bandwidth")) break;
     const double received = static_cast<double>(shard) * (world - 1);
@@ -165,16 +238,23 @@ int main(int argc, char** argv) {
            "GB/s");
     for (int64_t batch : {8 * kMiB, 32 * kMiB}) {
       double pieces_s = raw.seconds(shard, 10, batch);
-      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", shard / kMiB, " MiB in ", batch / kMiB, " MiB copies"),
-             received / pieces_s / 1e9, "GB/s");
+      std::string what = absl::StrCat(shard / kMiB, " MiB in ", batch / kMiB, " MiB");
+      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies"), received / pieces_s / 1e9, "GB/s");
       Schedule s = must(chunks(ScheduleView::linear(shard), world, shard / batch), "schedule");
+      auto line = [&](const std::string& how, double plan_s) {
+        record(absl::StrCat("plan all-gather, ", what, " batches, ", how), received / plan_s / 1e9, "GB/s",
+               ratio(pieces_s / plan_s, ">= 0.95 vs the same copies") +
+                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / plan_s), " vs one copy"));
+      };
       SymmetricBuffer buf = must(g.allocate(s.bytes()), "allocate");
+      std::vector<CUdeviceptr> on_buf;
+      for (int r = 0; r < world; ++r) on_buf.push_back(reinterpret_cast<CUdeviceptr>(buf.data(r)));
+      double sym_s = RawPeer(cu, world, shard, on_buf).seconds(shard, 10, batch);
+      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, in symmetric memory"),
+             received / sym_s / 1e9, "GB/s");
       TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
-      double plan_s = plan_transfer_seconds(plan, world, 10);
-      record(absl::StrCat("plan all-gather, ", shard / kMiB, " MiB in ", batch / kMiB, " MiB batches"),
-             received / plan_s / 1e9, "GB/s",
-             ratio(pieces_s / plan_s, ">= 0.95 vs the same copies") +
-                 absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / plan_s), " vs one copy"));
+      line("kernel-opened", plan_seconds(plan, world, 10, &opener));
+      line("host-opened", plan_seconds(plan, world, 10));
       must(plan.destroy(), "destroy");
     }
   }
@@ -214,8 +294,11 @@ int main(int argc, char** argv) {
   if (wanted("overlap")) {
     int programs = g.device(0).num_compute_units();
     // Two bands of tiles per wave: one contiguous copy per batch and peer.
-    samples::AllGatherConfig config{.rows = 8192, .cols = samples::kAgBN * programs / 2, .programs = programs,
-                                    .check_programs = programs, .check = false};
+    samples::AllGatherConfig config{.rows = 8192,
+                                    .cols = samples::kAgBN * programs / 2,
+                                    .programs = programs,
+                                    .check_programs = programs,
+                                    .check = false};
     Group solo = must(Group::create({devices[0]}), "one-rank group");
     auto both = must(samples::AllGather::create(g, config), "all-gather");
     auto alone = must(samples::AllGather::create(solo, config), "one-rank all-gather");
@@ -236,12 +319,24 @@ int main(int argc, char** argv) {
         if (rep >= 3) tc.push_back(seconds_since(t0));
         must(alone->plan().next_epoch(), "next");
       }
-      double transfer = plan_transfer_seconds(both->plan(), world, 10);
+      double transfer = plan_seconds(both->plan(), world, 10);
       double compute = median(tc), overlapped = median(tb);
       record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", passes, " passes"), compute * 1e6, "us");
       record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank"), transfer * 1e6, "us");
       record(absl::StrCat("producer + transfer overlapped, ", passes, " passes"), overlapped * 1e6, "us",
              ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));
+    }
+  }
+
+  // 4. Anatomy of a chain on cuda:0 <-> cuda:1, per copy.
+  if (wanted("anatomy")) {
+    for (auto [piece, pieces] : {std::pair<int64_t, int>{kMiB, 64}, {8 * kMiB, 32}}) {
+      bench::ChainAnatomy a(cu, piece, pieces);
+      for (const bench::ChainShape& c : bench::chain_shapes()) {
+        record(absl::StrCat("chain of ", piece / kMiB, " MiB copies, both ways: ", c.name),
+               a.seconds(c, 10) / pieces * 1e6, "us per copy");
+      }
+      if (piece == kMiB) record("event query + 1 KiB read per rank, 2 ranks", a.end_seconds(50) * 1e6, "us");
     }
   }
 
