@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -29,6 +30,29 @@ namespace tessel::gpu_test {
   }                                                                                          \
   ASSERT_TRUE(device##_or.ok()) << device##_or.status();                                     \
   ::tessel::Device& device = *device##_or
+
+// Suites that run each kernel on the device under test and on the host and
+// compare: cuda:0, or the device TESSEL_GPU_TEST_DEVICE names (host:1 tries
+// them without a GPU), then host:2. Skips without a GPU.
+class AgreeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* env = std::getenv("TESSEL_GPU_TEST_DEVICE");
+    absl::StatusOr<Device> dut = Device::open(env != nullptr && *env != '\0' ? env : "cuda:0");
+    if (!dut.ok() &&
+        (dut.status().code() == absl::StatusCode::kUnavailable || dut.status().code() == absl::StatusCode::kNotFound)) {
+      GTEST_SKIP() << "needs a GPU: " << dut.status().message()
+                   << " (TESSEL_GPU_TEST_DEVICE=host:1 runs these on the host)";
+    }
+    ASSERT_TRUE(dut.ok()) << dut.status();
+    absl::StatusOr<Device> host = Device::open("host:2");
+    ASSERT_TRUE(host.ok()) << host.status();
+    devices_ = {*dut, *host};
+  }
+
+  // The device under test, then host:2.
+  std::vector<Device> devices_;
+};
 
 // A generator seeded afresh for every test; the seed is printed with any
 // failure so that it can be replayed.

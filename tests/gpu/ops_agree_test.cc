@@ -318,25 +318,10 @@ class Elementwise : public Case {
   Value offs_, mask_;
 };
 
-class OpsAgree : public ::testing::Test {
+class OpsAgree : public gpu_test::AgreeTest {
  protected:
   // The arrays of a case after running on each device (the one under test first).
   using Runs = std::array<std::vector<Bytes>, 2>;
-
-  void SetUp() override {
-    const char* env = std::getenv("TESSEL_GPU_TEST_DEVICE");
-    const std::string name = env != nullptr && *env != '\0' ? env : "cuda:0";
-    absl::StatusOr<Device> dut = Device::open(name);
-    if (!dut.ok() &&
-        (dut.status().code() == absl::StatusCode::kUnavailable || dut.status().code() == absl::StatusCode::kNotFound)) {
-      GTEST_SKIP() << "needs a GPU: " << dut.status().message()
-                   << " (TESSEL_GPU_TEST_DEVICE=host:1 runs these on the host)";
-    }
-    ASSERT_TRUE(dut.ok()) << dut.status();
-    absl::StatusOr<Device> host = Device::open("host:2");
-    ASSERT_TRUE(host.ok()) << host.status();
-    devices_ = {*dut, *host};
-  }
 
   // Runs `c` on the device under test and on the host and compares its
   // checks; nothing after a failure.
@@ -358,7 +343,6 @@ class OpsAgree : public ::testing::Test {
     return arrays;
   }
 
-  std::vector<Device> devices_;
   Rng rng_;
 };
 

@@ -64,22 +64,8 @@ Kernel block_reduce_kernel(DType d, int br, int bc, int axis, Combiner c) {
   return *kernel;
 }
 
-class SliceReduce : public ::testing::Test {
+class SliceReduce : public gpu_test::AgreeTest {
  protected:
-  void SetUp() override {
-    const char* env = std::getenv("TESSEL_GPU_TEST_DEVICE");
-    absl::StatusOr<Device> dut = Device::open(env != nullptr && *env != '\0' ? env : "cuda:0");
-    if (!dut.ok() &&
-        (dut.status().code() == absl::StatusCode::kUnavailable || dut.status().code() == absl::StatusCode::kNotFound)) {
-      GTEST_SKIP() << "needs a GPU: " << dut.status().message()
-                   << " (TESSEL_GPU_TEST_DEVICE=host:1 runs these on the host)";
-    }
-    ASSERT_TRUE(dut.ok()) << dut.status();
-    absl::StatusOr<Device> host = Device::open("host:2");
-    ASSERT_TRUE(host.ok()) << host.status();
-    devices_ = {*dut, *host};
-  }
-
   // out and partial from `kernel` on each device, with NaN or all-ones poison first.
   template <class T>
   std::vector<std::pair<std::vector<T>, std::vector<T>>> run(const Kernel& kernel, int num_warps,
@@ -143,7 +129,6 @@ class SliceReduce : public ::testing::Test {
     }
   }
 
-  std::vector<Device> devices_;
 };
 
 TEST_F(SliceReduce, F32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<float>(f32); }
