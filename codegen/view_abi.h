@@ -7,7 +7,7 @@
 
 namespace tessel {
 
-inline constexpr uint32_t kViewVersion = 1;
+inline constexpr uint32_t kViewVersion = 2;
 
 // One 64-byte gate row per batch. Gates are never reset: epoch e is open
 // once the low 32 bits of a word reach e.
@@ -45,6 +45,11 @@ struct ViewHeader {
   GateRow* gates;        // this rank's gate rows, one per batch
   ViewBatch* batches;    // num_batches entries
   uint64_t status;       // nonzero (kViewBadBatch) after a kernel misused the view
+  // Host memory the device can write (pinned and mapped on CUDA): set to the
+  // error code whenever a kernel records one in this view (status or a gate's
+  // error word), so the host learns that an epoch went wrong without copying
+  // anything back from the device.
+  uint64_t* alarm;
 };
 
 }  // namespace tessel

@@ -17,12 +17,17 @@ llvm::Value* ViewLowering::gate_word(llvm::Value* view, llvm::Value* batch, int 
   return b_.CreateGEP(b_.getInt8Ty(), gates, b_.CreateAdd(row, b_.getInt64(word * 8)));
 }
 
+void ViewLowering::record_error(llvm::Value* view, llvm::Value* word, uint64_t code) {
+  target_.store_release_sys(b_, word, b_.getInt64(code));
+  target_.store_release_sys(b_, header_field(view, offsetof(ViewHeader, alarm), b_.getPtrTy()), b_.getInt64(code));
+}
+
 llvm::Value* ViewLowering::checked(llvm::Value* view, llvm::Value* batch) {
   llvm::Value* n = header_field(view, offsetof(ViewHeader, num_batches), b_.getInt32Ty());
   llvm::Value* ok = b_.CreateICmpULT(batch, n);
   emit_if(b_, b_.CreateNot(ok), [&] {
-    llvm::Value* status = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offsetof(ViewHeader, status));
-    target_.store_release_sys(b_, status, b_.getInt64(kViewBadBatch));
+    record_error(view, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offsetof(ViewHeader, status)),
+                 kViewBadBatch);
   });
   return ok;
 }
@@ -78,8 +83,9 @@ llvm::Value* ViewLowering::reusable(llvm::Value* view, llvm::Value* batch) {
   return b_.CreateAnd(ok, open(view, target_.load_acquire_sys(b_, gate_word(view, safe, 2))));
 }
 
-// A bounded spin: after spin_limit polls the gate's error word records
-// kGateTimeout and the program goes on, so a lost batch never hangs.
+// A bounded spin: after spin_limit polls the gate's error word (and the
+// view's alarm) records kGateTimeout and the program goes on, so a lost
+// batch never hangs.
 void ViewLowering::wait(llvm::Value* view, llvm::Value* batch) {
   target_.single_thread(b_, [&] {
     emit_if(b_, checked(view, batch), [&] {
@@ -88,7 +94,7 @@ void ViewLowering::wait(llvm::Value* view, llvm::Value* batch) {
       emit_bounded_poll(
           b_, [&] { return open(view, target_.load_acquire_sys(b_, word)); },
           [&](llvm::Value* polls) { return b_.CreateICmpUGE(polls, limit); },
-          [&] { target_.store_release_sys(b_, gate_word(view, batch, 3), b_.getInt64(kGateTimeout)); });
+          [&] { record_error(view, gate_word(view, batch, 3), kGateTimeout); });
     });
   });
   target_.program_barrier(b_);

@@ -2,6 +2,8 @@
 // the layout in view_abi.h, through the target's ordering hooks.
 #pragma once
 
+#include <cstdint>
+
 #include "codegen/target_info.h"
 
 namespace tessel::codegen {
@@ -21,6 +23,8 @@ class ViewLowering {
   llvm::Value* gate_word(llvm::Value* view, llvm::Value* batch, int word);
   // The batch's ViewBatch entry.
   llvm::Value* batch_entry(llvm::Value* view, llvm::Value* batch);
+  // Stores `code` to `word` and to the view's alarm.
+  void record_error(llvm::Value* view, llvm::Value* word, uint64_t code);
   // Whether `batch` is in range; records kViewBadBatch in the header if not.
   llvm::Value* checked(llvm::Value* view, llvm::Value* batch);
   // Low 32 bits of `word` >= low 32 bits of the view's epoch.

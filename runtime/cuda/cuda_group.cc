@@ -21,6 +21,7 @@
 // bandwidth-bound. Events are recorded anew for every batch; a wait takes the
 // record made just before it.
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -86,6 +87,7 @@ class CudaGroupBackend final : public GroupBackend {
   absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) override;
   absl::Status map(int64_t offset, int64_t bytes) override;
   absl::Status zero(int rank, void* p, size_t bytes) override;
+  absl::StatusOr<uint64_t*> host_words(int count) override;
   absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override;
   absl::Status open_gate(int owner, uint64_t* ready, uint64_t epoch) override;
   absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) override;
@@ -123,6 +125,7 @@ class CudaGroupBackend final : public GroupBackend {
     CUmemGenericAllocationHandle handle;
   };
   std::vector<Chunk> chunks_;
+  std::vector<void*> host_blocks_ ABSL_GUARDED_BY(mu_);  // cuMemHostAlloc'd
   // Held while one epoch's chains are appended, so each epoch's chains are
   // consecutive on every stream.
   absl::Mutex arm_mu_;
@@ -190,8 +193,20 @@ CudaGroupBackend::~CudaGroupBackend() {
       d_.event_destroy.raw(e);
     }
   }
-  // Unmapping waits for the device: deferred while another group's chains
-  // are armed there.
+  // Unmapping and freeing pinned memory wait for the device: deferred while
+  // another group's chains are armed there.
+  std::vector<void*> blocks;
+  {
+    absl::MutexLock lock(&mu_);
+    blocks.swap(host_blocks_);
+  }
+  if (!blocks.empty()) {
+    std::shared_ptr<Context> context = contexts_[0];
+    context->run_or_defer([context, blocks] {
+      ContextScope scope(*context);
+      for (void* p : blocks) context->driver().mem_free_host.raw(p);
+    });
+  }
   for (size_t r = 0; r < bases_.size(); ++r) {
     std::vector<Chunk> mine;
     for (const Chunk& c : chunks_) {
@@ -255,6 +270,33 @@ absl::Status CudaGroupBackend::zero(int rank, void* p, size_t bytes) {
   absl::Status s = d_.memset_d8(dptr(p), 0, bytes);
   if (s.ok()) s = d_.stream_synchronize(nullptr);
   return prefix(rank, "zero-filling symmetric memory", s);
+}
+
+absl::StatusOr<uint64_t*> CudaGroupBackend::host_words(int count) {
+  ContextScope scope(*contexts_[0]);
+  TESSEL_RETURN_IF_ERROR(scope.status());
+  void* p = nullptr;
+  const size_t bytes = static_cast<size_t>(count) * sizeof(uint64_t);
+  TESSEL_RETURN_IF_ERROR(prefix(0, "cuMemHostAlloc", d_.mem_host_alloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE |
+                                                                                      CU_MEMHOSTALLOC_DEVICEMAP)));
+  {
+    absl::MutexLock lock(&mu_);
+    host_blocks_.push_back(p);
+  }
+  std::memset(p, 0, bytes);
+  // Kernels get the host address: with unified addressing every GPU maps
+  // portable pinned memory there.
+  for (size_t r = 0; r < contexts_.size(); ++r) {
+    ContextScope on(*contexts_[r]);
+    TESSEL_RETURN_IF_ERROR(on.status());
+    CUdeviceptr at = 0;
+    TESSEL_RETURN_IF_ERROR(prefix(r, "cuMemHostGetDevicePointer", d_.mem_host_get_device_pointer(&at, p, 0)));
+    if (at != dptr(p)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          contexts_[r]->name(), " maps pinned host memory at another address than the host's (no unified addressing)"));
+    }
+  }
+  return static_cast<uint64_t*>(p);
 }
 
 absl::StatusOr<CUstream> CudaGroupBackend::stream(int owner, int peer) {

@@ -118,7 +118,10 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   X(mem_unmap, cuMemUnmap, PFN_cuMemUnmap_v10020, 12000, true)                                           \
   X(mem_set_access, cuMemSetAccess, PFN_cuMemSetAccess_v10020, 12000, true)                              \
   X(mem_get_allocation_granularity, cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity_v10020, \
-    12000, true)
+    12000, true)                                                                                         \
+  X(mem_host_alloc, cuMemHostAlloc, PFN_cuMemHostAlloc_v2020, 12000, true)                               \
+  X(mem_free_host, cuMemFreeHost, PFN_cuMemFreeHost_v2000, 12000, true)                                  \
+  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer, PFN_cuMemHostGetDevicePointer_v3020, 12000, true)
 
 // The process's CUDA driver: loaded and initialised (cuInit) on first use,
 // then immutable, so any thread may call it.

@@ -171,6 +171,11 @@ class HostGroupBackend final : public GroupBackend {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<uint64_t*> host_words(int count) override {
+    absl::MutexLock lock(&mu_);
+    return words_.emplace_back(std::make_unique<uint64_t[]>(count)).get();
+  }
+
   absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override {
     auto state = std::make_shared<EpochState>();
     for (ArmedBatch& b : batches) {
@@ -221,6 +226,7 @@ class HostGroupBackend final : public GroupBackend {
   int64_t reserved_ = 0;
   absl::Mutex mu_;
   std::map<std::pair<int, int>, std::unique_ptr<Queue>> queues_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<uint64_t[]>> words_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

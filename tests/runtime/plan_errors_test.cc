@@ -179,6 +179,39 @@ TEST(PlanErrors, KernelErrorsReachEndDeviceEpoch) {
   EXPECT_EQ(p.state(), PlanState::kFailed);
 }
 
+// Every batch arrives, but a kernel misused the view: its alarm makes
+// end_device_epoch read the gates back and fail, and a misuse after an
+// epoch ended is reported at the next one.
+TEST(PlanErrors, KernelErrorsInADeliveredEpoch) {
+  Fixture f;
+  KernelBuilder k("misuse");
+  TriggeredView view = k.triggered_view("plan");
+  view.wait(k.arg(i32, "batch"));
+  Function fn = *f.group.device(1).compile(*k.build());
+  auto publish_all = [&](TriggeredPlan& p) {
+    for (int r = 0; r < 2; ++r) {
+      for (int i = 0; i < 2; ++i) ASSERT_TRUE(p.publish(r, i).ok());
+    }
+  };
+  TriggeredPlan p = *f.plan();
+  std::vector<ViewHeader*> views = *p.begin_device_epoch();
+  publish_all(p);
+  ASSERT_TRUE(fn.launch({}, views[1], int32_t{99}).ok());
+  expect_error(p.end_device_epoch(), absl::StatusCode::kAborted,
+               "a kernel on rank 1 named a batch the plan does not have");
+  ASSERT_TRUE(p.abort().ok());
+
+  TriggeredPlan q = *f.plan();
+  views = *q.begin_device_epoch();
+  publish_all(q);
+  ASSERT_TRUE(q.end_device_epoch().ok());
+  ASSERT_TRUE(fn.launch({}, views[1], int32_t{-1}).ok());
+  ASSERT_TRUE(q.next_epoch().ok());
+  ASSERT_TRUE(q.begin_device_epoch().ok());
+  publish_all(q);
+  expect_error(q.end_device_epoch(), absl::StatusCode::kAborted, "named a batch the plan does not have");
+}
+
 // No code may load on a device while chains are armed there (on a GPU it
 // could wait forever behind their stream waits): compiling fails, and a
 // launch needing a variant not loaded yet runs the generic one.

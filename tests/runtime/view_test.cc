@@ -1,6 +1,6 @@
 // Triggered-view ops on the host target against hand-made gates: the
 // contributor counter, the release of ready, arrival and completion reads,
-// bounded waits and bad batch numbers.
+// bounded waits and bad batch numbers, and the alarm word errors raise.
 #include <random>
 #include <vector>
 
@@ -16,10 +16,11 @@ namespace {
 struct Gates {
   explicit Gates(std::vector<ViewBatch> b, uint32_t rank, uint64_t epoch) : rows(b.size()), batches(std::move(b)) {
     header = {kViewVersion, static_cast<uint32_t>(batches.size()), rank, 2, epoch, 1000, rows.data(),
-              batches.data(), 0};
+              batches.data(), 0, &alarm};
   }
   std::vector<GateRow> rows;
   std::vector<ViewBatch> batches;
+  uint64_t alarm = 0;
   ViewHeader header;
 };
 
@@ -51,6 +52,7 @@ TEST(TriggeredView, LastContributorOpensTheGate) {
     for (int i = 0; i < kBatches * kPerBatch; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(epoch) * 1000 + i);
   }
   EXPECT_EQ(g.header.status, 0u);
+  EXPECT_EQ(g.alarm, 0u);
 }
 
 TEST(TriggeredView, ArrivedReadsReadyForOwnBatchesAndArrivalForOthers) {
@@ -102,6 +104,7 @@ TEST(TriggeredView, WaitIsBoundedAndRecordsTimeout) {
   EXPECT_EQ(out, 42);
   EXPECT_EQ(g.rows[1].error, kGateTimeout);
   EXPECT_EQ(g.rows[0].error, 0u);
+  EXPECT_EQ(g.alarm, kGateTimeout);
 
   g.rows[1] = {0, 3, 0, 0, 0, {}};
   ASSERT_TRUE(fn.launch({}, &g.header, &out).ok());
@@ -115,6 +118,7 @@ TEST(TriggeredView, BadBatchSetsTheViewStatus) {
   int32_t out[2] = {};
   ASSERT_TRUE(fn.launch({.grid = 2}, &g.header, out, 1).ok());  // program 1 publishes batch 1 of 1
   EXPECT_EQ(g.header.status, kViewBadBatch);
+  EXPECT_EQ(g.alarm, kViewBadBatch);
   EXPECT_EQ(g.rows[0].ready, 1u);
 }
 
