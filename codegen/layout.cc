@@ -84,8 +84,7 @@ bool SliceLayout::same_as(const Layout& other) const {
   return o != nullptr && o->axis_ == axis_ && o->shape_ == shape_ && o->parent_->same_as(*parent_);
 }
 
-std::optional<int> butterfly_lanes(const Layout& l, int warp_size) {
-  TESSEL_CHECK(warp_size > 0 && (warp_size & (warp_size - 1)) == 0, "warp size must be a power of two");
+std::optional<int> holder_bits(const Layout& l) {
   const int threads = l.threads();
   const int64_t slots = l.slots();
   // The first holder of each position; every other holder must use the
@@ -107,21 +106,29 @@ std::optional<int> butterfly_lanes(const Layout& l, int warp_size) {
       }
     }
   }
-  if ((lanes & ~(warp_size - 1)) != 0) return std::nullopt;
-  // The butterfly combines slot s over all of t ^ span(lanes): each of
-  // those must hold t's position there, or nothing.
-  for (int t = 0; t < threads; ++t) {
+  // Combining slot s over a class t0 ^ span(lanes) must meet one position
+  // there, or nothing: one pass over each class from its lowest thread.
+  for (int t0 = 0; t0 < threads; ++t0) {
+    if ((t0 & lanes) != 0) continue;
     for (int64_t s = 0; s < slots; ++s) {
-      int64_t e = l.element_at(t, s);
-      if (e < 0) continue;
-      for (int m = lanes; m != 0; m = (m - 1) & lanes) {
-        if ((t ^ m) >= threads) return std::nullopt;
-        int64_t other = l.element_at(t ^ m, s);
-        if (other >= 0 && other != e) return std::nullopt;
+      int64_t seen = -1;
+      for (int m = lanes;; m = (m - 1) & lanes) {
+        if ((t0 | m) >= threads) return std::nullopt;
+        int64_t e = l.element_at(t0 | m, s);
+        if (e >= 0 && seen >= 0 && e != seen) return std::nullopt;
+        if (e >= 0) seen = e;
+        if (m == 0) break;
       }
     }
   }
   return lanes;
+}
+
+std::optional<int> butterfly_lanes(const Layout& l, int warp_size) {
+  TESSEL_CHECK(warp_size > 0 && (warp_size & (warp_size - 1)) == 0, "warp size must be a power of two");
+  std::optional<int> bits = holder_bits(l);
+  if (!bits.has_value() || (*bits & ~(warp_size - 1)) != 0) return std::nullopt;
+  return bits;
 }
 
 }  // namespace tessel::codegen

@@ -83,12 +83,16 @@ class SliceLayout final : public Layout {
   std::vector<int64_t> first_;    // per slot: its first parent slot
 };
 
+// The thread-index bits in which the holders of a position differ: when,
+// for every slot s and thread t holding a position p, the holders of p are
+// exactly slot s of the threads t ^ m (m made of those bits) where that slot
+// is valid. nullopt when no such bits exist (a position held in different
+// slots of threads).
+std::optional<int> holder_bits(const Layout& l);
+
 // How the threads of `l` that hold one position combine their parts with
-// shuffles: the thread-index bits of a butterfly (each below `warp_size`)
-// when, for every slot s and thread t holding a position p, the holders of
-// p are exactly slot s of the threads t ^ m (m made of those bits) where
-// that slot is valid. nullopt when no butterfly within a warp does it (a
-// position spread over warps, or over different slots of threads).
+// shuffles: holder_bits(l) when they all lie below `warp_size` (a butterfly
+// within each warp), else nullopt.
 std::optional<int> butterfly_lanes(const Layout& l, int warp_size);
 
 }  // namespace tessel::codegen

@@ -28,6 +28,7 @@ LayoutTable tabulate(const Layout& l, int warp_size) {
     }
   }
   table.butterfly = butterfly_lanes(l, warp_size);
+  table.holders = holder_bits(l);
   return table;
 }
 

@@ -20,6 +20,7 @@ struct LayoutTable {
   std::vector<int64_t> emitted, at;
   std::vector<int64_t> slot_of;    // slices: the slot each parent slot feeds
   std::optional<int> butterfly;    // butterfly_lanes(layout, warp_size)
+  std::optional<int> holders;      // holder_bits(layout)
 };
 
 TESSEL_CODEGEN_API LayoutTable tabulate_blocked(int64_t numel, int threads, int per_thread, int warp_size);

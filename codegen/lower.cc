@@ -468,6 +468,36 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
   return absl::OkStatus();
 }
 
+void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
+                             const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
+  const int64_t slots = static_cast<int64_t>(acc.size());
+  llvm::Type* t = acc[0]->getType();
+  llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
+  auto at = [&](llvm::Value* thread, int64_t slot) {
+    return b_.CreateGEP(t, scratch, b_.CreateAdd(b_.CreateMul(thread, b_.getInt64(slots)), b_.getInt64(slot)));
+  };
+  for (int64_t s = 0; s < slots; ++s) b_.CreateStore(acc[s], at(thread_, s));
+  target_.program_barrier(b_);
+  // Every holder reads the same threads' parts in the same order (lowest
+  // thread first), so all of them compute the same bits.
+  llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
+  std::vector<int> parts;
+  for (int m = 0;; m = (m - warp_bits) & warp_bits) {
+    parts.push_back(m);
+    if (((m - warp_bits) & warp_bits) == 0) break;
+  }
+  for (int64_t s = 0; s < slots; ++s) {
+    llvm::Value* all = nullptr;
+    for (int m : parts) {
+      llvm::Value* part = b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), s));
+      all = all == nullptr ? part : combine(all, part);
+    }
+    acc[s] = all;
+  }
+  // Freed at once; whatever reuses the memory waits for these reads first.
+  shared_.erase(scratch);
+}
+
 llvm::Value* Lowering::reduce_identity(OpCode combiner, DType d, llvm::Type* t) {
   if (d.is_float()) {
     if (combiner == OpCode::kAdd) return llvm::ConstantFP::get(t, 0.0);
@@ -509,10 +539,14 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   if (rt.is_tile() && in_registers(in)) {
     // Along one axis, in the slice of the operand's layout: each thread
     // combines its own parts of each position, then a butterfly of
-    // shuffles combines the parts other lanes hold. Positions spread over
-    // warps (or over several slots of a thread) take the buffer path below.
+    // shuffles combines the parts other lanes hold, then (for positions
+    // spread over warps) the warps' parts meet in a small scratch area.
+    // Positions over several slots of a thread take the buffer path below.
     auto slice = std::make_shared<SliceLayout>(planned(o.operands[0]), in.shape(), axis);
-    if (std::optional<int> lanes = butterfly_lanes(*slice, target_.warp_size())) {
+    std::optional<int> holders = holder_bits(*slice);
+    const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
+    if (holders.has_value() && (warp_bits == 0 || target_.tiles_in_shared())) {
+      const int lanes = *holders & (target_.warp_size() - 1);
       const Layout& l = slice->parent();
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);
       std::vector<llvm::Value*> acc(slice->slots(), reduce_identity(combiner, acc_d, acc_t));
@@ -523,11 +557,14 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
         a = valid == nullptr ? next : b_.CreateSelect(valid, next, a);
       }
       for (llvm::Value*& a : acc) {
-        for (int bit = 1; bit <= *lanes; bit *= 2) {
-          if (*lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));
+        for (int bit = 1; bit <= lanes; bit *= 2) {
+          if (lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));
         }
-        a = ops_.narrow(a, d);
       }
+      if (warp_bits != 0) {
+        combine_warps(acc, warp_bits, [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+      }
+      for (llvm::Value*& a : acc) a = ops_.narrow(a, d);
       regs_[o.results[0]] = {std::move(slice), std::move(acc)};
       return absl::OkStatus();
     }

@@ -192,6 +192,11 @@ class Lowering {
   absl::Status permute(const Op& o, const Type& rt);
 
   llvm::Value* reduce_identity(OpCode combiner, DType d, llvm::Type* t);
+  // Combines each slot's part across the warps that hold its position (the
+  // thread bits `warp_bits`) through shared memory; every holder gets the
+  // same result.
+  void combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
+                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);

@@ -36,10 +36,12 @@ std::vector<int64_t> blocked_by_enumeration(int64_t numel, int threads, int p, i
   return table;
 }
 
-// Sums of random values per position after the per-thread combine and the
-// butterfly, as a GPU would compute them; checks each held position's sum.
-void check_butterfly(const LayoutTable& slice, const std::vector<int64_t>& parent, int64_t parent_slots,
-                     const std::vector<int64_t>& shape, int axis, std::mt19937& gen) {
+// Sums of random values per position after the per-thread combine, the
+// butterfly over the holder bits below the warp and the exchange over the
+// bits above it, as a GPU would compute them; checks each held position's
+// sum.
+void check_combine(const LayoutTable& slice, const std::vector<int64_t>& parent, int64_t parent_slots,
+                   const std::vector<int64_t>& shape, int axis, std::mt19937& gen) {
   std::vector<uint64_t> value(product(shape));
   std::vector<uint64_t> want(product(shape) / shape[axis], 0);
   for (size_t e = 0; e < value.size(); ++e) {
@@ -52,11 +54,22 @@ void check_butterfly(const LayoutTable& slice, const std::vector<int64_t>& paren
       if (int64_t e = parent[t * parent_slots + s]; e >= 0) acc[t * slice.slots + slice.slot_of[s]] += value[e];
     }
   }
-  for (int bit = 1; bit <= *slice.butterfly; bit *= 2) {
-    if ((*slice.butterfly & bit) == 0) continue;
+  const int lanes = *slice.holders & 31, warps = *slice.holders & ~31;
+  for (int bit = 1; bit <= lanes; bit *= 2) {
+    if ((lanes & bit) == 0) continue;
     std::vector<uint64_t> next = acc;
     for (int t = 0; t < slice.threads; ++t) {
       for (int64_t j = 0; j < slice.slots; ++j) next[t * slice.slots + j] += acc[(t ^ bit) * slice.slots + j];
+    }
+    acc = next;
+  }
+  if (warps != 0) {
+    std::vector<uint64_t> next(acc.size(), 0);
+    for (int t = 0; t < slice.threads; ++t) {
+      for (int m = warps;; m = (m - 1) & warps) {
+        for (int64_t j = 0; j < slice.slots; ++j) next[t * slice.slots + j] += acc[((t & ~warps) | m) * slice.slots + j];
+        if (m == 0) break;
+      }
     }
     acc = next;
   }
@@ -85,7 +98,7 @@ TEST(Layout, BlockedMatchesEnumeration) {
 
 TEST(Layout, SliceHoldsExactlyThePositionsOfItsParentSlots) {
   std::mt19937 gen(std::random_device{}());
-  int butterflies = 0;
+  int butterflies = 0, over_warps = 0;
   for (int trial = 0; trial < 300; ++trial) {
     int rank = 1 + gen() % 3, threads = 32 * (1 + gen() % 4), p = 1 << (gen() % 4);
     std::vector<int64_t> shape(rank);
@@ -118,32 +131,48 @@ TEST(Layout, SliceHoldsExactlyThePositionsOfItsParentSlots) {
     }
     // A slot holds one position per thread: at most as many slots as the parent.
     EXPECT_LE(slice.slots, parent.slots);
-    if (slice.butterfly) {
-      ++butterflies;
-      EXPECT_EQ(*slice.butterfly & ~31, 0);
-      check_butterfly(slice, parent.at, parent.slots, shape, axis, gen);
+    if (slice.holders) {
+      if ((*slice.holders & ~31) != 0) {
+        ++over_warps;
+      } else {
+        ++butterflies;
+      }
+      EXPECT_EQ(slice.butterfly, *slice.holders & ~31 ? std::nullopt : slice.holders);
+      check_combine(slice, parent.at, parent.slots, shape, axis, gen);
+    } else {
+      EXPECT_FALSE(slice.butterfly.has_value());
     }
   }
   EXPECT_GT(butterflies, 30);
+  EXPECT_GT(butterflies + over_warps, 40);
 }
 
-TEST(Layout, RowsWithinAWarpCombineOverTheLanesThatHoldThem) {
+TEST(Layout, PositionsCombineOverTheThreadsThatHoldThem) {
   // [16, 64] f32 in runs of 4 over 128 threads: 16 lanes per row.
   LayoutTable rows = tabulate_slice({16, 64}, 1, 128, 4, 32);
   ASSERT_TRUE(rows.butterfly.has_value());
   EXPECT_EQ(*rows.butterfly, 15);
   EXPECT_EQ(rows.slots, 2);  // the two rows a thread touches, not its eight elements
   // Columns of the same tile: lanes 0-15 of every warp hold them, so a
-  // column spreads over warps.
-  EXPECT_FALSE(tabulate_slice({16, 64}, 0, 128, 4, 32).butterfly.has_value());
+  // column spreads over warps (and lane bit 4).
+  LayoutTable columns_over_warps = tabulate_slice({16, 64}, 0, 128, 4, 32);
+  EXPECT_FALSE(columns_over_warps.butterfly.has_value());
+  EXPECT_EQ(columns_over_warps.holders, 16 | 32 | 64);
   // [4, 256] over 128 threads, one per step: each column has one holder.
   LayoutTable columns = tabulate_slice({4, 256}, 0, 128, 1, 32);
   ASSERT_TRUE(columns.butterfly.has_value());
   EXPECT_EQ(*columns.butterfly, 0);
-  // Rows of 1024 span all four warps.
-  EXPECT_FALSE(tabulate_slice({4, 1024}, 1, 128, 4, 32).butterfly.has_value());
+  // Rows of 1024 span all four warps: lanes 0-31 and warps 0-3 hold each.
+  LayoutTable wide = tabulate_slice({4, 1024}, 1, 128, 4, 32);
+  EXPECT_FALSE(wide.butterfly.has_value());
+  EXPECT_EQ(wide.holders, 127);
+  std::mt19937 gen(std::random_device{}());
+  LayoutTable wide_parent = tabulate_blocked(4 * 1024, 128, 4, 32);
+  check_combine(wide, wide_parent.at, wide_parent.slots, {4, 1024}, 1, gen);
+  LayoutTable columns_parent = tabulate_blocked(16 * 64, 128, 4, 32);
+  check_combine(columns_over_warps, columns_parent.at, columns_parent.slots, {16, 64}, 0, gen);
   // Rows of 5 over 4 threads: one thread holds parts of row 0 in two slots.
-  EXPECT_FALSE(tabulate_slice({3, 5}, 1, 4, 1, 32).butterfly.has_value());
+  EXPECT_FALSE(tabulate_slice({3, 5}, 1, 4, 1, 32).holders.has_value());
   // Without warps only thread-local positions combine.
   EXPECT_FALSE(tabulate_slice({16, 64}, 1, 128, 4, 1).butterfly.has_value());
 }
