@@ -39,6 +39,7 @@ AffineAnalysis::AffineAnalysis(const KernelIR& ir, Specialization facts)
     : ir_(ir),
       facts_(facts),
       affine_(ir.values.size()),
+      runs_(ir.values.size()),
       owner_(ir.blocks.size(), -1),
       divisibility_(ir.values.size(), 0),
       alignment_(ir.values.size(), 0),
@@ -46,7 +47,10 @@ AffineAnalysis::AffineAnalysis(const KernelIR& ir, Specialization facts)
   for (size_t i = 0; i < ir_.ops.size(); ++i) {
     for (int b : ir_.ops[i].blocks) owner_[b] = static_cast<int>(i);
   }
-  for (const Op& op : ir_.ops) visit(op);
+  for (const Op& op : ir_.ops) {
+    visit(op);
+    visit_runs(op);
+  }
 }
 
 std::optional<int64_t> AffineAnalysis::constant(int v) const {
@@ -136,6 +140,74 @@ void AffineAnalysis::visit(const Op& op) {
         a.pointer = operand(0)->pointer;
         affine_[r] = a;
       }
+      break;
+    default:
+      break;
+  }
+}
+
+// Runs of a + b (or a - b when `negate`), where ra and rb are the operands'
+// runs and `scale_b` the bytes each unit of b moves (pointer offsets).
+Runs sum_runs(const Runs& ra, const Runs& rb, bool negate, int64_t scale_b) {
+  Runs r;
+  r.constant = std::min(ra.constant, rb.constant);
+  // Rising runs of one side over constant runs of the other (a falling
+  // side, -b, never rises).
+  int64_t from_a = std::min(ra.contiguous, rb.constant);
+  int64_t from_b = negate ? 1 : std::min(ra.constant, rb.contiguous);
+  r.contiguous = std::max(from_a, from_b);
+  // At multiples of r.contiguous: a rising side holds its run's first value
+  // plus a multiple of r.contiguous; a constant side holds its own value.
+  auto at_starts = [&](const Runs& x) {
+    if (r.contiguous == 1) return x.each_divisor();
+    return x.contiguous == 1 ? x.divisor : std::min(x.divisor, r.contiguous);
+  };
+  int64_t db = at_starts(rb);
+  r.divisor = std::min(at_starts(ra), db == kMaxDivisor ? db : std::min(times(db, scale_b), kMaxDivisor));
+  return r;
+}
+
+void AffineAnalysis::visit_runs(const Op& op) {
+  if (op.results.size() != 1) return;
+  int v = op.results[0];
+  const Type& t = ir_.type(v);
+  if (!t.is_tile() || !(t.is_int() || t.elements_are_pointers()) || t.is_bool()) return;
+  const int64_t last = pow2_divisor(t.shape().back());
+  auto of = [&](size_t i) -> const Runs& { return runs_[op.operands[i]]; };
+  Runs& r = runs_[v];
+  switch (op.op) {
+    case OpCode::kArange:
+      r.contiguous = std::min(last, pow2_divisor(op.ints[1] - op.ints[0]));
+      r.divisor = std::min(pow2_divisor(op.ints[0]), r.contiguous);
+      break;
+    case OpCode::kSplat:
+      r.constant = last;
+      r.divisor = t.elements_are_pointers() ? alignment(op.operands[0]) : divisibility(op.operands[0]);
+      break;
+    case OpCode::kBroadcast:
+    case OpCode::kExpandDims: {
+      const Shape& in = ir_.type(op.operands[0]).shape();
+      bool same_last = op.op == OpCode::kBroadcast ? in.back() == t.shape().back()
+                                                    : op.ints[0] < static_cast<int64_t>(in.size());
+      if (same_last) {
+        r = of(0);
+      } else {
+        // A new or stretched last dimension: each row repeats one element.
+        r.constant = last;
+        r.divisor = of(0).each_divisor();
+      }
+      break;
+    }
+    case OpCode::kAdd:
+    case OpCode::kSub:
+      r = sum_runs(of(0), of(1), op.op == OpCode::kSub, 1);
+      break;
+    case OpCode::kPtrAdd:
+      r = sum_runs(of(0), of(1), false, std::max(1, t.dtype().bytes()));
+      break;
+    case OpCode::kMul:
+      r.constant = std::min(of(0).constant, of(1).constant);
+      r.divisor = times(of(0).each_divisor(), of(1).each_divisor());
       break;
     default:
       break;
@@ -249,6 +321,12 @@ int64_t AffineAnalysis::divisibility_of(const Affine& a) const {
 
 int64_t AffineAnalysis::aligned_run(int v) const {
   const std::optional<Affine>& a = affine_[v];
+  if (!a && ir_.type(v).elements_are_pointers()) {
+    // No constant strides: what the runs along the last dimension say.
+    const Runs& r = runs_[v];
+    int64_t elem = std::max(1, ir_.type(v).dtype().bytes());
+    return std::min(r.contiguous, std::max<int64_t>(1, r.divisor / elem));
+  }
   if (!a || a->pointer < 0 || !a->contiguous()) return 1;
   const Shape& shape = ir_.type(v).shape();
   int64_t elem = std::max(1, ir_.type(v).dtype().bytes());

@@ -40,6 +40,21 @@ inline constexpr int64_t kMaxDivisor = int64_t{1} << 20;
 // The widest vector access: 16 bytes (ld.global.v4.f32, v8 of 16-bit types).
 inline constexpr int64_t kVectorBytes = 16;
 
+// What the analysis knows of an integer or pointer tile along its last
+// dimension where no affine form (with constant strides) exists, such as
+// row offsets times a runtime stride (Triton's AxisInfo, for one axis):
+// every `contiguous` consecutive elements starting at a multiple of it rise
+// by one element; every `constant` ones starting at a multiple of it are
+// equal; and the element at each multiple of `contiguous` is divisible by
+// `divisor` (for pointers: aligned to `divisor` bytes). All powers of two.
+struct Runs {
+  int64_t contiguous = 1;
+  int64_t constant = 1;
+  int64_t divisor = 1;
+  // What divides every element, not just those that begin a run.
+  int64_t each_divisor() const { return contiguous == 1 ? divisor : 1; }
+};
+
 class TESSEL_CODEGEN_API AffineAnalysis {
  public:
   AffineAnalysis(const KernelIR& ir, Specialization facts);
@@ -58,6 +73,8 @@ class TESSEL_CODEGEN_API AffineAnalysis {
   // For a bool tile: the longest run R such that every R consecutive
   // elements starting at a multiple of R are equal.
   int64_t constancy(int v) const;
+  // For an integer or pointer tile: its runs along the last dimension.
+  const Runs& runs(int v) const { return runs_[v]; }
   // For a load or store through a pointer tile: how many elements one
   // access may move (a power of two, at most kVectorBytes in all): the
   // aligned run of its pointers, over which its mask is constant.
@@ -65,6 +82,7 @@ class TESSEL_CODEGEN_API AffineAnalysis {
 
  private:
   void visit(const Op& op);
+  void visit_runs(const Op& op);
   std::optional<int64_t> constant(int v) const;
   std::optional<int64_t> splat_constant(int v) const;
   // Adds k * the integer scalar `s` to `a`, split into its terms and
@@ -76,6 +94,7 @@ class TESSEL_CODEGEN_API AffineAnalysis {
   const KernelIR& ir_;
   Specialization facts_;
   std::vector<std::optional<Affine>> affine_;
+  std::vector<Runs> runs_;
   std::vector<int> owner_;  // per block: the op that owns it, or -1
   mutable std::vector<int64_t> divisibility_, alignment_, constancy_;  // memoized; 0: not yet known
 };

@@ -2,12 +2,17 @@
 // parameters worth specializing on, and the layout plan built on them.
 #include "codegen/affine.h"
 
+#include <algorithm>
+#include <functional>
+#include <random>
 #include <vector>
 
 #include "codegen/layout_plan.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "gtest/gtest.h"
+#include "runtime/device.h"
+#include "samples/kernels.h"
 
 namespace tessel::codegen {
 namespace {
@@ -102,6 +107,101 @@ TEST(AlignedRun, OfTwoDimensionalTilesNeedsRowStridesThatKeepTheAlignment) {
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     AffineAnalysis a(kernel->ir(), facts(kAll));
     EXPECT_EQ(a.aligned_run(ptrs.id()), stride == 64 ? 4 : stride == 62 ? 2 : 1) << stride;
+  }
+}
+
+TEST(AlignedRun, OfRowsAtARuntimeStrideFollowsTheStridesDivisibility) {
+  // The row softmax's x + r * cols + c: no constant strides, but each row
+  // of the tile rises by one from an offset that is a multiple of cols.
+  absl::StatusOr<Kernel> softmax = samples::row_softmax_kernel(4, 64);
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  const Op& load_op = [&]() -> const Op& {
+    for (const Op& o : softmax->ir().ops) {
+      if (o.op == OpCode::kLoad) return o;
+    }
+    return softmax->ir().ops[0];
+  }();
+  ASSERT_EQ(load_op.op, OpCode::kLoad);
+  int ptrs = load_op.operands[0];
+  const uint64_t x = 1, cols = 8;
+  EXPECT_EQ(AffineAnalysis(softmax->ir(), facts(x | cols)).aligned_run(ptrs), 4);
+  EXPECT_EQ(AffineAnalysis(softmax->ir(), facts(x | cols)).access_run(load_op), 4);
+  EXPECT_EQ(AffineAnalysis(softmax->ir(), facts(x)).aligned_run(ptrs), 1);     // rows at any offset
+  EXPECT_EQ(AffineAnalysis(softmax->ir(), facts(cols)).aligned_run(ptrs), 1);  // x aligned to 4 bytes only
+}
+
+// Random offset tiles built from aranges along either axis, parameters
+// (multiples of 16 where the facts say so), constants, sums, differences
+// and products with scalars, evaluated on the host: every run the analysis
+// claims holds in the values.
+TEST(Runs, ClaimsHoldInRandomOffsetTiles) {
+  std::mt19937 gen(std::random_device{}());
+  unsigned seed = gen();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  gen.seed(seed);
+  absl::StatusOr<Device> host = Device::open("host:1");
+  ASSERT_TRUE(host.ok()) << host.status();
+  for (int trial = 0; trial < 100; ++trial) {
+    const int rows = 1 << (gen() % 4), cols = 1 << (gen() % 7);
+    KernelBuilder k("offsets");
+    Value out = k.arg(ptr(i32), "out");
+    std::vector<Value> params = {k.arg(i32, "p"), k.arg(i32, "q")};
+    // A leaf: a [rows, cols] tile.
+    auto leaf = [&]() -> Value {
+      int start = static_cast<int>(gen() % 3) * static_cast<int>(gen() % 9);
+      switch (gen() % 4) {
+        case 0:
+          return broadcast_to(expand_dims(k.arange(start, start + cols), 0), {rows, cols});
+        case 1:
+          return broadcast_to(expand_dims(k.arange(start, start + rows), 1), {rows, cols});
+        case 2:
+          return broadcast_to(k.constant(static_cast<int>(gen() % 64), i32), {rows, cols});
+        default:
+          return broadcast_to(params[gen() % 2] * static_cast<int>(1 + gen() % 4), {rows, cols});
+      }
+    };
+    std::function<Value(int)> tile = [&](int depth) -> Value {
+      if (depth == 0 || gen() % 3 == 0) return leaf();
+      Value a = tile(depth - 1);
+      switch (gen() % 6) {
+        case 0:
+        case 1:
+          return a + tile(depth - 1);
+        case 2:
+          return a - tile(depth - 1);
+        case 3:
+          return a * params[gen() % 2];
+        default:  // rows at a runtime stride, as 2-D kernels address them
+          return expand_dims(k.arange(0, rows), 1) * params[gen() % 2] + a;
+      }
+    };
+    Value v = tile(3);
+    store(out + expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0), v);
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const uint64_t known = gen() % 8;  // bits 1, 2: p, q are multiples of 16
+    int32_t p = static_cast<int32_t>(gen() % 50) * ((known & 2) ? 16 : 1);
+    int32_t q = static_cast<int32_t>(gen() % 50) * ((known & 4) ? 16 : 1);
+    Runs r = AffineAnalysis(kernel->ir(), facts(known & 6)).runs(v.id());
+    absl::StatusOr<Function> fn = host->compile(*kernel);
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    std::vector<int32_t> got(rows * cols);
+    ASSERT_TRUE(fn->launch({}, got.data(), p, q).ok());
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": [" << rows << ", " << cols << "] p " << p << " q "
+                                      << q << " runs " << r.contiguous << "/" << r.constant << "/" << r.divisor);
+    ASSERT_EQ(cols % r.contiguous, 0);
+    ASSERT_EQ(cols % r.constant, 0);
+    for (int i = 0; i < rows; ++i) {
+      for (int j = 0; j < cols; ++j) {
+        int32_t e = got[i * cols + j];
+        int start_c = j / r.contiguous * r.contiguous, start_k = j / r.constant * r.constant;
+        ASSERT_EQ(e, got[i * cols + start_c] + (j - start_c)) << "not contiguous at " << i << ", " << j;
+        ASSERT_EQ(e, got[i * cols + start_k]) << "not constant at " << i << ", " << j;
+        if (j == start_c) {
+          ASSERT_EQ(e % std::min<int64_t>(r.divisor, int64_t{1} << 30), 0) << "not divisible at " << i << ", " << j;
+        }
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 // warps' parts through a small scratch area. Everything assembles.
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/compiler.h"
@@ -70,17 +71,22 @@ int count(const std::string& text, const std::string& what) {
 TEST_F(PtxSlice, RowSoftmaxRunsInRegistersAndShuffles) {
   // Measured before slice layouts (commit 45cf1c9): 8320 bytes of shared
   // memory per program, 70 st.shared, 146 ld.shared and 25 bar.sync; now
-  // none. A [32, 32] tile one element per step over 128 threads gives each
-  // thread 8 rows, each over all 32 lanes: 8 * 5 shuffles per reduction.
+  // none. With nothing known, a [32, 32] tile one element per step over 128
+  // threads gives each thread 8 rows, each over all 32 lanes: 8 * 5
+  // shuffles per reduction. With x, y aligned and cols divisible by 16, rows
+  // at a runtime stride still load in runs of four (ld.global.v4): each
+  // thread holds 2 rows, each over 8 lanes: 2 * 3 shuffles per reduction.
   absl::StatusOr<Kernel> softmax = samples::row_softmax_kernel();
   ASSERT_TRUE(softmax.ok()) << softmax.status();
-  // x, y aligned and cols divisible by 16 (vector runs of four), or nothing known (one element per step).
-  for (uint64_t facts : {uint64_t{1 | 2 | 8}, uint64_t{0}}) {
+  for (auto [facts, shuffles, vectors] :
+       {std::tuple{uint64_t{1 | 2 | 8}, 2 * 2 * 3, true}, std::tuple{uint64_t{0}, 2 * 8 * 5, false}}) {
     SCOPED_TRACE(::testing::Message() << "facts " << facts);
     PtxCode code = compile(*softmax, facts);
     EXPECT_EQ(code.shared_bytes, 0);
     EXPECT_EQ(file_check(code.ptx, kNoSharedMemory), 0);
-    EXPECT_EQ(count(code.ptx, "shfl.sync.bfly.b32"), 2 * 8 * 5);
+    EXPECT_EQ(count(code.ptx, "shfl.sync.bfly.b32"), shuffles);
+    EXPECT_EQ(count(code.ptx, "ld.global.v4.f32") > 0, vectors);
+    EXPECT_EQ(count(code.ptx, "st.global.v4.f32") > 0, vectors);
     EXPECT_EQ(file_check(code.ptx, R"(
 CHECK: ld.global
 CHECK: shfl.sync.bfly.b32
