@@ -5,6 +5,7 @@
   cold_compile_matmul  Triton's cold compile of its TMA persistent matmul (fresh cache, in a subprocess)
   matmul_tflops        Triton TMA persistent matmul vs torch.matmul (cuBLAS), bf16 in, bf16 out
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
+  elementwise_bandwidth torch.add on 64 Mi f32 and torch.softmax on 16384 x 1024 f32, GB/s
 
 Usage: python3 bench/triton_compare.py [--json PATH] [--only NAME,...] [--launches N] [--cold-runs N]
 The JSON goes to --json, else $OUT/triton.json when $OUT is set, else ./triton.json; it is rewritten
@@ -337,7 +338,28 @@ def copy_bandwidth(args):
         _free()
 
 
-MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, copy_bandwidth)}
+def elementwise_bandwidth(args):
+    # What gpu_bench's vector_add and row softmax are compared with: torch's
+    # own kernels on the same sizes (64 Mi f32 elements; 16384 x 1024 f32).
+    x = y = z = m = None
+    try:
+        n = 64 << 20
+        x = torch.randn(n, device="cuda")
+        y = torch.randn(n, device="cuda")
+        z = torch.empty_like(x)
+        ms = _bench_ms(lambda: torch.add(x, y, out=z))
+        res = {"add_ms": ms, "add_gb_per_s": 3 * x.nbytes / (ms * 1e-3) / 1e9}
+        m = torch.randn(16384, 1024, device="cuda")
+        ms = _bench_ms(lambda: torch.softmax(m, dim=1))
+        res.update(softmax_ms=ms, softmax_gb_per_s=2 * m.nbytes / (ms * 1e-3) / 1e9)
+        return res
+    finally:
+        x = y = z = m = None
+        _free()
+
+
+MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, copy_bandwidth,
+                                        elementwise_bandwidth)}
 
 
 # ---------------------------------------------------------------------------- report
@@ -403,6 +425,10 @@ def print_table(res):
     if r is not None:
         out.append(("copy 1 GiB bf16, read+write", _f(r, "gb_per_s", ".1f") + " GB/s"
                     + ("" if r.get("copy_ok", True) else "  (copy MISMATCH)")))
+    r = res.get("elementwise_bandwidth")
+    if r is not None:
+        out += [("torch add, 64 Mi f32", _f(r, "add_gb_per_s", ".1f") + " GB/s (3 arrays)"),
+                ("torch softmax, 16384 x 1024 f32", _f(r, "softmax_gb_per_s", ".1f") + " GB/s (read + write)")]
     for label, value in out:
         print(f"{label:<34}{value}")
 
