@@ -473,8 +473,9 @@ void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
   const int64_t slots = static_cast<int64_t>(acc.size());
   llvm::Type* t = acc[0]->getType();
   llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
+  // Slot-major: the lanes of a warp touch consecutive words (no bank conflicts).
   auto at = [&](llvm::Value* thread, int64_t slot) {
-    return b_.CreateGEP(t, scratch, b_.CreateAdd(b_.CreateMul(thread, b_.getInt64(slots)), b_.getInt64(slot)));
+    return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(slot * threads_)));
   };
   for (int64_t s = 0; s < slots; ++s) b_.CreateStore(acc[s], at(thread_, s));
   target_.program_barrier(b_);
