@@ -43,6 +43,9 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuStreamWriteValue64);
   TESSEL_RAW_FN(cuStreamWaitEvent);
   TESSEL_RAW_FN(cuEventQuery);
+  TESSEL_RAW_FN(cuMemHostAlloc);
+  TESSEL_RAW_FN(cuMemHostGetDevicePointer);
+  TESSEL_RAW_FN(cuMemcpy2DAsync);
 #undef TESSEL_RAW_FN
 
   // Loads the driver and makes device 0's primary context current; false
@@ -82,6 +85,9 @@ struct CudaRaw {
     get(cuStreamWriteValue64, "cuStreamWriteValue64_v2");
     get(cuStreamWaitEvent, "cuStreamWaitEvent");
     get(cuEventQuery, "cuEventQuery");
+    get(cuMemHostAlloc, "cuMemHostAlloc");
+    get(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
+    get(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
     CUdevice dev;
     CUcontext ctx;
     check(cuInit(0), "cuInit");

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "chain_anatomy.h"
 #include "cuda_raw.h"
+#include "queue_probe.h"
 #include "report.h"
 #include "samples/allgather.h"
 #include "tessel/tessel.h"
@@ -337,6 +338,12 @@ int main(int argc, char** argv) {
                a.seconds(c, 10) / pieces * 1e6, "us per copy");
       }
       if (piece == kMiB) record("event query + 1 KiB read per rank, 2 ranks", a.end_seconds(50) * 1e6, "us");
+    }
+    // What one queue can hold armed: a plan arming more would block in the
+    // driver until a gate opens. 200 000 means no limit was found below it.
+    for (int rows : {1, 16}) {
+      record(absl::StrCat("copies one stream takes behind a closed gate, ", rows == 1 ? "linear" : "2-D, 16 rows"),
+             static_cast<double>(bench::queue_capacity(cu, cu.retain(0), rows, 200000)), "copies");
     }
   }
 
