@@ -147,8 +147,9 @@ void AffineAnalysis::visit(const Op& op) {
 }
 
 // Runs of a + b (or a - b when `negate`), where ra and rb are the operands'
-// runs and `scale_b` the bytes each unit of b moves (pointer offsets).
-Runs sum_runs(const Runs& ra, const Runs& rb, bool negate, int64_t scale_b) {
+// runs and `scale` the bytes one element moves a pointer a (1 for integers):
+// b's units are elements, a's are bytes when a holds pointers.
+Runs sum_runs(const Runs& ra, const Runs& rb, bool negate, int64_t scale) {
   Runs r;
   r.constant = std::min(ra.constant, rb.constant);
   // Rising runs of one side over constant runs of the other (a falling
@@ -157,13 +158,12 @@ Runs sum_runs(const Runs& ra, const Runs& rb, bool negate, int64_t scale_b) {
   int64_t from_b = negate ? 1 : std::min(ra.constant, rb.contiguous);
   r.contiguous = std::max(from_a, from_b);
   // At multiples of r.contiguous: a rising side holds its run's first value
-  // plus a multiple of r.contiguous; a constant side holds its own value.
-  auto at_starts = [&](const Runs& x) {
+  // plus a multiple of r.contiguous steps; a constant side its own value.
+  auto at_starts = [&](const Runs& x, int64_t step) {
     if (r.contiguous == 1) return x.each_divisor();
-    return x.contiguous == 1 ? x.divisor : std::min(x.divisor, r.contiguous);
+    return x.contiguous == 1 ? x.divisor : std::min(x.divisor, times(r.contiguous, step));
   };
-  int64_t db = at_starts(rb);
-  r.divisor = std::min(at_starts(ra), db == kMaxDivisor ? db : std::min(times(db, scale_b), kMaxDivisor));
+  r.divisor = std::min(at_starts(ra, scale), times(at_starts(rb, 1), scale));
   return r;
 }
 

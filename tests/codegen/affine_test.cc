@@ -130,6 +130,25 @@ TEST(AlignedRun, OfRowsAtARuntimeStrideFollowsTheStridesDivisibility) {
   EXPECT_EQ(AffineAnalysis(softmax->ir(), facts(cols)).aligned_run(ptrs), 1);  // x aligned to 4 bytes only
 }
 
+TEST(AlignedRun, OfAPointerTileRisingAlongItsRowsThenOffsetByRows) {
+  // (x + c) + r * cols: the pointer side rises, the offsets are constant
+  // along each row; alignment counts in bytes on one side, elements on the
+  // other.
+  KernelBuilder k("rows_then_offsets");
+  Value x = k.arg(ptr(f32), "x"), cols = k.arg(i32, "cols");
+  // Rows of four f32: one 16-byte run each, so the pointer side's 16 bytes
+  // of alignment must not be read as 16 elements, nor 4 elements as 4 bytes.
+  Value c = broadcast_to(expand_dims(k.arange(0, 4), 0), {8, 4});
+  Value r = broadcast_to(expand_dims(k.arange(0, 8), 1) * cols, {8, 4});
+  Value ptrs = (x + c) + r;
+  store(ptrs, load(ptrs));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(AffineAnalysis(kernel->ir(), facts(0b11)).aligned_run(ptrs.id()), 4);
+  EXPECT_EQ(AffineAnalysis(kernel->ir(), facts(0b01)).aligned_run(ptrs.id()), 1);
+  EXPECT_EQ(AffineAnalysis(kernel->ir(), facts(0b10)).aligned_run(ptrs.id()), 1);
+}
+
 // Random offset tiles built from aranges along either axis, parameters
 // (multiples of 16 where the facts say so), constants, sums, differences
 // and products with scalars, evaluated on the host: every run the analysis
