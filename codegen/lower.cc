@@ -546,7 +546,13 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     auto slice = std::make_shared<SliceLayout>(planned(o.operands[0]), in.shape(), axis);
     std::optional<int> holders = holder_bits(*slice);
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
-    if (holders.has_value() && (warp_bits == 0 || target_.tiles_in_shared())) {
+    // Across warps only where the scratch area is no larger than the
+    // operand's buffer would be (f16 accumulates in f32, for instance).
+    const bool across_warps_fits =
+        target_.tiles_in_shared() &&
+        threads_ * slice->slots() * module_->getDataLayout().getTypeAllocSize(acc_t) <=
+            in.numel() * module_->getDataLayout().getTypeAllocSize(elem_mem_type(in));
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits)) {
       const int lanes = *holders & (target_.warp_size() - 1);
       const Layout& l = slice->parent();
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);

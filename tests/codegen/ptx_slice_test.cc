@@ -113,6 +113,18 @@ TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
   EXPECT_EQ(file_check(code.ptx, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
 }
 
+TEST_F(PtxSlice, AcrossWarpsOnlyWhereTheScratchAreaIsNoLargerThanTheTile) {
+  // [64, 128] over 128 threads, one element per step: every thread holds a
+  // part of all 64 rows, so the scratch area is 128 x 64 partial sums. In
+  // f32 that is the tile's own 32 KiB; in f16 (summed in f32) twice the
+  // tile, so the reduction goes through the tile's buffer instead.
+  PtxCode f32_code = compile(reduce_broadcast_kernel(f32, 64, 128, 1, 0), 0);
+  EXPECT_GT(count(f32_code.ptx, "shfl.sync.bfly.b32"), 0);
+  PtxCode f16_code = compile(reduce_broadcast_kernel(f16, 64, 128, 1, 0), 0);
+  EXPECT_EQ(count(f16_code.ptx, "shfl.sync.bfly.b32"), 0);
+  EXPECT_EQ(file_check(f16_code.ptx, "CHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
+}
+
 TEST_F(PtxSlice, EveryDtypeAndCombinerReducesRowsWithoutSharedMemory) {
   for (DType d : {i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64}) {
     for (int combiner = 0; combiner < 3; ++combiner) {
