@@ -32,8 +32,7 @@ class ChainAnatomy {
     for (int r = 0; r < 2; ++r) ctx_[r] = cu.retain(r);
     for (int r = 0; r < 2; ++r) {
       cu.check(cu.cuCtxSetCurrent(ctx_[r]), "cuCtxSetCurrent");
-      CUresult peer = cu.cuCtxEnablePeerAccess(ctx_[1 - r], 0);
-      if (peer != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu.check(peer, "cuCtxEnablePeerAccess");
+      cu.enable_peer_access(ctx_[1 - r]);
       cu.check(cu.cuMemAlloc(&data_[r], 2 * piece * pieces), "cuMemAlloc");
       cu.check(cu.cuMemAlloc(&words_[r], (2 + pieces) * 8), "cuMemAlloc");  // start, gate, arrivals
       uint64_t open[2] = {0, 1};

@@ -106,6 +106,12 @@ struct CudaRaw {
     return ctx;
   }
 
+  // Lets the current context read and write `peer`'s memory (again is fine).
+  void enable_peer_access(CUcontext peer) {
+    CUresult r = cuCtxEnablePeerAccess(peer, 0);
+    if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check(r, "cuCtxEnablePeerAccess");
+  }
+
   static void check(CUresult r, const char* what) {
     if (r == CUDA_SUCCESS) return;
     std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));

@@ -47,11 +47,10 @@ Kernel open_all() {
   return must(k.build(), "build open_all");
 }
 
-// What opens an epoch's gates in plan_seconds: the host (publish, batch i of
-// every rank before batch i + 1, as the raw copies are queued) or one
-// open_all program per rank.
+// One open_all program and stream per rank, for plan_seconds to open an
+// epoch's gates from the GPUs (without it the host opens them).
 struct Opener {
-  std::vector<Function> open;  // per rank; empty: the host opens
+  std::vector<Function> open;  // per rank
   std::vector<Stream> streams;
 };
 
@@ -67,6 +66,8 @@ Opener kernel_opener(const Group& g) {
 
 // Seconds per epoch of `plan`, from opening its gates to end_device_epoch
 // returning; begin and the next epoch's arming are outside the timed part.
+// Gates open by `opener`'s kernels, or else by host publishes in run()'s
+// order (batch i of every rank before batch i + 1, as raw copies queue).
 // With `settle`, the chains finish before end_device_epoch is called and
 // only that call is timed.
 double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = nullptr, bool settle = false) {
@@ -120,8 +121,7 @@ struct RawPeer {
       cu.check(cu.cuCtxSetCurrent(ctx[r]), "cuCtxSetCurrent");
       for (int p = 0; p < world; ++p) {
         if (p == r) continue;
-        CUresult peer = cu.cuCtxEnablePeerAccess(ctx[p], 0);
-        if (peer != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu.check(peer, "cuCtxEnablePeerAccess");
+        cu.enable_peer_access(ctx[p]);
         cu.check(cu.cuStreamCreate(&stream[r][p], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       }
       if (given.empty()) {
