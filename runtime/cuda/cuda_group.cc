@@ -2,31 +2,27 @@
 // memory API (an address range reserved per GPU, chunks created, mapped and
 // opened to every peer as the group grows, never moved).
 //
-// A batch's chains to its peers run on its owner, one copy stream per
-// (owner, peer) queue. A small delivery is one direct chain on that stream:
-// wait until ready >= epoch, copy each segment, write epoch to the peer's
-// arrival word. A large one is pipelined over streams tied by events:
-//   gate stream (one per owner):      wait until ready >= epoch, record opened
-//   copy stream (one per peer):       wait opened, copy each segment, record copied
-//   arrival stream (one per owner):   wait copied, write the peer's arrival word
-// Either way the arrival stream then writes the owner's completion word once
-// every peer has the batch. Each stream runs its work in arming order, so
+// A batch's chains to its peers run on its owner's streams: a copy stream per
+// (owner, peer) queue, a gate stream and an arrival stream (chains.h says
+// which command goes where). Each stream runs its work in arming order, so
 // chains start in order on every queue.
 //
-// Why two forms (plan_bench --part=anatomy, H200): a wait and a write on the
-// copy stream itself cost about 5 us of copy-engine time per chain, 15 % of
-// an 8 MiB copy; pipelined, copy streams hold only copies and event waits and
-// move data as fast as bare copies, but each event hand-off adds about 3 us
-// from gate to arrival. Small deliveries are latency-bound, large ones
-// bandwidth-bound. Events are recorded anew for every batch; a wait takes the
-// record made just before it.
+// Why two chain forms (plan_bench --part=anatomy, H200): a wait and a write
+// on the copy stream itself cost about 5 us of copy-engine time per chain,
+// 15 % of an 8 MiB copy; pipelined, copy streams hold only copies and event
+// waits and move data as fast as bare copies, but each event hand-off adds
+// about 3 us from gate to arrival. Small deliveries are latency-bound, large
+// ones bandwidth-bound. Events are recorded anew for every batch; a wait
+// takes the record made just before it.
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "dsl/status.h"
+#include "runtime/cuda/chains.h"
 #include "runtime/cuda/context.h"
 #include "runtime/plan_backend.h"
 
@@ -34,21 +30,21 @@ namespace tessel {
 namespace {
 
 using cuda::Context;
+using cuda::ChainOp;
 using cuda::ContextScope;
 using cuda::DeviceStream;
 using cuda::Driver;
+using cuda::Lane;
+using cuda::LaneCounts;
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
-// Deliveries of at least this many bytes are pipelined; at ~350 GB/s a
-// 1 MiB copy takes about as long as the hand-offs pipelining adds.
-constexpr int64_t kPipelineBytes = int64_t{1} << 20;
-
-int64_t delivery_bytes(const ArmedBatch::Delivery& d) {
-  int64_t bytes = 0;
-  for (const ChainCopy& c : d.copies) bytes += c.width * c.height;
-  return bytes;
-}
+// Commands one stream takes behind a closed gate before enqueueing blocks,
+// measured on an H200 with CUDA 13.0 (plan_bench --part=anatomy): 1020
+// copies (linear or 2-D), 64-bit writes or batched writes after the wait;
+// event records and waits on finished events seemed not to count, but a wait
+// on a pending one may, so chains count every command.
+constexpr int64_t kQueueCapacity = 1000;
 
 CUmemAllocationProp allocation_prop(const Context& c) {
   CUmemAllocationProp prop{};
@@ -70,6 +66,7 @@ class CudaArmedEpoch final : public ArmedEpoch {
   absl::Status release() override;
 
   std::vector<std::pair<int, CUevent>> finals;  // (rank, event) after each owner's arrival stream
+  LaneCounts queued;  // commands enqueued per lane, counted against its capacity until the chains finish
 
  private:
   CudaGroupBackend& backend_;
@@ -96,22 +93,23 @@ class CudaGroupBackend final : public GroupBackend {
   const Context& context(int rank) const { return *contexts_[rank]; }
   absl::StatusOr<CUevent> take_event(int rank);
   void give_event(int rank, CUevent e);
-  // (owner, peer): the copy stream of that queue; (owner, owner): the
-  // arrival stream; (owner, kGate): the gate stream; (owner, kControl):
-  // control writes (host-opened gates, releases).
-  static constexpr int kGate = -2;
+  // Commands of finished (or abandoned) chains no longer fill their lanes.
+  void unqueue(const LaneCounts& counts);
+  // (owner, peer): the copy stream of that queue; (owner, Lane::kGate),
+  // (owner, Lane::kArrival): the gate and arrival streams; (owner,
+  // kControl): control writes (host-opened gates, releases).
   static constexpr int kControl = -1;
-  absl::StatusOr<CUstream> stream(int owner, int peer);
+  absl::StatusOr<CUstream> stream(int owner, int key);
 
  private:
-  // The event a pipeline stage records for the next: (owner, kGate) when a
-  // gate opened, (owner, peer) when that queue's copies finished.
-  absl::StatusOr<CUevent> stage_event(int owner, int key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
+  // The event a pipeline stage records for the next (chains.h).
+  absl::StatusOr<CUevent> stage_event(Lane lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
   absl::Status prefix(int rank, absl::string_view what, absl::Status s) const {
     if (s.ok()) return s;
     return prefixed(absl::StrCat(contexts_[rank]->name(), ": ", what), s);
   }
-  absl::Status arm_batch(const ArmedBatch& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
+  std::string lane_name(Lane lane) const;
+  absl::Status issue(const ChainOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
 
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
@@ -129,7 +127,8 @@ class CudaGroupBackend final : public GroupBackend {
   // Held while one epoch's chains are appended, so each epoch's chains are
   // consecutive on every stream.
   absl::Mutex arm_mu_;
-  std::map<std::pair<int, int>, CUevent> stage_events_ ABSL_GUARDED_BY(arm_mu_);
+  std::map<Lane, CUevent> stage_events_ ABSL_GUARDED_BY(arm_mu_);
+  LaneCounts queued_ ABSL_GUARDED_BY(arm_mu_);
   absl::Mutex mu_;
   std::map<std::pair<int, int>, std::shared_ptr<DeviceStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<CUevent>> free_events_ ABSL_GUARDED_BY(mu_);
@@ -188,8 +187,8 @@ CudaGroupBackend::~CudaGroupBackend() {
   }
   {
     absl::MutexLock arm(&arm_mu_);
-    for (auto& [key, e] : stage_events_) {
-      ContextScope scope(*contexts_[key.first]);
+    for (auto& [lane, e] : stage_events_) {
+      ContextScope scope(*contexts_[lane.owner]);
       d_.event_destroy.raw(e);
     }
   }
@@ -299,9 +298,9 @@ absl::StatusOr<uint64_t*> CudaGroupBackend::host_words(int count) {
   return static_cast<uint64_t*>(p);
 }
 
-absl::StatusOr<CUstream> CudaGroupBackend::stream(int owner, int peer) {
+absl::StatusOr<CUstream> CudaGroupBackend::stream(int owner, int key) {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<DeviceStream>& s = streams_[{owner, peer}];
+  std::shared_ptr<DeviceStream>& s = streams_[{owner, key}];
   if (!s) {
     TESSEL_ASSIGN_OR_RETURN(s, DeviceStream::create(contexts_[owner]));
   }
@@ -327,39 +326,53 @@ void CudaGroupBackend::give_event(int rank, CUevent e) {
   free_events_[rank].push_back(e);
 }
 
-absl::StatusOr<CUevent> CudaGroupBackend::stage_event(int owner, int key) {
-  CUevent& e = stage_events_[{owner, key}];
+void CudaGroupBackend::unqueue(const LaneCounts& counts) {
+  absl::MutexLock arm(&arm_mu_);
+  for (const auto& [lane, n] : counts) queued_[lane] -= n;
+}
+
+absl::StatusOr<CUevent> CudaGroupBackend::stage_event(Lane lane) {
+  CUevent& e = stage_events_[lane];
   if (e == nullptr) {
-    TESSEL_RETURN_IF_ERROR(prefix(owner, "cuEventCreate", d_.event_create(&e, CU_EVENT_DISABLE_TIMING)));
+    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "cuEventCreate", d_.event_create(&e, CU_EVENT_DISABLE_TIMING)));
   }
   return e;
 }
 
-absl::Status CudaGroupBackend::arm_batch(const ArmedBatch& b) {
-  const int owner = b.owner;
-  ContextScope scope(*contexts_[owner]);
-  TESSEL_RETURN_IF_ERROR(scope.status());
-  TESSEL_ASSIGN_OR_RETURN(CUstream arrivals, stream(owner, owner));
-  TESSEL_ASSIGN_OR_RETURN(CUevent opened, stage_event(owner, kGate));
-  const bool pipelined = std::any_of(b.deliveries.begin(), b.deliveries.end(),
-                                     [](const ArmedBatch::Delivery& d) { return delivery_bytes(d) >= kPipelineBytes; });
-  if (pipelined || b.deliveries.empty()) {
-    TESSEL_ASSIGN_OR_RETURN(CUstream gate, stream(owner, kGate));
-    TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(gate, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
-    TESSEL_RETURN_IF_ERROR(d_.event_record(opened, gate));
-  }
-  for (const ArmedBatch::Delivery& del : b.deliveries) {
-    TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(owner, del.peer));
-    if (pipelined) {
-      TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(s, opened, 0));
-    } else {
-      TESSEL_RETURN_IF_ERROR(d_.stream_wait_value64(s, dptr(b.ready), b.epoch, CU_STREAM_WAIT_VALUE_GEQ));
-    }
-    for (const ChainCopy& c : del.copies) {
-      if (c.height == 1) {
-        TESSEL_RETURN_IF_ERROR(d_.memcpy_async(c.dst, c.src, c.width, s));
-        continue;
+std::string CudaGroupBackend::lane_name(Lane lane) const {
+  const std::string& owner = contexts_[lane.owner]->name();
+  if (lane.key == Lane::kGate) return absl::StrCat(owner, "'s gate stream");
+  if (lane.key == Lane::kArrival) return absl::StrCat(owner, "'s arrival stream");
+  return absl::StrCat(owner, "'s copy stream to ", contexts_[lane.key]->name());
+}
+
+absl::Status CudaGroupBackend::issue(const ChainOp& op) {
+  using Kind = ChainOp::Kind;
+  TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(op.lane.owner, op.lane.key));
+  switch (op.kind) {
+    case Kind::kWait:
+      return d_.stream_wait_value64(s, dptr(op.word), op.value, CU_STREAM_WAIT_VALUE_GEQ);
+    case Kind::kWrite: {
+      if (op.words.size() == 1) {
+        return d_.stream_write_value64(s, dptr(op.words[0]), op.value, CU_STREAM_WRITE_VALUE_DEFAULT);
       }
+      // One command, the writes in order (a call takes fewer than 256).
+      std::vector<CUstreamBatchMemOpParams> writes(op.words.size());
+      for (size_t i = 0; i < op.words.size(); ++i) {
+        writes[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        writes[i].writeValue.address = dptr(op.words[i]);
+        writes[i].writeValue.value64 = op.value;
+        writes[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+      }
+      for (size_t at = 0; at < writes.size(); at += 255) {
+        unsigned n = static_cast<unsigned>(std::min<size_t>(255, writes.size() - at));
+        TESSEL_RETURN_IF_ERROR(d_.stream_batch_mem_op(s, n, writes.data() + at, 0));
+      }
+      return absl::OkStatus();
+    }
+    case Kind::kCopy: {
+      const ChainCopy& c = op.copy;
+      if (c.height == 1) return d_.memcpy_async(c.dst, c.src, c.width, s);
       CUDA_MEMCPY2D m{};
       m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
       m.srcDevice = c.src;
@@ -369,38 +382,62 @@ absl::Status CudaGroupBackend::arm_batch(const ArmedBatch& b) {
       m.dstPitch = c.dst_pitch;
       m.WidthInBytes = c.width;
       m.Height = c.height;
-      TESSEL_RETURN_IF_ERROR(d_.memcpy_2d_async(&m, s));
+      return d_.memcpy_2d_async(&m, s);
     }
-    // Pipelined, the arrival stream writes the arrival after the copies;
-    // direct, the copy stream does, and the arrival stream only follows it.
-    TESSEL_ASSIGN_OR_RETURN(CUevent copied, stage_event(owner, del.peer));
-    if (!pipelined) {
-      TESSEL_RETURN_IF_ERROR(d_.stream_write_value64(s, dptr(del.arrival), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    case Kind::kRecord: {
+      TESSEL_ASSIGN_OR_RETURN(CUevent e, stage_event(op.event));
+      return d_.event_record(e, s);
     }
-    TESSEL_RETURN_IF_ERROR(d_.event_record(copied, s));
-    TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(arrivals, copied, 0));
-    if (pipelined) {
-      TESSEL_RETURN_IF_ERROR(
-          d_.stream_write_value64(arrivals, dptr(del.arrival), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+    case Kind::kWaitEvent: {
+      TESSEL_ASSIGN_OR_RETURN(CUevent e, stage_event(op.event));
+      return d_.stream_wait_event(s, e, 0);
     }
   }
-  if (b.deliveries.empty()) TESSEL_RETURN_IF_ERROR(d_.stream_wait_event(arrivals, opened, 0));
-  return d_.stream_write_value64(arrivals, dptr(b.completion), b.epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+  return absl::InternalError("unknown chain command");
 }
 
 absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<ArmedBatch> batches) {
-  auto epoch = std::make_unique<CudaArmedEpoch>(*this, batches);
-  absl::MutexLock arm(&arm_mu_);
+  std::vector<std::vector<ChainOp>> ops;
+  LaneCounts adding;
   std::vector<bool> owners(contexts_.size());
   for (const ArmedBatch& b : batches) {
-    TESSEL_RETURN_IF_ERROR(prefix(b.owner, "arming a triggered plan", arm_batch(b)));
+    ops.push_back(cuda::chain_ops(b));
+    cuda::count_ops(ops.back(), adding);
     owners[b.owner] = true;
   }
-  // The arrival stream finishes last: it waits on every copy stream.
+  // The arrival stream finishes last (chains.h): an event recorded there
+  // says the owner's chains are done.
+  ops.push_back(cuda::tail_ops(adding));
+  cuda::count_ops(ops.back(), adding);
+  for (size_t r = 0; r < owners.size(); ++r) {
+    if (owners[r]) ++adding[{static_cast<int>(r), Lane::kArrival}];
+  }
+  auto epoch = std::make_unique<CudaArmedEpoch>(*this, std::move(batches));
+  absl::MutexLock arm(&arm_mu_);
+  TESSEL_RETURN_IF_ERROR(cuda::check_capacity(queued_, adding, kQueueCapacity,
+                                               [this](Lane lane) { return lane_name(lane); }));
+  for (const auto& [lane, n] : adding) queued_[lane] += n;
+  epoch->queued = adding;
+  std::optional<ContextScope> scope;
+  int current = -1;
+  for (const std::vector<ChainOp>& batch : ops) {
+    for (const ChainOp& op : batch) {
+      const int owner = op.lane.owner;
+      if (owner != current) {
+        scope.reset();
+        scope.emplace(*contexts_[owner]);
+        current = owner;
+      }
+      absl::Status issued = scope->status();
+      if (issued.ok()) issued = issue(op);
+      TESSEL_RETURN_IF_ERROR(prefix(owner, "arming a triggered plan", issued));
+    }
+  }
+  scope.reset();
   for (size_t r = 0; r < owners.size(); ++r) {
     if (!owners[r]) continue;
     ContextScope scope(*contexts_[r]);
-    TESSEL_ASSIGN_OR_RETURN(CUstream arrivals, stream(r, r));
+    TESSEL_ASSIGN_OR_RETURN(CUstream arrivals, stream(r, Lane::kArrival));
     TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(r));
     epoch->finals.push_back({static_cast<int>(r), e});
     TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", d_.event_record(e, arrivals)));
@@ -427,6 +464,7 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
 
 CudaArmedEpoch::~CudaArmedEpoch() {
   for (auto& [rank, e] : finals) backend_.give_event(rank, e);
+  backend_.unqueue(queued);
 }
 
 absl::StatusOr<bool> CudaArmedEpoch::done() {

@@ -106,6 +106,7 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   X(event_query, cuEventQuery, PFN_cuEventQuery_v2000, 12000, true)                                      \
   X(stream_wait_value64, cuStreamWaitValue64, PFN_cuStreamWaitValue64_v11070, 12000, true)               \
   X(stream_write_value64, cuStreamWriteValue64, PFN_cuStreamWriteValue64_v11070, 12000, true)            \
+  X(stream_batch_mem_op, cuStreamBatchMemOp, PFN_cuStreamBatchMemOp_v11070, 12000, true)                 \
   X(memcpy_async, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000, 12000, true)                                   \
   X(memcpy_2d_async, cuMemcpy2DAsync, PFN_cuMemcpy2DAsync_v3020, 12000, true)                            \
   X(memcpy_peer_async, cuMemcpyPeerAsync, PFN_cuMemcpyPeerAsync_v4000, 12000, true)                      \

@@ -242,6 +242,57 @@ TEST_P(CudaPlan, TimeoutAbortAndSynchronizeWhileArmed) {
   expect_delivered(buf, s, world, 1);
 }
 
+// A stream takes only so many commands behind a closed gate before
+// enqueueing blocks: arming past that is refused, counting the chains of
+// every epoch still armed, instead of blocking until a gate opens.
+TEST_P(CudaPlan, ArmingPastWhatAStreamHoldsIsRefused) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  constexpr int kMost = 4000;
+  auto small = [&](int batches) {
+    return std::vector<Schedule>(world, *chunks(ScheduleView::linear(int64_t{batches} * 4096), world, batches));
+  };
+  SymmetricBuffer buf = *g.allocate(small(kMost)[0].bytes());
+  // The most 4 KiB batches one plan may arm (each is a few commands).
+  int fit = 0;
+  for (int lo = 1, hi = kMost; lo <= hi;) {
+    int mid = (lo + hi) / 2;
+    absl::StatusOr<TriggeredPlan> p = TriggeredPlan::create(g, buf, small(mid));
+    if (p.ok()) {
+      fit = mid;
+      lo = mid + 1;
+    } else {
+      ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted) << p.status();
+      EXPECT_THAT(p.status().message(), HasSubstr("behind closed gates"));
+      hi = mid - 1;
+    }
+  }
+  ASSERT_GT(fit, 100);
+  ASSERT_LT(fit, kMost);
+  TriggeredPlan first = *TriggeredPlan::create(g, buf, small(fit), {.name = "first"});
+  absl::StatusOr<TriggeredPlan> second = TriggeredPlan::create(g, buf, small(fit));
+  ASSERT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("more are queued by chains armed earlier"));
+  Schedule s = small(fit)[0];
+  fill(buf, s, world, 1);
+  ASSERT_TRUE(first.run().ok());
+  expect_delivered(buf, s, world, 1);
+  // Between the first plan's epochs its chains are gone, so the second fits,
+  // and then the first cannot arm its next epoch until the second has run.
+  second = TriggeredPlan::create(g, buf, small(fit));
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::Status next = first.next_epoch();
+  EXPECT_EQ(next.code(), absl::StatusCode::kResourceExhausted) << next;
+  EXPECT_EQ(first.state(), PlanState::kComplete);
+  fill(buf, s, world, 2);
+  ASSERT_TRUE(second->run().ok());
+  expect_delivered(buf, s, world, 2);
+  ASSERT_TRUE(first.next_epoch().ok());
+  fill(buf, s, world, 3);
+  ASSERT_TRUE(first.run().ok());
+  expect_delivered(buf, s, world, 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CudaPlan, ::testing::Values(2, 4, 8), [](const auto& info) {
   return absl::StrCat(info.param, "Ranks");
 });

@@ -1,0 +1,82 @@
+// Internal to the CUDA backend: the commands an armed batch puts on its
+// owner's streams, as data. The backend counts them per stream before it
+// enqueues any, because a stream holds only so many commands behind a closed
+// gate: past that, enqueueing blocks until a gate opens, and a gate that
+// only a kernel launched after arming can open never does.
+//
+// A small delivery is one direct chain on its copy stream: wait until
+// ready >= epoch, copy each segment, write the peer's arrival word. A large
+// one is pipelined over streams tied by events:
+//   gate stream (one per owner):      wait until ready >= epoch, record opened
+//   copy stream (one per peer):       wait opened, copy each segment, record copied
+//   arrival stream (one per owner):   wait copied (each peer), then one batched
+//                                     write of every peer's arrival word
+// The owner's completion word is written once every peer has the batch: by
+// the arrival stream, in the same batched write, or where a batch is one
+// direct chain (one peer), by that chain, in the arrival's write. At the end
+// of an epoch the arrival stream waits for every copy stream, so an event
+// recorded there last says the owner's chains are done.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/plan_backend.h"
+
+namespace tessel::cuda {
+
+// One of an owner's streams: the copy stream to a peer (key = the peer's
+// rank), the gate stream or the arrival stream.
+struct Lane {
+  static constexpr int kGate = -2;
+  static constexpr int kArrival = -3;
+  int owner = 0;
+  int key = 0;
+  auto operator<=>(const Lane&) const = default;
+};
+
+struct ChainOp {
+  enum class Kind {
+    kWait,       // until *word >= value (cyclic compare)
+    kWrite,      // value to each of words, one batched command
+    kCopy,       // copy
+    kRecord,     // record the stage event of `event` on lane
+    kWaitEvent,  // wait on lane for the last record of the stage event of `event`
+  };
+  Kind kind = Kind::kWait;
+  Lane lane;
+  uint64_t* word = nullptr;
+  std::vector<uint64_t*> words;
+  uint64_t value = 0;
+  ChainCopy copy;
+  Lane event;  // stage events: (owner, kGate) gate opened, (owner, peer) copies to peer done
+};
+
+// Deliveries of at least this many bytes are pipelined: at ~350 GB/s a
+// 1 MiB copy takes about as long as the hand-offs pipelining adds.
+inline constexpr int64_t kPipelineBytes = int64_t{1} << 20;
+
+// Commands per lane.
+using LaneCounts = std::map<Lane, int64_t>;
+
+// The commands of one batch, in the order they are enqueued.
+std::vector<ChainOp> chain_ops(const ArmedBatch& batch);
+
+// The commands that end an epoch's chains: the arrival stream of each owner
+// in `epoch` (commands per lane) waits for each of its copy streams.
+std::vector<ChainOp> tail_ops(const LaneCounts& epoch);
+
+void count_ops(const std::vector<ChainOp>& ops, LaneCounts& counts);
+
+// OK if every lane's `queued` commands plus those `adding` fit in
+// `capacity`; else ResourceExhausted naming the first lane that overflows
+// (described by `name`).
+absl::Status check_capacity(const LaneCounts& queued, const LaneCounts& adding, int64_t capacity,
+                            const std::function<std::string(Lane)>& name);
+
+}  // namespace tessel::cuda
