@@ -46,6 +46,7 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuMemHostAlloc);
   TESSEL_RAW_FN(cuMemHostGetDevicePointer);
   TESSEL_RAW_FN(cuMemcpy2DAsync);
+  TESSEL_RAW_FN(cuStreamBatchMemOp);
 #undef TESSEL_RAW_FN
 
   // Loads the driver and makes device 0's primary context current; false
@@ -88,6 +89,7 @@ struct CudaRaw {
     get(cuMemHostAlloc, "cuMemHostAlloc");
     get(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
     get(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
+    get(cuStreamBatchMemOp, "cuStreamBatchMemOp_v2");
     CUdevice dev;
     CUcontext ctx;
     check(cuInit(0), "cuInit");

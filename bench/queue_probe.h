@@ -1,34 +1,64 @@
 // How much work one CUDA stream takes behind a closed gate before the call
-// that enqueues more blocks: the most copies a triggered plan may arm on one
-// queue before arming itself would wait for a gate that no kernel can open
-// yet. The gate is a word of pinned host memory, so opening it needs no
-// driver call (which could queue behind the same full stream).
+// that enqueues more blocks: the most commands a triggered plan may arm on
+// one stream before arming itself would wait for a gate that no kernel can
+// open yet (tessel's kQueueCapacity). The gate is a word of pinned host
+// memory, so opening it needs no driver call (which could queue behind the
+// same full stream).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "cuda_raw.h"
 
 namespace bench {
 
-// Copies of 256 bytes (`rows` of them in one 2-D copy when rows > 1) enqueued
-// on a stream waiting on a closed gate, until enqueueing stalls for half a
-// second or `limit` copies are queued; returns how many went in.
-inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, int rows, int64_t limit) {
+// The kinds of command a plan's chains enqueue.
+enum class Command { kCopy, kCopy2D, kRecord, kWaitEvent, kWrite, kWrite8 };
+
+inline const char* command_name(Command c) {
+  switch (c) {
+    case Command::kCopy: return "linear copies";
+    case Command::kCopy2D: return "2-D copies of 16 rows";
+    case Command::kRecord: return "event records";
+    case Command::kWaitEvent: return "event waits";
+    case Command::kWrite: return "64-bit writes";
+    case Command::kWrite8: return "batches of 8 writes";
+  }
+  return "?";
+}
+
+// Commands of kind `c` enqueued on a stream waiting on a closed gate, until
+// enqueueing stalls for half a second or `limit` are queued; returns how
+// many went in.
+inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t limit) {
   cu.check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   void* host = nullptr;
   cu.check(cu.cuMemHostAlloc(&host, 8, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
   auto* gate = static_cast<volatile uint64_t*>(host);
   *gate = 0;
-  CUdeviceptr gate_dev = 0, buf = 0;
+  constexpr int kRows = 16;
+  CUdeviceptr gate_dev = 0, buf = 0, words = 0;
   cu.check(cu.cuMemHostGetDevicePointer(&gate_dev, host, 0), "cuMemHostGetDevicePointer");
-  cu.check(cu.cuMemAlloc(&buf, 2 * 256 * rows), "cuMemAlloc");
-  CUstream s = nullptr;
+  cu.check(cu.cuMemAlloc(&buf, 2 * 256 * kRows), "cuMemAlloc");
+  cu.check(cu.cuMemAlloc(&words, 8 * 8), "cuMemAlloc");
+  CUstream s = nullptr, other = nullptr;
   cu.check(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  cu.check(cu.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUevent event = nullptr;
+  cu.check(cu.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  cu.check(cu.cuEventRecord(event, other), "cuEventRecord");
   cu.check(cu.cuStreamWaitValue64(s, gate_dev, 1, CU_STREAM_WAIT_VALUE_GEQ), "wait gate");
+  std::vector<CUstreamBatchMemOpParams> writes(8);
+  for (int i = 0; i < 8; ++i) {
+    writes[i] = {};
+    writes[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    writes[i].writeValue.address = words + 8 * i;
+    writes[i].writeValue.value64 = 1;
+  }
   std::atomic<int64_t> queued{0};
   std::atomic<bool> stop{false};
   std::thread feeder([&] {
@@ -36,15 +66,20 @@ inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, int rows, int64_t limi
     CUDA_MEMCPY2D m{};
     m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
     m.srcDevice = buf;
-    m.dstDevice = buf + 256 * rows;
+    m.dstDevice = buf + 256 * kRows;
     m.srcPitch = m.dstPitch = 256;
     m.WidthInBytes = 256;
-    m.Height = rows;
+    m.Height = kRows;
+    CUevent mine = nullptr;
+    cu.check(cu.cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     while (!stop.load() && queued.load() < limit) {
-      if (rows == 1) {
-        cu.check(cu.cuMemcpyAsync(m.dstDevice, m.srcDevice, 256, s), "cuMemcpyAsync");
-      } else {
-        cu.check(cu.cuMemcpy2DAsync(&m, s), "cuMemcpy2DAsync");
+      switch (c) {
+        case Command::kCopy: cu.check(cu.cuMemcpyAsync(m.dstDevice, m.srcDevice, 256, s), "cuMemcpyAsync"); break;
+        case Command::kCopy2D: cu.check(cu.cuMemcpy2DAsync(&m, s), "cuMemcpy2DAsync"); break;
+        case Command::kRecord: cu.check(cu.cuEventRecord(mine, s), "cuEventRecord"); break;
+        case Command::kWaitEvent: cu.check(cu.cuStreamWaitEvent(s, event, 0), "cuStreamWaitEvent"); break;
+        case Command::kWrite: cu.check(cu.cuStreamWriteValue64(s, words, 1, 0), "cuStreamWriteValue64"); break;
+        case Command::kWrite8: cu.check(cu.cuStreamBatchMemOp(s, 8, writes.data(), 0), "cuStreamBatchMemOp"); break;
       }
       queued.fetch_add(1);
     }

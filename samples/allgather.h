@@ -5,6 +5,7 @@
 // the plan tests and the benchmark.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -84,9 +85,17 @@ class AllGather {
   // How many times the producer writes each tile (its variants do not depend on it).
   void set_passes(int passes) { config_.passes = passes; }
 
+  // Seconds from the launch of an epoch's kernels until they finished on
+  // every rank, and until end_device_epoch returned.
+  struct Times {
+    double kernels = 0;
+    double epoch = 0;
+  };
+
   // Runs the armed epoch on every rank; returns the wrong elements summed
-  // over ranks. Leaves the plan complete (call next()) or failed.
-  absl::StatusOr<int64_t> run_epoch() {
+  // over ranks. Leaves the plan complete (call next()) or failed. With
+  // `times`, stores how long it took.
+  absl::StatusOr<int64_t> run_epoch(Times* times = nullptr) {
     using namespace tessel;  // NOLINT
     if (plan_ == nullptr) return absl::FailedPreconditionError("AllGather::run_epoch: call arm() first");
     int world = group_.size();
@@ -111,6 +120,7 @@ class AllGather {
                                         total, batches, epoch, errors_[r]);
       }
     };
+    const auto launched_at = std::chrono::steady_clock::now();
     if (group_.device(0).kind() == DeviceKind::kHost) {
       // Host launches run to completion: one thread per rank, as on GPUs
       // every rank's kernels run at once.
@@ -123,13 +133,21 @@ class AllGather {
     for (const absl::Status& s : launched) {
       if (!s.ok()) return s;
     }
+    // The kernels finish before the plan's end is awaited: checkers wait
+    // for every batch (bounded), producers only publish.
+    absl::Status synced;
+    for (Stream& stream : streams_) synced.Update(stream.synchronize());
+    auto since_launch = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
+    };
+    if (times != nullptr) times->kernels = since_launch();
     absl::Status ended = plan_->end_device_epoch();
+    if (times != nullptr) times->epoch = since_launch();
+    if (!synced.ok()) return synced;
     int64_t wrong = 0;
     for (int r = 0; r < world; ++r) {
-      absl::Status s = streams_[r].synchronize();
-      if (!s.ok()) return s;
       int32_t e = 0;
-      s = group_.device(r).copy_to_host(&e, errors_[r], sizeof(e));
+      absl::Status s = group_.device(r).copy_to_host(&e, errors_[r], sizeof(e));
       if (!s.ok()) return s;
       wrong += e;
     }
@@ -138,6 +156,7 @@ class AllGather {
   }
 
   tessel::TriggeredPlan& plan() { return *plan_; }
+  const tessel::Schedule& schedule() const { return schedule_; }
   const tessel::SymmetricBuffer& buffer() const { return buffer_; }
   const std::vector<tessel::Stream>& streams() const { return streams_; }
   const std::vector<tessel::Function>& producers() const { return producers_; }
