@@ -310,13 +310,15 @@ absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
 }
 
 absl::StatusOr<bool> PlanImpl::drain(absl::Time deadline) {
-  for (int polls = 0;; ++polls) {
+  // Yield between polls for the first 10 ms, so a transfer is seen within a
+  // microsecond or two of its end; then sleep between them.
+  const absl::Time start = absl::Now();
+  for (;;) {
     TESSEL_ASSIGN_OR_RETURN(bool done, armed_->chains().done());
     if (done) return true;
-    if (absl::Now() >= deadline) return false;
-    // Yield for the first ~10 ms, so a short transfer is seen within a
-    // microsecond or two; then sleep between polls.
-    if (polls < 10000) std::this_thread::yield();
+    absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    if (now - start < absl::Milliseconds(10)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }

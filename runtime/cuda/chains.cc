@@ -91,13 +91,30 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b) {
   return ops;
 }
 
-std::vector<ChainOp> tail_ops(const LaneCounts& epoch) {
+std::vector<ChainOp> tail_ops(const std::vector<std::vector<ChainOp>>& batches, const std::map<int, uint64_t*>& done,
+                              uint64_t token) {
+  // A copy stream is covered when its last command is a record that its
+  // owner's arrival stream waited for afterwards.
+  std::map<Lane, bool> last_is_record, covered;
+  for (const std::vector<ChainOp>& ops : batches) {
+    for (const ChainOp& op : ops) {
+      if (op.lane.key >= 0) {
+        last_is_record[op.lane] = op.kind == ChainOp::Kind::kRecord;
+        covered[op.lane] = false;
+      }
+      if (op.kind == ChainOp::Kind::kWaitEvent && op.lane.key == Lane::kArrival && op.event.key >= 0 &&
+          last_is_record[op.event]) {
+        covered[op.event] = true;
+      }
+    }
+  }
   std::vector<ChainOp> ops;
-  for (const auto& [lane, n] : epoch) {
-    if (lane.key < 0) continue;
+  for (const auto& [lane, is_covered] : covered) {
+    if (is_covered) continue;
     ops.push_back(stage(ChainOp::Kind::kRecord, lane, lane));
     ops.push_back(stage(ChainOp::Kind::kWaitEvent, Lane{lane.owner, Lane::kArrival}, lane));
   }
+  for (const auto& [owner, word] : done) ops.push_back(write(Lane{owner, Lane::kArrival}, {word}, token));
   return ops;
 }
 

@@ -14,8 +14,8 @@
 // The owner's completion word is written once every peer has the batch: by
 // the arrival stream, in the same batched write, or where a batch is one
 // direct chain (one peer), by that chain, in the arrival's write. At the end
-// of an epoch the arrival stream waits for every copy stream, so an event
-// recorded there last says the owner's chains are done.
+// of an epoch the arrival stream waits for every copy stream, so a word
+// written there last says the owner's chains are done.
 #pragma once
 
 #include <compare>
@@ -67,9 +67,12 @@ using LaneCounts = std::map<Lane, int64_t>;
 // The commands of one batch, in the order they are enqueued.
 std::vector<ChainOp> chain_ops(const ArmedBatch& batch);
 
-// The commands that end an epoch's chains: the arrival stream of each owner
-// in `epoch` (commands per lane) waits for each of its copy streams.
-std::vector<ChainOp> tail_ops(const LaneCounts& epoch);
+// The commands that end an epoch's chains (`batches`, as chain_ops made
+// them): each owner's arrival stream waits for those of its copy streams
+// whose last command it has not waited for already, then writes `token` to
+// the owner's word in `done` (host memory the host polls).
+std::vector<ChainOp> tail_ops(const std::vector<std::vector<ChainOp>>& batches, const std::map<int, uint64_t*>& done,
+                              uint64_t token);
 
 void count_ops(const std::vector<ChainOp>& ops, LaneCounts& counts);
 

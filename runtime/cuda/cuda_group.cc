@@ -15,6 +15,7 @@
 // ones bandwidth-bound. Events are recorded anew for every batch; a wait
 // takes the record made just before it.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -65,12 +66,18 @@ class CudaArmedEpoch final : public ArmedEpoch {
   absl::StatusOr<bool> done() override;
   absl::Status release() override;
 
-  std::vector<std::pair<int, CUevent>> finals;  // (rank, event) after each owner's arrival stream
+  // Per owner: its arrival stream's last write, of `token` to a word in
+  // host memory, polled without a driver call; and an event recorded after
+  // it, queried now and then for errors the device raised.
+  std::map<int, uint64_t*> done_words;
+  uint64_t token = 0;
+  std::vector<std::pair<int, CUevent>> finals;
   LaneCounts queued;  // commands enqueued per lane, counted against its capacity until the chains finish
 
  private:
   CudaGroupBackend& backend_;
   std::vector<ArmedBatch> batches_;
+  int polls_ = 0;
 };
 
 class CudaGroupBackend final : public GroupBackend {
@@ -93,6 +100,9 @@ class CudaGroupBackend final : public GroupBackend {
   const Context& context(int rank) const { return *contexts_[rank]; }
   absl::StatusOr<CUevent> take_event(int rank);
   void give_event(int rank, CUevent e);
+  // Words of host memory every GPU can write, for chains' done words.
+  absl::StatusOr<uint64_t*> take_word();
+  void give_word(uint64_t* word);
   // Commands of finished (or abandoned) chains no longer fill their lanes.
   void unqueue(const LaneCounts& counts);
   // (owner, peer): the copy stream of that queue; (owner, Lane::kGate),
@@ -132,6 +142,8 @@ class CudaGroupBackend final : public GroupBackend {
   absl::Mutex mu_;
   std::map<std::pair<int, int>, std::shared_ptr<DeviceStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<CUevent>> free_events_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t*> free_words_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> tokens_{0};
 };
 
 absl::Status CudaGroupBackend::init() {
@@ -326,6 +338,27 @@ void CudaGroupBackend::give_event(int rank, CUevent e) {
   free_events_[rank].push_back(e);
 }
 
+absl::StatusOr<uint64_t*> CudaGroupBackend::take_word() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_words_.empty()) {
+      uint64_t* w = free_words_.back();
+      free_words_.pop_back();
+      return w;
+    }
+  }
+  constexpr int kBlock = 64;
+  TESSEL_ASSIGN_OR_RETURN(uint64_t* block, host_words(kBlock));
+  absl::MutexLock lock(&mu_);
+  for (int i = 1; i < kBlock; ++i) free_words_.push_back(block + i);
+  return block;
+}
+
+void CudaGroupBackend::give_word(uint64_t* word) {
+  absl::MutexLock lock(&mu_);
+  free_words_.push_back(word);
+}
+
 void CudaGroupBackend::unqueue(const LaneCounts& counts) {
   absl::MutexLock arm(&arm_mu_);
   for (const auto& [lane, n] : counts) queued_[lane] -= n;
@@ -405,14 +438,17 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
     cuda::count_ops(ops.back(), adding);
     owners[b.owner] = true;
   }
-  // The arrival stream finishes last (chains.h): an event recorded there
-  // says the owner's chains are done.
-  ops.push_back(cuda::tail_ops(adding));
-  cuda::count_ops(ops.back(), adding);
-  for (size_t r = 0; r < owners.size(); ++r) {
-    if (owners[r]) ++adding[{static_cast<int>(r), Lane::kArrival}];
-  }
   auto epoch = std::make_unique<CudaArmedEpoch>(*this, std::move(batches));
+  // The arrival stream finishes last (chains.h): its last write says the
+  // owner's chains are done; an event recorded after it reports errors.
+  epoch->token = ++tokens_;
+  for (size_t r = 0; r < owners.size(); ++r) {
+    if (!owners[r]) continue;
+    TESSEL_ASSIGN_OR_RETURN(epoch->done_words[static_cast<int>(r)], take_word());
+    ++adding[{static_cast<int>(r), Lane::kArrival}];
+  }
+  ops.push_back(cuda::tail_ops(ops, epoch->done_words, epoch->token));
+  cuda::count_ops(ops.back(), adding);
   absl::MutexLock arm(&arm_mu_);
   TESSEL_RETURN_IF_ERROR(cuda::check_capacity(queued_, adding, kQueueCapacity,
                                                [this](Lane lane) { return lane_name(lane); }));
@@ -464,17 +500,24 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
 
 CudaArmedEpoch::~CudaArmedEpoch() {
   for (auto& [rank, e] : finals) backend_.give_event(rank, e);
+  for (auto& [rank, w] : done_words) backend_.give_word(w);
   backend_.unqueue(queued);
 }
 
 absl::StatusOr<bool> CudaArmedEpoch::done() {
+  bool all = true;
+  for (auto& [rank, w] : done_words) {
+    all = all && std::atomic_ref<uint64_t>(*w).load(std::memory_order_acquire) == token;
+  }
+  if (all) return true;
+  // A device that faulted never writes the word: its events say so.
+  if (++polls_ % 16 != 0) return false;
   const Driver& d = backend_.driver();
   for (auto& [rank, e] : finals) {
     CUresult r = d.event_query.raw(e);
-    if (r == CUDA_ERROR_NOT_READY) return false;
-    if (r != CUDA_SUCCESS) return cuda::driver_error(d, "cuEventQuery", r);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return cuda::driver_error(d, "cuEventQuery", r);
   }
-  return true;
+  return false;
 }
 
 absl::Status CudaArmedEpoch::release() {

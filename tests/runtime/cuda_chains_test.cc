@@ -113,17 +113,33 @@ TEST(Chains, CountsCommandsPerLane) {
   EXPECT_EQ(counts[kArrival], 30);
 }
 
-// The tail makes each owner's arrival stream wait for its copy streams.
-TEST(Chains, TailJoinsEveryCopyStreamIntoItsArrivalStream) {
-  LaneCounts epoch{{Lane{0, 1}, 3}, {Lane{0, 2}, 3}, {Lane{1, 0}, 3}, {kGate, 2}, {kArrival, 2}};
-  std::vector<ChainOp> ops = tail_ops(epoch);
+// The tail joins into each owner's arrival stream the copy streams it has
+// not waited for already, then writes the owner's done word.
+TEST(Chains, TailJoinsCopyStreamsNotAlreadyJoinedAndWritesDoneWords) {
+  Words w;
+  uint64_t done0 = 0, done1 = 0;
+  ArmedBatch other = batch(w, 1, 4096);
+  other.owner = 1;
+  other.deliveries[0].peer = 0;
+  // Rank 0: a pipelined batch to 1 and 2, then a direct one to 1 alone
+  // (its copy stream ends uncovered); rank 1: a direct one to 0.
+  std::vector<std::vector<ChainOp>> batches = {chain_ops(batch(w, 2, kPipelineBytes)), chain_ops(batch(w, 1, 4096)),
+                                               chain_ops(other)};
+  std::vector<ChainOp> ops = tail_ops(batches, {{0, &done0}, {1, &done1}}, 42);
   ASSERT_EQ(ops.size(), 6u);
-  for (size_t i = 0; i < ops.size(); i += 2) {
-    EXPECT_EQ(ops[i].kind, Kind::kRecord);
-    EXPECT_EQ(ops[i + 1].kind, Kind::kWaitEvent);
-    EXPECT_EQ(ops[i + 1].event, ops[i].lane);
-    EXPECT_EQ(ops[i + 1].lane, (Lane{ops[i].lane.owner, Lane::kArrival}));
-  }
+  EXPECT_EQ(ops[0].kind, Kind::kRecord);
+  EXPECT_EQ(ops[0].lane, (Lane{0, 1}));
+  EXPECT_EQ(ops[1].kind, Kind::kWaitEvent);
+  EXPECT_EQ(ops[1].lane, kArrival);
+  EXPECT_EQ(ops[1].event, (Lane{0, 1}));
+  EXPECT_EQ(ops[2].lane, (Lane{1, 0}));
+  EXPECT_EQ(ops[3].lane, (Lane{1, Lane::kArrival}));
+  EXPECT_EQ(ops[4].kind, Kind::kWrite);
+  EXPECT_EQ(ops[4].lane, kArrival);
+  EXPECT_THAT(ops[4].words, ElementsAre(&done0));
+  EXPECT_EQ(ops[4].value, 42u);
+  EXPECT_THAT(ops[5].words, ElementsAre(&done1));
+  EXPECT_EQ(ops[5].lane, (Lane{1, Lane::kArrival}));
 }
 
 std::string name(Lane lane) { return absl::StrCat("lane ", lane.owner, "/", lane.key); }
