@@ -148,12 +148,17 @@ class PlanImpl {
   // chains are still queued.
   absl::Status check_order(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
 
+  // Arms `epoch`'s chains.
+  absl::StatusOr<std::unique_ptr<ArmedChains>> arm_chains(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status arm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // With arm_ahead, arms the next epoch into ahead_ where it may (best
+  // effort: next() arms, and reports errors, where this did not).
+  void arm_next_ahead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status begin_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status end_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status open_locked(int rank, int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
-  // Waits until the armed chains finish; false at the deadline.
-  absl::StatusOr<bool> drain(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Waits until `chains` finish; false at the deadline.
+  absl::StatusOr<bool> drain(ArmedChains& chains, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Whether a kernel on any rank raised its view's alarm (recorded an error).
   bool alarmed() const {
     for (int r = 0; r < group_->size(); ++r) {
@@ -181,7 +186,9 @@ class PlanImpl {
   SymmetricBuffer control_;
   uint64_t* alarms_ = nullptr;  // one per rank, in host memory (ViewHeader::alarm)
   std::unique_ptr<ArmedChains> armed_ ABSL_GUARDED_BY(op_mu_);
+  std::unique_ptr<ArmedChains> ahead_ ABSL_GUARDED_BY(op_mu_);  // the next epoch's, armed by end (arm_ahead)
   PlanState state_ ABSL_GUARDED_BY(group_->plans_mu()) = PlanState::kArmed;
+  bool armed_ahead_ ABSL_GUARDED_BY(group_->plans_mu()) = false;  // ahead_ is set
 };
 
 bool plan_uses_queue(const PlanImpl& plan, int rank, int peer) { return plan.uses_queue(rank, peer); }
@@ -216,7 +223,7 @@ absl::Status PlanImpl::init() {
   return arm();
 }
 
-absl::Status PlanImpl::arm() {
+absl::StatusOr<std::unique_ptr<ArmedChains>> PlanImpl::arm_chains(uint64_t epoch) {
   int world = group_->size();
   std::vector<ArmedBatch> batches;
   for (int r = 0; r < world; ++r) {
@@ -224,7 +231,7 @@ absl::Status PlanImpl::arm() {
       int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
       ArmedBatch a;
       a.owner = r;
-      a.epoch = epoch_;
+      a.epoch = epoch;
       a.ready = &gates(r)[g].ready;
       a.completion = &gates(r)[g].completion;
       for (int p = 0; p < world; ++p) {
@@ -249,11 +256,30 @@ absl::Status PlanImpl::arm() {
   for (int r = 0; r < world; ++r) {
     if (!schedule_.batches(r).empty()) owners.push_back(&group_->device(r).impl());
   }
-  armed_ = std::make_unique<ArmedChains>(std::move(chains), std::move(owners));
+  return std::make_unique<ArmedChains>(std::move(chains), std::move(owners));
+}
+
+absl::Status PlanImpl::arm() {
+  TESSEL_ASSIGN_OR_RETURN(armed_, arm_chains(epoch_));
   absl::MutexLock lock(&group_->plans_mu());
   state_ = PlanState::kArmed;
   group_->queued_plans().push_back(this);
   return absl::OkStatus();
+}
+
+void PlanImpl::arm_next_ahead() {
+  if (!options_.arm_ahead || epoch_ >= kMaxEpoch) return;
+  {
+    // Its chains queue behind every plan's armed so far: only as the last
+    // of them does this plan's place in the order stay right.
+    absl::MutexLock lock(&group_->plans_mu());
+    if (group_->queued_plans().empty() || group_->queued_plans().back() != this) return;
+  }
+  absl::StatusOr<std::unique_ptr<ArmedChains>> ahead = arm_chains(epoch_ + 1);
+  if (!ahead.ok()) return;
+  ahead_ = *std::move(ahead);
+  absl::MutexLock lock(&group_->plans_mu());
+  armed_ahead_ = true;
 }
 
 absl::Status PlanImpl::wrong_state(absl::string_view call) const {
@@ -272,6 +298,11 @@ absl::Status PlanImpl::wrong_state(absl::string_view call) const {
 absl::Status PlanImpl::check_order(absl::string_view call) const {
   for (const PlanImpl* p : group_->queued_plans()) {
     if (p == this) break;
+    if (p->armed_ahead_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where(), ": cannot ", call, " before plan '", p->name(), "', which armed its next epoch ahead on the same "
+          "copy queues (arm_ahead); begin that epoch, or abort that plan, first"));
+    }
     if (p->state_ == PlanState::kArmed) {
       return absl::FailedPreconditionError(absl::StrCat(
           where(), ": cannot ", call, " before plan '", p->name(), "', which was armed earlier on the same copy "
@@ -309,12 +340,12 @@ absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
   return views;
 }
 
-absl::StatusOr<bool> PlanImpl::drain(absl::Time deadline) {
+absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Time deadline) {
   // Yield between polls for the first 10 ms, so a transfer is seen within a
   // microsecond or two of its end; then sleep between them.
   const absl::Time start = absl::Now();
   for (;;) {
-    TESSEL_ASSIGN_OR_RETURN(bool done, armed_->chains().done());
+    TESSEL_ASSIGN_OR_RETURN(bool done, chains.chains().done());
     if (done) return true;
     absl::Time now = absl::Now();
     if (now >= deadline) return false;
@@ -375,7 +406,9 @@ absl::Status PlanImpl::check_gates(bool delivered) {
 
 absl::Status PlanImpl::end_locked() {
   TESSEL_RETURN_IF_ERROR(require(PlanState::kActive, "end an epoch"));
-  TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  arm_next_ahead();
+  TESSEL_ASSIGN_OR_RETURN(bool done, drain(*armed_, deadline));
   // Delivered with no alarm raised: nothing to read back from the devices.
   absl::Status gates = done && !alarmed() ? absl::OkStatus() : check_gates(done);
   if (!done && gates.ok()) {
@@ -383,7 +416,7 @@ absl::Status PlanImpl::end_locked() {
         absl::StrCat(where(), ": chains did not finish within ", absl::FormatDuration(options_.timeout)));
   }
   absl::MutexLock lock(&group_->plans_mu());
-  if (done) group_->queued_plans().remove(this);
+  if (done && ahead_ == nullptr) group_->queued_plans().remove(this);
   if (done) armed_.reset();
   state_ = gates.ok() ? PlanState::kComplete : PlanState::kFailed;
   return gates;
@@ -402,6 +435,13 @@ absl::Status PlanImpl::next() {
                                               " is the last a plan may run (gates compare 32 bits); create a new plan"));
   }
   ++epoch_;
+  if (ahead_ != nullptr) {
+    armed_ = std::move(ahead_);
+    absl::MutexLock lock(&group_->plans_mu());
+    armed_ahead_ = false;
+    state_ = PlanState::kArmed;
+    return absl::OkStatus();
+  }
   absl::Status armed = arm();
   if (!armed.ok()) --epoch_;  // still complete at the old epoch
   return armed;
@@ -435,19 +475,26 @@ absl::Status PlanImpl::run() {
 }
 
 absl::Status PlanImpl::release(bool in_order, absl::string_view call) {
-  if (armed_ == nullptr) return absl::OkStatus();
+  if (armed_ == nullptr && ahead_ == nullptr) return absl::OkStatus();
   if (in_order) {
     absl::MutexLock lock(&group_->plans_mu());
     TESSEL_RETURN_IF_ERROR(check_order(call));
   }
-  TESSEL_RETURN_IF_ERROR(armed_->chains().release());
-  TESSEL_ASSIGN_OR_RETURN(bool done, drain(absl::Now() + options_.timeout));
-  if (!done) {
-    return absl::DeadlineExceededError(absl::StrCat(where(), ": released chains did not finish within ",
-                                                    absl::FormatDuration(options_.timeout)));
+  for (std::unique_ptr<ArmedChains>* chains : {&armed_, &ahead_}) {
+    if (*chains != nullptr) TESSEL_RETURN_IF_ERROR((*chains)->chains().release());
   }
-  armed_.reset();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  for (std::unique_ptr<ArmedChains>* chains : {&armed_, &ahead_}) {
+    if (*chains == nullptr) continue;
+    TESSEL_ASSIGN_OR_RETURN(bool done, drain(**chains, deadline));
+    if (!done) {
+      return absl::DeadlineExceededError(absl::StrCat(where(), ": released chains did not finish within ",
+                                                      absl::FormatDuration(options_.timeout)));
+    }
+    chains->reset();
+  }
   absl::MutexLock lock(&group_->plans_mu());
+  armed_ahead_ = false;
   group_->queued_plans().remove(this);
   return absl::OkStatus();
 }
@@ -483,6 +530,7 @@ PlanImpl::~PlanImpl() {
   group_->queued_plans().remove(this);
   new SymmetricBuffer(std::move(control_));
   armed_.release();
+  ahead_.release();
 }
 
 // --- Creation and the handle

@@ -39,6 +39,12 @@ struct PlanOptions {
   uint64_t spin_limit = 0;
   // How long end_device_epoch() and run() wait for delivery.
   absl::Duration timeout = absl::Seconds(10);
+  // end_device_epoch() arms the next epoch's chains before it waits for this
+  // epoch's, so the host's arming overlaps the transfer and next_epoch() has
+  // nothing left to do. Done only while no plan armed later shares the
+  // group; plans armed after that cannot begin until this plan's next epoch
+  // has begun (their chains queue behind it).
+  bool arm_ahead = false;
 };
 
 // A cheap, copyable handle; the plan is destroyed with its last handle.

@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   int cols = samples::kAgBN * std::max(1, programs / 2);
   samples::AllGatherConfig config{.rows = 1024, .cols = cols, .programs = programs, .check_programs = programs};
   auto ag = samples::value_or_die(samples::AllGather::create(g, config), "all-gather");
-  samples::ok_or_die(ag->arm(), "all-gather plan");
+  // Each end_device_epoch arms the next epoch while the transfer runs.
+  samples::ok_or_die(ag->arm({.arm_ahead = true}), "all-gather plan");
   std::printf("all-gather over %d ranks (%s ...): %d x %d i32 per rank, %lld batches, %d producer programs\n",
               g.size(), g.device(0).name().c_str(), config.rows, config.cols,
               static_cast<long long>(ag->plan().schedule().num_batches()), programs);

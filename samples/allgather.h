@@ -71,10 +71,17 @@ class AllGather {
     return ag;
   }
 
-  // Creates the plan, which arms its first epoch. Separate from create(), so
-  // that a program can allocate and compile everything it needs first: while
-  // chains are armed on a device, no code loads there.
+  // Creates the plan, which arms its first epoch, in place of any made
+  // before. Separate from create(), so that a program can allocate and
+  // compile everything it needs first: while chains are armed on a device,
+  // no code loads there.
   absl::Status arm(tessel::PlanOptions options = {}) {
+    // A plan made before holds the copy queues: it goes first.
+    if (plan_ != nullptr) {
+      absl::Status destroyed = plan_->destroy();
+      if (!destroyed.ok()) return destroyed;
+      plan_.reset();
+    }
     absl::StatusOr<tessel::TriggeredPlan> plan = tessel::TriggeredPlan::create(
         group_, buffer_, std::vector<tessel::Schedule>(group_.size(), schedule_), std::move(options));
     if (!plan.ok()) return plan.status();
@@ -85,17 +92,11 @@ class AllGather {
   // How many times the producer writes each tile (its variants do not depend on it).
   void set_passes(int passes) { config_.passes = passes; }
 
-  // Seconds from the launch of an epoch's kernels until they finished on
-  // every rank, and until end_device_epoch returned.
-  struct Times {
-    double kernels = 0;
-    double epoch = 0;
-  };
-
   // Runs the armed epoch on every rank; returns the wrong elements summed
   // over ranks. Leaves the plan complete (call next()) or failed. With
-  // `times`, stores how long it took.
-  absl::StatusOr<int64_t> run_epoch(Times* times = nullptr) {
+  // `seconds`, stores the time from the kernels' launch until
+  // end_device_epoch returned.
+  absl::StatusOr<int64_t> run_epoch(double* seconds = nullptr) {
     using namespace tessel;  // NOLINT
     if (plan_ == nullptr) return absl::FailedPreconditionError("AllGather::run_epoch: call arm() first");
     int world = group_.size();
@@ -133,16 +134,12 @@ class AllGather {
     for (const absl::Status& s : launched) {
       if (!s.ok()) return s;
     }
-    // The kernels finish before the plan's end is awaited: checkers wait
-    // for every batch (bounded), producers only publish.
+    absl::Status ended = plan_->end_device_epoch();
+    if (seconds != nullptr) {
+      *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
+    }
     absl::Status synced;
     for (Stream& stream : streams_) synced.Update(stream.synchronize());
-    auto since_launch = [&] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
-    };
-    if (times != nullptr) times->kernels = since_launch();
-    absl::Status ended = plan_->end_device_epoch();
-    if (times != nullptr) times->epoch = since_launch();
     if (!synced.ok()) return synced;
     int64_t wrong = 0;
     for (int r = 0; r < world; ++r) {

@@ -18,7 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -119,7 +119,8 @@ class CudaGroupBackend final : public GroupBackend {
     return prefixed(absl::StrCat(contexts_[rank]->name(), ": ", what), s);
   }
   std::string lane_name(Lane lane) const;
-  absl::Status issue(const ChainOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
+  // Enqueues `op` on `s`; `e` is its stage event (records and event waits).
+  absl::Status issue(const ChainOp& op, CUstream s, CUevent e) const;
 
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
@@ -379,9 +380,8 @@ std::string CudaGroupBackend::lane_name(Lane lane) const {
   return absl::StrCat(owner, "'s copy stream to ", contexts_[lane.key]->name());
 }
 
-absl::Status CudaGroupBackend::issue(const ChainOp& op) {
+absl::Status CudaGroupBackend::issue(const ChainOp& op, CUstream s, CUevent e) const {
   using Kind = ChainOp::Kind;
-  TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(op.lane.owner, op.lane.key));
   switch (op.kind) {
     case Kind::kWait:
       return d_.stream_wait_value64(s, dptr(op.word), op.value, CU_STREAM_WAIT_VALUE_GEQ);
@@ -417,14 +417,10 @@ absl::Status CudaGroupBackend::issue(const ChainOp& op) {
       m.Height = c.height;
       return d_.memcpy_2d_async(&m, s);
     }
-    case Kind::kRecord: {
-      TESSEL_ASSIGN_OR_RETURN(CUevent e, stage_event(op.event));
+    case Kind::kRecord:
       return d_.event_record(e, s);
-    }
-    case Kind::kWaitEvent: {
-      TESSEL_ASSIGN_OR_RETURN(CUevent e, stage_event(op.event));
+    case Kind::kWaitEvent:
       return d_.stream_wait_event(s, e, 0);
-    }
   }
   return absl::InternalError("unknown chain command");
 }
@@ -454,22 +450,51 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
                                                [this](Lane lane) { return lane_name(lane); }));
   for (const auto& [lane, n] : adding) queued_[lane] += n;
   epoch->queued = adding;
-  std::optional<ContextScope> scope;
-  int current = -1;
+  // Each owner's commands in order, with their streams and events made
+  // here; then every owner's are enqueued on a thread of its own (the
+  // driver takes calls for different GPUs at once).
+  struct Issue {
+    const ChainOp* op;
+    CUstream stream;
+    CUevent event;
+  };
+  std::vector<std::vector<Issue>> issues(contexts_.size());
+  int64_t total = 0;
   for (const std::vector<ChainOp>& batch : ops) {
     for (const ChainOp& op : batch) {
-      const int owner = op.lane.owner;
-      if (owner != current) {
-        scope.reset();
-        scope.emplace(*contexts_[owner]);
-        current = owner;
+      Issue i{&op, nullptr, nullptr};
+      TESSEL_ASSIGN_OR_RETURN(i.stream, stream(op.lane.owner, op.lane.key));
+      if (op.kind == ChainOp::Kind::kRecord || op.kind == ChainOp::Kind::kWaitEvent) {
+        TESSEL_ASSIGN_OR_RETURN(i.event, stage_event(op.event));
       }
-      absl::Status issued = scope->status();
-      if (issued.ok()) issued = issue(op);
-      TESSEL_RETURN_IF_ERROR(prefix(owner, "arming a triggered plan", issued));
+      issues[op.lane.owner].push_back(i);
+      ++total;
     }
   }
-  scope.reset();
+  std::vector<absl::Status> issued(contexts_.size());
+  auto enqueue = [&](int owner) {
+    ContextScope scope(*contexts_[owner]);
+    issued[owner] = scope.status();
+    for (const Issue& i : issues[owner]) {
+      if (!issued[owner].ok()) break;
+      issued[owner] = issue(*i.op, i.stream, i.event);
+    }
+  };
+  const auto busy = std::count_if(issues.begin(), issues.end(), [](const auto& v) { return !v.empty(); });
+  if (busy > 1 && total >= 64) {
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < issues.size(); ++r) {
+      if (!issues[r].empty()) threads.emplace_back(enqueue, static_cast<int>(r));
+    }
+    for (std::thread& t : threads) t.join();
+  } else {
+    for (size_t r = 0; r < issues.size(); ++r) {
+      if (!issues[r].empty()) enqueue(static_cast<int>(r));
+    }
+  }
+  for (size_t r = 0; r < issued.size(); ++r) {
+    TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", issued[r]));
+  }
   for (size_t r = 0; r < owners.size(); ++r) {
     if (!owners[r]) continue;
     ContextScope scope(*contexts_[r]);

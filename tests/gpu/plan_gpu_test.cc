@@ -82,20 +82,24 @@ TEST_P(CudaPlan, RunDeliversLinearAndTwoDimensionalBatches) {
   }
 }
 
+// 1000 epochs with each epoch armed by next_epoch(), then 1000 with each
+// armed ahead by the previous end_device_epoch().
 TEST_P(CudaPlan, AllGatherKernelsOverManyEpochs) {
   TESSEL_CUDA_GROUP_OR_SKIP(g, GetParam());
   // Short bounds: a lost batch fails the test within seconds, naming it.
   auto ag = samples::AllGather::create(g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32});
   ASSERT_TRUE(ag.ok()) << ag.status();
-  ASSERT_TRUE((*ag)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5)}).ok());
-  int64_t wrong = 0;
-  for (int epoch = 1; epoch <= 1000; ++epoch) {
-    absl::StatusOr<int64_t> w = (*ag)->run_epoch();
-    ASSERT_TRUE(w.ok()) << "epoch " << epoch << ": " << w.status();
-    wrong += *w;
-    ASSERT_TRUE((*ag)->plan().next_epoch().ok());
+  for (bool ahead : {false, true}) {
+    ASSERT_TRUE((*ag)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5), .arm_ahead = ahead}).ok());
+    int64_t wrong = 0;
+    for (int epoch = 1; epoch <= 1000; ++epoch) {
+      absl::StatusOr<int64_t> w = (*ag)->run_epoch();
+      ASSERT_TRUE(w.ok()) << "epoch " << epoch << (ahead ? " (armed ahead): " : ": ") << w.status();
+      wrong += *w;
+      ASSERT_TRUE((*ag)->plan().next_epoch().ok());
+    }
+    EXPECT_EQ(wrong, 0) << (ahead ? "armed ahead" : "");
   }
-  EXPECT_EQ(wrong, 0);
 }
 
 // 8 programs each write an eighth of one 4 MiB batch; the 8th publish opens it.

@@ -83,6 +83,36 @@ TEST(PlanErrors, BeginningBehindAFailedPlan) {
   EXPECT_TRUE(second.run().ok());
 }
 
+// A plan that armed its next epoch ahead holds later plans until that
+// epoch begins; it arms ahead only as the last plan armed.
+TEST(PlanErrors, BeginningBehindAPlanArmedAhead) {
+  Fixture f;
+  TriggeredPlan first = *f.plan({.name = "first", .arm_ahead = true});
+  ASSERT_TRUE(first.run().ok());
+  TriggeredPlan second = *f.plan({.name = "second"});
+  expect_error(second.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition,
+               "plan 'first', which armed its next epoch ahead");
+  expect_error(second.abort(), absl::StatusCode::kFailedPrecondition, "armed its next epoch ahead");
+  ASSERT_TRUE(first.next_epoch().ok());
+  ASSERT_TRUE(first.run().ok());  // second is armed after it now: nothing armed ahead
+  EXPECT_TRUE(second.run().ok());
+  ASSERT_TRUE(first.next_epoch().ok());
+  EXPECT_TRUE(first.run().ok());
+}
+
+// A failed epoch's chains and those armed ahead are both released by abort.
+TEST(PlanErrors, AbortingAFailedPlanArmedAhead) {
+  Fixture f;
+  TriggeredPlan first = *f.plan({.name = "first", .timeout = absl::Milliseconds(30), .arm_ahead = true});
+  ASSERT_TRUE(first.begin_device_epoch().ok());
+  ASSERT_FALSE(first.end_device_epoch().ok());
+  TriggeredPlan second = *f.plan({.name = "second"});
+  expect_error(second.begin_device_epoch().status(), absl::StatusCode::kFailedPrecondition, "first");
+  ASSERT_TRUE(first.abort().ok());
+  EXPECT_TRUE(second.run().ok());
+  EXPECT_TRUE(f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 64).ok());
+}
+
 TEST(PlanErrors, BeginningACompletedPlanAgain) {
   Fixture f;
   TriggeredPlan p = *f.plan();

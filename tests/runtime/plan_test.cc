@@ -190,6 +190,25 @@ TEST(Plan, BufferSpanningChunksAndGrowthWhileArmed) {
 }
 
 // 1000 kernel-driven epochs with no stale or misplaced element.
+// Epochs whose chains were armed ahead by the previous end deliver the same
+// bytes as epochs armed by next_epoch().
+TEST(Plan, EpochsArmedAheadDeliver) {
+  constexpr int kWorld = 3;
+  Group g = host_group(kWorld);
+  Schedule s = *chunks(ScheduleView::linear(8192), kWorld, 4);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(kWorld, s), {.arm_ahead = true});
+  for (uint64_t epoch = 1; epoch <= 20; ++epoch) {
+    fill(buf, s, kWorld, epoch);
+    ASSERT_TRUE(plan.run().ok()) << epoch;
+    expect_delivered(buf, s, kWorld, epoch);
+    ASSERT_TRUE(plan.next_epoch().ok());
+    EXPECT_EQ(plan.epoch(), epoch + 1);
+    EXPECT_EQ(plan.state(), PlanState::kArmed);
+  }
+  EXPECT_TRUE(plan.destroy().ok());
+}
+
 TEST(Plan, ThousandEpochSoak) {
   Group g = host_group(2);
   auto ag = *samples::AllGather::create(g, {.rows = 40, .cols = 100, .programs = 2, .check_programs = 1});
