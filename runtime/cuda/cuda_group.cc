@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -368,6 +367,8 @@ void CudaGroupBackend::unqueue(const LaneCounts& counts) {
 absl::StatusOr<CUevent> CudaGroupBackend::stage_event(Lane lane) {
   CUevent& e = stage_events_[lane];
   if (e == nullptr) {
+    ContextScope scope(*contexts_[lane.owner]);  // events belong to the context current at creation
+    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "cuEventCreate", scope.status()));
     TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "cuEventCreate", d_.event_create(&e, CU_EVENT_DISABLE_TIMING)));
   }
   return e;
@@ -451,15 +452,13 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
   for (const auto& [lane, n] : adding) queued_[lane] += n;
   epoch->queued = adding;
   // Each owner's commands in order, with their streams and events made
-  // here; then every owner's are enqueued on a thread of its own (the
-  // driver takes calls for different GPUs at once).
+  // first, then enqueued with the owner's context current.
   struct Issue {
     const ChainOp* op;
     CUstream stream;
     CUevent event;
   };
   std::vector<std::vector<Issue>> issues(contexts_.size());
-  int64_t total = 0;
   for (const std::vector<ChainOp>& batch : ops) {
     for (const ChainOp& op : batch) {
       Issue i{&op, nullptr, nullptr};
@@ -468,28 +467,16 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
         TESSEL_ASSIGN_OR_RETURN(i.event, stage_event(op.event));
       }
       issues[op.lane.owner].push_back(i);
-      ++total;
     }
   }
   std::vector<absl::Status> issued(contexts_.size());
-  auto enqueue = [&](int owner) {
-    ContextScope scope(*contexts_[owner]);
-    issued[owner] = scope.status();
-    for (const Issue& i : issues[owner]) {
-      if (!issued[owner].ok()) break;
-      issued[owner] = issue(*i.op, i.stream, i.event);
-    }
-  };
-  const auto busy = std::count_if(issues.begin(), issues.end(), [](const auto& v) { return !v.empty(); });
-  if (busy > 1 && total >= 64) {
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < issues.size(); ++r) {
-      if (!issues[r].empty()) threads.emplace_back(enqueue, static_cast<int>(r));
-    }
-    for (std::thread& t : threads) t.join();
-  } else {
-    for (size_t r = 0; r < issues.size(); ++r) {
-      if (!issues[r].empty()) enqueue(static_cast<int>(r));
+  for (size_t r = 0; r < issues.size(); ++r) {
+    if (issues[r].empty()) continue;
+    ContextScope scope(*contexts_[r]);
+    issued[r] = scope.status();
+    for (const Issue& i : issues[r]) {
+      if (!issued[r].ok()) break;
+      issued[r] = issue(*i.op, i.stream, i.event);
     }
   }
   for (size_t r = 0; r < issued.size(); ++r) {
