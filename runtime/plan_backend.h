@@ -70,7 +70,7 @@ class GroupBackend {
   virtual absl::Status zero(int rank, void* p, size_t bytes) = 0;
   // `count` zeroed 64-bit words in host memory that kernels on every rank
   // can store to at the same address (pinned and mapped on CUDA), for views'
-  // alarms. They live as long as the backend.
+  // alarms (and on CUDA, chains' done words). They live as long as the backend.
   virtual absl::StatusOr<uint64_t*> host_words(int count) = 0;
   // Appends one chain per (batch, peer) to the (owner, peer) queues, in order.
   virtual absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) = 0;

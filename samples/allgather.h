@@ -138,13 +138,12 @@ class AllGather {
     if (seconds != nullptr) {
       *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
     }
-    absl::Status synced;
-    for (Stream& stream : streams_) synced.Update(stream.synchronize());
-    if (!synced.ok()) return synced;
     int64_t wrong = 0;
     for (int r = 0; r < world; ++r) {
+      absl::Status s = streams_[r].synchronize();
+      if (!s.ok()) return s;
       int32_t e = 0;
-      absl::Status s = group_.device(r).copy_to_host(&e, errors_[r], sizeof(e));
+      s = group_.device(r).copy_to_host(&e, errors_[r], sizeof(e));
       if (!s.ok()) return s;
       wrong += e;
     }

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -118,8 +119,8 @@ class CudaGroupBackend final : public GroupBackend {
     return prefixed(absl::StrCat(contexts_[rank]->name(), ": ", what), s);
   }
   std::string lane_name(Lane lane) const;
-  // Enqueues `op` on `s`; `e` is its stage event (records and event waits).
-  absl::Status issue(const ChainOp& op, CUstream s, CUevent e) const;
+  // Enqueues `op` on its lane's stream; the owner's context is current.
+  absl::Status issue(const ChainOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
 
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
@@ -381,8 +382,9 @@ std::string CudaGroupBackend::lane_name(Lane lane) const {
   return absl::StrCat(owner, "'s copy stream to ", contexts_[lane.key]->name());
 }
 
-absl::Status CudaGroupBackend::issue(const ChainOp& op, CUstream s, CUevent e) const {
+absl::Status CudaGroupBackend::issue(const ChainOp& op) {
   using Kind = ChainOp::Kind;
+  TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(op.lane.owner, op.lane.key));
   switch (op.kind) {
     case Kind::kWait:
       return d_.stream_wait_value64(s, dptr(op.word), op.value, CU_STREAM_WAIT_VALUE_GEQ);
@@ -418,10 +420,14 @@ absl::Status CudaGroupBackend::issue(const ChainOp& op, CUstream s, CUevent e) c
       m.Height = c.height;
       return d_.memcpy_2d_async(&m, s);
     }
-    case Kind::kRecord:
+    case Kind::kRecord: {
+      TESSEL_ASSIGN_OR_RETURN(CUevent e, stage_event(op.event));
       return d_.event_record(e, s);
-    case Kind::kWaitEvent:
+    }
+    case Kind::kWaitEvent: {
+      TESSEL_ASSIGN_OR_RETURN(CUevent e, stage_event(op.event));
       return d_.stream_wait_event(s, e, 0);
+    }
   }
   return absl::InternalError("unknown chain command");
 }
@@ -451,37 +457,23 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
                                                [this](Lane lane) { return lane_name(lane); }));
   for (const auto& [lane, n] : adding) queued_[lane] += n;
   epoch->queued = adding;
-  // Each owner's commands in order, with their streams and events made
-  // first, then enqueued with the owner's context current.
-  struct Issue {
-    const ChainOp* op;
-    CUstream stream;
-    CUevent event;
-  };
-  std::vector<std::vector<Issue>> issues(contexts_.size());
+  // In arming order, each command with its owner's context current.
+  std::optional<ContextScope> scope;
+  int current = -1;
   for (const std::vector<ChainOp>& batch : ops) {
     for (const ChainOp& op : batch) {
-      Issue i{&op, nullptr, nullptr};
-      TESSEL_ASSIGN_OR_RETURN(i.stream, stream(op.lane.owner, op.lane.key));
-      if (op.kind == ChainOp::Kind::kRecord || op.kind == ChainOp::Kind::kWaitEvent) {
-        TESSEL_ASSIGN_OR_RETURN(i.event, stage_event(op.event));
+      const int owner = op.lane.owner;
+      if (owner != current) {
+        scope.reset();
+        scope.emplace(*contexts_[owner]);
+        current = owner;
       }
-      issues[op.lane.owner].push_back(i);
+      absl::Status issued = scope->status();
+      if (issued.ok()) issued = issue(op);
+      TESSEL_RETURN_IF_ERROR(prefix(owner, "arming a triggered plan", issued));
     }
   }
-  std::vector<absl::Status> issued(contexts_.size());
-  for (size_t r = 0; r < issues.size(); ++r) {
-    if (issues[r].empty()) continue;
-    ContextScope scope(*contexts_[r]);
-    issued[r] = scope.status();
-    for (const Issue& i : issues[r]) {
-      if (!issued[r].ok()) break;
-      issued[r] = issue(*i.op, i.stream, i.event);
-    }
-  }
-  for (size_t r = 0; r < issued.size(); ++r) {
-    TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", issued[r]));
-  }
+  scope.reset();
   for (size_t r = 0; r < owners.size(); ++r) {
     if (!owners[r]) continue;
     ContextScope scope(*contexts_[r]);
