@@ -9,6 +9,7 @@
 //
 //   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy] [--ranks=N]
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -47,19 +48,35 @@ Kernel open_all() {
 }
 
 // One open_all program and stream per rank, for plan_seconds to open an
-// epoch's gates from the GPUs (without it the host opens them).
+// epoch's gates from the GPUs (without it the host opens them). Launched in
+// the timed span, or `held`: queued beforehand behind a wait on a word of
+// host memory that starts the clock when the host sets it, so the kernels'
+// launch is not timed, as a running producer's would not be.
 struct Opener {
   std::vector<Function> open;  // per rank
   std::vector<Stream> streams;
+  bool held = false;
+  bench::CudaRaw* cu = nullptr;
+  std::vector<CUcontext> ctx;
+  uint64_t* start = nullptr;
+  uint64_t round = 0;
 };
 
-Opener kernel_opener(const Group& g) {
+Opener kernel_opener(const Group& g, bench::CudaRaw& cu, bool held) {
   Opener o;
+  o.held = held;
+  o.cu = &cu;
   Kernel k = open_all();
   for (int r = 0; r < g.size(); ++r) {
     o.open.push_back(must(g.device(r).compile(k), "compile open_all"));
     o.streams.push_back(must(g.device(r).create_stream(), "stream"));
+    o.ctx.push_back(cu.retain(r));
   }
+  void* start = nullptr;
+  cu.check(cu.cuMemHostAlloc(&start, sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+           "cuMemHostAlloc");
+  o.start = static_cast<uint64_t*>(start);
+  *o.start = 0;
   return o;
 }
 
@@ -77,10 +94,22 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = n
     std::vector<ViewHeader*> views = must(plan.begin_device_epoch(), "begin");
     auto t0 = Clock::now();
     if (opener != nullptr) {
+      const uint64_t round = ++opener->round;
+      for (int r = 0; r < world && opener->held; ++r) {
+        bench::CudaRaw& cu = *opener->cu;
+        cu.check(cu.cuCtxSetCurrent(opener->ctx[r]), "cuCtxSetCurrent");
+        cu.check(cu.cuStreamWaitValue64(static_cast<CUstream>(opener->streams[r].native()),
+                                        reinterpret_cast<CUdeviceptr>(opener->start), round, CU_STREAM_WAIT_VALUE_GEQ),
+                 "cuStreamWaitValue64");
+      }
       for (int r = 0; r < world; ++r) {
         int32_t n = static_cast<int32_t>(plan.schedule().batches(r).size());
         int32_t first = n == 0 ? 0 : static_cast<int32_t>(must(plan.batch_id(r, 0), "batch id"));
         must(opener->open[r].launch({.grid = 1, .stream = &opener->streams[r]}, views[r], first, n), "open_all");
+      }
+      if (opener->held) {
+        t0 = Clock::now();
+        std::atomic_ref<uint64_t>(*opener->start).store(round, std::memory_order_release);
       }
     } else {
       for (size_t i = 0; i < most; ++i) {
@@ -218,9 +247,10 @@ int main(int argc, char** argv) {
   auto wanted = [&](const char* name) { return part.empty() || part == name; };
   // 1. Bandwidth: every rank's shard to every other (an all-gather), in
   // batches of 8 and 32 MiB, gates opened by a kernel on each rank (as
-  // producers do) and by the host; GB/s received per rank. A small
-  // all-gather shows the fixed cost of an epoch.
-  Opener opener = kernel_opener(g);
+  // producers do; held, and launched in the timed span) and by the host;
+  // GB/s received per rank. A small all-gather shows the fixed cost of an
+  // epoch.
+  Opener opener = kernel_opener(g, cu, false), held = kernel_opener(g, cu, true);
   if (wanted("bandwidth")) {
     RawPeer raw(cu, world, 4096);
     Schedule s = must(chunks(ScheduleView::linear(4096), world, 1), "schedule");
@@ -256,7 +286,8 @@ int main(int argc, char** argv) {
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, in symmetric memory"),
              received / sym_s / 1e9, "GB/s");
       TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
-      line("kernel-opened", plan_seconds(plan, world, 10, &opener));
+      line("kernel-opened", plan_seconds(plan, world, 10, &held));
+      line("kernel-opened, launched in the timed span", plan_seconds(plan, world, 10, &opener));
       line("host-opened", plan_seconds(plan, world, 10));
       must(plan.destroy(), "destroy");
     }
@@ -327,9 +358,20 @@ int main(int argc, char** argv) {
     // host's rate).
     record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank"),
            plan_seconds(both->plan(), world, 10) * 1e6, "us");
-    for (int passes : {1, 8, 32}) {
-      both->set_passes(passes);
-      alone->set_passes(passes);
+    // Producers of three kinds of cost: writing each tile 1, 8 or 32 times
+    // (memory-bound: the transfer's reads and the peers' writes share its
+    // memory), and 128, 256 or 512 rounds of arithmetic per element before
+    // one write (compute-bound, as fast as the transfer near 256).
+    struct Producer {
+      int passes, rounds;
+    };
+    for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 128}, {1, 256}, {1, 512}}) {
+      const std::string what =
+          p.rounds == 0 ? absl::StrCat(p.passes, " passes") : absl::StrCat(p.rounds, " rounds of arithmetic");
+      for (samples::AllGather* ag : {both.get(), alone.get()}) {
+        ag->set_passes(p.passes);
+        ag->set_rounds(p.rounds);
+      }
       // Epochs timed from the kernels' launch until end_device_epoch
       // returned, as plan_seconds times the transfer.
       std::vector<double> tb, tc, ta;
@@ -345,10 +387,10 @@ int main(int argc, char** argv) {
         must(alone->plan().next_epoch(), "next");
       }
       double compute = median(tc), overlapped = median(tb);
-      record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", passes, " passes"), compute * 1e6, "us");
-      record(absl::StrCat("producer + transfer overlapped, ", passes, " passes"), overlapped * 1e6, "us",
+      record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", what), compute * 1e6, "us");
+      record(absl::StrCat("producer + transfer overlapped, ", what), overlapped * 1e6, "us",
              ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));
-      if (passes == 1) {
+      if (p.passes == 1 && p.rounds == 0) {
         record(absl::StrCat("next_epoch (arming ", both->plan().schedule().batches(0).size(), " batches per rank)"),
                median(ta) * 1e6, "us", "host time between epochs");
       }
@@ -357,6 +399,7 @@ int main(int argc, char** argv) {
     // arming costs the host more than the epoch here, unless end_device_epoch
     // arms the next epoch while the transfer runs (arm_ahead).
     both->set_passes(1);
+    both->set_rounds(0);
     double plain_loop = 0;
     for (bool ahead : {false, true}) {
       must(both->arm({.arm_ahead = ahead}), "arm");

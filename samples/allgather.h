@@ -25,6 +25,7 @@ struct AllGatherConfig {
   int programs = 8;      // producer programs (persistent); the schedule's waves follow them
   int check_programs = 8;
   int passes = 1;      // times the producer writes each tile (benchmarks slow it down)
+  int rounds = 0;      // multiply-adds per element, and as many undoing them, before its stores
   bool check = true;   // false: producers only (benchmarks time the transfer alone)
 };
 
@@ -59,7 +60,8 @@ class AllGather {
       int32_t first = static_cast<int32_t>(*batch_id(*schedule, r, 0));
       int32_t total = world * config.rows * config.cols, batches = static_cast<int32_t>(schedule->num_batches());
       int32_t* data = ag->buffer_.as<int32_t>(r);
-      absl::Status prepared = p->prepare(no_view, data, r, config.rows, config.cols, 1, first, config.passes);
+      absl::Status prepared = p->prepare(no_view, data, r, config.rows, config.cols, 1, first, config.passes,
+                                           config.rounds);
       if (prepared.ok()) prepared = c->prepare(no_view, data, total, batches, 1, *errors);
       if (!prepared.ok()) return prepared;
       ag->producers_.push_back(*p);
@@ -89,8 +91,10 @@ class AllGather {
     return absl::OkStatus();
   }
 
-  // How many times the producer writes each tile (its variants do not depend on it).
+  // How many times the producer writes each tile, and how many rounds of
+  // arithmetic each element takes first (its variants depend on neither).
   void set_passes(int passes) { config_.passes = passes; }
+  void set_rounds(int rounds) { config_.rounds = rounds; }
 
   // Runs the armed epoch on every rank; returns the wrong elements summed
   // over ranks. Leaves the plan complete (call next()) or failed. With
@@ -115,7 +119,7 @@ class AllGather {
       int32_t first = static_cast<int32_t>(*plan_->batch_id(r, 0));
       auto* data = buffer_.as<int32_t>(r);
       launched[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
-                                         config_.rows, config_.cols, epoch, first, config_.passes);
+                                         config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds);
       if (launched[r].ok() && config_.check) {
         launched[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
                                         total, batches, epoch, errors_[r]);

@@ -47,7 +47,12 @@ bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernel
     ok_or_die(tessel::compile_ptx(k, options, &a).status(), "compile_ptx");
     for (auto [ext, text] : {std::pair{".tessel", &a.ir}, std::pair{".ll", &a.llvm}, std::pair{".ptx", &a.ptx}}) {
       std::string path = dir + "/" + k.name() + "." + args.target + ext;
-      std::ofstream(path) << *text;
+      std::ofstream out(path);
+      out << *text;
+      if (!out.flush()) {
+        std::fprintf(stderr, "cannot write %s (does the directory %s exist?)\n", path.c_str(), dir.c_str());
+        std::exit(1);
+      }
       std::printf("wrote %s\n", path.c_str());
     }
   }

@@ -136,21 +136,28 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
 
 // Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order; after
 // each tile a program publishes its wave's batch, first_batch + t / P, as
-// waves(view, world, {kAgBM, kAgBN}, P) numbers them. Each tile is written
-// `passes` times (the last pass with the final values), so benchmarks can
-// make the producer as slow as the transfer it overlaps.
+// waves(view, world, {kAgBM, kAgBN}, P) numbers them. So that benchmarks can
+// make the producer as slow as the transfer it overlaps, each element first
+// goes through `rounds` multiply-adds in registers and as many that undo them
+// (compute), and each tile is written `passes` times, the last pass with the
+// final values (memory traffic).
 inline absl::StatusOr<Kernel> allgather_producer_kernel() {
+  // x * kMix + kStep, undone by (x - kStep) * kUnmix (mod 2^32).
+  constexpr int32_t kMix = -1640531535, kUnmix = 244002641, kStep = 12345;
   KernelBuilder k("allgather_producer");
   TriggeredView view = k.triggered_view("plan");
   Value buf = k.arg(ptr(i32), "buf");
   Value rank = k.arg(i32, "rank"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   Value epoch = k.arg(i32, "epoch"), first_batch = k.arg(i32, "first_batch"), passes = k.arg(i32, "passes");
+  Value rounds = k.arg(i32, "rounds");
   Value tiles_n = cdiv(cols, kAgBN);
   k.for_each_tile(cdiv(rows, kAgBM) * tiles_n, [&](Value t) {
     Value r = expand_dims(t / tiles_n * kAgBM + k.arange(0, kAgBM), 1);  // [BM, 1] i32
     Value c = expand_dims(t % tiles_n * kAgBN + k.arange(0, kAgBN), 0);  // [1, BN] i32
     Value index = (rank * rows + r) * cols + c;                           // [BM, BN] i32
-    Value value = ((epoch & 0xFF) << 24) | (index & 0xFFFFFF);            // [BM, BN] i32
+    Var value = k.var(((epoch & 0xFF) << 24) | (index & 0xFFFFFF));      // [BM, BN] i32
+    k.for_range(0, rounds, 1, [&](Value) { value = value * kMix + kStep; });
+    k.for_range(0, rounds, 1, [&](Value) { value = (value - kStep) * kUnmix; });
     k.for_range(0, passes, 1, [&](Value pass) {
       store(buf + index, value + (pass - (passes - 1)), (r < rows) & (c < cols));
     });

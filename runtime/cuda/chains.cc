@@ -25,10 +25,9 @@ ChainOp wait(Lane lane, uint64_t* word, uint64_t value) {
   op.value = value;
   return op;
 }
-ChainOp write(Lane lane, std::vector<uint64_t*> words, uint64_t value) {
+ChainOp write(Lane lane, std::vector<WordWrite> writes) {
   ChainOp op = make(ChainOp::Kind::kWrite, lane);
-  op.words = std::move(words);
-  op.value = value;
+  op.writes = std::move(writes);
   return op;
 }
 ChainOp copy(Lane lane, const ChainCopy& c) {
@@ -45,40 +44,39 @@ ChainOp stage(ChainOp::Kind kind, Lane lane, Lane event) {
 
 }  // namespace
 
-std::vector<ChainOp> chain_ops(const ArmedBatch& b) {
+std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   using Kind = ChainOp::Kind;
   const Lane gate{b.owner, Lane::kGate}, arrivals{b.owner, Lane::kArrival};
   const bool pipelined = std::any_of(b.deliveries.begin(), b.deliveries.end(),
                                      [](const ArmedBatch::Delivery& d) { return delivery_bytes(d) >= kPipelineBytes; });
+  // Copy streams wait on the gate themselves (else on the gate stream's
+  // event) and write the arrivals themselves (else the arrival stream does).
+  const bool direct_gate = !pipelined || place.first;
+  const bool direct_arrival = !pipelined || place.last;
+  const WordWrite completion{b.completion, b.epoch};
   std::vector<ChainOp> ops;
-  if (!pipelined && b.deliveries.size() == 1) {
-    // One direct chain does it all, the completion in the arrival's write.
-    const ArmedBatch::Delivery& d = b.deliveries[0];
-    const Lane copies{b.owner, d.peer};
-    ops.push_back(wait(copies, b.ready, b.epoch));
-    for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
-    ops.push_back(write(copies, {d.arrival, b.completion}, b.epoch));
-    return ops;
-  }
-  if (pipelined || b.deliveries.empty()) {
+  if (!direct_gate || b.deliveries.empty()) {
     ops.push_back(wait(gate, b.ready, b.epoch));
     ops.push_back(stage(Kind::kRecord, gate, gate));
   }
-  ChainOp writes = write(arrivals, {}, b.epoch);
+  if (direct_arrival && b.deliveries.size() == 1) {
+    // One direct chain does it all, the completion in the arrival's write.
+    const ArmedBatch::Delivery& d = b.deliveries[0];
+    const Lane copies{b.owner, d.peer};
+    ops.push_back(direct_gate ? wait(copies, b.ready, b.epoch) : stage(Kind::kWaitEvent, copies, gate));
+    for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
+    ops.push_back(write(copies, {{d.arrival, b.epoch}, completion}));
+    return ops;
+  }
+  ChainOp writes = write(arrivals, {});
   for (const ArmedBatch::Delivery& d : b.deliveries) {
     const Lane copies{b.owner, d.peer};
-    if (pipelined) {
-      ops.push_back(stage(Kind::kWaitEvent, copies, gate));
-    } else {
-      ops.push_back(wait(copies, b.ready, b.epoch));
-    }
+    ops.push_back(direct_gate ? wait(copies, b.ready, b.epoch) : stage(Kind::kWaitEvent, copies, gate));
     for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
-    // Direct, the copy stream writes the arrival itself and the arrival
-    // stream only follows it; pipelined, the arrival stream writes it.
-    if (pipelined) {
-      writes.words.push_back(d.arrival);
+    if (direct_arrival) {
+      ops.push_back(write(copies, {{d.arrival, b.epoch}}));
     } else {
-      ops.push_back(write(copies, {d.arrival}, b.epoch));
+      writes.writes.push_back({d.arrival, b.epoch});
     }
     ops.push_back(stage(Kind::kRecord, copies, copies));
   }
@@ -86,35 +84,60 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b) {
     ops.push_back(stage(Kind::kWaitEvent, arrivals, Lane{b.owner, d.peer}));
   }
   if (b.deliveries.empty()) ops.push_back(stage(Kind::kWaitEvent, arrivals, gate));
-  writes.words.push_back(b.completion);
+  writes.writes.push_back(completion);
   ops.push_back(std::move(writes));
   return ops;
 }
 
-std::vector<ChainOp> tail_ops(const std::vector<std::vector<ChainOp>>& batches, const std::map<int, uint64_t*>& done,
-                              uint64_t token) {
-  // A copy stream is covered when its last command is a record that its
-  // owner's arrival stream waited for afterwards.
+std::vector<std::vector<ChainOp>> epoch_ops(const std::vector<ArmedBatch>& batches) {
+  std::map<int, size_t> first, last;  // per owner, the index of its first and last batch
+  for (size_t i = 0; i < batches.size(); ++i) {
+    first.try_emplace(batches[i].owner, i);
+    last[batches[i].owner] = i;
+  }
+  std::vector<std::vector<ChainOp>> ops;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const int owner = batches[i].owner;
+    ops.push_back(chain_ops(batches[i], {.first = first[owner] == i, .last = last[owner] == i}));
+  }
+  return ops;
+}
+
+std::vector<Lane> finishing_lanes(const std::vector<std::vector<ChainOp>>& batches) {
+  // A lane is covered when its last command is a record that another lane
+  // waited for afterwards: that lane finishes after it.
   std::map<Lane, bool> last_is_record, covered;
   for (const std::vector<ChainOp>& ops : batches) {
     for (const ChainOp& op : ops) {
-      if (op.lane.key >= 0) {
-        last_is_record[op.lane] = op.kind == ChainOp::Kind::kRecord;
-        covered[op.lane] = false;
-      }
-      if (op.kind == ChainOp::Kind::kWaitEvent && op.lane.key == Lane::kArrival && op.event.key >= 0 &&
-          last_is_record[op.event]) {
+      last_is_record[op.lane] = op.kind == ChainOp::Kind::kRecord;
+      covered[op.lane] = false;
+      if (op.kind == ChainOp::Kind::kWaitEvent && op.event != op.lane && last_is_record[op.event]) {
         covered[op.event] = true;
       }
     }
   }
-  std::vector<ChainOp> ops;
+  std::vector<Lane> lanes;
   for (const auto& [lane, is_covered] : covered) {
-    if (is_covered) continue;
-    ops.push_back(stage(ChainOp::Kind::kRecord, lane, lane));
-    ops.push_back(stage(ChainOp::Kind::kWaitEvent, Lane{lane.owner, Lane::kArrival}, lane));
+    if (!is_covered) lanes.push_back(lane);
   }
-  for (const auto& [owner, word] : done) ops.push_back(write(Lane{owner, Lane::kArrival}, {word}, token));
+  return lanes;
+}
+
+std::vector<ChainOp> finish(std::vector<std::vector<ChainOp>>& batches, const std::map<Lane, uint64_t*>& done,
+                            uint64_t token) {
+  std::map<Lane, ChainOp*> last;
+  for (std::vector<ChainOp>& ops : batches) {
+    for (ChainOp& op : ops) last[op.lane] = &op;
+  }
+  std::vector<ChainOp> ops;
+  for (const auto& [lane, word] : done) {
+    auto it = last.find(lane);
+    if (it != last.end() && it->second->kind == ChainOp::Kind::kWrite) {
+      it->second->writes.push_back({word, token});
+    } else {
+      ops.push_back(write(lane, {{word, token}}));
+    }
+  }
   return ops;
 }
 

@@ -13,9 +13,17 @@
 //                                     write of every peer's arrival word
 // The owner's completion word is written once every peer has the batch: by
 // the arrival stream, in the same batched write, or where a batch is one
-// direct chain (one peer), by that chain, in the arrival's write. At the end
-// of an epoch the arrival stream waits for every copy stream, so a word
-// written there last says the owner's chains are done.
+// direct chain (one peer), by that chain, in the arrival's write.
+//
+// Each event hand-off adds about 3 us from gate to arrival. At an epoch's
+// ends no copy queues behind a copy stream's own wait or write, so there the
+// copy streams do without them: an owner's first batch waits on its gate on
+// the copy streams, and its last writes the arrivals there (and, to one peer,
+// the completion too).
+//
+// Every stream whose last command no other stream waits for afterwards ends
+// the epoch by writing a token to a word of host memory that the host polls,
+// in its last batched write where it has one.
 #pragma once
 
 #include <compare>
@@ -40,19 +48,26 @@ struct Lane {
   auto operator<=>(const Lane&) const = default;
 };
 
+// One word written by a kWrite.
+struct WordWrite {
+  uint64_t* word = nullptr;
+  uint64_t value = 0;
+  auto operator<=>(const WordWrite&) const = default;
+};
+
 struct ChainOp {
   enum class Kind {
     kWait,       // until *word >= value (cyclic compare)
-    kWrite,      // value to each of words, one batched command
+    kWrite,      // each of writes, in order, one batched command
     kCopy,       // copy
     kRecord,     // record the stage event of `event` on lane
     kWaitEvent,  // wait on lane for the last record of the stage event of `event`
   };
   Kind kind = Kind::kWait;
   Lane lane;
-  uint64_t* word = nullptr;
-  std::vector<uint64_t*> words;
-  uint64_t value = 0;
+  uint64_t* word = nullptr;  // kWait
+  uint64_t value = 0;        // kWait
+  std::vector<WordWrite> writes;
   ChainCopy copy;
   Lane event;  // stage events: (owner, kGate) gate opened, (owner, peer) copies to peer done
 };
@@ -64,15 +79,26 @@ inline constexpr int64_t kPipelineBytes = int64_t{1} << 20;
 // Commands per lane.
 using LaneCounts = std::map<Lane, int64_t>;
 
-// The commands of one batch, in the order they are enqueued.
-std::vector<ChainOp> chain_ops(const ArmedBatch& batch);
+// Where a batch stands among its owner's batches in an epoch.
+struct ChainPlace {
+  bool first = false;  // no batch of its owner is armed before it in the epoch
+  bool last = false;   // nor after it
+};
 
-// The commands that end an epoch's chains (`batches`, as chain_ops made
-// them): each owner's arrival stream waits for those of its copy streams
-// whose last command it has not waited for already, then writes `token` to
-// the owner's word in `done` (host memory the host polls).
-std::vector<ChainOp> tail_ops(const std::vector<std::vector<ChainOp>>& batches, const std::map<int, uint64_t*>& done,
-                              uint64_t token);
+// The commands of one batch, in the order they are enqueued.
+std::vector<ChainOp> chain_ops(const ArmedBatch& batch, ChainPlace place);
+
+// Each batch's commands (chain_ops), in arming order.
+std::vector<std::vector<ChainOp>> epoch_ops(const std::vector<ArmedBatch>& batches);
+
+// The lanes of `batches` whose last command no other lane waits for
+// afterwards: each must say itself when it is done.
+std::vector<Lane> finishing_lanes(const std::vector<std::vector<ChainOp>>& batches);
+
+// Has each lane in `done` write `token` to its word last: in the lane's last
+// command where that is a write, else in a command of its own (returned).
+std::vector<ChainOp> finish(std::vector<std::vector<ChainOp>>& batches, const std::map<Lane, uint64_t*>& done,
+                            uint64_t token);
 
 void count_ops(const std::vector<ChainOp>& ops, LaneCounts& counts);
 

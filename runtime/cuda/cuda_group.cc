@@ -66,10 +66,11 @@ class CudaArmedEpoch final : public ArmedEpoch {
   absl::StatusOr<bool> done() override;
   absl::Status release() override;
 
-  // Per owner: its arrival stream's last write, of `token` to a word in
-  // host memory, polled without a driver call; and an event recorded after
-  // it, queried now and then for errors the device raised.
-  std::map<int, uint64_t*> done_words;
+  // Per stream that ends the epoch: its last write, of `token` to a word in
+  // host memory, polled without a driver call; and (with the stream's owner)
+  // an event recorded after it, queried now and then for errors the device
+  // raised.
+  std::map<Lane, uint64_t*> done_words;
   uint64_t token = 0;
   std::vector<std::pair<int, CUevent>> finals;
   LaneCounts queued;  // commands enqueued per lane, counted against its capacity until the chains finish
@@ -389,15 +390,15 @@ absl::Status CudaGroupBackend::issue(const ChainOp& op) {
     case Kind::kWait:
       return d_.stream_wait_value64(s, dptr(op.word), op.value, CU_STREAM_WAIT_VALUE_GEQ);
     case Kind::kWrite: {
-      if (op.words.size() == 1) {
-        return d_.stream_write_value64(s, dptr(op.words[0]), op.value, CU_STREAM_WRITE_VALUE_DEFAULT);
+      if (op.writes.size() == 1) {
+        return d_.stream_write_value64(s, dptr(op.writes[0].word), op.writes[0].value, CU_STREAM_WRITE_VALUE_DEFAULT);
       }
       // One command, the writes in order (a call takes fewer than 256).
-      std::vector<CUstreamBatchMemOpParams> writes(op.words.size());
-      for (size_t i = 0; i < op.words.size(); ++i) {
+      std::vector<CUstreamBatchMemOpParams> writes(op.writes.size());
+      for (size_t i = 0; i < op.writes.size(); ++i) {
         writes[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-        writes[i].writeValue.address = dptr(op.words[i]);
-        writes[i].writeValue.value64 = op.value;
+        writes[i].writeValue.address = dptr(op.writes[i].word);
+        writes[i].writeValue.value64 = op.writes[i].value;
         writes[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
       }
       for (size_t at = 0; at < writes.size(); at += 255) {
@@ -433,25 +434,18 @@ absl::Status CudaGroupBackend::issue(const ChainOp& op) {
 }
 
 absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<ArmedBatch> batches) {
-  std::vector<std::vector<ChainOp>> ops;
-  LaneCounts adding;
-  std::vector<bool> owners(contexts_.size());
-  for (const ArmedBatch& b : batches) {
-    ops.push_back(cuda::chain_ops(b));
-    cuda::count_ops(ops.back(), adding);
-    owners[b.owner] = true;
-  }
+  std::vector<std::vector<ChainOp>> ops = cuda::epoch_ops(batches);
   auto epoch = std::make_unique<CudaArmedEpoch>(*this, std::move(batches));
-  // The arrival stream finishes last (chains.h): its last write says the
-  // owner's chains are done; an event recorded after it reports errors.
+  // Each stream that ends the epoch writes a token to its done word last
+  // (chains.h); an event recorded after it reports errors.
   epoch->token = ++tokens_;
-  for (size_t r = 0; r < owners.size(); ++r) {
-    if (!owners[r]) continue;
-    TESSEL_ASSIGN_OR_RETURN(epoch->done_words[static_cast<int>(r)], take_word());
-    ++adding[{static_cast<int>(r), Lane::kArrival}];
+  const std::vector<Lane> finishing = cuda::finishing_lanes(ops);
+  for (Lane lane : finishing) {
+    TESSEL_ASSIGN_OR_RETURN(epoch->done_words[lane], take_word());
   }
-  ops.push_back(cuda::tail_ops(ops, epoch->done_words, epoch->token));
-  cuda::count_ops(ops.back(), adding);
+  ops.push_back(cuda::finish(ops, epoch->done_words, epoch->token));
+  LaneCounts adding;
+  for (const std::vector<ChainOp>& batch : ops) cuda::count_ops(batch, adding);
   absl::MutexLock arm(&arm_mu_);
   TESSEL_RETURN_IF_ERROR(cuda::check_capacity(queued_, adding, kQueueCapacity,
                                                [this](Lane lane) { return lane_name(lane); }));
@@ -474,13 +468,12 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
     }
   }
   scope.reset();
-  for (size_t r = 0; r < owners.size(); ++r) {
-    if (!owners[r]) continue;
-    ContextScope scope(*contexts_[r]);
-    TESSEL_ASSIGN_OR_RETURN(CUstream arrivals, stream(r, Lane::kArrival));
-    TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(r));
-    epoch->finals.push_back({static_cast<int>(r), e});
-    TESSEL_RETURN_IF_ERROR(prefix(r, "arming a triggered plan", d_.event_record(e, arrivals)));
+  for (Lane lane : finishing) {
+    ContextScope scope(*contexts_[lane.owner]);
+    TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(lane.owner, lane.key));
+    TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(lane.owner));
+    epoch->finals.push_back({lane.owner, e});
+    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", d_.event_record(e, s)));
   }
   return std::unique_ptr<ArmedEpoch>(std::move(epoch));
 }
@@ -504,13 +497,13 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
 
 CudaArmedEpoch::~CudaArmedEpoch() {
   for (auto& [rank, e] : finals) backend_.give_event(rank, e);
-  for (auto& [rank, w] : done_words) backend_.give_word(w);
+  for (auto& [lane, w] : done_words) backend_.give_word(w);
   backend_.unqueue(queued);
 }
 
 absl::StatusOr<bool> CudaArmedEpoch::done() {
   bool all = true;
-  for (auto& [rank, w] : done_words) {
+  for (auto& [lane, w] : done_words) {
     all = all && std::atomic_ref<uint64_t>(*w).load(std::memory_order_acquire) == token;
   }
   if (all) return true;

@@ -44,52 +44,114 @@ std::vector<Kind> kinds_on(const std::vector<ChainOp>& ops, Lane lane) {
   return kinds;
 }
 
+std::vector<uint64_t*> words(const ChainOp& op) {
+  std::vector<uint64_t*> w;
+  for (const WordWrite& x : op.writes) w.push_back(x.word);
+  return w;
+}
+
 constexpr Lane kGate{0, Lane::kGate}, kArrival{0, Lane::kArrival};
+constexpr ChainPlace kMiddle{}, kFirst{.first = true}, kLast{.last = true};
 
 TEST(Chains, SmallDeliveryToOnePeerIsOneDirectChainOnItsCopyStream) {
   Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 1, 4096, 2));
+  std::vector<ChainOp> ops = chain_ops(batch(w, 1, 4096, 2), kMiddle);
   EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
   EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre());
   EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kCopy, Kind::kWrite));
   EXPECT_EQ(ops[0].word, &w.ready);
   EXPECT_EQ(ops[0].value, 7u);
-  EXPECT_THAT(ops.back().words, ElementsAre(&w.arrival[1], &w.completion));
+  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
+  EXPECT_EQ(ops.back().writes[0].value, 7u);
 }
 
 TEST(Chains, SmallDeliveriesToSeveralPeersCompleteOnTheArrivalStream) {
   Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 2, 4096));
+  std::vector<ChainOp> ops = chain_ops(batch(w, 2, 4096), kMiddle);
   EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
   for (int p = 1; p <= 2; ++p) {
     EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kWrite, Kind::kRecord)) << p;
   }
   EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite));
-  EXPECT_THAT(ops.back().words, ElementsAre(&w.completion));
+  EXPECT_THAT(words(ops.back()), ElementsAre(&w.completion));
 }
 
 TEST(Chains, LargeDeliveriesArePipelinedAndTheirArrivalsWrittenInOneCommand) {
   Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 3, kPipelineBytes));
+  std::vector<ChainOp> ops = chain_ops(batch(w, 3, kPipelineBytes), kMiddle);
   EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
   for (int p = 1; p <= 3; ++p) {
     EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kRecord)) << p;
   }
   EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite));
-  EXPECT_THAT(ops.back().words, ElementsAre(&w.arrival[1], &w.arrival[2], &w.arrival[3], &w.completion));
+  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.arrival[2], &w.arrival[3], &w.completion));
+}
+
+TEST(Chains, AnOwnersFirstPipelinedBatchWaitsOnItsGateOnTheCopyStreams) {
+  Words w;
+  std::vector<ChainOp> ops = chain_ops(batch(w, 3, kPipelineBytes), kFirst);
+  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
+  for (int p = 1; p <= 3; ++p) {
+    EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kRecord)) << p;
+  }
+  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.arrival[2], &w.arrival[3], &w.completion));
+}
+
+TEST(Chains, AnOwnersLastPipelinedBatchWritesArrivalsOnTheCopyStreams) {
+  Words w;
+  std::vector<ChainOp> ops = chain_ops(batch(w, 2, kPipelineBytes), kLast);
+  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
+  for (int p = 1; p <= 2; ++p) {
+    EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite, Kind::kRecord))
+        << p;
+  }
+  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite));
+  EXPECT_THAT(words(ops.back()), ElementsAre(&w.completion));
+}
+
+TEST(Chains, AnOwnersLastPipelinedBatchToOnePeerIsOneChainAfterTheGateStream) {
+  Words w;
+  std::vector<ChainOp> ops = chain_ops(batch(w, 1, kPipelineBytes), kLast);
+  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
+  EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite));
+  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre());
+  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
+  // Both ends at once: the direct chain of a small batch.
+  ops = chain_ops(batch(w, 1, kPipelineBytes), {.first = true, .last = true});
+  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
+  EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kWrite));
+}
+
+TEST(Chains, EpochPlacesEachOwnersFirstAndLastBatch) {
+  Words w[4];
+  std::vector<ArmedBatch> batches;
+  for (int i = 0; i < 4; ++i) {
+    batches.push_back(batch(w[i], 1, kPipelineBytes));
+    batches.back().owner = i % 2;  // 0, 1, 0, 1
+    batches.back().deliveries[0].peer = 1 - i % 2;
+  }
+  std::vector<std::vector<ChainOp>> ops = epoch_ops(batches);
+  ASSERT_EQ(ops.size(), 4u);
+  for (int owner = 0; owner < 2; ++owner) {
+    const Lane copies{owner, 1 - owner};
+    EXPECT_THAT(kinds_on(ops[owner], copies), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kRecord)) << owner;
+    EXPECT_THAT(kinds_on(ops[owner + 2], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite)) << owner;
+  }
 }
 
 // Events are re-recorded per batch: every wait must come after the record
 // it waits for and before that event's next record.
 TEST(Chains, EveryEventWaitFollowsItsRecord) {
-  Words w;
+  Words w[3];
   for (int64_t bytes : {int64_t{4096}, kPipelineBytes}) {
-    std::vector<ChainOp> ops = chain_ops(batch(w, 3, bytes));
+    std::vector<std::vector<ChainOp>> ops = epoch_ops({batch(w[0], 3, bytes), batch(w[1], 3, bytes), batch(w[2], 3, bytes)});
     std::vector<Lane> recorded;
-    for (const ChainOp& op : ops) {
-      if (op.kind == Kind::kRecord) recorded.push_back(op.event);
-      if (op.kind == Kind::kWaitEvent) {
-        EXPECT_NE(std::find(recorded.begin(), recorded.end(), op.event), recorded.end()) << bytes;
+    for (const std::vector<ChainOp>& b : ops) {
+      for (const ChainOp& op : b) {
+        if (op.kind == Kind::kRecord) recorded.push_back(op.event);
+        if (op.kind == Kind::kWaitEvent) {
+          EXPECT_NE(std::find(recorded.begin(), recorded.end(), op.event), recorded.end()) << bytes;
+        }
       }
     }
   }
@@ -97,49 +159,53 @@ TEST(Chains, EveryEventWaitFollowsItsRecord) {
 
 TEST(Chains, BatchWithoutPeersCompletesAfterItsGate) {
   Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 0, 0));
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
-  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWrite));
-  EXPECT_THAT(ops.back().words, ElementsAre(&w.completion));
+  for (ChainPlace place : {kMiddle, ChainPlace{.first = true, .last = true}}) {
+    std::vector<ChainOp> ops = chain_ops(batch(w, 0, 0), place);
+    EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
+    EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWrite));
+    EXPECT_THAT(words(ops.back()), ElementsAre(&w.completion));
+  }
 }
 
 TEST(Chains, CountsCommandsPerLane) {
   Words w;
   LaneCounts counts;
-  for (int i = 0; i < 10; ++i) count_ops(chain_ops(batch(w, 2, kPipelineBytes, 2)), counts);
+  for (int i = 0; i < 10; ++i) count_ops(chain_ops(batch(w, 2, kPipelineBytes, 2), kMiddle), counts);
   EXPECT_EQ(counts[kGate], 20);
   EXPECT_EQ((counts[Lane{0, 1}]), 40);
   EXPECT_EQ((counts[Lane{0, 2}]), 40);
   EXPECT_EQ(counts[kArrival], 30);
 }
 
-// The tail joins into each owner's arrival stream the copy streams it has
-// not waited for already, then writes the owner's done word.
-TEST(Chains, TailJoinsCopyStreamsNotAlreadyJoinedAndWritesDoneWords) {
-  Words w;
-  uint64_t done0 = 0, done1 = 0;
-  ArmedBatch other = batch(w, 1, 4096);
-  other.owner = 1;
-  other.deliveries[0].peer = 0;
-  // Rank 0: a pipelined batch to 1 and 2, then a direct one to 1 alone
-  // (its copy stream ends uncovered); rank 1: a direct one to 0.
-  std::vector<std::vector<ChainOp>> batches = {chain_ops(batch(w, 2, kPipelineBytes)), chain_ops(batch(w, 1, 4096)),
-                                               chain_ops(other)};
-  std::vector<ChainOp> ops = tail_ops(batches, {{0, &done0}, {1, &done1}}, 42);
-  ASSERT_EQ(ops.size(), 6u);
-  EXPECT_EQ(ops[0].kind, Kind::kRecord);
-  EXPECT_EQ(ops[0].lane, (Lane{0, 1}));
-  EXPECT_EQ(ops[1].kind, Kind::kWaitEvent);
-  EXPECT_EQ(ops[1].lane, kArrival);
-  EXPECT_EQ(ops[1].event, (Lane{0, 1}));
-  EXPECT_EQ(ops[2].lane, (Lane{1, 0}));
-  EXPECT_EQ(ops[3].lane, (Lane{1, Lane::kArrival}));
-  EXPECT_EQ(ops[4].kind, Kind::kWrite);
-  EXPECT_EQ(ops[4].lane, kArrival);
-  EXPECT_THAT(ops[4].words, ElementsAre(&done0));
-  EXPECT_EQ(ops[4].value, 42u);
-  EXPECT_THAT(ops[5].words, ElementsAre(&done1));
-  EXPECT_EQ(ops[5].lane, (Lane{1, Lane::kArrival}));
+// A lane whose last record another lane waited for finishes before that
+// lane; the rest must each say when they are done.
+TEST(Chains, LanesNoOtherLaneWaitsForFinishTheEpoch) {
+  Words w[3];
+  // Rank 0: three pipelined batches to 1 and 2; the last writes the
+  // arrivals on the copy streams, which then record for the arrival stream.
+  std::vector<std::vector<ChainOp>> ops = epoch_ops(
+      {batch(w[0], 2, kPipelineBytes), batch(w[1], 2, kPipelineBytes), batch(w[2], 2, kPipelineBytes)});
+  EXPECT_THAT(finishing_lanes(ops), ElementsAre(kArrival));
+  // To one peer the last batch is a chain of its own: the copy stream ends
+  // too, and no stream follows the gate stream's last record but it.
+  ops = epoch_ops({batch(w[0], 1, kPipelineBytes), batch(w[1], 1, kPipelineBytes), batch(w[2], 1, kPipelineBytes)});
+  EXPECT_THAT(finishing_lanes(ops), ElementsAre(kArrival, (Lane{0, 1})));
+}
+
+TEST(Chains, FinishingLanesWriteTheirTokenInTheirLastWriteOrAfterIt) {
+  Words w[2];
+  uint64_t done_copies = 0, done_arrivals = 0, done_gate = 0;
+  std::vector<std::vector<ChainOp>> ops = epoch_ops({batch(w[0], 1, kPipelineBytes), batch(w[1], 1, kPipelineBytes)});
+  std::vector<ChainOp> tail =
+      finish(ops, {{Lane{0, 1}, &done_copies}, {kArrival, &done_arrivals}, {kGate, &done_gate}}, 42);
+  // The copy stream's and the arrival stream's last commands are writes.
+  EXPECT_THAT(words(ops[1].back()), ElementsAre(&w[1].arrival[1], &w[1].completion, &done_copies));
+  EXPECT_EQ(ops[1].back().writes.back().value, 42u);
+  EXPECT_THAT(words(ops[0].back()), ElementsAre(&w[0].arrival[1], &w[0].completion, &done_arrivals));
+  // The gate stream's is a record: the token comes after it.
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].lane, kGate);
+  EXPECT_THAT(words(tail[0]), ElementsAre(&done_gate));
 }
 
 std::string name(Lane lane) { return absl::StrCat("lane ", lane.owner, "/", lane.key); }
