@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,18 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = n
     must(plan.next_epoch(), "next epoch");
   }
   return median(t);
+}
+
+// Calls each of `timers` in turn, `rounds` times over; per timer, the
+// median of what its calls returned.
+std::vector<double> interleaved(const std::vector<std::function<double()>>& timers, int rounds) {
+  std::vector<std::vector<double>> t(timers.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < timers.size(); ++i) t[i].push_back(timers[i]());
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& each : t) medians.push_back(median(each));
+  return medians;
 }
 
 // Every GPU sends `bytes` to every other with cuMemcpyPeerAsync at once, one
@@ -270,25 +283,30 @@ int main(int argc, char** argv) {
     record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", shard / kMiB, " MiB per rank"), received / raw_s / 1e9,
            "GB/s");
     for (int64_t batch : {8 * kMiB, 32 * kMiB}) {
-      double pieces_s = raw.seconds(shard, 10, batch);
       std::string what = absl::StrCat(shard / kMiB, " MiB in ", batch / kMiB, " MiB");
-      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies"), received / pieces_s / 1e9, "GB/s");
       Schedule s = must(chunks(ScheduleView::linear(shard), world, shard / batch), "schedule");
-      auto line = [&](const std::string& how, double plan_s) {
-        record(absl::StrCat("plan all-gather, ", what, " batches, ", how), received / plan_s / 1e9, "GB/s",
-               ratio(pieces_s / plan_s, ">= 0.95 vs the same copies") +
-                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / plan_s), " vs one copy"));
-      };
       SymmetricBuffer buf = must(g.allocate(s.bytes()), "allocate");
       std::vector<CUdeviceptr> on_buf;
       for (int r = 0; r < world; ++r) on_buf.push_back(reinterpret_cast<CUdeviceptr>(buf.data(r)));
       double sym_s = RawPeer(cu, world, shard, on_buf).seconds(shard, 10, batch);
+      TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
+      // The raw copies and the plan's three ways of opening gates take turns,
+      // so that a drift in the machine's speed during the run hits all four.
+      std::vector<double> t = interleaved({[&] { return raw.seconds(shard, 4, batch); },
+                                           [&] { return plan_seconds(plan, world, 4, &held); },
+                                           [&] { return plan_seconds(plan, world, 4, &opener); },
+                                           [&] { return plan_seconds(plan, world, 4); }},
+                                          6);
+      const double pieces_s = t[0];
+      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies"), received / pieces_s / 1e9, "GB/s");
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, in symmetric memory"),
              received / sym_s / 1e9, "GB/s");
-      TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
-      line("kernel-opened", plan_seconds(plan, world, 10, &held));
-      line("kernel-opened, launched in the timed span", plan_seconds(plan, world, 10, &opener));
-      line("host-opened", plan_seconds(plan, world, 10));
+      const char* hows[] = {"kernel-opened", "kernel-opened, launched in the timed span", "host-opened"};
+      for (int i = 0; i < 3; ++i) {
+        record(absl::StrCat("plan all-gather, ", what, " batches, ", hows[i]), received / t[i + 1] / 1e9, "GB/s",
+               ratio(pieces_s / t[i + 1], ">= 0.95 vs the same copies") +
+                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / t[i + 1]), " vs one copy"));
+      }
       must(plan.destroy(), "destroy");
     }
   }
@@ -358,14 +376,14 @@ int main(int argc, char** argv) {
     // host's rate).
     record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank"),
            plan_seconds(both->plan(), world, 10) * 1e6, "us");
-    // Producers of three kinds of cost: writing each tile 1, 8 or 32 times
-    // (memory-bound: the transfer's reads and the peers' writes share its
-    // memory), and 128, 256 or 512 rounds of arithmetic per element before
-    // one write (compute-bound, as fast as the transfer near 256).
+    // Producers of two kinds: writing each tile 1, 8 or 32 times (bound by
+    // the GPU's memory, which the transfer's reads and the peers' writes
+    // share), and 2, 4 or 8 rounds of arithmetic per element before one
+    // write (bound by work on the chip; about as long as the transfer at 4).
     struct Producer {
       int passes, rounds;
     };
-    for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 128}, {1, 256}, {1, 512}}) {
+    for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 2}, {1, 4}, {1, 8}}) {
       const std::string what =
           p.rounds == 0 ? absl::StrCat(p.passes, " passes") : absl::StrCat(p.rounds, " rounds of arithmetic");
       for (samples::AllGather* ag : {both.get(), alone.get()}) {

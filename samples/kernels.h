@@ -138,9 +138,10 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
 // each tile a program publishes its wave's batch, first_batch + t / P, as
 // waves(view, world, {kAgBM, kAgBN}, P) numbers them. So that benchmarks can
 // make the producer as slow as the transfer it overlaps, each element first
-// goes through `rounds` multiply-adds in registers and as many that undo them
-// (compute), and each tile is written `passes` times, the last pass with the
-// final values (memory traffic).
+// goes through `rounds` multiply-adds and as many that undo them (work on the
+// chip: a tile carried through a loop lives in shared memory), and each tile
+// is written `passes` times, the last pass with the final values (work on
+// the GPU's memory, which the transfer shares).
 inline absl::StatusOr<Kernel> allgather_producer_kernel() {
   // x * kMix + kStep, undone by (x - kStep) * kUnmix (mod 2^32).
   constexpr int32_t kMix = -1640531535, kUnmix = 244002641, kStep = 12345;
@@ -155,12 +156,22 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
     Value r = expand_dims(t / tiles_n * kAgBM + k.arange(0, kAgBM), 1);  // [BM, 1] i32
     Value c = expand_dims(t % tiles_n * kAgBN + k.arange(0, kAgBN), 0);  // [1, BN] i32
     Value index = (rank * rows + r) * cols + c;                           // [BM, BN] i32
-    Var value = k.var(((epoch & 0xFF) << 24) | (index & 0xFFFFFF));      // [BM, BN] i32
-    k.for_range(0, rounds, 1, [&](Value) { value = value * kMix + kStep; });
-    k.for_range(0, rounds, 1, [&](Value) { value = (value - kStep) * kUnmix; });
-    k.for_range(0, passes, 1, [&](Value pass) {
-      store(buf + index, value + (pass - (passes - 1)), (r < rows) & (c < cols));
-    });
+    Value value = ((epoch & 0xFF) << 24) | (index & 0xFFFFFF);            // [BM, BN] i32
+    auto write = [&](Value v) {
+      k.for_range(0, passes, 1, [&](Value pass) {
+        store(buf + index, v + (pass - (passes - 1)), (r < rows) & (c < cols));
+      });
+    };
+    // Without rounds the tile never goes through shared memory.
+    k.if_(
+        rounds > 0,
+        [&] {
+          Var x = k.var(value);
+          k.for_range(0, rounds, 1, [&](Value) { x = x * kMix + kStep; });
+          k.for_range(0, rounds, 1, [&](Value) { x = (x - kStep) * kUnmix; });
+          write(x);
+        },
+        [&] { write(value); });
     view.publish(first_batch + t / k.num_programs());
   });
   return k.build();

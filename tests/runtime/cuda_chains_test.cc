@@ -144,7 +144,8 @@ TEST(Chains, EpochPlacesEachOwnersFirstAndLastBatch) {
 TEST(Chains, EveryEventWaitFollowsItsRecord) {
   Words w[3];
   for (int64_t bytes : {int64_t{4096}, kPipelineBytes}) {
-    std::vector<std::vector<ChainOp>> ops = epoch_ops({batch(w[0], 3, bytes), batch(w[1], 3, bytes), batch(w[2], 3, bytes)});
+    std::vector<std::vector<ChainOp>> ops =
+        epoch_ops({batch(w[0], 3, bytes), batch(w[1], 3, bytes), batch(w[2], 3, bytes)});
     std::vector<Lane> recorded;
     for (const std::vector<ChainOp>& b : ops) {
       for (const ChainOp& op : b) {
