@@ -26,6 +26,7 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuMemcpyDtoDAsync);
   TESSEL_RAW_FN(cuStreamCreate);
   TESSEL_RAW_FN(cuStreamSynchronize);
+  TESSEL_RAW_FN(cuStreamQuery);
   TESSEL_RAW_FN(cuStreamBeginCapture);
   TESSEL_RAW_FN(cuStreamEndCapture);
   TESSEL_RAW_FN(cuGraphInstantiateWithFlags);
@@ -69,6 +70,7 @@ struct CudaRaw {
     get(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     get(cuStreamCreate, "cuStreamCreate");
     get(cuStreamSynchronize, "cuStreamSynchronize");
+    get(cuStreamQuery, "cuStreamQuery");
     get(cuStreamBeginCapture, "cuStreamBeginCapture_v2");
     get(cuStreamEndCapture, "cuStreamEndCapture");
     get(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");

@@ -202,6 +202,23 @@ struct RawPeer {
   }
 };
 
+// For AllGather::run_epoch: polls the producers' streams (rank r's on
+// contexts[r]) after their launch, and stores in `seconds` when all have
+// finished, counted from this call.
+std::function<void()> producers_done(bench::CudaRaw& cu, const std::vector<CUcontext>& contexts,
+                                     const samples::AllGather& ag, double* seconds) {
+  return [&cu, &contexts, &ag, seconds, start = Clock::now()] {
+    for (size_t r = 0; r < ag.streams().size(); ++r) {
+      cu.check(cu.cuCtxSetCurrent(contexts[r]), "cuCtxSetCurrent");
+      CUresult done;
+      while ((done = cu.cuStreamQuery(static_cast<CUstream>(ag.streams()[r].native()))) == CUDA_ERROR_NOT_READY) {
+      }
+      cu.check(done, "cuStreamQuery");
+    }
+    *seconds = seconds_since(start);
+  };
+}
+
 // Rank 0 publishes its i-th batch and waits for rank 1's i-th; rank 1 waits
 // for rank 0's, then publishes its own: 2 * n one-way gate-to-arrival hops.
 Kernel ping_pong() {
@@ -391,23 +408,28 @@ int main(int argc, char** argv) {
         ag->set_rounds(p.rounds);
       }
       // Epochs timed from the kernels' launch until end_device_epoch
-      // returned, as plan_seconds times the transfer.
-      std::vector<double> tb, tc, ta;
+      // returned, as plan_seconds times the transfer; and until the
+      // producers finished (their streams polled), beside the transfer or not.
+      std::vector<double> tb, tc, ta, produced_beside, produced_alone;
       for (int rep = 0; rep < 13; ++rep) {
-        double epoch = 0;
-        must(both->run_epoch(&epoch).status(), "epoch");
+        double epoch = 0, produced = 0;
+        must(both->run_epoch(&epoch, producers_done(cu, opener.ctx, *both, &produced)).status(), "epoch");
         if (rep >= 3) tb.push_back(epoch);
+        if (rep >= 3) produced_beside.push_back(produced);
         auto t0 = Clock::now();
         must(both->plan().next_epoch(), "next");
         if (rep >= 3) ta.push_back(seconds_since(t0));
-        must(alone->run_epoch(&epoch).status(), "epoch alone");
+        must(alone->run_epoch(&epoch, producers_done(cu, opener.ctx, *alone, &produced)).status(), "epoch alone");
         if (rep >= 3) tc.push_back(epoch);
+        if (rep >= 3) produced_alone.push_back(produced);
         must(alone->plan().next_epoch(), "next");
       }
       double compute = median(tc), overlapped = median(tb);
       record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", what), compute * 1e6, "us");
       record(absl::StrCat("producer + transfer overlapped, ", what), overlapped * 1e6, "us",
              ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));
+      record("  producer kernels finished, alone / beside the transfer", median(produced_alone) * 1e6, "us",
+             absl::StrFormat("%.1f us beside it", median(produced_beside) * 1e6));
       if (p.passes == 1 && p.rounds == 0) {
         record(absl::StrCat("next_epoch (arming ", both->plan().schedule().batches(0).size(), " batches per rank)"),
                median(ta) * 1e6, "us", "host time between epochs");

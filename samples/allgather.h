@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -99,8 +100,8 @@ class AllGather {
   // Runs the armed epoch on every rank; returns the wrong elements summed
   // over ranks. Leaves the plan complete (call next()) or failed. With
   // `seconds`, stores the time from the kernels' launch until
-  // end_device_epoch returned.
-  absl::StatusOr<int64_t> run_epoch(double* seconds = nullptr) {
+  // end_device_epoch returned; `launched` runs between the two.
+  absl::StatusOr<int64_t> run_epoch(double* seconds = nullptr, const std::function<void()>& launched = {}) {
     using namespace tessel;  // NOLINT
     if (plan_ == nullptr) return absl::FailedPreconditionError("AllGather::run_epoch: call arm() first");
     int world = group_.size();
@@ -114,14 +115,14 @@ class AllGather {
     int32_t epoch = static_cast<int32_t>(plan_->epoch());
     int32_t batches = static_cast<int32_t>(plan_->schedule().num_batches());
     int32_t total = world * config_.rows * config_.cols;
-    std::vector<absl::Status> launched(world);
+    std::vector<absl::Status> statuses(world);
     auto launch = [&](int r) {
       int32_t first = static_cast<int32_t>(*plan_->batch_id(r, 0));
       auto* data = buffer_.as<int32_t>(r);
-      launched[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
+      statuses[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
                                          config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds);
-      if (launched[r].ok() && config_.check) {
-        launched[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
+      if (statuses[r].ok() && config_.check) {
+        statuses[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
                                         total, batches, epoch, errors_[r]);
       }
     };
@@ -135,9 +136,10 @@ class AllGather {
     } else {
       for (int r = 0; r < world; ++r) launch(r);
     }
-    for (const absl::Status& s : launched) {
+    for (const absl::Status& s : statuses) {
       if (!s.ok()) return s;
     }
+    if (launched) launched();
     absl::Status ended = plan_->end_device_epoch();
     if (seconds != nullptr) {
       *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
