@@ -371,83 +371,99 @@ int main(int argc, char** argv) {
                                     .check_programs = programs,
                                     .check = false};
     Group solo = must(Group::create({devices[0]}), "one-rank group");
-    auto both = must(samples::AllGather::create(g, config), "all-gather");
-    auto alone = must(samples::AllGather::create(solo, config), "one-rank all-gather");
-    // The transfer alone, at its fastest: the same chains with one
-    // contributor per batch, every gate opened at once by a kernel.
-    double transfer = 0;
-    {
-      Schedule s = both->schedule();
-      for (std::vector<Batch>& batches : s.mutable_per_rank()) {
-        for (Batch& b : batches) b.contributors = 1;
-      }
-      TriggeredPlan plan = must(TriggeredPlan::create(g, both->buffer(), std::vector<Schedule>(world, s)), "plan");
-      transfer = plan_seconds(plan, world, 10, &opener);
-      must(plan.destroy(), "destroy");
+    // Batches of one wave (1 MiB) and of four (4 MiB): fewer publishes and
+    // copies, a later start.
+    std::vector<int> batch_waves = {1, 4};
+    std::vector<std::unique_ptr<samples::AllGather>> boths, alones;
+    for (int per : batch_waves) {
+      config.waves_per_batch = per;
+      boths.push_back(must(samples::AllGather::create(g, config), "all-gather"));
+      alones.push_back(must(samples::AllGather::create(solo, config), "one-rank all-gather"));
     }
-    must(both->arm(), "arm");
-    must(alone->arm(), "arm");
-    int64_t mib = int64_t{config.rows} * config.cols * 4 / kMiB;
-    record(absl::StrCat("transfer alone (plan, kernel-opened), ", mib, " MiB per rank"), transfer * 1e6, "us");
-    // And the plan's own chains, opened by host publishes (bounded by the
-    // host's rate).
-    record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank"),
-           plan_seconds(both->plan(), world, 10) * 1e6, "us");
-    // Producers of two kinds: writing each tile 1, 8 or 32 times (bound by
-    // the GPU's memory, which the transfer's reads and the peers' writes
-    // share), and 2, 4 or 8 rounds of arithmetic per element before one
-    // write (bound by work on the chip; about as long as the transfer at 4).
-    struct Producer {
-      int passes, rounds;
-    };
-    for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 2}, {1, 4}, {1, 8}}) {
-      const std::string what =
-          p.rounds == 0 ? absl::StrCat(p.passes, " passes") : absl::StrCat(p.rounds, " rounds of arithmetic");
-      for (samples::AllGather* ag : {both.get(), alone.get()}) {
-        ag->set_passes(p.passes);
-        ag->set_rounds(p.rounds);
+    const int64_t mib = int64_t{config.rows} * config.cols * 4 / kMiB;
+    for (size_t i = 0; i < batch_waves.size(); ++i) {
+      samples::AllGather &both = *boths[i], &alone = *alones[i];
+      const std::string batches = absl::StrCat(both.schedule().batches(0).size(), " batches");
+      // The transfer alone, at its fastest: the same chains with one
+      // contributor per batch, every gate opened at once by a kernel.
+      double transfer = 0;
+      {
+        Schedule s = both.schedule();
+        for (std::vector<Batch>& rank_batches : s.mutable_per_rank()) {
+          for (Batch& b : rank_batches) b.contributors = 1;
+        }
+        TriggeredPlan plan = must(TriggeredPlan::create(g, both.buffer(), std::vector<Schedule>(world, s)), "plan");
+        transfer = plan_seconds(plan, world, 10, &opener);
+        must(plan.destroy(), "destroy");
       }
-      // Epochs timed from the kernels' launch until end_device_epoch
-      // returned, as plan_seconds times the transfer; and until the
-      // producers finished (their streams polled), beside the transfer or not.
-      std::vector<double> tb, tc, ta, produced_beside, produced_alone;
-      for (int rep = 0; rep < 13; ++rep) {
-        double epoch = 0, produced = 0;
-        must(both->run_epoch(&epoch, producers_done(cu, opener.ctx, *both, &produced)).status(), "epoch");
-        if (rep >= 3) tb.push_back(epoch);
-        if (rep >= 3) produced_beside.push_back(produced);
-        auto t0 = Clock::now();
-        must(both->plan().next_epoch(), "next");
-        if (rep >= 3) ta.push_back(seconds_since(t0));
-        must(alone->run_epoch(&epoch, producers_done(cu, opener.ctx, *alone, &produced)).status(), "epoch alone");
-        if (rep >= 3) tc.push_back(epoch);
-        if (rep >= 3) produced_alone.push_back(produced);
-        must(alone->plan().next_epoch(), "next");
+      must(both.arm(), "arm");
+      must(alone.arm(), "arm");
+      record(absl::StrCat("transfer alone (plan, kernel-opened), ", mib, " MiB per rank in ", batches), transfer * 1e6,
+             "us");
+      // And the plan's own chains, opened by host publishes (bounded by the
+      // host's rate).
+      record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank in ", batches),
+             plan_seconds(both.plan(), world, 10) * 1e6, "us");
+      // Producers of two kinds: writing each tile 1, 8 or 32 times (bound by
+      // the GPU's memory, which the transfer's reads and the peers' writes
+      // share), and 2, 4 or 8 rounds of arithmetic per element before one
+      // write (bound by work on the chip; about as long as the transfer at 4).
+      struct Producer {
+        int passes, rounds;
+      };
+      for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 2}, {1, 4}, {1, 8}}) {
+        const std::string what = absl::StrCat(
+            p.rounds == 0 ? absl::StrCat(p.passes, " passes") : absl::StrCat(p.rounds, " rounds of arithmetic"), ", ",
+            batches);
+        for (samples::AllGather* ag : {&both, &alone}) {
+          ag->set_passes(p.passes);
+          ag->set_rounds(p.rounds);
+        }
+        // Epochs timed from the kernels' launch until end_device_epoch
+        // returned, as plan_seconds times the transfer; and until the
+        // producers finished (their streams polled), beside the transfer or not.
+        std::vector<double> tb, tc, ta, produced_beside, produced_alone;
+        for (int rep = 0; rep < 13; ++rep) {
+          double epoch = 0, produced = 0;
+          must(both.run_epoch(&epoch, producers_done(cu, opener.ctx, both, &produced)).status(), "epoch");
+          if (rep >= 3) tb.push_back(epoch);
+          if (rep >= 3) produced_beside.push_back(produced);
+          auto t0 = Clock::now();
+          must(both.plan().next_epoch(), "next");
+          if (rep >= 3) ta.push_back(seconds_since(t0));
+          must(alone.run_epoch(&epoch, producers_done(cu, opener.ctx, alone, &produced)).status(), "epoch alone");
+          if (rep >= 3) tc.push_back(epoch);
+          if (rep >= 3) produced_alone.push_back(produced);
+          must(alone.plan().next_epoch(), "next");
+        }
+        double compute = median(tc), overlapped = median(tb);
+        record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", what), compute * 1e6, "us");
+        record(absl::StrCat("producer + transfer overlapped, ", what), overlapped * 1e6, "us",
+               ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));
+        record("  producer kernels finished, alone / beside the transfer", median(produced_alone) * 1e6, "us",
+               absl::StrFormat("%.1f us beside it", median(produced_beside) * 1e6));
+        if (p.passes == 1 && p.rounds == 0) {
+          record(absl::StrCat("next_epoch (arming ", batches, " per rank)"), median(ta) * 1e6, "us",
+                 "host time between epochs");
+        }
       }
-      double compute = median(tc), overlapped = median(tb);
-      record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", what), compute * 1e6, "us");
-      record(absl::StrCat("producer + transfer overlapped, ", what), overlapped * 1e6, "us",
-             ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));
-      record("  producer kernels finished, alone / beside the transfer", median(produced_alone) * 1e6, "us",
-             absl::StrFormat("%.1f us beside it", median(produced_beside) * 1e6));
-      if (p.passes == 1 && p.rounds == 0) {
-        record(absl::StrCat("next_epoch (arming ", both->plan().schedule().batches(0).size(), " batches per rank)"),
-               median(ta) * 1e6, "us", "host time between epochs");
-      }
+      must(both.disarm(), "disarm");
+      must(alone.disarm(), "disarm");
     }
+    samples::AllGather& both = *boths[0];
     // An epoch loop as a program runs it, run_epoch then next_epoch: the
     // arming costs the host more than the epoch here, unless end_device_epoch
     // arms the next epoch while the transfer runs (arm_ahead).
-    both->set_passes(1);
-    both->set_rounds(0);
+    both.set_passes(1);
+    both.set_rounds(0);
     double plain_loop = 0;
     for (bool ahead : {false, true}) {
-      must(both->arm({.arm_ahead = ahead}), "arm");
+      must(both.arm({.arm_ahead = ahead}), "arm");
       std::vector<double> t;
       for (int rep = 0; rep < 13; ++rep) {
         auto t0 = Clock::now();
-        must(both->run_epoch().status(), "epoch");
-        must(both->plan().next_epoch(), "next");
+        must(both.run_epoch().status(), "epoch");
+        must(both.plan().next_epoch(), "next");
         if (rep >= 3) t.push_back(seconds_since(t0));
       }
       double loop = median(t);

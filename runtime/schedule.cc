@@ -210,17 +210,19 @@ absl::StatusOr<Schedule> chunks(const ScheduleView& view, int world, int64_t n, 
   return replicate(view, world, batches);
 }
 
-absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs, TileOrder order) {
+absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs, TileOrder order,
+                               int waves_per_batch) {
   TESSEL_RETURN_IF_ERROR(check_common(view, world, 1, "waves"));
   if (tile.bm < 1 || tile.bn < 1) return invalid("waves: tile ", tile.bm, "x", tile.bn, " must be at least 1x1");
   if (num_programs < 1) return invalid("waves: num_programs ", num_programs, " must be >= 1");
+  if (waves_per_batch < 1) return invalid("waves: waves_per_batch ", waves_per_batch, " must be >= 1");
   const int64_t tiles_m = ceil_div(view.rows, tile.bm), tiles_n = ceil_div(view.cols, tile.bn);
-  const int64_t num_tiles = tiles_m * tiles_n;
+  const int64_t num_tiles = tiles_m * tiles_n, per_batch = int64_t{num_programs} * waves_per_batch;
   std::vector<Batch> batches;
-  batches.reserve(ceil_div(num_tiles, num_programs));
-  for (int64_t first = 0; first < num_tiles; first += num_programs) {
-    const int64_t last = std::min(num_tiles, first + num_programs);
-    Batch batch{{}, static_cast<int>(last - first)};
+  batches.reserve(ceil_div(num_tiles, per_batch));
+  for (int64_t first = 0; first < num_tiles; first += per_batch) {
+    const int64_t last = std::min(num_tiles, first + per_batch);
+    Batch batch{{}, static_cast<int>(std::min<int64_t>(num_programs, last - first))};
     batch.segments.reserve(last - first);
     for (int64_t t = first; t < last; ++t) {
       const int64_t tm = order == TileOrder::kRowMajor ? t / tiles_n : t % tiles_m;

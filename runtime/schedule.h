@@ -121,13 +121,16 @@ struct TileShape {
 // t % tiles_n) in row-major order, (t % tiles_m, t / tiles_m) in column-major.
 enum class TileOrder { kRowMajor, kColumnMajor };
 
-// One batch per wave of a persistent tiled kernel (for_each_tile: program p
-// handles tiles p, p + P, p + 2P, ... with P = num_programs). Wave w holds
-// tiles [w * P, (w + 1) * P) in `order`, one sub-window segment per tile in
-// tile order, edge tiles clipped to the shard; each program publishes once
-// per wave, so contributors = tiles in the wave (the last wave may be short).
+// One batch per `waves_per_batch` waves of a persistent tiled kernel
+// (for_each_tile: program p handles tiles p, p + P, p + 2P, ... with P =
+// num_programs). Batch b holds tiles [b * W * P, (b + 1) * W * P) in
+// `order` (W = waves_per_batch), one sub-window segment per tile in tile
+// order, edge tiles clipped to the shard. Each program publishes a batch
+// once, after its last tile in it, so contributors = the programs with a
+// tile in the batch (fewer in a short last batch). Fewer, larger batches cost
+// fewer publishes and copies; smaller ones start moving data sooner.
 absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs,
-                               TileOrder order = TileOrder::kRowMajor);
+                               TileOrder order = TileOrder::kRowMajor, int waves_per_batch = 1);
 
 // Splits every 1-D segment longer than max_bytes (a copy engine's limit for
 // one linear copy) into consecutive pieces of max_bytes, the last shorter, in

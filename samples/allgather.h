@@ -27,6 +27,7 @@ struct AllGatherConfig {
   int check_programs = 8;
   int passes = 1;      // times the producer writes each tile (benchmarks slow it down)
   int rounds = 0;      // multiply-adds per element, and as many undoing them, before its stores
+  int waves_per_batch = 1;  // waves of `programs` tiles in a batch
   bool check = true;   // false: producers only (benchmarks time the transfer alone)
 };
 
@@ -38,7 +39,8 @@ class AllGather {
     auto ag = std::unique_ptr<AllGather>(new AllGather(group, config));
     int world = group.size();
     ScheduleView view{config.rows, config.cols, 4, 0};
-    absl::StatusOr<Schedule> schedule = waves(view, world, {kAgBM, kAgBN}, config.programs);
+    absl::StatusOr<Schedule> schedule =
+        waves(view, world, {kAgBM, kAgBN}, config.programs, TileOrder::kRowMajor, config.waves_per_batch);
     if (!schedule.ok()) return schedule.status();
     absl::StatusOr<SymmetricBuffer> buf = group.allocate(schedule->bytes());
     if (!buf.ok()) return buf.status();
@@ -62,7 +64,7 @@ class AllGather {
       int32_t total = world * config.rows * config.cols, batches = static_cast<int32_t>(schedule->num_batches());
       int32_t* data = ag->buffer_.as<int32_t>(r);
       absl::Status prepared = p->prepare(no_view, data, r, config.rows, config.cols, 1, first, config.passes,
-                                           config.rounds);
+                                           config.rounds, config.waves_per_batch);
       if (prepared.ok()) prepared = c->prepare(no_view, data, total, batches, 1, *errors);
       if (!prepared.ok()) return prepared;
       ag->producers_.push_back(*p);
@@ -80,16 +82,21 @@ class AllGather {
   // no code loads there.
   absl::Status arm(tessel::PlanOptions options = {}) {
     // A plan made before holds the copy queues: it goes first.
-    if (plan_ != nullptr) {
-      absl::Status destroyed = plan_->destroy();
-      if (!destroyed.ok()) return destroyed;
-      plan_.reset();
-    }
+    absl::Status disarmed = disarm();
+    if (!disarmed.ok()) return disarmed;
     absl::StatusOr<tessel::TriggeredPlan> plan = tessel::TriggeredPlan::create(
         group_, buffer_, std::vector<tessel::Schedule>(group_.size(), schedule_), std::move(options));
     if (!plan.ok()) return plan.status();
     plan_ = std::make_unique<tessel::TriggeredPlan>(*plan);
     return absl::OkStatus();
+  }
+
+  // Destroys the plan, if any, leaving the copy queues to plans armed later.
+  absl::Status disarm() {
+    if (plan_ == nullptr) return absl::OkStatus();
+    absl::Status destroyed = plan_->destroy();
+    plan_.reset();
+    return destroyed;
   }
 
   // How many times the producer writes each tile, and how many rounds of
@@ -120,7 +127,8 @@ class AllGather {
       int32_t first = static_cast<int32_t>(*plan_->batch_id(r, 0));
       auto* data = buffer_.as<int32_t>(r);
       statuses[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
-                                         config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds);
+                                         config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds,
+                                         config_.waves_per_batch);
       if (statuses[r].ok() && config_.check) {
         statuses[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
                                         total, batches, epoch, errors_[r]);

@@ -134,9 +134,10 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
   return static_cast<int32_t>(((epoch & 0xFF) << 24) | (static_cast<uint64_t>(index) & 0xFFFFFF));
 }
 
-// Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order; after
-// each tile a program publishes its wave's batch, first_batch + t / P, as
-// waves(view, world, {kAgBM, kAgBN}, P) numbers them. So that benchmarks can
+// Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order. A
+// batch holds W waves of tiles, as waves(view, world, {kAgBM, kAgBN}, P,
+// kRowMajor, W) numbers them: a program publishes batch first_batch + t /
+// (P * W) after its last tile in it. So that benchmarks can
 // make the producer as slow as the transfer it overlaps, each element first
 // goes through `rounds` multiply-adds and as many that undo them (work on the
 // chip: a tile carried through a loop lives in shared memory), and each tile
@@ -150,9 +151,9 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
   Value buf = k.arg(ptr(i32), "buf");
   Value rank = k.arg(i32, "rank"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   Value epoch = k.arg(i32, "epoch"), first_batch = k.arg(i32, "first_batch"), passes = k.arg(i32, "passes");
-  Value rounds = k.arg(i32, "rounds");
-  Value tiles_n = cdiv(cols, kAgBN);
-  k.for_each_tile(cdiv(rows, kAgBM) * tiles_n, [&](Value t) {
+  Value rounds = k.arg(i32, "rounds"), waves_per_batch = k.arg(i32, "waves_per_batch");
+  Value tiles_n = cdiv(cols, kAgBN), num_tiles = cdiv(rows, kAgBM) * tiles_n;
+  k.for_each_tile(num_tiles, [&](Value t) {
     Value r = expand_dims(t / tiles_n * kAgBM + k.arange(0, kAgBM), 1);  // [BM, 1] i32
     Value c = expand_dims(t % tiles_n * kAgBN + k.arange(0, kAgBN), 0);  // [1, BN] i32
     Value index = (rank * rows + r) * cols + c;                           // [BM, BN] i32
@@ -172,7 +173,9 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
           write(x);
         },
         [&] { write(value); });
-    view.publish(first_batch + t / k.num_programs());
+    Value wave = t / k.num_programs();
+    k.if_((wave % waves_per_batch == waves_per_batch - 1) | (t + k.num_programs() >= num_tiles),
+          [&] { view.publish(first_batch + wave / waves_per_batch); });
   });
   return k.build();
 }

@@ -101,6 +101,20 @@ TEST_P(CudaPlan, AllGatherKernelsOverManyEpochs) {
     }
     EXPECT_EQ(wrong, 0) << (ahead ? "armed ahead" : "");
   }
+  // Batches of 3 waves (the last short): each program publishes once per batch.
+  ASSERT_TRUE((*ag)->disarm().ok());
+  auto coarse = samples::AllGather::create(
+      g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32, .waves_per_batch = 3});
+  ASSERT_TRUE(coarse.ok()) << coarse.status();
+  ASSERT_TRUE((*coarse)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5)}).ok());
+  int64_t wrong = 0;
+  for (int epoch = 1; epoch <= 100; ++epoch) {
+    absl::StatusOr<int64_t> w = (*coarse)->run_epoch();
+    ASSERT_TRUE(w.ok()) << "epoch " << epoch << ", 3 waves per batch: " << w.status();
+    wrong += *w;
+    ASSERT_TRUE((*coarse)->plan().next_epoch().ok());
+  }
+  EXPECT_EQ(wrong, 0) << "3 waves per batch";
 }
 
 // 8 programs each write an eighth of one 4 MiB batch; the 8th publish opens it.

@@ -154,24 +154,24 @@ TEST(ScheduleWaves, CoversEachShardOnceInTileOrder) {
   std::mt19937 rng(seed);
   for (int trial = 0; trial < 300; ++trial) {
     const ScheduleView v = random_view(rng);
-    const int world = pick(rng, 1, 4), programs = pick(rng, 1, 12);
+    const int world = pick(rng, 1, 4), programs = pick(rng, 1, 12), per = pick(rng, 1, 3);
     const TileShape tile{pick(rng, 1, 12), pick(rng, 1, 12)};
     const TileOrder order = pick(rng, 0, 1) ? TileOrder::kColumnMajor : TileOrder::kRowMajor;
     SCOPED_TRACE(absl::StrCat(show(v), " tile ", tile.bm, "x", tile.bn, " programs ", programs, " column-major ",
-                              order == TileOrder::kColumnMajor));
-    absl::StatusOr<Schedule> s = waves(v, world, tile, programs, order);
+                              order == TileOrder::kColumnMajor, " waves per batch ", per));
+    absl::StatusOr<Schedule> s = waves(v, world, tile, programs, order, per);
     ASSERT_TRUE(s.ok()) << s.status();
     ASSERT_TRUE(covers_once(*s, v, world));
     const int64_t tiles_m = (v.rows + tile.bm - 1) / tile.bm, tiles_n = (v.cols + tile.bn - 1) / tile.bn;
-    const int64_t num_tiles = tiles_m * tiles_n;
-    ASSERT_EQ(static_cast<int64_t>(s->batches(0).size()), (num_tiles + programs - 1) / programs);
+    const int64_t num_tiles = tiles_m * tiles_n, tiles_per_batch = int64_t{programs} * per;
+    ASSERT_EQ(static_cast<int64_t>(s->batches(0).size()), (num_tiles + tiles_per_batch - 1) / tiles_per_batch);
     for (size_t w = 0; w < s->batches(0).size(); ++w) {
       const Batch& b = s->batches(0)[w];
-      const int64_t want = std::min<int64_t>(programs, num_tiles - static_cast<int64_t>(w) * programs);
-      EXPECT_EQ(b.contributors, want) << "wave " << w;
-      ASSERT_EQ(static_cast<int64_t>(b.segments.size()), want) << "wave " << w;
+      const int64_t want = std::min<int64_t>(tiles_per_batch, num_tiles - static_cast<int64_t>(w) * tiles_per_batch);
+      EXPECT_EQ(b.contributors, std::min<int64_t>(programs, want)) << "batch " << w;
+      ASSERT_EQ(static_cast<int64_t>(b.segments.size()), want) << "batch " << w;
       for (int64_t k = 0; k < want; ++k) {
-        const int64_t t = static_cast<int64_t>(w) * programs + k;
+        const int64_t t = static_cast<int64_t>(w) * tiles_per_batch + k;
         const int64_t tm = order == TileOrder::kRowMajor ? t / tiles_n : t % tiles_m;
         const int64_t tn = order == TileOrder::kRowMajor ? t % tiles_n : t / tiles_m;
         EXPECT_EQ(b.segments[k].offset, tm * tile.bm * v.row_pitch() + tn * tile.bn * v.elem_bytes) << "tile " << t;
@@ -205,7 +205,24 @@ TEST(ScheduleWaves, ColumnMajorWalksDownColumnsOfTiles) {
   EXPECT_EQ(s->batches(0)[1].contributors, 2);
 }
 
+TEST(ScheduleWaves, BatchesOfSeveralWavesHaveOneContributorPerProgram) {
+  // 3 x 3 tiles of 2 x 2, 2 programs, 2 waves per batch: tiles 0-3, 4-7, 8.
+  absl::StatusOr<Schedule> s = waves({6, 6}, 2, {2, 2}, 2, TileOrder::kRowMajor, 2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->batches(1).size(), 3u);
+  EXPECT_EQ(s->batches(1)[0].contributors, 2);
+  EXPECT_EQ(s->batches(1)[0].segments,
+            (std::vector<Segment>{{0, 2, 2, 6}, {2, 2, 2, 6}, {4, 2, 2, 6}, {12, 2, 2, 6}}));
+  EXPECT_EQ(s->batches(1)[1].segments.size(), 4u);
+  EXPECT_EQ(s->batches(1)[2].contributors, 1);
+  EXPECT_EQ(s->batches(1)[2].segments, (std::vector<Segment>{{28, 2, 2, 6}}));
+  // Covered once, like one batch per wave.
+  EXPECT_TRUE(covers_once(*s, {6, 6}, 2));
+}
+
 TEST(ScheduleWaves, RejectsBadArguments) {
+  EXPECT_THAT(waves({4, 4}, 1, {2, 2}, 2, TileOrder::kRowMajor, 0).status().message(),
+              HasSubstr("waves: waves_per_batch 0 must be >= 1"));
   EXPECT_THAT(waves({4, 4}, 1, {0, 2}, 4).status().message(), HasSubstr("waves: tile 0x2 must be at least 1x1"));
   EXPECT_THAT(waves({4, 4}, 1, {2, 0}, 4).status().message(), HasSubstr("waves: tile 2x0"));
   EXPECT_THAT(waves({4, 4}, 1, {2, 2}, 0).status().message(), HasSubstr("waves: num_programs 0 must be >= 1"));
