@@ -49,13 +49,11 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   const Lane gate{b.owner, Lane::kGate}, arrivals{b.owner, Lane::kArrival};
   const bool pipelined = std::any_of(b.deliveries.begin(), b.deliveries.end(),
                                      [](const ArmedBatch::Delivery& d) { return delivery_bytes(d) >= kPipelineBytes; });
-  // Copy streams wait on the gate themselves (else on the gate stream's
-  // event) and write the arrivals themselves (else the arrival stream does).
-  const bool direct_gate = !pipelined || place.first;
+  // Copy streams write the arrivals themselves, else the arrival stream does.
   const bool direct_arrival = !pipelined || place.last;
   const WordWrite completion{b.completion, b.epoch};
   std::vector<ChainOp> ops;
-  if (!direct_gate || b.deliveries.empty()) {
+  if (pipelined || b.deliveries.empty()) {
     ops.push_back(wait(gate, b.ready, b.epoch));
     ops.push_back(stage(Kind::kRecord, gate, gate));
   }
@@ -63,7 +61,7 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
     // One direct chain does it all, the completion in the arrival's write.
     const ArmedBatch::Delivery& d = b.deliveries[0];
     const Lane copies{b.owner, d.peer};
-    ops.push_back(direct_gate ? wait(copies, b.ready, b.epoch) : stage(Kind::kWaitEvent, copies, gate));
+    ops.push_back(pipelined ? stage(Kind::kWaitEvent, copies, gate) : wait(copies, b.ready, b.epoch));
     for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
     ops.push_back(write(copies, {{d.arrival, b.epoch}, completion}));
     return ops;
@@ -71,7 +69,7 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   ChainOp writes = write(arrivals, {});
   for (const ArmedBatch::Delivery& d : b.deliveries) {
     const Lane copies{b.owner, d.peer};
-    ops.push_back(direct_gate ? wait(copies, b.ready, b.epoch) : stage(Kind::kWaitEvent, copies, gate));
+    ops.push_back(pipelined ? stage(Kind::kWaitEvent, copies, gate) : wait(copies, b.ready, b.epoch));
     for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
     if (direct_arrival) {
       ops.push_back(write(copies, {{d.arrival, b.epoch}}));
@@ -90,15 +88,11 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
 }
 
 std::vector<std::vector<ChainOp>> epoch_ops(const std::vector<ArmedBatch>& batches) {
-  std::map<int, size_t> first, last;  // per owner, the index of its first and last batch
-  for (size_t i = 0; i < batches.size(); ++i) {
-    first.try_emplace(batches[i].owner, i);
-    last[batches[i].owner] = i;
-  }
+  std::map<int, size_t> last;  // per owner, the index of its last batch
+  for (size_t i = 0; i < batches.size(); ++i) last[batches[i].owner] = i;
   std::vector<std::vector<ChainOp>> ops;
   for (size_t i = 0; i < batches.size(); ++i) {
-    const int owner = batches[i].owner;
-    ops.push_back(chain_ops(batches[i], {.first = first[owner] == i, .last = last[owner] == i}));
+    ops.push_back(chain_ops(batches[i], {.last = last[batches[i].owner] == i}));
   }
   return ops;
 }

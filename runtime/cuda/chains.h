@@ -15,11 +15,13 @@
 // the arrival stream, in the same batched write, or where a batch is one
 // direct chain (one peer), by that chain, in the arrival's write.
 //
-// Each event hand-off adds about 3 us from gate to arrival. At an epoch's
-// ends no copy queues behind a copy stream's own wait or write, so there the
-// copy streams do without them: an owner's first batch waits on its gate on
-// the copy streams, and its last writes the arrivals there (and, to one peer,
-// the completion too).
+// Each event hand-off adds about 3 us from gate to arrival. After an
+// epoch's last copy on a stream no other copy queues behind that stream's
+// own write, so an owner's last batch writes the arrivals on its copy
+// streams (and, to one peer, the completion too). The gate stream stays at
+// the start: waiting on the gate on the copy stream itself helped when every
+// gate was open already (+2.5 % at 64 MiB) but cost 4-7 % when gates open
+// one by one, as producers open them (plan_bench on 2 H200s).
 //
 // Every stream whose last command no other stream waits for afterwards ends
 // the epoch by writing a token to a word of host memory that the host polls,
@@ -81,8 +83,7 @@ using LaneCounts = std::map<Lane, int64_t>;
 
 // Where a batch stands among its owner's batches in an epoch.
 struct ChainPlace {
-  bool first = false;  // no batch of its owner is armed before it in the epoch
-  bool last = false;   // nor after it
+  bool last = false;  // no batch of its owner is armed after it in the epoch
 };
 
 // The commands of one batch, in the order they are enqueued.

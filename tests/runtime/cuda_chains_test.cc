@@ -51,7 +51,7 @@ std::vector<uint64_t*> words(const ChainOp& op) {
 }
 
 constexpr Lane kGate{0, Lane::kGate}, kArrival{0, Lane::kArrival};
-constexpr ChainPlace kMiddle{}, kFirst{.first = true}, kLast{.last = true};
+constexpr ChainPlace kMiddle{}, kLast{.last = true};
 
 TEST(Chains, SmallDeliveryToOnePeerIsOneDirectChainOnItsCopyStream) {
   Words w;
@@ -87,16 +87,6 @@ TEST(Chains, LargeDeliveriesArePipelinedAndTheirArrivalsWrittenInOneCommand) {
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.arrival[2], &w.arrival[3], &w.completion));
 }
 
-TEST(Chains, AnOwnersFirstPipelinedBatchWaitsOnItsGateOnTheCopyStreams) {
-  Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 3, kPipelineBytes), kFirst);
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
-  for (int p = 1; p <= 3; ++p) {
-    EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kRecord)) << p;
-  }
-  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.arrival[2], &w.arrival[3], &w.completion));
-}
-
 TEST(Chains, AnOwnersLastPipelinedBatchWritesArrivalsOnTheCopyStreams) {
   Words w;
   std::vector<ChainOp> ops = chain_ops(batch(w, 2, kPipelineBytes), kLast);
@@ -116,13 +106,9 @@ TEST(Chains, AnOwnersLastPipelinedBatchToOnePeerIsOneChainAfterTheGateStream) {
   EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite));
   EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre());
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
-  // Both ends at once: the direct chain of a small batch.
-  ops = chain_ops(batch(w, 1, kPipelineBytes), {.first = true, .last = true});
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
-  EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kWrite));
 }
 
-TEST(Chains, EpochPlacesEachOwnersFirstAndLastBatch) {
+TEST(Chains, EpochPlacesEachOwnersLastBatch) {
   Words w[4];
   std::vector<ArmedBatch> batches;
   for (int i = 0; i < 4; ++i) {
@@ -134,7 +120,7 @@ TEST(Chains, EpochPlacesEachOwnersFirstAndLastBatch) {
   ASSERT_EQ(ops.size(), 4u);
   for (int owner = 0; owner < 2; ++owner) {
     const Lane copies{owner, 1 - owner};
-    EXPECT_THAT(kinds_on(ops[owner], copies), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kRecord)) << owner;
+    EXPECT_THAT(kinds_on(ops[owner], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kRecord)) << owner;
     EXPECT_THAT(kinds_on(ops[owner + 2], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite)) << owner;
   }
 }
@@ -160,7 +146,7 @@ TEST(Chains, EveryEventWaitFollowsItsRecord) {
 
 TEST(Chains, BatchWithoutPeersCompletesAfterItsGate) {
   Words w;
-  for (ChainPlace place : {kMiddle, ChainPlace{.first = true, .last = true}}) {
+  for (ChainPlace place : {kMiddle, kLast}) {
     std::vector<ChainOp> ops = chain_ops(batch(w, 0, 0), place);
     EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
     EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWrite));
