@@ -204,10 +204,10 @@ struct RawPeer {
 
 // For AllGather::run_epoch: polls the producers' streams (rank r's on
 // contexts[r]) after their launch, and stores in `seconds` when all have
-// finished, counted from this call.
-std::function<void()> producers_done(bench::CudaRaw& cu, const std::vector<CUcontext>& contexts,
-                                     const samples::AllGather& ag, double* seconds) {
-  return [&cu, &contexts, &ag, seconds, start = Clock::now()] {
+// finished, counted from the launch.
+samples::AllGather::LaunchHook producers_done(bench::CudaRaw& cu, const std::vector<CUcontext>& contexts,
+                                              const samples::AllGather& ag, double* seconds) {
+  return [&cu, &contexts, &ag, seconds](Clock::time_point start) {
     for (size_t r = 0; r < ag.streams().size(); ++r) {
       cu.check(cu.cuCtxSetCurrent(contexts[r]), "cuCtxSetCurrent");
       CUresult done;

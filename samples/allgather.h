@@ -107,8 +107,10 @@ class AllGather {
   // Runs the armed epoch on every rank; returns the wrong elements summed
   // over ranks. Leaves the plan complete (call next()) or failed. With
   // `seconds`, stores the time from the kernels' launch until
-  // end_device_epoch returned; `launched` runs between the two.
-  absl::StatusOr<int64_t> run_epoch(double* seconds = nullptr, const std::function<void()>& launched = {}) {
+  // end_device_epoch returned; `launched` runs between the two, given the
+  // time of the launch.
+  using LaunchHook = std::function<void(std::chrono::steady_clock::time_point)>;
+  absl::StatusOr<int64_t> run_epoch(double* seconds = nullptr, const LaunchHook& launched = {}) {
     using namespace tessel;  // NOLINT
     if (plan_ == nullptr) return absl::FailedPreconditionError("AllGather::run_epoch: call arm() first");
     int world = group_.size();
@@ -147,7 +149,7 @@ class AllGather {
     for (const absl::Status& s : statuses) {
       if (!s.ok()) return s;
     }
-    if (launched) launched();
+    if (launched) launched(launched_at);
     absl::Status ended = plan_->end_device_epoch();
     if (seconds != nullptr) {
       *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
