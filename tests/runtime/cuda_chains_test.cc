@@ -51,14 +51,21 @@ std::vector<uint64_t*> words(const ChainOp& op) {
 }
 
 constexpr Lane kGate{0, Lane::kGate}, kArrival{0, Lane::kArrival};
+
+// The kinds of commands rank 0's batch puts on its gate stream, on each copy
+// stream to ranks 1..peers, and on its arrival stream.
+void expect_lanes(const std::vector<ChainOp>& ops, int peers, const std::vector<Kind>& gate,
+                  const std::vector<Kind>& copies, const std::vector<Kind>& arrivals) {
+  EXPECT_EQ(kinds_on(ops, kGate), gate);
+  for (int p = 1; p <= peers; ++p) EXPECT_EQ(kinds_on(ops, Lane{0, p}), copies) << "copy stream to " << p;
+  EXPECT_EQ(kinds_on(ops, kArrival), arrivals);
+}
 constexpr ChainPlace kMiddle{}, kLast{.last = true};
 
 TEST(Chains, SmallDeliveryToOnePeerIsOneDirectChainOnItsCopyStream) {
   Words w;
   std::vector<ChainOp> ops = chain_ops(batch(w, 1, 4096, 2), kMiddle);
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
-  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre());
-  EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kCopy, Kind::kWrite));
+  expect_lanes(ops, 1, {}, {Kind::kWait, Kind::kCopy, Kind::kCopy, Kind::kWrite}, {});
   EXPECT_EQ(ops[0].word, &w.ready);
   EXPECT_EQ(ops[0].value, 7u);
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
@@ -68,43 +75,31 @@ TEST(Chains, SmallDeliveryToOnePeerIsOneDirectChainOnItsCopyStream) {
 TEST(Chains, SmallDeliveriesToSeveralPeersCompleteOnTheArrivalStream) {
   Words w;
   std::vector<ChainOp> ops = chain_ops(batch(w, 2, 4096), kMiddle);
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre());
-  for (int p = 1; p <= 2; ++p) {
-    EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kWrite, Kind::kRecord)) << p;
-  }
-  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite));
+  expect_lanes(ops, 2, {}, {Kind::kWait, Kind::kCopy, Kind::kWrite, Kind::kRecord},
+               {Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite});
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.completion));
 }
 
 TEST(Chains, LargeDeliveriesArePipelinedAndTheirArrivalsWrittenInOneCommand) {
   Words w;
   std::vector<ChainOp> ops = chain_ops(batch(w, 3, kPipelineBytes), kMiddle);
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
-  for (int p = 1; p <= 3; ++p) {
-    EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kRecord)) << p;
-  }
-  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite));
+  expect_lanes(ops, 3, {Kind::kWait, Kind::kRecord}, {Kind::kWaitEvent, Kind::kCopy, Kind::kRecord},
+               {Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite});
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.arrival[2], &w.arrival[3], &w.completion));
 }
 
 TEST(Chains, AnOwnersLastPipelinedBatchWritesArrivalsOnTheCopyStreams) {
   Words w;
   std::vector<ChainOp> ops = chain_ops(batch(w, 2, kPipelineBytes), kLast);
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
-  for (int p = 1; p <= 2; ++p) {
-    EXPECT_THAT(kinds_on(ops, Lane{0, p}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite, Kind::kRecord))
-        << p;
-  }
-  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite));
+  expect_lanes(ops, 2, {Kind::kWait, Kind::kRecord}, {Kind::kWaitEvent, Kind::kCopy, Kind::kWrite, Kind::kRecord},
+               {Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite});
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.completion));
 }
 
 TEST(Chains, AnOwnersLastPipelinedBatchToOnePeerIsOneChainAfterTheGateStream) {
   Words w;
   std::vector<ChainOp> ops = chain_ops(batch(w, 1, kPipelineBytes), kLast);
-  EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
-  EXPECT_THAT(kinds_on(ops, Lane{0, 1}), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite));
-  EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre());
+  expect_lanes(ops, 1, {Kind::kWait, Kind::kRecord}, {Kind::kWaitEvent, Kind::kCopy, Kind::kWrite}, {});
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
 }
 
