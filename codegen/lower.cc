@@ -402,16 +402,16 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kYield:
       return absl::OkStatus();  // handled by the owner
     case OpCode::kPublish:
-      ViewLowering(b_, target_).publish(val(o.operands[0]), val(o.operands[1]));
+      ViewLowering(b_, target_, alloca_point_, view_header_).publish(val(o.operands[0]), val(o.operands[1]));
       return absl::OkStatus();
     case OpCode::kArrived:
-      set(o, ViewLowering(b_, target_).arrived(val(o.operands[0]), val(o.operands[1])));
+      set(o, ViewLowering(b_, target_, alloca_point_, view_header_).arrived(val(o.operands[0]), val(o.operands[1])));
       return absl::OkStatus();
     case OpCode::kWait:
-      ViewLowering(b_, target_).wait(val(o.operands[0]), val(o.operands[1]));
+      ViewLowering(b_, target_, alloca_point_, view_header_).wait(val(o.operands[0]), val(o.operands[1]));
       return absl::OkStatus();
     case OpCode::kReusable:
-      set(o, ViewLowering(b_, target_).reusable(val(o.operands[0]), val(o.operands[1])));
+      set(o, ViewLowering(b_, target_, alloca_point_, view_header_).reusable(val(o.operands[0]), val(o.operands[1])));
       return absl::OkStatus();
     default:
       return absl::InternalError(absl::StrCat("codegen: no lowering for ", opcode_name(o.op)));

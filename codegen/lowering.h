@@ -14,6 +14,7 @@
 #include "codegen/layout.h"
 #include "codegen/layout_plan.h"
 #include "codegen/lower.h"
+#include "codegen/views.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/target_info.h"
 #include "dsl/ir.h"
@@ -243,6 +244,7 @@ class Lowering {
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   llvm::Instruction* alloca_point_ = nullptr;
+  ViewHeaderLoads view_header_;  // header fields of view arguments, loaded in the entry block
   std::vector<llvm::Value*> vals_;
   struct RegTile {
     std::shared_ptr<const Layout> layout;

@@ -7,8 +7,17 @@
 
 namespace tessel::codegen {
 
+llvm::Value* ViewLowering::header_address(llvm::Value* view, int offset) {
+  if (!llvm::isa<llvm::Argument>(view)) return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offset);
+  llvm::IRBuilder<> entry(entry_end_);
+  return entry.CreateConstInBoundsGEP1_64(entry.getInt8Ty(), view, offset);
+}
+
 llvm::Value* ViewLowering::header_field(llvm::Value* view, int offset, llvm::Type* type) {
-  return b_.CreateLoad(type, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offset));
+  if (!llvm::isa<llvm::Argument>(view)) return b_.CreateLoad(type, header_address(view, offset));
+  llvm::Value*& load = loads_[{view, offset}];
+  if (load == nullptr) load = llvm::IRBuilder<>(entry_end_).CreateLoad(type, header_address(view, offset));
+  return load;
 }
 
 llvm::Value* ViewLowering::gate_word(llvm::Value* view, llvm::Value* batch, int word) {
@@ -26,8 +35,7 @@ llvm::Value* ViewLowering::checked(llvm::Value* view, llvm::Value* batch) {
   llvm::Value* n = header_field(view, offsetof(ViewHeader, num_batches), b_.getInt32Ty());
   llvm::Value* ok = b_.CreateICmpULT(batch, n);
   emit_if(b_, b_.CreateNot(ok), [&] {
-    record_error(view, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), view, offsetof(ViewHeader, status)),
-                 kViewBadBatch);
+    record_error(view, header_address(view, offsetof(ViewHeader, status)), kViewBadBatch);
   });
   return ok;
 }
@@ -52,12 +60,16 @@ llvm::Value* ViewLowering::arrival_word(llvm::Value* view, llvm::Value* batch) {
 }
 
 void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
+  // The batch's contributor count is read before the barrier, so its load
+  // overlaps the wait (batch 0's where the batch is out of range).
+  llvm::Value* n = header_field(view, offsetof(ViewHeader, num_batches), b_.getInt32Ty());
+  llvm::Value* in_range = b_.CreateICmpULT(batch, n);
+  llvm::Value* entry = batch_entry(view, b_.CreateSelect(in_range, batch, b_.getInt32(0)));
+  llvm::Value* count = b_.CreateLoad(b_.getInt32Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), entry, 4));
   target_.program_barrier(b_);
   target_.single_thread(b_, [&] {
     emit_if(b_, checked(view, batch), [&] {
-      llvm::Value* entry = batch_entry(view, batch);
-      llvm::Value* contributors = b_.CreateZExt(
-          b_.CreateLoad(b_.getInt32Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), entry, 4)), b_.getInt64Ty());
+      llvm::Value* contributors = b_.CreateZExt(count, b_.getInt64Ty());
       contributors = b_.CreateSelect(b_.CreateICmpEQ(contributors, b_.getInt64(0)), b_.getInt64(1), contributors);
       llvm::Value* old = target_.atomic_add_acq_rel_sys(b_, gate_word(view, batch, 4), b_.getInt64(1));
       llvm::Value* last = b_.CreateICmpEQ(b_.CreateURem(b_.CreateAdd(old, b_.getInt64(1)), contributors),

@@ -3,14 +3,24 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include "codegen/target_info.h"
 
 namespace tessel::codegen {
 
+// Header fields, loaded once per kernel: the header does not change while
+// kernels of an epoch run, and an acquire empties the L1 cache, so a load
+// in a loop of publishes would go to L2 every time. Keyed by (view, offset).
+using ViewHeaderLoads = std::map<std::pair<llvm::Value*, int>, llvm::Value*>;
+
 class ViewLowering {
  public:
-  ViewLowering(llvm::IRBuilder<>& b, TargetInfo& target) : b_(b), target_(target) {}
+  // Header fields of views that are kernel arguments are loaded before
+  // `entry_end` (the end of the kernel's entry block) and kept in `loads`.
+  ViewLowering(llvm::IRBuilder<>& b, TargetInfo& target, llvm::Instruction* entry_end, ViewHeaderLoads& loads)
+      : b_(b), target_(target), entry_end_(entry_end), loads_(loads) {}
 
   // `view` points to a ViewHeader; `batch` is an i32.
   void publish(llvm::Value* view, llvm::Value* batch);
@@ -19,6 +29,8 @@ class ViewLowering {
   llvm::Value* reusable(llvm::Value* view, llvm::Value* batch);
 
  private:
+  // A header field's address, and its value (loaded once per kernel).
+  llvm::Value* header_address(llvm::Value* view, int offset);
   llvm::Value* header_field(llvm::Value* view, int offset, llvm::Type* type);
   llvm::Value* gate_word(llvm::Value* view, llvm::Value* batch, int word);
   // The batch's ViewBatch entry.
@@ -33,6 +45,8 @@ class ViewLowering {
 
   llvm::IRBuilder<>& b_;
   TargetInfo& target_;
+  llvm::Instruction* entry_end_;
+  ViewHeaderLoads& loads_;
 };
 
 }  // namespace tessel::codegen

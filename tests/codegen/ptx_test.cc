@@ -1,5 +1,9 @@
 // PTX from the NVPTX target, checked with LLVM's FileCheck and assembled
 // with ptxas for sm_90a when the CUDA toolkit is present.
+#include <regex>
+#include <set>
+#include <string>
+
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
@@ -106,6 +110,39 @@ CHECK: ld.acquire.sys.u64
             0);
   if (!have_ptxas()) GTEST_SKIP() << "ptxas not found";
   EXPECT_EQ(ptxas(code->ptx), 0);
+}
+
+// A persistent loop of waits and publishes reads the view's header once,
+// before the loop: each acquire empties L1, and a header read inside the
+// loop would go to L2 on every publish.
+TEST(Ptx, ViewHeaderIsReadOnceBeforeTheLoop) {
+  KernelBuilder k("publishes");
+  TriggeredView view = k.triggered_view("plan");
+  Value n = k.arg(i32, "n");
+  k.for_each_tile(n, [&](Value t) {
+    view.wait(t);
+    view.publish(t);
+  });
+  CompileArtifacts a;
+  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {}, &a);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const size_t loop = a.llvm.find("\nfor.body:");
+  ASSERT_NE(loop, std::string::npos) << a.llvm;
+  // Header fields are loads from fixed offsets of the view argument (%plan,
+  // or its global-space cast %planN).
+  std::regex field(R"((%[\w.]+) = getelementptr inbounds i8, ptr addrspace\(1\) %plan\d*, i64 \d+)");
+  std::regex load(R"(= load [^,]+, ptr addrspace\(1\) (%[\w.]+))");
+  std::set<std::string> fields_at;
+  for (auto it = std::sregex_iterator(a.llvm.begin(), a.llvm.end(), field); it != std::sregex_iterator(); ++it) {
+    fields_at.insert((*it)[1].str());
+  }
+  int fields = 0;
+  for (auto it = std::sregex_iterator(a.llvm.begin(), a.llvm.end(), load); it != std::sregex_iterator(); ++it) {
+    if (!fields_at.contains((*it)[1].str())) continue;
+    EXPECT_LT(static_cast<size_t>(it->position()), loop) << it->str() << " is in the loop";
+    ++fields;
+  }
+  EXPECT_GE(fields, 4);  // batch count, batch table, gates, epoch, spin limit, ...
 }
 
 TEST(Ptx, RejectsSwizzledMapsForNow) {
