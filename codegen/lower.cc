@@ -402,16 +402,16 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kYield:
       return absl::OkStatus();  // handled by the owner
     case OpCode::kPublish:
-      ViewLowering(b_, target_, alloca_point_, view_header_).publish(val(o.operands[0]), val(o.operands[1]));
+      views().publish(val(o.operands[0]), val(o.operands[1]));
       return absl::OkStatus();
     case OpCode::kArrived:
-      set(o, ViewLowering(b_, target_, alloca_point_, view_header_).arrived(val(o.operands[0]), val(o.operands[1])));
+      set(o, views().arrived(val(o.operands[0]), val(o.operands[1])));
       return absl::OkStatus();
     case OpCode::kWait:
-      ViewLowering(b_, target_, alloca_point_, view_header_).wait(val(o.operands[0]), val(o.operands[1]));
+      views().wait(val(o.operands[0]), val(o.operands[1]));
       return absl::OkStatus();
     case OpCode::kReusable:
-      set(o, ViewLowering(b_, target_, alloca_point_, view_header_).reusable(val(o.operands[0]), val(o.operands[1])));
+      set(o, views().reusable(val(o.operands[0]), val(o.operands[1])));
       return absl::OkStatus();
     default:
       return absl::InternalError(absl::StrCat("codegen: no lowering for ", opcode_name(o.op)));
@@ -569,7 +569,8 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
         }
       }
       if (warp_bits != 0) {
-        combine_warps(acc, warp_bits, [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+        combine_warps(acc, warp_bits,
+                      [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
       }
       for (llvm::Value*& a : acc) a = ops_.narrow(a, d);
       regs_[o.results[0]] = {std::move(slice), std::move(acc)};

@@ -14,9 +14,9 @@
 #include "codegen/layout.h"
 #include "codegen/layout_plan.h"
 #include "codegen/lower.h"
-#include "codegen/views.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/target_info.h"
+#include "codegen/views.h"
 #include "dsl/ir.h"
 
 namespace tessel::codegen {
@@ -191,6 +191,9 @@ class Lowering {
 
   // Broadcast and transpose: out[idx] = in[map(idx)].
   absl::Status permute(const Op& o, const Type& rt);
+
+  // Triggered-view ops, with the view header's fields loaded in the entry block.
+  ViewLowering views() { return ViewLowering(b_, target_, alloca_point_, view_header_); }
 
   llvm::Value* reduce_identity(OpCode combiner, DType d, llvm::Type* t);
   // Combines each slot's part across the warps that hold its position (the
