@@ -110,6 +110,19 @@ struct CudaRaw {
     return ctx;
   }
 
+  // A zeroed word of pinned host memory that every GPU can read, for stream
+  // waits the host releases with a plain store: its host address, and in
+  // `on_device` the address streams use.
+  uint64_t* host_word(CUdeviceptr* on_device) {
+    void* host = nullptr;
+    check(cuMemHostAlloc(&host, sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+          "cuMemHostAlloc");
+    check(cuMemHostGetDevicePointer(on_device, host, 0), "cuMemHostGetDevicePointer");
+    auto* word = static_cast<uint64_t*>(host);
+    *word = 0;
+    return word;
+  }
+
   // Lets the current context read and write `peer`'s memory (again is fine).
   void enable_peer_access(CUcontext peer) {
     CUresult r = cuCtxEnablePeerAccess(peer, 0);

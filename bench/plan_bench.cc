@@ -49,23 +49,19 @@ Kernel open_all() {
 }
 
 // One open_all program and stream per rank, for plan_seconds to open an
-// epoch's gates from the GPUs (without it the host opens them). Launched in
-// the timed span, or `held`: queued beforehand behind a wait on a word of
-// host memory that starts the clock when the host sets it, so the kernels'
-// launch is not timed, as a running producer's would not be.
+// epoch's gates from the GPUs.
 struct Opener {
   std::vector<Function> open;  // per rank
   std::vector<Stream> streams;
-  bool held = false;
   bench::CudaRaw* cu = nullptr;
   std::vector<CUcontext> ctx;
-  uint64_t* start = nullptr;
+  uint64_t* start = nullptr;  // host memory queued kernels wait on
+  CUdeviceptr start_on_device = 0;
   uint64_t round = 0;
 };
 
-Opener kernel_opener(const Group& g, bench::CudaRaw& cu, bool held) {
+Opener kernel_opener(const Group& g, bench::CudaRaw& cu) {
   Opener o;
-  o.held = held;
   o.cu = &cu;
   Kernel k = open_all();
   for (int r = 0; r < g.size(); ++r) {
@@ -73,34 +69,39 @@ Opener kernel_opener(const Group& g, bench::CudaRaw& cu, bool held) {
     o.streams.push_back(must(g.device(r).create_stream(), "stream"));
     o.ctx.push_back(cu.retain(r));
   }
-  void* start = nullptr;
-  cu.check(cu.cuMemHostAlloc(&start, sizeof(uint64_t), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-           "cuMemHostAlloc");
-  o.start = static_cast<uint64_t*>(start);
-  *o.start = 0;
+  o.start = cu.host_word(&o.start_on_device);
   return o;
 }
 
+// How plan_seconds opens gates: from the host (no `kernels`), or by the
+// opener's kernels, launched in the timed span or `queued` beforehand behind
+// a wait on a word of host memory whose store starts the clock (a running
+// producer's launch is not the plan's cost). With `settle`, the chains
+// finish before end_device_epoch is called and only that call is timed.
+struct Opening {
+  Opener* kernels = nullptr;
+  bool queued = false;
+  bool settle = false;
+};
+
 // Seconds per epoch of `plan`, from opening its gates to end_device_epoch
 // returning; begin and the next epoch's arming are outside the timed part.
-// Gates open by `opener`'s kernels, or else by host publishes in run()'s
-// order (batch i of every rank before batch i + 1, as raw copies queue).
-// With `settle`, the chains finish before end_device_epoch is called and
-// only that call is timed.
-double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = nullptr, bool settle = false) {
+// The host publishes in run()'s order (batch i of every rank before batch
+// i + 1, as raw copies queue).
+double plan_seconds(TriggeredPlan& plan, int world, int reps, Opening how = {}) {
   std::vector<double> t;
   size_t most = 0;
   for (int r = 0; r < world; ++r) most = std::max(most, plan.schedule().batches(r).size());
   for (int rep = 0; rep < reps + 3; ++rep) {
     std::vector<ViewHeader*> views = must(plan.begin_device_epoch(), "begin");
     auto t0 = Clock::now();
-    if (opener != nullptr) {
+    if (Opener* opener = how.kernels) {
       const uint64_t round = ++opener->round;
-      for (int r = 0; r < world && opener->held; ++r) {
+      for (int r = 0; r < world && how.queued; ++r) {
         bench::CudaRaw& cu = *opener->cu;
         cu.check(cu.cuCtxSetCurrent(opener->ctx[r]), "cuCtxSetCurrent");
-        cu.check(cu.cuStreamWaitValue64(static_cast<CUstream>(opener->streams[r].native()),
-                                        reinterpret_cast<CUdeviceptr>(opener->start), round, CU_STREAM_WAIT_VALUE_GEQ),
+        cu.check(cu.cuStreamWaitValue64(static_cast<CUstream>(opener->streams[r].native()), opener->start_on_device,
+                                        round, CU_STREAM_WAIT_VALUE_GEQ),
                  "cuStreamWaitValue64");
       }
       for (int r = 0; r < world; ++r) {
@@ -108,7 +109,7 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = n
         int32_t first = n == 0 ? 0 : static_cast<int32_t>(must(plan.batch_id(r, 0), "batch id"));
         must(opener->open[r].launch({.grid = 1, .stream = &opener->streams[r]}, views[r], first, n), "open_all");
       }
-      if (opener->held) {
+      if (how.queued) {
         t0 = Clock::now();
         std::atomic_ref<uint64_t>(*opener->start).store(round, std::memory_order_release);
       }
@@ -119,7 +120,7 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = n
         }
       }
     }
-    if (settle) {
+    if (how.settle) {
       // Spins rather than sleeps: a core woken from sleep runs the first
       // microseconds slowly, which would be charged to the call.
       while (seconds_since(t0) < 5e-3) {
@@ -128,8 +129,8 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opener* opener = n
     }
     must(plan.end_device_epoch(), "end");
     if (rep >= 3) t.push_back(seconds_since(t0));
-    if (opener != nullptr) {
-      for (Stream& s : opener->streams) must(s.synchronize(), "sync");
+    if (how.kernels != nullptr) {
+      for (Stream& s : how.kernels->streams) must(s.synchronize(), "sync");
     }
     must(plan.next_epoch(), "next epoch");
   }
@@ -277,10 +278,10 @@ int main(int argc, char** argv) {
   auto wanted = [&](const char* name) { return part.empty() || part == name; };
   // 1. Bandwidth: every rank's shard to every other (an all-gather), in
   // batches of 8 and 32 MiB, gates opened by a kernel on each rank (as
-  // producers do; held, and launched in the timed span) and by the host;
-  // GB/s received per rank. A small all-gather shows the fixed cost of an
-  // epoch.
-  Opener opener = kernel_opener(g, cu, false), held = kernel_opener(g, cu, true);
+  // producers do; queued before the clock starts, and launched in the timed
+  // span) and by the host; GB/s received per rank. A small all-gather shows
+  // the fixed cost of an epoch.
+  Opener opener = kernel_opener(g, cu);
   if (wanted("bandwidth")) {
     RawPeer raw(cu, world, 4096);
     Schedule s = must(chunks(ScheduleView::linear(4096), world, 1), "schedule");
@@ -288,8 +289,8 @@ int main(int argc, char** argv) {
     TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
     record("cuMemcpyPeerAsync all-gather, 4 KiB per rank", raw.seconds(4096, 50) * 1e6, "us");
     record("plan all-gather, 4 KiB per rank, host-opened", plan_seconds(plan, world, 50) * 1e6, "us");
-    record("  of which end_device_epoch after the chains finished", plan_seconds(plan, world, 50, nullptr, true) * 1e6,
-           "us");
+    record("  of which end_device_epoch after the chains finished",
+           plan_seconds(plan, world, 50, {.settle = true}) * 1e6, "us");
     must(plan.destroy(), "destroy");
   }
   for (int64_t shard : {64 * kMiB, 256 * kMiB}) {
@@ -309,9 +310,10 @@ int main(int argc, char** argv) {
       TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
       // The raw copies and the plan's three ways of opening gates take turns,
       // so that a drift in the machine's speed during the run hits all four.
+      const Opening queued{.kernels = &opener, .queued = true}, launched{.kernels = &opener};
       std::vector<double> t = interleaved({[&] { return raw.seconds(shard, 4, batch); },
-                                           [&] { return plan_seconds(plan, world, 4, &held); },
-                                           [&] { return plan_seconds(plan, world, 4, &opener); },
+                                           [&] { return plan_seconds(plan, world, 4, queued); },
+                                           [&] { return plan_seconds(plan, world, 4, launched); },
                                            [&] { return plan_seconds(plan, world, 4); }},
                                           6);
       const double pieces_s = t[0];
@@ -393,7 +395,7 @@ int main(int argc, char** argv) {
           for (Batch& b : rank_batches) b.contributors = 1;
         }
         TriggeredPlan plan = must(TriggeredPlan::create(g, both.buffer(), std::vector<Schedule>(world, s)), "plan");
-        transfer = plan_seconds(plan, world, 10, &opener);
+        transfer = plan_seconds(plan, world, 10, {.kernels = &opener});
         must(plan.destroy(), "destroy");
       }
       must(both.arm(), "arm");

@@ -36,13 +36,9 @@ inline const char* command_name(Command c) {
 // many went in.
 inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t limit) {
   cu.check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  void* host = nullptr;
-  cu.check(cu.cuMemHostAlloc(&host, 8, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
-  auto* gate = static_cast<volatile uint64_t*>(host);
-  *gate = 0;
-  constexpr int kRows = 16;
   CUdeviceptr gate_dev = 0, buf = 0, words = 0;
-  cu.check(cu.cuMemHostGetDevicePointer(&gate_dev, host, 0), "cuMemHostGetDevicePointer");
+  volatile uint64_t* gate = cu.host_word(&gate_dev);
+  constexpr int kRows = 16;
   cu.check(cu.cuMemAlloc(&buf, 2 * 256 * kRows), "cuMemAlloc");
   cu.check(cu.cuMemAlloc(&words, 8 * 8), "cuMemAlloc");
   CUstream s = nullptr, other = nullptr;
