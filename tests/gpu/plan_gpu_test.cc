@@ -4,6 +4,7 @@
 // and, where 4 or 8 GPUs are present, at 4 and 8.
 #include <chrono>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -82,39 +83,42 @@ TEST_P(CudaPlan, RunDeliversLinearAndTwoDimensionalBatches) {
   }
 }
 
+// Runs `epochs` epochs of `ag`, each with some rounds of the benchmark's
+// arithmetic (which must leave the values alone), and expects no wrong
+// element; `what` names the run in failures.
+void run_epochs(samples::AllGather& ag, int epochs, const std::string& what) {
+  int64_t wrong = 0;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    ag.set_rounds(epoch % 4 * 3);
+    absl::StatusOr<int64_t> w = ag.run_epoch();
+    ASSERT_TRUE(w.ok()) << "epoch " << epoch << " (" << what << "): " << w.status();
+    wrong += *w;
+    ASSERT_TRUE(ag.plan().next_epoch().ok());
+  }
+  EXPECT_EQ(wrong, 0) << what;
+}
+
 // 1000 epochs with each epoch armed by next_epoch(), then 1000 with each
-// armed ahead by the previous end_device_epoch().
+// armed ahead by the previous end_device_epoch(), then 100 in batches of 3
+// waves (the last short), each program publishing once per batch.
 TEST_P(CudaPlan, AllGatherKernelsOverManyEpochs) {
   TESSEL_CUDA_GROUP_OR_SKIP(g, GetParam());
   // Short bounds: a lost batch fails the test within seconds, naming it.
+  const PlanOptions bounded{.spin_limit = 1 << 22, .timeout = absl::Seconds(5)};
   auto ag = samples::AllGather::create(g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32});
   ASSERT_TRUE(ag.ok()) << ag.status();
   for (bool ahead : {false, true}) {
-    ASSERT_TRUE((*ag)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5), .arm_ahead = ahead}).ok());
-    int64_t wrong = 0;
-    for (int epoch = 1; epoch <= 1000; ++epoch) {
-      (*ag)->set_rounds(epoch % 4 * 3);  // the benchmark's compute leaves the values alone
-      absl::StatusOr<int64_t> w = (*ag)->run_epoch();
-      ASSERT_TRUE(w.ok()) << "epoch " << epoch << (ahead ? " (armed ahead): " : ": ") << w.status();
-      wrong += *w;
-      ASSERT_TRUE((*ag)->plan().next_epoch().ok());
-    }
-    EXPECT_EQ(wrong, 0) << (ahead ? "armed ahead" : "");
+    PlanOptions options = bounded;
+    options.arm_ahead = ahead;
+    ASSERT_TRUE((*ag)->arm(options).ok());
+    ASSERT_NO_FATAL_FAILURE(run_epochs(**ag, 1000, ahead ? "armed ahead" : "armed by next_epoch"));
   }
-  // Batches of 3 waves (the last short): each program publishes once per batch.
   ASSERT_TRUE((*ag)->disarm().ok());
   auto coarse = samples::AllGather::create(
       g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32, .waves_per_batch = 3});
   ASSERT_TRUE(coarse.ok()) << coarse.status();
-  ASSERT_TRUE((*coarse)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5)}).ok());
-  int64_t wrong = 0;
-  for (int epoch = 1; epoch <= 100; ++epoch) {
-    absl::StatusOr<int64_t> w = (*coarse)->run_epoch();
-    ASSERT_TRUE(w.ok()) << "epoch " << epoch << ", 3 waves per batch: " << w.status();
-    wrong += *w;
-    ASSERT_TRUE((*coarse)->plan().next_epoch().ok());
-  }
-  EXPECT_EQ(wrong, 0) << "3 waves per batch";
+  ASSERT_TRUE((*coarse)->arm(bounded).ok());
+  ASSERT_NO_FATAL_FAILURE(run_epochs(**coarse, 100, "3 waves per batch"));
 }
 
 // 8 programs each write an eighth of one 4 MiB batch; the 8th publish opens it.

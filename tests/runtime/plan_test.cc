@@ -198,7 +198,6 @@ TEST(Plan, BufferSpanningChunksAndGrowthWhileArmed) {
   expect_delivered(buf, s, 2, 1);
 }
 
-// 1000 kernel-driven epochs with no stale or misplaced element.
 // Epochs whose chains were armed ahead by the previous end deliver the same
 // bytes as epochs armed by next_epoch().
 TEST(Plan, EpochsArmedAheadDeliver) {
@@ -218,6 +217,7 @@ TEST(Plan, EpochsArmedAheadDeliver) {
   EXPECT_TRUE(plan.destroy().ok());
 }
 
+// 1000 kernel-driven epochs with no stale or misplaced element.
 TEST(Plan, ThousandEpochSoak) {
   Group g = host_group(2);
   auto ag = *samples::AllGather::create(g, {.rows = 40, .cols = 100, .programs = 2, .check_programs = 1});
