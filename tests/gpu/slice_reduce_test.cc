@@ -128,7 +128,6 @@ class SliceReduce : public gpu_test::AgreeTest {
       }
     }
   }
-
 };
 
 TEST_F(SliceReduce, F32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<float>(f32); }
