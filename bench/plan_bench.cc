@@ -8,6 +8,7 @@
 // adds around a copy, timed on its own.
 //
 //   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy] [--ranks=N]
+//              [--programs_per_sm=K]   (the overlap's producer: K programs per SM)
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -245,13 +246,18 @@ Kernel ping_pong() {
 
 int main(int argc, char** argv) {
   std::string json, part;  // part: bandwidth, latency, overlap or anatomy; empty for all
-  int ranks = 0;
+  int ranks = 0, programs_per_sm = 1;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--json=")) json = std::string(a);
     if (absl::ConsumePrefix(&a, "--part=")) part = std::string(a);
     if (absl::ConsumePrefix(&a, "--ranks=") && (!absl::SimpleAtoi(a, &ranks) || ranks < 2)) {
       std::fprintf(stderr, "plan_bench: --ranks must be a number >= 2\n");
+      return 2;
+    }
+    if (absl::ConsumePrefix(&a, "--programs_per_sm=") &&
+        (!absl::SimpleAtoi(a, &programs_per_sm) || programs_per_sm < 1 || programs_per_sm > 16)) {
+      std::fprintf(stderr, "plan_bench: --programs_per_sm must be a number from 1 to 16\n");
       return 2;
     }
   }
@@ -363,19 +369,22 @@ int main(int argc, char** argv) {
   // 3. Overlap: producer + its transfer against max(producer alone, transfer
   // alone). Everything is allocated and loaded before either plan arms.
   if (wanted("overlap")) {
-    int programs = g.device(0).num_compute_units();
-    // Two bands of tiles per wave: one contiguous copy per batch and peer.
-    // 128 waves, fewer past 4 ranks: each peer adds a command per batch to
-    // the owner's arrival stream, which holds about a thousand.
+    const int sms = g.device(0).num_compute_units(), programs = sms * programs_per_sm;
+    // 2K bands of tiles per wave of K programs per SM: one contiguous copy
+    // per batch and peer. 128 / K waves, fewer past 4 ranks: each peer adds
+    // a command per batch to the owner's arrival stream, which holds about a
+    // thousand. More programs per SM hide one program's publish (a system
+    // fence) behind another's work.
     samples::AllGatherConfig config{.rows = world <= 4 ? 8192 : 8192 * 4 / world,
-                                    .cols = samples::kAgBN * programs / 2,
+                                    .cols = samples::kAgBN * sms / 2,
                                     .programs = programs,
                                     .check_programs = programs,
                                     .check = false};
     Group solo = must(Group::create({devices[0]}), "one-rank group");
-    // Batches of one wave (1 MiB) and of four (4 MiB): fewer publishes and
-    // copies, a later start.
-    std::vector<int> batch_waves = {1, 4};
+    // Batches of one wave (K MiB) and of 4 MiB: fewer publishes and copies,
+    // a later start.
+    std::vector<int> batch_waves = {1};
+    if (4 / programs_per_sm > 1) batch_waves.push_back(4 / programs_per_sm);
     std::vector<std::unique_ptr<samples::AllGather>> boths, alones;
     for (int per : batch_waves) {
       config.waves_per_batch = per;
@@ -385,7 +394,8 @@ int main(int argc, char** argv) {
     const int64_t mib = int64_t{config.rows} * config.cols * 4 / kMiB;
     for (size_t i = 0; i < batch_waves.size(); ++i) {
       samples::AllGather &both = *boths[i], &alone = *alones[i];
-      const std::string batches = absl::StrCat(both.schedule().batches(0).size(), " batches");
+      const std::string batches = absl::StrCat(both.schedule().batches(0).size(), " batches",
+                                               programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"));
       // The transfer alone, at its fastest: the same chains with one
       // contributor per batch, every gate opened at once by a kernel.
       double transfer = 0;
