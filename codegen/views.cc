@@ -66,12 +66,18 @@ void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
   llvm::Value* in_range = b_.CreateICmpULT(batch, n);
   llvm::Value* entry = batch_entry(view, b_.CreateSelect(in_range, batch, b_.getInt32(0)));
   llvm::Value* count = b_.CreateLoad(b_.getInt32Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), entry, 4));
+  // The counter is shared only by programs on this device, so the fetch-add
+  // is acq_rel at device scope: the last contributor acquires every other
+  // one's stores, and its release of ready at system scope is cumulative,
+  // carrying them to the copy engines and peers that acquire ready. Only
+  // one system fence per batch, not one per program: that fence waits for
+  // the whole GPU's traffic, and costs microseconds beside copy engines.
   target_.program_barrier(b_);
   target_.single_thread(b_, [&] {
     emit_if(b_, checked(view, batch), [&] {
       llvm::Value* contributors = b_.CreateZExt(count, b_.getInt64Ty());
       contributors = b_.CreateSelect(b_.CreateICmpEQ(contributors, b_.getInt64(0)), b_.getInt64(1), contributors);
-      llvm::Value* old = target_.atomic_add_acq_rel_sys(b_, gate_word(view, batch, 4), b_.getInt64(1));
+      llvm::Value* old = target_.atomic_add_acq_rel_gpu(b_, gate_word(view, batch, 4), b_.getInt64(1));
       llvm::Value* last = b_.CreateICmpEQ(b_.CreateURem(b_.CreateAdd(old, b_.getInt64(1)), contributors),
                                           b_.getInt64(0));
       emit_if(b_, last, [&] {

@@ -94,9 +94,9 @@ class HostTarget final : public TargetInfo {
   }
 
   // A host program is one thread: no barrier is needed, and x86's ordering
-  // of atomics is what the GPU's system-scope operations promise.
+  // of atomics is what the GPU's scoped operations promise.
   void program_barrier(llvm::IRBuilder<>&) override {}
-  llvm::Value* atomic_add_acq_rel_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+  llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     return b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, v, llvm::MaybeAlign(8),
                              llvm::AtomicOrdering::AcquireRelease);
   }

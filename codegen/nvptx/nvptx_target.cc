@@ -227,8 +227,8 @@ class NvptxTarget final : public TargetInfo {
   }
 
   void program_barrier(llvm::IRBuilder<>& b) override { barrier(b); }
-  llvm::Value* atomic_add_acq_rel_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
-    return inline_asm(b, b.getInt64Ty(), "atom.acq_rel.sys.add.u64 $0, [$1], $2;", "=l,l,l,~{memory}", {ptr, v});
+  llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return inline_asm(b, b.getInt64Ty(), "atom.acq_rel.gpu.add.u64 $0, [$1], $2;", "=l,l,l,~{memory}", {ptr, v});
   }
   void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     inline_asm(b, b.getVoidTy(), "st.release.sys.u64 [$0], $1;", "l,l,~{memory}", {ptr, v});

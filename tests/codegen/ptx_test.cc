@@ -103,7 +103,7 @@ TEST(Ptx, TriggeredViewsUseSystemScopeOrdering) {
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(file_check(code->ptx, R"(
 CHECK: bar.sync
-CHECK: atom.acq_rel.sys.add.u64
+CHECK: atom.acq_rel.gpu.add.u64
 CHECK: st.release.sys.u64
 CHECK: ld.acquire.sys.u64
 )"),
