@@ -667,9 +667,14 @@ absl::Status Lowering::for_op(const Op& o) {
   llvm::Value* step = val(o.operands[2]);
   size_t n = o.results.size();
   std::vector<llvm::Value*> bufs(n, nullptr);
+  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tiles carried in registers, in this layout
+  std::vector<std::vector<llvm::Value*>> init_regs(n);
   for (size_t i = 0; i < n; ++i) {
     const Type& t = ir_.type(o.results[i]);
-    if (t.is_tile()) {
+    if (t.is_tile() && in_registers(t)) {
+      in_regs[i] = layout(o.results[i]);
+      init_regs[i] = regs(o.operands[3 + i], *in_regs[i]);
+    } else if (t.is_tile()) {
       bufs[i] = new_buffer(t);
       copy_tile(bufs[i], val(o.operands[3 + i]), t);
     }
@@ -690,25 +695,48 @@ absl::Status Lowering::for_op(const Op& o) {
   llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
   iv64->addIncoming(lo64, pre);
   std::vector<llvm::PHINode*> phis(n, nullptr);
+  std::vector<std::vector<llvm::PHINode*>> slot_phis(n);
   for (size_t i = 0; i < n; ++i) {
-    if (bufs[i] != nullptr) continue;
-    phis[i] = b_.CreatePHI(elem_type(ir_.type(o.results[i])), 2);
-    phis[i]->addIncoming(val(o.operands[3 + i]), pre);
+    llvm::Type* et = elem_type(ir_.type(o.results[i]));
+    if (in_regs[i] != nullptr) {
+      for (llvm::Value* v : init_regs[i]) {
+        slot_phis[i].push_back(b_.CreatePHI(et, 2));
+        slot_phis[i].back()->addIncoming(v, pre);
+      }
+    } else if (bufs[i] == nullptr) {
+      phis[i] = b_.CreatePHI(et, 2);
+      phis[i]->addIncoming(val(o.operands[3 + i]), pre);
+    }
   }
+  // A value carried in registers is its phis, inside the loop and after it.
+  auto carried = [&](size_t i, int id) {
+    if (in_regs[i] != nullptr) {
+      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(slot_phis[i].begin(), slot_phis[i].end())};
+      vals_[id] = nullptr;
+    } else {
+      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i];
+    }
+  };
   llvm::Value* go = b_.CreateAnd(positive, b_.CreateICmpSLT(iv64, hi64));
   b_.CreateCondBr(go, loop_body, exit);
   b_.SetInsertPoint(loop_body);
   vals_[body.args[0]] = b_.CreateTrunc(iv64, it);
-  for (size_t i = 0; i < n; ++i) vals_[body.args[1 + i]] = bufs[i] != nullptr ? bufs[i] : phis[i];
+  for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i]);
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
   carry_tiles(yield, bufs);
-  iv64->addIncoming(b_.CreateAdd(iv64, step64), b_.GetInsertBlock());
+  std::vector<std::vector<llvm::Value*>> next(n);
   for (size_t i = 0; i < n; ++i) {
-    if (phis[i] != nullptr) phis[i]->addIncoming(val(yield.operands[i]), b_.GetInsertBlock());
+    if (in_regs[i] != nullptr) next[i] = regs(yield.operands[i], *in_regs[i]);
+  }
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  iv64->addIncoming(b_.CreateAdd(iv64, step64), latch);
+  for (size_t i = 0; i < n; ++i) {
+    if (phis[i] != nullptr) phis[i]->addIncoming(val(yield.operands[i]), latch);
+    for (size_t slot = 0; slot < slot_phis[i].size(); ++slot) slot_phis[i][slot]->addIncoming(next[i][slot], latch);
   }
   b_.CreateBr(head);
   b_.SetInsertPoint(exit);
-  for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i] != nullptr ? bufs[i] : phis[i];
+  for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
   return absl::OkStatus();
 }
 
@@ -730,37 +758,59 @@ void Lowering::carry_tiles(const Op& yield, const std::vector<llvm::Value*>& buf
 }
 
 absl::Status Lowering::if_op(const Op& o) {
-  std::vector<llvm::Value*> bufs(o.results.size(), nullptr);
-  for (size_t r = 0; r < o.results.size(); ++r) {
-    if (ir_.type(o.results[r]).is_tile()) bufs[r] = new_buffer(ir_.type(o.results[r]));
+  const size_t n = o.results.size();
+  std::vector<llvm::Value*> bufs(n, nullptr);
+  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tile results in registers, in this layout
+  for (size_t r = 0; r < n; ++r) {
+    const Type& t = ir_.type(o.results[r]);
+    if (t.is_tile() && in_registers(t)) {
+      in_regs[r] = layout(o.results[r]);
+    } else if (t.is_tile()) {
+      bufs[r] = new_buffer(t);
+    }
   }
   llvm::BasicBlock* blocks[2] = {llvm::BasicBlock::Create(ctx_, "then", fn_),
                                  llvm::BasicBlock::Create(ctx_, "else", fn_)};
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
   b_.CreateCondBr(val(o.operands[0]), blocks[0], blocks[1]);
-  std::vector<llvm::Value*> yielded[2];
+  // Per branch and result: the scalar, or the register tile's slots.
+  std::vector<std::vector<llvm::Value*>> yielded[2];
   llvm::BasicBlock* ends[2];
   for (int i = 0; i < 2; ++i) {
     b_.SetInsertPoint(blocks[i]);
     TESSEL_RETURN_IF_ERROR(block(o.blocks[i]));
     const Op& y = ir_.ops[ir_.blocks[o.blocks[i]].ops.back()];
-    for (size_t r = 0; r < y.operands.size(); ++r) {
-      if (bufs[r] != nullptr) copy_tile(bufs[r], val(y.operands[r]), ir_.type(y.operands[r]));
-      yielded[i].push_back(val(y.operands[r]));
+    for (size_t r = 0; r < n; ++r) {
+      if (bufs[r] != nullptr) {
+        copy_tile(bufs[r], val(y.operands[r]), ir_.type(y.operands[r]));
+        yielded[i].emplace_back();
+      } else if (in_regs[r] != nullptr) {
+        yielded[i].push_back(regs(y.operands[r], *in_regs[r]));
+      } else {
+        yielded[i].push_back({val(y.operands[r])});
+      }
     }
     ends[i] = b_.GetInsertBlock();
     b_.CreateBr(done);
   }
   b_.SetInsertPoint(done);
-  for (size_t r = 0; r < o.results.size(); ++r) {
+  for (size_t r = 0; r < n; ++r) {
     if (bufs[r] != nullptr) {
       vals_[o.results[r]] = bufs[r];
       continue;
     }
-    llvm::PHINode* phi = b_.CreatePHI(yielded[0][r]->getType(), 2);
-    phi->addIncoming(yielded[0][r], ends[0]);
-    phi->addIncoming(yielded[1][r], ends[1]);
-    vals_[o.results[r]] = phi;
+    std::vector<llvm::Value*> merged;
+    for (size_t slot = 0; slot < yielded[0][r].size(); ++slot) {
+      llvm::PHINode* phi = b_.CreatePHI(yielded[0][r][slot]->getType(), 2);
+      phi->addIncoming(yielded[0][r][slot], ends[0]);
+      phi->addIncoming(yielded[1][r][slot], ends[1]);
+      merged.push_back(phi);
+    }
+    if (in_regs[r] != nullptr) {
+      regs_[o.results[r]] = {in_regs[r], std::move(merged)};
+    } else {
+      vals_[o.results[r]] = merged[0];
+    }
   }
   return absl::OkStatus();
 }

@@ -133,7 +133,7 @@ class Lowering {
   // arithmetic on slices keeps that layout, and broadcasting a slice back
   // to its parent layout reads the thread's own registers. Ops that move
   // elements between threads otherwise (other broadcasts, trans, reductions
-  // across warps, dot, TMA, loop-carried values) read buffers in shared
+  // across warps, dot, TMA) read buffers in shared
   // memory, which val() writes from the registers: the conversion through
   // shared memory, also taken between two register layouts.
   static constexpr int64_t kMaxSlots = 64;  // larger tiles stay in shared memory
@@ -225,17 +225,19 @@ class Lowering {
   // acc + a @ b, accumulating in f32 (f16, bf16, f32 inputs), f64 or i32.
   absl::Status dot(const Op& o, const Type& rt);
 
-  // Carried scalars are phis; carried tiles live in a buffer per carried
-  // value, filled from the init before the loop and from the yield at the
-  // end of each iteration.
+  // Carried scalars are phis, and so are the slots of carried tiles that fit
+  // in registers (in the result's layout). Larger carried tiles live in a
+  // buffer per carried value, filled from the init before the loop and from
+  // the yield at the end of each iteration.
   absl::Status for_op(const Op& o);
 
   // Copies yielded tiles into the carried buffers; through temporaries when
   // a yielded tile is itself one of those buffers (a swap, a view).
   void carry_tiles(const Op& yield, const std::vector<llvm::Value*>& bufs);
 
-  // Results of an if: scalars are phis; tiles are copied into buffers made
-  // before the branch (a branch's own buffers end with it).
+  // Results of an if: scalars and the slots of register tiles are phis;
+  // larger tiles are copied into buffers made before the branch (a branch's
+  // own buffers end with it).
   absl::Status if_op(const Op& o);
 
   const KernelIR& ir_;

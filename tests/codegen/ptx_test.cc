@@ -90,7 +90,7 @@ TEST(Ptx, EveryOpFamilyAssembles) {
   EXPECT_EQ(ptxas(code->ptx), 0);
 }
 
-TEST(Ptx, TriggeredViewsUseSystemScopeOrdering) {
+TEST(Ptx, TriggeredViewsCountAtGpuScopeAndReleaseAtSystemScope) {
   KernelBuilder k("views");
   TriggeredView view = k.triggered_view("plan");
   Value out = k.arg(ptr(i32), "out");
@@ -143,6 +143,27 @@ TEST(Ptx, ViewHeaderIsReadOnceBeforeTheLoop) {
     ++fields;
   }
   EXPECT_GE(fields, 4);  // batch count, batch table, gates, epoch, spin limit, ...
+}
+
+// A [32, 64] tile carried through a loop and a branch stays in registers:
+// the loop's phis hold each thread's slots, and no shared memory or barrier
+// is needed.
+TEST(Ptx, LoopCarriedTilesStayInRegisters) {
+  KernelBuilder k("carried");
+  Value out = k.arg(ptr(i32), "out");
+  Value n = k.arg(i32, "n");
+  Value idx = expand_dims(k.arange(0, 32), 1) * 64 + expand_dims(k.arange(0, 64), 0);
+  Var x = k.var(idx);
+  k.for_range(0, n, 1, [&](Value i) {
+    k.if_(i % 2 == 0, [&] { x = x * 3 + 1; }, [&] { x = x - i; });
+  });
+  store(out + idx, x);
+  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_THAT(code->ptx, Not(HasSubstr(".shared")));
+  EXPECT_THAT(code->ptx, Not(HasSubstr("bar.sync")));
+  if (!have_ptxas()) GTEST_SKIP() << "ptxas not found";
+  EXPECT_EQ(ptxas(code->ptx), 0);
 }
 
 TEST(Ptx, RejectsSwizzledMapsForNow) {

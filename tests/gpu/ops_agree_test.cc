@@ -632,6 +632,34 @@ TEST_F(OpsAgree, LoopsWithVarsNestedLoopsAndBranches) {
   }
 }
 
+// Tiles carried through loops and branches in registers: two [32, 32] Vars
+// swapped each iteration (a parallel assignment of the loop's phis), one
+// updated in a branch, and a transpose and a row reduction inside the loop
+// that read them in other layouts.
+TEST_F(OpsAgree, TilesCarriedThroughLoopsSwapAndChangeLayout) {
+  constexpr int kN = 32;
+  TESSEL_TRACE_SEED(rng_);
+  const Bytes xs = random_array(i32, 2 * kN * kN, rng_, {.max_exp = 1, .edges = false});
+  for (int trips : {0, 1, rng_.uniform_int(2, 9)}) {
+    SCOPED_TRACE(absl::StrCat(trips, " iterations"));
+    Case c("carried_tiles");
+    KernelBuilder& k = c.k();
+    Value x = c.array(i32, xs);
+    Value idx = expand_dims(k.arange(0, kN), 1) * kN + expand_dims(k.arange(0, kN), 0);  // [32, 32]
+    Var a = k.var(load(x + idx)), b = k.var(load(x + kN * kN + idx));
+    k.for_range(0, c.scalar(trips), 1, [&](Value i) {
+      Value old_a = a;
+      a = b * 3 + trans(a) + i;
+      b = old_a;
+      k.if_(i % 2 == 0, [&] { b = b - expand_dims(sum(a, 1), 1); }, [&] { b = b ^ 5; });
+    });
+    Value out = c.output(i32, 2 * kN * kN, "the carried tiles after the loop");
+    store(out + idx, a);
+    store(out + kN * kN + idx, b);
+    run(c, 1);
+  }
+}
+
 // Each program of a 2-D and a 3-D grid records its ids and the grid's size.
 TEST_F(OpsAgree, ProgramIdsOn2DAnd3DGrids) {
   TESSEL_TRACE_SEED(rng_);
