@@ -418,12 +418,12 @@ int main(int argc, char** argv) {
              plan_seconds(both.plan(), world, 10) * 1e6, "us");
       // Producers of two kinds: writing each tile 1, 8 or 32 times (bound by
       // the GPU's memory, which the transfer's reads and the peers' writes
-      // share), and 2, 4 or 8 rounds of arithmetic per element before one
-      // write (bound by work on the chip; about as long as the transfer at 4).
+      // share), and 128, 256 or 512 rounds of arithmetic per element, in
+      // registers, before one write (bound by work on the chip).
       struct Producer {
         int passes, rounds;
       };
-      for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 2}, {1, 4}, {1, 8}}) {
+      for (Producer p : {Producer{1, 0}, {8, 0}, {32, 0}, {1, 128}, {1, 256}, {1, 512}}) {
         const std::string what = absl::StrCat(
             p.rounds == 0 ? absl::StrCat(p.passes, " passes") : absl::StrCat(p.rounds, " rounds of arithmetic"), ", ",
             batches);

@@ -140,7 +140,7 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
 // (P * W) after its last tile in it. So that benchmarks can
 // make the producer as slow as the transfer it overlaps, each element first
 // goes through `rounds` multiply-adds and as many that undo them (work on the
-// chip: a tile carried through a loop lives in shared memory), and each tile
+// chip, in registers), and each tile
 // is written `passes` times, the last pass with the final values (work on
 // the GPU's memory, which the transfer shares).
 inline absl::StatusOr<Kernel> allgather_producer_kernel() {
@@ -163,16 +163,10 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
         store(buf + index, v + (pass - (passes - 1)), (r < rows) & (c < cols));
       });
     };
-    // Without rounds the tile never goes through shared memory.
-    k.if_(
-        rounds > 0,
-        [&] {
-          Var x = k.var(value);
-          k.for_range(0, rounds, 1, [&](Value) { x = x * kMix + kStep; });
-          k.for_range(0, rounds, 1, [&](Value) { x = (x - kStep) * kUnmix; });
-          write(x);
-        },
-        [&] { write(value); });
+    Var x = k.var(value);
+    k.for_range(0, rounds, 1, [&](Value) { x = x * kMix + kStep; });
+    k.for_range(0, rounds, 1, [&](Value) { x = (x - kStep) * kUnmix; });
+    write(x);
     Value wave = t / k.num_programs();
     k.if_((wave % waves_per_batch == waves_per_batch - 1) | (t + k.num_programs() >= num_tiles),
           [&] { view.publish(first_batch + wave / waves_per_batch); });
