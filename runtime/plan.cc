@@ -157,8 +157,9 @@ class PlanImpl {
   absl::Status begin_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status end_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status open_locked(int rank, int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
-  // Waits until `chains` finish; false at the deadline.
-  absl::StatusOr<bool> drain(ArmedChains& chains, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Waits until `chains` finish; false once `timeout` has passed since the
+  // first poll.
+  absl::StatusOr<bool> drain(ArmedChains& chains, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Whether a kernel on any rank raised its view's alarm (recorded an error).
   bool alarmed() const {
     for (int r = 0; r < group_->size(); ++r) {
@@ -340,16 +341,20 @@ absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
   return views;
 }
 
-absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Time deadline) {
-  // Yield between polls for the first 10 ms, so a transfer is seen within a
+absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Duration timeout) {
+  // Chains that are done cost one poll and no clock read. Otherwise yield
+  // between polls for the first 10 ms, so a transfer is seen within a
   // microsecond or two of its end; then sleep between them.
-  const absl::Time start = absl::Now();
-  for (;;) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::duration limit = absl::ToChronoNanoseconds(timeout);
+  Clock::time_point start;
+  for (bool first = true;; first = false) {
     TESSEL_ASSIGN_OR_RETURN(bool done, chains.chains().done());
     if (done) return true;
-    absl::Time now = absl::Now();
-    if (now >= deadline) return false;
-    if (now - start < absl::Milliseconds(10)) std::this_thread::yield();
+    const Clock::time_point now = Clock::now();
+    if (first) start = now;
+    if (now - start >= limit) return false;
+    if (now - start < std::chrono::milliseconds(10)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -406,9 +411,8 @@ absl::Status PlanImpl::check_gates(bool delivered) {
 
 absl::Status PlanImpl::end_locked() {
   TESSEL_RETURN_IF_ERROR(require(PlanState::kActive, "end an epoch"));
-  const absl::Time deadline = absl::Now() + options_.timeout;
   arm_next_ahead();
-  TESSEL_ASSIGN_OR_RETURN(bool done, drain(*armed_, deadline));
+  TESSEL_ASSIGN_OR_RETURN(bool done, drain(*armed_, options_.timeout));
   // Delivered with no alarm raised: nothing to read back from the devices.
   absl::Status gates = done && !alarmed() ? absl::OkStatus() : check_gates(done);
   if (!done && gates.ok()) {
@@ -483,10 +487,9 @@ absl::Status PlanImpl::release(bool in_order, absl::string_view call) {
   for (std::unique_ptr<ArmedChains>* chains : {&armed_, &ahead_}) {
     if (*chains != nullptr) TESSEL_RETURN_IF_ERROR((*chains)->chains().release());
   }
-  const absl::Time deadline = absl::Now() + options_.timeout;
   for (std::unique_ptr<ArmedChains>* chains : {&armed_, &ahead_}) {
     if (*chains == nullptr) continue;
-    TESSEL_ASSIGN_OR_RETURN(bool done, drain(**chains, deadline));
+    TESSEL_ASSIGN_OR_RETURN(bool done, drain(**chains, options_.timeout));
     if (!done) {
       return absl::DeadlineExceededError(absl::StrCat(where(), ": released chains did not finish within ",
                                                       absl::FormatDuration(options_.timeout)));

@@ -100,12 +100,12 @@ class CudaGroupBackend final : public GroupBackend {
   const Driver& driver() const { return d_; }
   const Context& context(int rank) const { return *contexts_[rank]; }
   absl::StatusOr<CUevent> take_event(int rank);
-  void give_event(int rank, CUevent e);
   // Words of host memory every GPU can write, for chains' done words.
   absl::StatusOr<uint64_t*> take_word();
-  void give_word(uint64_t* word);
-  // Commands of finished (or abandoned) chains no longer fill their lanes.
-  void unqueue(const LaneCounts& counts);
+  // What a dropped epoch held: its events and done words go back to the
+  // pools, and its commands no longer fill their lanes. One lock for each,
+  // since end_device_epoch pays for it.
+  void retire(const CudaArmedEpoch& epoch);
   // (owner, peer): the copy stream of that queue; (owner, Lane::kGate),
   // (owner, Lane::kArrival): the gate and arrival streams; (owner,
   // kControl): control writes (host-opened gates, releases).
@@ -335,11 +335,6 @@ absl::StatusOr<CUevent> CudaGroupBackend::take_event(int rank) {
   return e;
 }
 
-void CudaGroupBackend::give_event(int rank, CUevent e) {
-  absl::MutexLock lock(&mu_);
-  free_events_[rank].push_back(e);
-}
-
 absl::StatusOr<uint64_t*> CudaGroupBackend::take_word() {
   {
     absl::MutexLock lock(&mu_);
@@ -356,14 +351,14 @@ absl::StatusOr<uint64_t*> CudaGroupBackend::take_word() {
   return block;
 }
 
-void CudaGroupBackend::give_word(uint64_t* word) {
-  absl::MutexLock lock(&mu_);
-  free_words_.push_back(word);
-}
-
-void CudaGroupBackend::unqueue(const LaneCounts& counts) {
+void CudaGroupBackend::retire(const CudaArmedEpoch& epoch) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [rank, e] : epoch.finals) free_events_[rank].push_back(e);
+    for (const auto& [lane, w] : epoch.done_words) free_words_.push_back(w);
+  }
   absl::MutexLock arm(&arm_mu_);
-  for (const auto& [lane, n] : counts) queued_[lane] -= n;
+  for (const auto& [lane, n] : epoch.queued) queued_[lane] -= n;
 }
 
 absl::StatusOr<CUevent> CudaGroupBackend::stage_event(Lane lane) {
@@ -496,9 +491,7 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
 }
 
 CudaArmedEpoch::~CudaArmedEpoch() {
-  for (auto& [rank, e] : finals) backend_.give_event(rank, e);
-  for (auto& [lane, w] : done_words) backend_.give_word(w);
-  backend_.unqueue(queued);
+  backend_.retire(*this);
 }
 
 absl::StatusOr<bool> CudaArmedEpoch::done() {
