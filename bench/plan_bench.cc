@@ -244,23 +244,47 @@ Kernel ping_pong() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+struct Flags {
   std::string json, part;  // part: bandwidth, latency, overlap or anatomy; empty for all
-  int ranks = 0, programs_per_sm = 1;
+  int ranks = 0;           // 0: every GPU present
+  int programs_per_sm = 1;
+};
+
+absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
+  Flags f;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--json=")) json = std::string(a);
-    if (absl::ConsumePrefix(&a, "--part=")) part = std::string(a);
-    if (absl::ConsumePrefix(&a, "--ranks=") && (!absl::SimpleAtoi(a, &ranks) || ranks < 2)) {
-      std::fprintf(stderr, "plan_bench: --ranks must be a number >= 2\n");
-      return 2;
-    }
-    if (absl::ConsumePrefix(&a, "--programs_per_sm=") &&
-        (!absl::SimpleAtoi(a, &programs_per_sm) || programs_per_sm < 1 || programs_per_sm > 16)) {
-      std::fprintf(stderr, "plan_bench: --programs_per_sm must be a number from 1 to 16\n");
-      return 2;
+    if (absl::ConsumePrefix(&a, "--json=")) {
+      f.json = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--part=")) {
+      f.part = std::string(a);
+      if (f.part != "bandwidth" && f.part != "latency" && f.part != "overlap" && f.part != "anatomy") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--part=", a, ": not a part (bandwidth, latency, overlap or anatomy)"));
+      }
+    } else if (absl::ConsumePrefix(&a, "--ranks=")) {
+      if (!absl::SimpleAtoi(a, &f.ranks) || f.ranks < 2) {
+        return absl::InvalidArgumentError("--ranks must be a number >= 2");
+      }
+    } else if (absl::ConsumePrefix(&a, "--programs_per_sm=")) {
+      if (!absl::SimpleAtoi(a, &f.programs_per_sm) || f.programs_per_sm < 1 || f.programs_per_sm > 16) {
+        return absl::InvalidArgumentError("--programs_per_sm must be a number from 1 to 16");
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argv[i], "'"));
     }
   }
+  return f;
+}
+
+int main(int argc, char** argv) {
+  absl::StatusOr<Flags> flags = parse_flags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "plan_bench: %s\n", std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  const std::string &json = flags->json, &part = flags->part;
+  const int ranks = flags->ranks, programs_per_sm = flags->programs_per_sm;
   bench::CudaRaw cu;
   std::vector<Device> devices;
   for (int r = 0; ranks == 0 || r < ranks; ++r) {
