@@ -671,7 +671,7 @@ absl::Status Lowering::for_op(const Op& o) {
   std::vector<std::vector<llvm::Value*>> init_regs(n);
   for (size_t i = 0; i < n; ++i) {
     const Type& t = ir_.type(o.results[i]);
-    if (t.is_tile() && in_registers(t)) {
+    if (t.is_tile() && carried_in_registers(t, {yield.operands[i]})) {
       in_regs[i] = layout(o.results[i]);
       init_regs[i] = regs(o.operands[3 + i], *in_regs[i]);
     } else if (t.is_tile()) {
@@ -761,9 +761,14 @@ absl::Status Lowering::if_op(const Op& o) {
   const size_t n = o.results.size();
   std::vector<llvm::Value*> bufs(n, nullptr);
   std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tile results in registers, in this layout
+  auto yields = [&](size_t r) {
+    std::vector<int> v;
+    for (int b : o.blocks) v.push_back(ir_.ops[ir_.blocks[b].ops.back()].operands[r]);
+    return v;
+  };
   for (size_t r = 0; r < n; ++r) {
     const Type& t = ir_.type(o.results[r]);
-    if (t.is_tile() && in_registers(t)) {
+    if (t.is_tile() && carried_in_registers(t, yields(r))) {
       in_regs[r] = layout(o.results[r]);
     } else if (t.is_tile()) {
       bufs[r] = new_buffer(t);

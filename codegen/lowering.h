@@ -140,6 +140,18 @@ class Lowering {
   bool in_registers(const Type& t) const {
     return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
   }
+  // Whether a tile carried out of a loop or branch that yields `yielded`
+  // is kept in registers: not when a dot makes it (an accumulator), since
+  // dot reads and writes buffers and registers would add a round trip
+  // through shared memory each iteration.
+  bool carried_in_registers(const Type& t, const std::vector<int>& yielded) const {
+    if (!in_registers(t)) return false;
+    for (int v : yielded) {
+      int def = ir_.values[v].def_op;
+      if (def >= 0 && ir_.ops[def].op == OpCode::kDot) return false;
+    }
+    return true;
+  }
   // The planned (blocked) layout of tile value `id`.
   const std::shared_ptr<const Layout>& planned(int id) {
     int64_t numel = ir_.type(id).numel();

@@ -166,6 +166,29 @@ TEST(Ptx, LoopCarriedTilesStayInRegisters) {
   EXPECT_EQ(ptxas(code->ptx), 0);
 }
 
+// A dot's accumulator carried through a loop stays in its buffer: dot
+// reads and writes buffers, so registers would add a round trip through
+// shared memory each iteration (and spilled in the matmul sample).
+TEST(Ptx, DotAccumulatorsStayInBuffers) {
+  KernelBuilder k("accumulate");
+  Value a = k.arg(ptr(f32), "a"), b = k.arg(ptr(f32), "b"), out = k.arg(ptr(f32), "out");
+  Value n = k.arg(i32, "n");
+  Value idx = expand_dims(k.arange(0, 32), 1) * 32 + expand_dims(k.arange(0, 32), 0);
+  Var acc = k.var(k.zeros({32, 32}, f32));
+  k.for_range(0, n, 1, [&](Value i) { acc = dot(load(a + i * 1024 + idx), load(b + idx), acc); });
+  store(out + idx, acc);
+  CompileArtifacts art;
+  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {}, &art);
+  ASSERT_TRUE(code.ok()) << code.status();
+  // The loop's own block carries only its index; phis of the dot's inner
+  // loops are elsewhere.
+  const size_t body = art.llvm.find("\nfor.body:");
+  ASSERT_NE(body, std::string::npos) << art.llvm;
+  const std::string block = art.llvm.substr(body, art.llvm.find("\n\n", body) - body);
+  EXPECT_THAT(block, HasSubstr("phi i64"));
+  EXPECT_THAT(block, Not(HasSubstr("phi float"))) << block;
+}
+
 TEST(Ptx, RejectsSwizzledMapsForNow) {
   absl::StatusOr<PtxCode> code = compile_ptx(tile_copy(Swizzle::k128B), {});
   EXPECT_EQ(code.status().code(), absl::StatusCode::kUnimplemented);
