@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "gtest/gtest.h"
+
 namespace tessel {
 
 inline std::string temp_path(const std::string& name) {
@@ -41,5 +43,11 @@ inline int ptxas(const std::string& ptx) {
 
 inline bool have_tool(const char* path) { return *path && std::filesystem::exists(path); }
 inline bool have_ptxas() { return have_tool(TESSEL_PTXAS); }
+
+// The test's last check: ptxas accepts `ptx` (the test is skipped without ptxas).
+inline void expect_ptxas_accepts(const std::string& ptx) {
+  if (!have_ptxas()) GTEST_SKIP() << "ptxas not found; PTX text checked only";
+  EXPECT_EQ(ptxas(ptx), 0);
+}
 
 }  // namespace tessel
