@@ -668,16 +668,21 @@ absl::Status Lowering::for_op(const Op& o) {
   size_t n = o.results.size();
   std::vector<llvm::Value*> bufs(n, nullptr);
   std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tiles carried in registers, in this layout
-  std::vector<std::vector<llvm::Value*>> init_regs(n);
+  // What a value not in a buffer carries: a scalar's one value, or a
+  // register tile's slots.
+  auto slots = [&](size_t i, int id) {
+    return in_regs[i] != nullptr ? regs(id, *in_regs[i]) : std::vector<llvm::Value*>{val(id)};
+  };
+  std::vector<std::vector<llvm::Value*>> init(n);
   for (size_t i = 0; i < n; ++i) {
     const Type& t = ir_.type(o.results[i]);
-    if (t.is_tile() && carried_in_registers(t, {yield.operands[i]})) {
-      in_regs[i] = layout(o.results[i]);
-      init_regs[i] = regs(o.operands[3 + i], *in_regs[i]);
-    } else if (t.is_tile()) {
+    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
       bufs[i] = new_buffer(t);
       copy_tile(bufs[i], val(o.operands[3 + i]), t);
+      continue;
     }
+    if (t.is_tile()) in_regs[i] = layout(o.results[i]);
+    init[i] = slots(i, o.operands[3 + i]);
   }
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "for", fn_);
@@ -694,27 +699,20 @@ absl::Status Lowering::for_op(const Op& o) {
   b_.SetInsertPoint(head);
   llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
   iv64->addIncoming(lo64, pre);
-  std::vector<llvm::PHINode*> phis(n, nullptr);
-  std::vector<std::vector<llvm::PHINode*>> slot_phis(n);
+  std::vector<std::vector<llvm::PHINode*>> phis(n);  // per carried value, one per slot
   for (size_t i = 0; i < n; ++i) {
-    llvm::Type* et = elem_type(ir_.type(o.results[i]));
-    if (in_regs[i] != nullptr) {
-      for (llvm::Value* v : init_regs[i]) {
-        slot_phis[i].push_back(b_.CreatePHI(et, 2));
-        slot_phis[i].back()->addIncoming(v, pre);
-      }
-    } else if (bufs[i] == nullptr) {
-      phis[i] = b_.CreatePHI(et, 2);
-      phis[i]->addIncoming(val(o.operands[3 + i]), pre);
+    for (llvm::Value* v : init[i]) {
+      phis[i].push_back(b_.CreatePHI(v->getType(), 2));
+      phis[i].back()->addIncoming(v, pre);
     }
   }
-  // A value carried in registers is its phis, inside the loop and after it.
+  // A carried value is its buffer or its phis, inside the loop and after it.
   auto carried = [&](size_t i, int id) {
     if (in_regs[i] != nullptr) {
-      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(slot_phis[i].begin(), slot_phis[i].end())};
+      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(phis[i].begin(), phis[i].end())};
       vals_[id] = nullptr;
     } else {
-      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i];
+      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i][0];
     }
   };
   llvm::Value* go = b_.CreateAnd(positive, b_.CreateICmpSLT(iv64, hi64));
@@ -726,13 +724,12 @@ absl::Status Lowering::for_op(const Op& o) {
   carry_tiles(yield, bufs);
   std::vector<std::vector<llvm::Value*>> next(n);
   for (size_t i = 0; i < n; ++i) {
-    if (in_regs[i] != nullptr) next[i] = regs(yield.operands[i], *in_regs[i]);
+    if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
   }
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   iv64->addIncoming(b_.CreateAdd(iv64, step64), latch);
   for (size_t i = 0; i < n; ++i) {
-    if (phis[i] != nullptr) phis[i]->addIncoming(val(yield.operands[i]), latch);
-    for (size_t slot = 0; slot < slot_phis[i].size(); ++slot) slot_phis[i][slot]->addIncoming(next[i][slot], latch);
+    for (size_t slot = 0; slot < phis[i].size(); ++slot) phis[i][slot]->addIncoming(next[i][slot], latch);
   }
   b_.CreateBr(head);
   b_.SetInsertPoint(exit);
