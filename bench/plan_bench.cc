@@ -397,8 +397,8 @@ int main(int argc, char** argv) {
     // 2K bands of tiles per wave of K programs per SM: one contiguous copy
     // per batch and peer. 128 / K waves, fewer past 4 ranks: each peer adds
     // a command per batch to the owner's arrival stream, which holds about a
-    // thousand. More programs per SM hide one program's publish (a system
-    // fence) behind another's work.
+    // thousand. (On H200s, K = 2 or 4 did not hide the publishes' system
+    // fences behind other programs' work: docs/benchmarks.md.)
     samples::AllGatherConfig config{.rows = world <= 4 ? 8192 : 8192 * 4 / world,
                                     .cols = samples::kAgBN * sms / 2,
                                     .programs = programs,
@@ -418,8 +418,9 @@ int main(int argc, char** argv) {
     const int64_t mib = int64_t{config.rows} * config.cols * 4 / kMiB;
     for (size_t i = 0; i < batch_waves.size(); ++i) {
       samples::AllGather &both = *boths[i], &alone = *alones[i];
-      const std::string batches = absl::StrCat(both.schedule().batches(0).size(), " batches",
-                                               programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"));
+      const std::string batches =
+          absl::StrCat(both.schedule().batches(0).size(), " batches",
+                       programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"));
       // The transfer alone, at its fastest: the same chains with one
       // contributor per batch, every gate opened at once by a kernel.
       double transfer = 0;
@@ -461,15 +462,20 @@ int main(int argc, char** argv) {
         std::vector<double> tb, tc, ta, produced_beside, produced_alone;
         for (int rep = 0; rep < 13; ++rep) {
           double epoch = 0, produced = 0;
+          const bool kept = rep >= 3;  // the first three warm up
           must(both.run_epoch(&epoch, producers_done(cu, opener.ctx, both, &produced)).status(), "epoch");
-          if (rep >= 3) tb.push_back(epoch);
-          if (rep >= 3) produced_beside.push_back(produced);
+          if (kept) {
+            tb.push_back(epoch);
+            produced_beside.push_back(produced);
+          }
           auto t0 = Clock::now();
           must(both.plan().next_epoch(), "next");
-          if (rep >= 3) ta.push_back(seconds_since(t0));
+          if (kept) ta.push_back(seconds_since(t0));
           must(alone.run_epoch(&epoch, producers_done(cu, opener.ctx, alone, &produced)).status(), "epoch alone");
-          if (rep >= 3) tc.push_back(epoch);
-          if (rep >= 3) produced_alone.push_back(produced);
+          if (kept) {
+            tc.push_back(epoch);
+            produced_alone.push_back(produced);
+          }
           must(alone.plan().next_epoch(), "next");
         }
         double compute = median(tc), overlapped = median(tb);
