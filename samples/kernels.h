@@ -137,12 +137,12 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
 // Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order. A
 // batch holds W waves of tiles, as waves(view, world, {kAgBM, kAgBN}, P,
 // kRowMajor, W) numbers them: a program publishes batch first_batch + t /
-// (P * W) after its last tile in it. So that benchmarks can
-// make the producer as slow as the transfer it overlaps, each element first
-// goes through `rounds` multiply-adds and as many that undo them (work on the
-// chip, in registers), and each tile
-// is written `passes` times, the last pass with the final values (work on
-// the GPU's memory, which the transfer shares).
+// (P * W) after its last tile in it. So that benchmarks can make the
+// producer as slow as the transfer it overlaps, each element first goes
+// through `rounds` multiply-adds and as many that undo them (work on the
+// chip, in registers), and each tile is written `passes` times, the last
+// pass with the final values (work on the GPU's memory, which the transfer
+// shares).
 inline absl::StatusOr<Kernel> allgather_producer_kernel() {
   // x * kMix + kStep, undone by (x - kStep) * kUnmix (mod 2^32).
   constexpr int32_t kMix = -1640531535, kUnmix = 244002641, kStep = 12345;
