@@ -57,20 +57,24 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
     ops.push_back(wait(gate, b.ready, b.epoch));
     ops.push_back(stage(Kind::kRecord, gate, gate));
   }
-  if (direct_arrival && b.deliveries.size() == 1) {
-    // One direct chain does it all, the completion in the arrival's write.
-    const ArmedBatch::Delivery& d = b.deliveries[0];
+  // On the delivery's copy stream: wait for the gate (or its stage event),
+  // then copy; returns that stream.
+  auto deliver = [&](const ArmedBatch::Delivery& d) {
     const Lane copies{b.owner, d.peer};
     ops.push_back(pipelined ? stage(Kind::kWaitEvent, copies, gate) : wait(copies, b.ready, b.epoch));
     for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
+    return copies;
+  };
+  if (direct_arrival && b.deliveries.size() == 1) {
+    // One direct chain does it all, the completion in the arrival's write.
+    const ArmedBatch::Delivery& d = b.deliveries[0];
+    const Lane copies = deliver(d);
     ops.push_back(write(copies, {{d.arrival, b.epoch}, completion}));
     return ops;
   }
   ChainOp writes = write(arrivals, {});
   for (const ArmedBatch::Delivery& d : b.deliveries) {
-    const Lane copies{b.owner, d.peer};
-    ops.push_back(pipelined ? stage(Kind::kWaitEvent, copies, gate) : wait(copies, b.ready, b.epoch));
-    for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
+    const Lane copies = deliver(d);
     if (direct_arrival) {
       ops.push_back(write(copies, {{d.arrival, b.epoch}}));
     } else {
