@@ -464,7 +464,8 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
   }
   scope.reset();
   for (Lane lane : finishing) {
-    ContextScope scope(*contexts_[lane.owner]);
+    ContextScope in_owner(*contexts_[lane.owner]);
+    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", in_owner.status()));
     TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(lane.owner, lane.key));
     TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(lane.owner));
     epoch->finals.push_back({lane.owner, e});
