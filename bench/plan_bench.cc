@@ -49,10 +49,18 @@ Kernel open_all() {
   return must(k.build(), "build open_all");
 }
 
+// A kernel that does nothing: what raw copies queue behind in the baseline
+// that starts them the way kernels open gates.
+Kernel nothing() {
+  KernelBuilder k("nothing");
+  k.arg(i32, "unused");
+  return must(k.build(), "build nothing");
+}
+
 // One open_all program and stream per rank, for plan_seconds to open an
 // epoch's gates from the GPUs.
 struct Opener {
-  std::vector<Function> open;  // per rank
+  std::vector<Function> open, idle;  // per rank
   std::vector<Stream> streams;
   bench::CudaRaw* cu = nullptr;
   std::vector<CUcontext> ctx;
@@ -64,9 +72,11 @@ struct Opener {
 Opener kernel_opener(const Group& g, bench::CudaRaw& cu) {
   Opener o;
   o.cu = &cu;
-  Kernel k = open_all();
+  Kernel k = open_all(), none = nothing();
   for (int r = 0; r < g.size(); ++r) {
     o.open.push_back(must(g.device(r).compile(k), "compile open_all"));
+    o.idle.push_back(must(g.device(r).compile(none), "compile nothing"));
+    must(o.idle.back().prepare(int32_t{0}), "load nothing");
     o.streams.push_back(must(g.device(r).create_stream(), "stream"));
     o.ctx.push_back(cu.retain(r));
   }
@@ -85,6 +95,20 @@ struct Opening {
   bool settle = false;
 };
 
+// Queues on each rank's opener stream a wait for the next round's start
+// word; returns that round.
+uint64_t queue_start(Opener& o, int world) {
+  const uint64_t round = ++o.round;
+  bench::CudaRaw& cu = *o.cu;
+  for (int r = 0; r < world; ++r) {
+    cu.check(cu.cuCtxSetCurrent(o.ctx[r]), "cuCtxSetCurrent");
+    cu.check(cu.cuStreamWaitValue64(static_cast<CUstream>(o.streams[r].native()), o.start_on_device, round,
+                                    CU_STREAM_WAIT_VALUE_GEQ),
+             "cuStreamWaitValue64");
+  }
+  return round;
+}
+
 // Seconds per epoch of `plan`, from opening its gates to end_device_epoch
 // returning; begin and the next epoch's arming are outside the timed part.
 // The host publishes in run()'s order (batch i of every rank before batch
@@ -97,14 +121,7 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opening how = {}) 
     std::vector<ViewHeader*> views = must(plan.begin_device_epoch(), "begin");
     auto t0 = Clock::now();
     if (Opener* opener = how.kernels) {
-      const uint64_t round = ++opener->round;
-      for (int r = 0; r < world && how.queued; ++r) {
-        bench::CudaRaw& cu = *opener->cu;
-        cu.check(cu.cuCtxSetCurrent(opener->ctx[r]), "cuCtxSetCurrent");
-        cu.check(cu.cuStreamWaitValue64(static_cast<CUstream>(opener->streams[r].native()), opener->start_on_device,
-                                        round, CU_STREAM_WAIT_VALUE_GEQ),
-                 "cuStreamWaitValue64");
-      }
+      const uint64_t round = how.queued ? queue_start(*opener, world) : 0;
       for (int r = 0; r < world; ++r) {
         int32_t n = static_cast<int32_t>(plan.schedule().batches(r).size());
         int32_t first = n == 0 ? 0 : static_cast<int32_t>(must(plan.batch_id(r, 0), "batch id"));
@@ -158,10 +175,11 @@ struct RawPeer {
   std::vector<CUcontext> ctx;
   std::vector<CUdeviceptr> buf;
   std::vector<std::vector<CUstream>> stream;  // [source][destination]
+  std::vector<CUevent> ran;                   // per rank: the kernel copies queue behind has run
 
   // Each rank's `world * bytes` buffer: allocated with cuMemAlloc, or `given`.
   RawPeer(bench::CudaRaw& c, int n, int64_t bytes, std::vector<CUdeviceptr> given = {})
-      : cu(c), world(n), ctx(n), buf(n), stream(n, std::vector<CUstream>(n)) {
+      : cu(c), world(n), ctx(n), buf(n), stream(n, std::vector<CUstream>(n)), ran(n) {
     for (int r = 0; r < world; ++r) ctx[r] = cu.retain(r);
     for (int r = 0; r < world; ++r) {
       cu.check(cu.cuCtxSetCurrent(ctx[r]), "cuCtxSetCurrent");
@@ -170,6 +188,7 @@ struct RawPeer {
         cu.enable_peer_access(ctx[p]);
         cu.check(cu.cuStreamCreate(&stream[r][p], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       }
+      cu.check(cu.cuEventCreate(&ran[r], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       if (given.empty()) {
         cu.check(cu.cuMemAlloc(&buf[r], world * bytes), "cuMemAlloc");
       } else {
@@ -193,14 +212,53 @@ struct RawPeer {
           }
         }
       }
-      for (int r = 0; r < world; ++r) {
-        for (int p = 0; p < world; ++p) {
-          if (p != r) cu.check(cu.cuStreamSynchronize(stream[r][p]), "cuStreamSynchronize");
-        }
-      }
+      synchronize();
       if (rep >= 3) t.push_back(seconds_since(t0));
     }
     return median(t);
+  }
+  // The same copies started as a program without plans starts them after
+  // its producer: in stream order behind a kernel (the opener's `nothing`,
+  // queued behind its start word as plan_seconds queues the opening kernels),
+  // timed from the store that starts it.
+  double behind_kernel_seconds(Opener& o, int64_t bytes, int reps, int64_t piece) {
+    std::vector<double> t;
+    for (int rep = 0; rep < reps + 3; ++rep) {
+      const uint64_t round = queue_start(o, world);
+      for (int r = 0; r < world; ++r) {
+        must(o.idle[r].launch({.grid = 1, .stream = &o.streams[r]}, int32_t{0}), "nothing");
+        cu.check(cu.cuCtxSetCurrent(ctx[r]), "cuCtxSetCurrent");
+        cu.check(cu.cuEventRecord(ran[r], static_cast<CUstream>(o.streams[r].native())), "cuEventRecord");
+        for (int p = 0; p < world; ++p) {
+          if (p != r) cu.check(cu.cuStreamWaitEvent(stream[r][p], ran[r], 0), "cuStreamWaitEvent");
+        }
+      }
+      for (int64_t at = 0; at < bytes; at += piece) {
+        for (int r = 0; r < world; ++r) {
+          for (int p = 0; p < world; ++p) {
+            if (p == r) continue;
+            CUdeviceptr off = r * bytes + at;
+            cu.check(cu.cuMemcpyPeerAsync(buf[p] + off, ctx[p], buf[r] + off, ctx[r], piece, stream[r][p]),
+                     "cuMemcpyPeerAsync");
+          }
+        }
+      }
+      auto t0 = Clock::now();
+      std::atomic_ref<uint64_t>(*o.start).store(round, std::memory_order_release);
+      synchronize();
+      if (rep >= 3) t.push_back(seconds_since(t0));
+      for (Stream& s : o.streams) must(s.synchronize(), "sync");
+    }
+    return median(t);
+  }
+
+ private:
+  void synchronize() {
+    for (int r = 0; r < world; ++r) {
+      for (int p = 0; p < world; ++p) {
+        if (p != r) cu.check(cu.cuStreamSynchronize(stream[r][p]), "cuStreamSynchronize");
+      }
+    }
   }
 };
 
@@ -341,20 +399,23 @@ int main(int argc, char** argv) {
       // The raw copies and the plan's three ways of opening gates take turns,
       // so that a drift in the machine's speed during the run hits all four.
       const Opening queued{.kernels = &opener, .queued = true}, launched{.kernels = &opener};
-      std::vector<double> t = interleaved({[&] { return raw.seconds(shard, 4, batch); },
-                                           [&] { return plan_seconds(plan, world, 4, queued); },
-                                           [&] { return plan_seconds(plan, world, 4, launched); },
-                                           [&] { return plan_seconds(plan, world, 4); }},
-                                          6);
-      const double pieces_s = t[0];
+      std::vector<double> t = interleaved(
+          {[&] { return raw.seconds(shard, 4, batch); }, [&] { return plan_seconds(plan, world, 4, queued); },
+           [&] { return plan_seconds(plan, world, 4, launched); }, [&] { return plan_seconds(plan, world, 4); },
+           [&] { return raw.behind_kernel_seconds(opener, shard, 4, batch); }},
+          6);
+      const double pieces_s = t[0], behind_s = t[4];
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies"), received / pieces_s / 1e9, "GB/s");
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, in symmetric memory"),
              received / sym_s / 1e9, "GB/s");
+      record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, queued behind a kernel"),
+             received / behind_s / 1e9, "GB/s");
       const char* hows[] = {"kernel-opened", "kernel-opened, launched in the timed span", "host-opened"};
       for (int i = 0; i < 3; ++i) {
         record(absl::StrCat("plan all-gather, ", what, " batches, ", hows[i]), received / t[i + 1] / 1e9, "GB/s",
                ratio(pieces_s / t[i + 1], ">= 0.95 vs the same copies") +
-                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / t[i + 1]), " vs one copy"));
+                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / t[i + 1]), " vs one copy") +
+                   (i == 0 ? absl::StrFormat(", %.3f vs the same copies behind a kernel", behind_s / t[1]) : ""));
       }
       must(plan.destroy(), "destroy");
     }
@@ -531,8 +592,8 @@ int main(int argc, char** argv) {
     // What one stream can hold armed: a plan arming more would block in the
     // driver until a gate opens. 200 000 means no limit was found below it.
     using bench::Command;
-    for (Command c : {Command::kCopy, Command::kCopy2D, Command::kRecord, Command::kWaitEvent, Command::kWrite,
-                      Command::kWrite8}) {
+    for (Command c :
+         {Command::kCopy, Command::kCopy2D, Command::kRecord, Command::kWaitEvent, Command::kWrite, Command::kWrite8}) {
       record(absl::StrCat("commands one stream takes behind a closed gate: ", bench::command_name(c)),
              static_cast<double>(bench::queue_capacity(cu, cu.retain(0), c, 200000)), "commands");
     }
