@@ -93,6 +93,7 @@ struct Opening {
   Opener* kernels = nullptr;
   bool queued = false;
   bool settle = false;
+  bool run = false;  // the whole epoch by run(), timed from the call
 };
 
 // Queues on each rank's opener stream a wait for the next round's start
@@ -118,6 +119,13 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opening how = {}) 
   size_t most = 0;
   for (int r = 0; r < world; ++r) most = std::max(most, plan.schedule().batches(r).size());
   for (int rep = 0; rep < reps + 3; ++rep) {
+    if (how.run) {
+      auto t0 = Clock::now();
+      must(plan.run(), "run");
+      if (rep >= 3) t.push_back(seconds_since(t0));
+      must(plan.next_epoch(), "next epoch");
+      continue;
+    }
     std::vector<ViewHeader*> views = must(plan.begin_device_epoch(), "begin");
     auto t0 = Clock::now();
     if (Opener* opener = how.kernels) {
@@ -377,6 +385,7 @@ int main(int argc, char** argv) {
     TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
     record("cuMemcpyPeerAsync all-gather, 4 KiB per rank", raw.seconds(4096, 50) * 1e6, "us");
     record("plan all-gather, 4 KiB per rank, host-opened", plan_seconds(plan, world, 50) * 1e6, "us");
+    record("plan all-gather, 4 KiB per rank, run()", plan_seconds(plan, world, 50, {.run = true}) * 1e6, "us");
     record("  of which end_device_epoch after the chains finished",
            plan_seconds(plan, world, 50, {.settle = true}) * 1e6, "us");
     must(plan.destroy(), "destroy");
@@ -397,12 +406,13 @@ int main(int argc, char** argv) {
       double sym_s = RawPeer(cu, world, shard, on_buf).seconds(shard, 10, batch);
       TriggeredPlan plan = must(TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)), "plan");
       // The raw copies and the plan's three ways of opening gates take turns,
-      // so that a drift in the machine's speed during the run hits all four.
+      // so that a drift in the machine's speed during the run hits them all.
       const Opening queued{.kernels = &opener, .queued = true}, launched{.kernels = &opener};
       std::vector<double> t = interleaved(
           {[&] { return raw.seconds(shard, 4, batch); }, [&] { return plan_seconds(plan, world, 4, queued); },
            [&] { return plan_seconds(plan, world, 4, launched); }, [&] { return plan_seconds(plan, world, 4); },
-           [&] { return raw.behind_kernel_seconds(opener, shard, 4, batch); }},
+           [&] { return raw.behind_kernel_seconds(opener, shard, 4, batch); },
+           [&] { return plan_seconds(plan, world, 4, {.run = true}); }},
           6);
       const double pieces_s = t[0], behind_s = t[4];
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies"), received / pieces_s / 1e9, "GB/s");
@@ -410,12 +420,16 @@ int main(int argc, char** argv) {
              received / sym_s / 1e9, "GB/s");
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, queued behind a kernel"),
              received / behind_s / 1e9, "GB/s");
-      const char* hows[] = {"kernel-opened", "kernel-opened, launched in the timed span", "host-opened"};
-      for (int i = 0; i < 3; ++i) {
-        record(absl::StrCat("plan all-gather, ", what, " batches, ", hows[i]), received / t[i + 1] / 1e9, "GB/s",
-               ratio(pieces_s / t[i + 1], ">= 0.95 vs the same copies") +
-                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / t[i + 1]), " vs one copy") +
-                   (i == 0 ? absl::StrFormat(", %.3f vs the same copies behind a kernel", behind_s / t[1]) : ""));
+      const std::pair<const char*, double> hows[] = {{"kernel-opened", t[1]},
+                                                     {"kernel-opened, launched in the timed span", t[2]},
+                                                     {"host-opened", t[3]},
+                                                     {"run()", t[5]}};
+      for (const auto& [how, s] : hows) {
+        record(absl::StrCat("plan all-gather, ", what, " batches, ", how), received / s / 1e9, "GB/s",
+               ratio(pieces_s / s, ">= 0.95 vs the same copies") +
+                   absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / s), " vs one copy") +
+                   (how == hows[0].first ? absl::StrFormat(", %.3f vs the same copies behind a kernel", behind_s / s)
+                                         : ""));
       }
       must(plan.destroy(), "destroy");
     }
@@ -502,6 +516,8 @@ int main(int argc, char** argv) {
       // host's rate).
       record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank in ", batches),
              plan_seconds(both.plan(), world, 10) * 1e6, "us");
+      record(absl::StrCat("transfer alone (plan, run()), ", mib, " MiB per rank in ", batches),
+             plan_seconds(both.plan(), world, 10, {.run = true}) * 1e6, "us");
       // Producers of two kinds: writing each tile 1, 8 or 32 times (bound by
       // the GPU's memory, which the transfer's reads and the peers' writes
       // share), and 128, 256 or 512 rounds of arithmetic per element, in

@@ -154,7 +154,10 @@ class PlanImpl {
   // With arm_ahead, arms the next epoch into ahead_ where it may (best
   // effort: next() arms, and reports errors, where this did not).
   void arm_next_ahead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
-  absl::Status begin_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Activates the armed epoch. With `for_kernels`, first stores its number
+  // in every rank's view header, where kernels launched afterwards read it
+  // (run() launches none).
+  absl::Status begin_locked(bool for_kernels) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status end_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status open_locked(int rank, int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Waits until `chains` finish; false once `timeout` has passed since the
@@ -319,13 +322,13 @@ absl::Status PlanImpl::check_order(absl::string_view call) const {
   return absl::OkStatus();
 }
 
-absl::Status PlanImpl::begin_locked() {
+absl::Status PlanImpl::begin_locked(bool for_kernels) {
   {
     absl::MutexLock lock(&group_->plans_mu());
     if (state_ != PlanState::kArmed) return wrong_state("begin an epoch");
     TESSEL_RETURN_IF_ERROR(check_order("begin"));
   }
-  for (int r = 0; r < group_->size(); ++r) {
+  for (int r = 0; r < group_->size() && for_kernels; ++r) {
     uint64_t e = epoch_;
     TESSEL_RETURN_IF_ERROR(control_.write(r, &e, sizeof(e), layout_.header + offsetof(ViewHeader, epoch)));
   }
@@ -335,7 +338,7 @@ absl::Status PlanImpl::begin_locked() {
 
 absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
   absl::MutexLock op(&op_mu_);
-  TESSEL_RETURN_IF_ERROR(begin_locked());
+  TESSEL_RETURN_IF_ERROR(begin_locked(/*for_kernels=*/true));
   std::vector<ViewHeader*> views;
   for (int r = 0; r < group_->size(); ++r) views.push_back(header(r));
   return views;
@@ -460,20 +463,22 @@ absl::Status PlanImpl::publish(int rank, int i) {
 absl::Status PlanImpl::open_locked(int rank, int i) {
   absl::StatusOr<int64_t> g = batch_id(schedule_, rank, i);
   if (!g.ok()) return prefixed(absl::StrCat(where(), ": publish"), g.status());
-  return group_->backend().open_gate(rank, &gates(rank)[*g].ready, epoch_);
+  uint64_t* ready = &gates(rank)[*g].ready;
+  return group_->backend().open_gates(rank, absl::MakeConstSpan(&ready, 1), epoch_);
 }
 
 absl::Status PlanImpl::run() {
   absl::MutexLock op(&op_mu_);
-  TESSEL_RETURN_IF_ERROR(begin_locked());
-  // Batch i of every rank before batch i + 1 of any: every queue starts
-  // copying after one gate instead of waiting for the ranks before it.
-  size_t most = 0;
-  for (int r = 0; r < group_->size(); ++r) most = std::max(most, schedule_.batches(r).size());
-  for (size_t i = 0; i < most; ++i) {
-    for (int r = 0; r < group_->size(); ++r) {
-      if (i < schedule_.batches(r).size()) TESSEL_RETURN_IF_ERROR(open_locked(r, static_cast<int>(i)));
+  TESSEL_RETURN_IF_ERROR(begin_locked(/*for_kernels=*/false));
+  // Each rank's gates in one command, in batch order: a host call per gate
+  // (a few microseconds each) would bound epochs of many small batches.
+  for (int r = 0; r < group_->size(); ++r) {
+    std::vector<uint64_t*> readies;
+    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
+      TESSEL_ASSIGN_OR_RETURN(int64_t g, batch_id(schedule_, r, static_cast<int>(i)));
+      readies.push_back(&gates(r)[g].ready);
     }
+    TESSEL_RETURN_IF_ERROR(group_->backend().open_gates(r, readies, epoch_));
   }
   return end_locked();
 }

@@ -76,7 +76,9 @@ class TriggeredPlan {
   // data the host wrote or waited for. The epoch must be active.
   absl::Status publish(int rank, int i);
   // One epoch driven by the host: begin, open every gate, end. For data
-  // already in the buffer (written by earlier kernels or copies).
+  // already in the buffer (written by earlier kernels or copies). No kernel
+  // takes part, so the views are left alone, and each rank's gates open in
+  // one command.
   absl::Status run();
   // armed, active or failed -> aborted: chains still queued are released
   // (on CUDA they run, copying whatever the buffer holds). In arming order.

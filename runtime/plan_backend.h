@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "runtime/device.h"
 
 namespace tessel {
@@ -74,8 +75,9 @@ class GroupBackend {
   virtual absl::StatusOr<uint64_t*> host_words(int count) = 0;
   // Appends one chain per (batch, peer) to the (owner, peer) queues, in order.
   virtual absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) = 0;
-  // Stores `epoch` to an owner's ready word from the host (release order).
-  virtual absl::Status open_gate(int owner, uint64_t* ready, uint64_t epoch) = 0;
+  // Stores `epoch` to each of an owner's ready words from the host, in
+  // order (release order).
+  virtual absl::Status open_gates(int owner, absl::Span<uint64_t* const> readies, uint64_t epoch) = 0;
   // A plain copy from `rank` to `peer` through their queue; the caller has
   // checked that no chain is armed on it.
   virtual absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) = 0;

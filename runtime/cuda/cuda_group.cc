@@ -37,6 +37,7 @@ using cuda::DeviceStream;
 using cuda::Driver;
 using cuda::Lane;
 using cuda::LaneCounts;
+using cuda::WordWrite;
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
@@ -94,7 +95,7 @@ class CudaGroupBackend final : public GroupBackend {
   absl::Status zero(int rank, void* p, size_t bytes) override;
   absl::StatusOr<uint64_t*> host_words(int count) override;
   absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override;
-  absl::Status open_gate(int owner, uint64_t* ready, uint64_t epoch) override;
+  absl::Status open_gates(int owner, absl::Span<uint64_t* const> readies, uint64_t epoch) override;
   absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) override;
 
   const Driver& driver() const { return d_; }
@@ -122,6 +123,8 @@ class CudaGroupBackend final : public GroupBackend {
   std::string lane_name(Lane lane) const;
   // Enqueues `op` on its lane's stream; the owner's context is current.
   absl::Status issue(const ChainOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
+  // The writes, in order, as one command on `s`.
+  absl::Status write_words(CUstream s, absl::Span<const WordWrite> writes) const;
 
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
@@ -378,30 +381,33 @@ std::string CudaGroupBackend::lane_name(Lane lane) const {
   return absl::StrCat(owner, "'s copy stream to ", contexts_[lane.key]->name());
 }
 
+absl::Status CudaGroupBackend::write_words(CUstream s, absl::Span<const WordWrite> writes) const {
+  if (writes.size() == 1) {
+    return d_.stream_write_value64(s, dptr(writes[0].word), writes[0].value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  }
+  // A call takes fewer than 256 operations.
+  std::vector<CUstreamBatchMemOpParams> ops(writes.size());
+  for (size_t i = 0; i < writes.size(); ++i) {
+    ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[i].writeValue.address = dptr(writes[i].word);
+    ops[i].writeValue.value64 = writes[i].value;
+    ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  }
+  for (size_t at = 0; at < ops.size(); at += 255) {
+    unsigned n = static_cast<unsigned>(std::min<size_t>(255, ops.size() - at));
+    TESSEL_RETURN_IF_ERROR(d_.stream_batch_mem_op(s, n, ops.data() + at, 0));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaGroupBackend::issue(const ChainOp& op) {
   using Kind = ChainOp::Kind;
   TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(op.lane.owner, op.lane.key));
   switch (op.kind) {
     case Kind::kWait:
       return d_.stream_wait_value64(s, dptr(op.word), op.value, CU_STREAM_WAIT_VALUE_GEQ);
-    case Kind::kWrite: {
-      if (op.writes.size() == 1) {
-        return d_.stream_write_value64(s, dptr(op.writes[0].word), op.writes[0].value, CU_STREAM_WRITE_VALUE_DEFAULT);
-      }
-      // One command, the writes in order (a call takes fewer than 256).
-      std::vector<CUstreamBatchMemOpParams> writes(op.writes.size());
-      for (size_t i = 0; i < op.writes.size(); ++i) {
-        writes[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-        writes[i].writeValue.address = dptr(op.writes[i].word);
-        writes[i].writeValue.value64 = op.writes[i].value;
-        writes[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-      }
-      for (size_t at = 0; at < writes.size(); at += 255) {
-        unsigned n = static_cast<unsigned>(std::min<size_t>(255, writes.size() - at));
-        TESSEL_RETURN_IF_ERROR(d_.stream_batch_mem_op(s, n, writes.data() + at, 0));
-      }
-      return absl::OkStatus();
-    }
+    case Kind::kWrite:
+      return write_words(s, op.writes);
     case Kind::kCopy: {
       const ChainCopy& c = op.copy;
       if (c.height == 1) return d_.memcpy_async(c.dst, c.src, c.width, s);
@@ -474,12 +480,14 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
   return std::unique_ptr<ArmedEpoch>(std::move(epoch));
 }
 
-absl::Status CudaGroupBackend::open_gate(int owner, uint64_t* ready, uint64_t epoch) {
+absl::Status CudaGroupBackend::open_gates(int owner, absl::Span<uint64_t* const> readies, uint64_t epoch) {
+  if (readies.empty()) return absl::OkStatus();
   ContextScope scope(*contexts_[owner]);
   TESSEL_RETURN_IF_ERROR(scope.status());
   TESSEL_ASSIGN_OR_RETURN(CUstream control, stream(owner, kControl));
-  return prefix(owner, "opening a gate",
-                d_.stream_write_value64(control, dptr(ready), epoch, CU_STREAM_WRITE_VALUE_DEFAULT));
+  std::vector<WordWrite> writes;
+  for (uint64_t* ready : readies) writes.push_back({ready, epoch});
+  return prefix(owner, readies.size() == 1 ? "opening a gate" : "opening gates", write_words(control, writes));
 }
 
 absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* src, size_t bytes) {
@@ -512,7 +520,10 @@ absl::StatusOr<bool> CudaArmedEpoch::done() {
 }
 
 absl::Status CudaArmedEpoch::release() {
-  for (const ArmedBatch& b : batches_) TESSEL_RETURN_IF_ERROR(backend_.open_gate(b.owner, b.ready, b.epoch));
+  // One command per owner (an epoch's batches share its number).
+  std::map<std::pair<int, uint64_t>, std::vector<uint64_t*>> readies;
+  for (const ArmedBatch& b : batches_) readies[{b.owner, b.epoch}].push_back(b.ready);
+  for (const auto& [key, words] : readies) TESSEL_RETURN_IF_ERROR(backend_.open_gates(key.first, words, key.second));
   return absl::OkStatus();
 }
 

@@ -198,8 +198,8 @@ class HostGroupBackend final : public GroupBackend {
     return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(state)));
   }
 
-  absl::Status open_gate(int, uint64_t* ready, uint64_t epoch) override {
-    store_release(ready, epoch);
+  absl::Status open_gates(int, absl::Span<uint64_t* const> readies, uint64_t epoch) override {
+    for (uint64_t* ready : readies) store_release(ready, epoch);
     return absl::OkStatus();
   }
 

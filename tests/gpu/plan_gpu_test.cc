@@ -83,6 +83,23 @@ TEST_P(CudaPlan, RunDeliversLinearAndTwoDimensionalBatches) {
   }
 }
 
+// run() opens each rank's gates in one batched command; a command takes at
+// most 255 writes, so 300 batches per rank take two.
+TEST_P(CudaPlan, RunOpensHundredsOfGatesPerRank) {
+  const int world = GetParam();
+  TESSEL_CUDA_GROUP_OR_SKIP(g, world);
+  Schedule s = *chunks(ScheduleView::linear(300 * 512), world, 300);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s));
+  for (uint64_t epoch = 1; epoch <= 2; ++epoch) {
+    fill(buf, s, world, epoch);
+    absl::Status ran = plan.run();
+    ASSERT_TRUE(ran.ok()) << ran;
+    expect_delivered(buf, s, world, epoch);
+    ASSERT_TRUE(plan.next_epoch().ok());
+  }
+}
+
 // Runs `epochs` epochs of `ag`, each with some rounds of the benchmark's
 // arithmetic (which must leave the values alone), and expects no wrong
 // element; `what` names the run in failures.
