@@ -1,7 +1,7 @@
-// Triggered plans on CUDA GPUs (skipped with fewer than two): symmetric VMM
-// memory, chains of stream memory operations on copy engines, kernels
+// Triggered plans on CUDA GPUs (skipped without enough of them): symmetric
+// VMM memory, chains of stream memory operations on copy engines, kernels
 // publishing and waiting through views, releases and misuse. Runs at 2 ranks
-// and, where 4 or 8 GPUs are present, at 4 and 8.
+// and, where 4 or 8 GPUs are present, at 4 and 8; a group of one as well.
 #include <chrono>
 #include <future>
 #include <string>
@@ -113,6 +113,17 @@ void run_epochs(samples::AllGather& ag, int epochs, const std::string& what) {
     ASSERT_TRUE(ag.plan().next_epoch().ok());
   }
   EXPECT_EQ(wrong, 0) << what;
+}
+
+// A group of one GPU has nothing to deliver: each batch's gate stream
+// writes its completion after the gate opens.
+TEST(CudaPlanOneRank, AllGatherKernelsCompleteEveryBatch) {
+  TESSEL_CUDA_GROUP_OR_SKIP(g, 1);
+  auto ag = samples::AllGather::create(g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32});
+  ASSERT_TRUE(ag.ok()) << ag.status();
+  ASSERT_TRUE((*ag)->arm({.spin_limit = 1 << 22, .timeout = absl::Seconds(5)}).ok());
+  ASSERT_NO_FATAL_FAILURE(run_epochs(**ag, 50, "one rank"));
+  ASSERT_TRUE((*ag)->disarm().ok());
 }
 
 // 1000 epochs with each epoch armed by next_epoch(), then 1000 with each
