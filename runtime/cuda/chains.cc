@@ -54,10 +54,8 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   const bool direct_wait = !pipelined || place.first;
   const bool direct_arrival = !pipelined || place.last;
   const WordWrite completion{b.completion, b.epoch};
-  // Nothing to deliver (a group of one): the gate stream completes it.
-  if (b.deliveries.empty()) return {wait(gate, b.ready, b.epoch), write(gate, {completion})};
   std::vector<ChainOp> ops;
-  if (pipelined) {
+  if (pipelined || b.deliveries.empty()) {
     ops.push_back(wait(gate, b.ready, b.epoch));
     ops.push_back(stage(Kind::kRecord, gate, gate));
   }
@@ -89,6 +87,7 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   for (const ArmedBatch::Delivery& d : b.deliveries) {
     ops.push_back(stage(Kind::kWaitEvent, arrivals, Lane{b.owner, d.peer}));
   }
+  if (b.deliveries.empty()) ops.push_back(stage(Kind::kWaitEvent, arrivals, gate));
   writes.writes.push_back(completion);
   ops.push_back(std::move(writes));
   return ops;

@@ -13,8 +13,7 @@
 //                                     write of every peer's arrival word
 // The owner's completion word is written once every peer has the batch: by
 // the arrival stream, in the same batched write, or where a batch is one
-// direct chain (one peer), by that chain, in the arrival's write. A batch
-// with no peers (a group of one) is its gate stream's wait, then the write.
+// direct chain (one peer), by that chain, in the arrival's write.
 //
 // Each event hand-off adds about 3 us from gate to arrival. Before an
 // epoch's first copy on a stream and after its last, no copy of the epoch

@@ -115,8 +115,8 @@ void run_epochs(samples::AllGather& ag, int epochs, const std::string& what) {
   EXPECT_EQ(wrong, 0) << what;
 }
 
-// A group of one GPU has nothing to deliver: each batch's gate stream
-// writes its completion after the gate opens.
+// A group of one GPU has nothing to deliver: each batch completes once its
+// gate opens.
 TEST(CudaPlanOneRank, AllGatherKernelsCompleteEveryBatch) {
   TESSEL_CUDA_GROUP_OR_SKIP(g, 1);
   auto ag = samples::AllGather::create(g, {.rows = 300, .cols = 1000, .programs = 16, .check_programs = 32});
