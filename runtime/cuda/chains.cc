@@ -49,9 +49,7 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   const Lane gate{b.owner, Lane::kGate}, arrivals{b.owner, Lane::kArrival};
   const bool pipelined = std::any_of(b.deliveries.begin(), b.deliveries.end(),
                                      [](const ArmedBatch::Delivery& d) { return delivery_bytes(d) >= kPipelineBytes; });
-  // Copy streams wait on the gate and write the arrivals themselves, else
-  // the gate and arrival streams do (chains.h).
-  const bool direct_wait = !pipelined || place.first;
+  // Copy streams write the arrivals themselves, else the arrival stream does.
   const bool direct_arrival = !pipelined || place.last;
   const WordWrite completion{b.completion, b.epoch};
   std::vector<ChainOp> ops;
@@ -63,7 +61,7 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
   // then copy; returns that stream.
   auto deliver = [&](const ArmedBatch::Delivery& d) {
     const Lane copies{b.owner, d.peer};
-    ops.push_back(direct_wait ? wait(copies, b.ready, b.epoch) : stage(Kind::kWaitEvent, copies, gate));
+    ops.push_back(pipelined ? stage(Kind::kWaitEvent, copies, gate) : wait(copies, b.ready, b.epoch));
     for (const ChainCopy& c : d.copies) ops.push_back(copy(copies, c));
     return copies;
   };
@@ -94,13 +92,11 @@ std::vector<ChainOp> chain_ops(const ArmedBatch& b, ChainPlace place) {
 }
 
 std::vector<std::vector<ChainOp>> epoch_ops(const std::vector<ArmedBatch>& batches) {
-  std::map<int, size_t> first, last;  // per owner, the indices of its first and last batches
-  for (size_t i = batches.size(); i-- > 0;) first[batches[i].owner] = i;
+  std::map<int, size_t> last;  // per owner, the index of its last batch
   for (size_t i = 0; i < batches.size(); ++i) last[batches[i].owner] = i;
   std::vector<std::vector<ChainOp>> ops;
   for (size_t i = 0; i < batches.size(); ++i) {
-    const int owner = batches[i].owner;
-    ops.push_back(chain_ops(batches[i], {.first = first[owner] == i, .last = last[owner] == i}));
+    ops.push_back(chain_ops(batches[i], {.last = last[batches[i].owner] == i}));
   }
   return ops;
 }

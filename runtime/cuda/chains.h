@@ -15,21 +15,19 @@
 // the arrival stream, in the same batched write, or where a batch is one
 // direct chain (one peer), by that chain, in the arrival's write.
 //
-// Each event hand-off adds about 3 us from gate to arrival. Before an
-// epoch's first copy on a stream and after its last, no copy of the epoch
-// queues behind that stream's own wait or write, so an owner's first batch
-// waits on the gate on its copy streams, and its last writes the arrivals
-// there (and, to one peer, the completion too). Between them the gate
-// stream stays: waiting on every gate on the copy stream itself helped when
-// every gate was open already (+2.5 % at 64 MiB) but cost 4-7 % when gates
-// open one by one, as producers open them (plan_bench on 2 H200s).
-//
-// The gate stream still waits for the first gate and records it, though no
-// stream waits for that record: without them, host-opened epochs of 32
-// batches of 8 MiB ran 6 % slower on the two machines tried (about 1.7 us a
-// batch), for reasons not known. With them, the direct first wait gained
-// 2-3 % on 64 MiB epochs opened by kernels on both machines tried, and host-
-// opened epochs were no slower on one and 6 % faster on the other.
+// Each event hand-off adds about 3 us from gate to arrival. After an
+// epoch's last copy on a stream no other copy queues behind that stream's
+// own write, so an owner's last batch writes the arrivals on its copy
+// streams (and, to one peer, the completion too). The gate stream stays at
+// the start: waiting on the gate on the copy stream itself helped when every
+// gate was open already (+2.5 % at 64 MiB) but cost 4-7 % when gates open
+// one by one, as producers open them (plan_bench on 2 H200s). Doing so for
+// an owner's first batch only gained 2-3 % on 64 MiB epochs of 2-8 batches
+// opened by a kernel, yet every later batch paid for it where gates open
+// one by one: a producer's 128 batches of 1 MiB moved in 991-1011 us
+// instead of 866-873 us, and host-opened epochs of 32 batches lost 6 % on
+// two of three machines. Why one wait on a copy stream slows the copies
+// after it is not known.
 //
 // Every stream whose last command no other stream waits for afterwards ends
 // the epoch by writing a token to a word of host memory that the host polls,
@@ -91,8 +89,7 @@ using LaneCounts = std::map<Lane, int64_t>;
 
 // Where a batch stands among its owner's batches in an epoch.
 struct ChainPlace {
-  bool first = false;  // no batch of its owner is armed before it in the epoch
-  bool last = false;   // no batch of its owner is armed after it in the epoch
+  bool last = false;  // no batch of its owner is armed after it in the epoch
 };
 
 // The commands of one batch, in the order they are enqueued.

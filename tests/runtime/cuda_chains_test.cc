@@ -60,7 +60,7 @@ void expect_lanes(const std::vector<ChainOp>& ops, int peers, const std::vector<
   for (int p = 1; p <= peers; ++p) EXPECT_EQ(kinds_on(ops, Lane{0, p}), copies) << "copy stream to " << p;
   EXPECT_EQ(kinds_on(ops, kArrival), arrivals);
 }
-constexpr ChainPlace kMiddle{}, kFirst{.first = true}, kLast{.last = true}, kOnly{.first = true, .last = true};
+constexpr ChainPlace kMiddle{}, kLast{.last = true};
 
 TEST(Chains, SmallDeliveryToOnePeerIsOneDirectChainOnItsCopyStream) {
   Words w;
@@ -103,51 +103,21 @@ TEST(Chains, AnOwnersLastPipelinedBatchToOnePeerIsOneChainAfterTheGateStream) {
   EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
 }
 
-// The gate stream waits for the first gate too (chains.h says why).
-TEST(Chains, AnOwnersFirstPipelinedBatchWaitsOnTheGateOnItsCopyStreams) {
-  Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 2, kPipelineBytes), kFirst);
-  expect_lanes(ops, 2, {Kind::kWait, Kind::kRecord}, {Kind::kWait, Kind::kCopy, Kind::kRecord},
-               {Kind::kWaitEvent, Kind::kWaitEvent, Kind::kWrite});
-  for (const ChainOp& op : ops) {
-    if (op.kind == Kind::kWait) {
-      EXPECT_EQ(op.word, &w.ready);
-    }
-  }
-  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.arrival[2], &w.completion));
-}
-
-TEST(Chains, AnOwnersOnlyPipelinedBatchToOnePeerIsOneDirectChain) {
-  Words w;
-  std::vector<ChainOp> ops = chain_ops(batch(w, 1, kPipelineBytes), kOnly);
-  expect_lanes(ops, 1, {Kind::kWait, Kind::kRecord}, {Kind::kWait, Kind::kCopy, Kind::kWrite}, {});
-  EXPECT_THAT(words(ops.back()), ElementsAre(&w.arrival[1], &w.completion));
-}
-
-TEST(Chains, EpochPlacesEachOwnersFirstAndLastBatch) {
-  Words w[6];
+TEST(Chains, EpochPlacesEachOwnersLastBatch) {
+  Words w[4];
   std::vector<ArmedBatch> batches;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 4; ++i) {
     batches.push_back(batch(w[i], 1, kPipelineBytes));
-    batches.back().owner = i % 2;  // 0, 1, 0, 1, 0, 1
+    batches.back().owner = i % 2;  // 0, 1, 0, 1
     batches.back().deliveries[0].peer = 1 - i % 2;
   }
   std::vector<std::vector<ChainOp>> ops = epoch_ops(batches);
-  ASSERT_EQ(ops.size(), 6u);
+  ASSERT_EQ(ops.size(), 4u);
   for (int owner = 0; owner < 2; ++owner) {
     const Lane copies{owner, 1 - owner};
-    EXPECT_THAT(kinds_on(ops[owner], copies), ElementsAre(Kind::kWait, Kind::kCopy, Kind::kRecord)) << owner;
-    EXPECT_THAT(kinds_on(ops[owner + 2], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kRecord)) << owner;
-    EXPECT_THAT(kinds_on(ops[owner + 4], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite)) << owner;
+    EXPECT_THAT(kinds_on(ops[owner], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kRecord)) << owner;
+    EXPECT_THAT(kinds_on(ops[owner + 2], copies), ElementsAre(Kind::kWaitEvent, Kind::kCopy, Kind::kWrite)) << owner;
   }
-}
-
-// No stream waits for the gate stream's record of a lone batch: the gate
-// stream must say itself when it is done.
-TEST(Chains, AGateStreamNoCopyWaitsForFinishesTheEpoch) {
-  Words w;
-  std::vector<std::vector<ChainOp>> ops = epoch_ops({batch(w, 1, kPipelineBytes)});
-  EXPECT_THAT(finishing_lanes(ops), ElementsAre(kGate, (Lane{0, 1})));
 }
 
 // Events are re-recorded per batch: every wait must come after the record
@@ -171,7 +141,7 @@ TEST(Chains, EveryEventWaitFollowsItsRecord) {
 
 TEST(Chains, BatchWithoutPeersCompletesAfterItsGate) {
   Words w;
-  for (ChainPlace place : {kMiddle, kFirst, kLast, kOnly}) {
+  for (ChainPlace place : {kMiddle, kLast}) {
     std::vector<ChainOp> ops = chain_ops(batch(w, 0, 0), place);
     EXPECT_THAT(kinds_on(ops, kGate), ElementsAre(Kind::kWait, Kind::kRecord));
     EXPECT_THAT(kinds_on(ops, kArrival), ElementsAre(Kind::kWaitEvent, Kind::kWrite));
