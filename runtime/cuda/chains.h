@@ -26,8 +26,8 @@
 // opened by a kernel, yet every later batch paid for it where gates open
 // one by one: a producer's 128 batches of 1 MiB moved in 991-1011 us
 // instead of 866-873 us, and host-opened epochs of 32 batches lost 6 % on
-// two of three machines. Why one wait on a copy stream slows the copies
-// after it is not known.
+// both machines where the gate stream did not also wait for that gate. Why
+// one wait on a copy stream slows the copies after it is not known.
 //
 // Every stream whose last command no other stream waits for afterwards ends
 // the epoch by writing a token to a word of host memory that the host polls,
