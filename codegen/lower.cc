@@ -402,7 +402,7 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kYield:
       return absl::OkStatus();  // handled by the owner
     case OpCode::kPublish:
-      views().publish(val(o.operands[0]), val(o.operands[1]));
+      views().publish(val(o.operands[0]), val(o.operands[1]), o.operands.size() > 2 ? val(o.operands[2]) : nullptr);
       return absl::OkStatus();
     case OpCode::kArrived:
       set(o, views().arrived(val(o.operands[0]), val(o.operands[1])));

@@ -78,11 +78,14 @@ class TargetInfo {
                          llvm::Value* smem) = 0;
 
   // Memory ordering for triggered views: a barrier of the whole program
-  // after its stores, an acq_rel fetch-add at device scope (every program
-  // that counts on a gate runs on the gate's device), a release store and
-  // an acquire load of 64-bit words at system scope.
+  // after its stores, an acq_rel fetch-add and exchange at device scope
+  // (every program that counts on a gate runs on the gate's device) with a
+  // relaxed load beside them, a release store and an acquire load of 64-bit
+  // words at system scope.
   virtual void program_barrier(llvm::IRBuilder<>& b) = 0;
   virtual llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) = 0;
+  virtual llvm::Value* atomic_exch_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) = 0;
+  virtual llvm::Value* load_relaxed_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr) = 0;
   virtual void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) = 0;
   virtual llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) = 0;
   // Runs `body` in one thread of the program (the host has only one).

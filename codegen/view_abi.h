@@ -7,7 +7,7 @@
 
 namespace tessel {
 
-inline constexpr uint32_t kViewVersion = 2;
+inline constexpr uint32_t kViewVersion = 3;
 
 // One 64-byte gate row per batch. Gates are never reset: epoch e is open
 // once the low 32 bits of a word reach e.
@@ -50,6 +50,10 @@ struct ViewHeader {
   // error word), so the host learns that an epoch went wrong without copying
   // anything back from the device.
   uint64_t* alarm;
+  // A batch whose last contributor deferred its release (publish with
+  // defer), for a later publish on this rank to carry: (low 32 bits of the
+  // epoch << 32) | (batch + 1), or 0. Only kernels write it.
+  uint64_t carry;
 };
 
 }  // namespace tessel

@@ -59,7 +59,24 @@ llvm::Value* ViewLowering::arrival_word(llvm::Value* view, llvm::Value* batch) {
   return b_.CreateSelect(own, gate_word(view, batch, 0), gate_word(view, batch, 1));
 }
 
-void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
+llvm::Value* ViewLowering::carry_word(llvm::Value* view) { return header_address(view, offsetof(ViewHeader, carry)); }
+
+void ViewLowering::release_tag(llvm::Value* view, llvm::Value* tag) {
+  llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
+  llvm::Value* same_epoch = b_.CreateICmpEQ(b_.CreateLShr(tag, 32), b_.CreateAnd(epoch, b_.getInt64(0xFFFFFFFF)));
+  emit_if(b_, b_.CreateAnd(b_.CreateICmpNE(tag, b_.getInt64(0)), same_epoch), [&] {
+    llvm::Value* batch = b_.CreateSub(b_.CreateTrunc(tag, b_.getInt32Ty()), b_.getInt32(1));
+    target_.store_release_sys(b_, gate_word(view, batch, 0), epoch);
+  });
+}
+
+void ViewLowering::carry_over(llvm::Value* view, llvm::Value* seen) {
+  emit_if(b_, b_.CreateICmpNE(seen, b_.getInt64(0)), [&] {
+    release_tag(view, target_.atomic_exch_acq_rel_gpu(b_, carry_word(view), b_.getInt64(0)));
+  });
+}
+
+void ViewLowering::publish(llvm::Value* view, llvm::Value* batch, llvm::Value* defer) {
   // The batch's contributor count is read before the barrier, so its load
   // overlaps the wait (batch 0's where the batch is out of range).
   llvm::Value* n = header_field(view, offsetof(ViewHeader, num_batches), b_.getInt32Ty());
@@ -72,17 +89,37 @@ void ViewLowering::publish(llvm::Value* view, llvm::Value* batch) {
   // carrying them to the copy engines and peers that acquire ready. Only
   // one system fence per batch, not one per program: that fence waits for
   // the whole GPU's traffic, and costs microseconds beside copy engines.
+  //
+  // A deferred release goes through the view's carry word, which holds one
+  // batch: the last contributor exchanges its batch in at device scope and
+  // releases whatever it took out; every publish (and wait) takes out and
+  // releases what it finds there. Taking it out acquires what the deferring
+  // program acquired from the batch's contributors, so the taker's
+  // system-scope release carries their stores as well. A program that
+  // defers publishes again, and looks at the word then: nothing is lost.
+  // The fence then falls on whichever program publishes next, usually one
+  // running ahead, instead of on the one running latest, batch after batch.
   target_.program_barrier(b_);
   target_.single_thread(b_, [&] {
     emit_if(b_, checked(view, batch), [&] {
       llvm::Value* contributors = b_.CreateZExt(count, b_.getInt64Ty());
       contributors = b_.CreateSelect(b_.CreateICmpEQ(contributors, b_.getInt64(0)), b_.getInt64(1), contributors);
+      llvm::Value* seen = target_.load_relaxed_gpu(b_, carry_word(view));
       llvm::Value* old = target_.atomic_add_acq_rel_gpu(b_, gate_word(view, batch, 4), b_.getInt64(1));
       llvm::Value* last = b_.CreateICmpEQ(b_.CreateURem(b_.CreateAdd(old, b_.getInt64(1)), contributors),
                                           b_.getInt64(0));
-      emit_if(b_, last, [&] {
+      carry_over(view, seen);
+      llvm::Value* deferred = defer == nullptr ? b_.getFalse() : defer;
+      emit_if(b_, b_.CreateAnd(last, b_.CreateNot(deferred)), [&] {
         llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
         target_.store_release_sys(b_, gate_word(view, batch, 0), epoch);
+      });
+      if (defer == nullptr) return;
+      emit_if(b_, b_.CreateAnd(last, deferred), [&] {
+        llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
+        llvm::Value* tag = b_.CreateOr(b_.CreateShl(epoch, 32),
+                                       b_.CreateZExt(b_.CreateAdd(batch, b_.getInt32(1)), b_.getInt64Ty()));
+        release_tag(view, target_.atomic_exch_acq_rel_gpu(b_, carry_word(view), tag));
       });
     });
   });
@@ -106,6 +143,8 @@ llvm::Value* ViewLowering::reusable(llvm::Value* view, llvm::Value* batch) {
 // batch never hangs.
 void ViewLowering::wait(llvm::Value* view, llvm::Value* batch) {
   target_.single_thread(b_, [&] {
+    // A batch this wait depends on may lie in the carry word.
+    carry_over(view, target_.load_relaxed_gpu(b_, carry_word(view)));
     emit_if(b_, checked(view, batch), [&] {
       llvm::Value* limit = header_field(view, offsetof(ViewHeader, spin_limit), b_.getInt64Ty());
       llvm::Value* word = arrival_word(view, batch);

@@ -22,8 +22,10 @@ class ViewLowering {
   ViewLowering(llvm::IRBuilder<>& b, TargetInfo& target, llvm::Instruction* entry_end, ViewHeaderLoads& loads)
       : b_(b), target_(target), entry_end_(entry_end), loads_(loads) {}
 
-  // `view` points to a ViewHeader; `batch` is an i32.
-  void publish(llvm::Value* view, llvm::Value* batch);
+  // `view` points to a ViewHeader; `batch` is an i32. With `defer` (an i1,
+  // or null for false), a last contributor leaves its batch's system-scope
+  // release to a later publish on the rank (view_abi.h, carry).
+  void publish(llvm::Value* view, llvm::Value* batch, llvm::Value* defer);
   llvm::Value* arrived(llvm::Value* view, llvm::Value* batch);
   void wait(llvm::Value* view, llvm::Value* batch);
   llvm::Value* reusable(llvm::Value* view, llvm::Value* batch);
@@ -42,6 +44,14 @@ class ViewLowering {
   // Low 32 bits of `word` >= low 32 bits of the view's epoch.
   llvm::Value* open(llvm::Value* view, llvm::Value* word);
   llvm::Value* arrival_word(llvm::Value* view, llvm::Value* batch);
+  // Stores the epoch to ready of the batch `tag` names (a carry word's
+  // value), unless it is 0 or from another epoch.
+  void release_tag(llvm::Value* view, llvm::Value* tag);
+  // Takes a batch a deferred publish left in the view's carry word, if any,
+  // and releases it: a relaxed look first, so that nothing to carry costs
+  // no atomic. `seen` is that look, made earlier.
+  void carry_over(llvm::Value* view, llvm::Value* seen);
+  llvm::Value* carry_word(llvm::Value* view);
 
   llvm::IRBuilder<>& b_;
   TargetInfo& target_;

@@ -479,6 +479,23 @@ Value view_query(BuilderState* s, const Value& view, const Operand& batch, OpCod
 void TriggeredView::publish(const Operand& batch, std::source_location loc) const {
   view_query(v_.state(), v_, batch, OpCode::kPublish, "publish", false, loc);
 }
+void TriggeredView::publish(const Operand& batch, const Operand& defer, std::source_location loc) const {
+  BuilderState* s = v_.state();
+  if (s == nullptr) return;
+  int b = s->operand(batch, i32, "publish", loc);
+  int d = s->operand(defer, i1, "publish", loc);
+  int v = s->use(v_, "publish", loc);
+  if (b < 0 || d < 0 || v < 0) return;
+  if (s->type(b) != Type(i32)) {
+    s->fail(loc, absl::StrCat("publish: the batch must be an i32 scalar, got ", s->type(b).str()));
+    return;
+  }
+  if (s->type(d) != Type(i1)) {
+    s->fail(loc, absl::StrCat("publish: defer must be an i1 scalar (a condition), got ", s->type(d).str()));
+    return;
+  }
+  s->emit(OpCode::kPublish, {v, b, d}, {}, loc);
+}
 Value TriggeredView::arrived(const Operand& batch, std::source_location loc) const {
   return view_query(v_.state(), v_, batch, OpCode::kArrived, "arrived", true, loc);
 }

@@ -39,6 +39,15 @@ class TriggeredView {
  public:
   // Opens `batch` once every contributor published it. Whole program, non-divergent.
   void publish(const Operand& batch, std::source_location loc = std::source_location::current()) const;
+  // The same, but where `defer` (an i1 scalar) holds, the batch's last
+  // contributor leaves the system-scope fence that opens it to a later
+  // publish (or wait) on this rank, which opens it with its own. A persistent
+  // producer defers all but each program's last publish: its fences then fall
+  // on programs running ahead instead of the one running latest, batch after
+  // batch. A program that defers must publish again; a batch whose release
+  // nothing carries never opens, and end_device_epoch says so.
+  void publish(const Operand& batch, const Operand& defer,
+               std::source_location loc = std::source_location::current()) const;
   // Whether `batch` of this epoch has arrived here (i1).
   Value arrived(const Operand& batch, std::source_location loc = std::source_location::current()) const;
   // Waits (bounded) until `batch` has arrived.

@@ -217,7 +217,8 @@ absl::Status PlanImpl::init() {
                  gates(r),
                  reinterpret_cast<ViewBatch*>(control_.as<char>(r) + layout_.table),
                  0,
-                 alarms_ + r};
+                 alarms_ + r,
+                 0};
     TESSEL_RETURN_IF_ERROR(control_.write(r, &h, sizeof(h), layout_.header));
     if (!table.empty()) {
       TESSEL_RETURN_IF_ERROR(control_.write(r, table.data(), table.size() * sizeof(ViewBatch), layout_.table));
@@ -393,9 +394,16 @@ absl::Status PlanImpl::check_gates(bool delivered) {
       }
       if (delivered) continue;
       if (!open(rows[r][g].ready)) {
-        problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: ",
-                                        rows[r][g].counter % b.contributors, " of ", b.contributors,
-                                        " contributors published this epoch"));
+        const uint64_t carried = (static_cast<uint64_t>(static_cast<uint32_t>(epoch)) << 32) | (g + 1);
+        if (headers[r].carry == carried) {
+          problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: its last "
+                                          "contributor deferred the release and no later publish or wait on rank ",
+                                          r, " carried it (a program that publishes with defer must publish again)"));
+        } else {
+          problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: ",
+                                          rows[r][g].counter % b.contributors, " of ", b.contributors,
+                                          " contributors published this epoch"));
+        }
         continue;
       }
       for (int p = 0; p < world; ++p) {

@@ -100,6 +100,15 @@ class HostTarget final : public TargetInfo {
     return b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, v, llvm::MaybeAlign(8),
                              llvm::AtomicOrdering::AcquireRelease);
   }
+  llvm::Value* atomic_exch_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, ptr, v, llvm::MaybeAlign(8),
+                             llvm::AtomicOrdering::AcquireRelease);
+  }
+  llvm::Value* load_relaxed_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
+    llvm::LoadInst* l = b.CreateAlignedLoad(b.getInt64Ty(), ptr, llvm::MaybeAlign(8));
+    l->setAtomic(llvm::AtomicOrdering::Monotonic);
+    return l;
+  }
   void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     b.CreateAlignedStore(v, ptr, llvm::MaybeAlign(8))->setAtomic(llvm::AtomicOrdering::Release);
   }

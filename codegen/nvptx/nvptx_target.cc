@@ -230,6 +230,12 @@ class NvptxTarget final : public TargetInfo {
   llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     return inline_asm(b, b.getInt64Ty(), "atom.acq_rel.gpu.add.u64 $0, [$1], $2;", "=l,l,l,~{memory}", {ptr, v});
   }
+  llvm::Value* atomic_exch_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return inline_asm(b, b.getInt64Ty(), "atom.acq_rel.gpu.exch.b64 $0, [$1], $2;", "=l,l,l,~{memory}", {ptr, v});
+  }
+  llvm::Value* load_relaxed_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
+    return inline_asm(b, b.getInt64Ty(), "ld.relaxed.gpu.u64 $0, [$1];", "=l,l,~{memory}", {ptr});
+  }
   void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     inline_asm(b, b.getVoidTy(), "st.release.sys.u64 [$0], $1;", "l,l,~{memory}", {ptr, v});
   }

@@ -109,6 +109,31 @@ CHECK: ld.acquire.sys.u64
   expect_ptxas_accepts(code->ptx);
 }
 
+// A deferring publish looks at the carry word (relaxed), counts, takes out
+// and releases what it found, then either releases its own batch or
+// exchanges it into the carry word, releasing what that took out.
+TEST(Ptx, DeferredPublishesExchangeTheCarryWordAtGpuScope) {
+  KernelBuilder k("defers");
+  TriggeredView view = k.triggered_view("plan");
+  Value more = k.arg(i1, "more");
+  view.publish(0, more);
+  if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
+  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(file_check(code->ptx, R"(
+CHECK: bar.sync
+CHECK: ld.relaxed.gpu.u64
+CHECK: atom.acq_rel.gpu.add.u64
+CHECK: atom.acq_rel.gpu.exch.b64
+CHECK: st.release.sys.u64
+CHECK: st.release.sys.u64
+CHECK: atom.acq_rel.gpu.exch.b64
+CHECK: st.release.sys.u64
+)"),
+            0);
+  expect_ptxas_accepts(code->ptx);
+}
+
 // A persistent loop of waits and publishes reads the view's header once,
 // before the loop: each acquire empties L1, and a header read inside the
 // loop would go to L2 on every publish.

@@ -475,6 +475,20 @@ TEST(Diagnostics, BatchNotI32) {
   EXPECT_TRUE(FailsAt(k, line, "publish: the batch must be an i32 scalar, got i64"));
 }
 
+TEST(Diagnostics, DeferNotACondition) {
+  KernelBuilder k("k");
+  TriggeredView view = k.triggered_view("plan");
+  Value n = k.arg(i32, "n");
+  const int line = __LINE__ + 1;
+  view.publish(0, n);
+  EXPECT_TRUE(FailsAt(k, line, "publish: defer must be an i1 scalar (a condition), got i32"));
+  KernelBuilder tiles("tiles");
+  TriggeredView tile_view = tiles.triggered_view("plan");
+  const int tile_line = __LINE__ + 1;
+  tile_view.publish(0, tiles.arange(0, 4) < 2);
+  EXPECT_TRUE(FailsAt(tiles, tile_line, "publish: defer must be an i1 scalar (a condition), got tile<i1>[4]"));
+}
+
 // Tensor maps and views are operands of TMA and view calls only.
 TEST(Diagnostics, TensorMapAsArithmeticOperand) {
   KernelBuilder k("k");

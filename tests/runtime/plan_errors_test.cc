@@ -192,6 +192,22 @@ TEST(PlanErrors, EpochThatNeverPublishesTimesOutAndFails) {
   EXPECT_TRUE(f.group.copy_to_peer(0, 1, f.buffer.data(1), f.buffer.data(0), 8).ok());
 }
 
+TEST(PlanErrors, DeferredReleaseNothingCarriedIsNamed) {
+  Fixture f;
+  KernelBuilder k("defers_its_last_publish");
+  TriggeredView view = k.triggered_view("plan");
+  view.publish(k.arg(i32, "batch"), true);
+  Function fn = *f.group.device(0).compile(*k.build());
+  TriggeredPlan p = *f.plan({.timeout = absl::Milliseconds(50)});
+  std::vector<ViewHeader*> views = *p.begin_device_epoch();
+  ASSERT_TRUE(fn.launch({}, views[0], static_cast<int32_t>(*p.batch_id(0, 0))).ok());
+  absl::Status s = p.end_device_epoch();
+  expect_error(s, absl::StatusCode::kDeadlineExceeded,
+               "batch 0 (rank 0's #0) was never opened: its last contributor deferred the release and no later "
+               "publish or wait on rank 0 carried it");
+  EXPECT_THAT(s.message(), HasSubstr("batch 1 (rank 0's #1) was never opened: 0 of 1 contributors"));
+}
+
 TEST(PlanErrors, KernelErrorsReachEndDeviceEpoch) {
   Fixture f;
   KernelBuilder k("misuse");

@@ -16,7 +16,7 @@ namespace {
 struct Gates {
   explicit Gates(std::vector<ViewBatch> b, uint32_t rank, uint64_t epoch) : rows(b.size()), batches(std::move(b)) {
     header = {kViewVersion, static_cast<uint32_t>(batches.size()), rank, 2, epoch, 1000, rows.data(),
-              batches.data(), 0, &alarm};
+              batches.data(), 0, &alarm, 0};
   }
   std::vector<GateRow> rows;
   std::vector<ViewBatch> batches;
@@ -53,6 +53,79 @@ TEST(TriggeredView, LastContributorOpensTheGate) {
   }
   EXPECT_EQ(g.header.status, 0u);
   EXPECT_EQ(g.alarm, 0u);
+}
+
+// A persistent producer: program p writes element t of each batch t / P
+// for its tiles t = p, p + P, ..., and publishes each batch, deferring all
+// but its last publish.
+Kernel deferring_producer() {
+  KernelBuilder k("deferring_producer");
+  TriggeredView view = k.triggered_view("plan");
+  Value out = k.arg(ptr(i32), "out");
+  Value epoch = k.arg(i32, "epoch"), tiles = k.arg(i32, "tiles");
+  k.for_each_tile(tiles, [&](Value t) {
+    store(out + t, epoch * 1000 + t);
+    view.publish(t / k.num_programs(), t + k.num_programs() < tiles);
+  });
+  return *k.build();
+}
+
+TEST(TriggeredView, DeferredReleasesAreAllCarried) {
+  constexpr int kPrograms = 4, kBatches = 6;
+  std::vector<ViewBatch> batches(kBatches, {0, kPrograms});
+  Gates g(batches, 0, 0);
+  Device d = *Device::open("host:3");
+  Function fn = *d.compile(deferring_producer());
+  std::vector<int32_t> out(kPrograms * kBatches, -1);
+  for (uint64_t epoch = 1; epoch <= 20; ++epoch) {
+    g.header.epoch = epoch;
+    ASSERT_TRUE(fn.launch({.grid = kPrograms}, &g.header, out.data(), static_cast<int32_t>(epoch),
+                          kPrograms * kBatches)
+                    .ok());
+    for (int b = 0; b < kBatches; ++b) EXPECT_EQ(g.rows[b].ready, epoch) << "batch " << b << ", epoch " << epoch;
+    EXPECT_EQ(g.header.carry, 0u) << epoch;
+    for (int i = 0; i < kPrograms * kBatches; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(epoch) * 1000 + i);
+  }
+}
+
+// One program, one publish, deferred: nothing carries it.
+TEST(TriggeredView, ADeferredReleaseNothingCarriesLeavesTheGateClosed) {
+  KernelBuilder k("defers_once");
+  TriggeredView view = k.triggered_view("plan");
+  view.publish(1, true);
+  Device d = *Device::open("host:1");
+  Function fn = *d.compile(*k.build());
+  Gates g({{0, 1}, {0, 1}}, 0, 9);
+  ASSERT_TRUE(fn.launch({}, &g.header).ok());
+  EXPECT_EQ(g.rows[1].ready, 0u);
+  EXPECT_EQ(g.rows[1].counter, 1u);
+  EXPECT_EQ(g.header.carry, (uint64_t{9} << 32) | 2);
+}
+
+// A later publish, or a wait, opens what an earlier one deferred; a carry
+// left from another epoch is dropped.
+TEST(TriggeredView, PublishesAndWaitsCarryDeferredReleases) {
+  KernelBuilder k("carriers");
+  TriggeredView view = k.triggered_view("plan");
+  Value wait_instead = k.arg(i1, "wait_instead");
+  view.publish(0, true);
+  k.if_(wait_instead, [&] { view.wait(0); }, [&] { view.publish(1); });
+  Device d = *Device::open("host:1");
+  Function fn = *d.compile(*k.build());
+  for (bool wait_instead : {false, true}) {
+    Gates g({{0, 1}, {0, 1}}, 0, 4);
+    ASSERT_TRUE(fn.launch({}, &g.header, wait_instead).ok());
+    EXPECT_EQ(g.rows[0].ready, 4u) << wait_instead;
+    EXPECT_EQ(g.rows[1].ready, wait_instead ? 0u : 4u) << wait_instead;
+    EXPECT_EQ(g.rows[0].error, 0u) << wait_instead;
+    EXPECT_EQ(g.header.carry, 0u) << wait_instead;
+  }
+  Gates stale({{0, 1}, {0, 1}}, 0, 5);
+  stale.header.carry = (uint64_t{4} << 32) | 2;  // batch 1, left in epoch 4
+  ASSERT_TRUE(fn.launch({}, &stale.header, false).ok());
+  EXPECT_EQ(stale.rows[0].ready, 5u);
+  EXPECT_EQ(stale.rows[1].ready, 5u);  // by its own publish, this epoch
+  EXPECT_EQ(stale.header.carry, 0u);
 }
 
 TEST(TriggeredView, ArrivedReadsReadyForOwnBatchesAndArrivalForOthers) {
