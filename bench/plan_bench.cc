@@ -9,6 +9,7 @@
 //
 //   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy] [--ranks=N]
 //              [--programs_per_sm=K]   (the overlap's producer: K programs per SM)
+//              [--defer=0|1]           (the overlap's producer defers its publishes' fences; 1 by default)
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -314,6 +315,7 @@ struct Flags {
   std::string json, part;  // part: bandwidth, latency, overlap or anatomy; empty for all
   int ranks = 0;           // 0: every GPU present
   int programs_per_sm = 1;
+  bool defer = true;
 };
 
 absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
@@ -336,6 +338,9 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
       if (!absl::SimpleAtoi(a, &f.programs_per_sm) || f.programs_per_sm < 1 || f.programs_per_sm > 16) {
         return absl::InvalidArgumentError("--programs_per_sm must be a number from 1 to 16");
       }
+    } else if (absl::ConsumePrefix(&a, "--defer=")) {
+      if (a != "0" && a != "1") return absl::InvalidArgumentError("--defer must be 0 or 1");
+      f.defer = a == "1";
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", argv[i], "'"));
     }
@@ -351,6 +356,7 @@ int main(int argc, char** argv) {
   }
   const std::string &json = flags->json, &part = flags->part;
   const int ranks = flags->ranks, programs_per_sm = flags->programs_per_sm;
+  const bool defer = flags->defer;
   bench::CudaRaw cu;
   std::vector<Device> devices;
   for (int r = 0; ranks == 0 || r < ranks; ++r) {
@@ -478,6 +484,7 @@ int main(int argc, char** argv) {
                                     .cols = samples::kAgBN * sms / 2,
                                     .programs = programs,
                                     .check_programs = programs,
+                                    .defer = defer,
                                     .check = false};
     Group solo = must(Group::create({devices[0]}), "one-rank group");
     // Batches of one wave (K MiB) and of 4 MiB: fewer publishes and copies,
@@ -495,7 +502,8 @@ int main(int argc, char** argv) {
       samples::AllGather &both = *boths[i], &alone = *alones[i];
       const std::string batches =
           absl::StrCat(both.schedule().batches(0).size(), " batches",
-                       programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"));
+                       programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"),
+                       defer ? "" : ", no deferred fences");
       // The transfer alone, at its fastest: the same chains with one
       // contributor per batch, every gate opened at once by a kernel.
       double transfer = 0;

@@ -28,6 +28,7 @@ struct AllGatherConfig {
   int passes = 1;      // times the producer writes each tile (benchmarks slow it down)
   int rounds = 0;      // multiply-adds per element, and as many undoing them, before its stores
   int waves_per_batch = 1;  // waves of `programs` tiles in a batch
+  bool defer = true;        // producers defer all but their last publish's fence (publish(b, defer))
   bool check = true;   // false: producers only (benchmarks time the transfer alone)
 };
 
@@ -64,7 +65,7 @@ class AllGather {
       int32_t total = world * config.rows * config.cols, batches = static_cast<int32_t>(schedule->num_batches());
       int32_t* data = ag->buffer_.as<int32_t>(r);
       absl::Status prepared = p->prepare(no_view, data, r, config.rows, config.cols, 1, first, config.passes,
-                                           config.rounds, config.waves_per_batch);
+                                           config.rounds, config.waves_per_batch, config.defer);
       if (prepared.ok()) prepared = c->prepare(no_view, data, total, batches, 1, *errors);
       if (!prepared.ok()) return prepared;
       ag->producers_.push_back(*p);
@@ -130,7 +131,7 @@ class AllGather {
       auto* data = buffer_.as<int32_t>(r);
       statuses[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
                                          config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds,
-                                         config_.waves_per_batch);
+                                         config_.waves_per_batch, config_.defer);
       if (statuses[r].ok() && config_.check) {
         statuses[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
                                         total, batches, epoch, errors_[r]);

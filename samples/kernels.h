@@ -142,7 +142,8 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
 // through `rounds` multiply-adds and as many that undo them (work on the
 // chip, in registers), and each tile is written `passes` times, the last
 // pass with the final values (work on the GPU's memory, which the transfer
-// shares).
+// shares). With `defer`, every publish but a program's last leaves the
+// system-scope fence to the rank's next publish (TriggeredView::publish).
 inline absl::StatusOr<Kernel> allgather_producer_kernel() {
   // x * kMix + kStep, undone by (x - kStep) * kUnmix (mod 2^32).
   constexpr int32_t kMix = -1640531535, kUnmix = 244002641, kStep = 12345;
@@ -152,6 +153,7 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
   Value rank = k.arg(i32, "rank"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   Value epoch = k.arg(i32, "epoch"), first_batch = k.arg(i32, "first_batch"), passes = k.arg(i32, "passes");
   Value rounds = k.arg(i32, "rounds"), waves_per_batch = k.arg(i32, "waves_per_batch");
+  Value defer = k.arg(i1, "defer");
   Value tiles_n = cdiv(cols, kAgBN), num_tiles = cdiv(rows, kAgBM) * tiles_n;
   k.for_each_tile(num_tiles, [&](Value t) {
     Value r = expand_dims(t / tiles_n * kAgBM + k.arange(0, kAgBM), 1);  // [BM, 1] i32
@@ -176,7 +178,7 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
         [&] { write(value); });
     Value wave = t / k.num_programs();
     k.if_((wave % waves_per_batch == waves_per_batch - 1) | (t + k.num_programs() >= num_tiles),
-          [&] { view.publish(first_batch + wave / waves_per_batch); });
+          [&] { view.publish(first_batch + wave / waves_per_batch, defer & (t + k.num_programs() < num_tiles)); });
   });
   return k.build();
 }

@@ -97,10 +97,11 @@ class AllGatherRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(AllGatherRanks, KernelsPublishAndWaitThroughViews) {
   Group g = host_group(GetParam());
-  // 3 x 3 tiles, 3 programs: 3 waves, in batches of 1 or 2 waves (the last short).
-  for (int per : {1, 2}) {
+  // 3 x 3 tiles, 3 programs: 3 waves, in batches of 1 or 2 waves (the last
+  // short), with the publishes' fences deferred or not.
+  for (auto [per, defer] : {std::pair{1, true}, {2, true}, {1, false}, {2, false}}) {
     auto ag = *samples::AllGather::create(
-        g, {.rows = 70, .cols = 150, .programs = 3, .check_programs = 2, .waves_per_batch = per});
+        g, {.rows = 70, .cols = 150, .programs = 3, .check_programs = 2, .waves_per_batch = per, .defer = defer});
     ASSERT_TRUE(ag->arm().ok());
     EXPECT_EQ(ag->plan().schedule().batches(0).size(), per == 1 ? 3u : 2u);
     for (int epoch = 1; epoch <= 5; ++epoch) {
@@ -109,7 +110,7 @@ TEST_P(AllGatherRanks, KernelsPublishAndWaitThroughViews) {
       ag->set_rounds(epoch % 3 * 7);
       absl::StatusOr<int64_t> wrong = ag->run_epoch();
       ASSERT_TRUE(wrong.ok()) << wrong.status();
-      EXPECT_EQ(*wrong, 0) << "epoch " << epoch << ", waves per batch " << per;
+      EXPECT_EQ(*wrong, 0) << "epoch " << epoch << ", waves per batch " << per << ", defer " << defer;
       ASSERT_TRUE(ag->plan().next_epoch().ok());
     }
     ASSERT_TRUE(ag->plan().destroy().ok());
