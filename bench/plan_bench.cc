@@ -211,16 +211,7 @@ struct RawPeer {
     std::vector<double> t;
     for (int rep = 0; rep < reps + 3; ++rep) {
       auto t0 = Clock::now();
-      for (int64_t at = 0; at < bytes; at += piece) {
-        for (int r = 0; r < world; ++r) {
-          for (int p = 0; p < world; ++p) {
-            if (p == r) continue;
-            CUdeviceptr off = r * bytes + at;
-            cu.check(cu.cuMemcpyPeerAsync(buf[p] + off, ctx[p], buf[r] + off, ctx[r], piece, stream[r][p]),
-                     "cuMemcpyPeerAsync");
-          }
-        }
-      }
+      enqueue(bytes, piece);
       synchronize();
       if (rep >= 3) t.push_back(seconds_since(t0));
     }
@@ -242,16 +233,7 @@ struct RawPeer {
           if (p != r) cu.check(cu.cuStreamWaitEvent(stream[r][p], ran[r], 0), "cuStreamWaitEvent");
         }
       }
-      for (int64_t at = 0; at < bytes; at += piece) {
-        for (int r = 0; r < world; ++r) {
-          for (int p = 0; p < world; ++p) {
-            if (p == r) continue;
-            CUdeviceptr off = r * bytes + at;
-            cu.check(cu.cuMemcpyPeerAsync(buf[p] + off, ctx[p], buf[r] + off, ctx[r], piece, stream[r][p]),
-                     "cuMemcpyPeerAsync");
-          }
-        }
-      }
+      enqueue(bytes, piece);
       auto t0 = Clock::now();
       std::atomic_ref<uint64_t>(*o.start).store(round, std::memory_order_release);
       synchronize();
@@ -262,6 +244,19 @@ struct RawPeer {
   }
 
  private:
+  // Queues the copies of `bytes` from every rank to every peer, `piece` at a time.
+  void enqueue(int64_t bytes, int64_t piece) {
+    for (int64_t at = 0; at < bytes; at += piece) {
+      for (int r = 0; r < world; ++r) {
+        for (int p = 0; p < world; ++p) {
+          if (p == r) continue;
+          CUdeviceptr off = r * bytes + at;
+          cu.check(cu.cuMemcpyPeerAsync(buf[p] + off, ctx[p], buf[r] + off, ctx[r], piece, stream[r][p]),
+                   "cuMemcpyPeerAsync");
+        }
+      }
+    }
+  }
   void synchronize() {
     for (int r = 0; r < world; ++r) {
       for (int p = 0; p < world; ++p) {
