@@ -45,7 +45,8 @@ class TriggeredView {
   // producer defers all but each program's last publish: its fences then fall
   // on programs running ahead instead of the one running latest, batch after
   // batch. A program that defers must publish again; a batch whose release
-  // nothing carries never opens, and end_device_epoch says so.
+  // nothing carries never opens, and end_device_epoch says so. (wait
+  // carries deferred releases too; arrived and reusable do not.)
   void publish(const Operand& batch, const Operand& defer,
                std::source_location loc = std::source_location::current()) const;
   // Whether `batch` of this epoch has arrived here (i1).
