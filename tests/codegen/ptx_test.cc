@@ -88,6 +88,18 @@ TEST(Ptx, EveryOpFamilyAssembles) {
   expect_ptxas_accepts(code->ptx);
 }
 
+// The test's last check: `k`'s PTX passes FileCheck with `checks`, and
+// ptxas accepts it (skipped without FileCheck or ptxas).
+void expect_ptx_matches(KernelBuilder& k, const std::string& checks) {
+  if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<PtxCode> code = compile_ptx(*kernel, {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(file_check(code->ptx, checks), 0);
+  expect_ptxas_accepts(code->ptx);
+}
+
 TEST(Ptx, TriggeredViewsCountAtGpuScopeAndReleaseAtSystemScope) {
   KernelBuilder k("views");
   TriggeredView view = k.triggered_view("plan");
@@ -96,17 +108,12 @@ TEST(Ptx, TriggeredViewsCountAtGpuScopeAndReleaseAtSystemScope) {
   view.publish(0);
   view.wait(1);
   store(out, cast(view.arrived(1), i32) + cast(view.reusable(0), i32));
-  if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
-  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(file_check(code->ptx, R"(
+  expect_ptx_matches(k, R"(
 CHECK: bar.sync
 CHECK: atom.acq_rel.gpu.add.u64
 CHECK: st.release.sys.u64
 CHECK: ld.acquire.sys.u64
-)"),
-            0);
-  expect_ptxas_accepts(code->ptx);
+)");
 }
 
 // A deferring publish looks at the carry word (relaxed), counts, takes out
@@ -117,10 +124,7 @@ TEST(Ptx, DeferredPublishesExchangeTheCarryWordAtGpuScope) {
   TriggeredView view = k.triggered_view("plan");
   Value more = k.arg(i1, "more");
   view.publish(0, more);
-  if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
-  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(file_check(code->ptx, R"(
+  expect_ptx_matches(k, R"(
 CHECK: bar.sync
 CHECK: ld.relaxed.gpu.u64
 CHECK: atom.acq_rel.gpu.add.u64
@@ -129,9 +133,7 @@ CHECK: st.release.sys.u64
 CHECK: st.release.sys.u64
 CHECK: atom.acq_rel.gpu.exch.b64
 CHECK: st.release.sys.u64
-)"),
-            0);
-  expect_ptxas_accepts(code->ptx);
+)");
 }
 
 // A persistent loop of waits and publishes reads the view's header once,
