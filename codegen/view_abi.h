@@ -51,9 +51,15 @@ struct ViewHeader {
   // anything back from the device.
   uint64_t* alarm;
   // A batch whose last contributor deferred its release (publish with
-  // defer), for a later publish on this rank to carry: (low 32 bits of the
-  // epoch << 32) | (batch + 1), or 0. Only kernels write it.
+  // defer), for a later publish on this rank to carry: carry_tag(epoch,
+  // batch), or 0. Only kernels write it.
   uint64_t carry;
 };
+
+// The carry word's value for `batch` deferred in `epoch` (kernels compute
+// the same in codegen/views.cc).
+inline constexpr uint64_t carry_tag(uint64_t epoch, uint64_t batch) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(epoch)) << 32) | (batch + 1);
+}
 
 }  // namespace tessel

@@ -394,14 +394,16 @@ absl::Status PlanImpl::check_gates(bool delivered) {
       }
       if (delivered) continue;
       if (!open(rows[r][g].ready)) {
-        const uint64_t carried = (static_cast<uint64_t>(static_cast<uint32_t>(epoch)) << 32) | (g + 1);
-        if (headers[r].carry == carried) {
-          problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: its last "
-                                          "contributor deferred the release and no later publish or wait on rank ",
-                                          r, " carried it (a program that publishes with defer must publish again)"));
+        const std::string never = absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: ");
+        if (headers[r].carry == carry_tag(epoch, g)) {
+          problems.push_back(absl::StrCat(never,
+                                          "its last contributor deferred the release and no later publish or "
+                                          "wait on rank ",
+                                          r,
+                                          " carried it (a program that publishes with defer "
+                                          "must publish again)"));
         } else {
-          problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: ",
-                                          rows[r][g].counter % b.contributors, " of ", b.contributors,
+          problems.push_back(absl::StrCat(never, rows[r][g].counter % b.contributors, " of ", b.contributors,
                                           " contributors published this epoch"));
         }
         continue;

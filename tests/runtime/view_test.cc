@@ -100,6 +100,7 @@ TEST(TriggeredView, ADeferredReleaseNothingCarriesLeavesTheGateClosed) {
   EXPECT_EQ(g.rows[1].ready, 0u);
   EXPECT_EQ(g.rows[1].counter, 1u);
   EXPECT_EQ(g.header.carry, (uint64_t{9} << 32) | 2);
+  EXPECT_EQ(g.header.carry, carry_tag(9, 1));
 }
 
 // A later publish, or a wait, opens what an earlier one deferred; a carry
@@ -121,7 +122,7 @@ TEST(TriggeredView, PublishesAndWaitsCarryDeferredReleases) {
     EXPECT_EQ(g.header.carry, 0u) << wait_instead;
   }
   Gates stale({{0, 1}, {0, 1}}, 0, 5);
-  stale.header.carry = (uint64_t{4} << 32) | 2;  // batch 1, left in epoch 4
+  stale.header.carry = carry_tag(4, 1);  // left in epoch 4
   ASSERT_TRUE(fn.launch({}, &stale.header, false).ok());
   EXPECT_EQ(stale.rows[0].ready, 5u);
   EXPECT_EQ(stale.rows[1].ready, 5u);  // by its own publish, this epoch
