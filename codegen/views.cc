@@ -110,13 +110,11 @@ void ViewLowering::publish(llvm::Value* view, llvm::Value* batch, llvm::Value* d
                                           b_.getInt64(0));
       carry_over(view, seen);
       llvm::Value* deferred = defer == nullptr ? b_.getFalse() : defer;
-      emit_if(b_, b_.CreateAnd(last, b_.CreateNot(deferred)), [&] {
-        llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
-        target_.store_release_sys(b_, gate_word(view, batch, 0), epoch);
-      });
+      llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
+      emit_if(b_, b_.CreateAnd(last, b_.CreateNot(deferred)),
+              [&] { target_.store_release_sys(b_, gate_word(view, batch, 0), epoch); });
       if (defer == nullptr) return;
       emit_if(b_, b_.CreateAnd(last, deferred), [&] {
-        llvm::Value* epoch = header_field(view, offsetof(ViewHeader, epoch), b_.getInt64Ty());
         llvm::Value* tag = b_.CreateOr(b_.CreateShl(epoch, 32),
                                        b_.CreateZExt(b_.CreateAdd(batch, b_.getInt32(1)), b_.getInt64Ty()));
         release_tag(view, target_.atomic_exch_acq_rel_gpu(b_, carry_word(view), tag));

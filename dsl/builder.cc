@@ -458,20 +458,29 @@ void KernelBuilder::if_(const Operand& cond, const std::function<void()>& then_b
 
 namespace {
 
+// `defer`, where given, is publish's condition operand.
 Value view_query(BuilderState* s, const Value& view, const Operand& batch, OpCode op, absl::string_view what,
-                 bool has_result, std::source_location loc) {
+                 bool has_result, std::source_location loc, const Operand* defer = nullptr) {
   if (s == nullptr) return Value();
   int b = s->operand(batch, i32, what, loc);
+  int d = defer == nullptr ? 0 : s->operand(*defer, i1, what, loc);
   int v = s->use(view, what, loc);
-  if (b < 0 || v < 0) return Value();
+  if (b < 0 || d < 0 || v < 0) return Value();
   if (s->type(b) != Type(i32)) {
     return s->fail(loc, absl::StrCat(what, ": the batch must be an i32 scalar, got ", s->type(b).str()));
   }
+  std::vector<int> operands = {v, b};
+  if (defer != nullptr) {
+    if (s->type(d) != Type(i1)) {
+      return s->fail(loc, absl::StrCat(what, ": defer must be an i1 scalar (a condition), got ", s->type(d).str()));
+    }
+    operands.push_back(d);
+  }
   if (!has_result) {
-    s->emit(op, {v, b}, {}, loc);
+    s->emit(op, operands, {}, loc);
     return Value();
   }
-  return s->emit1(op, {v, b}, i1, loc);
+  return s->emit1(op, operands, i1, loc);
 }
 
 }  // namespace
@@ -480,21 +489,7 @@ void TriggeredView::publish(const Operand& batch, std::source_location loc) cons
   view_query(v_.state(), v_, batch, OpCode::kPublish, "publish", false, loc);
 }
 void TriggeredView::publish(const Operand& batch, const Operand& defer, std::source_location loc) const {
-  BuilderState* s = v_.state();
-  if (s == nullptr) return;
-  int b = s->operand(batch, i32, "publish", loc);
-  int d = s->operand(defer, i1, "publish", loc);
-  int v = s->use(v_, "publish", loc);
-  if (b < 0 || d < 0 || v < 0) return;
-  if (s->type(b) != Type(i32)) {
-    s->fail(loc, absl::StrCat("publish: the batch must be an i32 scalar, got ", s->type(b).str()));
-    return;
-  }
-  if (s->type(d) != Type(i1)) {
-    s->fail(loc, absl::StrCat("publish: defer must be an i1 scalar (a condition), got ", s->type(d).str()));
-    return;
-  }
-  s->emit(OpCode::kPublish, {v, b, d}, {}, loc);
+  view_query(v_.state(), v_, batch, OpCode::kPublish, "publish", false, loc, &defer);
 }
 Value TriggeredView::arrived(const Operand& batch, std::source_location loc) const {
   return view_query(v_.state(), v_, batch, OpCode::kArrived, "arrived", true, loc);
