@@ -19,7 +19,8 @@ struct ChainShape {
   bool wait = false;   // cuStreamWaitValue64 on an open gate before each copy
   bool flag = false;   // cuStreamWriteValue64 of the peer's arrival word after it
   bool event = false;  // event after the chain, waited on by a completion stream
-  int lanes = 1;       // streams per direction, each chain behind the previous one's start
+  int lanes = 1;       // copy streams per direction, chain k on stream k % lanes
+  bool ordered = true;  // with lanes > 1, each chain starts behind the previous one's start
   // Gate waits and arrival writes on streams of their own, tied to the copy
   // stream by events (each event recorded anew per chain; a wait takes the
   // record made just before it).
@@ -72,10 +73,10 @@ class ChainAnatomy {
             pipelined_chain(c, r, k, at, start);
             continue;
           }
-          if (c.lanes > 1 && k > 0)
+          if (c.lanes > 1 && c.ordered && k > 0)
             cu_.check(cu_.cuStreamWaitEvent(s, started_[r][(k - 1) % c.lanes], 0), "wait event");
           if (c.wait) cu_.check(cu_.cuStreamWaitValue64(s, words_[r] + 8, 1, CU_STREAM_WAIT_VALUE_GEQ), "wait gate");
-          if (c.lanes > 1) cu_.check(cu_.cuEventRecord(started_[r][k % c.lanes], s), "record");
+          if (c.lanes > 1 && c.ordered) cu_.check(cu_.cuEventRecord(started_[r][k % c.lanes], s), "record");
           cu_.check(cu_.cuMemcpyAsync(data_[1 - r] + at, data_[r] + at, piece_, s), "cuMemcpyAsync");
           if (c.flag) {
             cu_.check(cu_.cuStreamWriteValue64(s, words_[1 - r] + 16 + 8 * k, start, CU_STREAM_WRITE_VALUE_DEFAULT),
@@ -123,7 +124,7 @@ class ChainAnatomy {
   // Gate stream: wait, record opened. Copy stream: wait opened, copy, record
   // copied. Flag stream: wait copied, write the arrival, record arrived.
   void pipelined_chain(const ChainShape& c, int r, int k, CUdeviceptr at, uint64_t start) {
-    CUstream s = lane_[r][0];
+    CUstream s = lane_[r][k % c.lanes];
     if (c.wait) {
       cu_.check(cu_.cuStreamWaitValue64(gate_[r], words_[r] + 8, 1, CU_STREAM_WAIT_VALUE_GEQ), "wait gate");
       cu_.check(cu_.cuEventRecord(opened_[r], gate_[r]), "record");
@@ -143,7 +144,7 @@ class ChainAnatomy {
     if (c.event) cu_.check(cu_.cuStreamWaitEvent(completion_[r], last, 0), "wait event");
   }
 
-  static constexpr int kMaxLanes = 2;
+  static constexpr int kMaxLanes = 4;
   CudaRaw& cu_;
   const int64_t piece_;
   const int pieces_;
@@ -165,12 +166,27 @@ inline std::vector<ChainShape> chain_shapes() {
       {.name = "copies and arrival writes, no gate waits", .flag = true},
       {.name = "+ event to a completion stream (a plan's chain)", .wait = true, .flag = true, .event = true},
       {.name = "  the same on 2 lanes", .wait = true, .flag = true, .event = true, .lanes = 2},
+      {.name = "copies only, 2 lanes", .lanes = 2},
+      {.name = "copies only, 2 lanes, unordered", .lanes = 2, .ordered = false},
+      {.name = "copies only, 4 lanes, unordered", .lanes = 4, .ordered = false},
       {.name = "pipelined: copies, each waiting on a gate stream's event", .wait = true, .pipelined = true},
       {.name = "pipelined: copies, each recording an event", .event = true, .pipelined = true},
       {.name = "pipelined: gate, copy and arrival streams (a whole chain)",
        .wait = true,
        .flag = true,
        .event = true,
+       .pipelined = true},
+      {.name = "  the same, copies on 2 lanes",
+       .wait = true,
+       .flag = true,
+       .event = true,
+       .lanes = 2,
+       .pipelined = true},
+      {.name = "  the same, copies on 4 lanes",
+       .wait = true,
+       .flag = true,
+       .event = true,
+       .lanes = 4,
        .pipelined = true},
   };
 }

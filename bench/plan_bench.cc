@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -391,7 +393,14 @@ int main(int argc, char** argv) {
            plan_seconds(plan, world, 50, {.settle = true}) * 1e6, "us");
     must(plan.destroy(), "destroy");
   }
-  for (int64_t shard : {64 * kMiB, 256 * kMiB}) {
+  // Seconds per epoch by batch size, then way of moving, then shard size:
+  // for splitting each epoch into a per-byte rate and a fixed cost.
+  std::map<int64_t, std::vector<std::vector<double>>> epoch_s;
+  const std::vector<std::string> ways = {"raw copies",    "raw copies behind a kernel",
+                                         "kernel-opened", "kernel-opened, launched in the timed span",
+                                         "host-opened",   "run()"};
+  const int64_t shards[] = {64 * kMiB, 256 * kMiB};
+  for (int64_t shard : shards) {
     if (!wanted("bandwidth")) break;
     const double received = static_cast<double>(shard) * (world - 1);
     RawPeer raw(cu, world, shard);
@@ -421,18 +430,41 @@ int main(int argc, char** argv) {
              received / sym_s / 1e9, "GB/s");
       record(absl::StrCat("cuMemcpyPeerAsync all-gather, ", what, " copies, queued behind a kernel"),
              received / behind_s / 1e9, "GB/s");
-      const std::pair<const char*, double> hows[] = {{"kernel-opened", t[1]},
-                                                     {"kernel-opened, launched in the timed span", t[2]},
-                                                     {"host-opened", t[3]},
-                                                     {"run()", t[5]}};
-      for (const auto& [how, s] : hows) {
-        record(absl::StrCat("plan all-gather, ", what, " batches, ", how), received / s / 1e9, "GB/s",
+      // The ways of moving after the raw two, as `ways` names them.
+      const double plan_s[] = {t[1], t[2], t[3], t[5]};
+      std::vector<std::vector<double>>& by_way = epoch_s[batch];
+      by_way.resize(ways.size());
+      by_way[0].push_back(pieces_s);
+      by_way[1].push_back(behind_s);
+      for (size_t i = 0; i < std::size(plan_s); ++i) {
+        const double s = plan_s[i];
+        by_way[i + 2].push_back(s);
+        record(absl::StrCat("plan all-gather, ", what, " batches, ", ways[i + 2]), received / s / 1e9, "GB/s",
                ratio(pieces_s / s, ">= 0.95 vs the same copies") +
                    absl::StrCat(", ", absl::StrFormat("%.3f", raw_s / s), " vs one copy") +
-                   (how == hows[0].first ? absl::StrFormat(", %.3f vs the same copies behind a kernel", behind_s / s)
-                                         : ""));
+                   (i == 0 ? absl::StrFormat(", %.3f vs the same copies behind a kernel", behind_s / s) : ""));
       }
       must(plan.destroy(), "destroy");
+    }
+  }
+
+  // An epoch of b bytes per direction takes fixed + b / rate: the rate
+  // through both shard sizes is what the copies sustain, the fixed part
+  // what starting and finishing an epoch costs.
+  for (const auto& [batch, by_way] : epoch_s) {
+    if (by_way[0].size() != std::size(shards)) continue;
+    const double extra = static_cast<double>(shards[1] - shards[0]) * (world - 1);
+    auto rate = [&](const std::vector<double>& t) { return extra / (t[1] - t[0]); };
+    auto fixed = [&](const std::vector<double>& t) {
+      return t[0] - static_cast<double>(shards[0]) * (world - 1) / rate(t);
+    };
+    const double raw_rate = rate(by_way[0]);
+    for (size_t i = 0; i < ways.size(); ++i) {
+      const std::string what = absl::StrCat(ways[i], ", ", batch / kMiB, " MiB pieces, 64 -> 256 MiB");
+      record(absl::StrCat("rate past the first 64 MiB: ", what), rate(by_way[i]) / 1e9, "GB/s",
+             i == 0 ? "" : absl::StrFormat("%.3f of the raw copies' rate", rate(by_way[i]) / raw_rate));
+      record(absl::StrCat("fixed cost of an epoch: ", what), fixed(by_way[i]) * 1e6, "us",
+             i == 0 ? "" : absl::StrFormat("%+.1f us vs the raw copies", (fixed(by_way[i]) - fixed(by_way[0])) * 1e6));
     }
   }
 
