@@ -148,6 +148,9 @@ class PlanImpl {
   // chains are still queued.
   absl::Status check_order(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
 
+  // Every rank's batches as chains deliver them, in arming order, with
+  // epoch 0: the same every epoch, since peer addresses never move.
+  std::vector<ArmedBatch> deliveries() const;
   // Arms `epoch`'s chains.
   absl::StatusOr<std::unique_ptr<ArmedChains>> arm_chains(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status arm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
@@ -185,6 +188,9 @@ class PlanImpl {
   const PlanOptions options_;
   const ControlLayout layout_;
 
+  // deliveries(), made once: a wave's tiles cost a pass over thousands of
+  // segments, which arming each epoch would repeat.
+  std::vector<ArmedBatch> armed_batches_;
   mutable absl::Mutex op_mu_;  // one call at a time
   std::atomic<uint64_t> epoch_;  // changed under op_mu_, read by epoch() at any time
   SymmetricBuffer control_;
@@ -224,11 +230,12 @@ absl::Status PlanImpl::init() {
       TESSEL_RETURN_IF_ERROR(control_.write(r, table.data(), table.size() * sizeof(ViewBatch), layout_.table));
     }
   }
+  armed_batches_ = deliveries();
   absl::MutexLock op(&op_mu_);
   return arm();
 }
 
-absl::StatusOr<std::unique_ptr<ArmedChains>> PlanImpl::arm_chains(uint64_t epoch) {
+std::vector<ArmedBatch> PlanImpl::deliveries() const {
   int world = group_->size();
   std::vector<ArmedBatch> batches;
   for (int r = 0; r < world; ++r) {
@@ -236,7 +243,6 @@ absl::StatusOr<std::unique_ptr<ArmedChains>> PlanImpl::arm_chains(uint64_t epoch
       int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
       ArmedBatch a;
       a.owner = r;
-      a.epoch = epoch;
       a.ready = &gates(r)[g].ready;
       a.completion = &gates(r)[g].completion;
       for (int p = 0; p < world; ++p) {
@@ -256,6 +262,13 @@ absl::StatusOr<std::unique_ptr<ArmedChains>> PlanImpl::arm_chains(uint64_t epoch
       batches.push_back(std::move(a));
     }
   }
+  return batches;
+}
+
+absl::StatusOr<std::unique_ptr<ArmedChains>> PlanImpl::arm_chains(uint64_t epoch) {
+  int world = group_->size();
+  std::vector<ArmedBatch> batches = armed_batches_;
+  for (ArmedBatch& b : batches) b.epoch = epoch;
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<ArmedEpoch> chains, group_->backend().arm(std::move(batches)));
   std::vector<DeviceImpl*> owners;
   for (int r = 0; r < world; ++r) {
