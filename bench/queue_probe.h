@@ -1,7 +1,8 @@
 // How much work one CUDA stream takes behind a closed gate before the call
 // that enqueues more blocks: the most commands a triggered plan may arm on
 // one stream before arming itself would wait for a gate that no kernel can
-// open yet (tessel's kQueueCapacity). The gate is a word of pinned host
+// open yet (tessel's kQueueCapacity). And what each enqueueing call costs
+// the host, which is what arming an epoch costs. The gate is a word of pinned host
 // memory, so opening it needs no driver call (which could queue behind the
 // same full stream).
 #pragma once
@@ -17,7 +18,7 @@
 namespace bench {
 
 // The kinds of command a plan's chains enqueue.
-enum class Command { kCopy, kCopy2D, kRecord, kWaitEvent, kWrite, kWrite8 };
+enum class Command { kCopy, kCopy2D, kRecord, kWaitEvent, kWrite, kWrite8, kWait, kPeerCopy };
 
 inline const char* command_name(Command c) {
   switch (c) {
@@ -27,18 +28,31 @@ inline const char* command_name(Command c) {
     case Command::kWaitEvent: return "event waits";
     case Command::kWrite: return "64-bit writes";
     case Command::kWrite8: return "batches of 8 writes";
+    case Command::kWait:
+      return "64-bit waits on an open word";
+    case Command::kPeerCopy:
+      return "linear copies to a peer";
   }
   return "?";
 }
 
+struct QueueProbe {
+  int64_t taken = 0;            // commands enqueued
+  double seconds_per_call = 0;  // host time per enqueueing call, over the first `timed`
+};
+
 // Commands of kind `c` enqueued on a stream waiting on a closed gate, until
-// enqueueing stalls for half a second or `limit` are queued; returns how
-// many went in.
-inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t limit) {
-  cu.check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  CUdeviceptr gate_dev = 0, buf = 0, words = 0;
+// enqueueing stalls for half a second or `limit` are queued: how many went
+// in, and what the first `timed` of them cost the host per call. Peer
+// copies go to `peer`'s memory.
+inline QueueProbe probe_queue(CudaRaw& cu, CUcontext ctx, CUcontext peer, Command c, int64_t limit, int64_t timed) {
+  CUdeviceptr gate_dev = 0, buf = 0, words = 0, far = 0;
   volatile uint64_t* gate = cu.host_word(&gate_dev);
   constexpr int kRows = 16;
+  cu.check(cu.cuCtxSetCurrent(peer), "cuCtxSetCurrent");
+  cu.check(cu.cuMemAlloc(&far, 256), "cuMemAlloc");
+  cu.check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  if (peer != ctx) cu.enable_peer_access(peer);
   cu.check(cu.cuMemAlloc(&buf, 2 * 256 * kRows), "cuMemAlloc");
   cu.check(cu.cuMemAlloc(&words, 8 * 8), "cuMemAlloc");
   CUstream s = nullptr, other = nullptr;
@@ -57,6 +71,7 @@ inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t lim
   }
   std::atomic<int64_t> queued{0};
   std::atomic<bool> stop{false};
+  double timed_s = 0;
   std::thread feeder([&] {
     cu.check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     CUDA_MEMCPY2D m{};
@@ -68,7 +83,10 @@ inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t lim
     m.Height = kRows;
     CUevent mine = nullptr;
     cu.check(cu.cuEventCreate(&mine, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    const auto t0 = std::chrono::steady_clock::now();
     while (!stop.load() && queued.load() < limit) {
+      if (queued.load() == timed)
+        timed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       switch (c) {
         case Command::kCopy: cu.check(cu.cuMemcpyAsync(m.dstDevice, m.srcDevice, 256, s), "cuMemcpyAsync"); break;
         case Command::kCopy2D: cu.check(cu.cuMemcpy2DAsync(&m, s), "cuMemcpy2DAsync"); break;
@@ -76,6 +94,12 @@ inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t lim
         case Command::kWaitEvent: cu.check(cu.cuStreamWaitEvent(s, event, 0), "cuStreamWaitEvent"); break;
         case Command::kWrite: cu.check(cu.cuStreamWriteValue64(s, words, 1, 0), "cuStreamWriteValue64"); break;
         case Command::kWrite8: cu.check(cu.cuStreamBatchMemOp(s, 8, writes.data(), 0), "cuStreamBatchMemOp"); break;
+        case Command::kWait:
+          cu.check(cu.cuStreamWaitValue64(s, words, 0, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+          break;
+        case Command::kPeerCopy:
+          cu.check(cu.cuMemcpyAsync(far, m.srcDevice, 256, s), "cuMemcpyAsync");
+          break;
       }
       queued.fetch_add(1);
     }
@@ -92,7 +116,7 @@ inline int64_t queue_capacity(CudaRaw& cu, CUcontext ctx, Command c, int64_t lim
   *gate = 1;  // the stream drains, and a blocked enqueue returns
   feeder.join();
   cu.check(cu.cuStreamSynchronize(s), "cuStreamSynchronize");
-  return taken;
+  return {taken, taken >= timed ? timed_s / static_cast<double>(timed) : 0};
 }
 
 }  // namespace bench
