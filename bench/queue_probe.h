@@ -18,7 +18,18 @@
 namespace bench {
 
 // The kinds of command a plan's chains enqueue.
-enum class Command { kCopy, kCopy2D, kRecord, kWaitEvent, kWrite, kWrite8, kWait, kPeerCopy };
+enum class Command {
+  kCopy,
+  kCopy2D,
+  kRecord,
+  kWaitEvent,
+  kWrite,
+  kWrite8,
+  kWait,
+  kPeerCopy,
+  kPeerCopyDtoD,
+  kPeerCopyPeer
+};
 
 inline const char* command_name(Command c) {
   switch (c) {
@@ -32,6 +43,10 @@ inline const char* command_name(Command c) {
       return "64-bit waits on an open word";
     case Command::kPeerCopy:
       return "linear copies to a peer";
+    case Command::kPeerCopyDtoD:
+      return "linear copies to a peer, cuMemcpyDtoDAsync";
+    case Command::kPeerCopyPeer:
+      return "linear copies to a peer, cuMemcpyPeerAsync";
   }
   return "?";
 }
@@ -99,6 +114,12 @@ inline QueueProbe probe_queue(CudaRaw& cu, CUcontext ctx, CUcontext peer, Comman
           break;
         case Command::kPeerCopy:
           cu.check(cu.cuMemcpyAsync(far, m.srcDevice, 256, s), "cuMemcpyAsync");
+          break;
+        case Command::kPeerCopyDtoD:
+          cu.check(cu.cuMemcpyDtoDAsync(far, m.srcDevice, 256, s), "cuMemcpyDtoDAsync");
+          break;
+        case Command::kPeerCopyPeer:
+          cu.check(cu.cuMemcpyPeerAsync(far, peer, m.srcDevice, ctx, 256, s), "cuMemcpyPeerAsync");
           break;
       }
       queued.fetch_add(1);
