@@ -97,6 +97,7 @@ struct Opening {
   bool queued = false;
   bool settle = false;
   bool run = false;  // the whole epoch by run(), timed from the call
+  double* per_publish = nullptr;  // host-opened: the median host time of one publish() call
 };
 
 // Queues on each rank's opener stream a wait for the next round's start
@@ -118,9 +119,12 @@ uint64_t queue_start(Opener& o, int world) {
 // The host publishes in run()'s order (batch i of every rank before batch
 // i + 1, as raw copies queue).
 double plan_seconds(TriggeredPlan& plan, int world, int reps, Opening how = {}) {
-  std::vector<double> t;
-  size_t most = 0;
-  for (int r = 0; r < world; ++r) most = std::max(most, plan.schedule().batches(r).size());
+  std::vector<double> t, publishing;
+  size_t most = 0, publishes = 0;
+  for (int r = 0; r < world; ++r) {
+    most = std::max(most, plan.schedule().batches(r).size());
+    publishes += plan.schedule().batches(r).size();
+  }
   for (int rep = 0; rep < reps + 3; ++rep) {
     if (how.run) {
       auto t0 = Clock::now();
@@ -148,6 +152,7 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opening how = {}) 
           if (i < plan.schedule().batches(r).size()) must(plan.publish(r, static_cast<int>(i)), "publish");
         }
       }
+      if (rep >= 3) publishing.push_back(seconds_since(t0) / static_cast<double>(std::max<size_t>(publishes, 1)));
     }
     if (how.settle) {
       // Spins rather than sleeps: a core woken from sleep runs the first
@@ -163,6 +168,7 @@ double plan_seconds(TriggeredPlan& plan, int world, int reps, Opening how = {}) 
     }
     must(plan.next_epoch(), "next epoch");
   }
+  if (how.per_publish != nullptr && !publishing.empty()) *how.per_publish = median(publishing);
   return median(t);
 }
 
@@ -549,8 +555,10 @@ int main(int argc, char** argv) {
              "us");
       // And the plan's own chains, opened by host publishes (bounded by the
       // host's rate).
+      double per_publish = 0;
       record(absl::StrCat("transfer alone (plan, host-opened), ", mib, " MiB per rank in ", batches),
-             plan_seconds(both.plan(), world, 10) * 1e6, "us");
+             plan_seconds(both.plan(), world, 10, {.per_publish = &per_publish}) * 1e6, "us",
+             absl::StrFormat("host time per publish() %.2f us", per_publish * 1e6));
       record(absl::StrCat("transfer alone (plan, run()), ", mib, " MiB per rank in ", batches),
              plan_seconds(both.plan(), world, 10, {.run = true}) * 1e6, "us");
       // Producers of two kinds: writing each tile 1, 8 or 32 times (bound by
