@@ -140,7 +140,9 @@ std::vector<ChainOp> finish(std::vector<std::vector<ChainOp>>& batches, const st
 }
 
 void count_ops(const std::vector<ChainOp>& ops, LaneCounts& counts) {
-  for (const ChainOp& op : ops) ++counts[op.lane];
+  for (const ChainOp& op : ops) {
+    if (op.kind != ChainOp::Kind::kRecord && op.kind != ChainOp::Kind::kWaitEvent) ++counts[op.lane];
+  }
 }
 
 absl::Status check_capacity(const LaneCounts& queued, const LaneCounts& adding, int64_t capacity,

@@ -84,7 +84,7 @@ struct ChainOp {
 // 1 MiB copy takes about as long as the hand-offs pipelining adds.
 inline constexpr int64_t kPipelineBytes = int64_t{1} << 20;
 
-// Commands per lane.
+// Commands per lane that take a place in its stream's queue.
 using LaneCounts = std::map<Lane, int64_t>;
 
 // Where a batch stands among its owner's batches in an epoch.
@@ -107,6 +107,11 @@ std::vector<Lane> finishing_lanes(const std::vector<std::vector<ChainOp>>& batch
 std::vector<ChainOp> finish(std::vector<std::vector<ChainOp>>& batches, const std::map<Lane, uint64_t*>& done,
                             uint64_t token);
 
+// Adds the commands of `ops` that take a place in their stream's queue:
+// copies, waits and writes. Event records and event waits take none (on an
+// H200 a stream behind a closed gate took 200 000 of them, event waits on
+// records still queued elsewhere included, and still 1020 copies after
+// them; plan_bench --part=anatomy).
 void count_ops(const std::vector<ChainOp>& ops, LaneCounts& counts);
 
 // OK if every lane's `queued` commands plus those `adding` fit in

@@ -149,14 +149,20 @@ TEST(Chains, BatchWithoutPeersCompletesAfterItsGate) {
   }
 }
 
-TEST(Chains, CountsCommandsPerLane) {
+// Copies, waits and writes fill a stream's queue; event records and event
+// waits do not.
+TEST(Chains, CountsCommandsThatFillAStreamPerLane) {
   Words w;
   LaneCounts counts;
   for (int i = 0; i < 10; ++i) count_ops(chain_ops(batch(w, 2, kPipelineBytes, 2), kMiddle), counts);
-  EXPECT_EQ(counts[kGate], 20);
-  EXPECT_EQ((counts[Lane{0, 1}]), 40);
-  EXPECT_EQ((counts[Lane{0, 2}]), 40);
-  EXPECT_EQ(counts[kArrival], 30);
+  EXPECT_EQ(counts[kGate], 10);
+  EXPECT_EQ((counts[Lane{0, 1}]), 20);
+  EXPECT_EQ((counts[Lane{0, 2}]), 20);
+  EXPECT_EQ(counts[kArrival], 10);
+  // A direct chain: the wait, the copy and the write, on its copy stream.
+  LaneCounts direct;
+  count_ops(chain_ops(batch(w, 1, 4096), kMiddle), direct);
+  EXPECT_EQ((direct[Lane{0, 1}]), 3);
 }
 
 // A lane whose last record another lane waited for finishes before that
