@@ -652,9 +652,9 @@ int main(int argc, char** argv) {
     // driver until a gate opens. 200 000 means no limit was found below it.
     // And the host's time per enqueueing call, the cost of arming.
     using bench::Command;
-    for (Command c :
-         {Command::kCopy, Command::kCopy2D, Command::kRecord, Command::kWaitEvent, Command::kWrite, Command::kWrite8,
-          Command::kWait, Command::kPeerCopy, Command::kPeerCopyDtoD, Command::kPeerCopyPeer}) {
+    for (Command c : {Command::kCopy, Command::kCopy2D, Command::kRecord, Command::kWaitEvent, Command::kWrite,
+                      Command::kWrite8, Command::kWait, Command::kPeerCopy, Command::kPeerCopyDtoD,
+                      Command::kPeerCopyPeer, Command::kPendingWait, Command::kPendingWaitCopy}) {
       const bench::QueueProbe q = bench::probe_queue(cu, cu.retain(0), cu.retain(1), c, 200000, 500);
       record(absl::StrCat("commands one stream takes behind a closed gate: ", bench::command_name(c)),
              static_cast<double>(q.taken), "commands");

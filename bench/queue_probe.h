@@ -28,7 +28,9 @@ enum class Command {
   kWait,
   kPeerCopy,
   kPeerCopyDtoD,
-  kPeerCopyPeer
+  kPeerCopyPeer,
+  kPendingWait,
+  kPendingWaitCopy
 };
 
 inline const char* command_name(Command c) {
@@ -47,6 +49,10 @@ inline const char* command_name(Command c) {
       return "linear copies to a peer, cuMemcpyDtoDAsync";
     case Command::kPeerCopyPeer:
       return "linear copies to a peer, cuMemcpyPeerAsync";
+    case Command::kPendingWait:
+      return "event waits on records queued behind the gate elsewhere";
+    case Command::kPendingWaitCopy:
+      return "those event waits, each followed by a linear copy";
   }
   return "?";
 }
@@ -77,6 +83,13 @@ inline QueueProbe probe_queue(CudaRaw& cu, CUcontext ctx, CUcontext peer, Comman
   cu.check(cu.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   cu.check(cu.cuEventRecord(event, other), "cuEventRecord");
   cu.check(cu.cuStreamWaitValue64(s, gate_dev, 1, CU_STREAM_WAIT_VALUE_GEQ), "wait gate");
+  // A second stream behind the same gate, whose records are still to come
+  // when `s` waits for them (as a copy stream waits for the gate stream's).
+  CUstream blocked = nullptr;
+  CUevent pending = nullptr;
+  cu.check(cu.cuStreamCreate(&blocked, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  cu.check(cu.cuEventCreate(&pending, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  cu.check(cu.cuStreamWaitValue64(blocked, gate_dev, 1, CU_STREAM_WAIT_VALUE_GEQ), "wait gate");
   std::vector<CUstreamBatchMemOpParams> writes(8);
   for (int i = 0; i < 8; ++i) {
     writes[i] = {};
@@ -121,6 +134,12 @@ inline QueueProbe probe_queue(CudaRaw& cu, CUcontext ctx, CUcontext peer, Comman
         case Command::kPeerCopyPeer:
           cu.check(cu.cuMemcpyPeerAsync(far, peer, m.srcDevice, ctx, 256, s), "cuMemcpyPeerAsync");
           break;
+        case Command::kPendingWait:
+        case Command::kPendingWaitCopy:
+          cu.check(cu.cuEventRecord(pending, blocked), "cuEventRecord");
+          cu.check(cu.cuStreamWaitEvent(s, pending, 0), "cuStreamWaitEvent");
+          if (c == Command::kPendingWaitCopy) cu.check(cu.cuMemcpyAsync(m.dstDevice, m.srcDevice, 256, s), "copy");
+          break;
       }
       queued.fetch_add(1);
     }
@@ -137,6 +156,7 @@ inline QueueProbe probe_queue(CudaRaw& cu, CUcontext ctx, CUcontext peer, Comman
   *gate = 1;  // the stream drains, and a blocked enqueue returns
   feeder.join();
   cu.check(cu.cuStreamSynchronize(s), "cuStreamSynchronize");
+  cu.check(cu.cuStreamSynchronize(blocked), "cuStreamSynchronize");
   return {taken, taken >= timed ? timed_s / static_cast<double>(timed) : 0};
 }
 
