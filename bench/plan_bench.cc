@@ -509,11 +509,11 @@ int main(int argc, char** argv) {
   if (wanted("overlap")) {
     const int sms = g.device(0).num_compute_units(), programs = sms * programs_per_sm;
     // 2K bands of tiles per wave of K programs per SM: one contiguous copy
-    // per batch and peer. 128 / K waves, fewer past 4 ranks: each peer adds
-    // a command per batch to the owner's arrival stream, which holds about a
-    // thousand. (On H200s, K = 2 or 4 did not hide the publishes' system
+    // per batch and peer, 128 / K waves at any number of ranks (a pipelined
+    // batch takes one place on each of its owner's streams, which hold about
+    // a thousand). (On H200s, K = 2 or 4 did not hide the publishes' system
     // fences behind other programs' work: docs/benchmarks.md.)
-    samples::AllGatherConfig config{.rows = world <= 4 ? 8192 : 8192 * 4 / world,
+    samples::AllGatherConfig config{.rows = 8192,
                                     .cols = samples::kAgBN * sms / 2,
                                     .programs = programs,
                                     .check_programs = programs,
