@@ -6,11 +6,13 @@
 #include <fstream>
 #include <span>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "codegen/compiler.h"
 #include "dsl/status.h"
 #include "runtime/cuda/context.h"
@@ -454,8 +456,16 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal) {
   std::string name = absl::StrCat("cuda:", ordinal);
   absl::StatusOr<const Driver*> driver = Driver::get();
   if (!driver.ok()) return prefixed(name, driver.status());
+  // Every handle on a GPU shares its device, so that what is armed there is
+  // known to all: one handle compiling (loading code) or freeing while
+  // another's plan has chains armed would wait forever behind them.
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* open = new absl::flat_hash_map<int, std::weak_ptr<CudaDevice>>();
+  absl::MutexLock lock(&mu);
+  if (std::shared_ptr<CudaDevice> known = (*open)[ordinal].lock()) return known;
   absl::StatusOr<std::shared_ptr<CudaDevice>> device = CudaDevice::open(**driver, ordinal);
   if (!device.ok()) return prefixed(name, device.status());
+  (*open)[ordinal] = *device;
   return std::shared_ptr<DeviceImpl>(*std::move(device));
 }
 

@@ -112,6 +112,29 @@ TEST(CudaPlanOneRank, AllGatherKernelsCompleteEveryBatch) {
   ASSERT_TRUE((*ag)->disarm().ok());
 }
 
+// Two handles on one GPU are one device: a group of both is refused, and
+// while one handle's plan has chains armed the other cannot load code either
+// (it would wait forever behind their stream waits, as the first would).
+TEST(CudaPlanOneRank, HandlesOnOneGpuShareWhatIsArmed) {
+  TESSEL_CUDA_GROUP_OR_SKIP(g, 1);
+  absl::StatusOr<Device> again = Device::open("cuda:0");
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::StatusOr<Group> twice = Group::create({g.device(0), *again});
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(twice.status().message(), HasSubstr("ranks 0 and 1 are the same device (cuda:0)"));
+
+  Schedule s = *chunks(ScheduleView::linear(1 << 20), 1, 2);
+  SymmetricBuffer buf = *g.allocate(s.bytes());
+  TriggeredPlan plan = *TriggeredPlan::create(g, buf, {s});
+  absl::StatusOr<Kernel> k = samples::vector_add_kernel("loaded_while_armed");
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<Function> refused = again->compile(*k);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("while a triggered plan has copy chains armed"));
+  ASSERT_TRUE(plan.run().ok());
+  EXPECT_TRUE(again->compile(*k).ok());
+}
+
 // 1000 epochs with each epoch armed by next_epoch(), then 1000 with each
 // armed ahead by the previous end_device_epoch(), then 100 in batches of 3
 // waves (the last short), each program publishing once per batch. The
