@@ -5,9 +5,10 @@
 // overlapped with its own transfer against max(compute, transfer).
 //
 // `anatomy` takes a chain apart with raw driver calls: each thing a chain
-// adds around a copy, timed on its own.
+// adds around a copy, timed on its own. `wake` times how soon a stream
+// waiting on a gate moves on, by who opens the gate and where it lives.
 //
-//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy] [--ranks=N]
+//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy|wake] [--ranks=N]
 //              [--programs_per_sm=K]   (the overlap's producer: K programs per SM)
 //              [--defer=0|1]           (the overlap's producer defers its publishes' fences; 1 by default)
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "report.h"
 #include "samples/allgather.h"
 #include "tessel/tessel.h"
+#include "wake_probe.h"
 
 using namespace tessel;
 using bench::Clock;
@@ -315,7 +317,7 @@ Kernel ping_pong() {
 }  // namespace
 
 struct Flags {
-  std::string json, part;  // part: bandwidth, latency, overlap or anatomy; empty for all
+  std::string json, part;  // part: bandwidth, latency, overlap, anatomy or wake; empty for all
   int ranks = 0;           // 0: every GPU present
   int programs_per_sm = 1;
   bool defer = true;
@@ -329,9 +331,10 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
       f.json = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--part=")) {
       f.part = std::string(a);
-      if (f.part != "bandwidth" && f.part != "latency" && f.part != "overlap" && f.part != "anatomy") {
+      if (f.part != "bandwidth" && f.part != "latency" && f.part != "overlap" && f.part != "anatomy" &&
+          f.part != "wake") {
         return absl::InvalidArgumentError(
-            absl::StrCat("--part=", a, ": not a part (bandwidth, latency, overlap or anatomy)"));
+            absl::StrCat("--part=", a, ": not a part (bandwidth, latency, overlap, anatomy or wake)"));
       }
     } else if (absl::ConsumePrefix(&a, "--ranks=")) {
       if (!absl::SimpleAtoi(a, &f.ranks) || f.ranks < 2) {
@@ -531,6 +534,32 @@ int main(int argc, char** argv) {
       alones.push_back(must(samples::AllGather::create(solo, config), "one-rank all-gather"));
     }
     const int64_t mib = int64_t{config.rows} * config.cols * 4 / kMiB;
+    // The same producer with no publish, on cuda:0 alone: its work without
+    // handing anything off. Loaded before any plan below arms.
+    Function bare = must(g.device(0).compile(must(samples::allgather_producer_kernel(false), "build")), "compile");
+    Stream bare_stream = must(g.device(0).create_stream(), "stream");
+    auto bare_seconds = [&](const samples::AllGather& ag, int passes, int rounds, int waves_per_batch) {
+      ViewHeader* no_view = nullptr;
+      int32_t* data = ag.buffer().as<int32_t>(0);
+      auto run = [&] {
+        return bare.launch({.grid = programs, .stream = &bare_stream}, no_view, data, int32_t{0}, config.rows,
+                           config.cols, int32_t{1}, int32_t{0}, passes, rounds, waves_per_batch, defer);
+      };
+      std::vector<double> t;
+      for (int rep = 0; rep < 13; ++rep) {
+        auto t0 = Clock::now();
+        must(run(), "producer without publishes");
+        must(bare_stream.synchronize(), "sync");
+        if (rep >= 3) t.push_back(seconds_since(t0));
+      }
+      return median(t);
+    };
+    for (int per : batch_waves) {
+      ViewHeader* no_view = nullptr;
+      must(bare.prepare(no_view, boths[0]->buffer().as<int32_t>(0), int32_t{0}, config.rows, config.cols, int32_t{1},
+                        int32_t{0}, int32_t{1}, int32_t{0}, per, defer),
+           "load the producer without publishes");
+    }
     for (size_t i = 0; i < batch_waves.size(); ++i) {
       samples::AllGather &both = *boths[i], &alone = *alones[i];
       const std::string batches =
@@ -599,11 +628,20 @@ int main(int argc, char** argv) {
           must(alone.plan().next_epoch(), "next");
         }
         double compute = median(tc), overlapped = median(tb);
+        const double work = bare_seconds(alone, p.passes, p.rounds, batch_waves[i]);
         record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", what), compute * 1e6, "us");
         record(absl::StrCat("producer + transfer overlapped, ", what), overlapped * 1e6, "us",
                ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));
         record("  producer kernels finished, alone / beside the transfer", median(produced_alone) * 1e6, "us",
                absl::StrFormat("%.1f us beside it", median(produced_beside) * 1e6));
+        // Against the producer's work with no publish at all: what
+        // publishing costs it, per batch and program, and the overlap
+        // against max(that work, transfer).
+        const double batches_per_program = static_cast<double>(both.schedule().batches(0).size());
+        record("  the same producer without publishes, cuda:0", work * 1e6, "us",
+               absl::StrFormat("publishing costs it %.2f us per batch; overlapped / max(this, transfer) %.3f",
+                               (median(produced_alone) - work) / batches_per_program * 1e6,
+                               overlapped / std::max(work, transfer)));
         if (p.passes == 1 && p.rounds == 0) {
           record(absl::StrCat("next_epoch (arming ", batches, " per rank)"), median(ta) * 1e6, "us",
                  "host time between epochs");
@@ -660,6 +698,14 @@ int main(int argc, char** argv) {
              static_cast<double>(q.taken), "commands");
       record(absl::StrCat("host time to enqueue one of them: ", bench::command_name(c)), q.seconds_per_call * 1e6,
              "us");
+    }
+  }
+
+  // 5. How soon a stream waiting on a gate wakes, on cuda:0.
+  if (wanted("wake")) {
+    bench::WakeProbe probe(cu, cu.retain(0), cu.retain(1));
+    for (const bench::WakeCase& c : bench::wake_cases()) {
+      record(absl::StrCat("gate opened -> waiting stream's flag seen: ", c.name), probe.seconds(c, 100) * 1e6, "us");
     }
   }
 

@@ -144,10 +144,12 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
 // pass with the final values (work on the GPU's memory, which the transfer
 // shares). With `defer`, every publish but a program's last leaves the
 // system-scope fence to the rank's next publish (TriggeredView::publish).
-inline absl::StatusOr<Kernel> allgather_producer_kernel() {
+// Without `publishes`, the same work with no publish at all (the view is
+// not read): what the producer costs a program that hands nothing off.
+inline absl::StatusOr<Kernel> allgather_producer_kernel(bool publishes = true) {
   // x * kMix + kStep, undone by (x - kStep) * kUnmix (mod 2^32).
   constexpr int32_t kMix = -1640531535, kUnmix = 244002641, kStep = 12345;
-  KernelBuilder k("allgather_producer");
+  KernelBuilder k(publishes ? "allgather_producer" : "allgather_producer_alone");
   TriggeredView view = k.triggered_view("plan");
   Value buf = k.arg(ptr(i32), "buf");
   Value rank = k.arg(i32, "rank"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
@@ -176,6 +178,7 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel() {
           write(x);
         },
         [&] { write(value); });
+    if (!publishes) return;
     Value wave = t / k.num_programs();
     k.if_((wave % waves_per_batch == waves_per_batch - 1) | (t + k.num_programs() >= num_tiles),
           [&] { view.publish(first_batch + wave / waves_per_batch, defer & (t + k.num_programs() < num_tiles)); });

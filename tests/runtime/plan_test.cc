@@ -119,6 +119,25 @@ TEST_P(AllGatherRanks, KernelsPublishAndWaitThroughViews) {
 
 INSTANTIATE_TEST_SUITE_P(Plan, AllGatherRanks, ::testing::Values(2, 4));
 
+// Benchmarks time the producer's work without publishes against it: the
+// same values, and no view read (none is given).
+TEST(Plan, AllGatherProducerWithoutPublishesWritesTheSameValues) {
+  absl::StatusOr<Device> d = Device::open("host:2");
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<Kernel> k = samples::allgather_producer_kernel(/*publishes=*/false);
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<Function> f = d->compile(*k);
+  ASSERT_TRUE(f.ok()) << f.status();
+  constexpr int kRank = 1, kRows = 70, kCols = 150, kEpoch = 3;
+  std::vector<int32_t> buf(2 * kRows * kCols, -1);
+  ViewHeader* no_view = nullptr;
+  ASSERT_TRUE(f->launch({.grid = 3}, no_view, buf.data(), kRank, kRows, kCols, kEpoch, 0, 2, 7, 1, true).ok());
+  for (int64_t i = 0; i < kRows * kCols; ++i) {
+    ASSERT_EQ(buf[kRank * kRows * kCols + i], samples::allgather_value(kEpoch, kRank * kRows * kCols + i)) << i;
+    ASSERT_EQ(buf[i], -1) << "rank 0's shard, element " << i;
+  }
+}
+
 // 8 programs write (epoch << 24) | index into one 4 MiB batch and publish it;
 // the gate opens on the 8th. Checked on the peer for 10 epochs.
 TEST(Plan, EightContributorsReleaseOneFourMiBGate) {
