@@ -487,6 +487,9 @@ absl::Status CudaGroupBackend::open_gates(int owner, absl::Span<uint64_t* const>
   TESSEL_ASSIGN_OR_RETURN(CUstream control, stream(owner, kControl));
   std::vector<WordWrite> writes;
   for (uint64_t* ready : readies) writes.push_back({ready, epoch});
+  // Fenced like every write, though nothing on the control stream needs it:
+  // CUDA 13's cuStreamWriteValue64 refuses CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
+  // (CUDA_ERROR_INVALID_VALUE on an H200).
   return prefix(owner, readies.size() == 1 ? "opening a gate" : "opening gates", write_words(control, writes));
 }
 
