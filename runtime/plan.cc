@@ -495,13 +495,10 @@ absl::Status PlanImpl::run() {
   TESSEL_RETURN_IF_ERROR(begin_locked(/*for_kernels=*/false));
   // Each rank's gates in one command, in batch order: a host call per gate
   // (a few microseconds each) would bound epochs of many small batches.
+  std::vector<std::vector<uint64_t*>> readies(group_->size());
+  for (const ArmedBatch& b : armed_batches_) readies[b.owner].push_back(b.ready);
   for (int r = 0; r < group_->size(); ++r) {
-    std::vector<uint64_t*> readies;
-    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
-      TESSEL_ASSIGN_OR_RETURN(int64_t g, batch_id(schedule_, r, static_cast<int>(i)));
-      readies.push_back(&gates(r)[g].ready);
-    }
-    TESSEL_RETURN_IF_ERROR(group_->backend().open_gates(r, readies, epoch_));
+    TESSEL_RETURN_IF_ERROR(group_->backend().open_gates(r, readies[r], epoch_));
   }
   return end_locked();
 }
