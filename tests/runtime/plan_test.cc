@@ -92,7 +92,7 @@ TEST(Plan, RunDeliversWavesWhoseTilesJoin) {
   }
 }
 
-// Kernel-driven epochs: the all-gather of samples/allgather.h at 2 and 4 ranks.
+// Kernel-driven epochs: the all-gather of samples/allgather.h at 2, 4 and 8 ranks.
 class AllGatherRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(AllGatherRanks, KernelsPublishAndWaitThroughViews) {
@@ -117,7 +117,7 @@ TEST_P(AllGatherRanks, KernelsPublishAndWaitThroughViews) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Plan, AllGatherRanks, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Plan, AllGatherRanks, ::testing::Values(2, 4, 8));
 
 // Benchmarks time the producer's work without publishes against it: the
 // same values, and no view read (none is given).
