@@ -524,17 +524,12 @@ int main(int argc, char** argv) {
                                     .check = false};
     Group solo = must(Group::create({devices[0]}), "one-rank group");
     // Batches of one wave (K MiB) and of 4 MiB: fewer publishes and copies,
-    // a later start and a later end; and of 4 MiB between single-wave
-    // batches at either end, which start the transfer after one wave and end
-    // it one wave's copy after the producer.
-    std::vector<WaveBatching> batchings = {{.waves_per_batch = 1}};
-    if (const int per = 4 / programs_per_sm; per > 1) {
-      batchings.push_back({.waves_per_batch = per});
-      batchings.push_back({.waves_per_batch = per, .single_first = per, .single_last = per});
-    }
+    // a later start.
+    std::vector<int> batch_waves = {1};
+    if (4 / programs_per_sm > 1) batch_waves.push_back(4 / programs_per_sm);
     std::vector<std::unique_ptr<samples::AllGather>> boths, alones;
-    for (const WaveBatching& batching : batchings) {
-      config.batching = batching;
+    for (int per : batch_waves) {
+      config.waves_per_batch = per;
       boths.push_back(must(samples::AllGather::create(g, config), "all-gather"));
       alones.push_back(must(samples::AllGather::create(solo, config), "one-rank all-gather"));
     }
@@ -543,13 +538,12 @@ int main(int argc, char** argv) {
     // handing anything off. Loaded before any plan below arms.
     Function bare = must(g.device(0).compile(must(samples::allgather_producer_kernel(false), "build")), "compile");
     Stream bare_stream = must(g.device(0).create_stream(), "stream");
-    auto bare_seconds = [&](const samples::AllGather& ag, int passes, int rounds, const WaveBatching& b) {
+    auto bare_seconds = [&](const samples::AllGather& ag, int passes, int rounds, int waves_per_batch) {
       ViewHeader* no_view = nullptr;
       int32_t* data = ag.buffer().as<int32_t>(0);
       auto run = [&] {
         return bare.launch({.grid = programs, .stream = &bare_stream}, no_view, data, int32_t{0}, config.rows,
-                           config.cols, int32_t{1}, int32_t{0}, passes, rounds, b.waves_per_batch, b.single_first,
-                           b.single_last, defer);
+                           config.cols, int32_t{1}, int32_t{0}, passes, rounds, waves_per_batch, defer);
       };
       std::vector<double> t;
       for (int rep = 0; rep < 13; ++rep) {
@@ -562,23 +556,18 @@ int main(int argc, char** argv) {
     };
     {
       // One variant serves every launch below: none of the integers it
-      // varies (passes, rounds, the batching) shapes an access.
+      // varies (passes, rounds, waves per batch) shapes an access.
       ViewHeader* no_view = nullptr;
       must(bare.prepare(no_view, alones[0]->buffer().as<int32_t>(0), int32_t{0}, config.rows, config.cols, int32_t{1},
-                        int32_t{0}, int32_t{1}, int32_t{0}, batchings[0].waves_per_batch, batchings[0].single_first,
-                        batchings[0].single_last, defer),
+                        int32_t{0}, int32_t{1}, int32_t{0}, batch_waves[0], defer),
            "load the producer without publishes");
     }
-    for (size_t i = 0; i < batchings.size(); ++i) {
+    for (size_t i = 0; i < batch_waves.size(); ++i) {
       samples::AllGather &both = *boths[i], &alone = *alones[i];
-      const WaveBatching& batching = batchings[i];
-      const std::string batches = absl::StrCat(
-          both.schedule().batches(0).size(), " batches",
-          batching.single_first + batching.single_last == 0
-              ? ""
-              : absl::StrFormat(" (%d single-wave first, %d last)", batching.single_first, batching.single_last),
-          programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"),
-          defer ? "" : ", no deferred fences");
+      const std::string batches =
+          absl::StrCat(both.schedule().batches(0).size(), " batches",
+                       programs_per_sm == 1 ? "" : absl::StrCat(", ", programs_per_sm, " programs per SM"),
+                       defer ? "" : ", no deferred fences");
       // The transfer alone, at its fastest: the same chains with one
       // contributor per batch, every gate opened at once by a kernel.
       double transfer = 0;
@@ -641,7 +630,7 @@ int main(int argc, char** argv) {
           must(alone.plan().next_epoch(), "next");
         }
         double compute = median(tc), overlapped = median(tb);
-        const double work = bare_seconds(alone, p.passes, p.rounds, batching);
+        const double work = bare_seconds(alone, p.passes, p.rounds, batch_waves[i]);
         record(absl::StrCat("producer alone, ", mib, " MiB per rank, ", what), compute * 1e6, "us");
         record(absl::StrCat("producer + transfer overlapped, ", what), overlapped * 1e6, "us",
                ratio(overlapped / std::max(compute, transfer), "<= 1.05 of max(compute, transfer)"));

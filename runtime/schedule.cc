@@ -212,32 +212,26 @@ absl::StatusOr<Schedule> chunks(const ScheduleView& view, int world, int64_t n, 
 
 absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs, TileOrder order,
                                int waves_per_batch) {
-  return waves(view, world, tile, num_programs, order, WaveBatching{.waves_per_batch = waves_per_batch});
-}
-
-absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs, TileOrder order,
-                               const WaveBatching& batching) {
   TESSEL_RETURN_IF_ERROR(check_common(view, world, 1, "waves"));
   if (tile.bm < 1 || tile.bn < 1) return invalid("waves: tile ", tile.bm, "x", tile.bn, " must be at least 1x1");
   if (num_programs < 1) return invalid("waves: num_programs ", num_programs, " must be >= 1");
-  TESSEL_RETURN_IF_ERROR(check_wave_batching(batching, "waves"));
+  if (waves_per_batch < 1) return invalid("waves: waves_per_batch ", waves_per_batch, " must be >= 1");
   const int64_t tiles_m = ceil_div(view.rows, tile.bm), tiles_n = ceil_div(view.cols, tile.bn);
-  const int64_t num_tiles = tiles_m * tiles_n, num_waves = ceil_div(num_tiles, num_programs);
-  std::vector<Batch> batches(num_wave_batches(batching, num_waves));
-  for (int64_t wave = 0; wave < num_waves; ++wave) {
-    Batch& batch = batches[wave_place(batching, num_waves, wave).batch];
-    for (int64_t t = wave * num_programs; t < std::min(num_tiles, (wave + 1) * num_programs); ++t) {
+  const int64_t num_tiles = tiles_m * tiles_n, per_batch = int64_t{num_programs} * waves_per_batch;
+  std::vector<Batch> batches;
+  batches.reserve(ceil_div(num_tiles, per_batch));
+  for (int64_t first = 0; first < num_tiles; first += per_batch) {
+    const int64_t last = std::min(num_tiles, first + per_batch);
+    Batch batch{{}, static_cast<int>(std::min<int64_t>(num_programs, last - first))};
+    batch.segments.reserve(last - first);
+    for (int64_t t = first; t < last; ++t) {
       const int64_t tm = order == TileOrder::kRowMajor ? t / tiles_n : t % tiles_m;
       const int64_t tn = order == TileOrder::kRowMajor ? t % tiles_n : t / tiles_m;
       const int64_t r0 = tm * tile.bm, c0 = tn * tile.bn;
       batch.segments.push_back(
           window(view, r0, std::min(tile.bm, view.rows - r0), c0, std::min(tile.bn, view.cols - c0)));
     }
-  }
-  // The programs with a tile in the batch publish it: all of them, but in a
-  // batch of only a short last wave.
-  for (Batch& batch : batches) {
-    batch.contributors = static_cast<int>(std::min<int64_t>(num_programs, batch.segments.size()));
+    batches.push_back(std::move(batch));
   }
   return replicate(view, world, batches);
 }

@@ -15,7 +15,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/wave_batches.h"
 
 namespace tessel {
 
@@ -132,12 +131,6 @@ enum class TileOrder { kRowMajor, kColumnMajor };
 // fewer publishes and copies; smaller ones start moving data sooner.
 absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs,
                                TileOrder order = TileOrder::kRowMajor, int waves_per_batch = 1);
-// The same with batches of waves as `batching` groups them
-// (wave_batches.h): single-wave batches at either end start the transfer
-// after one wave and end it one wave's copy after the producer. A kernel
-// finds the batch a tile's wave closes with wave_place().
-absl::StatusOr<Schedule> waves(const ScheduleView& view, int world, TileShape tile, int num_programs, TileOrder order,
-                               const WaveBatching& batching);
 
 // Splits every 1-D segment longer than max_bytes (a copy engine's limit for
 // one linear copy) into consecutive pieces of max_bytes, the last shorter, in

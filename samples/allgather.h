@@ -27,7 +27,7 @@ struct AllGatherConfig {
   int check_programs = 8;
   int passes = 1;      // times the producer writes each tile (benchmarks slow it down)
   int rounds = 0;      // multiply-adds per element, and as many undoing them, before its stores
-  tessel::WaveBatching batching = {};  // waves of `programs` tiles in each batch (waves_per_batch, single ends)
+  int waves_per_batch = 1;  // waves of `programs` tiles in a batch
   bool defer = true;        // producers defer all but their last publish's fence (publish(b, defer))
   bool check = true;   // false: producers only (benchmarks time the transfer alone)
 };
@@ -41,7 +41,7 @@ class AllGather {
     int world = group.size();
     ScheduleView view{config.rows, config.cols, 4, 0};
     absl::StatusOr<Schedule> schedule =
-        waves(view, world, {kAgBM, kAgBN}, config.programs, TileOrder::kRowMajor, config.batching);
+        waves(view, world, {kAgBM, kAgBN}, config.programs, TileOrder::kRowMajor, config.waves_per_batch);
     if (!schedule.ok()) return schedule.status();
     absl::StatusOr<SymmetricBuffer> buf = group.allocate(schedule->bytes());
     if (!buf.ok()) return buf.status();
@@ -65,8 +65,7 @@ class AllGather {
       int32_t total = world * config.rows * config.cols, batches = static_cast<int32_t>(schedule->num_batches());
       int32_t* data = ag->buffer_.as<int32_t>(r);
       absl::Status prepared = p->prepare(no_view, data, r, config.rows, config.cols, 1, first, config.passes,
-                                         config.rounds, config.batching.waves_per_batch, config.batching.single_first,
-                                         config.batching.single_last, config.defer);
+                                           config.rounds, config.waves_per_batch, config.defer);
       if (prepared.ok()) prepared = c->prepare(no_view, data, total, batches, 1, *errors);
       if (!prepared.ok()) return prepared;
       ag->producers_.push_back(*p);
@@ -132,8 +131,7 @@ class AllGather {
       auto* data = buffer_.as<int32_t>(r);
       statuses[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
                                          config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds,
-                                         config_.batching.waves_per_batch, config_.batching.single_first,
-                                         config_.batching.single_last, config_.defer);
+                                         config_.waves_per_batch, config_.defer);
       if (statuses[r].ok() && config_.check) {
         statuses[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
                                         total, batches, epoch, errors_[r]);

@@ -10,7 +10,6 @@
 #include "absl/status/statusor.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
-#include "runtime/wave_batches.h"
 
 namespace samples {
 
@@ -135,11 +134,10 @@ inline int32_t allgather_value(uint64_t epoch, int64_t index) {
   return static_cast<int32_t>(((epoch & 0xFF) << 24) | (static_cast<uint64_t>(index) & 0xFFFFFF));
 }
 
-// Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order. The
-// batches are waves of tiles, as waves(view, world, {kAgBM, kAgBN}, P,
-// kRowMajor, {W, F, L}) groups them (waves_per_batch, single_first,
-// single_last): a program publishes batch first_batch + wave_place(...).batch
-// after its last tile in it. So that benchmarks can make the
+// Persistent over the shard's [kAgBM, kAgBN] tiles in row-major order. A
+// batch holds W waves of tiles, as waves(view, world, {kAgBM, kAgBN}, P,
+// kRowMajor, W) numbers them: a program publishes batch first_batch + t /
+// (P * W) after its last tile in it. So that benchmarks can make the
 // producer as slow as the transfer it overlaps, each element first goes
 // through `rounds` multiply-adds and as many that undo them (work on the
 // chip, in registers), and each tile is written `passes` times, the last
@@ -157,10 +155,8 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel(bool publishes = true) {
   Value rank = k.arg(i32, "rank"), rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   Value epoch = k.arg(i32, "epoch"), first_batch = k.arg(i32, "first_batch"), passes = k.arg(i32, "passes");
   Value rounds = k.arg(i32, "rounds"), waves_per_batch = k.arg(i32, "waves_per_batch");
-  Value single_first = k.arg(i32, "single_first"), single_last = k.arg(i32, "single_last");
   Value defer = k.arg(i1, "defer");
   Value tiles_n = cdiv(cols, kAgBN), num_tiles = cdiv(rows, kAgBM) * tiles_n;
-  Value num_waves = cdiv(num_tiles, k.num_programs());
   k.for_each_tile(num_tiles, [&](Value t) {
     Value r = expand_dims(t / tiles_n * kAgBM + k.arange(0, kAgBM), 1);  // [BM, 1] i32
     Value c = expand_dims(t % tiles_n * kAgBN + k.arange(0, kAgBN), 0);  // [1, BN] i32
@@ -183,9 +179,9 @@ inline absl::StatusOr<Kernel> allgather_producer_kernel(bool publishes = true) {
         },
         [&] { write(value); });
     if (!publishes) return;
-    WavePlaceValues place = wave_place(t / k.num_programs(), num_waves, waves_per_batch, single_first, single_last);
-    k.if_(place.closes | (t + k.num_programs() >= num_tiles),
-          [&] { view.publish(first_batch + place.batch, defer & (t + k.num_programs() < num_tiles)); });
+    Value wave = t / k.num_programs();
+    k.if_((wave % waves_per_batch == waves_per_batch - 1) | (t + k.num_programs() >= num_tiles),
+          [&] { view.publish(first_batch + wave / waves_per_batch, defer & (t + k.num_programs() < num_tiles)); });
   });
   return k.build();
 }

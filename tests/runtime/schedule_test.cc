@@ -220,46 +220,9 @@ TEST(ScheduleWaves, BatchesOfSeveralWavesHaveOneContributorPerProgram) {
   EXPECT_TRUE(covers_once(*s, {6, 6}, 2));
 }
 
-TEST(ScheduleWaves, SingleWaveBatchesAtEitherEnd) {
-  // 1 x 19 tiles, 2 programs: 10 waves (the last one tile). One single wave
-  // first and two last, 3 waves per batch between: waves 0 | 1-3 | 4-6 | 7 |
-  // 8 | 9.
-  const WaveBatching b{.waves_per_batch = 3, .single_first = 1, .single_last = 2};
-  absl::StatusOr<Schedule> s = waves({1, 19}, 2, {1, 1}, 2, TileOrder::kRowMajor, b);
-  ASSERT_TRUE(s.ok()) << s.status();
-  std::vector<size_t> tiles;
-  std::vector<int> contributors;
-  for (const Batch& batch : s->batches(0)) {
-    tiles.push_back(batch.segments.size());
-    contributors.push_back(batch.contributors);
-  }
-  EXPECT_EQ(tiles, (std::vector<size_t>{2, 6, 6, 2, 2, 1}));
-  EXPECT_EQ(contributors, (std::vector<int>{2, 2, 2, 2, 2, 1}));
-  EXPECT_EQ(s->batches(0)[3].segments, (std::vector<Segment>{{14, 1}, {15, 1}}));
-  EXPECT_TRUE(covers_once(*s, {1, 19}, 2));
-  // Too few waves for all of it: the single first ones come first. 3 waves:
-  // 1 first, 0 between, 2 last; or 3 first.
-  for (const WaveBatching& few : {b, WaveBatching{.waves_per_batch = 2, .single_first = 5}}) {
-    absl::StatusOr<Schedule> short_one = waves({1, 6}, 1, {1, 1}, 2, TileOrder::kRowMajor, few);
-    ASSERT_TRUE(short_one.ok()) << short_one.status();
-    std::vector<size_t> sizes;
-    for (const Batch& batch : short_one->batches(0)) sizes.push_back(batch.segments.size());
-    EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 2})) << few.single_first;
-  }
-  // Without single waves, the same as waves_per_batch alone.
-  EXPECT_EQ(*waves({6, 6}, 2, {2, 2}, 2, TileOrder::kRowMajor, WaveBatching{.waves_per_batch = 2}),
-            *waves({6, 6}, 2, {2, 2}, 2, TileOrder::kRowMajor, 2));
-}
-
 TEST(ScheduleWaves, RejectsBadArguments) {
   EXPECT_THAT(waves({4, 4}, 1, {2, 2}, 2, TileOrder::kRowMajor, 0).status().message(),
               HasSubstr("waves: waves_per_batch 0 must be >= 1"));
-  EXPECT_THAT(
-      waves({4, 4}, 1, {2, 2}, 2, TileOrder::kRowMajor, {.waves_per_batch = 1, .single_first = -1}).status().message(),
-      HasSubstr("waves: single_first -1 and single_last 0 must be >= 0"));
-  EXPECT_THAT(
-      waves({4, 4}, 1, {2, 2}, 2, TileOrder::kRowMajor, {.waves_per_batch = 1, .single_last = -2}).status().message(),
-      HasSubstr("single_last -2"));
   EXPECT_THAT(waves({4, 4}, 1, {0, 2}, 4).status().message(), HasSubstr("waves: tile 0x2 must be at least 1x1"));
   EXPECT_THAT(waves({4, 4}, 1, {2, 0}, 4).status().message(), HasSubstr("waves: tile 2x0"));
   EXPECT_THAT(waves({4, 4}, 1, {2, 2}, 0).status().message(), HasSubstr("waves: num_programs 0 must be >= 1"));
