@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -490,16 +491,17 @@ absl::Status PlanImpl::open_locked(int rank, int i) {
   return group_->backend().open_gates(rank, absl::MakeConstSpan(&ready, 1), epoch_);
 }
 
+absl::Status open_gates_by_owner(GroupBackend& backend, absl::Span<const ArmedBatch> batches, uint64_t epoch) {
+  std::map<int, std::vector<uint64_t*>> readies;
+  for (const ArmedBatch& b : batches) readies[b.owner].push_back(b.ready);
+  for (const auto& [owner, words] : readies) TESSEL_RETURN_IF_ERROR(backend.open_gates(owner, words, epoch));
+  return absl::OkStatus();
+}
+
 absl::Status PlanImpl::run() {
   absl::MutexLock op(&op_mu_);
   TESSEL_RETURN_IF_ERROR(begin_locked(/*for_kernels=*/false));
-  // Each rank's gates in one command, in batch order: a host call per gate
-  // (a few microseconds each) would bound epochs of many small batches.
-  std::vector<std::vector<uint64_t*>> readies(group_->size());
-  for (const ArmedBatch& b : armed_batches_) readies[b.owner].push_back(b.ready);
-  for (int r = 0; r < group_->size(); ++r) {
-    TESSEL_RETURN_IF_ERROR(group_->backend().open_gates(r, readies[r], epoch_));
-  }
+  TESSEL_RETURN_IF_ERROR(open_gates_by_owner(group_->backend(), armed_batches_, epoch_));
   return end_locked();
 }
 

@@ -83,6 +83,11 @@ class GroupBackend {
   virtual absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) = 0;
 };
 
+// Opens the gates of `batches` from the host for `epoch`: one open_gates
+// call per owner with its ready words in batch order (on CUDA a call per
+// gate, a few microseconds each, would bound epochs of many small batches).
+absl::Status open_gates_by_owner(GroupBackend& backend, absl::Span<const ArmedBatch> batches, uint64_t epoch);
+
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_host_group_backend(const std::vector<Device>& devices);
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std::vector<Device>& devices);
 

@@ -523,11 +523,9 @@ absl::StatusOr<bool> CudaArmedEpoch::done() {
 }
 
 absl::Status CudaArmedEpoch::release() {
-  // One command per owner (an epoch's batches share its number).
-  std::map<std::pair<int, uint64_t>, std::vector<uint64_t*>> readies;
-  for (const ArmedBatch& b : batches_) readies[{b.owner, b.epoch}].push_back(b.ready);
-  for (const auto& [key, words] : readies) TESSEL_RETURN_IF_ERROR(backend_.open_gates(key.first, words, key.second));
-  return absl::OkStatus();
+  // The batches of one arm() call share its epoch.
+  if (batches_.empty()) return absl::OkStatus();
+  return open_gates_by_owner(backend_, batches_, batches_.front().epoch);
 }
 
 }  // namespace
