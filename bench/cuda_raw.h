@@ -40,6 +40,7 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuMemcpyAsync);
   TESSEL_RAW_FN(cuMemcpyHtoD);
   TESSEL_RAW_FN(cuMemcpyDtoH);
+  TESSEL_RAW_FN(cuStreamWaitValue32);
   TESSEL_RAW_FN(cuStreamWaitValue64);
   TESSEL_RAW_FN(cuStreamWriteValue64);
   TESSEL_RAW_FN(cuStreamWaitEvent);
@@ -84,6 +85,7 @@ struct CudaRaw {
     get(cuMemcpyAsync, "cuMemcpyAsync");
     get(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
     get(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    get(cuStreamWaitValue32, "cuStreamWaitValue32_v2");
     get(cuStreamWaitValue64, "cuStreamWaitValue64_v2");
     get(cuStreamWriteValue64, "cuStreamWriteValue64_v2");
     get(cuStreamWaitEvent, "cuStreamWaitEvent");

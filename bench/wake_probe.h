@@ -10,7 +10,8 @@
 // measures what that spin and write cost. Each case also runs with the wait
 // on a stream of its own handing off to the flag's stream by an event (as a
 // plan's gate stream does), and with a 4 KiB copy to a peer before the flag
-// (a small batch's delivery).
+// (a small batch's delivery). Waits on device memory also run as 32-bit
+// waits on the word's low half.
 #pragma once
 
 #include <atomic>
@@ -64,6 +65,7 @@ struct WakeCase {
   // waiting on the word itself.
   bool hand_off = false;
   bool copy = false;  // the flag's stream copies 4 KiB to the peer before it writes the flag
+  bool wait32 = false;  // cuStreamWaitValue32 on the word's low half instead of cuStreamWaitValue64
 };
 
 inline std::vector<WakeCase> wake_cases() {
@@ -81,6 +83,17 @@ inline std::vector<WakeCase> wake_cases() {
                                         hand_off ? ", event hand-off" : "", copy ? ", 4 KiB copy" : ""),
                            opener, host_word, hand_off, copy});
         }
+      }
+    }
+  }
+  // The same waits on the low 32 bits (a gate compares only those), where
+  // a plan keeps its gates.
+  for (auto [what, opener] : {openers[0], openers[2]}) {
+    for (bool hand_off : {false, true}) {
+      for (bool copy : {false, true}) {
+        cases.push_back({absl::StrCat(what, ", word in device memory, 32-bit wait", hand_off ? ", event hand-off" : "",
+                                      copy ? ", 4 KiB copy" : ""),
+                         opener, false, hand_off, copy, true});
       }
     }
   }
@@ -121,7 +134,12 @@ class WakeProbe {
         launch(flag_dev_, v);
       } else {
         CUstream waits_word = c.hand_off ? stage_ : waiter_;
-        cu_.check(cu_.cuStreamWaitValue64(waits_word, word, v, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+        if (c.wait32) {  // little-endian: the low half is at the word's address
+          cu_.check(cu_.cuStreamWaitValue32(waits_word, word, static_cast<cuuint32_t>(v), CU_STREAM_WAIT_VALUE_GEQ),
+                    "cuStreamWaitValue32");
+        } else {
+          cu_.check(cu_.cuStreamWaitValue64(waits_word, word, v, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+        }
         if (c.hand_off) {
           cu_.check(cu_.cuEventRecord(opened_, stage_), "cuEventRecord");
           cu_.check(cu_.cuStreamWaitEvent(waiter_, opened_, 0), "cuStreamWaitEvent");
