@@ -25,6 +25,8 @@ struct CudaRaw {
   TESSEL_RAW_FN(cuMemcpyHtoDAsync);
   TESSEL_RAW_FN(cuMemcpyDtoDAsync);
   TESSEL_RAW_FN(cuStreamCreate);
+  TESSEL_RAW_FN(cuStreamCreateWithPriority);
+  TESSEL_RAW_FN(cuCtxGetStreamPriorityRange);
   TESSEL_RAW_FN(cuStreamSynchronize);
   TESSEL_RAW_FN(cuStreamQuery);
   TESSEL_RAW_FN(cuStreamBeginCapture);
@@ -70,6 +72,8 @@ struct CudaRaw {
     get(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
     get(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     get(cuStreamCreate, "cuStreamCreate");
+    get(cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
+    get(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
     get(cuStreamSynchronize, "cuStreamSynchronize");
     get(cuStreamQuery, "cuStreamQuery");
     get(cuStreamBeginCapture, "cuStreamBeginCapture_v2");

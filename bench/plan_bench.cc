@@ -709,6 +709,14 @@ int main(int argc, char** argv) {
     for (const bench::WakeCase& c : bench::wake_cases()) {
       record(absl::StrCat("gate opened -> waiting stream's flag seen: ", c.name), probe.seconds(c, 100) * 1e6, "us");
     }
+    // And with every stream at the highest priority, for gates in device
+    // memory opened as a plan's are.
+    bench::WakeProbe urgent(cu, cu.retain(0), cu.retain(1), /*high_priority=*/true);
+    for (const bench::WakeCase& c : bench::wake_cases()) {
+      if (c.host_word || c.wait32 || c.opener == bench::Opener::kHost) continue;
+      record(absl::StrCat("gate opened -> waiting stream's flag seen: ", c.name, ", streams at the highest priority"),
+             urgent.seconds(c, 100) * 1e6, "us");
+    }
   }
 
   if (!json.empty()) {

@@ -102,16 +102,20 @@ inline std::vector<WakeCase> wake_cases() {
 
 class WakeProbe {
  public:
-  // Streams on `ctx`; the 4 KiB copies go to `peer`'s memory.
-  WakeProbe(CudaRaw& cu, CUcontext ctx, CUcontext peer) : cu_(cu), ctx_(ctx) {
+  // Streams on `ctx`, at the context's highest priority where
+  // `high_priority`; the 4 KiB copies go to `peer`'s memory.
+  WakeProbe(CudaRaw& cu, CUcontext ctx, CUcontext peer, bool high_priority = false) : cu_(cu), ctx_(ctx) {
     cu.check(cu.cuCtxSetCurrent(peer), "cuCtxSetCurrent");
     cu.check(cu.cuMemAlloc(&far_, 4096), "cuMemAlloc");
     cu.check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     cu.enable_peer_access(peer);
     cu.check(cu.cuModuleLoadData(&module_, kOpenWhenPtx), "cuModuleLoadData(open_when)");
     cu.check(cu.cuModuleGetFunction(&open_when_, module_, "open_when"), "cuModuleGetFunction");
+    int least = 0, greatest = 0;
+    cu.check(cu.cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
     for (CUstream* s : {&kernel_, &waiter_, &control_, &stage_}) {
-      cu.check(cu.cuStreamCreate(s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      cu.check(cu.cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, high_priority ? greatest : least),
+               "cuStreamCreateWithPriority");
     }
     cu.check(cu.cuEventCreate(&opened_, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     start_ = cu.host_word(&start_dev_);
