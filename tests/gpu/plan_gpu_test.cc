@@ -135,6 +135,21 @@ TEST(CudaPlanOneRank, HandlesOnOneGpuShareWhatIsArmed) {
   EXPECT_TRUE(again->compile(*k).ok());
 }
 
+// A group's devices are all of one kind: a host rank beside a GPU is refused,
+// naming both.
+TEST(CudaPlanOneRank, GroupOfAGpuAndAHostRankIsRefused) {
+  TESSEL_CUDA_GROUP_OR_SKIP(g, 1);
+  const Device& gpu = g.device(0);
+  absl::StatusOr<Device> host = Device::open("host:1");
+  ASSERT_TRUE(host.ok()) << host.status();
+  for (const auto& mixed : {std::vector<Device>{gpu, *host}, std::vector<Device>{*host, gpu}}) {
+    absl::StatusOr<Group> both = Group::create(mixed);
+    EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(both.status().message(), HasSubstr("rank 1 is " + mixed[1].name() + " but rank 0 is " +
+                                                   mixed[0].name() + "; a group's devices are all of one kind"));
+  }
+}
+
 // 1000 epochs with each epoch armed by next_epoch(), then 1000 with each
 // armed ahead by the previous end_device_epoch(), then 100 in batches of 3
 // waves (the last short), each program publishing once per batch. The
