@@ -709,6 +709,21 @@ int main(int argc, char** argv) {
     for (const bench::WakeCase& c : bench::wake_cases()) {
       record(absl::StrCat("gate opened -> waiting stream's flag seen: ", c.name), probe.seconds(c, 100) * 1e6, "us");
     }
+    // The stream-write case with each of 12 streams made one after another
+    // as the writer, then as the waiter: which pair of streams meets.
+    cu.check(cu.cuCtxSetCurrent(cu.retain(0)), "cuCtxSetCurrent");
+    std::vector<CUstream> writers(12);
+    for (CUstream& w : writers) cu.check(cu.cuStreamCreate(&w, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    for (size_t i = 0; i < writers.size(); ++i) {
+      record(absl::StrCat("gate opened -> waiting stream's flag seen: cuStreamWriteValue64 on writer stream ", i,
+                          " of ", writers.size()),
+             probe.write_seconds(writers[i], nullptr, 50) * 1e6, "us");
+    }
+    for (size_t i = 0; i < writers.size(); ++i) {
+      record(absl::StrCat("gate opened -> waiting stream's flag seen: cuStreamWriteValue64, waiter stream ", i, " of ",
+                          writers.size()),
+             probe.write_seconds(nullptr, writers[i], 50) * 1e6, "us");
+    }
     // And with every stream at the highest priority, for gates in device
     // memory opened as a plan's are.
     bench::WakeProbe urgent(cu, cu.retain(0), cu.retain(1), /*high_priority=*/true);

@@ -180,6 +180,33 @@ class WakeProbe {
     return median(t);
   }
 
+  // The stream-write case (device memory, direct wait) with `writer` writing
+  // the word and `waiter` waiting for it (streams on the probe's context, or
+  // null for the probe's own): whether which two streams meet changes the
+  // wake-up.
+  double write_seconds(CUstream writer, CUstream waiter, int reps) {
+    if (writer == nullptr) writer = control_;
+    if (waiter == nullptr) waiter = waiter_;
+    std::vector<double> t;
+    cu_.check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    for (int rep = 0; rep < reps + 3; ++rep) {
+      const uint64_t v = ++value_;
+      cu_.check(cu_.cuStreamWaitValue64(waiter, device_word_, v, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+      cu_.check(cu_.cuStreamWriteValue64(waiter, flag_dev_, v, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+      auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(300)) {
+      }
+      t0 = std::chrono::steady_clock::now();
+      cu_.check(cu_.cuStreamWriteValue64(writer, device_word_, v, CU_STREAM_WRITE_VALUE_DEFAULT),
+                "cuStreamWriteValue64");
+      while (std::atomic_ref<uint64_t>(*flag_).load(std::memory_order_acquire) != v) {
+      }
+      if (rep >= 3) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      for (CUstream st : {waiter, writer}) cu_.check(cu_.cuStreamSynchronize(st), "sync");
+    }
+    return median(t);
+  }
+
  private:
   void launch(CUdeviceptr word, uint64_t v) {
     CUdeviceptr start = start_dev_;
