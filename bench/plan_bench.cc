@@ -724,6 +724,14 @@ int main(int argc, char** argv) {
                           writers.size()),
              probe.write_seconds(nullptr, writers[i], 50) * 1e6, "us");
     }
+    // The same waiters once each has copied 4 KiB to the peer: whether a
+    // stream that copies wakes from a wait as one that never did.
+    for (size_t i = 0; i < writers.size(); ++i) {
+      probe.copy_on(writers[i]);
+      record(absl::StrCat("gate opened -> waiting stream's flag seen: cuStreamWriteValue64, waiter stream ", i, " of ",
+                          writers.size(), " after a copy on it"),
+             probe.write_seconds(nullptr, writers[i], 50) * 1e6, "us");
+    }
     // And with every stream at the highest priority, for gates in device
     // memory opened as a plan's are.
     bench::WakeProbe urgent(cu, cu.retain(0), cu.retain(1), /*high_priority=*/true);

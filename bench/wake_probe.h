@@ -207,6 +207,13 @@ class WakeProbe {
     return median(t);
   }
 
+  // Copies 4 KiB to the peer on `s` and waits for it.
+  void copy_on(CUstream s) {
+    cu_.check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    cu_.check(cu_.cuMemcpyAsync(far_, payload_, 4096, s), "cuMemcpyAsync");
+    cu_.check(cu_.cuStreamSynchronize(s), "sync");
+  }
+
  private:
   void launch(CUdeviceptr word, uint64_t v) {
     CUdeviceptr start = start_dev_;
