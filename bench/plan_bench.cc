@@ -706,39 +706,37 @@ int main(int argc, char** argv) {
   // 5. How soon a stream waiting on a gate wakes, on cuda:0.
   if (wanted("wake")) {
     bench::WakeProbe probe(cu, cu.retain(0), cu.retain(1));
-    for (const bench::WakeCase& c : bench::wake_cases()) {
-      record(absl::StrCat("gate opened -> waiting stream's flag seen: ", c.name), probe.seconds(c, 100) * 1e6, "us");
-    }
-    // The stream-write case with each of 12 streams made one after another
-    // as the writer, then as the waiter: which pair of streams meets.
+    auto wake = [&](const std::string& what, double seconds) {
+      record(absl::StrCat("gate opened -> waiting stream's flag seen: ", what), seconds * 1e6, "us");
+    };
+    for (const bench::WakeCase& c : bench::wake_cases()) wake(c.name, probe.seconds(c, 100));
+    // The stream-write case (device memory, direct wait) with each of 12
+    // streams made one after another as the writer, then as the waiter, and
+    // as the waiter again once each has copied 4 KiB to the peer: which pair
+    // of streams meets, and whether a stream that copies wakes from a wait as
+    // one that never did.
+    const bench::WakeCase written{.name = "stream write, word in device memory", .opener = bench::Opener::kStreamWrite};
     cu.check(cu.cuCtxSetCurrent(cu.retain(0)), "cuCtxSetCurrent");
-    std::vector<CUstream> writers(12);
-    for (CUstream& w : writers) cu.check(cu.cuStreamCreate(&w, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    for (size_t i = 0; i < writers.size(); ++i) {
-      record(absl::StrCat("gate opened -> waiting stream's flag seen: cuStreamWriteValue64 on writer stream ", i,
-                          " of ", writers.size()),
-             probe.write_seconds(writers[i], nullptr, 50) * 1e6, "us");
+    std::vector<CUstream> fresh(12);
+    for (CUstream& f : fresh) cu.check(cu.cuStreamCreate(&f, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    const std::string of = absl::StrCat(" of ", fresh.size());
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      wake(absl::StrCat("cuStreamWriteValue64 on writer stream ", i, of), probe.seconds(written, 50, fresh[i]));
     }
-    for (size_t i = 0; i < writers.size(); ++i) {
-      record(absl::StrCat("gate opened -> waiting stream's flag seen: cuStreamWriteValue64, waiter stream ", i, " of ",
-                          writers.size()),
-             probe.write_seconds(nullptr, writers[i], 50) * 1e6, "us");
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      wake(absl::StrCat("cuStreamWriteValue64, waiter stream ", i, of), probe.seconds(written, 50, nullptr, fresh[i]));
     }
-    // The same waiters once each has copied 4 KiB to the peer: whether a
-    // stream that copies wakes from a wait as one that never did.
-    for (size_t i = 0; i < writers.size(); ++i) {
-      probe.copy_on(writers[i]);
-      record(absl::StrCat("gate opened -> waiting stream's flag seen: cuStreamWriteValue64, waiter stream ", i, " of ",
-                          writers.size(), " after a copy on it"),
-             probe.write_seconds(nullptr, writers[i], 50) * 1e6, "us");
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      probe.copy_on(fresh[i]);
+      wake(absl::StrCat("cuStreamWriteValue64, waiter stream ", i, of, " after a copy on it"),
+           probe.seconds(written, 50, nullptr, fresh[i]));
     }
     // And with every stream at the highest priority, for gates in device
     // memory opened as a plan's are.
     bench::WakeProbe urgent(cu, cu.retain(0), cu.retain(1), /*high_priority=*/true);
     for (const bench::WakeCase& c : bench::wake_cases()) {
       if (c.host_word || c.wait32 || c.opener == bench::Opener::kHost) continue;
-      record(absl::StrCat("gate opened -> waiting stream's flag seen: ", c.name, ", streams at the highest priority"),
-             urgent.seconds(c, 100) * 1e6, "us");
+      wake(absl::StrCat(c.name, ", streams at the highest priority"), urgent.seconds(c, 100));
     }
   }
 

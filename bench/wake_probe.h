@@ -128,7 +128,13 @@ class WakeProbe {
   }
 
   // Median seconds from the host setting `c` going to the flag being seen.
-  double seconds(const WakeCase& c, int reps) {
+  // `writer` (the stream a stream-write case opens the gate from) and
+  // `waiter` (the stream that writes the flag), streams on the probe's
+  // context, replace the probe's own where given: whether which streams
+  // meet changes the wake-up.
+  double seconds(const WakeCase& c, int reps, CUstream writer = nullptr, CUstream waiter = nullptr) {
+    if (writer == nullptr) writer = control_;
+    if (waiter == nullptr) waiter = waiter_;
     std::vector<double> t;
     cu_.check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     const CUdeviceptr word = c.host_word ? host_word_dev_ : device_word_;
@@ -137,7 +143,7 @@ class WakeProbe {
       if (c.opener == Opener::kKernelWritesFlag) {
         launch(flag_dev_, v);
       } else {
-        CUstream waits_word = c.hand_off ? stage_ : waiter_;
+        CUstream waits_word = c.hand_off ? stage_ : waiter;
         if (c.wait32) {  // little-endian: the low half is at the word's address
           cu_.check(cu_.cuStreamWaitValue32(waits_word, word, static_cast<cuuint32_t>(v), CU_STREAM_WAIT_VALUE_GEQ),
                     "cuStreamWaitValue32");
@@ -146,10 +152,10 @@ class WakeProbe {
         }
         if (c.hand_off) {
           cu_.check(cu_.cuEventRecord(opened_, stage_), "cuEventRecord");
-          cu_.check(cu_.cuStreamWaitEvent(waiter_, opened_, 0), "cuStreamWaitEvent");
+          cu_.check(cu_.cuStreamWaitEvent(waiter, opened_, 0), "cuStreamWaitEvent");
         }
-        if (c.copy) cu_.check(cu_.cuMemcpyAsync(far_, payload_, 4096, waiter_), "cuMemcpyAsync");
-        cu_.check(cu_.cuStreamWriteValue64(waiter_, flag_dev_, v, CU_STREAM_WRITE_VALUE_DEFAULT),
+        if (c.copy) cu_.check(cu_.cuMemcpyAsync(far_, payload_, 4096, waiter), "cuMemcpyAsync");
+        cu_.check(cu_.cuStreamWriteValue64(waiter, flag_dev_, v, CU_STREAM_WRITE_VALUE_DEFAULT),
                   "cuStreamWriteValue64");
         if (c.opener == Opener::kKernel) launch(word, v);
       }
@@ -168,41 +174,14 @@ class WakeProbe {
           std::atomic_ref<uint64_t>(*host_word_).store(v, std::memory_order_release);
           break;
         case Opener::kStreamWrite:
-          cu_.check(cu_.cuStreamWriteValue64(control_, word, v, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+          cu_.check(cu_.cuStreamWriteValue64(writer, word, v, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
           break;
       }
       while (std::atomic_ref<uint64_t>(*flag_).load(std::memory_order_acquire) != v) {
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (rep >= 3) t.push_back(s);
-      for (CUstream st : {kernel_, waiter_, control_, stage_}) cu_.check(cu_.cuStreamSynchronize(st), "sync");
-    }
-    return median(t);
-  }
-
-  // The stream-write case (device memory, direct wait) with `writer` writing
-  // the word and `waiter` waiting for it (streams on the probe's context, or
-  // null for the probe's own): whether which two streams meet changes the
-  // wake-up.
-  double write_seconds(CUstream writer, CUstream waiter, int reps) {
-    if (writer == nullptr) writer = control_;
-    if (waiter == nullptr) waiter = waiter_;
-    std::vector<double> t;
-    cu_.check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    for (int rep = 0; rep < reps + 3; ++rep) {
-      const uint64_t v = ++value_;
-      cu_.check(cu_.cuStreamWaitValue64(waiter, device_word_, v, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-      cu_.check(cu_.cuStreamWriteValue64(waiter, flag_dev_, v, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-      auto t0 = std::chrono::steady_clock::now();
-      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(300)) {
-      }
-      t0 = std::chrono::steady_clock::now();
-      cu_.check(cu_.cuStreamWriteValue64(writer, device_word_, v, CU_STREAM_WRITE_VALUE_DEFAULT),
-                "cuStreamWriteValue64");
-      while (std::atomic_ref<uint64_t>(*flag_).load(std::memory_order_acquire) != v) {
-      }
-      if (rep >= 3) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      for (CUstream st : {waiter, writer}) cu_.check(cu_.cuStreamSynchronize(st), "sync");
+      for (CUstream st : {kernel_, waiter, writer, stage_}) cu_.check(cu_.cuStreamSynchronize(st), "sync");
     }
     return median(t);
   }
