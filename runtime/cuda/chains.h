@@ -29,7 +29,11 @@
 // both machines where the gate stream did not also wait for that gate. Why
 // one wait on a copy stream slows the copies after it is not known. For an
 // owner's last batch, after which no copy follows, it gained nothing either
-// (64 MiB epochs 0.919-0.936 against 0.922-0.942; overlap unchanged).
+// (64 MiB epochs 0.919-0.936 against 0.922-0.942; overlap unchanged). Nor
+// did a lead copy stream per peer for an owner's first batch, waiting on the
+// gate itself while the copy streams only wait on events: every copy to
+// that peer got slower (a producer's 128 batches 1000-1023 us instead of
+// 877-885), so the wait slows the copy engine's other streams too.
 // plan_bench --part=wake: a stream waiting on a gate a kernel opens moves on
 // about 6 us after the store; a hand-off by event adds up to 2.5 us more,
 // yet a 4 KiB copy after it finished no later than after a direct wait.
