@@ -5,6 +5,8 @@
 #                                             on the best device present (the host CPU without a GPU)
 #   bash scripts/tessel.sh test [ARGS...]     build, then run the test suite through ctest
 #   bash scripts/tessel.sh package            build, then make dist/tessel-<version>-Linux-x86_64.tar.xz
+#   bash scripts/tessel.sh sanitize [ARGS...] build with AddressSanitizer and UndefinedBehaviorSanitizer
+#                                             in build-sanitize/, then run the test suite there
 #
 # As root, missing Debian packages are installed with apt-get; as another
 # user, the script prints the apt-get line to run and stops. The build lives
@@ -13,14 +15,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
-  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 (( $# >= 1 )) || usage
 command=$1
 shift
 case $command in
-  sample | test | package) ;;
+  sample | test | package | sanitize) ;;
   *) usage ;;
 esac
 
@@ -82,20 +84,33 @@ check_cuda_headers() {
   fi
 }
 
+# build DIR [CMAKE_ARGS...]
 build() {
-  local args=(-S . -B build -DCMAKE_BUILD_TYPE=Release)
-  # A fresh build uses Ninja; an existing build/ keeps its generator.
-  [[ -f build/CMakeCache.txt ]] || args+=(-G Ninja)
+  local dir=$1
+  shift
+  local args=(-S . -B "$dir" "$@")
+  # A fresh build uses Ninja; an existing one keeps its generator.
+  [[ -f $dir/CMakeCache.txt ]] || args+=(-G Ninja)
   [[ -n "${CUDA_HOME:-}" ]] && args+=(-DTESSEL_CUDA_INCLUDE_DIR="$CUDA_HOME/include")
-  echo "== configuring build/"
+  echo "== configuring $dir/"
   cmake "${args[@]}"
   echo "== building with $(nproc) jobs"
-  cmake --build build -j "$(nproc)"
+  cmake --build "$dir" -j "$(nproc)"
 }
 
 install_packages
 check_cuda_headers
-build
+if [[ $command == sanitize ]]; then
+  # LLVM, Abseil and the C++ runtime come uninstrumented from Debian; tessel's
+  # own code, tests and samples are checked. No benchmarks: timing means
+  # nothing here.
+  flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  build build-sanitize -DCMAKE_BUILD_TYPE=None -DTESSEL_BUILD_BENCHMARKS=OFF \
+    "-DCMAKE_CXX_FLAGS=-O1 -g1 $flags" "-DCMAKE_C_FLAGS=-O1 $flags" \
+    "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags"
+else
+  build build -DCMAKE_BUILD_TYPE=Release
+fi
 
 case $command in
   sample)
@@ -109,6 +124,12 @@ case $command in
   test)
     echo "== ctest"
     exec ctest --test-dir build --output-on-failure -j2 "$@"
+    ;;
+  sanitize)
+    echo "== ctest under AddressSanitizer and UndefinedBehaviorSanitizer"
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+    exec ctest --test-dir build-sanitize --output-on-failure -j2 "$@"
     ;;
   package)
     echo "== cpack"
