@@ -2,7 +2,7 @@
 // the word is written, by who writes it and where it lives: a kernel's
 // st.release.sys (as a plan's publish opens a gate), the host's store, or
 // another stream's cuStreamWriteValue64 (as publish() and run() open gates
-// from the host); in device memory (where a plan keeps its gates) or pinned
+// from the host) or cuMemcpyHtoDAsync; in device memory (where a plan keeps its gates) or pinned
 // host memory. The waiting stream then writes a flag in host memory that
 // the host spins on, so every case is timed on the host's clock from the
 // moment the host sets things going. A kernel waits for that moment by
@@ -54,6 +54,7 @@ enum class Opener {
   kKernel,            // the kernel writes the word
   kHost,              // the host stores the word (host memory only)
   kStreamWrite,       // cuStreamWriteValue64 on another stream
+  kStreamCopy,        // cuMemcpyHtoDAsync of the value from pinned host memory, on another stream
 };
 
 struct WakeCase {
@@ -73,10 +74,12 @@ inline std::vector<WakeCase> wake_cases() {
       {"kernel writes the flag itself (baseline for kernel cases)", Opener::kKernelWritesFlag}};
   const std::pair<const char*, Opener> openers[] = {{"kernel st.release.sys", Opener::kKernel},
                                                     {"host store", Opener::kHost},
-                                                    {"cuStreamWriteValue64 on another stream", Opener::kStreamWrite}};
+                                                    {"cuStreamWriteValue64 on another stream", Opener::kStreamWrite},
+                                                    {"cuMemcpyHtoDAsync on another stream", Opener::kStreamCopy}};
   for (auto [what, opener] : openers) {
     for (bool host_word : {false, true}) {
       if (opener == Opener::kHost && !host_word) continue;
+      if (opener == Opener::kStreamCopy && host_word) continue;
       for (bool hand_off : {false, true}) {
         for (bool copy : {false, true}) {
           cases.push_back({absl::StrCat(what, ", word in ", host_word ? "host" : "device", " memory",
@@ -119,6 +122,7 @@ class WakeProbe {
     }
     cu.check(cu.cuEventCreate(&opened_, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     start_ = cu.host_word(&start_dev_);
+    source_ = cu.host_word(&source_dev_);
     flag_ = cu.host_word(&flag_dev_);
     host_word_ = cu.host_word(&host_word_dev_);
     cu.check(cu.cuMemAlloc(&device_word_, 8), "cuMemAlloc");
@@ -176,6 +180,10 @@ class WakeProbe {
         case Opener::kStreamWrite:
           cu_.check(cu_.cuStreamWriteValue64(writer, word, v, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
           break;
+        case Opener::kStreamCopy:
+          *source_ = v;
+          cu_.check(cu_.cuMemcpyHtoDAsync(word, source_, 8, writer), "cuMemcpyHtoDAsync");
+          break;
       }
       while (std::atomic_ref<uint64_t>(*flag_).load(std::memory_order_acquire) != v) {
       }
@@ -207,8 +215,8 @@ class WakeProbe {
   CUfunction open_when_ = nullptr;
   CUstream kernel_ = nullptr, waiter_ = nullptr, control_ = nullptr, stage_ = nullptr;
   CUevent opened_ = nullptr;
-  uint64_t *start_ = nullptr, *flag_ = nullptr, *host_word_ = nullptr;
-  CUdeviceptr start_dev_ = 0, flag_dev_ = 0, host_word_dev_ = 0, device_word_ = 0, payload_ = 0, far_ = 0;
+  uint64_t *start_ = nullptr, *flag_ = nullptr, *host_word_ = nullptr, *source_ = nullptr;
+  CUdeviceptr start_dev_ = 0, source_dev_ = 0, flag_dev_ = 0, host_word_dev_ = 0, device_word_ = 0, payload_ = 0, far_ = 0;
   uint64_t value_ = 0;
 };
 
