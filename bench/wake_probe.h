@@ -216,7 +216,8 @@ class WakeProbe {
   CUstream kernel_ = nullptr, waiter_ = nullptr, control_ = nullptr, stage_ = nullptr;
   CUevent opened_ = nullptr;
   uint64_t *start_ = nullptr, *flag_ = nullptr, *host_word_ = nullptr, *source_ = nullptr;
-  CUdeviceptr start_dev_ = 0, source_dev_ = 0, flag_dev_ = 0, host_word_dev_ = 0, device_word_ = 0, payload_ = 0, far_ = 0;
+  CUdeviceptr start_dev_ = 0, source_dev_ = 0, flag_dev_ = 0, host_word_dev_ = 0, device_word_ = 0, payload_ = 0,
+              far_ = 0;
   uint64_t value_ = 0;
 };
 
