@@ -122,7 +122,8 @@ class WakeProbe {
     }
     cu.check(cu.cuEventCreate(&opened_, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     start_ = cu.host_word(&start_dev_);
-    source_ = cu.host_word(&source_dev_);
+    CUdeviceptr unused = 0;  // copies read the source through its host address
+    source_ = cu.host_word(&unused);
     flag_ = cu.host_word(&flag_dev_);
     host_word_ = cu.host_word(&host_word_dev_);
     cu.check(cu.cuMemAlloc(&device_word_, 8), "cuMemAlloc");
@@ -216,8 +217,7 @@ class WakeProbe {
   CUstream kernel_ = nullptr, waiter_ = nullptr, control_ = nullptr, stage_ = nullptr;
   CUevent opened_ = nullptr;
   uint64_t *start_ = nullptr, *flag_ = nullptr, *host_word_ = nullptr, *source_ = nullptr;
-  CUdeviceptr start_dev_ = 0, source_dev_ = 0, flag_dev_ = 0, host_word_dev_ = 0, device_word_ = 0, payload_ = 0,
-              far_ = 0;
+  CUdeviceptr start_dev_ = 0, flag_dev_ = 0, host_word_dev_ = 0, device_word_ = 0, payload_ = 0, far_ = 0;
   uint64_t value_ = 0;
 };
 
