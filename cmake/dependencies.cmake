@@ -12,8 +12,6 @@ if(LLVM_FOUND AND NOT LLVM_VERSION_MAJOR EQUAL 19)
   set(LLVM_FOUND FALSE)
 endif()
 tessel_require(LLVM_FOUND llvm-19-dev "LLVM 19")
-find_package(LLD CONFIG QUIET PATHS /usr/lib/llvm-19/lib/cmake/lld NO_DEFAULT_PATH)
-tessel_require(LLD_FOUND liblld-19-dev "lld 19 as a library")
 find_library(TESSEL_ZSTD_STATIC NAMES libzstd.a)
 tessel_require(TESSEL_ZSTD_STATIC libzstd-dev "static zstd")
 find_package(absl CONFIG QUIET)
@@ -21,8 +19,6 @@ tessel_require(absl_FOUND libabsl-dev "Abseil")
 
 find_path(TESSEL_CUDA_INCLUDE_DIR cuda.h PATHS /usr/local/cuda/include ENV CUDA_HOME PATH_SUFFIXES include)
 tessel_require(TESSEL_CUDA_INCLUDE_DIR "the CUDA toolkit headers (/usr/local/cuda)" "cuda.h")
-find_path(TESSEL_HIP_INCLUDE_DIR hip/hip_runtime_api.h PATHS /usr/include /opt/rocm/include)
-tessel_require(TESSEL_HIP_INCLUDE_DIR libamdhip64-dev "the HIP headers")
 
 if(TESSEL_BUILD_TESTS)
   find_package(GTest CONFIG QUIET)
@@ -40,5 +36,4 @@ llvm_map_components_to_libnames(TESSEL_LLVM_LIBS
   core support passes irreader bitwriter target analysis transformutils
   orcjit executionengine
   x86codegen x86asmparser x86desc x86info
-  nvptxcodegen nvptxdesc nvptxinfo
-  amdgpucodegen amdgpuasmparser amdgpudesc amdgpuinfo amdgpuutils)
+  nvptxcodegen nvptxdesc nvptxinfo)

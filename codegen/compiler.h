@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "codegen/api.h"
 #include "codegen/compile_options.h"
-#include "codegen/host/abi.h"
+#include "base/host_abi.h"
 #include "dsl/builder.h"
 
 namespace tessel {

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel::codegen {
 namespace {

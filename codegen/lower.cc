@@ -13,7 +13,7 @@
 #include "codegen/views.h"
 #include "dsl/ops.h"
 #include "dsl/printer.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"

@@ -3,7 +3,7 @@
 #include "codegen/loops.h"
 #include "codegen/lowering.h"
 #include "dsl/ops.h"
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel::codegen {
 

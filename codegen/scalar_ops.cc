@@ -1,7 +1,7 @@
 #include "codegen/scalar_ops.h"
 
 #include "codegen/math_f64.h"
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel::codegen {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dsl/ir.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Target/TargetMachine.h"

@@ -3,7 +3,7 @@
 #include <cstddef>
 
 #include "codegen/loops.h"
-#include "codegen/view_abi.h"
+#include "base/view_abi.h"
 
 namespace tessel::codegen {
 

@@ -8,7 +8,7 @@
 #include "dsl/passes.h"
 #include "dsl/printer.h"
 #include "dsl/state.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "dsl/verifier.h"
 
 namespace tessel {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel {
 namespace {

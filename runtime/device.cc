@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "codegen/affine.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/device_impl.h"
 #include "runtime/env.h"
 

@@ -1,7 +1,7 @@
 // Argument checking and packing for launches, common to every backend.
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/device.h"
 #include "runtime/device_impl.h"
 #include "runtime/tensor_map.h"

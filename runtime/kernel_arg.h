@@ -9,7 +9,7 @@
 #include <string>
 #include <type_traits>
 
-#include "codegen/view_abi.h"
+#include "base/view_abi.h"
 #include "dsl/types.h"
 
 namespace tessel {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel {
 
@@ -22,21 +22,6 @@ constexpr int64_t kMaxBoxDim = 256;
 constexpr int64_t kMaxElementStride = 8;
 constexpr int kNumScalarKinds = static_cast<int>(ScalarKind::kF64) + 1;
 
-// Offsets of the host form; see the table in tensor_map.h.
-constexpr size_t kOffMagic = 0;
-constexpr size_t kOffVersion = 4;
-constexpr size_t kOffDType = 6;
-constexpr size_t kOffRank = 7;
-constexpr size_t kOffSwizzle = 8;
-constexpr size_t kOffInterleave = 9;
-constexpr size_t kOffFill = 10;
-constexpr size_t kOffElemSize = 11;
-constexpr size_t kOffAddress = 16;
-constexpr size_t kOffDims = 24;
-constexpr size_t kOffStrides = 64;
-constexpr size_t kOffBox = 96;
-constexpr size_t kOffElementStrides = 106;
-static_assert(kOffElementStrides + kTensorMapMaxRank <= kTensorMapBytes);
 
 template <typename... Parts>
 absl::Status invalid(const Parts&... parts) {
@@ -130,22 +115,22 @@ T get(const std::byte* p, size_t offset) {
 
 void encode_host_form(const TensorMapSpec& s, TensorMap::Bytes& b) {
   b.fill(std::byte{0});
-  put<uint32_t>(b, kOffMagic, kTensorMapHostMagic);
-  put<uint16_t>(b, kOffVersion, kTensorMapHostVersion);
-  put<uint8_t>(b, kOffDType, static_cast<uint8_t>(s.dtype.kind));
-  put<uint8_t>(b, kOffRank, static_cast<uint8_t>(s.dims.size()));
-  put<uint8_t>(b, kOffSwizzle, static_cast<uint8_t>(s.swizzle));
-  put<uint8_t>(b, kOffInterleave, static_cast<uint8_t>(s.interleave));
-  put<uint8_t>(b, kOffFill, static_cast<uint8_t>(s.oob_fill));
-  put<uint8_t>(b, kOffElemSize, static_cast<uint8_t>(s.dtype.bytes()));
-  put<uint64_t>(b, kOffAddress, reinterpret_cast<uintptr_t>(s.address));
+  put<uint32_t>(b, host_form::kMagic, kTensorMapHostMagic);
+  put<uint16_t>(b, host_form::kVersion, kTensorMapHostVersion);
+  put<uint8_t>(b, host_form::kDType, static_cast<uint8_t>(s.dtype.kind));
+  put<uint8_t>(b, host_form::kRank, static_cast<uint8_t>(s.dims.size()));
+  put<uint8_t>(b, host_form::kSwizzle, static_cast<uint8_t>(s.swizzle));
+  put<uint8_t>(b, host_form::kInterleave, static_cast<uint8_t>(s.interleave));
+  put<uint8_t>(b, host_form::kFill, static_cast<uint8_t>(s.oob_fill));
+  put<uint8_t>(b, host_form::kElemSize, static_cast<uint8_t>(s.dtype.bytes()));
+  put<uint64_t>(b, host_form::kAddress, reinterpret_cast<uintptr_t>(s.address));
   for (size_t i = 0; i < s.dims.size(); ++i) {
-    put<uint64_t>(b, kOffDims + 8 * i, static_cast<uint64_t>(s.dims[i]));
-    put<uint16_t>(b, kOffBox + 2 * i, static_cast<uint16_t>(s.box[i]));
-    put<uint8_t>(b, kOffElementStrides + i, static_cast<uint8_t>(s.element_strides[i]));
+    put<uint64_t>(b, host_form::kDims + 8 * i, static_cast<uint64_t>(s.dims[i]));
+    put<uint16_t>(b, host_form::kBox + 2 * i, static_cast<uint16_t>(s.box[i]));
+    put<uint8_t>(b, host_form::kElementStrides + i, static_cast<uint8_t>(s.element_strides[i]));
   }
   for (size_t j = 0; j < s.strides.size(); ++j) {
-    put<uint64_t>(b, kOffStrides + 8 * j, static_cast<uint64_t>(s.strides[j]));
+    put<uint64_t>(b, host_form::kStrides + 8 * j, static_cast<uint64_t>(s.strides[j]));
   }
 }
 
@@ -255,31 +240,31 @@ absl::StatusOr<TensorMap> TensorMap::encode_host(const TensorMapSpec& spec) {
 
 absl::StatusOr<TensorMap> TensorMap::from_bytes(std::span<const std::byte, kTensorMapBytes> bytes) {
   const std::byte* p = bytes.data();
-  const uint32_t magic = get<uint32_t>(p, kOffMagic);
+  const uint32_t magic = get<uint32_t>(p, host_form::kMagic);
   if (magic != kTensorMapHostMagic) {
     return invalid("bytes are not a host-form map: magic 0x", absl::Hex(magic), ", expected 0x",
                    absl::Hex(kTensorMapHostMagic));
   }
-  const uint16_t version = get<uint16_t>(p, kOffVersion);
+  const uint16_t version = get<uint16_t>(p, host_form::kVersion);
   if (version != kTensorMapHostVersion) {
     return invalid("host-form version ", version, " is not supported (this build reads ",
                    kTensorMapHostVersion, ")");
   }
-  const int rank = get<uint8_t>(p, kOffRank);
+  const int rank = get<uint8_t>(p, host_form::kRank);
   if (rank < 1 || rank > kTensorMapMaxRank) return invalid("rank ", rank, " is outside [1, 5]");
   TensorMapSpec spec;
-  spec.dtype = DType{static_cast<ScalarKind>(get<uint8_t>(p, kOffDType))};
+  spec.dtype = DType{static_cast<ScalarKind>(get<uint8_t>(p, host_form::kDType))};
   spec.address =
-      reinterpret_cast<const void*>(static_cast<uintptr_t>(get<uint64_t>(p, kOffAddress)));
-  spec.swizzle = static_cast<Swizzle>(get<uint8_t>(p, kOffSwizzle));
-  spec.interleave = static_cast<TensorMapInterleave>(get<uint8_t>(p, kOffInterleave));
-  spec.oob_fill = static_cast<TensorMapOobFill>(get<uint8_t>(p, kOffFill));
+      reinterpret_cast<const void*>(static_cast<uintptr_t>(get<uint64_t>(p, host_form::kAddress)));
+  spec.swizzle = static_cast<Swizzle>(get<uint8_t>(p, host_form::kSwizzle));
+  spec.interleave = static_cast<TensorMapInterleave>(get<uint8_t>(p, host_form::kInterleave));
+  spec.oob_fill = static_cast<TensorMapOobFill>(get<uint8_t>(p, host_form::kFill));
   for (int i = 0; i < rank; ++i) {
-    spec.dims.push_back(static_cast<int64_t>(get<uint64_t>(p, kOffDims + 8 * i)));
-    spec.box.push_back(get<uint16_t>(p, kOffBox + 2 * i));
-    spec.element_strides.push_back(get<uint8_t>(p, kOffElementStrides + i));
+    spec.dims.push_back(static_cast<int64_t>(get<uint64_t>(p, host_form::kDims + 8 * i)));
+    spec.box.push_back(get<uint16_t>(p, host_form::kBox + 2 * i));
+    spec.element_strides.push_back(get<uint8_t>(p, host_form::kElementStrides + i));
     if (i + 1 < rank)
-      spec.strides.push_back(static_cast<int64_t>(get<uint64_t>(p, kOffStrides + 8 * i)));
+      spec.strides.push_back(static_cast<int64_t>(get<uint64_t>(p, host_form::kStrides + 8 * i)));
   }
   TESSEL_RETURN_IF_ERROR(validate(spec, /*compute_capability=*/0));
   TensorMap map(spec, TensorMapEncoding::kHost);
@@ -408,28 +393,28 @@ uint64_t quiet_nan_bits(ScalarKind kind) {
 
 CopyPlan make_plan(const void* map_bytes, const int32_t* coords) {
   const auto* p = static_cast<const std::byte*>(map_bytes);
-  TESSEL_CHECK(get<uint32_t>(p, kOffMagic) == kTensorMapHostMagic &&
-                   get<uint16_t>(p, kOffVersion) == kTensorMapHostVersion,
+  TESSEL_CHECK(get<uint32_t>(p, host_form::kMagic) == kTensorMapHostMagic &&
+                   get<uint16_t>(p, host_form::kVersion) == kTensorMapHostVersion,
                "host TMA copy given a tensor map that is not in tessel's host form");
-  const int rank = get<uint8_t>(p, kOffRank);
+  const int rank = get<uint8_t>(p, host_form::kRank);
   TESSEL_CHECK(rank >= 1 && rank <= kTensorMapMaxRank, "host-form tensor map with a bad rank");
   CopyPlan plan;
   plan.base =
-      reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(get<uint64_t>(p, kOffAddress)));
-  plan.elem = get<uint8_t>(p, kOffElemSize);
+      reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(get<uint64_t>(p, host_form::kAddress)));
+  plan.elem = get<uint8_t>(p, host_form::kElemSize);
   plan.nan_fill =
-      static_cast<TensorMapOobFill>(get<uint8_t>(p, kOffFill)) == TensorMapOobFill::kNan;
-  plan.nan_bits = quiet_nan_bits(static_cast<ScalarKind>(get<uint8_t>(p, kOffDType)));
+      static_cast<TensorMapOobFill>(get<uint8_t>(p, host_form::kFill)) == TensorMapOobFill::kNan;
+  plan.nan_bits = quiet_nan_bits(static_cast<ScalarKind>(get<uint8_t>(p, host_form::kDType)));
   const int pad = kTensorMapMaxRank - rank;
   for (int d = 0; d < kTensorMapMaxRank; ++d) {
     const int i = d - pad;  // the map's dimension, or < 0 for padding
-    const int64_t dim = i < 0 ? 1 : static_cast<int64_t>(get<uint64_t>(p, kOffDims + 8 * i));
-    const int64_t box = i < 0 ? 1 : get<uint16_t>(p, kOffBox + 2 * i);
-    plan.es[d] = i < 0 ? 1 : get<uint8_t>(p, kOffElementStrides + i);
+    const int64_t dim = i < 0 ? 1 : static_cast<int64_t>(get<uint64_t>(p, host_form::kDims + 8 * i));
+    const int64_t box = i < 0 ? 1 : get<uint16_t>(p, host_form::kBox + 2 * i);
+    plan.es[d] = i < 0 ? 1 : get<uint8_t>(p, host_form::kElementStrides + i);
     plan.coord[d] = i < 0 ? 0 : coords[i];
     plan.stride[d] = i < 0           ? 0
                      : i == rank - 1 ? plan.elem
-                                     : static_cast<int64_t>(get<uint64_t>(p, kOffStrides + 8 * i));
+                                     : static_cast<int64_t>(get<uint64_t>(p, host_form::kStrides + 8 * i));
     plan.tile[d] = ceil_div(box, plan.es[d]);
     const int64_t c = plan.coord[d];
     const int64_t lo = c >= 0 ? 0 : ceil_div(-c, plan.es[d]);

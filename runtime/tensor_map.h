@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/tensor_map_form.h"
 #include "dsl/types.h"
 
 namespace tessel {
@@ -29,9 +30,6 @@ enum class TensorMapOobFill : uint8_t { kZero, kNan };
 // Which form the 128 bytes of a TensorMap hold: tessel's host form (below), read
 // by the host copy engine, or the CUDA driver's opaque CUtensorMap.
 enum class TensorMapEncoding : uint8_t { kHost, kCuda };
-
-inline constexpr int kTensorMapMaxRank = 5;
-inline constexpr size_t kTensorMapBytes = 128;
 
 struct TensorMapSpec {
   DType dtype;
@@ -68,26 +66,7 @@ TensorMapSpec dense_spec(DType dtype, const void* address, Shape dims, Shape box
 // Precondition: validate(spec, ...) is OK.
 TensorMapSpec normalize(const TensorMapSpec& spec);
 
-// Host form, version 1: the 128 bytes of a kHost TensorMap, little-endian.
-// Per-dimension arrays are outermost first; slots past the rank are zero.
-//   offset size  field
-//        0    4  magic 0x4D545354 (the bytes "TSTM")
-//        4    2  version (1)
-//        6    1  dtype (ScalarKind value)
-//        7    1  rank (1..5)
-//        8    1  swizzle (Swizzle value; the host copy ignores it)
-//        9    1  interleave (TensorMapInterleave value)
-//       10    1  out-of-bounds fill (TensorMapOobFill value)
-//       11    1  element size in bytes
-//       12    4  reserved, zero
-//       16    8  base address
-//       24   40  dims[5], u64
-//       64   32  byte strides[4] of dims 0..rank-2, u64
-//       96   10  box[5], u16
-//      106    5  element strides[5], u8
-//      111   17  reserved, zero
-inline constexpr uint32_t kTensorMapHostMagic = 0x4D545354;
-inline constexpr uint16_t kTensorMapHostVersion = 1;
+// The host form of the 128 bytes is described in base/tensor_map_form.h.
 
 // A validated tensor map: its normalised spec and its 128 encoded bytes. The
 // bytes are what a kernel receives by value, so they sit at offset 0, aligned

@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/device.h"
-#include "runtime/group.h"
-#include "runtime/plan.h"
+#include "runtime/plans/group.h"
+#include "runtime/plans/plan.h"
 #include "samples/kernels.h"
 
 namespace samples {

@@ -27,8 +27,8 @@ case $command in
 esac
 
 # Everything the build needs, from Debian 12 (bookworm) main.
-packages=(cmake g++ ninja-build llvm-19-dev liblld-19-dev libzstd-dev libabsl-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libamdhip64-dev ccache xz-utils binutils patchelf)
+packages=(cmake g++ ninja-build llvm-19-dev lld-19 libzstd-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+          ccache xz-utils binutils patchelf)
 
 missing_packages() {
   local p
@@ -62,7 +62,7 @@ install_packages() {
   done
   if (( ${#unavailable[@]} > 0 )); then
     echo "error: apt has no candidate for: ${unavailable[*]}" >&2
-    if [[ " ${unavailable[*]} " == *" llvm-19-dev "* || " ${unavailable[*]} " == *" liblld-19-dev "* ]]; then
+    if [[ " ${unavailable[*]} " == *" llvm-19-dev "* ]]; then
       echo "LLVM 19 is in Debian 12's main archive from a later bookworm point release on" >&2
       echo "(llvm-19-dev 1:19.1.7-3~deb12u1). Point /etc/apt/sources.list(.d) at a current" >&2
       echo "bookworm mirror (deb.debian.org), or add apt.llvm.org's llvm-toolchain-bookworm-19" >&2

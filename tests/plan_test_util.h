@@ -9,8 +9,8 @@
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "gtest/gtest.h"
-#include "runtime/group.h"
-#include "runtime/schedule.h"
+#include "runtime/plans/group.h"
+#include "runtime/plans/schedule.h"
 
 namespace tessel::plan_test {
 

@@ -4,7 +4,7 @@
 #include "codegen/host/host_target.h"
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"

@@ -1,7 +1,7 @@
 #include "codegen/host/host_target.h"
 
 #include "absl/strings/str_cat.h"
-#include "codegen/host/abi.h"
+#include "base/host_abi.h"
 #include "codegen/llvm_util.h"
 #include "codegen/loops.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"

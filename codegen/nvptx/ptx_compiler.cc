@@ -4,7 +4,7 @@
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
 #include "codegen/nvptx/nvptx_target.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/Support/raw_ostream.h"

@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "runtime/plan_backend.h"
+#include "runtime/plans/plan_backend.h"
 
 namespace tessel::cuda {
 

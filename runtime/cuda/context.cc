@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/compiler.h"
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel::cuda {
 

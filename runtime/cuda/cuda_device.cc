@@ -14,7 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "codegen/compiler.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/device_impl.h"

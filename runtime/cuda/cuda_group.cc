@@ -22,10 +22,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/cuda/chains.h"
 #include "runtime/cuda/context.h"
-#include "runtime/plan_backend.h"
+#include "runtime/plans/plan_backend.h"
 
 namespace tessel {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "codegen/compiler.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/device_impl.h"
 #include "runtime/host/thread_pool.h"
 #include "runtime/tensor_map.h"

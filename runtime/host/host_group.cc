@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "dsl/status.h"
-#include "codegen/view_abi.h"
-#include "runtime/plan_backend.h"
+#include "base/status.h"
+#include "base/view_abi.h"
+#include "runtime/plans/plan_backend.h"
 
 namespace tessel {
 namespace {

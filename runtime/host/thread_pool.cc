@@ -1,6 +1,6 @@
 #include "runtime/host/thread_pool.h"
 
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel {
 

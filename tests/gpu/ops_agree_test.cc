@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
 #include "tests/gpu/gpu_test_util.h"

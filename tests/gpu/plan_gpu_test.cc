@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/device_impl.h"
-#include "runtime/plan.h"
+#include "runtime/plans/plan.h"
 #include "samples/allgather.h"
 #include "samples/kernels.h"
 #include "tests/plan_test_util.h"

@@ -1,7 +1,7 @@
 // Groups of host ranks: symmetric allocation (same offset everywhere,
 // zero-filled, growth that never moves what is mapped, reuse of freed
 // ranges), host<->rank copies, copies between ranks, and bad input.
-#include "runtime/group.h"
+#include "runtime/plans/group.h"
 
 #include <cstring>
 #include <numeric>

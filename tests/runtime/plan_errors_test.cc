@@ -8,7 +8,7 @@
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/plan.h"
+#include "runtime/plans/plan.h"
 
 namespace tessel {
 namespace {

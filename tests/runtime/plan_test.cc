@@ -1,7 +1,7 @@
 // Triggered plans on host ranks: delivery of 1-D and 2-D batches, kernels
 // publishing and waiting through views, epochs, head-of-line order, the
 // lifecycle and every misuse it must refuse.
-#include "runtime/plan.h"
+#include "runtime/plans/plan.h"
 
 #include <atomic>
 #include <chrono>

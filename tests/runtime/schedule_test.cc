@@ -2,7 +2,7 @@
 // shard exactly once, waves follow the persistent kernel's tile order,
 // split_linear keeps coverage under the engine's limit, digests are stable,
 // and every validate() error names what is wrong.
-#include "runtime/schedule.h"
+#include "runtime/plans/schedule.h"
 
 #include <algorithm>
 #include <ostream>

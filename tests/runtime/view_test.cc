@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "codegen/view_abi.h"
+#include "base/view_abi.h"
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -11,8 +11,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/group.h"
-#include "runtime/plan_backend.h"
+#include "runtime/plans/group.h"
+#include "runtime/plans/plan_backend.h"
 
 namespace tessel {
 

@@ -1,4 +1,4 @@
-#include "runtime/schedule.h"
+#include "runtime/plans/schedule.h"
 
 #include <algorithm>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dsl/status.h"
+#include "base/status.h"
 
 namespace tessel {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/plan.h"
+#include "runtime/plans/plan.h"
 
 #include <atomic>
 #include <chrono>
@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/device_impl.h"
-#include "runtime/group_impl.h"
+#include "runtime/plans/group_impl.h"
 
 namespace tessel {
 

@@ -12,9 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "codegen/view_abi.h"
-#include "runtime/group.h"
-#include "runtime/schedule.h"
+#include "base/view_abi.h"
+#include "runtime/plans/group.h"
+#include "runtime/plans/schedule.h"
 
 namespace tessel {
 

@@ -1,11 +1,11 @@
-#include "runtime/group.h"
+#include "runtime/plans/group.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "dsl/status.h"
+#include "base/status.h"
 #include "runtime/device_impl.h"
-#include "runtime/group_impl.h"
+#include "runtime/plans/group_impl.h"
 
 namespace tessel {
 namespace {
