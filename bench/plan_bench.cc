@@ -4,11 +4,7 @@
 // (kernels on cuda:0 and cuda:1 ping-ponging batches), and a producer
 // overlapped with its own transfer against max(compute, transfer).
 //
-// `anatomy` takes a chain apart with raw driver calls: each thing a chain
-// adds around a copy, timed on its own. `wake` times how soon a stream
-// waiting on a gate moves on, by who opens the gate and where it lives.
-//
-//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap|anatomy|wake] [--ranks=N]
+//   plan_bench [--json=FILE] [--part=bandwidth|latency|overlap] [--ranks=N]
 //              [--programs_per_sm=K]   (the overlap's producer: K programs per SM)
 //              [--defer=0|1]           (the overlap's producer defers its publishes' fences; 1 by default)
 #include <algorithm>
@@ -25,13 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "chain_anatomy.h"
 #include "cuda_raw.h"
-#include "queue_probe.h"
 #include "report.h"
 #include "samples/allgather.h"
 #include "tessel/tessel.h"
-#include "wake_probe.h"
 
 using namespace tessel;
 using bench::Clock;
@@ -317,7 +310,7 @@ Kernel ping_pong() {
 }  // namespace
 
 struct Flags {
-  std::string json, part;  // part: bandwidth, latency, overlap, anatomy or wake; empty for all
+  std::string json, part;  // part: bandwidth, latency or overlap; empty for all
   int ranks = 0;           // 0: every GPU present
   int programs_per_sm = 1;
   bool defer = true;
@@ -331,10 +324,8 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
       f.json = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--part=")) {
       f.part = std::string(a);
-      if (f.part != "bandwidth" && f.part != "latency" && f.part != "overlap" && f.part != "anatomy" &&
-          f.part != "wake") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--part=", a, ": not a part (bandwidth, latency, overlap, anatomy or wake)"));
+      if (f.part != "bandwidth" && f.part != "latency" && f.part != "overlap") {
+        return absl::InvalidArgumentError(absl::StrCat("--part=", a, ": not a part (bandwidth, latency or overlap)"));
       }
     } else if (absl::ConsumePrefix(&a, "--ranks=")) {
       if (!absl::SimpleAtoi(a, &f.ranks) || f.ranks < 2) {
@@ -515,7 +506,7 @@ int main(int argc, char** argv) {
     // per batch and peer, 128 / K waves at any number of ranks (a pipelined
     // batch takes one place on each of its owner's streams, which hold about
     // a thousand). (On H200s, K = 2 or 4 did not hide the publishes' system
-    // fences behind other programs' work: docs/benchmarks.md.)
+    // fences behind other programs' work: docs/triggered.md.)
     samples::AllGatherConfig config{.rows = 8192,
                                     .cols = samples::kAgBN * sms / 2,
                                     .programs = programs,
@@ -672,71 +663,6 @@ int main(int argc, char** argv) {
       if (!ahead) plain_loop = loop;
       record(absl::StrCat("epoch loop (run_epoch + next_epoch), 1 pass", ahead ? ", armed ahead" : ""), loop * 1e6,
              "us", ahead ? absl::StrFormat("%.3f of the loop armed by next_epoch", loop / plain_loop) : "");
-    }
-  }
-
-  // 4. Anatomy of a chain on cuda:0 <-> cuda:1, per copy.
-  if (wanted("anatomy")) {
-    for (auto [piece, pieces] : {std::pair<int64_t, int>{kMiB, 64}, {8 * kMiB, 32}}) {
-      bench::ChainAnatomy a(cu, piece, pieces);
-      for (const bench::ChainShape& c : bench::chain_shapes()) {
-        record(absl::StrCat("chain of ", piece / kMiB, " MiB copies, both ways: ", c.name),
-               a.seconds(c, 10) / pieces * 1e6, "us per copy");
-      }
-      if (piece == kMiB) {
-        record("event query per rank, 2 ranks", a.end_seconds(50, false) * 1e6, "us");
-        record("event query + 1 KiB read per rank, 2 ranks", a.end_seconds(50, true) * 1e6, "us");
-      }
-    }
-    // What one stream can hold armed: a plan arming more would block in the
-    // driver until a gate opens. 200 000 means no limit was found below it.
-    // And the host's time per enqueueing call, the cost of arming.
-    using bench::Command;
-    for (Command c : {Command::kCopy, Command::kCopy2D, Command::kRecord, Command::kWaitEvent, Command::kWrite,
-                      Command::kWrite8, Command::kWait, Command::kPeerCopy, Command::kPeerCopyDtoD,
-                      Command::kPeerCopyPeer, Command::kPendingWait, Command::kPendingWaitCopy}) {
-      const bench::QueueProbe q = bench::probe_queue(cu, cu.retain(0), cu.retain(1), c, 200000, 500);
-      record(absl::StrCat("commands one stream takes behind a closed gate: ", bench::command_name(c)),
-             static_cast<double>(q.taken), "commands");
-      record(absl::StrCat("host time to enqueue one of them: ", bench::command_name(c)), q.seconds_per_call * 1e6,
-             "us");
-    }
-  }
-
-  // 5. How soon a stream waiting on a gate wakes, on cuda:0.
-  if (wanted("wake")) {
-    bench::WakeProbe probe(cu, cu.retain(0), cu.retain(1));
-    auto wake = [&](const std::string& what, double seconds) {
-      record(absl::StrCat("gate opened -> waiting stream's flag seen: ", what), seconds * 1e6, "us");
-    };
-    for (const bench::WakeCase& c : bench::wake_cases()) wake(c.name, probe.seconds(c, 100));
-    // The stream-write case (device memory, direct wait) with each of 12
-    // streams made one after another as the writer, then as the waiter, and
-    // as the waiter again once each has copied 4 KiB to the peer: which pair
-    // of streams meets, and whether a stream that copies wakes from a wait as
-    // one that never did.
-    const bench::WakeCase written{.name = "stream write, word in device memory", .opener = bench::Opener::kStreamWrite};
-    cu.check(cu.cuCtxSetCurrent(cu.retain(0)), "cuCtxSetCurrent");
-    std::vector<CUstream> fresh(12);
-    for (CUstream& f : fresh) cu.check(cu.cuStreamCreate(&f, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    const std::string of = absl::StrCat(" of ", fresh.size());
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      wake(absl::StrCat("cuStreamWriteValue64 on writer stream ", i, of), probe.seconds(written, 50, fresh[i]));
-    }
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      wake(absl::StrCat("cuStreamWriteValue64, waiter stream ", i, of), probe.seconds(written, 50, nullptr, fresh[i]));
-    }
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      probe.copy_on(fresh[i]);
-      wake(absl::StrCat("cuStreamWriteValue64, waiter stream ", i, of, " after a copy on it"),
-           probe.seconds(written, 50, nullptr, fresh[i]));
-    }
-    // And with every stream at the highest priority, for gates in device
-    // memory opened as a plan's are.
-    bench::WakeProbe urgent(cu, cu.retain(0), cu.retain(1), /*high_priority=*/true);
-    for (const bench::WakeCase& c : bench::wake_cases()) {
-      if (c.host_word || c.wait32 || c.opener == bench::Opener::kHost) continue;
-      wake(absl::StrCat(c.name, ", streams at the highest priority"), urgent.seconds(c, 100));
     }
   }
 

@@ -6,7 +6,8 @@
 # $OUT/<name>.log and, where the benchmark writes one, its JSON to $OUT/<name>.json:
 #   gpu_bench        launch cost, graph replay, JIT latency, TMA copy bandwidth
 #   triton           Triton 3.6 and cuBLAS on the same GPU (bench/triton_compare.py)
-#   plan_bench_rN    triggered plans at N ranks (2, and every GPU when more)
+#   plan_bench_rN    triggered plans at N ranks (2, and every GPU when more): bandwidth,
+#                    latency and overlap against raw copies
 #   nccl_rN          producer + NCCL all-gather at N ranks
 # PARTS (default "gpu triton plan nccl") picks which to run.
 set -uo pipefail
