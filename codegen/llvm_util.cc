@@ -14,11 +14,6 @@ void LLVMInitializeNVPTXTargetInfo();
 void LLVMInitializeNVPTXTarget();
 void LLVMInitializeNVPTXTargetMC();
 void LLVMInitializeNVPTXAsmPrinter();
-void LLVMInitializeAMDGPUTargetInfo();
-void LLVMInitializeAMDGPUTarget();
-void LLVMInitializeAMDGPUTargetMC();
-void LLVMInitializeAMDGPUAsmPrinter();
-void LLVMInitializeAMDGPUAsmParser();
 }
 
 namespace tessel::codegen {
@@ -32,11 +27,6 @@ void init_llvm_targets() {
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
-    LLVMInitializeAMDGPUTargetInfo();
-    LLVMInitializeAMDGPUTarget();
-    LLVMInitializeAMDGPUTargetMC();
-    LLVMInitializeAMDGPUAsmPrinter();
-    LLVMInitializeAMDGPUAsmParser();
   });
 }
 
