@@ -1,103 +1,82 @@
 // The few CUDA driver calls the GPU benchmarks make themselves, to measure
-// the raw baselines tessel is compared with. Loaded with dlopen like tessel.
+// the raw baselines tessel is compared with. Loaded with dlopen like tessel,
+// and declared by tessel's own cuda_api.h: no CUDA toolkit is needed.
 #pragma once
 
-#include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
+
+#include "runtime/cuda/cuda_api.h"
+
+// The benchmarks are programs of their own and name the driver API as cuda.h
+// does (CUstream, CU_STREAM_NON_BLOCKING), unqualified, in every namespace.
+using namespace ::tessel::cuda;
 
 namespace bench {
 
+// X(member, exported symbol, prototype): the symbol is the one whose
+// prototype PFN_..._vNNNN names (cuMemAlloc_v2 is the CUDA 3.2 cuMemAlloc).
+#define TESSEL_RAW_FUNCTIONS(X)                                                                       \
+  X(cuInit, cuInit, PFN_cuInit_v2000)                                                                 \
+  X(cuDeviceGet, cuDeviceGet, PFN_cuDeviceGet_v2000)                                                  \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000)           \
+  X(cuCtxSetCurrent, cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000)                                      \
+  X(cuCtxSynchronize, cuCtxSynchronize, PFN_cuCtxSynchronize_v2000)                                   \
+  X(cuModuleLoadData, cuModuleLoadData, PFN_cuModuleLoadData_v2000)                                   \
+  X(cuModuleGetFunction, cuModuleGetFunction, PFN_cuModuleGetFunction_v2000)                          \
+  X(cuLaunchKernel, cuLaunchKernel, PFN_cuLaunchKernel_v4000)                                         \
+  X(cuMemAlloc, cuMemAlloc_v2, PFN_cuMemAlloc_v3020)                                                  \
+  X(cuMemAllocHost, cuMemAllocHost_v2, PFN_cuMemAllocHost_v3020)                                      \
+  X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, PFN_cuMemcpyHtoDAsync_v3020)                             \
+  X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, PFN_cuMemcpyDtoDAsync_v3020)                             \
+  X(cuStreamCreate, cuStreamCreate, PFN_cuStreamCreate_v2000)                                         \
+  X(cuStreamCreateWithPriority, cuStreamCreateWithPriority, PFN_cuStreamCreateWithPriority_v5050)     \
+  X(cuCtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange, PFN_cuCtxGetStreamPriorityRange_v5050)  \
+  X(cuStreamSynchronize, cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)                          \
+  X(cuStreamQuery, cuStreamQuery, PFN_cuStreamQuery_v2000)                                            \
+  X(cuStreamBeginCapture, cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v10010)                   \
+  X(cuStreamEndCapture, cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)                            \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040) \
+  X(cuGraphLaunch, cuGraphLaunch, PFN_cuGraphLaunch_v10000)                                           \
+  X(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000)                                            \
+  X(cuEventRecord, cuEventRecord, PFN_cuEventRecord_v2000)                                            \
+  X(cuEventSynchronize, cuEventSynchronize, PFN_cuEventSynchronize_v2000)                             \
+  X(cuEventElapsedTime, cuEventElapsedTime, PFN_cuEventElapsedTime_v2000)                             \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, PFN_cuMemcpyPeerAsync_v4000)                                \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, PFN_cuCtxEnablePeerAccess_v4000)                    \
+  X(cuMemcpyAsync, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000)                                            \
+  X(cuMemcpyHtoD, cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v3020)                                            \
+  X(cuMemcpyDtoH, cuMemcpyDtoH_v2, PFN_cuMemcpyDtoH_v3020)                                            \
+  X(cuStreamWaitValue32, cuStreamWaitValue32_v2, PFN_cuStreamWaitValue32_v11070)                      \
+  X(cuStreamWaitValue64, cuStreamWaitValue64_v2, PFN_cuStreamWaitValue64_v11070)                      \
+  X(cuStreamWriteValue64, cuStreamWriteValue64_v2, PFN_cuStreamWriteValue64_v11070)                   \
+  X(cuStreamWaitEvent, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020)                                \
+  X(cuEventQuery, cuEventQuery, PFN_cuEventQuery_v2000)                                               \
+  X(cuMemHostAlloc, cuMemHostAlloc, PFN_cuMemHostAlloc_v2020)                                         \
+  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, PFN_cuMemHostGetDevicePointer_v3020)     \
+  X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, PFN_cuMemcpy2DAsync_v3020)                                   \
+  X(cuStreamBatchMemOp, cuStreamBatchMemOp_v2, PFN_cuStreamBatchMemOp_v11070)
+
 struct CudaRaw {
-#define TESSEL_RAW_FN(name) decltype(&::name) name = nullptr
-  TESSEL_RAW_FN(cuInit);
-  TESSEL_RAW_FN(cuDeviceGet);
-  TESSEL_RAW_FN(cuDevicePrimaryCtxRetain);
-  TESSEL_RAW_FN(cuCtxSetCurrent);
-  TESSEL_RAW_FN(cuCtxSynchronize);
-  TESSEL_RAW_FN(cuModuleLoadData);
-  TESSEL_RAW_FN(cuModuleGetFunction);
-  TESSEL_RAW_FN(cuLaunchKernel);
-  TESSEL_RAW_FN(cuMemAlloc);
-  TESSEL_RAW_FN(cuMemAllocHost);
-  TESSEL_RAW_FN(cuMemcpyHtoDAsync);
-  TESSEL_RAW_FN(cuMemcpyDtoDAsync);
-  TESSEL_RAW_FN(cuStreamCreate);
-  TESSEL_RAW_FN(cuStreamCreateWithPriority);
-  TESSEL_RAW_FN(cuCtxGetStreamPriorityRange);
-  TESSEL_RAW_FN(cuStreamSynchronize);
-  TESSEL_RAW_FN(cuStreamQuery);
-  TESSEL_RAW_FN(cuStreamBeginCapture);
-  TESSEL_RAW_FN(cuStreamEndCapture);
-  TESSEL_RAW_FN(cuGraphInstantiateWithFlags);
-  TESSEL_RAW_FN(cuGraphLaunch);
-  TESSEL_RAW_FN(cuEventCreate);
-  TESSEL_RAW_FN(cuEventRecord);
-  TESSEL_RAW_FN(cuEventSynchronize);
-  TESSEL_RAW_FN(cuEventElapsedTime);
-  TESSEL_RAW_FN(cuMemcpyPeerAsync);
-  TESSEL_RAW_FN(cuCtxEnablePeerAccess);
-  TESSEL_RAW_FN(cuMemcpyAsync);
-  TESSEL_RAW_FN(cuMemcpyHtoD);
-  TESSEL_RAW_FN(cuMemcpyDtoH);
-  TESSEL_RAW_FN(cuStreamWaitValue32);
-  TESSEL_RAW_FN(cuStreamWaitValue64);
-  TESSEL_RAW_FN(cuStreamWriteValue64);
-  TESSEL_RAW_FN(cuStreamWaitEvent);
-  TESSEL_RAW_FN(cuEventQuery);
-  TESSEL_RAW_FN(cuMemHostAlloc);
-  TESSEL_RAW_FN(cuMemHostGetDevicePointer);
-  TESSEL_RAW_FN(cuMemcpy2DAsync);
-  TESSEL_RAW_FN(cuStreamBatchMemOp);
-#undef TESSEL_RAW_FN
+#define TESSEL_RAW_DECLARE(member, symbol, pfn) pfn member = nullptr;
+  TESSEL_RAW_FUNCTIONS(TESSEL_RAW_DECLARE)
+#undef TESSEL_RAW_DECLARE
 
   // Loads the driver and makes device 0's primary context current; false
   // when there is no driver.
   bool open() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return false;
-    auto get = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name)); };
-    get(cuInit, "cuInit");
-    get(cuDeviceGet, "cuDeviceGet");
-    get(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    get(cuCtxSetCurrent, "cuCtxSetCurrent");
-    get(cuCtxSynchronize, "cuCtxSynchronize");
-    get(cuModuleLoadData, "cuModuleLoadData");
-    get(cuModuleGetFunction, "cuModuleGetFunction");
-    get(cuLaunchKernel, "cuLaunchKernel");
-    get(cuMemAlloc, "cuMemAlloc_v2");
-    get(cuMemAllocHost, "cuMemAllocHost_v2");
-    get(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-    get(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-    get(cuStreamCreate, "cuStreamCreate");
-    get(cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
-    get(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
-    get(cuStreamSynchronize, "cuStreamSynchronize");
-    get(cuStreamQuery, "cuStreamQuery");
-    get(cuStreamBeginCapture, "cuStreamBeginCapture_v2");
-    get(cuStreamEndCapture, "cuStreamEndCapture");
-    get(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
-    get(cuGraphLaunch, "cuGraphLaunch");
-    get(cuEventCreate, "cuEventCreate");
-    get(cuEventRecord, "cuEventRecord");
-    get(cuEventSynchronize, "cuEventSynchronize");
-    get(cuEventElapsedTime, "cuEventElapsedTime");
-    get(cuMemcpyPeerAsync, "cuMemcpyPeerAsync");
-    get(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
-    get(cuMemcpyAsync, "cuMemcpyAsync");
-    get(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
-    get(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    get(cuStreamWaitValue32, "cuStreamWaitValue32_v2");
-    get(cuStreamWaitValue64, "cuStreamWaitValue64_v2");
-    get(cuStreamWriteValue64, "cuStreamWriteValue64_v2");
-    get(cuStreamWaitEvent, "cuStreamWaitEvent");
-    get(cuEventQuery, "cuEventQuery");
-    get(cuMemHostAlloc, "cuMemHostAlloc");
-    get(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
-    get(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
-    get(cuStreamBatchMemOp, "cuStreamBatchMemOp_v2");
+    auto get = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    };
+#define TESSEL_RAW_RESOLVE(member, symbol, pfn) get(member, #symbol);
+    TESSEL_RAW_FUNCTIONS(TESSEL_RAW_RESOLVE)
+#undef TESSEL_RAW_RESOLVE
     CUdevice dev;
     CUcontext ctx;
     check(cuInit(0), "cuInit");
@@ -141,5 +120,7 @@ struct CudaRaw {
     std::exit(1);
   }
 };
+
+#undef TESSEL_RAW_FUNCTIONS
 
 }  // namespace bench

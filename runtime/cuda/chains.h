@@ -34,7 +34,7 @@
 // gate itself while the copy streams only wait on events: every copy to
 // that peer got slower (a producer's 128 batches 1000-1023 us instead of
 // 877-885), so the wait slows the copy engine's other streams too.
-// plan_bench --part=wake: a stream waiting on a gate a kernel opens moves on
+// measured (docs/triggered.md): a stream waiting on a gate a kernel opens moves on
 // about 6 us after the store; a hand-off by event adds up to 2.5 us more,
 // yet a 4 KiB copy after it finished no later than after a direct wait.
 //
@@ -120,7 +120,7 @@ std::vector<ChainOp> finish(std::vector<std::vector<ChainOp>>& batches, const st
 // copies, waits and writes. Event records and event waits take none (on an
 // H200 a stream behind a closed gate took 200 000 of them, event waits on
 // records still queued elsewhere included, and still 1020 copies after
-// them; plan_bench --part=anatomy).
+// them; docs/triggered.md).
 void count_ops(const std::vector<ChainOp>& ops, LaneCounts& counts);
 
 // OK if every lane's `queued` commands plus those `adding` fit in

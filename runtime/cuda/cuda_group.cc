@@ -7,7 +7,7 @@
 // which command goes where). Each stream runs its work in arming order, so
 // chains start in order on every queue.
 //
-// Why two chain forms (plan_bench --part=anatomy, H200): a wait and a write
+// Why two chain forms (measured on an H200, docs/triggered.md): a wait and a write
 // on the copy stream itself cost about 5 us of copy-engine time per chain,
 // 15 % of an 8 MiB copy; pipelined, copy streams hold only copies and event
 // waits and move data as fast as bare copies, but each event hand-off adds
@@ -39,10 +39,34 @@ using cuda::Lane;
 using cuda::LaneCounts;
 using cuda::WordWrite;
 
+// The driver API's names, as cuda.h spells them (cuda_api.h).
+using cuda::CU_MEMHOSTALLOC_DEVICEMAP;
+using cuda::CU_MEMHOSTALLOC_PORTABLE;
+using cuda::CUDA_MEMCPY2D;
+using cuda::CUdeviceptr;
+using cuda::CUevent;
+using cuda::CUmemAccessDesc;
+using cuda::CUmemAllocationProp;
+using cuda::CUmemGenericAllocationHandle;
+using cuda::CUresult;
+using cuda::CUstream;
+using cuda::CUstreamBatchMemOpParams;
+using enum cuda::CUdevice_attribute;
+using enum cuda::CUevent_flags;
+using enum cuda::CUmemAccess_flags;
+using enum cuda::CUmemAllocationGranularity_flags;
+using enum cuda::CUmemAllocationType;
+using enum cuda::CUmemLocationType;
+using enum cuda::CUmemorytype;
+using enum cuda::CUresult;
+using enum cuda::CUstreamBatchMemOpType;
+using enum cuda::CUstreamWaitValue_flags;
+using enum cuda::CUstreamWriteValue_flags;
+
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 // Commands one stream takes behind a closed gate before enqueueing blocks,
-// measured on an H200 with CUDA 13.0 (plan_bench --part=anatomy): 1020
+// measured on an H200 with CUDA 13.0 (docs/triggered.md): 1020
 // copies (linear or 2-D), 64-bit writes or batched writes after the wait;
 // event records and waits on finished events seemed not to count, but a wait
 // on a pending one may, so chains count every command.

@@ -1,6 +1,7 @@
 // The CUDA driver, loaded at run time: tessel links neither libcuda nor
-// libcudart, so it builds with headers only and runs (on the host) where no
-// NVIDIA driver is installed.
+// libcudart and declares the part of the driver API it uses itself
+// (cuda_api.h), so it builds without NVIDIA's toolkit and runs (on the host)
+// where no NVIDIA driver is installed.
 //
 // Every entry point is resolved through cuGetProcAddress with the CUDA version
 // whose prototype tessel calls, so a newer driver that changed a signature
@@ -10,11 +11,9 @@
 // ignore failures (destructors).
 #pragma once
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/cuda/cuda_api.h"
 
 namespace tessel::cuda {
 
