@@ -24,6 +24,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dsl/types.h"
+
 namespace tessel {
 
 inline constexpr int kTensorMapMaxRank = 5;
@@ -49,5 +51,22 @@ inline constexpr size_t kBox = 96;           // u16 each
 inline constexpr size_t kElementStrides = 106;  // u8 each
 static_assert(kElementStrides + kTensorMapMaxRank <= kTensorMapBytes);
 }  // namespace host_form
+
+// What a NaN-filled load writes out of bounds: the dtype's quiet NaN, as
+// NVIDIA's TMA does; 0 for types without NaN.
+inline constexpr uint64_t quiet_nan_bits(ScalarKind kind) {
+  switch (kind) {
+    case ScalarKind::kF16:
+      return 0x7E00;
+    case ScalarKind::kBF16:
+      return 0x7FC0;
+    case ScalarKind::kF32:
+      return 0x7FC00000;
+    case ScalarKind::kF64:
+      return 0x7FF8000000000000;
+    default:
+      return 0;
+  }
+}
 
 }  // namespace tessel

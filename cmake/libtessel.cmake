@@ -1,5 +1,6 @@
-# One shared library from the three layers, with LLVM linked in and hidden.
+# One shared library from the layers, with LLVM linked in and hidden.
 add_library(tessel SHARED
+  $<TARGET_OBJECTS:tessel_base>
   $<TARGET_OBJECTS:tessel_dsl>
   $<TARGET_OBJECTS:tessel_codegen>
   $<TARGET_OBJECTS:tessel_runtime>)

@@ -9,6 +9,7 @@
 #include "dsl/printer.h"
 #include "dsl/state.h"
 #include "base/status.h"
+#include "base/tma_rules.h"
 #include "dsl/verifier.h"
 
 namespace tessel {
@@ -215,25 +216,10 @@ Value KernelBuilder::arg(const Type& type, std::string name, std::source_locatio
 Value KernelBuilder::tensor_map(DType dtype, Shape box, std::string name, Swizzle swizzle, std::source_location loc) {
   BuilderState& s = *state_;
   std::string what = absl::StrCat("tensor_map '", name, "'");
-  if (box.empty() || box.size() > 5) {
-    return s.fail(loc, absl::StrCat(what, ": box rank must be 1 to 5, got ", shape_str(box)));
-  }
-  if (dtype.is_bool()) return s.fail(loc, absl::StrCat(what, ": i1 is not a TMA data type"));
-  for (size_t i = 0; i < box.size(); ++i) {
-    if (box[i] < 1 || box[i] > 256) {
-      return s.fail(loc, absl::StrCat(what, ": box[", i, "] = ", box[i],
-                                      " is larger than a tensor map allows (each box dimension is 1 to 256)"));
-    }
-  }
-  int64_t inner_bytes = box.back() * dtype.bytes();
-  if (inner_bytes % 16 != 0) {
-    return s.fail(loc, absl::StrCat(what, ": the innermost box dimension spans ", inner_bytes,
-                                    " bytes; TMA needs a multiple of 16"));
-  }
-  if (swizzle != Swizzle::kNone && inner_bytes > swizzle_bytes(swizzle)) {
-    return s.fail(loc, absl::StrCat(what, ": swizzle ", swizzle_name(swizzle), " allows at most ",
-                                    swizzle_bytes(swizzle), " bytes in the innermost box dimension, got ",
-                                    inner_bytes));
+  // A kernel parameter declares no interleave, so its box is held to the
+  // rules of a plain tiled map.
+  if (absl::Status rule = tma::check_box(dtype, box, swizzle, TensorMapInterleave::kNone); !rule.ok()) {
+    return s.fail(loc, absl::StrCat(what, ": ", rule.message()));
   }
   if (!s.check_shape(box, what, loc)) return Value();
   Value v = arg(Type::pointer(dtype), name, loc);  // name checks

@@ -1,7 +1,8 @@
 // Tensor maps: the 128-byte descriptors TMA copies read, validated on the host
 // against every rule cuTensorMapEncodeTiled enforces (the driver only answers
 // CUDA_ERROR_INVALID_VALUE, and a bad box has hung kernels instead of failing),
-// a cache for the launch path, and the host emulation of the copy engine.
+// and a cache for the launch path. The rules themselves live in
+// base/tma_rules.h, which the builder asks too.
 //
 // Dimensions are written OUTERMOST FIRST, like a row-major shape ({rows, cols});
 // the CUDA encoder reverses them into the driver's innermost-first order.
@@ -21,12 +22,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "base/tensor_map_form.h"
+#include "base/tma_rules.h"
 #include "dsl/types.h"
 
 namespace tessel {
 
-enum class TensorMapInterleave : uint8_t { kNone, k16B, k32B };
-enum class TensorMapOobFill : uint8_t { kZero, kNan };
+// TensorMapInterleave and TensorMapOobFill come with the rules, in
+// base/tma_rules.h.
+
 // Which form the 128 bytes of a TensorMap hold: tessel's host form (below), read
 // by the host copy engine, or the CUDA driver's opaque CUtensorMap.
 enum class TensorMapEncoding : uint8_t { kHost, kCuda };
@@ -49,13 +52,15 @@ struct TensorMapSpec {
   TensorMapOobFill oob_fill = TensorMapOobFill::kZero;
 };
 
-// Checks every rule of cuTensorMapEncodeTiled (reference/tma.md), returning
-// kInvalidArgument with a message that names the rule, the dimension in the
-// outermost-first numbering above ("box[1]") and the offending value.
+// Checks every rule of cuTensorMapEncodeTiled (docs/tma.md), as the table
+// in base/tma_rules.h states them, and that the spec's arrays fit its rank;
+// returns kInvalidArgument with a message that names the rule, the dimension in
+// the outermost-first numbering above ("box[1]") and the offending value.
 // `compute_capability` is e.g. 90; 0 means host emulation and skips the device
-// check. Beyond the driver's rules it rejects an innermost element stride other
-// than 1 without interleave: the hardware silently ignores it there, so the
-// host emulation and the device would disagree.
+// check. Where the table is stricter than the driver it says so; e.g. it
+// rejects an innermost element stride other than 1 without interleave: the
+// hardware silently ignores it there, so the host emulation and the device
+// would disagree.
 absl::Status validate(const TensorMapSpec& spec, int compute_capability);
 
 // The spec of a dense row-major tensor at `address` (strides and element
@@ -150,20 +155,5 @@ class TensorMapCache {
   // unique_ptr keeps each map at a fixed address while the table rehashes.
   absl::flat_hash_map<Key, std::unique_ptr<TensorMap>> maps_ ABSL_GUARDED_BY(mu_);
 };
-
-// Host emulation of the TMA copy engine, called from JIT-compiled host kernels.
-// `map_bytes` is a host-form map (abort on anything else: a kernel was handed a
-// map no host encoder made). `coords` has one entry per dimension, outermost
-// first, and may be negative or past the tensor's end.
-//
-// Load: copies the box at `coords` into `smem` as a dense row-major tile of
-// ceil(box[i] / element_strides[i]) elements per dimension; out-of-bounds
-// elements become zero, or with NaN fill the dtype's quiet NaN (0x7E00 f16,
-// 0x7FC0 bf16, 0x7FC00000 f32, 0x7FF8000000000000 f64). Swizzle is not applied:
-// host shared memory holds the tile unswizzled.
-void host_tma_load(const void* map_bytes, const int32_t* coords, void* smem);
-// Store: writes the tile in `smem` back at `coords`, dropping out-of-bounds
-// elements.
-void host_tma_store(const void* map_bytes, const int32_t* coords, const void* smem);
 
 }  // namespace tessel

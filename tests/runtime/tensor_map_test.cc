@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/host/host_tma.h"
 
 namespace tessel {
 namespace {

@@ -1,0 +1,125 @@
+// The rules a TMA tensor map must meet, in one table that every part of tessel
+// asks: the builder (a tensor-map parameter's dtype, box and swizzle), the
+// runtime's validator (every field of a map before any encoder sees it) and
+// codegen. cuTensorMapEncodeTiled answers only CUDA_ERROR_INVALID_VALUE, and a
+// bad box has hung kernels instead of failing, so each check returns
+// kInvalidArgument naming the rule, the dimension and the offending value.
+//
+// Dimensions are numbered OUTERMOST FIRST, like a row-major shape: in a 2-D
+// box {rows, cols}, "box[1]" is the innermost dimension. Messages carry no
+// prefix; the caller says where the map came from ("tensor map: ",
+// "tensor_map 'a': ").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "base/tensor_map_form.h"
+#include "dsl/types.h"
+
+namespace tessel {
+
+enum class TensorMapInterleave : uint8_t { kNone, k16B, k32B };
+enum class TensorMapOobFill : uint8_t { kZero, kNan };
+
+namespace tma {
+
+// Rank of the tensor and of its box; the host form's arrays are sized by it.
+inline constexpr int kMaxRank = kTensorMapMaxRank;
+inline constexpr int kMinRank = 1;
+// Interleaved layouts need a rank of at least 3.
+inline constexpr int kMinInterleavedRank = 3;
+
+// Global dims: elements per dimension, in [1, kMaxGlobalDim].
+inline constexpr int64_t kMaxGlobalDim = int64_t{1} << 32;
+
+// Global byte strides (all but the innermost dimension's): a positive multiple
+// of kStrideMultiple (kStrideMultiple32BInterleave with 32B interleave),
+// strictly below kStrideLimit.
+inline constexpr int64_t kStrideMultiple = 16;
+inline constexpr int64_t kStrideMultiple32BInterleave = 32;
+inline constexpr int64_t kStrideLimit = int64_t{1} << 40;
+
+// Box dims: elements per dimension, in [1, kMaxBoxDim].
+inline constexpr int64_t kMaxBoxDim = 256;
+// Without interleave, the innermost box dimension spans a multiple of this
+// many bytes.
+inline constexpr int64_t kInnerBoxBytesMultiple = 16;
+
+// Element strides (traversal steps), in [kMinElementStride, kMaxElementStride].
+inline constexpr int64_t kMinElementStride = 1;
+inline constexpr int64_t kMaxElementStride = 8;
+
+// Global address alignment in bytes.
+inline constexpr int64_t kAddressAlignment = 16;
+inline constexpr int64_t kAddressAlignment32BInterleave = 32;
+
+// Devices before sm_90 have no TMA.
+inline constexpr int kMinComputeCapability = 90;
+
+// The most bytes the innermost box dimension may span under a swizzle mode
+// is one row of its pattern: swizzle_bytes() (dsl/types.h).
+
+// The byte stride multiple and address alignment `interleave` requires.
+constexpr int64_t stride_multiple(TensorMapInterleave interleave) {
+  return interleave == TensorMapInterleave::k32B ? kStrideMultiple32BInterleave : kStrideMultiple;
+}
+constexpr int64_t address_alignment(TensorMapInterleave interleave) {
+  return interleave == TensorMapInterleave::k32B ? kAddressAlignment32BInterleave : kAddressAlignment;
+}
+
+// "no", "16B" or "32B", as in "32B interleave".
+const char* interleave_name(TensorMapInterleave interleave);
+
+// Each check below returns OK or kInvalidArgument with the rule it broke.
+
+// The tensor's rank is in [1, 5].
+absl::Status check_rank(int64_t rank);
+// `dtype` is a known data type TMA moves (every scalar but i1).
+absl::Status check_dtype(DType dtype);
+// `swizzle` is a known mode.
+absl::Status check_swizzle(Swizzle swizzle);
+// `interleave` is a known mode, and a tensor of `rank` may use it.
+absl::Status check_interleave(TensorMapInterleave interleave, int64_t rank);
+// `fill` is a known mode, and NaN fill has a floating-point `dtype`.
+absl::Status check_oob_fill(TensorMapOobFill fill, DType dtype);
+// The global address is non-null and aligned for `interleave`.
+absl::Status check_address(const void* address, TensorMapInterleave interleave);
+// Each global dim is in [1, 2^32].
+absl::Status check_dims(absl::Span<const int64_t> dims);
+
+// The box of a map of `dtype` under `swizzle` and `interleave`: rank 1..5,
+// each dim in [1, 256]; without interleave the innermost dim spans a multiple
+// of 16 bytes; the innermost dim spans at most the swizzle span; 32B
+// interleave comes with 32B swizzle. Checks `dtype`, `swizzle` and
+// `interleave` first, so it answers for any input.
+absl::Status check_box(DType dtype, absl::Span<const int64_t> box, Swizzle swizzle, TensorMapInterleave interleave);
+
+// Element strides, one per dimension: each in [1, 8], and without interleave
+// the innermost is 1 (the hardware ignores it there, so host emulation and
+// device would disagree). Empty means all 1.
+absl::Status check_element_strides(absl::Span<const int64_t> element_strides, TensorMapInterleave interleave);
+
+// Global byte strides of every dimension but the innermost: positive,
+// multiples of 16 (32 with 32B interleave), below 2^40. `origin` follows each
+// stride's value in a message, e.g. " (dense row-major)" for strides the user
+// never wrote.
+absl::Status check_strides(absl::Span<const int64_t> strides, TensorMapInterleave interleave,
+                           absl::string_view origin = "");
+
+// That each stride covers the dimension inside it: strides[rank-2] at least a
+// row of the innermost dimension (dims[rank-1] elements of `elem_bytes`), and
+// strides[j] at least dims[j+1] steps of strides[j+1]. `strides` has
+// dims.size() - 1 entries that passed check_strides. This rule is tessel's:
+// the driver accepts strides whose rows overlap (docs/tma.md).
+absl::Status check_stride_coverage(absl::Span<const int64_t> dims, absl::Span<const int64_t> strides,
+                                   int64_t elem_bytes, absl::string_view origin = "");
+
+// A device of `compute_capability` (e.g. 90) has TMA.
+absl::Status check_compute_capability(int compute_capability);
+
+}  // namespace tma
+}  // namespace tessel
