@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "dsl/opcode_traits.h"
+
 namespace tessel::codegen {
 namespace {
 
@@ -20,9 +22,7 @@ class Groups {
 };
 
 bool pairs_slots(OpCode op) {
-  return (op >= OpCode::kAdd && op <= OpCode::kFma) || op == OpCode::kPtrAdd || op == OpCode::kCast ||
-         op == OpCode::kSelect || op == OpCode::kExpandDims || op == OpCode::kReshape || op == OpCode::kLoad ||
-         op == OpCode::kStore;
+  return is_elementwise(op) || op_traits(op).view || op == OpCode::kLoad || op == OpCode::kStore;
 }
 
 }  // namespace

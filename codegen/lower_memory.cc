@@ -300,4 +300,15 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   return absl::OkStatus();
 }
 
+absl::Status Lowering::atomic_cas(const Op& o, const Type& rt) {
+  DType d = rt.dtype();
+  set(o, target_.uniform(b_, [&] {
+    auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
+                                      llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
+                                      llvm::AtomicOrdering::Acquire);
+    return b_.CreateExtractValue(cx, 0);
+  }));
+  return absl::OkStatus();
+}
+
 }  // namespace tessel::codegen

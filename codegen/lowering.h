@@ -1,6 +1,16 @@
 // Internal: the lowering of kernel IR to LLVM IR, one instance per
-// compilation. lower.cc holds the driver, arithmetic, tiles and control
-// flow; lower_memory.cc the loads, stores and atomics.
+// compilation. Its methods live in one file per concern:
+//   lower.cc             the driver: run(), blocks, the dispatch of ops,
+//                        shared-memory buffers, val() and regs()
+//   lower_elementwise.cc elementwise ops, the layouts they compute in,
+//                        and the slices broadcasts want (want_slices)
+//   lower_views.cc       expand_dims, reshape, broadcast, trans
+//   lower_reduce.cc      reductions
+//   lower_dot.cc         dot, and TargetInfo::dot's default
+//   lower_memory.cc      loads, stores and atomics
+//   lower_tma.cc         tma_load, tma_store and their mbarriers, and
+//                        TargetInfo's default (software) TMA
+//   lower_control.cc     for and if
 #pragma once
 
 #include <functional>
@@ -13,11 +23,13 @@
 #include "codegen/affine.h"
 #include "codegen/layout.h"
 #include "codegen/layout_plan.h"
+#include "codegen/loops.h"
 #include "codegen/lower.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/target_info.h"
 #include "codegen/views.h"
 #include "dsl/ir.h"
+#include "dsl/opcode_traits.h"
 
 namespace tessel::codegen {
 
@@ -90,11 +102,8 @@ class Lowering {
 
   // One element of an elementwise op; `args` are element values.
   llvm::Value* elementwise(const Op& o, const std::vector<llvm::Value*>& args);
-
-  static bool is_elementwise(OpCode op) {
-    return (op >= OpCode::kAdd && op <= OpCode::kFma) || op == OpCode::kPtrAdd || op == OpCode::kCast ||
-           op == OpCode::kSelect;
-  }
+  // An elementwise op on scalars, register tiles or buffers.
+  absl::Status elementwise_op(const Op& o, const Type& rt);
 
   // ---- Ops -------------------------------------------------------------------
   absl::Status block(int b);
@@ -201,6 +210,8 @@ class Lowering {
     return c;
   }
 
+  // expand_dims and reshape: their operand's buffer or registers.
+  absl::Status view(const Op& o);
   // Broadcast and transpose: out[idx] = in[map(idx)].
   absl::Status permute(const Op& o, const Type& rt);
 
@@ -233,8 +244,17 @@ class Lowering {
   absl::Status store(const Op& o);
 
   absl::Status atomic(const Op& o, const Type& rt);
+  // A scalar compare-and-swap, done by one thread; all see the old value.
+  absl::Status atomic_cas(const Op& o, const Type& rt);
 
-  // acc + a @ b, accumulating in f32 (f16, bf16, f32 inputs), f64 or i32.
+  // The box lands in a fresh shared-memory buffer; the op's mbarrier (see
+  // reserve_tma_barriers) says when it is there.
+  absl::Status tma_load(const Op& o, const Type& rt);
+  absl::Status tma_store(const Op& o);
+
+  // acc + a @ b, accumulating in f32 (f16, bf16, f32 inputs), f64 or i32:
+  // the accumulator is converted here, the product is the target's
+  // (TargetInfo::dot).
   absl::Status dot(const Op& o, const Type& rt);
 
   // Carried scalars are phis, and so are the slots of carried tiles that fit

@@ -15,6 +15,15 @@
 
 namespace tessel::codegen {
 
+// A row-major matrix tile in memory, as dot reads and writes it: in shared
+// memory where tiles_in_shared(), else in the program's own memory.
+struct MatrixTile {
+  llvm::Value* data = nullptr;  // the first element
+  DType dtype;                  // f16 and bf16 are held as their 16 bits
+  int64_t rows = 0, cols = 0;
+  int64_t row_stride = 0;  // elements from one row to the next: cols when dense
+};
+
 class TargetInfo {
  public:
   virtual ~TargetInfo() = default;
@@ -67,15 +76,39 @@ class TargetInfo {
   // A value one thread computes (a scalar atomic) and every thread sees.
   virtual llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) = 0;
 
-  // Sets up `count` TMA mbarriers of 8 bytes at `barriers` (shared memory).
-  virtual void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count) = 0;
+  // Matrix multiply-accumulate, dot's work: result = acc + lhs @ rhs, with
+  // lhs [m, k], rhs [k, n], and acc and result [m, n] in the accumulation
+  // type (f32 for f16, bf16 and f32 operands; f64 for f64; i32 for i8), to
+  // which operand elements are converted before they are multiplied and
+  // added. `result` may be `acc` itself. Every thread of the program calls
+  // it, and `result` is complete and visible to every thread after. The
+  // default, a loop over rows spread with tile_loop that adds products in
+  // order of k, runs on any target; targets with matrix instructions
+  // (wgmma, MFMA) override it (lower_dot.cc).
+  virtual void dot(llvm::IRBuilder<>& b, const MatrixTile& lhs, const MatrixTile& rhs, const MatrixTile& acc,
+                   const MatrixTile& result);
+
+  // TMA. `map_type` is the tensor-map parameter's type (dtype, box, rank);
+  // `map` points to the map's 128 bytes.
+  // Sets up `count` TMA mbarriers of 8 bytes at `barriers` (shared memory);
+  // the default, whose copies complete before they return, needs none.
+  virtual void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value* /*barriers*/, int /*count*/) {}
   // Copies the box at `coords` (i32, outermost first) of the tensor map into
   // shared memory at `smem` (`bytes` long) and waits for it, on `barrier`
   // with the parity kept in the i32 slot `phase`.
-  virtual void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                        llvm::Value* smem, int64_t bytes, llvm::Value* barrier, llvm::Value* phase) = 0;
-  virtual void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                         llvm::Value* smem) = 0;
+  // The default, for targets without a tensor memory accelerator, is a copy
+  // by the program's threads that reads tessel's host form of the map
+  // (base/tensor_map_form.h) and means what the runtime's host copy engine
+  // does: a dense row-major tile of ceil(box[i] / element_strides[i])
+  // elements per dimension, out-of-bounds elements zero (or the dtype's
+  // quiet NaN with NaN fill); it needs no mbarrier (lower_tma.cc).
+  virtual void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+                        const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t bytes, llvm::Value* barrier,
+                        llvm::Value* phase);
+  // Writes the tile at `smem` to the box at `coords`; the default drops
+  // out-of-bounds elements, like the host copy engine.
+  virtual void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+                         const std::vector<llvm::Value*>& coords, llvm::Value* smem);
 
   // Memory ordering for triggered views: a barrier of the whole program
   // after its stores, an acq_rel fetch-add and exchange at device scope

@@ -48,9 +48,11 @@ enum class OpCode : uint8_t {
   // Control flow.
   kFor,    // operands: lo, hi, step, inits...; block 0 args: iv, carried...
   kIf,     // operands: cond; blocks: then, else
-  kYield,  // operands: values passed to the enclosing op's results
+  kYield,  // operands: values passed to the enclosing op's results; keep last (kLastOpCode)
 };
+inline constexpr OpCode kLastOpCode = OpCode::kYield;
 
+// The printed name (dsl/opcode_traits.h has everything else about an opcode).
 absl::string_view opcode_name(OpCode op);
 
 struct Op;

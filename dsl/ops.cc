@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "dsl/opcode_traits.h"
 #include "dsl/state.h"
 
 namespace tessel {
@@ -35,8 +36,6 @@ absl::string_view symbol(OpCode op) {
     default: return opcode_name(op);
   }
 }
-
-bool is_compare(OpCode op) { return op >= OpCode::kEq && op <= OpCode::kGe; }
 
 // The dtype a literal should take next to `o`, if `o` is a value.
 std::optional<DType> hint_of(BuilderState& s, const Operand& o) {
@@ -142,15 +141,14 @@ Value binary(OpCode op, const Operand& a, const Operand& b) {
     return s.fail(loc, absl::StrCat(what, ": mismatched types ", ta.str(), " and ", tb.str(), "; cast one side"));
   }
   DType d = ta.dtype();
-  bool bitwise = op == OpCode::kAnd || op == OpCode::kOr || op == OpCode::kXor;
-  bool shift = op == OpCode::kShl || op == OpCode::kShr;
-  if ((bitwise || shift) && d.is_float()) {
+  const OpTraits& traits = op_traits(op);
+  if (traits.integers_only && d.is_float()) {
     return s.fail(loc, absl::StrCat(what, ": needs integer operands, got ", ta.str()));
   }
-  if (d.is_bool() && !bitwise && op != OpCode::kEq && op != OpCode::kNe) {
+  if (d.is_bool() && !traits.takes_i1) {
     return s.fail(loc, absl::StrCat(what, ": not defined on i1 (", ta.str(), ")"));
   }
-  Type result = is_compare(op) ? ta.with_element(i1) : ta;
+  Type result = is_comparison(op) ? ta.with_element(i1) : ta;
   return s.emit1(op, {ia, ib}, result, loc);
 }
 
@@ -165,15 +163,12 @@ Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_loc
     return s.fail(loc, absl::StrCat(what, ": needs a number or a tile of numbers, got ", t.str()));
   }
   DType d = t.dtype();
-  bool float_only = op == OpCode::kExp || op == OpCode::kLog || op == OpCode::kSqrt || op == OpCode::kRsqrt ||
-                    op == OpCode::kFloor;
-  if (float_only && !d.is_float()) {
+  const OpTraits& traits = op_traits(op);
+  if (traits.floats_only && !d.is_float()) {
     return s.fail(loc, absl::StrCat(what, ": needs a floating-point operand, got ", t.str(), "; cast it first"));
   }
-  if (op == OpCode::kNot && d.is_float()) return s.fail(loc, absl::StrCat(what, ": needs an integer or i1 operand"));
-  if ((op == OpCode::kNeg || op == OpCode::kAbs) && d.is_bool()) {
-    return s.fail(loc, absl::StrCat(what, ": not defined on i1"));
-  }
+  if (traits.integers_only && d.is_float()) return s.fail(loc, absl::StrCat(what, ": needs an integer or i1 operand"));
+  if (!traits.takes_i1 && d.is_bool()) return s.fail(loc, absl::StrCat(what, ": not defined on i1"));
   return s.emit1(op, {ix}, t, loc);
 }
 

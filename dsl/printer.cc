@@ -8,66 +8,6 @@
 
 namespace tessel {
 
-absl::string_view opcode_name(OpCode op) {
-  switch (op) {
-    case OpCode::kConstant: return "constant";
-    case OpCode::kProgramId: return "program_id";
-    case OpCode::kNumPrograms: return "num_programs";
-    case OpCode::kArange: return "arange";
-    case OpCode::kSplat: return "splat";
-    case OpCode::kBroadcast: return "broadcast";
-    case OpCode::kExpandDims: return "expand_dims";
-    case OpCode::kReshape: return "reshape";
-    case OpCode::kTrans: return "trans";
-    case OpCode::kAdd: return "add";
-    case OpCode::kSub: return "sub";
-    case OpCode::kMul: return "mul";
-    case OpCode::kDiv: return "div";
-    case OpCode::kRem: return "rem";
-    case OpCode::kMin: return "min";
-    case OpCode::kMax: return "max";
-    case OpCode::kAnd: return "and";
-    case OpCode::kOr: return "or";
-    case OpCode::kXor: return "xor";
-    case OpCode::kShl: return "shl";
-    case OpCode::kShr: return "shr";
-    case OpCode::kEq: return "eq";
-    case OpCode::kNe: return "ne";
-    case OpCode::kLt: return "lt";
-    case OpCode::kLe: return "le";
-    case OpCode::kGt: return "gt";
-    case OpCode::kGe: return "ge";
-    case OpCode::kNeg: return "neg";
-    case OpCode::kNot: return "not";
-    case OpCode::kExp: return "exp";
-    case OpCode::kLog: return "log";
-    case OpCode::kSqrt: return "sqrt";
-    case OpCode::kRsqrt: return "rsqrt";
-    case OpCode::kAbs: return "abs";
-    case OpCode::kFloor: return "floor";
-    case OpCode::kFma: return "fma";
-    case OpCode::kPtrAdd: return "ptr_add";
-    case OpCode::kCast: return "cast";
-    case OpCode::kSelect: return "select";
-    case OpCode::kReduce: return "reduce";
-    case OpCode::kLoad: return "load";
-    case OpCode::kStore: return "store";
-    case OpCode::kAtomic: return "atomic";
-    case OpCode::kAtomicCas: return "atomic_cas";
-    case OpCode::kTmaLoad: return "tma_load";
-    case OpCode::kTmaStore: return "tma_store";
-    case OpCode::kDot: return "dot";
-    case OpCode::kPublish: return "publish";
-    case OpCode::kArrived: return "arrived";
-    case OpCode::kWait: return "wait";
-    case OpCode::kReusable: return "reusable";
-    case OpCode::kFor: return "for";
-    case OpCode::kIf: return "if";
-    case OpCode::kYield: return "yield";
-  }
-  return "?";
-}
-
 namespace {
 
 // Prints values renumbered in order of definition, so that the text does not

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "dsl/opcode_traits.h"
 #include "dsl/printer.h"
 
 namespace tessel {
@@ -55,6 +56,15 @@ class Verifier {
       }
     }
     auto type = [&](int i) -> const Type& { return ir_.type(o.operands[i]); };
+    const OpCategory category = op_traits(o.op).category;
+    if (category == OpCategory::kBinary &&
+        (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0))) {
+      return fail(o, "operands and result must have one type");
+    }
+    if (category == OpCategory::kComparison &&
+        (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0).with_element(i1))) {
+      return fail(o, "comparison types are inconsistent");
+    }
     switch (o.op) {
       case OpCode::kYield: {
         if (o.operands.size() != owner->results.size()) return fail(o, "yields a different number of values");
@@ -87,18 +97,6 @@ class Verifier {
         }
         break;
       }
-      case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kRem:
-      case OpCode::kMin: case OpCode::kMax: case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor:
-      case OpCode::kShl: case OpCode::kShr:
-        if (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0)) {
-          return fail(o, "operands and result must have one type");
-        }
-        break;
-      case OpCode::kEq: case OpCode::kNe: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-        if (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0).with_element(i1)) {
-          return fail(o, "comparison types are inconsistent");
-        }
-        break;
       case OpCode::kDot:
         if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2)) return fail(o, "malformed");
         break;

@@ -13,7 +13,7 @@ namespace {
 // come from the HostProgram record, parameters from the args array.
 class HostTarget final : public TargetInfo {
  public:
-  explicit HostTarget(std::unique_ptr<llvm::TargetMachine> tm) : tm_(std::move(tm)) {}
+  HostTarget(std::unique_ptr<llvm::TargetMachine> tm, HostTma tma) : tm_(std::move(tm)), tma_(tma) {}
 
   std::string name() const override { return "host"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -84,13 +84,21 @@ class HostTarget final : public TargetInfo {
 
   // The emulated copy is complete when the call returns: no barriers.
   void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value*, int) override {}
-  void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords, llvm::Value* smem,
-                int64_t, llvm::Value*, llvm::Value*) override {
-    call_tma(b, kHostTmaLoad, map, coords, smem);
+  void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                llvm::Value* smem, int64_t bytes, llvm::Value* barrier, llvm::Value* phase) override {
+    if (tma_ == HostTma::kSoftware) {
+      TargetInfo::tma_load(b, map_type, map, coords, smem, bytes, barrier, phase);
+    } else {
+      call_tma(b, kHostTmaLoad, map, coords, smem);
+    }
   }
-  void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+  void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem) override {
-    call_tma(b, kHostTmaStore, map, coords, smem);
+    if (tma_ == HostTma::kSoftware) {
+      TargetInfo::tma_store(b, map_type, map, coords, smem);
+    } else {
+      call_tma(b, kHostTmaStore, map, coords, smem);
+    }
   }
 
   // A host program is one thread: no barrier is needed, and x86's ordering
@@ -139,21 +147,25 @@ class HostTarget final : public TargetInfo {
   }
 
   std::unique_ptr<llvm::TargetMachine> tm_;
+  HostTma tma_;
   llvm::Function* fn_ = nullptr;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level) {
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, HostTma tma) {
   init_llvm_targets();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return to_status(jtmb.takeError(), "detecting the host CPU");
   jtmb->setCodeGenOptLevel(opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
                            : opt_level == 0 ? llvm::CodeGenOptLevel::None
                                             : llvm::CodeGenOptLevel::Default);
+  // Position-independent: the object is linked into the process wherever the
+  // JIT puts it, far from libm and the runtime's support functions.
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
   auto tm = jtmb->createTargetMachine();
   if (!tm) return to_status(tm.takeError(), "creating the host target machine");
-  return std::unique_ptr<TargetInfo>(new HostTarget(std::move(*tm)));
+  return std::unique_ptr<TargetInfo>(new HostTarget(std::move(*tm), tma));
 }
 
 }  // namespace tessel::codegen

@@ -8,6 +8,14 @@
 
 namespace tessel::codegen {
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level);
+// How host kernels copy TMA boxes.
+enum class HostTma {
+  kCopyEngine,  // calls into the runtime's host copy engine (base/host_abi.h)
+  // TargetInfo's default, the copy targets without TMA do themselves: lets
+  // tests check it against the copy engine (host/software_tma.h).
+  kSoftware,
+};
+
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, HostTma tma = HostTma::kCopyEngine);
 
 }  // namespace tessel::codegen

@@ -185,8 +185,8 @@ class NvptxTarget final : public TargetInfo {
     barrier(b);
   }
 
-  void tma_load(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords, llvm::Value* smem,
-                int64_t bytes, llvm::Value* bar, llvm::Value* phase) override {
+  void tma_load(llvm::IRBuilder<>& b, const Type&, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+                llvm::Value* smem, int64_t bytes, llvm::Value* bar, llvm::Value* phase) override {
     llvm::Value* bar32 = shared32(b, bar);
     barrier(b);  // every thread is done with the buffer's previous contents
     single_thread(b, [&] {
@@ -208,7 +208,7 @@ class NvptxTarget final : public TargetInfo {
     b.CreateStore(b.CreateXor(parity, 1), phase);
   }
 
-  void tma_store(llvm::IRBuilder<>& b, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+  void tma_store(llvm::IRBuilder<>& b, const Type&, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem) override {
     // The tile was written through the generic proxy; the copy engine reads
     // through the async proxy.

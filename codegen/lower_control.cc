@@ -1,0 +1,170 @@
+// Structured control flow: for loops and ifs, with scalars and register
+// tiles carried in phis and larger tiles in buffers.
+#include <algorithm>
+
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+absl::Status Lowering::for_op(const Op& o) {
+  const Block& body = ir_.blocks[o.blocks[0]];
+  const Op& yield = ir_.ops[body.ops.back()];
+  DType d = ir_.type(o.operands[0]).dtype();
+  bool s = d.is_signed();
+  llvm::Type* it = reg_type(d);
+  llvm::Value* lo = val(o.operands[0]);
+  llvm::Value* hi = val(o.operands[1]);
+  llvm::Value* step = val(o.operands[2]);
+  size_t n = o.results.size();
+  std::vector<llvm::Value*> bufs(n, nullptr);
+  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tiles carried in registers, in this layout
+  // What a value not in a buffer carries: a scalar's one value, or a
+  // register tile's slots.
+  auto slots = [&](size_t i, int id) {
+    return in_regs[i] != nullptr ? regs(id, *in_regs[i]) : std::vector<llvm::Value*>{val(id)};
+  };
+  std::vector<std::vector<llvm::Value*>> init(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Type& t = ir_.type(o.results[i]);
+    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
+      bufs[i] = new_buffer(t);
+      copy_tile(bufs[i], val(o.operands[3 + i]), t);
+      continue;
+    }
+    if (t.is_tile()) in_regs[i] = layout(o.results[i]);
+    init[i] = slots(i, o.operands[3 + i]);
+  }
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "for", fn_);
+  llvm::BasicBlock* loop_body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
+  // A step <= 0 runs no iteration rather than forever. The induction
+  // variable is kept in i64 so that iv + step cannot wrap.
+  llvm::Value* positive = b_.CreateICmpSGT(step, llvm::ConstantInt::get(it, 0));
+  auto to64 = [&](llvm::Value* v) { return s ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty()); };
+  llvm::Value* lo64 = to64(lo);
+  llvm::Value* hi64 = to64(hi);
+  llvm::Value* step64 = to64(step);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
+  iv64->addIncoming(lo64, pre);
+  std::vector<std::vector<llvm::PHINode*>> phis(n);  // per carried value, one per slot
+  for (size_t i = 0; i < n; ++i) {
+    for (llvm::Value* v : init[i]) {
+      phis[i].push_back(b_.CreatePHI(v->getType(), 2));
+      phis[i].back()->addIncoming(v, pre);
+    }
+  }
+  // A carried value is its buffer or its phis, inside the loop and after it.
+  auto carried = [&](size_t i, int id) {
+    if (in_regs[i] != nullptr) {
+      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(phis[i].begin(), phis[i].end())};
+      vals_[id] = nullptr;
+    } else {
+      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i][0];
+    }
+  };
+  llvm::Value* go = b_.CreateAnd(positive, b_.CreateICmpSLT(iv64, hi64));
+  b_.CreateCondBr(go, loop_body, exit);
+  b_.SetInsertPoint(loop_body);
+  vals_[body.args[0]] = b_.CreateTrunc(iv64, it);
+  for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i]);
+  TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
+  carry_tiles(yield, bufs);
+  std::vector<std::vector<llvm::Value*>> next(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
+  }
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  iv64->addIncoming(b_.CreateAdd(iv64, step64), latch);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t slot = 0; slot < phis[i].size(); ++slot) phis[i][slot]->addIncoming(next[i][slot], latch);
+  }
+  b_.CreateBr(head);
+  b_.SetInsertPoint(exit);
+  for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
+  return absl::OkStatus();
+}
+
+void Lowering::carry_tiles(const Op& yield, const std::vector<llvm::Value*>& bufs) {
+  std::vector<llvm::Value*> srcs(bufs.size(), nullptr);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (bufs[i] == nullptr || val(yield.operands[i]) == bufs[i]) continue;
+    srcs[i] = val(yield.operands[i]);
+    if (std::find(bufs.begin(), bufs.end(), srcs[i]) != bufs.end()) {
+      const Type& t = ir_.type(yield.operands[i]);
+      llvm::Value* tmp = new_buffer(t);
+      copy_tile(tmp, srcs[i], t);
+      srcs[i] = tmp;
+    }
+  }
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (srcs[i] != nullptr) copy_tile(bufs[i], srcs[i], ir_.type(yield.operands[i]));
+  }
+}
+
+absl::Status Lowering::if_op(const Op& o) {
+  const size_t n = o.results.size();
+  std::vector<llvm::Value*> bufs(n, nullptr);
+  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tile results in registers, in this layout
+  auto yields = [&](size_t r) {
+    std::vector<int> v;
+    for (int b : o.blocks) v.push_back(ir_.ops[ir_.blocks[b].ops.back()].operands[r]);
+    return v;
+  };
+  for (size_t r = 0; r < n; ++r) {
+    const Type& t = ir_.type(o.results[r]);
+    if (t.is_tile() && carried_in_registers(t, yields(r))) {
+      in_regs[r] = layout(o.results[r]);
+    } else if (t.is_tile()) {
+      bufs[r] = new_buffer(t);
+    }
+  }
+  llvm::BasicBlock* blocks[2] = {llvm::BasicBlock::Create(ctx_, "then", fn_),
+                                 llvm::BasicBlock::Create(ctx_, "else", fn_)};
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+  b_.CreateCondBr(val(o.operands[0]), blocks[0], blocks[1]);
+  // Per branch and result: the scalar, or the register tile's slots.
+  std::vector<std::vector<llvm::Value*>> yielded[2];
+  llvm::BasicBlock* ends[2];
+  for (int i = 0; i < 2; ++i) {
+    b_.SetInsertPoint(blocks[i]);
+    TESSEL_RETURN_IF_ERROR(block(o.blocks[i]));
+    const Op& y = ir_.ops[ir_.blocks[o.blocks[i]].ops.back()];
+    for (size_t r = 0; r < n; ++r) {
+      if (bufs[r] != nullptr) {
+        copy_tile(bufs[r], val(y.operands[r]), ir_.type(y.operands[r]));
+        yielded[i].emplace_back();
+      } else if (in_regs[r] != nullptr) {
+        yielded[i].push_back(regs(y.operands[r], *in_regs[r]));
+      } else {
+        yielded[i].push_back({val(y.operands[r])});
+      }
+    }
+    ends[i] = b_.GetInsertBlock();
+    b_.CreateBr(done);
+  }
+  b_.SetInsertPoint(done);
+  for (size_t r = 0; r < n; ++r) {
+    if (bufs[r] != nullptr) {
+      vals_[o.results[r]] = bufs[r];
+      continue;
+    }
+    std::vector<llvm::Value*> merged;
+    for (size_t slot = 0; slot < yielded[0][r].size(); ++slot) {
+      llvm::PHINode* phi = b_.CreatePHI(yielded[0][r][slot]->getType(), 2);
+      phi->addIncoming(yielded[0][r][slot], ends[0]);
+      phi->addIncoming(yielded[1][r][slot], ends[1]);
+      merged.push_back(phi);
+    }
+    if (in_regs[r] != nullptr) {
+      regs_[o.results[r]] = {in_regs[r], std::move(merged)};
+    } else {
+      vals_[o.results[r]] = merged[0];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen

@@ -1,0 +1,106 @@
+// Elementwise ops: one element's arithmetic (through ScalarOps), the op over
+// a whole tile (in registers, or a loop over buffers), the layout it
+// computes in, and the slices that broadcasts ask their operands to take.
+#include "codegen/lowering.h"
+#include "base/status.h"
+
+namespace tessel::codegen {
+
+void Lowering::want_slices() {
+  auto wish = [&](int v, const std::shared_ptr<const Layout>& l) {
+    if (ir_.type(v).is_tile() && wanted_[v] == nullptr) wanted_[v] = l;
+  };
+  for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
+    if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
+    int r = o->results[0];
+    const Type& rt = ir_.type(r);
+    if (o->op == OpCode::kBroadcast && in_registers(rt)) {
+      const Shape& from = ir_.type(o->operands[0]).shape();
+      std::vector<int> stretched;
+      for (int d = 0; d < rt.rank(); ++d) {
+        if (from[d] != rt.shape()[d]) stretched.push_back(d);
+      }
+      if (stretched.size() == 1) wish(o->operands[0], std::make_shared<SliceLayout>(layout(r), rt.shape(), stretched[0]));
+    } else if (wanted_[r] != nullptr && (is_elementwise(o->op) || op_traits(o->op).view || o->op == OpCode::kLoad)) {
+      for (int v : o->operands) wish(v, wanted_[r]);
+    }
+  }
+}
+
+llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>& args) {
+  const Type& t0 = ir_.type(o.operands[0]);
+  DType d = t0.dtype();
+  switch (op_traits(o.op).category) {
+    case OpCategory::kBinary:
+    case OpCategory::kComparison:
+      return ops_.binary(o.op, d, args[0], args[1]);
+    case OpCategory::kUnary:
+      return ops_.unary(o.op, d, args[0]);
+    default:
+      break;
+  }
+  switch (o.op) {
+    case OpCode::kFma:
+      return ops_.fma(d, args[0], args[1], args[2]);
+    case OpCode::kPtrAdd: {
+      llvm::Value* off = b_.CreateIntCast(args[1], b_.getInt64Ty(), ir_.type(o.operands[1]).dtype().is_signed());
+      return b_.CreateGEP(elem_mem_type(Type(d)), args[0], off);
+    }
+    case OpCode::kCast:
+      return ops_.convert(args[0], d, ir_.type(o.results[0]).dtype());
+    case OpCode::kSelect:
+      return b_.CreateSelect(args[0], args[1], args[2]);
+    case OpCode::kSplat:
+      return args[0];
+    default:
+      TESSEL_CHECK(false, "not an elementwise op");
+  }
+  return nullptr;
+}
+
+absl::Status Lowering::elementwise_op(const Op& o, const Type& rt) {
+  if (!rt.is_tile()) {
+    std::vector<llvm::Value*> args;
+    for (int v : o.operands) args.push_back(val(v));
+    set(o, elementwise(o, args));
+    return absl::OkStatus();
+  }
+  if (in_registers(rt)) {
+    std::shared_ptr<const Layout> l = elementwise_layout(o);
+    std::vector<std::vector<llvm::Value*>> args;
+    for (int v : o.operands) args.push_back(regs(v, *l));
+    std::vector<llvm::Value*> out(args[0].size());
+    for (size_t slot = 0; slot < out.size(); ++slot) {
+      std::vector<llvm::Value*> elems;
+      for (const auto& a : args) elems.push_back(a[slot]);
+      out[slot] = elementwise(o, elems);
+    }
+    regs_[o.results[0]] = {std::move(l), std::move(out)};
+    return absl::OkStatus();
+  }
+  std::vector<llvm::Value*> bufs;
+  for (int v : o.operands) bufs.push_back(val(v));
+  llvm::Value* out = new_buffer(rt);
+  tile_loop(rt.numel(), [&](llvm::Value* i) {
+    std::vector<llvm::Value*> args;
+    for (size_t k = 0; k < bufs.size(); ++k) args.push_back(load_elem(bufs[k], ir_.type(o.operands[k]), i));
+    store_elem(out, rt, i, elementwise(o, args));
+  });
+  set(o, out);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const Layout> Lowering::elementwise_layout(const Op& o) {
+  std::shared_ptr<const Layout> common;
+  for (int v : o.operands) {
+    if (!ir_.type(v).is_tile() || regs_[v].slots.empty() || is_splat(v)) continue;
+    if (common == nullptr) {
+      common = regs_[v].layout;
+    } else if (!common->same_as(*regs_[v].layout)) {
+      return layout(o.results[0]);
+    }
+  }
+  return common != nullptr ? common : layout(o.results[0]);
+}
+
+}  // namespace tessel::codegen

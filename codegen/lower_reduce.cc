@@ -1,0 +1,155 @@
+// Reductions: over a whole tile or along one axis, in registers (per-thread
+// combines, shuffles within a warp, shared memory across warps) or over
+// buffers.
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+using llvm::IRBuilder;
+
+void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
+                             const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
+  const int64_t slots = static_cast<int64_t>(acc.size());
+  llvm::Type* t = acc[0]->getType();
+  llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
+  // Slot-major: the lanes of a warp touch consecutive words (no bank conflicts).
+  auto at = [&](llvm::Value* thread, int64_t slot) {
+    return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(slot * threads_)));
+  };
+  for (int64_t s = 0; s < slots; ++s) b_.CreateStore(acc[s], at(thread_, s));
+  target_.program_barrier(b_);
+  // Every holder reads the same threads' parts in the same order (lowest
+  // thread first), so all of them compute the same bits.
+  llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
+  std::vector<int> parts;
+  for (int m = 0;; m = (m - warp_bits) & warp_bits) {
+    parts.push_back(m);
+    if (((m - warp_bits) & warp_bits) == 0) break;
+  }
+  for (int64_t s = 0; s < slots; ++s) {
+    llvm::Value* all = nullptr;
+    for (int m : parts) {
+      llvm::Value* part = b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), s));
+      all = all == nullptr ? part : combine(all, part);
+    }
+    acc[s] = all;
+  }
+  // Freed at once; whatever reuses the memory waits for these reads first.
+  shared_.erase(scratch);
+}
+
+llvm::Value* Lowering::reduce_identity(OpCode combiner, DType d, llvm::Type* t) {
+  if (d.is_float()) {
+    if (combiner == OpCode::kAdd) return llvm::ConstantFP::get(t, 0.0);
+    return llvm::ConstantFP::getInfinity(t, combiner == OpCode::kMax);
+  }
+  unsigned bits = t->getIntegerBitWidth();
+  if (combiner == OpCode::kAdd) return llvm::ConstantInt::get(t, 0);
+  bool s = d.is_signed();
+  if (combiner == OpCode::kMax) {
+    return llvm::ConstantInt::get(t, s ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits));
+  }
+  return llvm::ConstantInt::get(t, s ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits));
+}
+
+absl::Status Lowering::reduce(const Op& o, const Type& rt) {
+  const Type& in = ir_.type(o.operands[0]);
+  int axis = static_cast<int>(o.ints[0]);
+  auto combiner = static_cast<OpCode>(o.ints[1]);
+  DType d = in.dtype();
+  DType acc_d = is_narrow_float(d) ? f32 : d;
+  llvm::Type* acc_t = reg_type(acc_d);
+  if (!rt.is_tile() && in_registers(in)) {
+    // A whole tile to one scalar: each thread combines its own elements,
+    // then the target combines the threads' partial results. A planned
+    // layout holds each element once; a slice may hold it in several threads.
+    const Layout& l = *planned(o.operands[0]);
+    std::vector<llvm::Value*> elems = regs(o.operands[0], l);
+    llvm::Value* acc = reduce_identity(combiner, acc_d, acc_t);
+    for (size_t slot = 0; slot < elems.size(); ++slot) {
+      llvm::Value* next = ops_.binary(combiner, acc_d, acc, ops_.widen(elems[slot], d));
+      llvm::Value* valid = l.valid(b_, thread_, static_cast<int64_t>(slot));
+      acc = valid == nullptr ? next : b_.CreateSelect(valid, next, acc);
+    }
+    llvm::Value* all = target_.combine_threads(
+        b_, acc, [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+    set(o, ops_.narrow(all, d));
+    return absl::OkStatus();
+  }
+  if (rt.is_tile() && in_registers(in)) {
+    // Along one axis, in the slice of the operand's layout: each thread
+    // combines its own parts of each position, then a butterfly of
+    // shuffles combines the parts other lanes hold, then (for positions
+    // spread over warps) the warps' parts meet in a small scratch area.
+    // Positions over several slots of a thread take the buffer path below.
+    auto slice = std::make_shared<SliceLayout>(planned(o.operands[0]), in.shape(), axis);
+    std::optional<int> holders = holder_bits(*slice);
+    const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
+    // Across warps only where the scratch area is no larger than the
+    // operand's buffer would be (f16 accumulates in f32, for instance).
+    const bool across_warps_fits =
+        target_.tiles_in_shared() &&
+        threads_ * slice->slots() * module_->getDataLayout().getTypeAllocSize(acc_t) <=
+            in.numel() * module_->getDataLayout().getTypeAllocSize(elem_mem_type(in));
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits)) {
+      const int lanes = *holders & (target_.warp_size() - 1);
+      const Layout& l = slice->parent();
+      std::vector<llvm::Value*> elems = regs(o.operands[0], l);
+      std::vector<llvm::Value*> acc(slice->slots(), reduce_identity(combiner, acc_d, acc_t));
+      for (int64_t slot = 0; slot < l.slots(); ++slot) {
+        llvm::Value*& a = acc[slice->slot_of(slot)];
+        llvm::Value* next = ops_.binary(combiner, acc_d, a, ops_.widen(elems[slot], d));
+        llvm::Value* valid = l.valid(b_, thread_, slot);
+        a = valid == nullptr ? next : b_.CreateSelect(valid, next, a);
+      }
+      for (llvm::Value*& a : acc) {
+        for (int bit = 1; bit <= lanes; bit *= 2) {
+          if (lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));
+        }
+      }
+      if (warp_bits != 0) {
+        combine_warps(acc, warp_bits,
+                      [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+      }
+      for (llvm::Value*& a : acc) a = ops_.narrow(a, d);
+      regs_[o.results[0]] = {std::move(slice), std::move(acc)};
+      return absl::OkStatus();
+    }
+  }
+  std::vector<int64_t> in_strides = strides(in.shape());
+  Shape outer = in.shape();
+  outer.erase(outer.begin() + axis);
+  std::vector<int64_t> outer_map = in_strides;
+  outer_map.erase(outer_map.begin() + axis);
+  llvm::Value* src = val(o.operands[0]);
+  llvm::Value* out = rt.is_tile() ? new_buffer(rt) : nullptr;
+  llvm::Value* scalar_result = nullptr;
+  auto body = [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
+    llvm::Value* base = linear_index(idx, outer_map);
+    llvm::Value* acc_slot = nullptr;
+    {
+      IRBuilder<> eb(alloca_point_);
+      acc_slot = eb.CreateAlloca(acc_t);
+    }
+    b_.CreateStore(reduce_identity(combiner, acc_d, acc_t), acc_slot);
+    loop(in.shape()[axis], [&](llvm::Value* k) {
+      llvm::Value* e = load_elem(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));
+      llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
+      b_.CreateStore(ops_.binary(combiner, acc_d, acc, ops_.widen(e, d)), acc_slot);
+    });
+    llvm::Value* r = ops_.narrow(b_.CreateLoad(acc_t, acc_slot), d);
+    if (out != nullptr)
+      store_elem(out, rt, lin, r);
+    else
+      scalar_result = r;
+  };
+  if (outer.empty()) {
+    body({}, b_.getInt64(0));
+  } else {
+    tile_loop(outer, body);
+  }
+  set(o, out != nullptr ? out : scalar_result);
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen

@@ -1,0 +1,140 @@
+// tma_load and tma_store through the target's hooks, with the mbarrier and
+// phase bit each tma_load waits on; and the hooks' default, the copy that
+// targets without a tensor memory accelerator do in software.
+#include "base/tensor_map_form.h"
+#include "base/tma_rules.h"
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+using llvm::IRBuilder;
+
+void Lowering::reserve_tma_barriers() {
+  std::vector<const Op*> loads;
+  for (const Op& o : ir_.ops) {
+    if (o.op == OpCode::kTmaLoad) loads.push_back(&o);
+  }
+  for (size_t i = 0; i < loads.size(); ++i) {
+    IRBuilder<> eb(alloca_point_);
+    llvm::Value* phase = eb.CreateAlloca(b_.getInt32Ty());
+    eb.CreateStore(eb.getInt32(0), phase);
+    tma_barriers_[loads[i]] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * i), phase};
+  }
+  smem_reserved_ = smem_peak_ = 8 * static_cast<int64_t>(loads.size());
+  if (!loads.empty()) target_.init_tma_barriers(b_, smem_base_, static_cast<int>(loads.size()));
+}
+
+absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
+  int64_t bytes = rt.numel() * rt.dtype().bytes();
+  llvm::Value* smem = smem_alloc(bytes);
+  TmaBarrier& bar = tma_barriers_.at(&o);
+  target_.tma_load(b_, ir_.type(o.operands[0]), val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
+  set(o, smem);
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::tma_store(const Op& o) {
+  target_.tma_store(b_, ir_.type(o.operands[0]), val(o.operands[0]), coords(o, 2), val(o.operands[1]));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The software copy between a box of the tensor and the dense tile at
+// `smem`. The box's shape, rank and dtype come from the map's type; the
+// tensor's address, dims, byte strides, element strides and fill are read
+// from the map's host form when the kernel runs. The program's threads each
+// take elements of the box (its static shape bounds the tile, which element
+// strides above 1 make smaller); an element outside the tile does nothing,
+// and one outside the tensor reads as the fill and is not stored.
+void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+              const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool load) {
+  const Shape& box = map_type.shape();
+  const int rank = static_cast<int>(box.size());
+  const int64_t elem = map_type.dtype().bytes();
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* et = b.getIntNTy(8 * static_cast<unsigned>(elem));
+  // Fields sit at multiples of their size in a map aligned to 64 bytes.
+  auto field = [&](size_t offset, llvm::Type* t) -> llvm::Value* {
+    llvm::Value* p = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), map, offset);
+    llvm::Value* v = b.CreateAlignedLoad(t, p, llvm::Align(t->getIntegerBitWidth() / 8));
+    return t == i64 ? v : b.CreateZExt(v, i64);
+  };
+  llvm::Value* base = b.CreateIntToPtr(field(host_form::kAddress, i64),
+                                       llvm::PointerType::get(b.getContext(), target.global_address_space()));
+  std::vector<llvm::Value*> dim(rank), stride(rank), step(rank), tile(rank), origin(rank), tile_stride(rank);
+  for (int d = 0; d < rank; ++d) {
+    dim[d] = field(host_form::kDims + 8 * d, i64);
+    stride[d] = d == rank - 1 ? b.getInt64(elem) : field(host_form::kStrides + 8 * d, i64);
+    step[d] = field(host_form::kElementStrides + d, b.getInt8Ty());
+    tile[d] = b.CreateUDiv(b.CreateAdd(b.getInt64(box[d]), b.CreateSub(step[d], b.getInt64(1))), step[d]);
+    origin[d] = b.CreateSExt(coords[d], i64);
+  }
+  for (int d = rank - 1; d >= 0; --d) {
+    tile_stride[d] = d == rank - 1 ? b.getInt64(1) : b.CreateMul(tile_stride[d + 1], tile[d + 1]);
+  }
+  llvm::Value* fill = nullptr;
+  if (load) {
+    llvm::Value* nan = b.CreateICmpEQ(field(host_form::kFill, b.getInt8Ty()),
+                                      b.getInt64(static_cast<uint64_t>(TensorMapOobFill::kNan)));
+    fill = b.CreateSelect(nan, llvm::ConstantInt::get(et, quiet_nan_bits(map_type.dtype().kind)),
+                          llvm::ConstantInt::get(et, 0));
+  }
+  std::vector<int64_t> box_stride(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) box_stride[d] = box_stride[d + 1] * box[d + 1];
+  target.tile_loop(b, numel(box), [&](llvm::Value* i) {
+    llvm::Value* in_tile = b.getTrue();
+    llvm::Value* in_tensor = b.getTrue();
+    llvm::Value* slot = b.getInt64(0);    // element index in the tile
+    llvm::Value* offset = b.getInt64(0);  // byte offset in the tensor
+    for (int d = 0; d < rank; ++d) {
+      llvm::Value* k = b.CreateUDiv(i, b.getInt64(box_stride[d]));
+      if (d > 0) k = b.CreateURem(k, b.getInt64(box[d]));
+      in_tile = b.CreateAnd(in_tile, b.CreateICmpULT(k, tile[d]));
+      slot = b.CreateAdd(slot, b.CreateMul(k, tile_stride[d]));
+      llvm::Value* g = b.CreateAdd(origin[d], b.CreateMul(k, step[d]));
+      in_tensor = b.CreateAnd(in_tensor, b.CreateAnd(b.CreateICmpSGE(g, b.getInt64(0)), b.CreateICmpSLT(g, dim[d])));
+      offset = b.CreateAdd(offset, b.CreateMul(g, stride[d]));
+    }
+    emit_if(b, in_tile, [&] {
+      llvm::Value* shared = b.CreateInBoundsGEP(et, smem, slot);
+      llvm::Value* global = b.CreateGEP(b.getInt8Ty(), base, offset);
+      if (!load) {
+        emit_if(b, in_tensor, [&] {
+          b.CreateAlignedStore(b.CreateAlignedLoad(et, shared, llvm::Align(elem)), global, llvm::Align(elem));
+        });
+        return;
+      }
+      // A branch around the load: addresses outside the tensor are never read.
+      llvm::BasicBlock* pre = b.GetInsertBlock();
+      llvm::Value* loaded = nullptr;
+      llvm::BasicBlock* in = nullptr;
+      emit_if(b, in_tensor, [&] {
+        loaded = b.CreateAlignedLoad(et, global, llvm::Align(elem));
+        in = b.GetInsertBlock();
+      });
+      llvm::PHINode* v = b.CreatePHI(et, 2);
+      v->addIncoming(loaded, in);
+      v->addIncoming(fill, pre);
+      b.CreateAlignedStore(v, shared, llvm::Align(elem));
+    });
+  });
+}
+
+}  // namespace
+
+void TargetInfo::tma_load(IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+                          const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t, llvm::Value*,
+                          llvm::Value*) {
+  program_barrier(b);  // every thread is done with the buffer's previous contents
+  copy_box(*this, b, map_type, map, coords, smem, /*load=*/true);
+}
+
+void TargetInfo::tma_store(IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+                           const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
+  // The tile's writers made it visible (tile loops and register spills end
+  // in a barrier); the tile loop's own barrier lets the buffer be reused.
+  copy_box(*this, b, map_type, map, coords, smem, /*load=*/false);
+}
+
+}  // namespace tessel::codegen

@@ -1,0 +1,55 @@
+// Views and data movement between tile shapes: expand_dims and reshape keep
+// their operand's elements in order; broadcast and trans permute them.
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+absl::Status Lowering::view(const Op& o) {
+  // The same elements in the same row-major order: the same buffer, or
+  // the same registers (the plan gives a view its operand's layout).
+  if (!regs_[o.operands[0]].slots.empty()) {
+    regs_[o.results[0]] = regs_[o.operands[0]];
+  } else {
+    set(o, val(o.operands[0]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::permute(const Op& o, const Type& rt) {
+  const Type& in = ir_.type(o.operands[0]);
+  if (o.op == OpCode::kBroadcast && in_registers(rt) && !regs_[o.operands[0]].slots.empty()) {
+    // A slice broadcast back along its axis to its parent layout: each slot
+    // takes its row's value from this thread's own registers.
+    const RegTile& src = regs_[o.operands[0]];
+    auto* slice = dynamic_cast<const SliceLayout*>(src.layout.get());
+    const Layout& want = *layout(o.results[0]);
+    if (slice != nullptr && slice->shape() == rt.shape() && slice->parent().same_as(want)) {
+      Shape kept = rt.shape();
+      kept[slice->axis()] = 1;
+      if (in.shape() == kept) {
+        std::vector<llvm::Value*> out;
+        for (int64_t slot = 0; slot < want.slots(); ++slot) out.push_back(src.slots[slice->slot_of(slot)]);
+        set_regs(o, std::move(out));
+        return absl::OkStatus();
+      }
+    }
+  }
+  std::vector<int64_t> in_strides = strides(in.shape());
+  std::vector<int64_t> map(rt.rank());
+  for (int d = 0; d < rt.rank(); ++d) {
+    if (o.op == OpCode::kTrans) {
+      map[d] = in_strides[o.ints[d]];
+    } else {
+      map[d] = in.shape()[d] == 1 ? 0 : in_strides[d];
+    }
+  }
+  llvm::Value* out = new_buffer(rt);
+  llvm::Value* src = val(o.operands[0]);
+  tile_loop(rt.shape(), [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
+    store_elem(out, rt, lin, load_elem(src, in, linear_index(idx, map)));
+  });
+  set(o, out);
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen
