@@ -57,10 +57,12 @@ int main() {
                        must(dev.tensor_map(bf16, scratch, {1024, 1024}, {64, 64}), "map"),
                        must(dev.tensor_map(bf16, scratch, {1024, 1024}, {64, 64}), "map")};
   Function fmaps = must(dev.compile(empty_with_maps()), "compile");
-  PtxCode ptx = must(compile_ptx(empty_with_pointers(), {}), "compile_ptx");
+  CompileOptions sm90;
+  sm90.arch = "sm_90a";
+  DeviceCode ptx = must(compile(empty_with_pointers(), sm90), "compile");
   CUmodule module;
   CUfunction fptrs;
-  cu.check(cu.cuModuleLoadData(&module, ptx.ptx.c_str()), "cuModuleLoadData");
+  cu.check(cu.cuModuleLoadData(&module, ptx.binary.c_str()), "cuModuleLoadData");
   cu.check(cu.cuModuleGetFunction(&fptrs, module, ptx.entry.c_str()), "cuModuleGetFunction");
   CUdeviceptr dptr = reinterpret_cast<CUdeviceptr>(scratch.data());
   CUdeviceptr pa = dptr, pb = dptr + 256, pc = dptr + 512;

@@ -1,14 +1,14 @@
 #include "runtime/device.h"
 
 #include <bit>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "codegen/affine.h"
+#include "codegen/compiler.h"
 #include "base/status.h"
+#include "runtime/backend.h"
 #include "runtime/device_impl.h"
 #include "runtime/env.h"
 
@@ -48,7 +48,7 @@ absl::StatusOr<Function> compile_function(const std::shared_ptr<DeviceImpl>& dev
   resolved.specialization = {};  // launches choose theirs
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<FunctionImpl> generic, device->compile_variant(kernel, resolved));
   return Function(std::make_shared<FunctionVariants>(device, std::move(resolved),
-                                                     codegen::specializable(kernel.ir()), std::move(generic)));
+                                                     specializable(kernel), std::move(generic)));
 }
 
 FunctionVariants::~FunctionVariants() {
@@ -87,46 +87,22 @@ absl::Status FunctionVariants::prepare(Specialization key) {
 }
 
 absl::StatusOr<Device> Device::open(absl::string_view name) {
-  absl::string_view rest = name;
-  if (absl::ConsumePrefix(&rest, "host")) {
-    int threads = static_cast<int>(std::thread::hardware_concurrency());
-    if (absl::ConsumePrefix(&rest, ":")) {
-      if (!absl::SimpleAtoi(rest, &threads) || threads < 1 || threads > 1024) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Device::open('", name, "'): the host thread count must be 1 to 1024"));
-      }
-    } else if (!rest.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("Device::open('", name, "'): unknown device"));
-    }
-    TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceImpl> impl, open_host_device(threads < 1 ? 1 : threads));
-    return Device(std::move(impl));
+  const Backend* backend = find_backend(name);
+  if (backend == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Device::open('", name, "'): unknown device; use ", backend_usage()));
   }
-  if (absl::ConsumePrefix(&rest, "cuda")) {
-    int ordinal = 0;  // "cuda" alone is the first GPU, as in PyTorch
-    if (absl::ConsumePrefix(&rest, ":")) {
-      if (!absl::SimpleAtoi(rest, &ordinal) || ordinal < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Device::open('", name, "'): the GPU index must be a number >= 0"));
-      }
-    } else if (!rest.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("Device::open('", name, "'): unknown device"));
-    }
-    TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceImpl> impl, open_cuda_device(ordinal));
-    return Device(std::move(impl));
-  }
-  if (absl::StartsWith(name, "hip")) {
-    return absl::UnavailableError(
-        absl::StrCat("Device::open('", name, "'): this build of tessel has no HIP runtime yet"));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("Device::open('", name, "'): unknown device; use host, host:N, cuda:N or hip:N"));
+  absl::string_view suffix = name.substr(backend->prefix.size());
+  absl::ConsumePrefix(&suffix, ":");
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceImpl> impl, backend->open(name, suffix));
+  return Device(std::move(impl));
 }
 
 absl::StatusOr<Device> Device::best() {
-  // Codegen targets sm_90a (TMA, wgmma): an older GPU would fail every
-  // kernel that uses them, so the host serves better.
+  // A GPU whose code lacks TMA would fail every kernel that uses it, so the
+  // host serves better.
   absl::StatusOr<Device> gpu = open("cuda:0");
-  if (gpu.ok() && gpu->impl().compute_capability() >= 90) return gpu;
+  if (gpu.ok() && runs_every_kernel(gpu->arch())) return gpu;
   return open("host");
 }
 
@@ -136,6 +112,7 @@ std::string Device::description() const {
   return details.empty() ? impl_->name() : absl::StrCat(impl_->name(), " (", details, ")");
 }
 DeviceKind Device::kind() const { return impl_->kind(); }
+std::string Device::arch() const { return impl_->arch(); }
 int Device::num_compute_units() const { return impl_->num_compute_units(); }
 absl::StatusOr<Buffer> Device::allocate(size_t bytes) const { return impl_->allocate(bytes); }
 absl::Status Device::synchronize() const { return impl_->synchronize(); }

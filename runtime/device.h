@@ -152,7 +152,8 @@ class Function {
 
 class Device {
  public:
-  // "host" (all cores), "host:N" (N worker threads), "cuda:N", "hip:N".
+  // "host" (all cores), "host:N" (N worker threads), "cuda:N" (every
+  // registered backend: see the error for an unknown name).
   static absl::StatusOr<Device> open(absl::string_view name);
   // cuda:0 if an NVIDIA GPU tessel compiles for (sm_90 or newer) is
   // present, else the host.
@@ -164,6 +165,9 @@ class Device {
   // 132 SMs, 227 KiB shared memory per program)".
   std::string description() const;
   DeviceKind kind() const;
+  // What its code is compiled for: "host", "sm_90a" (an H100 or H200), ...
+  // (CompileOptions::arch, when left empty, becomes this).
+  std::string arch() const;
   // Streaming multiprocessors, compute units, or host worker threads.
   int num_compute_units() const;
 

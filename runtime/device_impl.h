@@ -64,8 +64,8 @@ class DeviceImpl {
   virtual int num_compute_units() const = 0;
   // What Device::description() adds to the name; empty for nothing.
   virtual std::string details() const { return ""; }
-  // 90 for sm_90; 0 for devices that are not NVIDIA GPUs.
-  virtual int compute_capability() const { return 0; }
+  // The arch its code is compiled for (Device::arch).
+  virtual std::string arch() const = 0;
   // Which encoding of tensor maps this device's kernels read.
   virtual TensorMapEncoding tensor_map_encoding() const = 0;
 
@@ -89,7 +89,7 @@ class DeviceImpl {
 
   // Epochs of triggered plans with copy chains armed on this device. While
   // any is, no code may be loaded: a module loaded then can wait forever
-  // behind the chains' stream waits (reference/triggered.md), so compiling
+  // behind the chains' stream waits (docs/triggered.md), so compiling
   // fails and launches make do with the variants already loaded.
   void add_armed(int delta) {
     armed_.fetch_add(delta, std::memory_order_acq_rel);
@@ -173,11 +173,5 @@ class FunctionVariants {
 // Compiles the generic variant of `kernel` for `device` (Device::compile).
 absl::StatusOr<Function> compile_function(const std::shared_ptr<DeviceImpl>& device, const Kernel& kernel,
                                           const CompileOptions& options);
-
-// Backends' factories.
-absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host_device(int threads);
-// Unavailable with "cuda:N: no NVIDIA driver ..." where there is no driver,
-// NotFound where there is no such GPU.
-absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal);
 
 }  // namespace tessel

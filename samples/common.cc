@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 
@@ -24,7 +25,7 @@ Args parse_args(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&arg, "--seed=") && absl::SimpleAtoi(arg, &a.seed)) {
     } else if (absl::ConsumePrefix(&arg, "--ranks=") && absl::SimpleAtoi(arg, &a.ranks) && a.ranks >= 1) {
     } else {
-      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a]] [--seed=N] [--ranks=N]\n",
+      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a|host]] [--seed=N] [--ranks=N]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -44,8 +45,9 @@ bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernel
   options.arch = args.target;
   for (const tessel::Kernel& k : kernels) {
     tessel::CompileArtifacts a;
-    ok_or_die(tessel::compile_ptx(k, options, &a).status(), "compile_ptx");
-    for (auto [ext, text] : {std::pair{".tessel", &a.ir}, std::pair{".ll", &a.llvm}, std::pair{".ptx", &a.ptx}}) {
+    ok_or_die(tessel::compile(k, options, &a).status(), "compile");
+    const char* assembly = absl::StartsWith(args.target, "sm_") ? ".ptx" : ".s";
+    for (auto [ext, text] : {std::pair{".tessel", &a.ir}, std::pair{".ll", &a.llvm}, std::pair{assembly, &a.assembly}}) {
       std::string path = dir + "/" + k.name() + "." + args.target + ext;
       std::ofstream out(path);
       out << *text;

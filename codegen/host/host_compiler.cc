@@ -1,14 +1,21 @@
-// Kernel -> LLVM IR -> O3 -> ORC LLJIT -> a callable host function.
+// Kernel -> LLVM IR -> O3 -> a relocatable object file; ORC LLJIT links the
+// object into the process. Keeping the two apart makes host code a plain
+// DeviceCode like every other target's, so it can be kept and loaded again.
 #include "absl/strings/str_cat.h"
-#include "codegen/compiler.h"
+#include "base/status.h"
+#include "codegen/backends.h"
 #include "codegen/host/host_target.h"
+#include "codegen/host/software_tma.h"
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
-#include "base/status.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 
 namespace tessel {
 namespace {
@@ -26,23 +33,61 @@ class JitHostCode final : public HostCode {
   int64_t shared_bytes_;
 };
 
+absl::StatusOr<std::string> emit(llvm::Module& module, llvm::TargetMachine& machine, llvm::CodeGenFileType type) {
+  llvm::SmallString<0> out;
+  llvm::raw_svector_ostream os(out);
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, os, nullptr, type)) {
+    return absl::InternalError("host: the target machine cannot emit this kind of file");
+  }
+  pm.run(module);
+  return std::string(out.str());
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HostCode>> compile_host(const Kernel& kernel, const CompileOptions& options,
-                                                       const std::vector<HostSymbol>& symbols,
-                                                       CompileArtifacts* artifacts) {
-  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<codegen::TargetInfo> target, codegen::make_host_target(options.opt_level));
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, *ctx, options.specialization));
-  codegen::optimize(*lowered.module, target->machine(), options.opt_level);
+namespace codegen {
+
+absl::StatusOr<DeviceCode> compile_host(const Kernel& kernel, const CompileOptions& options,
+                                        CompileArtifacts* artifacts, HostTma tma) {
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target, make_host_target(options.opt_level, tma));
+  llvm::LLVMContext ctx;
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization));
+  optimize(*lowered.module, target->machine(), options.opt_level);
   if (artifacts != nullptr) {
     artifacts->ir = kernel.str();
-    artifacts->llvm = codegen::module_text(*lowered.module);
+    artifacts->llvm = module_text(*lowered.module);
+    // Emitting runs the code generator over the module, so the assembly
+    // comes from a copy.
+    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*lowered.module);
+    TESSEL_ASSIGN_OR_RETURN(artifacts->assembly, emit(*copy, target->machine(), llvm::CodeGenFileType::AssemblyFile));
   }
+  DeviceCode code;
+  code.arch = "host";
+  code.format = CodeFormat::kHostObject;
+  TESSEL_ASSIGN_OR_RETURN(code.binary, emit(*lowered.module, target->machine(), llvm::CodeGenFileType::ObjectFile));
+  code.entry = lowered.entry;
+  code.shared_bytes = lowered.shared_bytes;
+  code.threads = 1;
+  return code;
+}
 
+TESSEL_CODEGEN_API absl::StatusOr<DeviceCode> compile_host_software_tma(const Kernel& kernel,
+                                                                        const CompileOptions& options) {
+  return compile_host(kernel, options, nullptr, HostTma::kSoftware);
+}
+
+}  // namespace codegen
+
+absl::StatusOr<std::unique_ptr<HostCode>> load_host_code(const DeviceCode& code,
+                                                         const std::vector<HostSymbol>& symbols) {
+  if (code.format != CodeFormat::kHostObject) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("load_host_code: '", code.entry, "' is code for ", code.arch, ", not a host object"));
+  }
+  codegen::init_llvm_targets();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return codegen::to_status(jtmb.takeError(), "detecting the host CPU");
-  jtmb->setCodeGenOptLevel(target->machine().getOptLevel());
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
   if (!jit) return codegen::to_status(jit.takeError(), "creating the host JIT");
   llvm::orc::JITDylib& lib = (*jit)->getMainJITDylib();
@@ -61,15 +106,12 @@ absl::StatusOr<std::unique_ptr<HostCode>> compile_host(const Kernel& kernel, con
     TESSEL_RETURN_IF_ERROR(codegen::to_status(lib.define(llvm::orc::absoluteSymbols(std::move(map))),
                                               "defining runtime symbols"));
   }
-  std::string entry = lowered.entry;
-  int64_t shared = lowered.shared_bytes;
   TESSEL_RETURN_IF_ERROR(codegen::to_status(
-      (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(lowered.module), std::move(ctx))),
-      absl::StrCat("adding kernel '", kernel.name(), "' to the JIT")));
-  auto addr = (*jit)->lookup(entry);
-  if (!addr) return codegen::to_status(addr.takeError(), absl::StrCat("linking kernel '", kernel.name(), "'"));
-  auto fn = addr->toPtr<HostEntry>();
-  return std::unique_ptr<HostCode>(new JitHostCode(std::move(*jit), fn, shared));
+      (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(code.binary, code.entry)),
+      absl::StrCat("adding kernel '", code.entry, "' to the JIT")));
+  auto addr = (*jit)->lookup(code.entry);
+  if (!addr) return codegen::to_status(addr.takeError(), absl::StrCat("linking kernel '", code.entry, "'"));
+  return std::unique_ptr<HostCode>(new JitHostCode(std::move(*jit), addr->toPtr<HostEntry>(), code.shared_bytes));
 }
 
 }  // namespace tessel

@@ -1,6 +1,6 @@
 // Kernel -> LLVM IR (NVPTX) -> O3 -> PTX text.
 #include "absl/strings/str_cat.h"
-#include "codegen/compiler.h"
+#include "codegen/backends.h"
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
 #include "codegen/nvptx/nvptx_target.h"
@@ -28,20 +28,21 @@ absl::Status check_supported(const Kernel& kernel) {
 
 }  // namespace
 
-absl::StatusOr<PtxCode> compile_ptx(const Kernel& kernel, const CompileOptions& options,
-                                    CompileArtifacts* artifacts) {
+namespace codegen {
+
+absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
+                                         CompileArtifacts* artifacts) {
   TESSEL_RETURN_IF_ERROR(check_supported(kernel));
-  std::string arch = options.arch.empty() ? "sm_90a" : options.arch;
-  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<codegen::TargetInfo> target,
-                          codegen::make_nvptx_target(arch, options.num_warps, options.opt_level));
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
+                          make_nvptx_target(arch, options.num_warps, options.opt_level));
   llvm::LLVMContext ctx;
-  TESSEL_ASSIGN_OR_RETURN(codegen::LoweredKernel lowered, codegen::lower(kernel.ir(), *target, ctx, options.specialization));
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization));
   if (lowered.shared_bytes > kSm90SharedLimit) {
     return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
                                                      " bytes of shared memory per program; ", arch, " allows ",
                                                      kSm90SharedLimit, " (use smaller tiles)"));
   }
-  codegen::optimize(*lowered.module, target->machine(), options.opt_level);
+  optimize(*lowered.module, target->machine(), options.opt_level);
 
   llvm::SmallString<0> ptx;
   llvm::raw_svector_ostream os(ptx);
@@ -52,16 +53,19 @@ absl::StatusOr<PtxCode> compile_ptx(const Kernel& kernel, const CompileOptions& 
   pm.run(*lowered.module);
   if (artifacts != nullptr) {
     artifacts->ir = kernel.str();
-    artifacts->llvm = codegen::module_text(*lowered.module);
-    artifacts->ptx = std::string(ptx.str());
+    artifacts->llvm = module_text(*lowered.module);
+    artifacts->assembly = std::string(ptx.str());
   }
-  PtxCode code;
-  code.ptx = std::string(ptx.str());
+  DeviceCode code;
+  code.arch = arch;
+  code.format = CodeFormat::kPtx;
+  code.binary = std::string(ptx.str());
   code.entry = lowered.entry;
   code.shared_bytes = lowered.shared_bytes;
   code.threads = options.num_warps * 32;
-  code.error_symbol = codegen::kNvptxErrorSymbol;
+  code.error_symbol = kNvptxErrorSymbol;
   return code;
 }
 
+}  // namespace codegen
 }  // namespace tessel

@@ -17,7 +17,9 @@
 #include "base/status.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/backend.h"
 #include "runtime/device_impl.h"
+#include "runtime/plans/plan_backend.h"
 #include "runtime/tensor_map.h"
 
 namespace tessel {
@@ -27,6 +29,27 @@ using cuda::Context;
 using cuda::ContextScope;
 using cuda::Driver;
 using cuda::Module;
+
+// The driver API's names, as cuda.h spells them (cuda_api.h).
+using cuda::CUdeviceptr;
+using cuda::CUfunction;
+using cuda::CUjit_option;
+using cuda::CUmodule;
+using cuda::CUstream;
+using cuda::CUtensorMap;
+using cuda::CUtensorMapDataType;
+using cuda::CUtensorMapInterleave;
+using cuda::CUtensorMapSwizzle;
+using cuda::cuuint32_t;
+using cuda::cuuint64_t;
+using enum cuda::CUdevice_attribute;
+using enum cuda::CUfunction_attribute;
+using enum cuda::CUjit_option;
+using enum cuda::CUtensorMapDataType;
+using enum cuda::CUtensorMapFloatOOBfill;
+using enum cuda::CUtensorMapInterleave;
+using enum cuda::CUtensorMapL2promotion;
+using enum cuda::CUtensorMapSwizzle;
 
 // Without the opt-in attribute a program may use this much dynamic shared memory.
 constexpr int64_t kDefaultSharedLimit = 48 * 1024;
@@ -46,7 +69,10 @@ std::string default_arch(int cc) { return cc == 90 ? "sm_90a" : absl::StrCat("sm
 absl::Status check_arch(const std::string& arch, int cc, const std::string& device) {
   absl::string_view rest = arch;
   int number = 0;
-  if (!absl::ConsumePrefix(&rest, "sm_")) return absl::OkStatus();
+  if (!absl::ConsumePrefix(&rest, "sm_")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(device, " runs only code compiled for NVIDIA GPUs (sm_90a, ...), not for ", arch));
+  }
   bool specific = absl::ConsumeSuffix(&rest, "a");
   if (!absl::SimpleAtoi(rest, &number)) return absl::OkStatus();  // codegen names the problem
   if ((specific && number != cc) || number > cc) {
@@ -214,7 +240,7 @@ class CudaDevice final : public DeviceImpl {
   std::string name() const override { return context_->name(); }
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   int num_compute_units() const override { return sm_count_; }
-  int compute_capability() const override { return cc_; }
+  std::string arch() const override { return default_arch(cc_); }
   TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kCuda; }
   std::string details() const override {
     return absl::StrCat(product_, ", sm_", cc_, ", ", sm_count_, " SMs, ", shared_optin_ / 1024,
@@ -312,7 +338,7 @@ class CudaDevice final : public DeviceImpl {
   }
 
   // Loads `code` and makes its function ready to launch.
-  absl::StatusOr<std::shared_ptr<FunctionImpl>> load(const Kernel& kernel, const PtxCode& code);
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> load(const Kernel& kernel, const DeviceCode& code);
 
   const std::shared_ptr<Context> context_;
   int sm_count_ = 0;
@@ -366,10 +392,10 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::compile_uncached(const
   if (absl::Status s = check_arch(resolved.arch, cc_, name()); !s.ok()) return prefixed(prefix, s);
   CompileArtifacts artifacts;
   const bool dump = !resolved.dump_stages.empty();
-  absl::StatusOr<PtxCode> code = compile_ptx(kernel, resolved, dump ? &artifacts : nullptr);
+  absl::StatusOr<DeviceCode> code = compile(kernel, resolved, dump ? &artifacts : nullptr);
   if (!code.ok()) return prefixed(prefix, code.status());
   // Dumped before loading: PTX the driver refuses is what one wants to read.
-  if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, resolved, resolved.arch, artifacts, code->ptx));
+  if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, resolved, resolved.arch, artifacts, code->binary));
   if (code->threads != resolved.num_warps * 32) {
     return absl::InternalError(absl::StrCat(prefix, ": codegen made ", code->threads, " threads per program for ",
                                             resolved.num_warps, " warps"));
@@ -384,7 +410,7 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::compile_uncached(const
   return fn;
 }
 
-absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& kernel, const PtxCode& code) {
+absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& kernel, const DeviceCode& code) {
   const Driver& d = context_->driver();
   ContextScope scope(*context_);
   TESSEL_RETURN_IF_ERROR(scope.status());
@@ -393,7 +419,7 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& ker
   std::array<CUjit_option, 2> keys = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   std::array<void*, 2> values = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
   CUmodule raw_module = nullptr;
-  absl::Status status = d.module_load_data_ex(&raw_module, code.ptx.c_str(), static_cast<unsigned>(keys.size()),
+  absl::Status status = d.module_load_data_ex(&raw_module, code.binary.c_str(), static_cast<unsigned>(keys.size()),
                                               keys.data(), values.data());
   if (!status.ok()) {
     std::string text = jit_log(log);
@@ -452,7 +478,12 @@ std::shared_ptr<Context> context_of(DeviceImpl& device) {
 
 }  // namespace cuda
 
-absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal) {
+namespace {
+
+// Unavailable with "cuda:N: no NVIDIA driver ..." where there is no driver,
+// NotFound where there is no such GPU.
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda(absl::string_view requested, absl::string_view suffix) {
+  TESSEL_ASSIGN_OR_RETURN(int ordinal, parse_device_index(requested, suffix, "GPU index"));
   std::string name = absl::StrCat("cuda:", ordinal);
   absl::StatusOr<const Driver*> driver = Driver::get();
   if (!driver.ok()) return prefixed(name, driver.status());
@@ -468,5 +499,10 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda_device(int ordinal) {
   (*open)[ordinal] = *device;
   return std::shared_ptr<DeviceImpl>(*std::move(device));
 }
+
+[[maybe_unused]] const bool registered = register_backend(
+    {.prefix = "cuda", .usage = "cuda:N", .open = &open_cuda, .make_group = &make_cuda_group_backend});
+
+}  // namespace
 
 }  // namespace tessel

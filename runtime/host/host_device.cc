@@ -3,12 +3,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "codegen/compiler.h"
 #include "base/status.h"
+#include "runtime/backend.h"
 #include "runtime/device_impl.h"
+#include "runtime/plans/plan_backend.h"
+#include "runtime/host/host_tma.h"
 #include "runtime/host/thread_pool.h"
 #include "runtime/tensor_map.h"
 
@@ -70,6 +75,7 @@ class HostDevice final : public DeviceImpl {
 
   std::string name() const override { return absl::StrCat("host:", pool_->size()); }
   DeviceKind kind() const override { return DeviceKind::kHost; }
+  std::string arch() const override { return "host"; }
   int num_compute_units() const override { return pool_->size(); }
   TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kHost; }
 
@@ -94,13 +100,19 @@ class HostDevice final : public DeviceImpl {
 
   absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
                                                                  const CompileOptions& options) override {
-    std::vector<HostSymbol> symbols = {{kHostTmaLoad, reinterpret_cast<void*>(&tma_load_entry)},
-                                       {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)}};
+    if (!options.arch.empty() && options.arch != "host") {
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": compile '", kernel.name(), "' for ", options.arch,
+                                                     ": the host runs only code compiled for it (arch host)"));
+    }
+    CompileOptions resolved = options;
+    resolved.arch = "host";
     CompileArtifacts artifacts;
     bool dump = !options.dump_stages.empty();
-    TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<HostCode> code,
-                            compile_host(kernel, options, symbols, dump ? &artifacts : nullptr));
+    TESSEL_ASSIGN_OR_RETURN(DeviceCode device_code, compile(kernel, resolved, dump ? &artifacts : nullptr));
     if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, options, artifacts));
+    std::vector<HostSymbol> symbols = {{kHostTmaLoad, reinterpret_cast<void*>(&tma_load_entry)},
+                                       {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)}};
+    TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<HostCode> code, load_host_code(device_code, symbols));
     return std::make_shared<HostFunction>(kernel, std::move(code), pool_);
   }
 
@@ -108,10 +120,20 @@ class HostDevice final : public DeviceImpl {
   std::shared_ptr<ThreadPool> pool_;
 };
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host_device(int threads) {
-  return std::make_shared<HostDevice>(threads);
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host(absl::string_view name, absl::string_view suffix) {
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (!suffix.empty() && (!absl::SimpleAtoi(suffix, &threads) || threads < 1 || threads > 1024)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Device::open('", name, "'): the host thread count must be 1 to 1024"));
+  }
+  return std::make_shared<HostDevice>(std::max(threads, 1));
 }
+
+[[maybe_unused]] const bool registered = register_backend({.prefix = "host",
+                                          .usage = "host, host:N",
+                                          .open = &open_host,
+                                          .make_group = &make_host_group_backend});
+
+}  // namespace
 
 }  // namespace tessel

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "runtime/backend.h"
 #include "runtime/device_impl.h"
 #include "runtime/plans/group_impl.h"
 
@@ -15,7 +16,7 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 absl::Status check_devices(const std::vector<Device>& devices) {
   if (devices.empty()) return absl::InvalidArgumentError("Group::create: no devices");
   for (size_t r = 0; r < devices.size(); ++r) {
-    if (devices[r].kind() != devices[0].kind()) {
+    if (find_backend(devices[r].name()) != find_backend(devices[0].name())) {
       return absl::InvalidArgumentError(absl::StrCat("Group::create: rank ", r, " is ", devices[r].name(),
                                                      " but rank 0 is ", devices[0].name(),
                                                      "; a group's devices are all of one kind"));
@@ -41,19 +42,12 @@ absl::StatusOr<std::shared_ptr<GroupImpl>> GroupImpl::create(std::vector<Device>
     return absl::InvalidArgumentError(absl::StrCat("Group::create: reserve_bytes (", options.reserve_bytes,
                                                    ") and chunk_bytes (", options.chunk_bytes, ") must be > 0"));
   }
-  std::unique_ptr<GroupBackend> backend;
-  switch (devices[0].kind()) {
-    case DeviceKind::kHost: {
-      TESSEL_ASSIGN_OR_RETURN(backend, make_host_group_backend(devices));
-      break;
-    }
-    case DeviceKind::kCuda: {
-      TESSEL_ASSIGN_OR_RETURN(backend, make_cuda_group_backend(devices));
-      break;
-    }
-    case DeviceKind::kHip:
-      return absl::UnimplementedError("Group::create: HIP groups are not supported yet");
+  const Backend* kind = find_backend(devices[0].name());
+  if (kind == nullptr || kind->make_group == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("Group::create: ", devices[0].name(), " has no triggered-plan groups (its backend offers none)"));
   }
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<GroupBackend> backend, kind->make_group(devices));
   std::shared_ptr<GroupImpl> group(new GroupImpl(std::move(devices), options, std::move(backend)));
   group->chunk_ = round_up(options.chunk_bytes, group->backend_->granularity());
   int64_t reserve = round_up(options.reserve_bytes, group->chunk_);

@@ -17,10 +17,16 @@ TEST(HostCompile, EmitsVectorizedLlvmAndRuns) {
   store(x + offs, load(x + offs) * 3.0);
   Kernel kernel = *k.build();
   CompileArtifacts artifacts;
-  absl::StatusOr<std::unique_ptr<HostCode>> code = compile_host(kernel, {}, {}, &artifacts);
-  ASSERT_TRUE(code.ok()) << code.status();
+  absl::StatusOr<DeviceCode> object = compile(kernel, {}, &artifacts);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->arch, "host");
+  EXPECT_EQ(object->format, CodeFormat::kHostObject);
+  EXPECT_EQ(object->binary.substr(0, 4), "\x7f" "ELF");
   EXPECT_THAT(artifacts.llvm, HasSubstr("define void @tessel_scale(ptr noalias"));
   EXPECT_THAT(artifacts.llvm, HasSubstr("fmul <"));  // the element loop was vectorized
+  EXPECT_THAT(artifacts.assembly, HasSubstr("tessel_scale:"));
+  absl::StatusOr<std::unique_ptr<HostCode>> code = load_host_code(*object, {});
+  ASSERT_TRUE(code.ok()) << code.status();
 
   std::mt19937 gen(std::random_device{}());
   std::vector<float> data(128), want(128);
@@ -32,6 +38,50 @@ TEST(HostCompile, EmitsVectorizedLlvmAndRuns) {
     (*code)->entry()(args, &p);
   }
   EXPECT_EQ(data, want);
+}
+
+// The object is plain data: loaded again (as a later process would load it
+// from a cache), it runs the same.
+TEST(HostCompile, ObjectLoadsTwice) {
+  KernelBuilder k("add_one");
+  Value x = k.arg(ptr(i32), "x");
+  Value offs = k.arange(0, 16);  // [16] i32
+  store(x + offs, load(x + offs) + 1);
+  absl::StatusOr<DeviceCode> object = compile(*k.build(), {});
+  ASSERT_TRUE(object.ok()) << object.status();
+  std::vector<int32_t> data(16, 5);
+  int32_t* base = data.data();
+  void* args[] = {&base};
+  for (int copy = 0; copy < 2; ++copy) {
+    absl::StatusOr<std::unique_ptr<HostCode>> code = load_host_code(*object, {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    HostProgram p{{0, 0, 0}, {1, 1, 1}, nullptr};
+    (*code)->entry()(args, &p);
+  }
+  EXPECT_EQ(data, std::vector<int32_t>(16, 7));
+}
+
+TEST(HostCompile, ArchErrorsNameWhatExists) {
+  KernelBuilder k("empty");
+  Kernel kernel = *k.build();
+  CompileOptions options;
+  options.arch = "tpu_v5";
+  EXPECT_THAT(compile(kernel, options).status().message(),
+              HasSubstr("arch 'tpu_v5' is unknown; tessel compiles for host, or sm_90a"));
+  options.arch = "gfx942";
+  absl::Status amd = compile(kernel, options).status();
+  EXPECT_EQ(amd.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(amd.message(), HasSubstr("the AMDGPU target is not part of tessel yet"));
+}
+
+TEST(HostCompile, LoadingGpuCodeOnTheHostIsRefused) {
+  KernelBuilder k("empty");
+  CompileOptions options;
+  options.arch = "sm_90a";
+  absl::StatusOr<DeviceCode> ptx = compile(*k.build(), options);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_THAT(load_host_code(*ptx, {}).status().message(),
+              HasSubstr("is code for sm_90a, not a host object"));
 }
 
 }  // namespace

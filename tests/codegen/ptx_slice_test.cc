@@ -22,15 +22,15 @@ CHECK-NOT: .shared
 CHECK-NOT: bar.sync
 )";
 
-PtxCode compile(const Kernel& kernel, uint64_t facts, int num_warps = 4) {
+DeviceCode compile(const Kernel& kernel, uint64_t facts, int num_warps = 4) {
   CompileOptions options;
   options.num_warps = num_warps;
   options.specialization.multiple_of_16 = facts;
-  absl::StatusOr<PtxCode> code = compile_ptx(kernel, options);
+  absl::StatusOr<DeviceCode> code = compile_ptx(kernel, options);
   EXPECT_TRUE(code.ok()) << code.status();
   if (!code.ok()) return {};
   if (have_ptxas()) {
-    EXPECT_EQ(ptxas(code->ptx), 0) << kernel.name() << " facts " << facts;
+    EXPECT_EQ(ptxas(code->binary), 0) << kernel.name() << " facts " << facts;
   }
   return *code;
 }
@@ -81,13 +81,13 @@ TEST_F(PtxSlice, RowSoftmaxRunsInRegistersAndShuffles) {
   for (auto [facts, shuffles, vectors] :
        {std::tuple{uint64_t{1 | 2 | 8}, 2 * 2 * 3, true}, std::tuple{uint64_t{0}, 2 * 8 * 5, false}}) {
     SCOPED_TRACE(::testing::Message() << "facts " << facts);
-    PtxCode code = compile(*softmax, facts);
+    DeviceCode code = compile(*softmax, facts);
     EXPECT_EQ(code.shared_bytes, 0);
-    EXPECT_EQ(file_check(code.ptx, kNoSharedMemory), 0);
-    EXPECT_EQ(count(code.ptx, "shfl.sync.bfly.b32"), shuffles);
-    EXPECT_EQ(count(code.ptx, "ld.global.v4.f32") > 0, vectors);
-    EXPECT_EQ(count(code.ptx, "st.global.v4.f32") > 0, vectors);
-    EXPECT_EQ(file_check(code.ptx, R"(
+    EXPECT_EQ(file_check(code.binary, kNoSharedMemory), 0);
+    EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), shuffles);
+    EXPECT_EQ(count(code.binary, "ld.global.v4.f32") > 0, vectors);
+    EXPECT_EQ(count(code.binary, "st.global.v4.f32") > 0, vectors);
+    EXPECT_EQ(file_check(code.binary, R"(
 CHECK: ld.global
 CHECK: shfl.sync.bfly.b32
 CHECK: ex2.approx.f32
@@ -107,10 +107,10 @@ TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
   // 32896 bytes and no shuffles.
   absl::StatusOr<Kernel> wide = samples::row_softmax_kernel(4, 1024);
   ASSERT_TRUE(wide.ok()) << wide.status();
-  PtxCode code = compile(*wide, 1 | 2 | 8);
+  DeviceCode code = compile(*wide, 1 | 2 | 8);
   EXPECT_EQ(code.shared_bytes, 128 * 4 * 4);
-  EXPECT_EQ(count(code.ptx, "shfl.sync.bfly.b32"), 2 * 4 * 5);
-  EXPECT_EQ(file_check(code.ptx, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
+  EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 4 * 5);
+  EXPECT_EQ(file_check(code.binary, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
 }
 
 TEST_F(PtxSlice, AcrossWarpsOnlyWhereTheScratchAreaIsNoLargerThanTheTile) {
@@ -118,22 +118,22 @@ TEST_F(PtxSlice, AcrossWarpsOnlyWhereTheScratchAreaIsNoLargerThanTheTile) {
   // part of all 64 rows, so the scratch area is 128 x 64 partial sums. In
   // f32 that is the tile's own 32 KiB; in f16 (summed in f32) twice the
   // tile, so the reduction goes through the tile's buffer instead.
-  PtxCode f32_code = compile(reduce_broadcast_kernel(f32, 64, 128, 1, 0), 0);
-  EXPECT_GT(count(f32_code.ptx, "shfl.sync.bfly.b32"), 0);
-  PtxCode f16_code = compile(reduce_broadcast_kernel(f16, 64, 128, 1, 0), 0);
-  EXPECT_EQ(count(f16_code.ptx, "shfl.sync.bfly.b32"), 0);
-  EXPECT_EQ(file_check(f16_code.ptx, "CHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
+  DeviceCode f32_code = compile(reduce_broadcast_kernel(f32, 64, 128, 1, 0), 0);
+  EXPECT_GT(count(f32_code.binary, "shfl.sync.bfly.b32"), 0);
+  DeviceCode f16_code = compile(reduce_broadcast_kernel(f16, 64, 128, 1, 0), 0);
+  EXPECT_EQ(count(f16_code.binary, "shfl.sync.bfly.b32"), 0);
+  EXPECT_EQ(file_check(f16_code.binary, "CHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
 }
 
 TEST_F(PtxSlice, EveryDtypeAndCombinerReducesRowsWithoutSharedMemory) {
   for (DType d : {i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64}) {
     for (int combiner = 0; combiner < 3; ++combiner) {
       SCOPED_TRACE(::testing::Message() << d.name() << " combiner " << combiner);
-      PtxCode code = compile(reduce_broadcast_kernel(d, 32, 32, 1, combiner), 0);
+      DeviceCode code = compile(reduce_broadcast_kernel(d, 32, 32, 1, combiner), 0);
       EXPECT_EQ(code.shared_bytes, 0);
       // The reduced rows are stored from their slice: duplicates write the same value.
-      EXPECT_EQ(file_check(code.ptx, kNoSharedMemory), 0);
-      EXPECT_EQ(file_check(code.ptx, "CHECK: shfl.sync.bfly.b32\n"), 0);
+      EXPECT_EQ(file_check(code.binary, kNoSharedMemory), 0);
+      EXPECT_EQ(file_check(code.binary, "CHECK: shfl.sync.bfly.b32\n"), 0);
     }
   }
 }
@@ -154,9 +154,9 @@ TEST_F(PtxSlice, RandomBlocksAlongEitherAxisAssemble) {
 TEST_F(PtxSlice, ColumnsHeldByOneThreadNeedNoShuffle) {
   // [4, 256] over 128 threads, one element per step: each column lies in
   // one thread, so a sum along axis 0 is a thread's own.
-  PtxCode code = compile(reduce_broadcast_kernel(f32, 4, 256, 0, 0), 0);
+  DeviceCode code = compile(reduce_broadcast_kernel(f32, 4, 256, 0, 0), 0);
   EXPECT_EQ(code.shared_bytes, 0);
-  EXPECT_EQ(file_check(code.ptx, "CHECK-NOT: shfl\nCHECK-NOT: .shared\nCHECK: add.rn.f32\n"), 0);
+  EXPECT_EQ(file_check(code.binary, "CHECK-NOT: shfl\nCHECK-NOT: .shared\nCHECK: add.rn.f32\n"), 0);
 }
 
 TEST_F(PtxSlice, OneWarpWholeTileSoftmaxNeedsNoSharedMemory) {
@@ -165,13 +165,13 @@ TEST_F(PtxSlice, OneWarpWholeTileSoftmaxNeedsNoSharedMemory) {
   // meet in a small scratch area (no tile buffers either way).
   absl::StatusOr<Kernel> softmax = samples::softmax_kernel();
   ASSERT_TRUE(softmax.ok()) << softmax.status();
-  PtxCode one = compile(*softmax, 1 | 2 | 8, 1);
+  DeviceCode one = compile(*softmax, 1 | 2 | 8, 1);
   EXPECT_EQ(one.shared_bytes, 0);
-  EXPECT_EQ(file_check(one.ptx, kNoSharedMemory), 0);
-  EXPECT_EQ(file_check(one.ptx, "CHECK-COUNT-5: shfl.sync.bfly.b32\n"), 0);
-  PtxCode four = compile(*softmax, 1 | 2 | 8, 4);
+  EXPECT_EQ(file_check(one.binary, kNoSharedMemory), 0);
+  EXPECT_EQ(file_check(one.binary, "CHECK-COUNT-5: shfl.sync.bfly.b32\n"), 0);
+  DeviceCode four = compile(*softmax, 1 | 2 | 8, 4);
   EXPECT_EQ(four.shared_bytes, 0);
-  EXPECT_EQ(file_check(four.ptx, "CHECK: .shared {{.*}}tessel_scratch\nCHECK: bar.sync\n"), 0);
+  EXPECT_EQ(file_check(four.binary, "CHECK: .shared {{.*}}tessel_scratch\nCHECK: bar.sync\n"), 0);
 }
 
 }  // namespace

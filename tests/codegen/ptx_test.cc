@@ -31,7 +31,7 @@ Kernel tile_copy(Swizzle swizzle = Swizzle::kNone) {
 
 TEST(Ptx, TensorMapsArePassedByValueAsGridConstants) {
   if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
-  absl::StatusOr<PtxCode> code = compile_ptx(tile_copy(), {});
+  absl::StatusOr<DeviceCode> code = compile_ptx(tile_copy(), {});
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(code->entry, "tile_copy");
   EXPECT_EQ(code->threads, 128);
@@ -39,7 +39,7 @@ TEST(Ptx, TensorMapsArePassedByValueAsGridConstants) {
   EXPECT_GE(code->shared_bytes, 64 * 64 * 2);
   // LLVM 19 copies a byval parameter without the grid_constant annotation to
   // __local_depot, and TMA would then read the wrong memory.
-  EXPECT_EQ(file_check(code->ptx, R"(
+  EXPECT_EQ(file_check(code->binary, R"(
 CHECK: .target sm_90a
 CHECK: .entry tile_copy(
 CHECK: .param .align 64 .b8 tile_copy_param_0[128]
@@ -56,7 +56,7 @@ CHECK: cp.async.bulk.wait_group.read 0
 CHECK: cp.async.bulk.wait_group 0
 )"),
             0);
-  expect_ptxas_accepts(code->ptx);
+  expect_ptxas_accepts(code->binary);
 }
 
 TEST(Ptx, EveryOpFamilyAssembles) {
@@ -82,10 +82,10 @@ TEST(Ptx, EveryOpFamilyAssembles) {
   k.if_(k.program_id() == 0, [&] { store(x + k.arange(0, 32), sum(acc, 0)); });
   absl::StatusOr<Kernel> kernel = k.build();
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  absl::StatusOr<PtxCode> code = compile_ptx(*kernel, {});
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, {});
   ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_THAT(code->ptx, HasSubstr("bar.sync"));
-  expect_ptxas_accepts(code->ptx);
+  EXPECT_THAT(code->binary, HasSubstr("bar.sync"));
+  expect_ptxas_accepts(code->binary);
 }
 
 // The test's last check: `k`'s PTX passes FileCheck with `checks`, and
@@ -94,10 +94,10 @@ void expect_ptx_matches(KernelBuilder& k, const std::string& checks) {
   if (!have_tool(TESSEL_FILECHECK)) GTEST_SKIP() << "FileCheck not found (it comes with llvm-19-dev)";
   absl::StatusOr<Kernel> kernel = k.build();
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  absl::StatusOr<PtxCode> code = compile_ptx(*kernel, {});
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, {});
   ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(file_check(code->ptx, checks), 0);
-  expect_ptxas_accepts(code->ptx);
+  EXPECT_EQ(file_check(code->binary, checks), 0);
+  expect_ptxas_accepts(code->binary);
 }
 
 TEST(Ptx, TriggeredViewsCountAtGpuScopeAndReleaseAtSystemScope) {
@@ -148,7 +148,7 @@ TEST(Ptx, ViewHeaderIsReadOnceBeforeTheLoop) {
     view.publish(t);
   });
   CompileArtifacts a;
-  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {}, &a);
+  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {}, &a);
   ASSERT_TRUE(code.ok()) << code.status();
   const size_t loop = a.llvm.find("\nfor.body:");
   ASSERT_NE(loop, std::string::npos) << a.llvm;
@@ -182,11 +182,11 @@ TEST(Ptx, LoopCarriedTilesStayInRegisters) {
     k.if_(i % 2 == 0, [&] { x = x * 3 + 1; }, [&] { x = x - i; });
   });
   store(out + idx, x);
-  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
+  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
   ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_THAT(code->ptx, Not(HasSubstr(".shared")));
-  EXPECT_THAT(code->ptx, Not(HasSubstr("bar.sync")));
-  expect_ptxas_accepts(code->ptx);
+  EXPECT_THAT(code->binary, Not(HasSubstr(".shared")));
+  EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
+  expect_ptxas_accepts(code->binary);
 }
 
 // A dot's accumulator carried through a loop stays in its buffer: dot
@@ -201,7 +201,7 @@ TEST(Ptx, DotAccumulatorsStayInBuffers) {
   k.for_range(0, n, 1, [&](Value i) { acc = dot(load(a + i * 1024 + idx), load(b + idx), acc); });
   store(out + idx, acc);
   CompileArtifacts art;
-  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {}, &art);
+  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {}, &art);
   ASSERT_TRUE(code.ok()) << code.status();
   // The loop's own block carries only its index; phis of the dot's inner
   // loops are elsewhere.
@@ -213,7 +213,7 @@ TEST(Ptx, DotAccumulatorsStayInBuffers) {
 }
 
 TEST(Ptx, RejectsSwizzledMapsForNow) {
-  absl::StatusOr<PtxCode> code = compile_ptx(tile_copy(Swizzle::k128B), {});
+  absl::StatusOr<DeviceCode> code = compile_ptx(tile_copy(Swizzle::k128B), {});
   EXPECT_EQ(code.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(code.status().message(), HasSubstr("tensor map 'src' is swizzled"));
 }
@@ -224,12 +224,12 @@ TEST(Ptx, ExpandsF64ExpAndLog) {
   KernelBuilder k("exp_log64");
   Value x = k.arg(ptr(f64), "x");
   store(x, exp(load(x)) + log(load(x + 1)));
-  absl::StatusOr<PtxCode> code = compile_ptx(*k.build(), {});
+  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
   ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_THAT(code->ptx, HasSubstr("fma.rn.f64"));
-  EXPECT_THAT(code->ptx, HasSubstr("cvt.rni.f64.f64"));
-  EXPECT_THAT(code->ptx, Not(HasSubstr("call")));
-  expect_ptxas_accepts(code->ptx);
+  EXPECT_THAT(code->binary, HasSubstr("fma.rn.f64"));
+  EXPECT_THAT(code->binary, HasSubstr("cvt.rni.f64.f64"));
+  EXPECT_THAT(code->binary, Not(HasSubstr("call")));
+  expect_ptxas_accepts(code->binary);
 }
 
 TEST(Ptx, RejectsChipsWithoutTma) {

@@ -9,9 +9,17 @@
 #include <fstream>
 #include <string>
 
+#include "codegen/compiler.h"
 #include "gtest/gtest.h"
 
 namespace tessel {
+
+// Compiles for NVIDIA: sm_90a unless `options` names another arch.
+inline absl::StatusOr<DeviceCode> compile_ptx(const Kernel& kernel, CompileOptions options,
+                                              CompileArtifacts* artifacts = nullptr) {
+  if (options.arch.empty()) options.arch = "sm_90a";
+  return compile(kernel, options, artifacts);
+}
 
 inline std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("tessel_ptx_test_" + std::to_string(getpid()) + "_" + name))

@@ -28,13 +28,13 @@ Kernel add_kernel(DType d) {
 std::string ptx(const Kernel& kernel, uint64_t facts) {
   CompileOptions options;
   options.specialization.multiple_of_16 = facts;
-  absl::StatusOr<PtxCode> code = compile_ptx(kernel, options);
+  absl::StatusOr<DeviceCode> code = compile_ptx(kernel, options);
   EXPECT_TRUE(code.ok()) << code.status();
   if (!code.ok()) return "";
   if (have_ptxas()) {
-    EXPECT_EQ(ptxas(code->ptx), 0) << "facts " << facts;
+    EXPECT_EQ(ptxas(code->binary), 0) << "facts " << facts;
   }
-  return code->ptx;
+  return code->binary;
 }
 
 class PtxVector : public ::testing::Test {

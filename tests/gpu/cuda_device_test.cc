@@ -44,7 +44,7 @@ TEST(CudaDevice, ReportsItsProperties) {
   EXPECT_EQ(device.name(), "cuda:0");
   EXPECT_EQ(device.kind(), DeviceKind::kCuda);
   EXPECT_GT(device.num_compute_units(), 0);
-  EXPECT_GE(device.impl().compute_capability(), 90) << "the GPU machine has H200s";
+  EXPECT_EQ(device.arch(), "sm_90a") << "the GPU machine has H200s";
   std::string description = device.description();
   EXPECT_THAT(description, HasSubstr("cuda:0 ("));
   EXPECT_THAT(description, HasSubstr(std::to_string(device.num_compute_units()) + " SMs"));
@@ -286,7 +286,7 @@ TEST(CudaCompile, DumpsEveryStageForTheGpu) {
   EXPECT_THAT(read("dump_probe.sm_90a.ll"), HasSubstr("nvptx64-nvidia-cuda"));
   std::string ptx = read("dump_probe.sm_90a.ptx");
   EXPECT_THAT(ptx, HasSubstr(".entry"));
-  // By-value descriptors (reference/tma.md): a param the TMA reads in place.
+  // By-value descriptors (docs/tma.md): a param the TMA reads in place.
   EXPECT_THAT(ptx, HasSubstr(".param .align 64 .b8"));
   EXPECT_THAT(ptx, Not(HasSubstr("__local_depot")));
   std::filesystem::remove_all(dir);

@@ -106,7 +106,9 @@ TEST(Specialization, EachSubsetOfTrueFactsCompilesToTheSameResults) {
   for (uint64_t facts = 0; facts < 16; ++facts) {
     CompileOptions options;
     options.specialization.multiple_of_16 = facts;
-    absl::StatusOr<std::unique_ptr<HostCode>> code = compile_host(kernel, options, {});
+    absl::StatusOr<DeviceCode> object = compile(kernel, options);
+    ASSERT_TRUE(object.ok()) << object.status();
+    absl::StatusOr<std::unique_ptr<HostCode>> code = load_host_code(*object, {});
     ASSERT_TRUE(code.ok()) << code.status();
     std::vector<float> z(n, -1.0f);
     float *px = x.data(), *py = y.data(), *pz = z.data();
