@@ -5,8 +5,7 @@
 #   lib/                  libtessel.so (RUNPATH $ORIGIN) and the Abseil / Google
 #                         Benchmark shared libraries it and the programs need
 #   lib/cmake/tessel/     tesselConfig.cmake: find_package(tessel CONFIG) -> tessel::tessel
-#   include/tessel/       tessel.h, dsl/*.h, runtime/*.h, codegen/{compile_options,compiler}.h
-#                         and the project headers these include
+#   include/tessel/       tessel.h and the public headers (cmake/headers.cmake)
 #   share/tessel/         bench/*.py, gpu_run.sh, samples.txt, benchmarks.txt
 # and `cpack` archives it as tessel-<version>-Linux-<arch>.tar.xz. LLVM is
 # linked into libtessel.so, so the tree runs where neither LLVM nor Abseil is
@@ -29,47 +28,13 @@ install(TARGETS tessel EXPORT tesselTargets
   LIBRARY DESTINATION ${TESSEL_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT devel)
 
 # Public headers keep their source-relative path ("dsl/builder.h") under
-# include/tessel/: dsl/*.h, runtime/*.h, codegen/{compile_options,compiler}.h,
-# and whatever other project header these include (transitively), so that every
-# installed header compiles. Found when installing, not when configuring, so
-# headers added or edited since are never missed.
-string(CONCAT _tessel_headers_code
-  "set(_tessel_src \"${PROJECT_SOURCE_DIR}\")\n"
-  "set(_tessel_incdir \"${TESSEL_INSTALL_INCLUDEDIR}\")\n"
-  [[
-file(GLOB _roots RELATIVE "${_tessel_src}" "${_tessel_src}/dsl/*.h" "${_tessel_src}/runtime/*.h"
-     "${_tessel_src}/codegen/compile_options.h" "${_tessel_src}/codegen/compiler.h")
-file(INSTALL DESTINATION "${CMAKE_INSTALL_PREFIX}/${_tessel_incdir}" TYPE FILE
-     FILES "${_tessel_src}/include/tessel/tessel.h")
-set(_queue ${_roots} include/tessel/tessel.h)
-set(_seen "")
-while(_queue)
-  list(POP_FRONT _queue _header)
-  list(FIND _seen "${_header}" _at)  # no IN_LIST: install scripts run with CMake's old policies
-  if(_at GREATER -1)
-    continue()
-  endif()
-  list(APPEND _seen "${_header}")
-  file(STRINGS "${_tessel_src}/${_header}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
-  foreach(_line IN LISTS _lines)
-    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" _include "${_line}")
-    if(EXISTS "${_tessel_src}/${_include}" AND NOT IS_DIRECTORY "${_tessel_src}/${_include}")
-      list(APPEND _queue "${_include}")
-      list(FIND _roots "${_include}" _at)
-      if(_at EQUAL -1)
-        message(STATUS "tessel: installing ${_include}, included by ${_header}")
-      endif()
-    endif()
-  endforeach()
-endwhile()
-list(REMOVE_ITEM _seen include/tessel/tessel.h)
-foreach(_header IN LISTS _seen)
-  get_filename_component(_dir "${_header}" DIRECTORY)
-  file(INSTALL DESTINATION "${CMAKE_INSTALL_PREFIX}/${_tessel_incdir}/${_dir}" TYPE FILE
-       FILES "${_tessel_src}/${_header}")
+# include/tessel/ (the list is cmake/headers.cmake's); the umbrella header
+# sits at include/tessel/tessel.h.
+install(FILES ${PROJECT_SOURCE_DIR}/include/tessel/tessel.h DESTINATION ${TESSEL_INSTALL_INCLUDEDIR} COMPONENT devel)
+foreach(_header IN LISTS TESSEL_PUBLIC_HEADERS)
+  get_filename_component(_dir ${_header} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/${_header} DESTINATION ${TESSEL_INSTALL_INCLUDEDIR}/${_dir} COMPONENT devel)
 endforeach()
-]])
-install(CODE "${_tessel_headers_code}" COMPONENT devel)
 
 # CMake package files.
 install(EXPORT tesselTargets NAMESPACE tessel:: DESTINATION ${TESSEL_INSTALL_CMAKEDIR} COMPONENT devel)
