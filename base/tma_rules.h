@@ -57,6 +57,12 @@ inline constexpr int64_t kMaxElementStride = 8;
 inline constexpr int64_t kAddressAlignment = 16;
 inline constexpr int64_t kAddressAlignment32BInterleave = 32;
 
+// Where the copy engine reads and writes: the 128-byte map, passed by value,
+// sits at a multiple of 64 bytes, and a box's tile in shared memory starts
+// at a multiple of 128 bytes.
+inline constexpr int64_t kMapAlignment = 64;
+inline constexpr int64_t kSharedTileAlignment = 128;
+
 // Devices before sm_90 have no TMA.
 inline constexpr int kMinComputeCapability = 90;
 

@@ -12,7 +12,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/tma_rules.h"
 #include "codegen/lowering.h"
+
 #include "dsl/printer.h"
 #include "base/status.h"
 #include "llvm/IR/Verifier.h"
@@ -128,10 +130,12 @@ llvm::Value* Lowering::smem_alloc(int64_t bytes) {
   std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of live buffers, sorted
   for (const auto& [ptr, buf] : shared_) taken.push_back({buf.offset, buf.offset + buf.bytes});
   std::sort(taken.begin(), taken.end());
-  int64_t offset = (smem_reserved_ + 127) / 128 * 128;
+  // Every buffer may be a TMA box's tile.
+  constexpr int64_t kAlign = tma::kSharedTileAlignment;
+  int64_t offset = (smem_reserved_ + kAlign - 1) / kAlign * kAlign;
   for (const auto& [begin, end] : taken) {
     if (offset + bytes <= begin) break;
-    offset = std::max(offset, (end + 127) / 128 * 128);
+    offset = std::max(offset, (end + kAlign - 1) / kAlign * kAlign);
   }
   if (offset < smem_peak_) target_.program_barrier(b_);  // reusing memory others may still read
   smem_peak_ = std::max(smem_peak_, offset + bytes);

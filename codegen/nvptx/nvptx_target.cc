@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/tma_rules.h"
 #include "codegen/llvm_util.h"
 #include "codegen/loops.h"
 #include "llvm/IR/InlineAsm.h"
@@ -48,8 +49,9 @@ class NvptxTarget final : public TargetInfo {
     for (size_t i = 0; i < ir.params.size(); ++i) {
       fn_->getArg(i)->setName(ir.params[i].name);
       if (!ir.params[i].type.is_tensor_map()) continue;
-      fn_->addParamAttr(i, llvm::Attribute::getWithByValType(ctx, llvm::ArrayType::get(b.getInt8Ty(), 128)));
-      fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+      fn_->addParamAttr(
+          i, llvm::Attribute::getWithByValType(ctx, llvm::ArrayType::get(b.getInt8Ty(), kTensorMapBytes)));
+      fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(tma::kMapAlignment)));
       grid_constants.push_back(llvm::ConstantAsMetadata::get(b.getInt32(i + 1)));
     }
     llvm::NamedMDNode* annotations = module.getOrInsertNamedMetadata("nvvm.annotations");
@@ -70,7 +72,7 @@ class NvptxTarget final : public TargetInfo {
     smem_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt8Ty(), 0), false,
                                      llvm::GlobalValue::ExternalLinkage, nullptr, "tessel_smem", nullptr,
                                      llvm::GlobalValue::NotThreadLocal, kShared);
-    smem_->setAlignment(llvm::Align(128));
+    smem_->setAlignment(llvm::Align(tma::kSharedTileAlignment));
     error_ = new llvm::GlobalVariable(module, b.getInt32Ty(), false, llvm::GlobalValue::ExternalLinkage,
                                       b.getInt32(0), kNvptxErrorSymbol, nullptr, llvm::GlobalValue::NotThreadLocal,
                                       kGlobal);
