@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tessel.sh — set up a Debian 12 machine, build tessel, and run it.
 #
-#   bash scripts/tessel.sh sample [ARGS...]   build, then run the main sample (build/samples/matmul)
-#                                             on the best device present (the host CPU without a GPU)
+#   bash scripts/tessel.sh sample [ARGS...]   build the main sample (build/samples/matmul) and what it
+#                                             needs, then run it on the best device present (the host
+#                                             CPU without a GPU)
 #   bash scripts/tessel.sh test [ARGS...]     build, then run the test suite through ctest
 #   bash scripts/tessel.sh package            build, then make dist/tessel-<version>-Linux-x86_64.tar.xz
 #   bash scripts/tessel.sh sanitize [ARGS...] build with AddressSanitizer and UndefinedBehaviorSanitizer
@@ -15,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 (( $# >= 1 )) || usage
@@ -73,7 +74,9 @@ install_packages() {
   apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
-# build DIR [CMAKE_ARGS...]
+# build DIR [CMAKE_ARGS...]: configures DIR, then builds $targets (every
+# target when empty).
+targets=()
 build() {
   local dir=$1
   shift
@@ -83,7 +86,7 @@ build() {
   echo "== configuring $dir/"
   cmake "${args[@]}"
   echo "== building with $(nproc) jobs"
-  cmake --build "$dir" -j "$(nproc)"
+  cmake --build "$dir" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
 }
 
 install_packages
@@ -98,6 +101,8 @@ if [[ $command == sanitize ]]; then
     "-DCMAKE_CXX_FLAGS=-O1 -g1 $flags $quiet" "-DCMAKE_C_FLAGS=-O1 $flags" \
     "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags"
 else
+  # The sample needs only itself (and libtessel); `test` builds the rest.
+  [[ $command == sample ]] && targets=(matmul)
   build build -DCMAKE_BUILD_TYPE=Release
 fi
 
