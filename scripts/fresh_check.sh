@@ -34,7 +34,9 @@ mirror() {
     [[ -f $f ]] || continue
     awk '/^URIs:/ {uri=$2} /^Suites:/ && / bookworm( |$)/ {print uri; exit}' "$f"
   done
-  [[ -f /etc/apt/sources.list ]] && awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list
+  if [[ -f /etc/apt/sources.list ]]; then
+    awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list
+  fi
 }
 url=$(mirror | head -n 1)
 if [[ -z $url ]]; then
