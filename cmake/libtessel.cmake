@@ -22,4 +22,7 @@ target_link_options(tessel PRIVATE
   -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/libtessel.map
   -Wl,--exclude-libs,ALL
   -Wl,--gc-sections
-  -Wl,-z,defs)
+  -Wl,-z,defs
+  # The disk cache keys compiled kernels on this id (runtime/compile_cached.h);
+  # not every linker emits one unasked.
+  -Wl,--build-id=sha1)

@@ -5,6 +5,8 @@
 #include "base/status.h"
 #include "codegen/affine.h"
 #include "codegen/backends.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 
 namespace tessel {
 namespace {
@@ -25,6 +27,21 @@ absl::StatusOr<std::string> resolve_arch(const std::string& arch) {
 }
 
 bool runs_every_kernel(const std::string& arch) { return arch == "host" || arch == "sm_90a"; }
+
+std::string compiler_identity(const std::string& arch) {
+  std::string id = absl::StrCat("LLVM ", LLVM_VERSION_STRING);
+  if (arch != "host") return id;
+  // The same detection the host target compiles for (codegen/host/host_target.cc).
+  static const std::string host = [] {
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) {
+      llvm::consumeError(jtmb.takeError());
+      return std::string("unknown host");
+    }
+    return absl::StrCat(jtmb->getTargetTriple().str(), " ", jtmb->getCPU(), " ", jtmb->getFeatures().getString());
+  }();
+  return absl::StrCat(id, "; ", host);
+}
 
 absl::StatusOr<DeviceCode> compile(const Kernel& kernel, const CompileOptions& options, CompileArtifacts* artifacts) {
   TESSEL_ASSIGN_OR_RETURN(std::string arch, resolve_arch(options.arch));

@@ -55,6 +55,14 @@ TESSEL_CODEGEN_API absl::StatusOr<std::string> resolve_arch(const std::string& a
 // the host, and the host to any other.
 TESSEL_CODEGEN_API bool runs_every_kernel(const std::string& arch);
 
+// What decides the code compile() makes for the resolved `arch` besides the
+// kernel, the options and tessel's own build: the version of the LLVM inside
+// tessel and, for the host, the CPU the code is tuned for and its features
+// ("LLVM 19.1.7; x86_64-pc-linux-gnu znver4 +avx2,..."). Caches of compiled
+// code key on it, so a cache shared between machines never hands one a
+// host object with instructions its CPU lacks.
+TESSEL_CODEGEN_API std::string compiler_identity(const std::string& arch);
+
 // Compiles `kernel` for options.arch ("host", "sm_90a", ...; empty is the host).
 TESSEL_CODEGEN_API absl::StatusOr<DeviceCode> compile(const Kernel& kernel, const CompileOptions& options,
                                                      CompileArtifacts* artifacts = nullptr);

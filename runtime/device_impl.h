@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "codegen/compile_options.h"
 #include "runtime/device.h"
+#include "runtime/disk_cache.h"
 #include "runtime/tensor_map.h"
 
 namespace tessel {
@@ -87,6 +88,18 @@ class DeviceImpl {
 
   TensorMapCache& tensor_maps() { return tensor_maps_; }
 
+  // The disk cache compile_uncached compiles through (compile_cached.h): the
+  // one the environment names, made at the first compile, unless set.
+  std::shared_ptr<const DiskCache> disk_cache() {
+    absl::MutexLock lock(&disk_cache_mu_);
+    if (disk_cache_ == nullptr) disk_cache_ = DiskCache::from_env();
+    return disk_cache_;
+  }
+  void set_disk_cache(std::shared_ptr<const DiskCache> cache) {
+    absl::MutexLock lock(&disk_cache_mu_);
+    disk_cache_ = std::move(cache);
+  }
+
   // Epochs of triggered plans with copy chains armed on this device. While
   // any is, no code may be loaded: a module loaded then can wait forever
   // behind the chains' stream waits (docs/triggered.md), so compiling
@@ -105,6 +118,8 @@ class DeviceImpl {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<FunctionImpl>> cache_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> armed_{0};
+  absl::Mutex disk_cache_mu_;
+  std::shared_ptr<const DiskCache> disk_cache_ ABSL_GUARDED_BY(disk_cache_mu_);
   TensorMapCache tensor_maps_{[this](const TensorMapSpec& spec) { return encode_tensor_map(spec); }};
 };
 

@@ -9,12 +9,13 @@
 #   plan_bench_rN    triggered plans at N ranks (2, and every GPU when more): bandwidth,
 #                    latency and overlap against raw copies
 #   nccl_rN          producer + NCCL all-gather at N ranks
-# PARTS (default "gpu triton plan nccl") picks which to run.
+#   cache_bench      first compile in a new process, disk cache empty and filled
+# PARTS (default "gpu triton plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu triton plan nccl}
+parts=${PARTS:-gpu triton plan nccl cache}
 mkdir -p "$OUT"
 gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
 rank_counts=(2)
@@ -44,6 +45,7 @@ for part in $parts; do
         (( gpus >= n )) && CUDA_VISIBLE_DEVICES=$visible bench "nccl_r$n" python3 bench/nccl_allgather.py --json "$OUT/nccl_r$n.json"
       done
       ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl)" >&2 ;;
+    cache) bench cache_bench "$root/bin/cache_bench" ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache)" >&2 ;;
   esac
 done

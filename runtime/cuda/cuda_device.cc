@@ -18,6 +18,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/backend.h"
+#include "runtime/compile_cached.h"
 #include "runtime/device_impl.h"
 #include "runtime/plans/plan_backend.h"
 #include "runtime/tensor_map.h"
@@ -392,7 +393,7 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::compile_uncached(const
   if (absl::Status s = check_arch(resolved.arch, cc_, name()); !s.ok()) return prefixed(prefix, s);
   CompileArtifacts artifacts;
   const bool dump = !resolved.dump_stages.empty();
-  absl::StatusOr<DeviceCode> code = compile(kernel, resolved, dump ? &artifacts : nullptr);
+  absl::StatusOr<DeviceCode> code = compile_cached(*disk_cache(), kernel, resolved, dump ? &artifacts : nullptr);
   if (!code.ok()) return prefixed(prefix, code.status());
   // Dumped before loading: PTX the driver refuses is what one wants to read.
   if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, resolved, resolved.arch, artifacts, code->binary));

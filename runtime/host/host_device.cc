@@ -11,6 +11,7 @@
 #include "codegen/compiler.h"
 #include "base/status.h"
 #include "runtime/backend.h"
+#include "runtime/compile_cached.h"
 #include "runtime/device_impl.h"
 #include "runtime/plans/plan_backend.h"
 #include "runtime/host/host_tma.h"
@@ -108,7 +109,8 @@ class HostDevice final : public DeviceImpl {
     resolved.arch = "host";
     CompileArtifacts artifacts;
     bool dump = !options.dump_stages.empty();
-    TESSEL_ASSIGN_OR_RETURN(DeviceCode device_code, compile(kernel, resolved, dump ? &artifacts : nullptr));
+    TESSEL_ASSIGN_OR_RETURN(DeviceCode device_code,
+                            compile_cached(*disk_cache(), kernel, resolved, dump ? &artifacts : nullptr));
     if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, options, artifacts));
     std::vector<HostSymbol> symbols = {{kHostTmaLoad, reinterpret_cast<void*>(&tma_load_entry)},
                                        {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)}};
