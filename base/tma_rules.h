@@ -62,6 +62,20 @@ inline constexpr int64_t kAddressAlignment32BInterleave = 32;
 // at a multiple of 128 bytes.
 inline constexpr int64_t kMapAlignment = 64;
 inline constexpr int64_t kSharedTileAlignment = 128;
+// A swizzled box's tile starts at a multiple of 1024 bytes, where the
+// pattern (a function of shared-memory address bits) starts over, so that
+// the pattern and the tile begin together (and wgmma descriptors of it need
+// no base offset).
+inline constexpr int64_t kSwizzledTileAlignment = 1024;
+
+// Where the byte at `offset` of a plain row-major tile sits once the copy
+// engine has swizzled it: 16-byte chunks trade places within each 128 bytes
+// by the XOR of offset bits 4-6 with bits 7-9 (128B swizzle), 4-5 with 7-8
+// (64B) or 4 with 7 (32B).
+constexpr int64_t swizzled_offset(int64_t offset, Swizzle swizzle) {
+  const int64_t mask = swizzle == Swizzle::k128B ? 7 : swizzle == Swizzle::k64B ? 3 : swizzle == Swizzle::k32B ? 1 : 0;
+  return offset ^ (((offset >> 7) & mask) << 4);
+}
 
 // Devices before sm_90 have no TMA.
 inline constexpr int kMinComputeCapability = 90;

@@ -42,8 +42,10 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   threads_ = target_.register_tile_threads();
   per_thread_ = plan_per_thread(ir_, analysis_, threads_);
   wanted_.assign(ir_.values.size(), nullptr);
+  mma_only_.assign(ir_.values.size(), false);
   if (threads_ > 0) {
     thread_ = target_.thread_index(b_);
+    plan_mma();
     want_slices();
   }
   alloca_point_ = b_.CreateBr(body);
@@ -57,7 +59,8 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   if (llvm::verifyModule(*module, &os)) {
     return absl::InternalError(absl::StrCat("codegen produced invalid LLVM IR for kernel '", ir_.name, "': ", err));
   }
-  return LoweredKernel{std::move(module), fn_->getName().str(), smem_peak_};
+  const int64_t shared = smem_peak_ > 0 ? smem_peak_ + target_.shared_base_slack() : 0;
+  return LoweredKernel{std::move(module), fn_->getName().str(), shared};
 }
 
 void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
@@ -126,16 +129,15 @@ absl::Status Lowering::block(int b) {
   return absl::OkStatus();
 }
 
-llvm::Value* Lowering::smem_alloc(int64_t bytes) {
+llvm::Value* Lowering::smem_alloc(int64_t bytes, int64_t align) {
   std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of live buffers, sorted
   for (const auto& [ptr, buf] : shared_) taken.push_back({buf.offset, buf.offset + buf.bytes});
   std::sort(taken.begin(), taken.end());
-  // Every buffer may be a TMA box's tile.
-  constexpr int64_t kAlign = tma::kSharedTileAlignment;
-  int64_t offset = (smem_reserved_ + kAlign - 1) / kAlign * kAlign;
+  // Every buffer may be a TMA box's tile: at least kSharedTileAlignment.
+  int64_t offset = (smem_reserved_ + align - 1) / align * align;
   for (const auto& [begin, end] : taken) {
     if (offset + bytes <= begin) break;
-    offset = std::max(offset, (end + kAlign - 1) / kAlign * kAlign);
+    offset = std::max(offset, (end + align - 1) / align * align);
   }
   if (offset < smem_peak_) target_.program_barrier(b_);  // reusing memory others may still read
   smem_peak_ = std::max(smem_peak_, offset + bytes);
@@ -241,8 +243,14 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kExpandDims:
     case OpCode::kReshape:
       return view(o);
-    case OpCode::kBroadcast:
     case OpCode::kTrans:
+      // A transposed operand of a matrix instruction is read in place.
+      if (mma_only_[o.results[0]]) {
+        set(o, val(o.operands[0]));
+        return absl::OkStatus();
+      }
+      return permute(o, rt);
+    case OpCode::kBroadcast:
       return permute(o, rt);
     case OpCode::kReduce:
       return reduce(o, rt);

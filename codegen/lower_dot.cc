@@ -1,11 +1,83 @@
 // dot: acc + a @ b on tiles. Lowering converts the accumulator to and from
 // the accumulation type; the product itself is the target's (TargetInfo::dot),
-// whose default, a loop any target runs, is here too.
+// whose default, a loop any target runs, is here too. Dots whose operands a
+// TMA copy left in shared memory in a form the target's matrix instructions
+// read run on those instead (TargetInfo::mma), with the accumulator in the
+// instructions' register layout from one iteration to the next.
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
 
+void Lowering::plan_mma() {
+  auto tma_tile = [&](int id) -> const Op* {
+    int def = ir_.values[id].def_op;
+    return def >= 0 && ir_.ops[def].op == OpCode::kTmaLoad ? &ir_.ops[def] : nullptr;
+  };
+  auto swizzle_of = [&](const Op* load) { return ir_.type(load->operands[0]).swizzle(); };
+  for (const Op& o : ir_.ops) {
+    if (o.op != OpCode::kDot) continue;
+    const Type& at = ir_.type(o.operands[0]);
+    const Type& bt = ir_.type(o.operands[1]);
+    const Type& rt = ir_.type(o.results[0]);
+    if (ir_.type(o.operands[2]).dtype() != rt.dtype()) continue;
+    MmaShape shape{at.dtype(), rt.dtype(), at.shape()[0], bt.shape()[1], at.shape()[1]};
+    const Op* a_load = tma_tile(o.operands[0]);
+    if (a_load == nullptr || !swizzled(ir_.type(a_load->operands[0]))) continue;
+    SharedMatrix a{nullptr, shape.m, shape.k, /*k_major=*/true, swizzle_of(a_load)};
+    // b: the transpose of an [n, k] tile (K-major), or a [k, n] tile.
+    int b_tile = o.operands[1];
+    bool k_major = false;
+    int b_def = ir_.values[b_tile].def_op;
+    if (b_def >= 0 && ir_.ops[b_def].op == OpCode::kTrans) {
+      b_tile = ir_.ops[b_def].operands[0];
+      k_major = true;
+    }
+    const Op* b_load = tma_tile(b_tile);
+    if (b_load == nullptr || !swizzled(ir_.type(b_load->operands[0]))) continue;
+    SharedMatrix b{nullptr, k_major ? shape.n : shape.k, k_major ? shape.k : shape.n, k_major, swizzle_of(b_load)};
+    std::shared_ptr<const Layout> layout = target_.mma_layout(shape, a, b);
+    if (layout == nullptr) continue;
+    mma_dots_[&o] = MmaDot{shape, a, b, o.operands[0], b_tile, layout};
+    wanted_[o.results[0]] = layout;
+  }
+  if (mma_dots_.empty()) return;
+  // Loops that carry an accumulator carry it in its layout.
+  for (const Op& o : ir_.ops) {
+    if (o.op != OpCode::kFor) continue;
+    const Block& body = ir_.blocks[o.blocks[0]];
+    const Op& yield = ir_.ops[body.ops.back()];
+    for (size_t i = 0; i < o.results.size(); ++i) {
+      int def = ir_.values[yield.operands[i]].def_op;
+      if (def < 0 || !mma_dots_.contains(&ir_.ops[def])) continue;
+      wanted_[body.args[1 + i]] = wanted_[o.results[i]] = mma_dots_.at(&ir_.ops[def]).layout;
+    }
+  }
+  // Operands read by nothing else need no plain copy (and a transpose none at all).
+  std::vector<std::vector<const Op*>> users(ir_.values.size());
+  for (const Op& o : ir_.ops) {
+    for (int v : o.operands) users[v].push_back(&o);
+  }
+  std::function<bool(int)> only = [&](int v) {
+    if (users[v].empty()) return false;
+    for (const Op* u : users[v]) {
+      bool operand = mma_dots_.contains(u) && (u->operands[0] == v || u->operands[1] == v);
+      if (!operand && !(u->op == OpCode::kTrans && only(u->results[0]))) return false;
+    }
+    return true;
+  };
+  for (const auto& [dot, plan] : mma_dots_) {
+    for (int v : {dot->operands[0], dot->operands[1], plan.b_tile}) mma_only_[v] = only(v);
+  }
+}
+
 absl::Status Lowering::dot(const Op& o, const Type& rt) {
+  if (auto it = mma_dots_.find(&o); it != mma_dots_.end()) {
+    MmaDot d = it->second;
+    d.a.data = raw_tile(d.a_tile);
+    d.b.data = raw_tile(d.b_tile);
+    set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout)));
+    return absl::OkStatus();
+  }
   const Type& at = ir_.type(o.operands[0]);
   const Type& bt = ir_.type(o.operands[1]);
   int64_t m = at.shape()[0], k = at.shape()[1], n = bt.shape()[1];

@@ -24,17 +24,64 @@ void Lowering::reserve_tma_barriers() {
   if (!loads.empty()) target_.init_tma_barriers(b_, smem_base_, static_cast<int>(loads.size()));
 }
 
+llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
+  const int64_t mask = swizzle_bytes(swizzle) / 16 - 1;  // the row bits that move a 16-byte chunk
+  llvm::Value* offset = b_.CreateMul(i, b_.getInt64(tile.dtype().bytes()));
+  llvm::Value* chunk = b_.CreateShl(b_.CreateAnd(b_.CreateLShr(offset, 7), mask), 4);
+  return b_.CreateInBoundsGEP(b_.getInt8Ty(), buf, b_.CreateXor(offset, chunk));
+}
+
 absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
+  const Type& map_type = ir_.type(o.operands[0]);
+  const bool swizzle = swizzled(map_type);
   int64_t bytes = rt.numel() * rt.dtype().bytes();
-  llvm::Value* smem = smem_alloc(bytes);
+  llvm::Value* smem = smem_alloc(bytes, swizzle ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment);
   TmaBarrier& bar = tma_barriers_.at(&o);
-  target_.tma_load(b_, ir_.type(o.operands[0]), val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
-  set(o, smem);
+  target_.tma_load(b_, map_type, val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
+  if (!swizzle || mma_only_[o.results[0]]) {
+    set(o, smem);
+    return absl::OkStatus();
+  }
+  // Other ops read tiles row-major: they get a plain copy.
+  llvm::Type* et = elem_mem_type(rt);
+  llvm::Value* plain = new_buffer(rt);
+  tile_loop(rt.numel(), [&](llvm::Value* i) {
+    llvm::Value* v = b_.CreateLoad(et, swizzled_elem(smem, rt, i, map_type.swizzle()));
+    b_.CreateStore(v, b_.CreateInBoundsGEP(et, plain, i));
+  });
+  raw_tiles_[o.results[0]] = smem;
+  set(o, plain);
   return absl::OkStatus();
 }
 
 absl::Status Lowering::tma_store(const Op& o) {
-  target_.tma_store(b_, ir_.type(o.operands[0]), val(o.operands[0]), coords(o, 2), val(o.operands[1]));
+  const Type& map_type = ir_.type(o.operands[0]);
+  if (!swizzled(map_type)) {
+    target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), val(o.operands[1]));
+    return absl::OkStatus();
+  }
+  // The copy engine reads the tile as the map swizzles it: written so, from
+  // the registers where the tile is held there.
+  const int id = o.operands[1];
+  const Type& t = ir_.type(id);
+  llvm::Type* et = elem_mem_type(t);
+  llvm::Value* staged = smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
+  if (const RegTile& r = regs_[id]; !r.slots.empty()) {
+    for (int64_t slot = 0; slot < r.layout->slots(); ++slot) {
+      guarded(r.layout->valid(b_, thread_, slot), [&] {
+        llvm::Value* v = r.slots[slot];
+        if (v->getType() != et) v = b_.CreateZExt(v, et);
+        b_.CreateStore(v, swizzled_elem(staged, t, r.layout->element(b_, thread_, slot), map_type.swizzle()));
+      });
+    }
+    target_.program_barrier(b_);
+  } else {
+    llvm::Value* src = val(id);
+    tile_loop(t.numel(), [&](llvm::Value* i) {
+      b_.CreateStore(b_.CreateLoad(et, b_.CreateInBoundsGEP(et, src, i)), swizzled_elem(staged, t, i, map_type.swizzle()));
+    });
+  }
+  target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged);
   return absl::OkStatus();
 }
 

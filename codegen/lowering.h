@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/tma_rules.h"
 #include "codegen/affine.h"
 #include "codegen/layout.h"
 #include "codegen/layout_plan.h"
@@ -67,7 +68,7 @@ class Lowering {
   // is handed out again only after a barrier, so that no thread writes it
   // while another may still read it. Host tiles other than TMA boxes live on
   // the stack.
-  llvm::Value* smem_alloc(int64_t bytes);
+  llvm::Value* smem_alloc(int64_t bytes, int64_t align = tma::kSharedTileAlignment);
   // Frees the buffers of this block that no value used after op `position` holds.
   void release_dead_buffers(const std::vector<int>& last_use, int position);
   llvm::Value* new_buffer(const Type& tile);
@@ -153,13 +154,17 @@ class Lowering {
   // is kept in registers: not when a dot makes it (an accumulator), since
   // dot reads and writes buffers and registers would add a round trip
   // through shared memory each iteration.
+  // An accumulator the target's matrix instructions make stays in their
+  // registers whatever its size.
   bool carried_in_registers(const Type& t, const std::vector<int>& yielded) const {
-    if (!in_registers(t)) return false;
+    bool mma = false;
     for (int v : yielded) {
       int def = ir_.values[v].def_op;
-      if (def >= 0 && ir_.ops[def].op == OpCode::kDot) return false;
+      if (def < 0 || ir_.ops[def].op != OpCode::kDot) continue;
+      if (!mma_dots_.contains(&ir_.ops[def])) return false;
+      mma = true;
     }
-    return true;
+    return mma || in_registers(t);
   }
   // The planned (blocked) layout of tile value `id`.
   const std::shared_ptr<const Layout>& planned(int id) {
@@ -254,8 +259,34 @@ class Lowering {
 
   // acc + a @ b, accumulating in f32 (f16, bf16, f32 inputs), f64 or i32:
   // the accumulator is converted here, the product is the target's
-  // (TargetInfo::dot).
+  // (TargetInfo::dot), or its matrix instructions' (TargetInfo::mma) for
+  // the dots plan_mma chose.
   absl::Status dot(const Op& o, const Type& rt);
+
+  // ---- Matrix instructions (lower_dot.cc) ---------------------------------------
+  // A dot whose operands TMA left in shared memory in a form the target's
+  // matrix instructions read: a [m, k] tile, and b either a [k, n] tile or
+  // the transpose of an [n, k] one (B given as N x K). Its accumulator, and
+  // the loop values that carry it, take the target's register layout.
+  struct MmaDot {
+    MmaShape shape;
+    SharedMatrix a, b;   // data filled in when the dot is lowered
+    int a_tile, b_tile;  // the tma_load results holding them
+    std::shared_ptr<const Layout> layout;
+  };
+  // Chooses the dots (before any op is lowered, since layouts follow).
+  void plan_mma();
+  // The shared tile tma_load result `tile` is held in, as the copy engine
+  // wrote it (swizzled where the map is).
+  llvm::Value* raw_tile(int tile) { return raw_tiles_.contains(tile) ? raw_tiles_.at(tile) : val(tile); }
+
+  // ---- Swizzled tiles (lower_tma.cc) ----------------------------------------------
+  // Whether tma_load result `id` is a swizzled tile in shared memory.
+  bool swizzled(const Type& map_type) const {
+    return map_type.swizzle() != Swizzle::kNone && target_.swizzles_shared_tiles();
+  }
+  // The address of element `i` (i64) of a tile stored swizzled at `buf`.
+  llvm::Value* swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle);
 
   // Carried scalars are phis, and so are the slots of carried tiles that fit
   // in registers (in the result's layout). Larger carried tiles live in a
@@ -309,6 +340,13 @@ class Lowering {
     llvm::Value* phase;    // i32 slot holding the parity to wait for
   };
   std::map<const Op*, TmaBarrier> tma_barriers_;
+  std::map<const Op*, MmaDot> mma_dots_;
+  // Per value: read by nothing but the operands of mma_dots_ (a tma_load
+  // result, or the transpose of one), so it needs no plain copy.
+  std::vector<bool> mma_only_;
+  // Swizzled tma_load results that other ops read too: the swizzled tile,
+  // while the value itself is a plain copy.
+  std::map<int, llvm::Value*> raw_tiles_;
 };
 
 }  // namespace tessel::codegen

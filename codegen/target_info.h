@@ -24,6 +24,28 @@ struct MatrixTile {
   int64_t row_stride = 0;  // elements from one row to the next: cols when dense
 };
 
+class Layout;
+
+// A matrix multiply-accumulate a target may run on its matrix instructions
+// (tensor cores): acc [m, n] += a [m, k] @ b [k, n].
+struct MmaShape {
+  DType in;   // a's and b's dtype
+  DType acc;  // the accumulator's
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// An operand of such a product where a TMA copy left it in shared memory:
+// the tile as stored, `rows` x `cols` row-major, its rows `swizzle`d the way
+// the copy engine swizzles them. K-major: the rows run along m (for a) or n
+// (for b) and the columns along k (a stored [m, k]; b stored [n, k], as a
+// GEMM given B as N x K reads it); otherwise the rows run along k.
+struct SharedMatrix {
+  llvm::Value* data = nullptr;  // the tile's first byte, in shared memory
+  int64_t rows = 0, cols = 0;
+  bool k_major = true;
+  Swizzle swizzle = Swizzle::kNone;
+};
+
 class TargetInfo {
  public:
   virtual ~TargetInfo() = default;
@@ -41,8 +63,10 @@ class TargetInfo {
 
   virtual llvm::Value* program_id(llvm::IRBuilder<>& b, int axis) = 0;
   virtual llvm::Value* num_programs(llvm::IRBuilder<>& b, int axis) = 0;
-  // The start of this program's shared memory.
+  // The start of this program's shared memory, and how many bytes before it
+  // the program's allocation may lose to aligning it.
   virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
+  virtual int64_t shared_base_slack() const { return 0; }
 
   // exp or log of an f32 value (f64 is expanded in scalar_ops, the same on every target).
   virtual llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) = 0;
@@ -87,6 +111,29 @@ class TargetInfo {
   // (wgmma, MFMA) override it (lower_dot.cc).
   virtual void dot(llvm::IRBuilder<>& b, const MatrixTile& lhs, const MatrixTile& rhs, const MatrixTile& acc,
                    const MatrixTile& result);
+
+  // Matrix instructions. The register layout in which the target keeps the
+  // accumulator of `shape` when it multiplies operands laid out like `a` and
+  // `b` (their data unset) with its matrix instructions; nullptr where it
+  // has none for them, and dot() runs instead.
+  virtual std::shared_ptr<const Layout> mma_layout(const MmaShape& /*shape*/, const SharedMatrix& /*a*/,
+                                                   const SharedMatrix& /*b*/) {
+    return nullptr;
+  }
+  // acc + a @ b on the matrix instructions, for a shape and operands
+  // mma_layout() gave a layout for: `acc` and the result are this thread's
+  // slots of that layout. Every thread of the program calls it.
+  virtual std::vector<llvm::Value*> mma(llvm::IRBuilder<>& /*b*/, const MmaShape& /*shape*/,
+                                        const SharedMatrix& /*a*/, const SharedMatrix& /*b*/,
+                                        std::vector<llvm::Value*> acc) {
+    TESSEL_CHECK(false, "mma() on a target that offered no mma_layout()");
+    return acc;
+  }
+  // Whether tiles a TMA copy leaves in shared memory hold their rows
+  // swizzled as the tensor map says (the hardware's TMA), or always plain
+  // (the software copy and the host's); codegen reads and writes swizzled
+  // tiles through the same pattern (lower_tma.cc).
+  virtual bool swizzles_shared_tiles() const { return false; }
 
   // TMA. `map_type` is the tensor-map parameter's type (dtype, box, rank);
   // `map` points to the map's 128 bytes.

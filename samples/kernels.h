@@ -123,6 +123,39 @@ inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") {
   return k.build();
 }
 
+// --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
+// @ B, with A and B bf16 or f16 in swizzled TMA boxes of rows spanning 128
+// bytes (BK = 64), B given as N x K (K-major, read through trans: wgmma's
+// fastest form) or as K x N, persistent over output tiles. On sm_90a the
+// dot runs on wgmma with the accumulator in registers.
+struct GemmConfig {
+  int64_t bm = 128, bn = 128, bk = 64;
+  DType in = bf16;
+  DType out = f32;
+  bool b_nk = true;  // B stored N x K
+};
+
+inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
+  KernelBuilder k(std::move(name));
+  Value a = k.tensor_map(g.in, {g.bm, g.bk}, "a", Swizzle::k128B);  // A [M, K]
+  Value b = g.b_nk ? k.tensor_map(g.in, {g.bn, g.bk}, "b", Swizzle::k128B)   // B [N, K]
+                   : k.tensor_map(g.in, {g.bk, g.bn}, "b", Swizzle::k128B);  // B [K, N]
+  Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c");  // C [M, N]
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
+  Value tiles_n = cdiv(n, g.bn);
+  k.for_each_tile(cdiv(m, g.bm) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * g.bm, col = t % tiles_n * g.bn;
+    Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
+    k.for_range(0, kdim, g.bk, [&](Value kk) {
+      Value at = tma_load(a, {row, kk});                                               // [BM, BK], smem
+      Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
+      acc = dot(at, bt, acc);
+    });
+    tma_store(c, {row, col}, g.out == f32 ? Value(acc) : cast(acc, g.out));
+  });
+  return k.build();
+}
+
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:
 // rank r's shard is rows [r * rows, (r + 1) * rows), written by r's producer
 // and carried to every peer by a plan with a waves() schedule.

@@ -10,26 +10,22 @@
 #include "base/tma_rules.h"
 #include "codegen/llvm_util.h"
 #include "codegen/loops.h"
-#include "llvm/IR/InlineAsm.h"
+#include "codegen/nvptx/ptx_asm.h"
+#include "codegen/nvptx/wgmma.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/MC/TargetRegistry.h"
 
 namespace tessel::codegen {
 namespace {
 
-constexpr unsigned kShared = 3;
-constexpr unsigned kGlobal = 1;
 // A bounded wait gives up after this long (ns on %globaltimer) and records
 // kDeviceTimeout instead of hanging the GPU.
 constexpr int64_t kWaitLimitNs = int64_t{10} * 1000 * 1000 * 1000;
 
-llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text, const std::string& constraints,
-                        const std::vector<llvm::Value*>& args) {
-  std::vector<llvm::Type*> types;
-  for (llvm::Value* a : args) types.push_back(a->getType());
-  auto* type = llvm::FunctionType::get(ret, types, false);
-  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
-}
+using nvptx::inline_asm;
+using nvptx::kGlobal;
+using nvptx::kShared;
+using nvptx::shared32;
 
 class NvptxTarget final : public TargetInfo {
  public:
@@ -49,6 +45,7 @@ class NvptxTarget final : public TargetInfo {
     for (size_t i = 0; i < ir.params.size(); ++i) {
       fn_->getArg(i)->setName(ir.params[i].name);
       if (!ir.params[i].type.is_tensor_map()) continue;
+      swizzled_ = swizzled_ || ir.params[i].type.swizzle() != Swizzle::kNone;
       fn_->addParamAttr(
           i, llvm::Attribute::getWithByValType(ctx, llvm::ArrayType::get(b.getInt8Ty(), kTensorMapBytes)));
       fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(tma::kMapAlignment)));
@@ -102,7 +99,17 @@ class NvptxTarget final : public TargetInfo {
                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z};
     return sreg(b, kIds[axis]);
   }
-  llvm::Value* shared_base(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(smem_, b.getPtrTy()); }
+  // With swizzled maps, tiles align to where the swizzle pattern starts over,
+  // which the start of dynamic shared memory need not be: it is rounded up.
+  llvm::Value* shared_base(llvm::IRBuilder<>& b) override {
+    llvm::Value* base = b.CreateAddrSpaceCast(smem_, b.getPtrTy());
+    if (!swizzled_) return base;
+    llvm::Value* start = shared32(b, base);
+    const int64_t align = tma::kSwizzledTileAlignment;
+    llvm::Value* pad = b.CreateAnd(b.CreateSub(b.getInt32(0), start), b.getInt32(align - 1));
+    return b.CreateInBoundsGEP(b.getInt8Ty(), base, pad);
+  }
+  int64_t shared_base_slack() const override { return swizzled_ ? tma::kSwizzledTileAlignment : 0; }
 
   // The SFU's base-2 approximations (what Triton's tl.exp and tl.log use):
   // about 2 ulp, plus the rounding of the scaling for large arguments. f64
@@ -120,6 +127,16 @@ class NvptxTarget final : public TargetInfo {
   llvm::Value* thread_index(llvm::IRBuilder<>&) override { return tid_; }
 
   bool tiles_in_shared() const override { return true; }
+
+  std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
+                                           const SharedMatrix& b) override {
+    return nvptx::wgmma_layout(shape, a, b, threads_);
+  }
+  std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
+                                const SharedMatrix& bm, std::vector<llvm::Value*> acc) override {
+    return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_);
+  }
+  bool swizzles_shared_tiles() const override { return true; }
   void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
     emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
     barrier(b);
@@ -264,10 +281,6 @@ class NvptxTarget final : public TargetInfo {
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
   void barrier(llvm::IRBuilder<>& b) { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
-  // The 32-bit shared-window address of a generic pointer into shared memory.
-  llvm::Value* shared32(llvm::IRBuilder<>& b, llvm::Value* generic) {
-    return b.CreatePtrToInt(b.CreateAddrSpaceCast(generic, b.getPtrTy(kShared)), b.getInt32Ty());
-  }
   static std::string coord_list(size_t first, size_t n) {
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i) names.push_back(absl::StrCat("$", first + i));
@@ -304,6 +317,7 @@ class NvptxTarget final : public TargetInfo {
   llvm::GlobalVariable* smem_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
   llvm::GlobalVariable* error_ = nullptr;
+  bool swizzled_ = false;  // a tensor-map parameter is swizzled
 };
 
 }  // namespace

@@ -15,12 +15,18 @@ namespace {
 // Per-block shared memory an sm_90 kernel may opt in to.
 constexpr int64_t kSm90SharedLimit = 232448;
 
-absl::Status check_supported(const Kernel& kernel) {
+// Codegen reads and writes swizzled boxes through the pattern of rows that
+// span the swizzle width exactly; where a box's rows are narrower, the copy
+// engine lays the tile out otherwise.
+absl::Status check_swizzled_boxes(const Kernel& kernel) {
   for (const Param& p : kernel.params()) {
-    if (p.type.is_tensor_map() && p.type.swizzle() != Swizzle::kNone) {
+    if (!p.type.is_tensor_map() || p.type.swizzle() == Swizzle::kNone) continue;
+    const int64_t row = p.type.shape().back() * p.type.dtype().bytes();
+    if (row != swizzle_bytes(p.type.swizzle())) {
       return absl::UnimplementedError(absl::StrCat(
-          "kernel '", kernel.name(), "': tensor map '", p.name,
-          "' is swizzled; the NVPTX target reads boxes as plain row-major tiles so far (use Swizzle::kNone)"));
+          "kernel '", kernel.name(), "': tensor map '", p.name, "' has ", swizzle_name(p.type.swizzle()),
+          " swizzle with rows of ", row, " bytes; on NVIDIA GPUs tessel reads swizzled boxes whose innermost "
+          "dimension spans the swizzle width exactly (", swizzle_bytes(p.type.swizzle()), " bytes)"));
     }
   }
   return absl::OkStatus();
@@ -32,7 +38,7 @@ namespace codegen {
 
 absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
                                          CompileArtifacts* artifacts) {
-  TESSEL_RETURN_IF_ERROR(check_supported(kernel));
+  TESSEL_RETURN_IF_ERROR(check_swizzled_boxes(kernel));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
                           make_nvptx_target(arch, options.num_warps, options.opt_level));
   llvm::LLVMContext ctx;

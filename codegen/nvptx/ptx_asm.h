@@ -1,0 +1,31 @@
+// Internal: PTX that LLVM 19 has no intrinsic for (TMA, mbarrier waits,
+// wgmma), emitted as inline assembly by the NVPTX target's files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
+
+namespace tessel::codegen::nvptx {
+
+inline constexpr unsigned kShared = 3;
+inline constexpr unsigned kGlobal = 1;
+
+// `text` with `constraints` over `args`, returning `ret` (void, a value, or a
+// struct of several outputs); always kept, never moved across other asm.
+inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text,
+                               const std::string& constraints, const std::vector<llvm::Value*>& args) {
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* a : args) types.push_back(a->getType());
+  auto* type = llvm::FunctionType::get(ret, types, false);
+  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
+}
+
+// The 32-bit shared-window address of a generic pointer into shared memory.
+inline llvm::Value* shared32(llvm::IRBuilder<>& b, llvm::Value* generic) {
+  return b.CreatePtrToInt(b.CreateAddrSpaceCast(generic, b.getPtrTy(kShared)), b.getInt32Ty());
+}
+
+}  // namespace tessel::codegen::nvptx

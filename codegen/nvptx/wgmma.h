@@ -1,0 +1,39 @@
+// Internal: Hopper's warpgroup matrix instructions (wgmma.mma_async) for
+// dot on bf16 and f16 tiles that TMA left swizzled in shared memory,
+// accumulating in f32 registers.
+//
+// A warpgroup (4 warps, 128 threads) multiplies m64 x n x k16 per
+// instruction; the program's warpgroups take the tile's 64-row blocks in
+// turn (block j*warpgroups + g to warpgroup g). Operands are read through
+// 64-bit shared-memory descriptors, so each must be a swizzled tile whose
+// rows span exactly the swizzle width (128 bytes: 64 bf16 along k), which is
+// what a TMA box of that width leaves: 8-row atoms of 8 x span bytes, k16
+// steps 32 bytes apart within a row.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "codegen/layout.h"
+#include "codegen/nvptx/wgmma_fragment.h"
+#include "codegen/target_info.h"
+
+namespace tessel::codegen::nvptx {
+
+// The accumulator of m x n for `warpgroups` warpgroups, as
+// wgmma_accumulator_element (wgmma_fragment.h) places it.
+std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int warpgroups);
+
+// The accumulator layout when `threads` threads can multiply operands like
+// `a` and `b` with wgmma, else nullptr.
+std::shared_ptr<const Layout> wgmma_layout(const MmaShape& shape, const SharedMatrix& a, const SharedMatrix& b,
+                                           int threads);
+
+// acc + a @ b: fence, the chain of wgmma over k (each warpgroup its row
+// blocks), commit and wait, with the accumulators tied to each step so that
+// LLVM moves no other use of them across.
+std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
+                                     const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
+                                     int threads);
+
+}  // namespace tessel::codegen::nvptx

@@ -1,0 +1,37 @@
+// Internal: the arithmetic of wgmma's accumulator fragment and shared-memory
+// descriptors, without LLVM, for codegen and its tests alike.
+#pragma once
+
+#include <cstdint>
+
+#include "dsl/types.h"
+
+namespace tessel::codegen::nvptx {
+
+inline constexpr int kWarpgroupThreads = 128;
+
+// The row-major index in an m x n accumulator of what `thread`'s `slot` holds
+// when `warpgroups` warpgroups share it: the m64nNk16 fragment of 64-row
+// block j * warpgroups + thread / 128, with j = slot / (n/2), i = slot % (n/2),
+// w = thread / 32 % 4, l = thread % 32: row 16w + l/4 + 8 * (i/2 % 2),
+// column 8 * (i/4) + 2 * (l % 4) + i % 2.
+constexpr int64_t wgmma_accumulator_element(int64_t n, int warpgroups, int64_t thread, int64_t slot) {
+  const int64_t j = slot / (n / 2), i = slot % (n / 2);
+  const int64_t group = thread / kWarpgroupThreads, warp = thread / 32 % 4, lane = thread % 32;
+  const int64_t row = 64 * (j * warpgroups + group) + 16 * warp + lane / 4 + 8 * (i / 2 % 2);
+  const int64_t col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  return row * n + col;
+}
+
+// The 64-bit shared-memory matrix descriptor of a swizzled K-major operand
+// whose rows span the swizzle's width, starting at shared-window address
+// `addr`: start address >> 4 in bits 0-13, leading byte offset 16 (>> 4) in
+// 16-29, stride byte offset (8 rows) >> 4 in 32-45, swizzle mode (1: 128B,
+// 2: 64B, 3: 32B) in 62-63.
+constexpr uint64_t wgmma_descriptor(uint32_t addr, Swizzle swizzle) {
+  const uint64_t span = swizzle == Swizzle::k128B ? 128 : swizzle == Swizzle::k64B ? 64 : swizzle == Swizzle::k32B ? 32 : 0;
+  const uint64_t mode = swizzle == Swizzle::k128B ? 1 : swizzle == Swizzle::k64B ? 2 : swizzle == Swizzle::k32B ? 3 : 0;
+  return ((uint64_t{addr} & 0x3FFFF) >> 4) | (uint64_t{16 >> 4} << 16) | ((8 * span >> 4) << 32) | (mode << 62);
+}
+
+}  // namespace tessel::codegen::nvptx

@@ -1,0 +1,133 @@
+// dot on Hopper's tensor cores: which dots take wgmma, the accumulator's
+// fragment layout and descriptors, and the PTX of a GEMM main loop, which
+// ptxas must take without serializing wgmma or spilling.
+#include <set>
+
+#include "base/tma_rules.h"
+#include "codegen/nvptx/wgmma_fragment.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ptx_test_util.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct GemmConfig {
+  int64_t bm = 128, bn = 128, bk = 64;
+  DType in = bf16;
+  bool b_k_major = true;  // B given as N x K (read through trans)
+  Swizzle swizzle = Swizzle::k128B;
+};
+
+// C [M, N] f32 = A [M, K] @ B, persistent over output tiles.
+Kernel gemm(const GemmConfig& g) {
+  KernelBuilder k("gemm");
+  Value a = k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle);
+  Value b = g.b_k_major ? k.tensor_map(g.in, {g.bn, g.bk}, "b", g.swizzle)
+                        : k.tensor_map(g.in, {g.bk, g.bn}, "b", g.swizzle);
+  Value c = k.tensor_map(f32, {g.bm, g.bn}, "c");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
+  Value tiles_n = cdiv(n, g.bn);
+  k.for_each_tile(cdiv(m, g.bm) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * g.bm, col = t % tiles_n * g.bn;
+    Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
+    k.for_range(0, kdim, g.bk, [&](Value kk) {
+      Value at = tma_load(a, {row, kk});  // [BM, BK], smem
+      Value bt = g.b_k_major ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN]
+      acc = dot(at, bt, acc);
+    });
+    tma_store(c, {row, col}, acc);
+  });
+  return *k.build();
+}
+
+CompileOptions warps(int n) {
+  CompileOptions o;
+  o.num_warps = n;
+  return o;
+}
+
+TEST(Wgmma, AccumulatorLayoutCoversTheTileOnce) {
+  using codegen::nvptx::wgmma_accumulator_element;
+  for (auto [m, n, groups] : {std::tuple{64, 8, 1}, {128, 128, 2}, {128, 256, 1}, {256, 64, 2}}) {
+    const int64_t threads = 128 * groups, slots = m / 64 / groups * (n / 2);
+    std::set<int64_t> seen;
+    for (int64_t t = 0; t < threads; ++t) {
+      for (int64_t s = 0; s < slots; ++s) seen.insert(wgmma_accumulator_element(n, groups, t, s));
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), m * n) << m << "x" << n;
+    EXPECT_EQ(*seen.rbegin(), m * n - 1);
+  }
+  // The m64nNk16 fragment: lane 5 of warp 1 holds row 16 + 1 (and + 8), columns 2, 3 (and + 8).
+  EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 0), 17 * 16 + 2);
+  EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 1), 17 * 16 + 3);
+  EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 2), 25 * 16 + 2);
+  EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 4), 17 * 16 + 10);
+  // With two warpgroups, the second takes the second 64-row block.
+  EXPECT_EQ(wgmma_accumulator_element(8, 2, 128, 0), 64 * 8);
+}
+
+TEST(Wgmma, DescriptorFields) {
+  // 128B swizzle: mode 1 in bits 62-63, 8 rows of 128 bytes (1024 >> 4) in 32-45, LBO 1.
+  EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0x400, Swizzle::k128B), 0x4000004000010040ull);
+  EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k64B) >> 62, 2u);
+  EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k64B) >> 32 & 0x3FFF, 512u >> 4);
+  EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k32B) >> 62, 3u);
+}
+
+TEST(Wgmma, SwizzledOffsetsPermuteChunksWithinRows) {
+  // Row 1 of a 128B-swizzled tile: its chunk 0 sits where chunk 1 would.
+  EXPECT_EQ(tma::swizzled_offset(128, Swizzle::k128B), 128 + 16);
+  EXPECT_EQ(tma::swizzled_offset(7 * 128 + 3 * 16 + 5, Swizzle::k128B), 7 * 128 + (3 ^ 7) * 16 + 5);
+  EXPECT_EQ(tma::swizzled_offset(8 * 128, Swizzle::k128B), 8 * 128);  // the pattern starts over
+  EXPECT_EQ(tma::swizzled_offset(3 * 128 + 16, Swizzle::k64B), 3 * 128 + (1 ^ 3) * 16);
+  EXPECT_EQ(tma::swizzled_offset(3 * 128 + 16, Swizzle::k32B), 3 * 128 + (1 ^ 1) * 16);
+  EXPECT_EQ(tma::swizzled_offset(3 * 128 + 16, Swizzle::kNone), 3 * 128 + 16);
+}
+
+TEST(Wgmma, GemmMainLoopRunsOnTensorCores) {
+  for (int nw : {4, 8}) {
+    SCOPED_TRACE(nw);
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm({}), warps(nw));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_THAT(ptx, HasSubstr("wgmma.fence.sync.aligned"));
+    EXPECT_THAT(ptx, HasSubstr("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
+    EXPECT_THAT(ptx, HasSubstr("wgmma.commit_group.sync.aligned"));
+    EXPECT_THAT(ptx, HasSubstr("wgmma.wait_group.sync.aligned 0"));
+    // The operands are read in place: no plain copy of a swizzled box.
+    EXPECT_THAT(ptx, Not(HasSubstr("fma.rn.f32")));
+    expect_ptxas_clean(ptx);
+  }
+}
+
+TEST(Wgmma, F16AndOtherTileShapes) {
+  for (auto [g, nw] : {std::pair{GemmConfig{.bm = 64, .bn = 64, .bk = 64, .in = f16}, 4},
+                       std::pair{GemmConfig{.bm = 128, .bn = 256}, 8},
+                       std::pair{GemmConfig{.bm = 128, .bn = 64, .bk = 32, .swizzle = Swizzle::k64B}, 4}}) {
+    SCOPED_TRACE(g.bn);
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(nw));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(absl::StrCat("m64n", g.bn, "k16.f32.", g.in == f16 ? "f16.f16" : "bf16.bf16")));
+    expect_ptxas_clean(code->binary);
+  }
+}
+
+// Shapes and layouts wgmma does not take keep the generic loop, correct
+// on every target.
+TEST(Wgmma, OtherDotsKeepTheLoop) {
+  for (GemmConfig g : {GemmConfig{.bm = 64, .bn = 64, .swizzle = Swizzle::kNone},
+                       GemmConfig{.bm = 32, .bn = 32, .bk = 64}, GemmConfig{.bm = 64, .bn = 64, .b_k_major = false}}) {
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(4));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, Not(HasSubstr("wgmma")));
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
+}  // namespace
+}  // namespace tessel
