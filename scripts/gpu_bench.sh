@@ -9,13 +9,14 @@
 #   plan_bench_rN    triggered plans at N ranks (2, and every GPU when more): bandwidth,
 #                    latency and overlap against raw copies
 #   nccl_rN          producer + NCCL all-gather at N ranks
+#   gemm_bench       the tensor-core GEMM at the target shapes, per tile configuration
 #   cache_bench      first compile in a new process, disk cache empty and filled
-# PARTS (default "gpu triton plan nccl cache") picks which to run.
+# PARTS (default "gpu gemm triton plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu triton plan nccl cache}
+parts=${PARTS:-gpu gemm triton plan nccl cache}
 mkdir -p "$OUT"
 gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
 rank_counts=(2)
@@ -47,6 +48,7 @@ for part in $parts; do
       done
       ;;
     cache) bench cache_bench "$root/bin/cache_bench" ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache)" >&2 ;;
+    gemm) bench gemm_bench "$root/bin/gemm_bench" ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache, gemm)" >&2 ;;
   esac
 done
