@@ -46,6 +46,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   if (threads_ > 0) {
     thread_ = target_.thread_index(b_);
     plan_mma();
+    plan_pipelines();
     want_slices();
   }
   alloca_point_ = b_.CreateBr(body);
@@ -187,24 +188,26 @@ std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {
   return out;
 }
 
+llvm::Value* Lowering::constant(const Op& o) {
+  DType d = ir_.type(o.results[0]).dtype();
+  llvm::Type* t = reg_type(d);
+  if (is_narrow_float(d)) {
+    llvm::APFloat f(o.fval);
+    bool lost;
+    f.convert(d == f16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(), llvm::APFloat::rmNearestTiesToEven,
+              &lost);
+    return b_.getInt(f.bitcastToAPInt());
+  }
+  return d.is_float() ? llvm::ConstantFP::get(t, o.fval) : llvm::ConstantInt::get(t, o.ints[0], d.is_signed());
+}
+
 absl::Status Lowering::op(const Op& o) {
   const Type rt = o.results.empty() ? Type() : ir_.type(o.results[0]);
   if (is_elementwise(o.op)) return elementwise_op(o, rt);
   switch (o.op) {
-    case OpCode::kConstant: {
-      DType d = rt.dtype();
-      llvm::Type* t = reg_type(d);
-      if (is_narrow_float(d)) {
-        llvm::APFloat f(o.fval);
-        bool lost;
-        f.convert(d == f16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(), llvm::APFloat::rmNearestTiesToEven,
-                  &lost);
-        set(o, b_.getInt(f.bitcastToAPInt()));
-      } else {
-        set(o, d.is_float() ? llvm::ConstantFP::get(t, o.fval) : llvm::ConstantInt::get(t, o.ints[0], d.is_signed()));
-      }
+    case OpCode::kConstant:
+      set(o, constant(o));
       return absl::OkStatus();
-    }
     case OpCode::kProgramId:
       set(o, target_.program_id(b_, static_cast<int>(o.ints[0])));
       return absl::OkStatus();
@@ -231,7 +234,7 @@ absl::Status Lowering::op(const Op& o) {
     }
     case OpCode::kSplat: {
       llvm::Value* x = val(o.operands[0]);
-      if (in_registers(rt)) {
+      if (in_registers(rt) || wanted_[o.results[0]] != nullptr) {
         set_regs(o, std::vector<llvm::Value*>(layout(o.results[0])->slots(), x));
         return absl::OkStatus();
       }

@@ -45,6 +45,15 @@ absl::Status Lowering::for_op(const Op& o) {
   llvm::Value* lo64 = to64(lo);
   llvm::Value* hi64 = to64(hi);
   llvm::Value* step64 = to64(step);
+  const bool pipelined = pipelines_.contains(&o);
+  llvm::Value* trips = nullptr;
+  if (pipelined) {
+    llvm::Value* ahead = b_.CreateAnd(positive, b_.CreateICmpSGT(hi64, lo64));
+    llvm::Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi64, lo64), b_.CreateSub(step64, b_.getInt64(1))), step64);
+    trips = b_.CreateSelect(ahead, count, b_.getInt64(0));
+    begin_pipeline(o, lo, step, trips);
+    pre = b_.GetInsertBlock();
+  }
   b_.CreateBr(head);
   b_.SetInsertPoint(head);
   llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
@@ -70,7 +79,10 @@ absl::Status Lowering::for_op(const Op& o) {
   b_.SetInsertPoint(loop_body);
   vals_[body.args[0]] = b_.CreateTrunc(iv64, it);
   for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i]);
+  llvm::Value* index = pipelined ? b_.CreateSDiv(b_.CreateSub(iv64, lo64), step64) : nullptr;
+  if (pipelined) enter_stage(o, index);
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
+  if (pipelined) prefetch(o, vals_[body.args[0]], index, step, trips);
   carry_tiles(yield, bufs);
   std::vector<std::vector<llvm::Value*>> next(n);
   for (size_t i = 0; i < n; ++i) {
@@ -84,6 +96,16 @@ absl::Status Lowering::for_op(const Op& o) {
   b_.CreateBr(head);
   b_.SetInsertPoint(exit);
   for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
+  if (pipelined) {
+    // Products left in flight are waited for before anything reads them.
+    for (size_t i = 0; i < n; ++i) {
+      int def = ir_.values[yield.operands[i]].def_op;
+      if (def >= 0 && in_flight(ir_.ops[def]) > 0) {
+        regs_[o.results[i]].slots = target_.mma_drain(b_, regs_[o.results[i]].slots);
+      }
+    }
+    end_pipeline(o, trips);
+  }
   return absl::OkStatus();
 }
 

@@ -49,7 +49,11 @@ void Lowering::plan_mma() {
     for (size_t i = 0; i < o.results.size(); ++i) {
       int def = ir_.values[yield.operands[i]].def_op;
       if (def < 0 || !mma_dots_.contains(&ir_.ops[def])) continue;
-      wanted_[body.args[1 + i]] = wanted_[o.results[i]] = mma_dots_.at(&ir_.ops[def]).layout;
+      const std::shared_ptr<const Layout>& layout = mma_dots_.at(&ir_.ops[def]).layout;
+      wanted_[body.args[1 + i]] = wanted_[o.results[i]] = layout;
+      // An initial splat (zeros) goes straight into the registers.
+      const int init = o.operands[3 + i], init_def = ir_.values[init].def_op;
+      if (init_def >= 0 && ir_.ops[init_def].op == OpCode::kSplat) wanted_[init] = layout;
     }
   }
   // Operands read by nothing else need no plain copy (and a transpose none at all).
@@ -75,7 +79,7 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
     MmaDot d = it->second;
     d.a.data = raw_tile(d.a_tile);
     d.b.data = raw_tile(d.b_tile);
-    set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout)));
+    set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout), in_flight(o)));
     return absl::OkStatus();
   }
   const Type& at = ir_.type(o.operands[0]);

@@ -10,18 +10,23 @@ namespace tessel::codegen {
 using llvm::IRBuilder;
 
 void Lowering::reserve_tma_barriers() {
-  std::vector<const Op*> loads;
+  // One mbarrier per tma_load, or per stage of a pipelined loop's loads.
+  int count = 0;
+  IRBuilder<> eb(alloca_point_);
   for (const Op& o : ir_.ops) {
-    if (o.op == OpCode::kTmaLoad) loads.push_back(&o);
-  }
-  for (size_t i = 0; i < loads.size(); ++i) {
-    IRBuilder<> eb(alloca_point_);
+    if (o.op != OpCode::kTmaLoad || pipelined_.contains(&o)) continue;
     llvm::Value* phase = eb.CreateAlloca(b_.getInt32Ty());
     eb.CreateStore(eb.getInt32(0), phase);
-    tma_barriers_[loads[i]] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * i), phase};
+    tma_barriers_[&o] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * count++), phase};
   }
-  smem_reserved_ = smem_peak_ = 8 * static_cast<int64_t>(loads.size());
-  if (!loads.empty()) target_.init_tma_barriers(b_, smem_base_, static_cast<int>(loads.size()));
+  for (auto& [loop, p] : pipelines_) {
+    p.barriers = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * count);
+    count += p.stages;
+    p.used = eb.CreateAlloca(b_.getInt64Ty());
+    eb.CreateStore(eb.getInt64(0), p.used);
+  }
+  smem_reserved_ = smem_peak_ = 8 * int64_t{count};
+  if (count > 0) target_.init_tma_barriers(b_, smem_base_, count);
 }
 
 llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
@@ -35,9 +40,17 @@ absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
   const Type& map_type = ir_.type(o.operands[0]);
   const bool swizzle = swizzled(map_type);
   int64_t bytes = rt.numel() * rt.dtype().bytes();
-  llvm::Value* smem = smem_alloc(bytes, swizzle ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment);
-  TmaBarrier& bar = tma_barriers_.at(&o);
-  target_.tma_load(b_, map_type, val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
+  llvm::Value* smem = nullptr;
+  if (auto it = pipelined_.find(&o); it != pipelined_.end()) {
+    // Issued iterations ahead; the iteration waited for its stage.
+    const Pipeline& p = pipelines_.at(it->second.first);
+    const int i = it->second.second;
+    smem = b_.CreateInBoundsGEP(b_.getInt8Ty(), p.rings[i], b_.CreateMul(p.stage, b_.getInt64(p.strides[i])));
+  } else {
+    smem = smem_alloc(bytes, swizzle ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment);
+    TmaBarrier& bar = tma_barriers_.at(&o);
+    target_.tma_load(b_, map_type, val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
+  }
   if (!swizzle || mma_only_[o.results[0]]) {
     set(o, smem);
     return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -101,6 +102,8 @@ class Lowering {
     tile_loop(tile.numel(), [&](llvm::Value* i) { store_elem(dst, tile, i, load_elem(src, tile, i)); });
   }
 
+  // A kConstant's value.
+  llvm::Value* constant(const Op& o);
   // One element of an elementwise op; `args` are element values.
   llvm::Value* elementwise(const Op& o, const std::vector<llvm::Value*>& args);
   // An elementwise op on scalars, register tiles or buffers.
@@ -280,6 +283,46 @@ class Lowering {
   // wrote it (swizzled where the map is).
   llvm::Value* raw_tile(int tile) { return raw_tiles_.contains(tile) ? raw_tiles_.at(tile) : val(tile); }
 
+  // Whether mma dot `o` may leave its product in flight (a software
+  // pipeline's, whose next iteration or exit waits for it).
+  int in_flight(const Op& o) const { return in_flight_dots_.contains(&o) ? 1 : 0; }
+
+  // ---- Software pipelines (lower_pipeline.cc) --------------------------------------
+  // A for loop (LoopOptions::stages) whose body loads TMA boxes at
+  // coordinates made from its induction variable and values from outside,
+  // and writes no memory, on a target with asynchronous TMA: iteration i
+  // waits for its stage's mbarrier, runs the body on that stage's buffers,
+  // then issues the loads of iteration i + stages - 1 into the stage the
+  // iteration before it used, whose readers are done.
+  struct Pipeline {
+    int stages = 0;
+    std::vector<const Op*> loads;      // the body's tma_loads
+    llvm::Value* barriers = nullptr;   // `stages` mbarriers of 8 bytes
+    llvm::Value* used = nullptr;       // i64 slot: stages used by earlier runs of the loop
+    std::vector<llvm::Value*> rings;   // per load: its stage buffers, one after another
+    std::vector<int64_t> strides;      // per load: bytes from one stage buffer to the next
+    int64_t bytes = 0;                 // what a stage's loads bring in all
+    llvm::Value* first = nullptr;      // i64: the stage count at this run's first iteration
+    llvm::Value* stage = nullptr;      // i64: while the body is lowered, its iteration's stage
+  };
+  void plan_pipelines();
+  // Whether `id`, a coordinate of a load in `loop`'s body, can be computed
+  // for any iteration: from the induction variable, outside values, constants
+  // and scalar arithmetic.
+  bool per_iteration(const Op& loop, int id) const;
+  // Its value in the iteration whose induction variable is `iv` (the loop's type).
+  llvm::Value* value_in_iteration(const Op& loop, int id, llvm::Value* iv);
+  // Issues the loads of the iteration with induction variable `iv` into stage `stage` (i64).
+  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage);
+  // Before the loop: the rings, and the loads of the first stages - 1 iterations.
+  void begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips);
+  // At the top of an iteration (index `i`, i64): wait for its stage.
+  void enter_stage(const Op& loop, llvm::Value* i);
+  // At its end: the loads of iteration i + stages - 1, if there is one.
+  void prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips);
+  // After the loop: count its stages, free the rings.
+  void end_pipeline(const Op& loop, llvm::Value* trips);
+
   // ---- Swizzled tiles (lower_tma.cc) ----------------------------------------------
   // Whether tma_load result `id` is a swizzled tile in shared memory.
   bool swizzled(const Type& map_type) const {
@@ -341,6 +384,9 @@ class Lowering {
   };
   std::map<const Op*, TmaBarrier> tma_barriers_;
   std::map<const Op*, MmaDot> mma_dots_;
+  std::map<const Op*, Pipeline> pipelines_;                  // by loop
+  std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there
+  std::set<const Op*> in_flight_dots_;
   // Per value: read by nothing but the operands of mma_dots_ (a tma_load
   // result, or the transpose of one), so it needs no plain copy.
   std::vector<bool> mma_only_;

@@ -122,13 +122,18 @@ class TargetInfo {
   }
   // acc + a @ b on the matrix instructions, for a shape and operands
   // mma_layout() gave a layout for: `acc` and the result are this thread's
-  // slots of that layout. Every thread of the program calls it.
+  // slots of that layout. Every thread of the program calls it. With
+  // `in_flight` 1 the product may still be running when it returns (a
+  // software pipeline's): the result may only be passed to the next mma and
+  // to mma_drain, and the operands of the mma before it are free again.
   virtual std::vector<llvm::Value*> mma(llvm::IRBuilder<>& /*b*/, const MmaShape& /*shape*/,
                                         const SharedMatrix& /*a*/, const SharedMatrix& /*b*/,
-                                        std::vector<llvm::Value*> acc) {
+                                        std::vector<llvm::Value*> acc, int /*in_flight*/) {
     TESSEL_CHECK(false, "mma() on a target that offered no mma_layout()");
     return acc;
   }
+  // The accumulator of an mma left in flight, once every product is done.
+  virtual std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& /*b*/, std::vector<llvm::Value*> acc) { return acc; }
   // Whether tiles a TMA copy leaves in shared memory hold their rows
   // swizzled as the tensor map says (the hardware's TMA), or always plain
   // (the software copy and the host's); codegen reads and writes swizzled
@@ -152,6 +157,25 @@ class TargetInfo {
   virtual void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
                         const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t bytes, llvm::Value* barrier,
                         llvm::Value* phase);
+  // Asynchronous TMA, for software pipelines: copies issued iterations
+  // ahead into a ring of stages, each completing on an mbarrier of its own.
+  virtual bool tma_async() const { return false; }
+  struct TmaCopy {
+    const Type* map_type;
+    llvm::Value* map;
+    std::vector<llvm::Value*> coords;
+    llvm::Value* smem;
+  };
+  // Issues `copies` (one thread does), which complete on `barrier` with
+  // `bytes` in all.
+  virtual void tma_issue(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/, int64_t /*bytes*/,
+                         const std::vector<TmaCopy>& /*copies*/) {
+    TESSEL_CHECK(false, "tma_issue() on a target without asynchronous TMA");
+  }
+  // Waits for the completion of `barrier`'s phase of parity `parity` (i32).
+  virtual void tma_wait(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/, llvm::Value* /*parity*/) {
+    TESSEL_CHECK(false, "tma_wait() on a target without asynchronous TMA");
+  }
   // Writes the tile at `smem` to the box at `coords`; the default drops
   // out-of-bounds elements, like the host copy engine.
   virtual void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,

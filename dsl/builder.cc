@@ -330,11 +330,16 @@ bool loop_bounds(BuilderState& s, const Operand& lo, const Operand& hi, const Op
 std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi, const Operand& step,
                                             const std::vector<Value>& inits,
                                             const std::function<std::vector<Value>(Value, std::span<const Value>)>& body,
-                                            std::source_location loc) {
+                                            const LoopOptions& options, std::source_location loc) {
   BuilderState& s = *state_;
   int bounds[3];
   // On failure the caller still gets one (invalid) Value per init to index.
   std::vector<Value> failed(inits.size());
+  if (options.stages < 0 || options.stages > kMaxLoopStages) {
+    s.fail(loc, absl::StrCat("for_range: stages = ", options.stages, " is outside [0, ", kMaxLoopStages,
+                             "] (0 picks the default, 1 turns pipelining off)"));
+    return failed;
+  }
   if (!loop_bounds(s, lo, hi, step, "for_range", loc, bounds)) return failed;
   std::vector<int> operands(bounds, bounds + 3);
   std::vector<int> init_ids;
@@ -351,6 +356,7 @@ std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi
   std::vector<Type> types;
   for (int id : init_ids) types.push_back(s.type(id));
   int op = s.emit(OpCode::kFor, operands, types, loc);
+  if (options.stages != 0) s.ir.ops[op].ints.push_back(options.stages);
   int block = s.new_block();
   s.ir.ops[op].blocks.push_back(block);
   Value iv = s.value(s.add_block_arg(block, s.type(bounds[0])));
@@ -389,18 +395,19 @@ std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi
 }
 
 void KernelBuilder::for_range(const Operand& lo, const Operand& hi, const Operand& step,
-                              const std::function<void(Value)>& body, std::source_location loc) {
+                              const std::function<void(Value)>& body, const LoopOptions& options,
+                              std::source_location loc) {
   for_range(lo, hi, step, {}, [&](Value iv, std::span<const Value>) {
     body(iv);
     return std::vector<Value>{};
-  }, loc);
+  }, options, loc);
 }
 
 void KernelBuilder::for_each_tile(const Operand& num_tiles, const std::function<void(Value)>& body,
                                   std::source_location loc) {
   Value pid = program_id(0, loc);
   Value n = num_programs(0, loc);
-  for_range(pid, num_tiles, n, body, loc);
+  for_range(pid, num_tiles, n, body, {}, loc);
 }
 
 void KernelBuilder::if_(const Operand& cond, const std::function<void()>& then_body,

@@ -63,6 +63,18 @@ class TriggeredView {
   Value v_;
 };
 
+// How a for_range loop is run.
+struct LoopOptions {
+  // Software pipelining of a loop whose body loads TMA boxes at coordinates
+  // made from the induction variable (and values from outside the loop) and
+  // stores nothing: its loads run `stages - 1` iterations ahead through a
+  // ring of `stages` shared-memory buffers, on targets with asynchronous TMA
+  // (NVIDIA), and its tensor-core dots overlap the next iteration's wait.
+  // 0 picks the default (3, as Triton's num_stages); 1 turns it off; at most 8.
+  int stages = 0;
+};
+inline constexpr int kMaxLoopStages = 8;
+
 class KernelBuilder {
  public:
   explicit KernelBuilder(std::string name);
@@ -94,12 +106,13 @@ class KernelBuilder {
   // for (i = lo; i < hi; i += step) body(i). Vars assigned in the body are
   // carried from one iteration to the next.
   void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Value)>& body,
-                 std::source_location loc = std::source_location::current());
+                 const LoopOptions& options = {}, std::source_location loc = std::source_location::current());
   // The same with explicit loop-carried values: body(i, carried) returns the
   // next values; the call returns the final ones.
   std::vector<Value> for_range(const Operand& lo, const Operand& hi, const Operand& step,
                                const std::vector<Value>& inits,
                                const std::function<std::vector<Value>(Value, std::span<const Value>)>& body,
+                               const LoopOptions& options = {},
                                std::source_location loc = std::source_location::current());
   // The persistent loop: for (t = program_id(0); t < num_tiles; t += num_programs(0)).
   void for_each_tile(const Operand& num_tiles, const std::function<void(Value)>& body,

@@ -133,6 +133,7 @@ struct GemmConfig {
   DType in = bf16;
   DType out = f32;
   bool b_nk = true;  // B stored N x K
+  int stages = 0;    // of the K loop's pipeline (LoopOptions::stages)
 };
 
 inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
@@ -146,11 +147,14 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   k.for_each_tile(cdiv(m, g.bm) * tiles_n, [&](Value t) {
     Value row = t / tiles_n * g.bm, col = t % tiles_n * g.bn;
     Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
-    k.for_range(0, kdim, g.bk, [&](Value kk) {
-      Value at = tma_load(a, {row, kk});                                               // [BM, BK], smem
-      Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
-      acc = dot(at, bt, acc);
-    });
+    k.for_range(
+        0, kdim, g.bk,
+        [&](Value kk) {
+          Value at = tma_load(a, {row, kk});                                               // [BM, BK], smem
+          Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
+          acc = dot(at, bt, acc);
+        },
+        {.stages = g.stages});
     tma_store(c, {row, col}, g.out == f32 ? Value(acc) : cast(acc, g.out));
   });
   return k.build();

@@ -133,8 +133,11 @@ class NvptxTarget final : public TargetInfo {
     return nvptx::wgmma_layout(shape, a, b, threads_);
   }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
-                                const SharedMatrix& bm, std::vector<llvm::Value*> acc) override {
-    return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_);
+                                const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
+    return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_, in_flight);
+  }
+  std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
+    return nvptx::wgmma_wait(b, std::move(acc), 0);
   }
   bool swizzles_shared_tiles() const override { return true; }
   void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
@@ -204,27 +207,38 @@ class NvptxTarget final : public TargetInfo {
     barrier(b);
   }
 
-  void tma_load(llvm::IRBuilder<>& b, const Type&, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+  void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                 llvm::Value* smem, int64_t bytes, llvm::Value* bar, llvm::Value* phase) override {
-    llvm::Value* bar32 = shared32(b, bar);
     barrier(b);  // every thread is done with the buffer's previous contents
+    tma_issue(b, bar, bytes, {TmaCopy{&map_type, map, coords, smem}});
+    llvm::Value* parity = b.CreateLoad(b.getInt32Ty(), phase);
+    tma_wait(b, bar, parity);
+    b.CreateStore(b.CreateXor(parity, 1), phase);
+  }
+
+  bool tma_async() const override { return true; }
+  void tma_issue(llvm::IRBuilder<>& b, llvm::Value* bar, int64_t bytes, const std::vector<TmaCopy>& copies) override {
+    llvm::Value* bar32 = shared32(b, bar);
     single_thread(b, [&] {
       inline_asm(b, b.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
                  {bar32, b.getInt32(bytes)});
-      std::vector<llvm::Value*> args = {shared32(b, smem), map, bar32};
-      std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(),
-                                      "d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {",
-                                      coord_list(3, coords.size()), "}], [$2];");
-      append_reversed(args, coords);
-      inline_asm(b, b.getVoidTy(), text, constraints("r,l,r", coords.size()), args);
+      for (const TmaCopy& c : copies) {
+        std::vector<llvm::Value*> args = {shared32(b, c.smem), c.map, bar32};
+        std::string text = absl::StrCat("cp.async.bulk.tensor.", c.coords.size(),
+                                        "d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {",
+                                        coord_list(3, c.coords.size()), "}], [$2];");
+        append_reversed(args, c.coords);
+        inline_asm(b, b.getVoidTy(), text, constraints("r,l,r", c.coords.size()), args);
+      }
     });
-    llvm::Value* parity = b.CreateLoad(b.getInt32Ty(), phase);
+  }
+  void tma_wait(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* parity) override {
+    llvm::Value* bar32 = shared32(b, bar);
     bounded_wait(b, [&] {
       return inline_asm(b, b.getInt32Ty(),
                         "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
                         "=r,r,r,~{memory}", {bar32, parity});
     });
-    b.CreateStore(b.CreateXor(parity, 1), phase);
   }
 
   void tma_store(llvm::IRBuilder<>& b, const Type&, llvm::Value* map, const std::vector<llvm::Value*>& coords,

@@ -46,7 +46,7 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
   if (lowered.shared_bytes > kSm90SharedLimit) {
     return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
                                                      " bytes of shared memory per program; ", arch, " allows ",
-                                                     kSm90SharedLimit, " (use smaller tiles)"));
+                                                     kSm90SharedLimit, " (use smaller tiles, or fewer stages in pipelined loops)"));
   }
   optimize(*lowered.module, target->machine(), options.opt_level);
 

@@ -97,7 +97,7 @@ std::shared_ptr<const Layout> wgmma_layout(const MmaShape& s, const SharedMatrix
 
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
                                      const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
-                                     int threads) {
+                                     int threads, int in_flight) {
   const int warpgroups = threads / kWarpgroup;
   const int64_t blocks = s.m / 64 / warpgroups, half = s.n / 2;
   const char* type = s.in == bf16 ? "bf16" : "f16";
@@ -126,7 +126,11 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
     }
   }
   inline_asm(b, b.getVoidTy(), "wgmma.commit_group.sync.aligned;", "~{memory}", {});
-  return tied(b, "wgmma.wait_group.sync.aligned 0;", acc);
+  return wgmma_wait(b, std::move(acc), in_flight);
+}
+
+std::vector<llvm::Value*> wgmma_wait(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc, int in_flight) {
+  return tied(b, absl::StrCat("wgmma.wait_group.sync.aligned ", in_flight, ";"), acc);
 }
 
 }  // namespace tessel::codegen::nvptx

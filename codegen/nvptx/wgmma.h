@@ -30,10 +30,14 @@ std::shared_ptr<const Layout> wgmma_layout(const MmaShape& shape, const SharedMa
                                            int threads);
 
 // acc + a @ b: fence, the chain of wgmma over k (each warpgroup its row
-// blocks), commit and wait, with the accumulators tied to each step so that
-// LLVM moves no other use of them across.
+// blocks), commit, and a wait that leaves `in_flight` groups running, with
+// the accumulators tied to each step so that LLVM moves no other use of
+// them across.
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                      const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
-                                     int threads);
+                                     int threads, int in_flight);
+
+// Waits until at most `in_flight` wgmma groups run, the accumulators tied.
+std::vector<llvm::Value*> wgmma_wait(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc, int in_flight);
 
 }  // namespace tessel::codegen::nvptx

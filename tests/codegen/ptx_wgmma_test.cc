@@ -21,6 +21,7 @@ struct GemmConfig {
   DType in = bf16;
   bool b_k_major = true;  // B given as N x K (read through trans)
   Swizzle swizzle = Swizzle::k128B;
+  int stages = 0;
 };
 
 // C [M, N] f32 = A [M, K] @ B, persistent over output tiles.
@@ -35,11 +36,14 @@ Kernel gemm(const GemmConfig& g) {
   k.for_each_tile(cdiv(m, g.bm) * tiles_n, [&](Value t) {
     Value row = t / tiles_n * g.bm, col = t % tiles_n * g.bn;
     Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
-    k.for_range(0, kdim, g.bk, [&](Value kk) {
-      Value at = tma_load(a, {row, kk});  // [BM, BK], smem
-      Value bt = g.b_k_major ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN]
-      acc = dot(at, bt, acc);
-    });
+    k.for_range(
+        0, kdim, g.bk,
+        [&](Value kk) {
+          Value at = tma_load(a, {row, kk});                                                  // [BM, BK], smem
+          Value bt = g.b_k_major ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN]
+          acc = dot(at, bt, acc);
+        },
+        {.stages = g.stages});
     tma_store(c, {row, col}, acc);
   });
   return *k.build();
@@ -98,7 +102,11 @@ TEST(Wgmma, GemmMainLoopRunsOnTensorCores) {
     EXPECT_THAT(ptx, HasSubstr("wgmma.fence.sync.aligned"));
     EXPECT_THAT(ptx, HasSubstr("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
     EXPECT_THAT(ptx, HasSubstr("wgmma.commit_group.sync.aligned"));
+    // Pipelined (3 stages by default): each K step leaves its product in
+    // flight, and the loop's end waits for the last.
+    EXPECT_THAT(ptx, HasSubstr("wgmma.wait_group.sync.aligned 1"));
     EXPECT_THAT(ptx, HasSubstr("wgmma.wait_group.sync.aligned 0"));
+    EXPECT_THAT(ptx, HasSubstr("mbarrier.try_wait.parity"));
     // The operands are read in place: no plain copy of a swizzled box.
     EXPECT_THAT(ptx, Not(HasSubstr("fma.rn.f32")));
     expect_ptxas_clean(ptx);
@@ -115,6 +123,32 @@ TEST(Wgmma, F16AndOtherTileShapes) {
     EXPECT_THAT(code->binary, HasSubstr(absl::StrCat("m64n", g.bn, "k16.f32.", g.in == f16 ? "f16.f16" : "bf16.bf16")));
     expect_ptxas_clean(code->binary);
   }
+}
+
+TEST(Wgmma, StagesArePerLoop) {
+  // One stage: loads wait where they are, and each product before the next.
+  absl::StatusOr<DeviceCode> one = compile_ptx(gemm({.stages = 1}), warps(8));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_THAT(one->binary, Not(HasSubstr("wgmma.wait_group.sync.aligned 1")));
+  absl::StatusOr<DeviceCode> three = compile_ptx(gemm({}), warps(8));
+  absl::StatusOr<DeviceCode> four = compile_ptx(gemm({.stages = 4}), warps(8));
+  ASSERT_TRUE(three.ok()) << three.status();
+  ASSERT_TRUE(four.ok()) << four.status();
+  // Each stage holds one A and one B box: 16 KiB + 16 KiB.
+  EXPECT_EQ(four->shared_bytes - three->shared_bytes, 32768);
+  // Too many for shared memory: the error names the bytes and the way out.
+  absl::Status big = compile_ptx(gemm({.bn = 256, .stages = 5}), warps(8)).status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(big.message(), HasSubstr("bytes of shared memory per program; sm_90a allows 232448 (use smaller tiles, "
+                                       "or fewer stages in pipelined loops)"));
+}
+
+TEST(Wgmma, StageCountsOutsideTheRangeAreRefused) {
+  KernelBuilder k("stages");
+  k.for_range(0, 4, 1, [&](Value) {}, {.stages = 9});
+  absl::StatusOr<Kernel> built = k.build();
+  EXPECT_THAT(built.status().message(),
+              HasSubstr("for_range: stages = 9 is outside [0, 8] (0 picks the default, 1 turns pipelining off)"));
 }
 
 // Shapes and layouts wgmma does not take keep the generic loop, correct

@@ -23,11 +23,12 @@ struct Problem {
   bool b_nk = true;  // B stored N x K
   int64_t bm = 128, bn = 128, bk = 64;
   int warps = 8;
+  int stages = 0;  // the K loop's pipeline: 0 for the default
 };
 
 std::string name(const Problem& p) {
   return absl::StrCat(p.in.name(), " ", p.m, "x", p.n, "x", p.k, p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm,
-                      "x", p.bn, "x", p.bk, ", ", p.warps, " warps");
+                      "x", p.bn, "x", p.bk, ", ", p.warps, " warps, ", p.stages, " stages");
 }
 
 uint16_t to_half(float f) {
@@ -68,7 +69,8 @@ absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem&
   CompileOptions options;
   options.num_warps = p.warps;
   TESSEL_ASSIGN_OR_RETURN(Kernel kernel,
-                          samples::gemm_kernel({.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .b_nk = p.b_nk}));
+                          samples::gemm_kernel(
+                              {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .b_nk = p.b_nk, .stages = p.stages}));
   TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
   TESSEL_ASSIGN_OR_RETURN(Buffer a, upload(device, in.a));
   TESSEL_ASSIGN_OR_RETURN(Buffer b, upload(device, in.b));
@@ -126,6 +128,10 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 1000, .n = 712, .k = 600, .in = f16},
       {.m = 1000, .n = 712, .k = 600, .warps = 4},
       {.m = 1000, .n = 712, .k = 600, .bn = 256},
+      {.m = 1000, .n = 712, .k = 600, .stages = 1},
+      {.m = 1000, .n = 712, .k = 600, .stages = 2},
+      {.m = 1000, .n = 712, .k = 600, .stages = 4},
+      {.m = 640, .n = 256, .k = 64, .stages = 4},
       {.m = 300, .n = 200, .k = 264, .b_nk = false, .bm = 64, .bn = 64, .warps = 4},
       {.m = 4095, .n = 4104, .k = 1032},
       {.m = 4095, .n = 4104, .k = 1032, .in = f16},
