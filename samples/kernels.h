@@ -134,13 +134,14 @@ struct GemmConfig {
   DType out = f32;
   bool b_nk = true;  // B stored N x K
   int stages = 0;    // of the K loop's pipeline (LoopOptions::stages)
+  Swizzle swizzle = Swizzle::k128B;  // of A's and B's boxes
 };
 
 inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
   KernelBuilder k(std::move(name));
-  Value a = k.tensor_map(g.in, {g.bm, g.bk}, "a", Swizzle::k128B);  // A [M, K]
-  Value b = g.b_nk ? k.tensor_map(g.in, {g.bn, g.bk}, "b", Swizzle::k128B)   // B [N, K]
-                   : k.tensor_map(g.in, {g.bk, g.bn}, "b", Swizzle::k128B);  // B [K, N]
+  Value a = k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle);  // A [M, K]
+  Value b = g.b_nk ? k.tensor_map(g.in, {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
+                   : k.tensor_map(g.in, {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
   Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c");  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value tiles_n = cdiv(n, g.bn);

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ptx_test_util.h"
+#include "samples/kernels.h"
 
 namespace tessel {
 namespace {
@@ -16,38 +17,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct GemmConfig {
-  int64_t bm = 128, bn = 128, bk = 64;
-  DType in = bf16;
-  bool b_k_major = true;  // B given as N x K (read through trans)
-  Swizzle swizzle = Swizzle::k128B;
-  int stages = 0;
-};
+using samples::GemmConfig;
 
-// C [M, N] f32 = A [M, K] @ B, persistent over output tiles.
-Kernel gemm(const GemmConfig& g) {
-  KernelBuilder k("gemm");
-  Value a = k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle);
-  Value b = g.b_k_major ? k.tensor_map(g.in, {g.bn, g.bk}, "b", g.swizzle)
-                        : k.tensor_map(g.in, {g.bk, g.bn}, "b", g.swizzle);
-  Value c = k.tensor_map(f32, {g.bm, g.bn}, "c");
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
-  Value tiles_n = cdiv(n, g.bn);
-  k.for_each_tile(cdiv(m, g.bm) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * g.bm, col = t % tiles_n * g.bn;
-    Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
-    k.for_range(
-        0, kdim, g.bk,
-        [&](Value kk) {
-          Value at = tma_load(a, {row, kk});                                                  // [BM, BK], smem
-          Value bt = g.b_k_major ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN]
-          acc = dot(at, bt, acc);
-        },
-        {.stages = g.stages});
-    tma_store(c, {row, col}, acc);
-  });
-  return *k.build();
-}
+Kernel gemm(const GemmConfig& g) { return *samples::gemm_kernel(g); }
 
 CompileOptions warps(int n) {
   CompileOptions o;
@@ -155,7 +127,7 @@ TEST(Wgmma, StageCountsOutsideTheRangeAreRefused) {
 // on every target.
 TEST(Wgmma, OtherDotsKeepTheLoop) {
   for (GemmConfig g : {GemmConfig{.bm = 64, .bn = 64, .swizzle = Swizzle::kNone},
-                       GemmConfig{.bm = 32, .bn = 32, .bk = 64}, GemmConfig{.bm = 64, .bn = 64, .b_k_major = false}}) {
+                       GemmConfig{.bm = 32, .bn = 32, .bk = 64}, GemmConfig{.bm = 64, .bn = 64, .b_nk = false}}) {
     absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(4));
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_THAT(code->binary, Not(HasSubstr("wgmma")));
