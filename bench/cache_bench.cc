@@ -47,7 +47,9 @@ int child(const std::string& device_name) {
   }
   Clock::time_point t0 = Clock::now();
   tessel::Kernel kernel = must(samples::matmul_kernel(), "build");
-  tessel::Function fn = must(device->compile(kernel), "compile");
+  tessel::CompileOptions options;
+  options.num_warps = samples::kMatmulWarps;
+  tessel::Function fn = must(device->compile(kernel, options), "compile");
   double ms = seconds_since(t0) * 1e3;
   tessel::DiskCache::Stats stats = device->impl().disk_cache()->stats();
   std::printf("ms=%.3f hits=%lld writes=%lld\n", ms, static_cast<long long>(stats.hits),

@@ -38,10 +38,9 @@ absl::StatusOr<tessel::Device> open_device(const Args& args) {
   return args.device == "best" ? tessel::Device::best() : tessel::Device::open(args.device);
 }
 
-bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels) {
+bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels, tessel::CompileOptions options) {
   if (args.target.empty()) return false;
   std::string dir = args.emit_dir.empty() ? "." : args.emit_dir;
-  tessel::CompileOptions options;
   options.arch = args.target;
   for (const tessel::Kernel& k : kernels) {
     tessel::CompileArtifacts a;

@@ -27,7 +27,8 @@ absl::StatusOr<tessel::Device> open_device(const Args& args);
 
 // With --target: writes each kernel's IR, LLVM IR and PTX into the --emit
 // directory and returns true (the sample then stops); else returns false.
-bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels);
+bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels,
+                     tessel::CompileOptions options = {});
 tessel::CompileOptions compile_options(const Args& args);
 
 // bf16 bits <-> float, rounding to nearest even.

@@ -99,35 +99,13 @@ inline absl::StatusOr<Kernel> tile_transpose_kernel() {
   return k.build();
 }
 
-inline constexpr int kMmBM = 64, kMmBN = 64, kMmBK = 32;
-
-// Persistent C = A @ B: bf16 inputs, f32 accumulation and output. Each
-// program walks output tiles, loading [BM, BK] and [BK, BN] boxes with TMA.
-inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") {
-  KernelBuilder k(std::move(name));
-  Value a = k.tensor_map(bf16, {kMmBM, kMmBK}, "a");  // A [M, K] bf16
-  Value b = k.tensor_map(bf16, {kMmBK, kMmBN}, "b");  // B [K, N] bf16
-  Value c = k.tensor_map(f32, {kMmBM, kMmBN}, "c");   // C [M, N] f32
-  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
-  Value tiles_n = cdiv(n, kMmBN);
-  k.for_each_tile(cdiv(m, kMmBM) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * kMmBM, col = t % tiles_n * kMmBN;
-    Var acc = k.var(k.zeros({kMmBM, kMmBN}, f32));  // [BM, BN] f32
-    k.for_range(0, kdim, kMmBK, [&](Value kk) {
-      Value at = tma_load(a, {row, kk});  // [BM, BK] bf16, smem
-      Value bt = tma_load(b, {kk, col});  // [BK, BN] bf16, smem
-      acc = dot(at, bt, acc);
-    });
-    tma_store(c, {row, col}, acc);
-  });
-  return k.build();
-}
-
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
 // @ B, with A and B bf16 or f16 in swizzled TMA boxes of rows spanning 128
 // bytes (BK = 64), B given as N x K (K-major, read through trans: wgmma's
-// fastest form) or as K x N, persistent over output tiles. On sm_90a the
-// dot runs on wgmma with the accumulator in registers.
+// fastest form) or as K x N, persistent over output tiles taken in groups
+// of `group_m` tile rows (consecutive programs share B's tiles and then A's
+// in L2). On sm_90a the dot runs on wgmma with the accumulator in
+// registers, and the K loop is software-pipelined.
 struct GemmConfig {
   int64_t bm = 128, bn = 128, bk = 64;
   DType in = bf16;
@@ -135,6 +113,7 @@ struct GemmConfig {
   bool b_nk = true;  // B stored N x K
   int stages = 0;    // of the K loop's pipeline (LoopOptions::stages)
   Swizzle swizzle = Swizzle::k128B;  // of A's and B's boxes
+  int group_m = 8;                   // tile rows per group of the tile order
 };
 
 inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
@@ -144,9 +123,12 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                    : k.tensor_map(g.in, {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
   Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c");  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
-  Value tiles_n = cdiv(n, g.bn);
-  k.for_each_tile(cdiv(m, g.bm) * tiles_n, [&](Value t) {
-    Value row = t / tiles_n * g.bm, col = t % tiles_n * g.bn;
+  Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
+  Value per_group = tiles_n * g.group_m;
+  k.for_each_tile(tiles_m * tiles_n, [&](Value t) {
+    Value first_m = t / per_group * g.group_m;
+    Value group_rows = minimum(tiles_m - first_m, g.group_m);
+    Value row = (first_m + t % per_group % group_rows) * g.bm, col = t % per_group / group_rows * g.bn;
     Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
     k.for_range(
         0, kdim, g.bk,
@@ -160,6 +142,12 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   });
   return k.build();
 }
+
+// The main sample's GEMM (samples/matmul.cc), which the GPU benchmarks time
+// too: 128 x 256 x 64 tiles, 3 stages, C in bf16, on two warpgroups.
+inline constexpr GemmConfig kMatmul = {.bm = 128, .bn = 256, .bk = 64, .out = bf16, .stages = 3};
+inline constexpr int kMatmulWarps = 8;
+inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") { return gemm_kernel(kMatmul, std::move(name)); }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:
 // rank r's shard is rows [r * rows, (r + 1) * rows), written by r's producer

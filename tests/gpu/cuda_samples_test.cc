@@ -165,43 +165,54 @@ TEST_F(CudaSamples, TileCopyAndTransposeAgreeBitForBit) {
   }
 }
 
+// The main sample's GEMM (tensor cores on the GPU, loops on the host): C in
+// bf16 against a double reference, and the devices against each other.
 TEST_F(CudaSamples, MatmulAgreesWithinTolerance) {
   TESSEL_TRACE_SEED(rng_);
   absl::StatusOr<Kernel> kernel = matmul_kernel();
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  // Rows of A (k bf16), B (n bf16) and C (n f32) 16-byte aligned; m free.
+  // Rows of A and B (k bf16) and C (n bf16) 16-byte aligned; m free.
   const int m = rng_.uniform_int(1, 400), n = 8 * rng_.uniform_int(1, 60), k = 8 * rng_.uniform_int(1, 80);
   SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k);
-  std::vector<uint16_t> a(size_t{1} * m * k), b(size_t{1} * k * n);
+  std::vector<uint16_t> a(size_t{1} * m * k), b(size_t{1} * n * k);
   for (uint16_t& v : a) v = to_bf16(rng_.uniform(-1, 1));
   for (uint16_t& v : b) v = to_bf16(rng_.uniform(-1, 1));
   std::vector<double> want(size_t{1} * m * n, 0.0);
   for (int i = 0; i < m; ++i) {
-    for (int p = 0; p < k; ++p) {
-      double av = from_bf16(a[size_t{1} * i * k + p]);
-      for (int j = 0; j < n; ++j) want[size_t{1} * i * n + j] += av * from_bf16(b[size_t{1} * p * n + j]);
+    for (int j = 0; j < n; ++j) {
+      for (int p = 0; p < k; ++p) {
+        want[size_t{1} * i * n + j] += double{from_bf16(a[size_t{1} * i * k + p])} * from_bf16(b[size_t{1} * j * k + p]);
+      }
     }
   }
   std::vector<std::vector<float>> outs;
   for (const Device& d : devices_) {
     SCOPED_TRACE(d.name());
     auto run = [&]() -> absl::StatusOr<std::vector<float>> {
-      TESSEL_ASSIGN_OR_RETURN(Function fn, d.compile(*kernel));
+      CompileOptions options;
+      options.num_warps = kMatmulWarps;
+      TESSEL_ASSIGN_OR_RETURN(Function fn, d.compile(*kernel, options));
       TESSEL_ASSIGN_OR_RETURN(Buffer da, upload(d, a));
       TESSEL_ASSIGN_OR_RETURN(Buffer db, upload(d, b));
-      TESSEL_ASSIGN_OR_RETURN(Buffer dc, poisoned_output(d, want.size(), NAN));
-      TESSEL_ASSIGN_OR_RETURN(TensorMap ma, d.tensor_map(bf16, da, {m, k}, {kMmBM, kMmBK}));
-      TESSEL_ASSIGN_OR_RETURN(TensorMap mb, d.tensor_map(bf16, db, {k, n}, {kMmBK, kMmBN}));
-      TESSEL_ASSIGN_OR_RETURN(TensorMap mc, d.tensor_map(f32, dc, {m, n}, {kMmBM, kMmBN}));
-      TESSEL_RETURN_IF_ERROR(fn.launch({.grid = d.num_compute_units()}, ma, mb, mc, m, n, k));
-      return result(d, dc, want.size(), NAN);
+      TESSEL_ASSIGN_OR_RETURN(Buffer dc, upload(d, std::vector<uint16_t>(want.size(), 0x7FC0)));  // NaN
+      TESSEL_ASSIGN_OR_RETURN(TensorMap ma, d.tensor_map(bf16, da, {m, k}, {kMatmul.bm, kMatmul.bk}, kMatmul.swizzle));
+      TESSEL_ASSIGN_OR_RETURN(TensorMap mb, d.tensor_map(bf16, db, {n, k}, {kMatmul.bn, kMatmul.bk}, kMatmul.swizzle));
+      TESSEL_ASSIGN_OR_RETURN(TensorMap mc, d.tensor_map(bf16, dc, {m, n}, {kMatmul.bm, kMatmul.bn}));
+      TESSEL_RETURN_IF_ERROR(
+          fn.launch({.grid = d.num_compute_units(), .num_warps = kMatmulWarps}, ma, mb, mc, m, n, k));
+      TESSEL_RETURN_IF_ERROR(d.synchronize());
+      TESSEL_ASSIGN_OR_RETURN(std::vector<uint16_t> c, download<uint16_t>(d, dc, want.size()));
+      std::vector<float> out(c.size());
+      for (size_t i = 0; i < c.size(); ++i) out[i] = from_bf16(c[i]);
+      return out;
     };
     absl::StatusOr<std::vector<float>> got = run();
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_TRUE(all_close(*got, want, 1e-4));
+    EXPECT_TRUE(all_close(*got, want, 8e-3));  // C rounded once to bf16: up to 2^-8
+
     outs.push_back(*std::move(got));
   }
-  EXPECT_TRUE(all_close(outs[0], outs[1], 1e-4)) << "cuda:0 against host:2";
+  EXPECT_TRUE(all_close(outs[0], outs[1], 1.6e-2)) << "cuda:0 against host:2";
 }
 
 }  // namespace

@@ -12,11 +12,10 @@ namespace tessel::gpu_test {
 using samples::kAddBlock;
 using samples::kCopyBM;
 using samples::kCopyBN;
-using samples::kMmBK;
-using samples::kMmBM;
-using samples::kMmBN;
-using samples::kSoftmaxBlock;
+using samples::kMatmul;
+using samples::kMatmulWarps;
 using samples::matmul_kernel;
+using samples::kSoftmaxBlock;
 using samples::softmax_kernel;
 using samples::tile_copy_kernel;
 using samples::tile_transpose_kernel;
