@@ -135,6 +135,10 @@ TEST(CudaDevice, RejectsAnArchTheGpuCannotRun) {
   absl::StatusOr<Function> fn = device.compile(*k, options);
   EXPECT_EQ(fn.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(fn.status().message(), HasSubstr("cannot run code compiled for sm_100a"));
+  options.arch = "host";
+  fn = device.compile(*k, options);
+  EXPECT_EQ(fn.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(fn.status().message(), HasSubstr("runs only code compiled for NVIDIA GPUs (sm_90a, ...), not for host"));
 }
 
 TEST(CudaTensorMap, BadBoxesGetTheValidationMessage) {

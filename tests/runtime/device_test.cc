@@ -27,6 +27,18 @@ TEST(Device, RejectsUnknownNames) {
   EXPECT_THAT(d.status().message(), HasSubstr("thread count must be 1 to 1024"));
 }
 
+TEST(Device, TheHostRunsOnlyHostCode) {
+  Device d = *Device::open("host:1");
+  EXPECT_EQ(d.arch(), "host");
+  KernelBuilder k("nothing");
+  CompileOptions options;
+  options.arch = "sm_90a";
+  absl::Status s = d.compile(*k.build(), options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("host:1: compile 'nothing' for sm_90a: the host runs only code compiled for it (arch host)"));
+}
+
 TEST(Device, CopyPastTheBufferIsAnError) {
   Device d = *Device::open("host:1");
   Buffer b = *d.allocate(16);
