@@ -72,9 +72,12 @@ inline constexpr int64_t kSwizzledTileAlignment = 1024;
 // engine has swizzled it: 16-byte chunks trade places within each 128 bytes
 // by the XOR of offset bits 4-6 with bits 7-9 (128B swizzle), 4-5 with 7-8
 // (64B) or 4 with 7 (32B).
+// The bits of the 128-byte row index that move a chunk: 7, 3, 1 or none.
+constexpr int64_t swizzle_row_mask(Swizzle swizzle) {
+  return swizzle == Swizzle::k128B ? 7 : swizzle == Swizzle::k64B ? 3 : swizzle == Swizzle::k32B ? 1 : 0;
+}
 constexpr int64_t swizzled_offset(int64_t offset, Swizzle swizzle) {
-  const int64_t mask = swizzle == Swizzle::k128B ? 7 : swizzle == Swizzle::k64B ? 3 : swizzle == Swizzle::k32B ? 1 : 0;
-  return offset ^ (((offset >> 7) & mask) << 4);
+  return offset ^ (((offset >> 7) & swizzle_row_mask(swizzle)) << 4);
 }
 
 // Devices before sm_90 have no TMA.

@@ -163,15 +163,23 @@ void Lowering::release_dead_buffers(const std::vector<int>& last_use, int positi
 llvm::Value* Lowering::val(int id) {
   if (vals_[id] != nullptr || regs_[id].slots.empty()) return vals_[id];
   const Type& t = ir_.type(id);
-  const RegTile& r = regs_[id];
   llvm::Value* buf = new_buffer(t);
-  for (int64_t slot = 0; slot < r.layout->slots(); ++slot) {
-    guarded(r.layout->valid(b_, thread_, slot),
-            [&] { store_elem(buf, t, r.layout->element(b_, thread_, slot), r.slots[slot]); });
-  }
-  target_.program_barrier(b_);
+  llvm::Type* mt = elem_mem_type(t);
+  store_regs(id, [&](llvm::Value* i) { return b_.CreateInBoundsGEP(mt, buf, i); });
   if (ir_.values[id].def_block == block_) vals_[id] = buf;
   return buf;
+}
+
+void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address) {
+  const RegTile& r = regs_[id];
+  llvm::Type* mt = elem_mem_type(ir_.type(id));
+  for (int64_t slot = 0; slot < r.layout->slots(); ++slot) {
+    guarded(r.layout->valid(b_, thread_, slot), [&] {
+      llvm::Value* v = r.slots[slot];
+      b_.CreateStore(v->getType() == mt ? v : b_.CreateZExt(v, mt), address(r.layout->element(b_, thread_, slot)));
+    });
+  }
+  target_.program_barrier(b_);
 }
 
 std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {

@@ -30,9 +30,9 @@ void Lowering::reserve_tma_barriers() {
 }
 
 llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
-  const int64_t mask = swizzle_bytes(swizzle) / 16 - 1;  // the row bits that move a 16-byte chunk
+  // tma::swizzled_offset, in IR.
   llvm::Value* offset = b_.CreateMul(i, b_.getInt64(tile.dtype().bytes()));
-  llvm::Value* chunk = b_.CreateShl(b_.CreateAnd(b_.CreateLShr(offset, 7), mask), 4);
+  llvm::Value* chunk = b_.CreateShl(b_.CreateAnd(b_.CreateLShr(offset, 7), tma::swizzle_row_mask(swizzle)), 4);
   return b_.CreateInBoundsGEP(b_.getInt8Ty(), buf, b_.CreateXor(offset, chunk));
 }
 
@@ -79,15 +79,8 @@ absl::Status Lowering::tma_store(const Op& o) {
   const Type& t = ir_.type(id);
   llvm::Type* et = elem_mem_type(t);
   llvm::Value* staged = smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
-  if (const RegTile& r = regs_[id]; !r.slots.empty()) {
-    for (int64_t slot = 0; slot < r.layout->slots(); ++slot) {
-      guarded(r.layout->valid(b_, thread_, slot), [&] {
-        llvm::Value* v = r.slots[slot];
-        if (v->getType() != et) v = b_.CreateZExt(v, et);
-        b_.CreateStore(v, swizzled_elem(staged, t, r.layout->element(b_, thread_, slot), map_type.swizzle()));
-      });
-    }
-    target_.program_barrier(b_);
+  if (!regs_[id].slots.empty()) {
+    store_regs(id, [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); });
   } else {
     llvm::Value* src = val(id);
     tile_loop(t.numel(), [&](llvm::Value* i) {

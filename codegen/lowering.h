@@ -115,6 +115,9 @@ class Lowering {
   // A scalar's value, or a tile's buffer (written from registers when the
   // tile is held there; kept when this is the block that defines the tile).
   llvm::Value* val(int id);
+  // Writes register tile `id`'s elements, element i (i64, row-major) at
+  // address(i), then a barrier: all threads see the whole tile.
+  void store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address);
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
   // Results of register-tile ops take their planned layout.
   void set_regs(const Op& o, std::vector<llvm::Value*> r) {
