@@ -126,9 +126,14 @@ absl::Status check_box(DType dtype, absl::Span<const int64_t> box, Swizzle swizz
   // stricter than the driver, which accepts maps that break them
   // (docs/tma.md).
   const int64_t span = swizzle_bytes(swizzle);
-  if (span != 0 && inner_bytes > span) {
-    return invalid(std::string(swizzle_name(swizzle)), " swizzle allows an inner box of at most ", span,
-                   " bytes, but box[", inner, "] * ", elem, " bytes = ", inner_bytes, " bytes");
+  if (span != 0 && inner_bytes > span && interleaved) {
+    return invalid(std::string(swizzle_name(swizzle)), " swizzle with interleave allows an inner box of at most ",
+                   span, " bytes, but box[", inner, "] * ", elem, " bytes = ", inner_bytes, " bytes");
+  }
+  if (span != 0 && inner_bytes > span && inner_bytes % span != 0) {
+    return invalid(std::string(swizzle_name(swizzle)), " swizzle copies an inner box wider than ", span,
+                   " bytes as panels of ", span, " bytes, but box[", inner, "] * ", elem, " bytes = ", inner_bytes,
+                   " bytes is not a whole number of them");
   }
   if (interleave == TensorMapInterleave::k32B && swizzle != Swizzle::k32B) {
     return invalid("32B interleave requires 32B swizzle, got swizzle ", std::string(swizzle_name(swizzle)));

@@ -80,6 +80,28 @@ constexpr int64_t swizzled_offset(int64_t offset, Swizzle swizzle) {
   return offset ^ (((offset >> 7) & swizzle_row_mask(swizzle)) << 4);
 }
 
+// A swizzled box whose innermost dimension spans more bytes than the
+// swizzle's width is copied as panels: boxes one width wide, side by side
+// along the innermost dimension, each landing in shared memory after the one
+// before it (panel p of a box of R rows of panels at p * R * width bytes), so
+// that every row of every panel spans the swizzle's width as the copy engine
+// requires. The encoder gives the driver one panel's box; the builder and
+// validate() require the innermost dimension to span whole panels.
+// Elements per panel row of a box whose innermost dimension has `inner`
+// elements of `elem_bytes`: `inner` itself when it needs no panels.
+inline int64_t panel_elems(int64_t inner, int64_t elem_bytes, Swizzle swizzle) {
+  const int64_t width = swizzle_bytes(swizzle);
+  return width == 0 || inner * elem_bytes <= width ? inner : width / elem_bytes;
+}
+// The byte offset in shared memory of element `i` (row-major) of a box of
+// `numel` elements with `inner` along its innermost dimension: its place in
+// its panel, then swizzled.
+inline int64_t box_tile_offset(int64_t i, int64_t numel, int64_t inner, int64_t elem_bytes, Swizzle swizzle) {
+  const int64_t width = panel_elems(inner, elem_bytes, swizzle);
+  const int64_t rows = numel / inner, row = i / inner, col = i % inner;
+  return swizzled_offset(((col / width * rows + row) * width + col % width) * elem_bytes, swizzle);
+}
+
 // Devices before sm_90 have no TMA.
 inline constexpr int kMinComputeCapability = 90;
 
@@ -116,7 +138,8 @@ absl::Status check_dims(absl::Span<const int64_t> dims);
 
 // The box of a map of `dtype` under `swizzle` and `interleave`: rank 1..5,
 // each dim in [1, 256]; without interleave the innermost dim spans a multiple
-// of 16 bytes; the innermost dim spans at most the swizzle span; 32B
+// of 16 bytes, and under a swizzle at most its width or whole panels of it
+// (panel_elems); with interleave at most the swizzle's width; 32B
 // interleave comes with 32B swizzle. Checks `dtype`, `swizzle` and
 // `interleave` first, so it answers for any input.
 absl::Status check_box(DType dtype, absl::Span<const int64_t> box, Swizzle swizzle, TensorMapInterleave interleave);

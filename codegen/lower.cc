@@ -170,16 +170,38 @@ llvm::Value* Lowering::val(int id) {
   return buf;
 }
 
-void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address) {
+void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address, bool barrier) {
   const RegTile& r = regs_[id];
+  const Layout& layout = *r.layout;
   llvm::Type* mt = elem_mem_type(ir_.type(id));
-  for (int64_t slot = 0; slot < r.layout->slots(); ++slot) {
-    guarded(r.layout->valid(b_, thread_, slot), [&] {
-      llvm::Value* v = r.slots[slot];
-      b_.CreateStore(v->getType() == mt ? v : b_.CreateZExt(v, mt), address(r.layout->element(b_, thread_, slot)));
-    });
+  auto stored = [&](int64_t slot) {
+    llvm::Value* v = r.slots[slot];
+    return v->getType() == mt ? v : b_.CreateZExt(v, mt);
+  };
+  // Whether slots `slot` and `slot + 1` hold an even element and the one
+  // after it in every thread: then one store of both.
+  auto pair = [&](int64_t slot) {
+    if (slot % 2 != 0 || slot + 1 >= layout.slots()) return false;
+    if (layout.valid(b_, thread_, slot) != nullptr || layout.valid(b_, thread_, slot + 1) != nullptr) return false;
+    for (int t = 0; t < layout.threads(); ++t) {
+      const int64_t e = layout.element_at(t, slot);
+      if (e < 0 || e % 2 != 0 || layout.element_at(t, slot + 1) != e + 1) return false;
+    }
+    return true;
+  };
+  const uint64_t bytes = mt->getPrimitiveSizeInBits() / 8;
+  for (int64_t slot = 0; slot < layout.slots(); ++slot) {
+    if (pair(slot)) {
+      llvm::Value* both = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, 2));
+      both = b_.CreateInsertElement(both, stored(slot), uint64_t{0});
+      both = b_.CreateInsertElement(both, stored(slot + 1), uint64_t{1});
+      b_.CreateAlignedStore(both, address(layout.element(b_, thread_, slot)), llvm::Align(2 * bytes));
+      ++slot;
+      continue;
+    }
+    guarded(layout.valid(b_, thread_, slot), [&] { b_.CreateStore(stored(slot), address(layout.element(b_, thread_, slot))); });
   }
-  target_.program_barrier(b_);
+  if (barrier) target_.program_barrier(b_);
 }
 
 std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {
@@ -303,8 +325,10 @@ absl::Status Lowering::op(const Op& o) {
 }
 
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
-                                    Specialization facts) {
-  return Lowering(ir, target, ctx, facts).run();
+                                    Specialization facts, int64_t shared_limit) {
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel held, Lowering(ir, target, ctx, facts, /*hold_store_tiles=*/true).run());
+  if (shared_limit == 0 || held.shared_bytes <= shared_limit) return held;
+  return Lowering(ir, target, ctx, facts, /*hold_store_tiles=*/false).run();
 }
 
 }  // namespace tessel::codegen

@@ -19,7 +19,11 @@ struct LoweredKernel {
 };
 
 // `facts` are what the code may assume about the launch's arguments.
+// Swizzled tma_stores leave their copies running, their tiles held in
+// shared memory for the whole kernel, where the kernel still fits in
+// `shared_limit` bytes (0: no limit) that way; else each store waits until
+// the copy engine has read its tile.
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
-                                    Specialization facts = {});
+                                    Specialization facts = {}, int64_t shared_limit = 0);
 
 }  // namespace tessel::codegen

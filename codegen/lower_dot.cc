@@ -4,6 +4,8 @@
 // TMA copy left in shared memory in a form the target's matrix instructions
 // read run on those instead (TargetInfo::mma), with the accumulator in the
 // instructions' register layout from one iteration to the next.
+#include <optional>
+
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -21,23 +23,28 @@ void Lowering::plan_mma() {
     const Type& rt = ir_.type(o.results[0]);
     if (ir_.type(o.operands[2]).dtype() != rt.dtype()) continue;
     MmaShape shape{at.dtype(), rt.dtype(), at.shape()[0], bt.shape()[1], at.shape()[1]};
-    const Op* a_load = tma_tile(o.operands[0]);
-    if (a_load == nullptr || !swizzled(ir_.type(a_load->operands[0]))) continue;
-    SharedMatrix a{nullptr, shape.m, shape.k, /*k_major=*/true, swizzle_of(a_load)};
-    // b: the transpose of an [n, k] tile (K-major), or a [k, n] tile.
-    int b_tile = o.operands[1];
-    bool k_major = false;
-    int b_def = ir_.values[b_tile].def_op;
-    if (b_def >= 0 && ir_.ops[b_def].op == OpCode::kTrans) {
-      b_tile = ir_.ops[b_def].operands[0];
-      k_major = true;
-    }
-    const Op* b_load = tma_tile(b_tile);
-    if (b_load == nullptr || !swizzled(ir_.type(b_load->operands[0]))) continue;
-    SharedMatrix b{nullptr, k_major ? shape.n : shape.k, k_major ? shape.k : shape.n, k_major, swizzle_of(b_load)};
-    std::shared_ptr<const Layout> layout = target_.mma_layout(shape, a, b);
+    // An operand as a TMA copy left it: a's [m, k] tile or b's [k, n] one,
+    // or the transpose of a tile stored the other way round. Stored [*, k],
+    // it is K-major.
+    auto stored = [&](int v, int64_t mn, bool k_major_direct, int* tile) -> std::optional<SharedMatrix> {
+      bool k_major = k_major_direct;
+      int def = ir_.values[v].def_op;
+      if (def >= 0 && ir_.ops[def].op == OpCode::kTrans) {
+        v = ir_.ops[def].operands[0];
+        k_major = !k_major;
+      }
+      const Op* load = tma_tile(v);
+      if (load == nullptr || !swizzled(ir_.type(load->operands[0]))) return std::nullopt;
+      *tile = v;
+      return SharedMatrix{nullptr, k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle_of(load)};
+    };
+    int a_tile = -1, b_tile = -1;
+    std::optional<SharedMatrix> a = stored(o.operands[0], shape.m, /*k_major_direct=*/true, &a_tile);
+    std::optional<SharedMatrix> b = stored(o.operands[1], shape.n, /*k_major_direct=*/false, &b_tile);
+    if (!a || !b) continue;
+    std::shared_ptr<const Layout> layout = target_.mma_layout(shape, *a, *b);
     if (layout == nullptr) continue;
-    mma_dots_[&o] = MmaDot{shape, a, b, o.operands[0], b_tile, layout};
+    mma_dots_[&o] = MmaDot{shape, *a, *b, a_tile, b_tile, layout};
     wanted_[o.results[0]] = layout;
   }
   if (mma_dots_.empty()) return;
@@ -70,7 +77,7 @@ void Lowering::plan_mma() {
     return true;
   };
   for (const auto& [dot, plan] : mma_dots_) {
-    for (int v : {dot->operands[0], dot->operands[1], plan.b_tile}) mma_only_[v] = only(v);
+    for (int v : {dot->operands[0], dot->operands[1], plan.a_tile, plan.b_tile}) mma_only_[v] = only(v);
   }
 }
 

@@ -65,7 +65,10 @@ absl::Status Lowering::elementwise_op(const Op& o, const Type& rt) {
     set(o, elementwise(o, args));
     return absl::OkStatus();
   }
-  if (in_registers(rt)) {
+  // Tiles small enough live in registers; so does one computed from tiles
+  // held there in one layout, whatever its size (as a cast of an
+  // accumulator for the epilogue).
+  if (in_registers(rt) || registers_layout(o) != nullptr) {
     std::shared_ptr<const Layout> l = elementwise_layout(o);
     std::vector<std::vector<llvm::Value*>> args;
     for (int v : o.operands) args.push_back(regs(v, *l));
@@ -88,6 +91,17 @@ absl::Status Lowering::elementwise_op(const Op& o, const Type& rt) {
   });
   set(o, out);
   return absl::OkStatus();
+}
+
+std::shared_ptr<const Layout> Lowering::registers_layout(const Op& o) {
+  std::shared_ptr<const Layout> common;
+  for (int v : o.operands) {
+    if (!ir_.type(v).is_tile() || (is_splat(v) && !regs_[v].slots.empty())) continue;
+    if (regs_[v].slots.empty()) return nullptr;
+    if (common != nullptr && !common->same_as(*regs_[v].layout)) return nullptr;
+    common = regs_[v].layout;
+  }
+  return common;
 }
 
 std::shared_ptr<const Layout> Lowering::elementwise_layout(const Op& o) {

@@ -27,11 +27,28 @@ void Lowering::reserve_tma_barriers() {
   }
   smem_reserved_ = smem_peak_ = 8 * int64_t{count};
   if (count > 0) target_.init_tma_barriers(b_, smem_base_, count);
+  for (const Op& o : ir_.ops) {
+    if (!hold_store_tiles_ || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
+    const Type& t = ir_.type(o.operands[1]);
+    const int64_t offset = (smem_reserved_ + tma::kSwizzledTileAlignment - 1) / tma::kSwizzledTileAlignment *
+                           tma::kSwizzledTileAlignment;
+    store_tiles_[&o] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
+    smem_reserved_ = smem_peak_ = offset + t.numel() * t.dtype().bytes();
+  }
 }
 
 llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
-  // tma::swizzled_offset, in IR.
-  llvm::Value* offset = b_.CreateMul(i, b_.getInt64(tile.dtype().bytes()));
+  // tma::box_tile_offset, in IR.
+  const int64_t elem = tile.dtype().bytes(), inner = tile.shape().back();
+  const int64_t width = tma::panel_elems(inner, elem, swizzle);
+  if (width != inner) {
+    llvm::Value* row = b_.CreateUDiv(i, b_.getInt64(inner));
+    llvm::Value* col = b_.CreateURem(i, b_.getInt64(inner));
+    llvm::Value* panel_row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(col, b_.getInt64(width)),
+                                                       b_.getInt64(tile.numel() / inner)), row);
+    i = b_.CreateAdd(b_.CreateMul(panel_row, b_.getInt64(width)), b_.CreateURem(col, b_.getInt64(width)));
+  }
+  llvm::Value* offset = b_.CreateMul(i, b_.getInt64(elem));
   llvm::Value* chunk = b_.CreateShl(b_.CreateAnd(b_.CreateLShr(offset, 7), tma::swizzle_row_mask(swizzle)), 4);
   return b_.CreateInBoundsGEP(b_.getInt8Ty(), buf, b_.CreateXor(offset, chunk));
 }
@@ -74,20 +91,28 @@ absl::Status Lowering::tma_store(const Op& o) {
     return absl::OkStatus();
   }
   // The copy engine reads the tile as the map swizzles it: written so, from
-  // the registers where the tile is held there.
+  // the registers where the tile is held there, once the store before it
+  // has read it (the store itself runs on while the program goes on).
   const int id = o.operands[1];
   const Type& t = ir_.type(id);
   llvm::Type* et = elem_mem_type(t);
-  llvm::Value* staged = smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
+  const bool held = store_tiles_.contains(&o);
+  llvm::Value* staged = held ? store_tiles_.at(&o) : smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
+  if (held) target_.tma_store_wait(b_);
   if (!regs_[id].slots.empty()) {
-    store_regs(id, [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); });
+    // The store's issue synchronizes the program after its proxy fence.
+    store_regs(id, [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); }, /*barrier=*/false);
   } else {
     llvm::Value* src = val(id);
     tile_loop(t.numel(), [&](llvm::Value* i) {
       b_.CreateStore(b_.CreateLoad(et, b_.CreateInBoundsGEP(et, src, i)), swizzled_elem(staged, t, i, map_type.swizzle()));
     });
   }
-  target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged);
+  if (held) {
+    target_.tma_store_async(b_, map_type, val(o.operands[0]), coords(o, 2), staged);
+  } else {
+    target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged);
+  }
   return absl::OkStatus();
 }
 
@@ -185,8 +210,9 @@ void TargetInfo::tma_load(IRBuilder<>& b, const Type& map_type, llvm::Value* map
 
 void TargetInfo::tma_store(IRBuilder<>& b, const Type& map_type, llvm::Value* map,
                            const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
-  // The tile's writers made it visible (tile loops and register spills end
-  // in a barrier); the tile loop's own barrier lets the buffer be reused.
+  // Every thread's writes to the tile come first; the tile loop's own
+  // barrier lets the buffer be reused.
+  program_barrier(b);
   copy_box(*this, b, map_type, map, coords, smem, /*load=*/false);
 }
 

@@ -37,8 +37,17 @@ namespace tessel::codegen {
 
 class Lowering {
  public:
-  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts)
-      : ir_(ir), target_(target), ctx_(ctx), b_(ctx), ops_(b_, target), facts_(facts), analysis_(ir, facts) {}
+  // With `hold_store_tiles`, swizzled tma_stores stage their tiles in
+  // shared memory held for the whole kernel and leave the copy running.
+  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts, bool hold_store_tiles)
+      : ir_(ir),
+        target_(target),
+        ctx_(ctx),
+        b_(ctx),
+        ops_(b_, target),
+        facts_(facts),
+        analysis_(ir, facts),
+        hold_store_tiles_(hold_store_tiles) {}
 
   absl::StatusOr<LoweredKernel> run();
 
@@ -116,8 +125,11 @@ class Lowering {
   // tile is held there; kept when this is the block that defines the tile).
   llvm::Value* val(int id);
   // Writes register tile `id`'s elements, element i (i64, row-major) at
-  // address(i), then a barrier: all threads see the whole tile.
-  void store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address);
+  // address(i), then a barrier: all threads see the whole tile. A thread
+  // holding an even element and the next writes both at once, so for even
+  // i, address(i + 1) must follow address(i), both aligned for the pair.
+  // Without `barrier`, the caller synchronizes the program.
+  void store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address, bool barrier = true);
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
   // Results of register-tile ops take their planned layout.
   void set_regs(const Op& o, std::vector<llvm::Value*> r) {
@@ -203,6 +215,9 @@ class Lowering {
     int def = ir_.values[id].def_op;
     return def >= 0 && ir_.ops[def].op == OpCode::kSplat;
   }
+  // The layout every tile operand of `o` that is not a splat is held in
+  // registers in, or nullptr when one is in memory or they differ.
+  std::shared_ptr<const Layout> registers_layout(const Op& o);
   // The layout an elementwise op computes in: its operands' common register
   // layout (splats aside), so that arithmetic on reduced rows stays in their
   // slice; else its planned one.
@@ -379,13 +394,17 @@ class Lowering {
     int block;  // the block that allocated it
   };
   std::map<llvm::Value*, SharedBuffer> shared_;  // live buffers by their address value
-  int64_t smem_reserved_ = 0;  // bytes at the start held for the kernel (TMA mbarriers)
+  int64_t smem_reserved_ = 0;  // bytes at the start held for the kernel (TMA mbarriers, store tiles)
   int64_t smem_peak_ = 0;      // the most any point of the kernel uses
   struct TmaBarrier {
     llvm::Value* address;  // the mbarrier in shared memory
     llvm::Value* phase;    // i32 slot holding the parity to wait for
   };
   std::map<const Op*, TmaBarrier> tma_barriers_;
+  // Swizzled tma_stores' staging tiles, held for the whole kernel so that a
+  // store may still read one while the program goes on.
+  bool hold_store_tiles_;
+  std::map<const Op*, llvm::Value*> store_tiles_;
   std::map<const Op*, MmaDot> mma_dots_;
   std::map<const Op*, Pipeline> pipelines_;                  // by loop
   std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there

@@ -41,6 +41,7 @@ llvm::Value* ScalarOps::widen(llvm::Value* v, DType d) {
 llvm::Value* ScalarOps::narrow(llvm::Value* v, DType d) {
   if (d == f16) return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
   if (d != bf16) return v;
+  if (target_.rounds_to_bf16()) return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
   llvm::Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
   llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), 1);
   llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);

@@ -139,6 +139,9 @@ class TargetInfo {
   // (the software copy and the host's); codegen reads and writes swizzled
   // tiles through the same pattern (lower_tma.cc).
   virtual bool swizzles_shared_tiles() const { return false; }
+  // Whether LLVM lowers fptrunc from f32 to bfloat to one instruction that
+  // rounds to nearest even; else bf16 rounding is integer arithmetic.
+  virtual bool rounds_to_bf16() const { return false; }
 
   // TMA. `map_type` is the tensor-map parameter's type (dtype, box, rank);
   // `map` points to the map's 128 bytes.
@@ -176,10 +179,24 @@ class TargetInfo {
   virtual void tma_wait(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/, llvm::Value* /*parity*/) {
     TESSEL_CHECK(false, "tma_wait() on a target without asynchronous TMA");
   }
-  // Writes the tile at `smem` to the box at `coords`; the default drops
+  // Writes the tile at `smem` to the box at `coords`, once every thread of
+  // the program has written its part of it; the default drops
   // out-of-bounds elements, like the host copy engine.
   virtual void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
                          const std::vector<llvm::Value*>& coords, llvm::Value* smem);
+  // The same, left running: the tile at `smem` is read until the next
+  // tma_store_wait, and the kernel's epilogue waits for the writes. Targets
+  // without asynchronous stores copy at once.
+  virtual void tma_store_async(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+                               const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
+    tma_store(b, map_type, map, coords, smem);
+  }
+  // Waits until the tiles of every tma_store_async may be written again.
+  virtual void tma_store_wait(llvm::IRBuilder<>& /*b*/) {}
+  // In the thread that single_thread runs: waits until the writes of every
+  // tma_store it issued are done and visible to it (before a release that
+  // must carry them).
+  virtual void tma_store_flush(llvm::IRBuilder<>& /*b*/) {}
 
   // Memory ordering for triggered views: a barrier of the whole program
   // after its stores, an acq_rel fetch-add and exchange at device scope

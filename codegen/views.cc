@@ -101,6 +101,7 @@ void ViewLowering::publish(llvm::Value* view, llvm::Value* batch, llvm::Value* d
   // running ahead, instead of on the one running latest, batch after batch.
   target_.program_barrier(b_);
   target_.single_thread(b_, [&] {
+    target_.tma_store_flush(b_);  // the program's TMA stores are its stores too
     emit_if(b_, checked(view, batch), [&] {
       llvm::Value* contributors = b_.CreateZExt(count, b_.getInt64Ty());
       contributors = b_.CreateSelect(b_.CreateICmpEQ(contributors, b_.getInt64(0)), b_.getInt64(1), contributors);

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "tessel/tessel.h"
 
 namespace samples {
 
@@ -101,8 +102,9 @@ inline absl::StatusOr<Kernel> tile_transpose_kernel() {
 
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
 // @ B, with A and B bf16 or f16 in swizzled TMA boxes of rows spanning 128
-// bytes (BK = 64), B given as N x K (K-major, read through trans: wgmma's
-// fastest form) or as K x N, persistent over output tiles taken in groups
+// bytes (BK = 64) or whole panels of them, B given as N x K (K-major, read
+// through trans) or as K x N (MN-major: wgmma's transpose bit), A as M x K
+// or K x M the same way, persistent over output tiles taken in groups
 // of `group_m` tile rows (consecutive programs share B's tiles and then A's
 // in L2). On sm_90a the dot runs on wgmma with the accumulator in
 // registers, and the K loop is software-pipelined.
@@ -110,18 +112,20 @@ struct GemmConfig {
   int64_t bm = 128, bn = 128, bk = 64;
   DType in = bf16;
   DType out = f32;
-  bool b_nk = true;  // B stored N x K
+  bool b_nk = true;  // B stored N x K (else K x N)
+  bool a_mk = true;  // A stored M x K (else K x M)
   int stages = 0;    // of the K loop's pipeline (LoopOptions::stages)
-  Swizzle swizzle = Swizzle::k128B;  // of A's and B's boxes
+  Swizzle swizzle = Swizzle::k128B;  // of A's, B's and C's boxes (a row of C's is whole panels of it)
   int group_m = 8;                   // tile rows per group of the tile order
 };
 
 inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
   KernelBuilder k(std::move(name));
-  Value a = k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle);  // A [M, K]
+  Value a = g.a_mk ? k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle)   // A [M, K]
+                   : k.tensor_map(g.in, {g.bk, g.bm}, "a", g.swizzle);  // A [K, M]
   Value b = g.b_nk ? k.tensor_map(g.in, {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
                    : k.tensor_map(g.in, {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
-  Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c");  // C [M, N]
+  Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.swizzle);  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
   Value per_group = tiles_n * g.group_m;
@@ -133,7 +137,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     k.for_range(
         0, kdim, g.bk,
         [&](Value kk) {
-          Value at = tma_load(a, {row, kk});                                               // [BM, BK], smem
+          Value at = g.a_mk ? tma_load(a, {row, kk}) : trans(tma_load(a, {kk, row}));  // [BM, BK], smem
           Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
           acc = dot(at, bt, acc);
         },
@@ -141,6 +145,24 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     tma_store(c, {row, col}, g.out == f32 ? Value(acc) : cast(acc, g.out));
   });
   return k.build();
+}
+
+// The three maps gemm_kernel(g) takes, on `device`: over A [m, k] (or [k, m]
+// without g.a_mk), B [n, k] (or [k, n] without g.b_nk) and C [m, n].
+struct GemmMaps {
+  TensorMap a, b, c;
+};
+inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig& g, const Buffer& a, const Buffer& b,
+                                          const Buffer& c, int64_t m, int64_t n, int64_t k) {
+  absl::StatusOr<TensorMap> am = g.a_mk ? device.tensor_map(g.in, a, {m, k}, {g.bm, g.bk}, g.swizzle)
+                                        : device.tensor_map(g.in, a, {k, m}, {g.bk, g.bm}, g.swizzle);
+  if (!am.ok()) return am.status();
+  absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.in, b, {n, k}, {g.bn, g.bk}, g.swizzle)
+                                        : device.tensor_map(g.in, b, {k, n}, {g.bk, g.bn}, g.swizzle);
+  if (!bm.ok()) return bm.status();
+  absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.swizzle);
+  if (!cm.ok()) return cm.status();
+  return GemmMaps{*am, *bm, *cm};
 }
 
 // The main sample's GEMM (samples/matmul.cc), which the GPU benchmarks time

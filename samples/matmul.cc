@@ -36,11 +36,10 @@ int main(int argc, char** argv) {
   samples::ok_or_die(device.copy_to_device(da, ha.data(), ha.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(db, hb.data(), hb.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(dc, hc.data(), hc.size() * 2), "poison");
-  TensorMap ma = samples::value_or_die(device.tensor_map(bf16, da, {m, k}, {g.bm, g.bk}, g.swizzle), "map a");
-  TensorMap mb = samples::value_or_die(device.tensor_map(bf16, db, {n, k}, {g.bn, g.bk}, g.swizzle), "map b");
-  TensorMap mc = samples::value_or_die(device.tensor_map(bf16, dc, {m, n}, {g.bm, g.bn}), "map c");
-  samples::ok_or_die(fn.launch({.grid = device.num_compute_units(), .num_warps = options.num_warps}, ma, mb, mc, m, n, k),
-                     "launch");
+  samples::GemmMaps maps = samples::value_or_die(samples::gemm_maps(device, g, da, db, dc, m, n, k), "maps");
+  samples::ok_or_die(
+      fn.launch({.grid = device.num_compute_units(), .num_warps = options.num_warps}, maps.a, maps.b, maps.c, m, n, k),
+      "launch");
   samples::ok_or_die(device.copy_to_host(hc.data(), dc, hc.size() * 2), "copy back");
 
   std::vector<double> want(size_t{m} * n, 0.0);

@@ -217,18 +217,21 @@ class NvptxTarget final : public TargetInfo {
   }
 
   bool tma_async() const override { return true; }
+  bool rounds_to_bf16() const override { return true; }  // cvt.rn.bf16.f32 (sm_80 on)
   void tma_issue(llvm::IRBuilder<>& b, llvm::Value* bar, int64_t bytes, const std::vector<TmaCopy>& copies) override {
     llvm::Value* bar32 = shared32(b, bar);
     single_thread(b, [&] {
       inline_asm(b, b.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
                  {bar32, b.getInt32(bytes)});
       for (const TmaCopy& c : copies) {
-        std::vector<llvm::Value*> args = {shared32(b, c.smem), c.map, bar32};
-        std::string text = absl::StrCat("cp.async.bulk.tensor.", c.coords.size(),
-                                        "d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {",
-                                        coord_list(3, c.coords.size()), "}], [$2];");
-        append_reversed(args, c.coords);
-        inline_asm(b, b.getVoidTy(), text, constraints("r,l,r", c.coords.size()), args);
+        for_each_panel(b, *c.map_type, c.coords, c.smem, [&](const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
+          std::vector<llvm::Value*> args = {shared32(b, smem), c.map, bar32};
+          std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(),
+                                          "d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {",
+                                          coord_list(3, coords.size()), "}], [$2];");
+          append_reversed(args, coords);
+          inline_asm(b, b.getVoidTy(), text, constraints("r,l,r", coords.size()), args);
+        });
       }
     });
   }
@@ -241,22 +244,31 @@ class NvptxTarget final : public TargetInfo {
     });
   }
 
-  void tma_store(llvm::IRBuilder<>& b, const Type&, llvm::Value* map, const std::vector<llvm::Value*>& coords,
+  void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem) override {
+    tma_store_async(b, map_type, map, coords, smem);
+    tma_store_wait(b);
+  }
+  void tma_store_async(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
+                       const std::vector<llvm::Value*>& coords, llvm::Value* smem) override {
     // The tile was written through the generic proxy; the copy engine reads
     // through the async proxy.
     inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
     barrier(b);
     single_thread(b, [&] {
-      std::vector<llvm::Value*> args = {map, shared32(b, smem)};
-      std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(), "d.global.shared::cta.bulk_group [$0, {",
-                                      coord_list(2, coords.size()), "}], [$1];");
-      append_reversed(args, coords);
-      inline_asm(b, b.getVoidTy(), text, constraints("l,r", coords.size()), args);
+      for_each_panel(b, map_type, coords, smem, [&](const std::vector<llvm::Value*>& at, llvm::Value* panel) {
+        std::vector<llvm::Value*> args = {map, shared32(b, panel)};
+        std::string text = absl::StrCat("cp.async.bulk.tensor.", at.size(), "d.global.shared::cta.bulk_group [$0, {",
+                                        coord_list(2, at.size()), "}], [$1];");
+        append_reversed(args, at);
+        inline_asm(b, b.getVoidTy(), text, constraints("l,r", at.size()), args);
+      });
       inline_asm(b, b.getVoidTy(), "cp.async.bulk.commit_group;", "~{memory}", {});
-      inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group.read 0;", "~{memory}", {});
     });
-    barrier(b);  // the buffer may be written again
+  }
+  void tma_store_wait(llvm::IRBuilder<>& b) override {
+    single_thread(b, [&] { inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group.read 0;", "~{memory}", {}); });
+    barrier(b);  // the buffers may be written again
   }
 
   void program_barrier(llvm::IRBuilder<>& b) override { barrier(b); }
@@ -278,9 +290,12 @@ class NvptxTarget final : public TargetInfo {
   void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) override {
     emit_if(b, b.CreateICmpEQ(tid_, b.getInt64(0)), body);
   }
+  void tma_store_flush(llvm::IRBuilder<>& b) override {
+    inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group 0;", "~{memory}", {});
+  }
   // Bulk stores still writing to global memory finish before the CTA exits.
   void epilogue(llvm::IRBuilder<>& b) override {
-    single_thread(b, [&] { inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group 0;", "~{memory}", {}); });
+    single_thread(b, [&] { tma_store_flush(b); });
   }
 
  private:
@@ -304,6 +319,20 @@ class NvptxTarget final : public TargetInfo {
     std::string c = head;
     for (size_t i = 0; i < coords; ++i) c += ",r";
     return c + ",~{memory}";
+  }
+  // Calls `copy` once per panel of a box (tma::panel_elems) with the
+  // panel's coordinates and its place in the tile at `smem`.
+  static void for_each_panel(llvm::IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords,
+                             llvm::Value* smem,
+                             const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy) {
+    const int64_t inner = map_type.shape().back(), elem = map_type.dtype().bytes();
+    const int64_t width = tma::panel_elems(inner, elem, map_type.swizzle());
+    const int64_t panel_bytes = map_type.numel() / inner * width * elem;
+    for (int64_t p = 0; p < inner / width; ++p) {
+      std::vector<llvm::Value*> at = coords;
+      if (p > 0) at.back() = b.CreateAdd(at.back(), llvm::ConstantInt::get(at.back()->getType(), p * width));
+      copy(at, p == 0 ? smem : b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), smem, p * panel_bytes));
+    }
   }
   // PTX takes tensor coordinates innermost first; tessel's are outermost first.
   static void append_reversed(std::vector<llvm::Value*>& args, const std::vector<llvm::Value*>& coords) {

@@ -16,17 +16,17 @@ namespace {
 constexpr int64_t kSm90SharedLimit = 232448;
 
 // Codegen reads and writes swizzled boxes through the pattern of rows that
-// span the swizzle width exactly; where a box's rows are narrower, the copy
-// engine lays the tile out otherwise.
+// span the swizzle width (or whole panels of it); where a box's rows are
+// narrower, the copy engine lays the tile out otherwise.
 absl::Status check_swizzled_boxes(const Kernel& kernel) {
   for (const Param& p : kernel.params()) {
     if (!p.type.is_tensor_map() || p.type.swizzle() == Swizzle::kNone) continue;
     const int64_t row = p.type.shape().back() * p.type.dtype().bytes();
-    if (row != swizzle_bytes(p.type.swizzle())) {
+    if (row < swizzle_bytes(p.type.swizzle())) {
       return absl::UnimplementedError(absl::StrCat(
           "kernel '", kernel.name(), "': tensor map '", p.name, "' has ", swizzle_name(p.type.swizzle()),
           " swizzle with rows of ", row, " bytes; on NVIDIA GPUs tessel reads swizzled boxes whose innermost "
-          "dimension spans the swizzle width exactly (", swizzle_bytes(p.type.swizzle()), " bytes)"));
+          "dimension spans at least the swizzle width (", swizzle_bytes(p.type.swizzle()), " bytes)"));
     }
   }
   return absl::OkStatus();
@@ -42,7 +42,7 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
                           make_nvptx_target(arch, options.num_warps, options.opt_level));
   llvm::LLVMContext ctx;
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization));
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, kSm90SharedLimit));
   if (lowered.shared_bytes > kSm90SharedLimit) {
     return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
                                                      " bytes of shared memory per program; ", arch, " allows ",

@@ -1,5 +1,7 @@
 #include "codegen/nvptx/wgmma.h"
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/nvptx/ptx_asm.h"
@@ -85,15 +87,42 @@ std::shared_ptr<const Layout> wgmma_layout(const MmaShape& s, const SharedMatrix
   const int warpgroups = threads / kWarpgroup;
   if (s.m % 64 != 0 || s.m / 64 % warpgroups != 0) return nullptr;
   if (s.n % 8 != 0 || s.n < 8 || s.n > 256 || s.k % 16 != 0) return nullptr;
-  // Operands K-major, each row one swizzle width along k.
-  for (const SharedMatrix* op : {&a, &b}) {
-    if (!op->k_major || op->swizzle == Swizzle::kNone) return nullptr;
-    if (op->cols != s.k || op->cols * s.in.bytes() != swizzle_bytes(op->swizzle)) return nullptr;
-  }
-  if (a.rows != s.m || b.rows != s.n) return nullptr;
+  // Each operand as stored: [mn, k] (K-major) or [k, mn], its rows whole
+  // panels of the swizzle's width (an MN-major operand's panels no wider
+  // than an m64 block, so that each block starts on one).
+  auto fits = [&](const SharedMatrix& op, int64_t mn) {
+    const int64_t width = swizzle_bytes(op.swizzle), row = op.cols * s.in.bytes();
+    if (width == 0 || row % width != 0) return false;
+    if (op.k_major) return op.rows == mn && op.cols == s.k;
+    return op.rows == s.k && op.cols == mn && 64 % (width / s.in.bytes()) == 0;
+  };
+  if (!fits(a, s.m) || !fits(b, s.n)) return nullptr;
   if (s.m / 64 / warpgroups * (s.n / 2) > kMaxSlots) return nullptr;
   return wgmma_accumulator_layout(s.m, s.n, warpgroups);
 }
+
+namespace {
+
+// Where the k16 step `kk` of an operand's 64-row block `block` (0 for b)
+// starts, in bytes from the tile: block * block_bytes + offset(kk).
+struct OperandSteps {
+  int64_t block_bytes;
+  std::function<int64_t(int64_t)> offset;
+  uint64_t panel_bytes;  // the descriptor's leading byte offset
+};
+
+OperandSteps operand_steps(const SharedMatrix& op, DType in) {
+  const int64_t width = swizzle_bytes(op.swizzle), elems = width / in.bytes();
+  const int64_t panel = op.rows * width;  // one panel of the tile as stored
+  if (op.k_major) {
+    // Rows along m or n, k16 steps along a row, panel after panel.
+    return {64 * width, [=](int64_t kk) { return 16 * kk / elems * panel + 16 * kk % elems * in.bytes(); }, 16};
+  }
+  // Rows along k, 16 rows per step; m or n across panels.
+  return {64 / elems * panel, [=](int64_t kk) { return 16 * kk * width; }, static_cast<uint64_t>(panel)};
+}
+
+}  // namespace
 
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
                                      const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
@@ -101,27 +130,27 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   const int warpgroups = threads / kWarpgroup;
   const int64_t blocks = s.m / 64 / warpgroups, half = s.n / 2;
   const char* type = s.in == bf16 ? "bf16" : "f16";
-  auto descriptor = [&](const SharedMatrix& op, llvm::Value* addr) {
+  const OperandSteps a_steps = operand_steps(a, s.in), b_steps = operand_steps(bm, s.in);
+  auto descriptor = [&](const SharedMatrix& op, const OperandSteps& steps, llvm::Value* addr) {
     llvm::Value* start = b.CreateLShr(b.CreateAnd(b.CreateZExt(addr, b.getInt64Ty()), 0x3FFFF), 4);
-    return b.CreateOr(start, b.getInt64(wgmma_descriptor(0, op.swizzle)));
+    return b.CreateOr(start, b.getInt64(wgmma_descriptor(0, op.swizzle, steps.panel_bytes)));
   };
   llvm::Value* group = b.CreateTrunc(b.CreateLShr(tid, 7), b.getInt32Ty());
   llvm::Value* a_base = shared32(b, a.data);
   llvm::Value* b_base = shared32(b, bm.data);
-  const int64_t a_row = swizzle_bytes(a.swizzle), k_step = 16 * s.in.bytes();
   const std::string mma = absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, $", half + 2, ", 0;\n",
                                        "wgmma.mma_async.sync.aligned.m64n", s.n, "k16.f32.", type, ".", type, " ",
                                        register_list(0, static_cast<int>(half)), ", $", half, ", $", half + 1,
-                                       ", p, 1, 1, 0, 0;\n}");
+                                       ", p, 1, 1, ", a.k_major ? 0 : 1, ", ", bm.k_major ? 0 : 1, ";\n}");
   acc = tied(b, "wgmma.fence.sync.aligned;", acc);
   for (int64_t kk = 0; kk < s.k / 16; ++kk) {
-    llvm::Value* b_desc = descriptor(bm, b.CreateAdd(b_base, b.getInt32(kk * k_step)));
+    llvm::Value* b_desc = descriptor(bm, b_steps, b.CreateAdd(b_base, b.getInt32(b_steps.offset(kk))));
     for (int64_t j = 0; j < blocks; ++j) {
       llvm::Value* block = b.CreateAdd(group, b.getInt32(j * warpgroups));
-      llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(64 * a_row))),
-                                        b.getInt32(kk * k_step));
+      llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps.block_bytes))),
+                                        b.getInt32(a_steps.offset(kk)));
       std::vector<llvm::Value*> part(acc.begin() + j * half, acc.begin() + (j + 1) * half);
-      part = tied(b, mma, part, {descriptor(a, a_addr), b_desc, b.getInt32(1)}, "l,l,r");
+      part = tied(b, mma, part, {descriptor(a, a_steps, a_addr), b_desc, b.getInt32(1)}, "l,l,r");
       std::copy(part.begin(), part.end(), acc.begin() + j * half);
     }
   }

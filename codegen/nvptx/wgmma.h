@@ -5,10 +5,13 @@
 // A warpgroup (4 warps, 128 threads) multiplies m64 x n x k16 per
 // instruction; the program's warpgroups take the tile's 64-row blocks in
 // turn (block j*warpgroups + g to warpgroup g). Operands are read through
-// 64-bit shared-memory descriptors, so each must be a swizzled tile whose
-// rows span exactly the swizzle width (128 bytes: 64 bf16 along k), which is
-// what a TMA box of that width leaves: 8-row atoms of 8 x span bytes, k16
-// steps 32 bytes apart within a row.
+// 64-bit shared-memory descriptors, so each must be a swizzled tile as a TMA
+// box leaves it: rows of the swizzle's width (128 bytes: 64 bf16), or panels
+// of such rows side by side (tma::panel_elems), in 8-row atoms of 8 x width
+// bytes. A K-major operand ([m, k] or [n, k]) steps along k 32 bytes at a
+// time within a row, then to the next panel; an MN-major one ([k, m] or
+// [k, n], wgmma's transpose bits) steps 16 rows along k, its panels along m
+// or n the descriptor's leading byte offset apart.
 #pragma once
 
 #include <memory>

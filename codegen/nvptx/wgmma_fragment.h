@@ -23,15 +23,19 @@ constexpr int64_t wgmma_accumulator_element(int64_t n, int warpgroups, int64_t t
   return row * n + col;
 }
 
-// The 64-bit shared-memory matrix descriptor of a swizzled K-major operand
-// whose rows span the swizzle's width, starting at shared-window address
-// `addr`: start address >> 4 in bits 0-13, leading byte offset 16 (>> 4) in
-// 16-29, stride byte offset (8 rows) >> 4 in 32-45, swizzle mode (1: 128B,
-// 2: 64B, 3: 32B) in 62-63.
-constexpr uint64_t wgmma_descriptor(uint32_t addr, Swizzle swizzle) {
+// The 64-bit shared-memory matrix descriptor of a swizzled operand starting
+// at shared-window address `addr`: start address >> 4 in bits 0-13, leading
+// byte offset >> 4 in 16-29, stride byte offset >> 4 in 32-45, swizzle mode
+// (1: 128B, 2: 64B, 3: 32B) in 62-63. The stride byte offset steps 8 rows
+// of the swizzle's width (8 rows along m or n of a K-major operand, 8 along
+// k of an MN-major one); the leading byte offset steps from one panel to the
+// next along m or n of an MN-major operand (`panel_bytes`), and is unused
+// for K-major operands, whose k16 steps stay within a row.
+constexpr uint64_t wgmma_descriptor(uint32_t addr, Swizzle swizzle, uint64_t panel_bytes = 16) {
   const uint64_t span = swizzle == Swizzle::k128B ? 128 : swizzle == Swizzle::k64B ? 64 : swizzle == Swizzle::k32B ? 32 : 0;
   const uint64_t mode = swizzle == Swizzle::k128B ? 1 : swizzle == Swizzle::k64B ? 2 : swizzle == Swizzle::k32B ? 3 : 0;
-  return ((uint64_t{addr} & 0x3FFFF) >> 4) | (uint64_t{16 >> 4} << 16) | ((8 * span >> 4) << 32) | (mode << 62);
+  return ((uint64_t{addr} & 0x3FFFF) >> 4) | ((panel_bytes >> 4 & 0x3FFF) << 16) | ((8 * span >> 4) << 32) |
+         (mode << 62);
 }
 
 }  // namespace tessel::codegen::nvptx

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "codegen/compiler.h"
 #include "base/status.h"
+#include "base/tma_rules.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/backend.h"
@@ -363,6 +364,8 @@ absl::StatusOr<TensorMap> CudaDevice::encode_tensor_map(const TensorMapSpec& spe
   for (size_t i = 0; i < rank; ++i) {
     dims[i] = static_cast<cuuint64_t>(s.dims[rank - 1 - i]);
     box[i] = static_cast<cuuint32_t>(s.box[rank - 1 - i]);
+    // A box wider than its swizzle is copied panel by panel: the driver sees one panel.
+    if (i == 0) box[i] = static_cast<cuuint32_t>(tma::panel_elems(s.box.back(), s.dtype.bytes(), s.swizzle));
     element_strides[i] = static_cast<cuuint32_t>(s.element_strides[rank - 1 - i]);
   }
   // strides[j] (outermost first) is the stride of dim j; the driver's

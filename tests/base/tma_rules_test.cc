@@ -117,17 +117,38 @@ TEST(TmaRules, InnerBoxBytesMultipleOf16WithoutInterleave) {
   EXPECT_OK(tma::check_box(f32, Shape{2, 4, 2}, Swizzle::kNone, k16));
 }
 
-TEST(TmaRules, SwizzleSpanBoundsTheInnerBox) {
+TEST(TmaRules, WideSwizzledBoxesSpanWholePanels) {
   for (Swizzle s : {Swizzle::k32B, Swizzle::k64B, Swizzle::k128B}) {
     const int64_t span = swizzle_bytes(s);
     SCOPED_TRACE(std::string(swizzle_name(s)));
     EXPECT_OK(tma::check_box(u8, Shape{8, span}, s, kNo));
+    EXPECT_OK(tma::check_box(u8, Shape{8, 2 * span}, s, kNo));
     EXPECT_RULE(tma::check_box(u8, Shape{8, span + 16}, s, kNo),
-                absl::StrCat(std::string(swizzle_name(s)), " swizzle allows an inner box of at most ", span,
-                             " bytes, but box[1] * 1 bytes = ", span + 16, " bytes"));
+                absl::StrCat(std::string(swizzle_name(s)), " swizzle copies an inner box wider than ", span,
+                             " bytes as panels of ", span, " bytes, but box[1] * 1 bytes = ", span + 16,
+                             " bytes is not a whole number of them"));
   }
+  // Interleaved boxes get no panels.
+  EXPECT_RULE(tma::check_box(u8, Shape{2, 4, 64}, Swizzle::k32B, k32),
+              "32B swizzle with interleave allows an inner box of at most 32 bytes, but box[2] * 1 bytes = 64 bytes");
   // Without swizzle only the box dims bound the inner box.
   EXPECT_OK(tma::check_box(f64, Shape{8, 256}, Swizzle::kNone, kNo));
+}
+
+TEST(TmaRules, PanelsLieSideBySide) {
+  // A 4 x 128 bf16 box under 128B swizzle: two panels of 4 rows of 64.
+  EXPECT_EQ(tma::panel_elems(128, 2, Swizzle::k128B), 64);
+  EXPECT_EQ(tma::panel_elems(64, 2, Swizzle::k128B), 64);
+  EXPECT_EQ(tma::panel_elems(256, 2, Swizzle::kNone), 256);
+  EXPECT_EQ(tma::box_tile_offset(0, 512, 128, 2, Swizzle::k128B), 0);
+  // Panel 1's row 0 is the tile's 4th 128-byte row: its chunk 0 moves to 0 ^ 4.
+  EXPECT_EQ(tma::box_tile_offset(64, 512, 128, 2, Swizzle::k128B), 4 * 128 + (0 ^ 4) * 16);
+  EXPECT_EQ(tma::box_tile_offset(128 + 8, 512, 128, 2, Swizzle::k128B), 128 + (1 ^ 1) * 16);  // row 1, chunk 1
+  // Row 3, column 70: panel 1's row 3, the 7th 128-byte row of the tile, so
+  // chunk 0 moves to 0 ^ 7 (the pattern follows the address).
+  EXPECT_EQ(tma::box_tile_offset(3 * 128 + 70, 512, 128, 2, Swizzle::k128B), 7 * 128 + (0 ^ 7) * 16 + 12);
+  // Without panels the offset is the swizzled row-major one.
+  EXPECT_EQ(tma::box_tile_offset(130, 512, 64, 2, Swizzle::k128B), tma::swizzled_offset(260, Swizzle::k128B));
 }
 
 TEST(TmaRules, Interleave32BTakes32BSwizzle) {
@@ -238,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BoxCase{f32, {257, 64}, Swizzle::kNone, false}, BoxCase{f32, {64, 257}, Swizzle::kNone, false},
                       BoxCase{f32, {0, 64}, Swizzle::kNone, false},
                       BoxCase{bf16, {8, 12}, Swizzle::kNone, false},    // inner span of 24 bytes
-                      BoxCase{bf16, {64, 128}, Swizzle::k128B, false},  // 256-byte row under 128B swizzle
+                      BoxCase{bf16, {64, 128}, Swizzle::k128B, true},   // two 128-byte panels
+                      BoxCase{bf16, {64, 96}, Swizzle::k128B, false},   // 192-byte row under 128B swizzle
                       BoxCase{f32, {64, 20}, Swizzle::k64B, false},     // 80 bytes under 64B swizzle
                       BoxCase{i1, {16, 16}, Swizzle::kNone, false}));
 

@@ -3,6 +3,7 @@
 // ptxas must take without serializing wgmma or spilling.
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "base/tma_rules.h"
 #include "codegen/nvptx/wgmma_fragment.h"
 #include "dsl/ops.h"
@@ -53,6 +54,8 @@ TEST(Wgmma, DescriptorFields) {
   EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k64B) >> 62, 2u);
   EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k64B) >> 32 & 0x3FFF, 512u >> 4);
   EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k32B) >> 62, 3u);
+  // An MN-major operand's panels (64 k rows of 128 bytes) are the leading byte offset apart.
+  EXPECT_EQ(codegen::nvptx::wgmma_descriptor(0, Swizzle::k128B, 8192) >> 16 & 0x3FFF, 8192u >> 4);
 }
 
 TEST(Wgmma, SwizzledOffsetsPermuteChunksWithinRows) {
@@ -123,11 +126,50 @@ TEST(Wgmma, StageCountsOutsideTheRangeAreRefused) {
               HasSubstr("for_range: stages = 9 is outside [0, 8] (0 picks the default, 1 turns pipelining off)"));
 }
 
+// B as K x N and A as K x M are MN-major: the same instructions with the
+// transpose bits set, B's rows of 256 bf16 in four 128-byte panels.
+TEST(Wgmma, MnMajorOperandsSetTheTransposeBits) {
+  for (auto [g, bits] : {std::pair{GemmConfig{.bm = 128, .bn = 256, .b_nk = false}, ", 0, 1;"},
+                         std::pair{GemmConfig{.bm = 128, .bn = 128, .in = f16, .b_nk = false}, ", 0, 1;"},
+                         std::pair{GemmConfig{.bm = 128, .bn = 128, .a_mk = false}, ", 1, 0;"},
+                         std::pair{GemmConfig{.bm = 128, .bn = 64, .bk = 32, .b_nk = false, .a_mk = false,
+                                              .swizzle = Swizzle::k64B},
+                                   ", 1, 1;"}}) {
+    SCOPED_TRACE(absl::StrCat(g.bn, " ", bits));
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(8));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(absl::StrCat("m64n", g.bn, "k16.f32")));
+    EXPECT_THAT(code->binary, HasSubstr(bits));
+    EXPECT_THAT(code->binary, Not(HasSubstr("fma.rn.f32")));
+    expect_ptxas_clean(code->binary);
+  }
+}
+
+// The epilogue writes C's accumulator pairs at once into a swizzled tile,
+// one TMA store per 128-byte panel, left running while the next tile's
+// loop starts; a store waits only before its tile is written again.
+TEST(Wgmma, EpilogueStoresPanelsAsynchronously) {
+  absl::StatusOr<DeviceCode> code = compile_ptx(gemm(samples::kMatmul), warps(8));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  int stores = 0;
+  for (size_t at = 0; (at = ptx.find("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group", at)) != std::string::npos;
+       ++at) {
+    ++stores;
+  }
+  EXPECT_EQ(stores, 4);  // 256 bf16 = four panels
+  // Rounded by the hardware, two bf16 stored at once (the PTX is long: no dump on failure).
+  EXPECT_NE(ptx.find("cvt.rn.bf16.f32"), std::string::npos);
+  EXPECT_NE(ptx.find("st.shared.b32"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.wait_group.read 0"), std::string::npos);
+  expect_ptxas_clean(ptx);
+}
+
 // Shapes and layouts wgmma does not take keep the generic loop, correct
 // on every target.
 TEST(Wgmma, OtherDotsKeepTheLoop) {
   for (GemmConfig g : {GemmConfig{.bm = 64, .bn = 64, .swizzle = Swizzle::kNone},
-                       GemmConfig{.bm = 32, .bn = 32, .bk = 64}, GemmConfig{.bm = 64, .bn = 64, .b_nk = false}}) {
+                       GemmConfig{.bm = 32, .bn = 32, .bk = 64}}) {
     absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(4));
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_THAT(code->binary, Not(HasSubstr("wgmma")));

@@ -118,10 +118,10 @@ TEST(Diagnostics, TensorMapInnerBoxBytesNotMultipleOf16) {
 TEST(Diagnostics, SwizzleTooSmallForInnerBox) {
   KernelBuilder k("k");
   const int line = __LINE__ + 1;
-  k.tensor_map(bf16, {64, 128}, "a", Swizzle::k64B);
+  k.tensor_map(bf16, {64, 40}, "a", Swizzle::k64B);
   EXPECT_TRUE(FailsAt(k, line,
-                      "tensor_map 'a': 64B swizzle allows an inner box of at most 64 bytes, but "
-                      "box[1] * 2 bytes = 256 bytes"));
+                      "tensor_map 'a': 64B swizzle copies an inner box wider than 64 bytes as panels of 64 bytes, "
+                      "but box[1] * 2 bytes = 80 bytes is not a whole number of them"));
 }
 
 TEST(Diagnostics, TensorMapOfI1) {

@@ -195,11 +195,9 @@ TEST_F(CudaSamples, MatmulAgreesWithinTolerance) {
       TESSEL_ASSIGN_OR_RETURN(Buffer da, upload(d, a));
       TESSEL_ASSIGN_OR_RETURN(Buffer db, upload(d, b));
       TESSEL_ASSIGN_OR_RETURN(Buffer dc, upload(d, std::vector<uint16_t>(want.size(), 0x7FC0)));  // NaN
-      TESSEL_ASSIGN_OR_RETURN(TensorMap ma, d.tensor_map(bf16, da, {m, k}, {kMatmul.bm, kMatmul.bk}, kMatmul.swizzle));
-      TESSEL_ASSIGN_OR_RETURN(TensorMap mb, d.tensor_map(bf16, db, {n, k}, {kMatmul.bn, kMatmul.bk}, kMatmul.swizzle));
-      TESSEL_ASSIGN_OR_RETURN(TensorMap mc, d.tensor_map(bf16, dc, {m, n}, {kMatmul.bm, kMatmul.bn}));
+      TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(d, kMatmul, da, db, dc, m, n, k));
       TESSEL_RETURN_IF_ERROR(
-          fn.launch({.grid = d.num_compute_units(), .num_warps = kMatmulWarps}, ma, mb, mc, m, n, k));
+          fn.launch({.grid = d.num_compute_units(), .num_warps = kMatmulWarps}, maps.a, maps.b, maps.c, m, n, k));
       TESSEL_RETURN_IF_ERROR(d.synchronize());
       TESSEL_ASSIGN_OR_RETURN(std::vector<uint16_t> c, download<uint16_t>(d, dc, want.size()));
       std::vector<float> out(c.size());

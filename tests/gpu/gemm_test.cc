@@ -20,14 +20,16 @@ namespace {
 struct Problem {
   int64_t m, n, k;
   DType in = bf16;
-  bool b_nk = true;  // B stored N x K
+  bool b_nk = true;  // B stored N x K (else K x N)
+  bool a_mk = true;  // A stored M x K (else K x M)
   int64_t bm = 128, bn = 128, bk = 64;
   int warps = 8;
   int stages = 0;  // the K loop's pipeline: 0 for the default
 };
 
 std::string name(const Problem& p) {
-  return absl::StrCat(p.in.name(), " ", p.m, "x", p.n, "x", p.k, p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm,
+  return absl::StrCat(p.in.name(), " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
+                      p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm,
                       "x", p.bn, "x", p.bk, ", ", p.warps, " warps, ", p.stages, " stages");
 }
 
@@ -68,21 +70,18 @@ Inputs random_inputs(const Problem& p, Rng& rng) {
 absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem& p, const Inputs& in) {
   CompileOptions options;
   options.num_warps = p.warps;
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel,
-                          samples::gemm_kernel(
-                              {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .b_nk = p.b_nk, .stages = p.stages}));
+  const samples::GemmConfig g = {
+      .bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .b_nk = p.b_nk, .a_mk = p.a_mk, .stages = p.stages};
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
   TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
   TESSEL_ASSIGN_OR_RETURN(Buffer a, upload(device, in.a));
   TESSEL_ASSIGN_OR_RETURN(Buffer b, upload(device, in.b));
   TESSEL_ASSIGN_OR_RETURN(Buffer c, device.allocate(p.m * p.n * 4));
   TESSEL_RETURN_IF_ERROR(poison(device, c, p.m * p.n, std::nanf("")));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap am, device.tensor_map(p.in, a, {p.m, p.k}, {p.bm, p.bk}, Swizzle::k128B));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap bm, p.b_nk ? device.tensor_map(p.in, b, {p.n, p.k}, {p.bn, p.bk}, Swizzle::k128B)
-                                              : device.tensor_map(p.in, b, {p.k, p.n}, {p.bk, p.bn}, Swizzle::k128B));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap cm, device.tensor_map(f32, c, {p.m, p.n}, {p.bm, p.bn}));
+  TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, a, b, c, p.m, p.n, p.k));
   const int64_t tiles = (p.m + p.bm - 1) / p.bm * ((p.n + p.bn - 1) / p.bn);
   const int grid = static_cast<int>(std::min<int64_t>(tiles, device.num_compute_units()));
-  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid, .num_warps = p.warps}, am, bm, cm, static_cast<int32_t>(p.m),
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid, .num_warps = p.warps}, maps.a, maps.b, maps.c, static_cast<int32_t>(p.m),
                                    static_cast<int32_t>(p.n), static_cast<int32_t>(p.k)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download<float>(device, c, p.m * p.n);
@@ -107,7 +106,8 @@ absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem&
     const int64_t i = e / p.n, j = e % p.n;
     double sum = 0, size = 0;
     for (int64_t kk = 0; kk < p.k; ++kk) {
-      const double x = in.af[i * p.k + kk], y = p.b_nk ? in.bf[j * p.k + kk] : in.bf[kk * p.n + j];
+      const double x = p.a_mk ? in.af[i * p.k + kk] : in.af[kk * p.m + i];
+      const double y = p.b_nk ? in.bf[j * p.k + kk] : in.bf[kk * p.n + j];
       sum += x * y;
       size += std::abs(x * y);
     }
@@ -133,8 +133,13 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 1000, .n = 712, .k = 600, .stages = 4},
       {.m = 640, .n = 256, .k = 64, .stages = 4},
       {.m = 300, .n = 200, .k = 264, .b_nk = false, .bm = 64, .bn = 64, .warps = 4},
+      {.m = 1000, .n = 712, .k = 600, .b_nk = false},
+      {.m = 1000, .n = 712, .k = 600, .in = f16, .b_nk = false, .bn = 256},
+      {.m = 1000, .n = 712, .k = 600, .a_mk = false},
+      {.m = 1000, .n = 712, .k = 600, .b_nk = false, .a_mk = false, .warps = 4},
       {.m = 4095, .n = 4104, .k = 1032},
       {.m = 4095, .n = 4104, .k = 1032, .in = f16},
+      {.m = 4095, .n = 4104, .k = 1032, .b_nk = false, .bn = 256},
       {.m = 8192, .n = 8192, .k = 8192},
   };
   for (const Problem& p : problems) {

@@ -743,8 +743,9 @@ TEST_F(OpsAgree, TmaSwizzledBoxesReadAndWriteLikePlainOnes) {
   TESSEL_TRACE_SEED(rng_);
   for (auto [swizzle, row_bytes] : {std::pair{Swizzle::k128B, 128}, std::pair{Swizzle::k64B, 64},
                                     std::pair{Swizzle::k32B, 32}}) {
-    for (DType d : {bf16, f32}) {
-      const int box_cols = row_bytes / d.bytes(), col_step = 16 / d.bytes(), box_size = kBoxRows * box_cols;
+    for (auto [d, panels] : {std::pair{bf16, 1}, std::pair{f32, 1}, std::pair{bf16, 2}, std::pair{f32, 4}}) {
+      // Boxes wider than the swizzle are copied as panels of its width.
+      const int box_cols = panels * row_bytes / d.bytes(), col_step = 16 / d.bytes(), box_size = kBoxRows * box_cols;
       const int rows = rng_.uniform_int(kBoxRows + 1, 5 * kBoxRows),
                 cols = col_step * rng_.uniform_int(box_cols / col_step + 1, 3 * box_cols / col_step);
       const int tiles = (rows + kBoxRows - 1) / kBoxRows * ((cols + box_cols - 1) / box_cols);

@@ -262,7 +262,7 @@ TEST(TensorMapValidate, InnermostElementStrideMustBe1WithoutInterleave) {
   EXPECT_TRUE(validate(s, 0).ok());
 }
 
-TEST(TensorMapValidate, SwizzleBoundsTheInnerBox) {
+TEST(TensorMapValidate, SwizzleCutsTheInnerBoxIntoPanels) {
   struct Case {
     Swizzle swizzle;
     int64_t limit;
@@ -276,9 +276,11 @@ TEST(TensorMapValidate, SwizzleBoundsTheInnerBox) {
     EXPECT_TRUE(validate(s, 0).ok()) << validate(s, 0);
     s.box = {32, c.limit / 4 + 4};
     EXPECT_INVALID(validate(s, 0),
-                   absl::StrCat(std::string(swizzle_name(c.swizzle)),
-                                " swizzle allows an inner box of at most ", c.limit,
-                                " bytes, but box[1] * 4 bytes = ", c.limit + 16, " bytes"));
+                   absl::StrCat(std::string(swizzle_name(c.swizzle)), " swizzle copies an inner box wider than ",
+                                c.limit, " bytes as panels of ", c.limit, " bytes, but box[1] * 4 bytes = ",
+                                c.limit + 16, " bytes is not a whole number of them"));
+    s.box = {32, c.limit / 2};  // two panels
+    EXPECT_TRUE(validate(s, 0).ok()) << validate(s, 0);
   }
 }
 
@@ -423,8 +425,8 @@ TEST(TensorMapEncode, TiledIsDenseRowMajor) {
   EXPECT_EQ(map->spec().strides, std::vector<int64_t>({6 * 128, 128}));
   EXPECT_EQ(map->spec().swizzle, Swizzle::k128B);
   EXPECT_INVALID(
-      TensorMap::tiled(bf16, kFakeAddress, {4, 6, 64}, {2, 3, 128}, Swizzle::k128B).status(),
-      "128B swizzle allows an inner box of at most 128 bytes");
+      TensorMap::tiled(bf16, kFakeAddress, {4, 6, 64}, {2, 3, 96}, Swizzle::k128B).status(),
+      "128B swizzle copies an inner box wider than 128 bytes as panels of 128 bytes");
 }
 
 TEST(TensorMapEncode, FromEncodedKeepsTheEncoding) {
