@@ -1,13 +1,18 @@
-// tessel's tensor-core GEMM (samples/kernels.h gemm_kernel) on an NVIDIA GPU:
-// bf16 in, bf16 out, B given as N x K, at the shapes DESIGN.md's targets
-// name, for each tile configuration tried, in TFLOP/s. Its baselines,
-// cuBLAS (torch.matmul(a, b.T)) and Triton's TMA persistent matmul on the
-// same shapes, come from bench/triton_compare.py's matmul_tflops in the same
-// run of scripts/gpu_bench.sh. Timed as that script times its kernels: CUDA
-// events around one launch, L2 flushed before each (a 256 MiB copy), median
-// of 15.
+// tessel's tensor-core GEMM (samples/kernels.h gemm_kernel) on an NVIDIA GPU
+// at the shapes DESIGN.md's targets name, in TFLOP/s: bf16 with B given as
+// N x K for each tile configuration tried, then the two best-known
+// configurations for f16 (C in f16) and for bf16 with B given as K x N.
+// Its baselines, cuBLAS (torch.matmul) and Triton's TMA persistent matmul,
+// come from bench/triton_compare.py's matmul_tflops in the same run of
+// scripts/gpu_bench.sh, on the same tensors: with --inputs=DIR this writes
+// each shape's A (M x K) and B (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin
+// for that script to read. Timed as that script times its kernels: CUDA
+// events around one launch, L2 flushed before each (a 256 MiB copy),
+// median of 15.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,7 +41,17 @@ std::string label(const Config& c) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string inputs;  // where to leave the inputs for the baselines
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--inputs=", 0) == 0) {
+      inputs = arg.substr(9);
+    } else {
+      std::fprintf(stderr, "usage: gemm_bench [--inputs=DIR]\n");
+      return 2;
+    }
+  }
   bench::CudaRaw cu;
   absl::StatusOr<Device> opened = Device::open("cuda:0");
   if (!opened.ok() || !cu.open()) {
@@ -52,22 +67,62 @@ int main() {
   CUevent e0, e1;
   cu.check(cu.cuEventCreate(&e0, 0), "event");
   cu.check(cu.cuEventCreate(&e1, 0), "event");
-  const std::vector<Config> configs = {
-      {{.bm = 128, .bn = 128, .out = bf16, .stages = 3}, 8}, {{.bm = 128, .bn = 128, .out = bf16, .stages = 4}, 8},
-      {{.bm = 128, .bn = 256, .out = bf16, .stages = 2}, 8}, {{.bm = 128, .bn = 256, .out = bf16, .stages = 3}, 8},
-      {{.bm = 128, .bn = 128, .out = bf16, .stages = 4}, 4}};
+  auto config = [](int64_t bm, int64_t bn, int stages, int warps, DType in, bool b_nk) {
+    return Config{{.bm = bm, .bn = bn, .in = in, .out = in, .b_nk = b_nk, .stages = stages}, warps};
+  };
+  std::vector<Config> configs;
+  for (auto [bm, bn, stages, warps] : std::vector<std::array<int, 4>>{
+           {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 128, 4, 4}}) {
+    configs.push_back(config(bm, bn, stages, warps, bf16, true));
+  }
+  for (auto [in, b_nk] : {std::pair{f16, true}, std::pair{bf16, false}}) {
+    configs.push_back(config(128, 256, 3, 8, in, b_nk));
+    configs.push_back(config(128, 128, 4, 8, in, b_nk));
+  }
   const std::vector<std::array<int64_t, 3>> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 1024}};
   std::mt19937 gen(1);
   for (const auto& [m, n, k] : shapes) {
-    std::vector<uint16_t> a(m * k), b(n * k);
-    std::uniform_int_distribution<int> bits(0x3C00, 0x3F80);  // bf16 in [1/128, 1]: no overflow in the sum
-    for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
-    for (auto& x : b) x = static_cast<uint16_t>(bits(gen));
-    Buffer ab = must(dev.allocate(a.size() * 2), "allocate"), bb = must(dev.allocate(b.size() * 2), "allocate");
+    // Values in [1/128, 1] (bf16) or [1, 2) (f16): no overflow in the sum or in C.
+    std::map<ScalarKind, std::pair<std::vector<uint16_t>, std::vector<uint16_t>>> host;
+    for (DType in : {bf16, f16}) {
+      std::uniform_int_distribution<int> bits(0x3C00, in == bf16 ? 0x3F80 : 0x3FFF);
+      auto& [a, b] = host[in.kind];
+      a.resize(m * k);
+      b.resize(n * k);
+      for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
+      for (auto& x : b) x = static_cast<uint16_t>(bits(gen));
+      if (inputs.empty()) continue;
+      const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "_" +
+                                std::string(in.name());
+      for (auto [name, v] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
+        std::ofstream f(inputs + "/" + name + "_" + shape + ".bin", std::ios::binary);
+        f.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size() * 2));
+        if (!f) {
+          std::fprintf(stderr, "gemm_bench: cannot write %s\n", (inputs + "/" + name + "_" + shape + ".bin").c_str());
+          return 1;
+        }
+      }
+    }
+    Buffer ab = must(dev.allocate(m * k * 2), "allocate"), bb = must(dev.allocate(n * k * 2), "allocate");
     Buffer cb = must(dev.allocate(m * n * 2), "allocate");
-    must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
-    must(dev.copy_to_device(bb, b.data(), b.size() * 2), "copy");
+    DType loaded;
+    bool loaded_nk = true;
     for (const Config& c : configs) {
+      const DType in = c.gemm.in;
+      if (!(loaded == in) || loaded_nk != c.gemm.b_nk) {
+        const auto& [a, b] = host[in.kind];
+        std::vector<uint16_t> bt;  // B as K x N: the same matrix, transposed
+        if (!c.gemm.b_nk) {
+          bt.resize(b.size());
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t kk = 0; kk < k; ++kk) bt[kk * n + j] = b[j * k + kk];
+          }
+        }
+        must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
+        must(dev.copy_to_device(bb, c.gemm.b_nk ? b.data() : bt.data(), b.size() * 2), "copy");
+        loaded = in;
+        loaded_nk = c.gemm.b_nk;
+      }
       CompileOptions options;
       options.num_warps = c.warps;
       absl::StatusOr<Function> compiled = dev.compile(must(samples::gemm_kernel(c.gemm), "build"), options);
@@ -76,14 +131,12 @@ int main() {
         continue;
       }
       Function fn = *compiled;
-      TensorMap am = must(dev.tensor_map(bf16, ab, {m, k}, {c.gemm.bm, c.gemm.bk}, Swizzle::k128B), "map a");
-      TensorMap bm = must(dev.tensor_map(bf16, bb, {n, k}, {c.gemm.bn, c.gemm.bk}, Swizzle::k128B), "map b");
-      TensorMap cm = must(dev.tensor_map(bf16, cb, {m, n}, {c.gemm.bm, c.gemm.bn}), "map c");
+      samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, cb, m, n, k), "maps");
       const int64_t tiles = (m + c.gemm.bm - 1) / c.gemm.bm * ((n + c.gemm.bn - 1) / c.gemm.bn);
       const int grid = static_cast<int>(std::min<int64_t>(tiles, dev.num_compute_units()));
       auto launch = [&] {
-        must(fn.launch({.grid = grid, .num_warps = c.warps, .stream = &stream}, am, bm, cm, static_cast<int32_t>(m),
-                       static_cast<int32_t>(n), static_cast<int32_t>(k)),
+        must(fn.launch({.grid = grid, .num_warps = c.warps, .stream = &stream}, maps.a, maps.b, maps.c,
+                       static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k)),
              "launch");
       };
       launch();
@@ -102,7 +155,8 @@ int main() {
         ms.push_back(t);
       }
       const double t = median(ms);
-      report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " bf16, " + label(c),
+      report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
+                 std::string(in.name()) + (c.gemm.b_nk ? " B NxK, " : " B KxN, ") + label(c),
              2.0 * m * n * k / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
     }
   }

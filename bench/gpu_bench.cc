@@ -13,6 +13,7 @@
 
 #include "cuda_raw.h"
 #include "report.h"
+#include "codegen/compiler.h"
 #include "samples/kernels.h"
 #include "tessel/tessel.h"
 
@@ -147,6 +148,17 @@ int main() {
     cold.push_back(seconds_since(t0) * 1e3);
   }
   report("cold JIT of the persistent GEMM (builder -> loaded), median", median(cold), "ms");
+  // Where that time goes: tessel's codegen (builder -> PTX), the rest is the driver's PTX compile and load.
+  std::vector<double> codegen;
+  CompileOptions ptx_options = matmul_options;
+  ptx_options.arch = "sm_90a";
+  for (int i = 0; i < 5; ++i) {
+    Clock::time_point t0 = Clock::now();
+    Kernel k = must(samples::matmul_kernel("matmul_codegen_" + std::to_string(i)), "build");
+    must(tessel::compile(k, ptx_options), "codegen");
+    codegen.push_back(seconds_since(t0) * 1e3);
+  }
+  report("  of which codegen (builder -> PTX), median", median(codegen), "ms");
   Kernel hot = must(samples::matmul_kernel("matmul_cold_0"), "build");
   constexpr int kHits = 2000;
   Clock::time_point t0 = Clock::now();

@@ -3,11 +3,13 @@
 
   launch_descriptors   host µs per Triton launch: 3 host TensorDescriptors vs 3 plain pointers
   cold_compile_matmul  Triton's cold compile of its TMA persistent matmul (fresh cache, in a subprocess)
-  matmul_tflops        Triton TMA persistent matmul (best of MM_CONFIGS) vs torch.matmul (cuBLAS), bf16 in and out
+  matmul_tflops        Triton TMA persistent matmul (best of MM_CONFIGS) vs torch.matmul (cuBLAS), bf16 and f16
+                       in and out, on bench/gemm_bench's tensors with --gemm-inputs DIR
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
   elementwise_bandwidth torch.add on 64 Mi f32 and torch.softmax on 16384 x 1024 f32, GB/s
 
 Usage: python3 bench/triton_compare.py [--json PATH] [--only NAME,...] [--launches N] [--cold-runs N]
+                                      [--gemm-inputs DIR]
 The JSON goes to --json, else $OUT/triton.json when $OUT is set, else ./triton.json; it is rewritten
 after every measurement. A failed measurement records its error string and the others still run.
 """
@@ -39,6 +41,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 CHILD_MARK = "@@TRITON_COMPARE_RESULT@@ "
 MM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
+MM_DTYPES = [torch.bfloat16, torch.float16]
 COLD_SHAPE = (4096, 4096, 4096)
 MM_CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
 # The configurations matmul_tflops tries; Triton is reported at its best.
@@ -295,14 +298,25 @@ def cold_compile_matmul(args):
     return res
 
 
+def _gemm_inputs(args, M, N, K, dtype):
+    """A (M, K) and B (N, K): bench/gemm_bench's tensors where --gemm-inputs names where it left them."""
+    name = {torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+    if args.gemm_inputs:
+        def read(which, rows, cols):
+            path = os.path.join(args.gemm_inputs, f"{which}_{M}x{N}x{K}_{name}.bin")
+            bits = torch.from_file(path, size=rows * cols, dtype=torch.int16)
+            return bits.view(dtype).reshape(rows, cols).cuda()
+        return read("a", M, K), read("b", N, K), "gemm_bench"
+    return (torch.randn(M, K, device="cuda", dtype=dtype), torch.randn(N, K, device="cuda", dtype=dtype), "randn")
+
+
 def matmul_tflops(args):
     rows = []
-    for M, N, K in MM_SHAPES:
-        row = {"M": M, "N": N, "K": K}
+    for (M, N, K), dtype in [(shape, t) for t in MM_DTYPES for shape in MM_SHAPES]:
+        row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
         try:
-            a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
-            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)  # unwritten -> NaN
+            a, b, row["inputs"] = _gemm_inputs(args, M, N, K, dtype)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)  # unwritten -> NaN
             triton_matmul(a, b, c)
             row["rel_err_vs_cublas"] = _rel_err(c, torch.matmul(a, b.T))
             row["ok"] = row["rel_err_vs_cublas"] < 1e-2  # False for NaN too
@@ -332,7 +346,8 @@ def matmul_tflops(args):
         rows.append(row)
         print(f"  {M}x{N}x{K}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                             for k, v in row.items() if k not in ("M", "N", "K")), flush=True)
-    return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major", "shapes": rows}
+    return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C in the inputs' dtype",
+            "shapes": rows}
 
 
 def copy_bandwidth(args):
@@ -423,7 +438,7 @@ def print_table(res):
     r = res.get("matmul_tflops")
     if r is not None:
         for row in r.get("shapes", []):
-            label = f"matmul {row['M']}x{row['N']}x{row['K']}"
+            label = f"matmul {row['M']}x{row['N']}x{row['K']} {row.get('dtype', '')}"
             if "error" in row:
                 out.append((label, "ERROR " + row["error"][:100]))
                 continue
@@ -451,6 +466,7 @@ def main():
     ap.add_argument("--launches", type=int, default=20000, help="timed launches per launch case")
     ap.add_argument("--cold-runs", type=int, default=3, help="fresh-cache compile runs (one process each)")
     ap.add_argument("--child-timeout", type=float, default=240, help="seconds per cold-compile child")
+    ap.add_argument("--gemm-inputs", help="directory where bench/gemm_bench --inputs left the GEMM's tensors")
     ap.add_argument("--child", choices=["cold_compile"], help=argparse.SUPPRESS)
     ap.add_argument("--cache-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()

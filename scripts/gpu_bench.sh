@@ -5,7 +5,8 @@
 # unpacked the package into /tmp/tessel. Writes each benchmark's output to
 # $OUT/<name>.log and, where the benchmark writes one, its JSON to $OUT/<name>.json:
 #   gpu_bench        launch cost, graph replay, JIT latency, TMA copy bandwidth
-#   triton           Triton 3.6 and cuBLAS on the same GPU (bench/triton_compare.py)
+#   triton           Triton 3.6 and cuBLAS on the same GPU (bench/triton_compare.py), on
+#                    gemm_bench's tensors when gemm runs before it (the default order)
 #   plan_bench_rN    triggered plans at N ranks (2, and every GPU when more): bandwidth,
 #                    latency and overlap against raw copies
 #   nccl_rN          producer + NCCL all-gather at N ranks
@@ -18,6 +19,8 @@ OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
 parts=${PARTS:-gpu gemm triton plan nccl cache}
 mkdir -p "$OUT"
+inputs=/tmp/tessel-gemm-inputs  # the GEMM's tensors, shared by gemm_bench and the baselines
+mkdir -p "$inputs"
 gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
 rank_counts=(2)
 (( gpus > 2 )) && rank_counts+=("$gpus")
@@ -35,7 +38,12 @@ for part in $parts; do
   case $part in
     # Its JIT figures are cold compiles: the disk cache stays out of them.
     gpu) TESSEL_CACHE_DIR= bench gpu_bench "$root/bin/gpu_bench" ;;
-    triton) bench triton python3 bench/triton_compare.py --json "$OUT/triton.json" ;;
+    # On the GEMM's own tensors when gemm ran first.
+    triton)
+      gemm_inputs=()
+      compgen -G "$inputs/*.bin" > /dev/null && gemm_inputs=(--gemm-inputs "$inputs")
+      bench triton python3 bench/triton_compare.py --json "$OUT/triton.json" "${gemm_inputs[@]}"
+      ;;
     plan)
       for n in "${rank_counts[@]}"; do
         (( gpus >= n )) && bench "plan_bench_r$n" "$root/bin/plan_bench" --ranks="$n" --json="$OUT/plan_bench_r$n.json"
@@ -48,7 +56,7 @@ for part in $parts; do
       done
       ;;
     cache) bench cache_bench "$root/bin/cache_bench" ;;
-    gemm) bench gemm_bench "$root/bin/gemm_bench" ;;
+    gemm) bench gemm_bench "$root/bin/gemm_bench" --inputs="$inputs" ;;
     *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache, gemm)" >&2 ;;
   esac
 done
