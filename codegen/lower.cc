@@ -326,9 +326,15 @@ absl::Status Lowering::op(const Op& o) {
 
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts, int64_t shared_limit) {
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel held, Lowering(ir, target, ctx, facts, /*hold_store_tiles=*/true).run());
-  if (shared_limit == 0 || held.shared_bytes <= shared_limit) return held;
-  return Lowering(ir, target, ctx, facts, /*hold_store_tiles=*/false).run();
+  // The most overlap that fits: held store tiles and rings across loops,
+  // then one of them, then neither.
+  static constexpr Lowering::Overlap kChoices[] = {{true, true}, {true, false}, {false, true}, {false, false}};
+  for (const Lowering::Overlap& overlap : kChoices) {
+    TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
+    const bool last = &overlap == &kChoices[std::size(kChoices) - 1];
+    if (shared_limit == 0 || lowered.shared_bytes <= shared_limit || last) return lowered;
+  }
+  return absl::InternalError("lower: no overlap choice");
 }
 
 }  // namespace tessel::codegen

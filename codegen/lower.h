@@ -20,9 +20,11 @@ struct LoweredKernel {
 
 // `facts` are what the code may assume about the launch's arguments.
 // Swizzled tma_stores leave their copies running, their tiles held in
-// shared memory for the whole kernel, where the kernel still fits in
-// `shared_limit` bytes (0: no limit) that way; else each store waits until
-// the copy engine has read its tile.
+// shared memory for the whole kernel, and pipelined loops load the first
+// stages of the next run of the loop around them during this one, where
+// the kernel still fits in `shared_limit` bytes (0: no limit) that way;
+// else with one of the two, or neither (each store waits until the copy
+// engine has read its tile; rings live only while their loop runs).
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts = {}, int64_t shared_limit = 0);
 

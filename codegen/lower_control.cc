@@ -45,13 +45,15 @@ absl::Status Lowering::for_op(const Op& o) {
   llvm::Value* lo64 = to64(lo);
   llvm::Value* hi64 = to64(hi);
   llvm::Value* step64 = to64(step);
-  const bool pipelined = pipelines_.contains(&o);
+  const bool pipelined = pipelines_.contains(&o), outer = outer_pipelines_.contains(&o);
   llvm::Value* trips = nullptr;
   if (pipelined) {
-    llvm::Value* ahead = b_.CreateAnd(positive, b_.CreateICmpSGT(hi64, lo64));
-    llvm::Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi64, lo64), b_.CreateSub(step64, b_.getInt64(1))), step64);
-    trips = b_.CreateSelect(ahead, count, b_.getInt64(0));
+    trips = trip_count(lo, hi, step, s);
     begin_pipeline(o, lo, step, trips);
+    pre = b_.GetInsertBlock();
+  }
+  if (outer) {
+    begin_outer_pipeline(o, lo, b_.CreateAnd(positive, b_.CreateICmpSLT(lo64, hi64)));
     pre = b_.GetInsertBlock();
   }
   b_.CreateBr(head);
@@ -97,15 +99,32 @@ absl::Status Lowering::for_op(const Op& o) {
   b_.SetInsertPoint(exit);
   for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
   if (pipelined) {
-    // Products left in flight are waited for before anything reads them.
+    // Products left in flight are waited for before anything reads them,
+    // where the loop ran (ptxas takes a wait on registers that no matrix
+    // instruction wrote as an ill-formed pipeline, and serializes it).
     for (size_t i = 0; i < n; ++i) {
       int def = ir_.values[yield.operands[i]].def_op;
-      if (def >= 0 && in_flight(ir_.ops[def]) > 0) {
-        regs_[o.results[i]].slots = target_.mma_drain(b_, regs_[o.results[i]].slots);
+      if (def < 0 || in_flight(ir_.ops[def]) == 0) continue;
+      std::vector<llvm::Value*>& acc = regs_[o.results[i]].slots;
+      llvm::BasicBlock* skipped = b_.GetInsertBlock();
+      llvm::BasicBlock* drain = llvm::BasicBlock::Create(ctx_, "drain", fn_);
+      llvm::BasicBlock* drained = llvm::BasicBlock::Create(ctx_, "drained", fn_);
+      b_.CreateCondBr(b_.CreateICmpSGT(trips, b_.getInt64(0)), drain, drained);
+      b_.SetInsertPoint(drain);
+      std::vector<llvm::Value*> waited = target_.mma_drain(b_, acc);
+      llvm::BasicBlock* drain_end = b_.GetInsertBlock();
+      b_.CreateBr(drained);
+      b_.SetInsertPoint(drained);
+      for (size_t slot = 0; slot < acc.size(); ++slot) {
+        llvm::PHINode* phi = b_.CreatePHI(acc[slot]->getType(), 2);
+        phi->addIncoming(acc[slot], skipped);
+        phi->addIncoming(waited[slot], drain_end);
+        acc[slot] = phi;
       }
     }
     end_pipeline(o, trips);
   }
+  if (outer) end_outer_pipeline(o);
   return absl::OkStatus();
 }
 

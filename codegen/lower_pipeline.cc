@@ -22,28 +22,36 @@ bool any_op(const KernelIR& ir, int block, const std::function<bool(const Op&)>&
 
 }  // namespace
 
-bool Lowering::per_iteration(const Op& loop, int id) const {
+bool Lowering::per_iteration(const Op& loop, int id, const Op* outer) const {
   const Block& body = ir_.blocks[loop.blocks[0]];
   const ValueInfo& v = ir_.values[id];
-  if (v.def_block != loop.blocks[0]) return true;  // from outside the loop
-  if (v.def_op < 0) return id == body.args[0];     // the induction variable, not a carried value
+  if (v.def_block != loop.blocks[0]) {  // from outside the loop
+    return outer == nullptr || v.def_block != outer->blocks[0] || per_iteration(*outer, id);
+  }
+  if (v.def_op < 0) return id == body.args[0];  // the induction variable, not a carried value
   const Op& o = ir_.ops[v.def_op];
   if (o.op == OpCode::kConstant) return true;
   if (ir_.type(id).is_tile() || !is_elementwise(o.op)) return false;
   for (int operand : o.operands) {
-    if (!per_iteration(loop, operand)) return false;
+    if (!per_iteration(loop, operand, outer)) return false;
   }
   return true;
 }
 
-llvm::Value* Lowering::value_in_iteration(const Op& loop, int id, llvm::Value* iv) {
+llvm::Value* Lowering::value_in_iteration(const Op& loop, int id, llvm::Value* iv, const Op* outer,
+                                          llvm::Value* outer_iv) {
   const ValueInfo& v = ir_.values[id];
-  if (v.def_block != loop.blocks[0]) return val(id);
+  if (v.def_block != loop.blocks[0]) {
+    if (outer != nullptr && outer_iv != nullptr && v.def_block == outer->blocks[0]) {
+      return value_in_iteration(*outer, id, outer_iv);
+    }
+    return val(id);
+  }
   if (v.def_op < 0) return iv;
   const Op& o = ir_.ops[v.def_op];
   if (o.op == OpCode::kConstant) return constant(o);
   std::vector<llvm::Value*> args;
-  for (int operand : o.operands) args.push_back(value_in_iteration(loop, operand, iv));
+  for (int operand : o.operands) args.push_back(value_in_iteration(loop, operand, iv, outer, outer_iv));
   return elementwise(o, args);
 }
 
@@ -75,6 +83,7 @@ void Lowering::plan_pipelines() {
     Pipeline& p = pipelines_[&loop];
     p.stages = stages;
     p.loads = loads;
+    p.outer = overlap_.rings_across ? runs_across(loop, loads) : nullptr;
     for (size_t i = 0; i < loads.size(); ++i) pipelined_[loads[i]] = {&loop, static_cast<int>(i)};
     // Dots whose product only the next iteration reads may leave it running.
     const Op& yield = ir_.ops[ir_.blocks[body].ops.back()];
@@ -88,14 +97,53 @@ void Lowering::plan_pipelines() {
       if (only_yielded) in_flight_dots_.insert(&o);
     }
   }
+  // One ring per outer loop runs across it.
+  std::map<const Op*, int> per_outer;
+  for (const auto& [loop, p] : pipelines_) {
+    if (p.outer != nullptr) ++per_outer[p.outer];
+  }
+  for (auto& [loop, p] : pipelines_) {
+    if (p.outer != nullptr && per_outer[p.outer] > 1) p.outer = nullptr;
+    if (p.outer != nullptr) outer_pipelines_[p.outer] = loop;
+  }
 }
 
-void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage) {
+const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& loads) const {
+  // The for loop whose body holds `loop` itself.
+  const int index = static_cast<int>(&loop - ir_.ops.data());
+  const Op* outer = nullptr;
+  for (const Op& o : ir_.ops) {
+    if (o.op != OpCode::kFor) continue;
+    const std::vector<int>& ops = ir_.blocks[o.blocks[0]].ops;
+    if (std::find(ops.begin(), ops.end(), index) != ops.end()) outer = &o;
+  }
+  if (outer == nullptr) return nullptr;
+  // The next run's bounds and loads computable ahead of it; and no store
+  // in the outer body that a load run ahead could miss (TMA stores are
+  // asynchronous anyway: a program's loads do not wait for them).
+  for (int k = 0; k < 3; ++k) {
+    if (!per_iteration(*outer, loop.operands[k])) return nullptr;
+  }
+  for (const Op* l : loads) {
+    for (size_t c = 1; c < l->operands.size(); ++c) {
+      if (!per_iteration(loop, l->operands[c], outer)) return nullptr;
+    }
+  }
+  if (any_op(ir_, outer->blocks[0],
+             [](const Op& o) { return op_traits(o.op).writes_memory && o.op != OpCode::kTmaStore; })) {
+    return nullptr;
+  }
+  return outer;
+}
+
+void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv) {
   std::vector<TargetInfo::TmaCopy> copies;
   for (size_t i = 0; i < p.loads.size(); ++i) {
     const Op& l = *p.loads[i];
     std::vector<llvm::Value*> coords;
-    for (size_t c = 1; c < l.operands.size(); ++c) coords.push_back(value_in_iteration(loop, l.operands[c], iv));
+    for (size_t c = 1; c < l.operands.size(); ++c) {
+      coords.push_back(value_in_iteration(loop, l.operands[c], iv, p.outer, outer_iv));
+    }
     llvm::Value* smem = b_.CreateInBoundsGEP(b_.getInt8Ty(), p.rings[i], b_.CreateMul(stage, b_.getInt64(p.strides[i])));
     copies.push_back({&ir_.type(l.operands[0]), val(l.operands[0]), std::move(coords), smem});
   }
@@ -103,8 +151,32 @@ void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::V
   target_.tma_issue(b_, barrier, p.bytes, copies);
 }
 
-void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips) {
-  Pipeline& p = pipelines_.at(&loop);
+llvm::Value* Lowering::trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value* step, bool is_signed) {
+  auto to64 = [&](llvm::Value* v) {
+    return is_signed ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty());
+  };
+  llvm::Value *lo64 = to64(lo), *hi64 = to64(hi), *step64 = to64(step);
+  llvm::Value* ahead = b_.CreateAnd(b_.CreateICmpSGT(step64, b_.getInt64(0)), b_.CreateICmpSGT(hi64, lo64));
+  llvm::Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi64, lo64), b_.CreateSub(step64, b_.getInt64(1))), step64);
+  return b_.CreateSelect(ahead, count, b_.getInt64(0));
+}
+
+void Lowering::issue_run(const Op& loop, Pipeline& p, llvm::Value* first, int from, int to, llvm::Value* outer_iv) {
+  // The run's bounds: this run's, or those of outer's iteration outer_iv.
+  auto bound = [&](int k) {
+    return outer_iv == nullptr ? val(loop.operands[k]) : value_in_iteration(*p.outer, loop.operands[k], outer_iv);
+  };
+  llvm::Value *lo = bound(0), *step = bound(2);
+  llvm::Value* trips = trip_count(lo, bound(1), step, ir_.type(loop.operands[0]).dtype().is_signed());
+  for (int j = from; j < to; ++j) {
+    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), trips), [&] {
+      llvm::Value* iv = b_.CreateAdd(lo, b_.CreateMul(step, llvm::ConstantInt::get(lo->getType(), j)));
+      issue_stage(loop, p, iv, b_.CreateURem(b_.CreateAdd(first, b_.getInt64(j)), b_.getInt64(p.stages)), outer_iv);
+    });
+  }
+}
+
+void Lowering::allocate_rings(Pipeline& p) {
   p.rings.clear();
   p.strides.clear();
   p.bytes = 0;
@@ -117,6 +189,29 @@ void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step
     p.strides.push_back(stride);
     p.bytes += bytes;
   }
+}
+
+void Lowering::begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go) {
+  const Op& loop = *outer_pipelines_.at(&outer);
+  Pipeline& p = pipelines_.at(&loop);
+  allocate_rings(p);
+  target_.program_barrier(b_);  // every thread is done with what the rings held before
+  emit_if(b_, go, [&] {
+    issue_run(loop, p, b_.CreateLoad(b_.getInt64Ty(), p.used), 0, p.stages - 1, lo);
+  });
+}
+
+void Lowering::end_outer_pipeline(const Op& outer) {
+  for (llvm::Value* ring : pipelines_.at(outer_pipelines_.at(&outer)).rings) shared_.erase(ring);
+}
+
+void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips) {
+  Pipeline& p = pipelines_.at(&loop);
+  if (p.outer != nullptr) {  // the run's first loads are in flight already
+    p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
+    return;
+  }
+  allocate_rings(p);
   // Every thread is done with what the rings held before.
   target_.program_barrier(b_);
   p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
@@ -138,6 +233,14 @@ void Lowering::enter_stage(const Op& loop, llvm::Value* i) {
                    parity);
 }
 
+std::pair<llvm::Value*, llvm::Value*> Lowering::next_outer(const Op& outer) {
+  const bool s = ir_.type(outer.operands[0]).dtype().is_signed();
+  auto to64 = [&](llvm::Value* v) { return s ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty()); };
+  llvm::Value* iv = vals_[ir_.blocks[outer.blocks[0]].args[0]];
+  llvm::Value* next = b_.CreateAdd(to64(iv), to64(val(outer.operands[2])));
+  return {b_.CreateTrunc(next, iv->getType()), b_.CreateICmpSLT(next, to64(val(outer.operands[1])))};
+}
+
 void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips) {
   Pipeline& p = pipelines_.at(&loop);
   // The stage the iteration before this one read: its readers are done
@@ -145,16 +248,47 @@ void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::V
   // thread is here.
   target_.program_barrier(b_);
   llvm::Value* ahead = b_.CreateAdd(i, b_.getInt64(p.stages - 1));
-  emit_if(b_, b_.CreateICmpSLT(ahead, trips), [&] {
+  llvm::Value* stage = b_.CreateURem(b_.CreateAdd(p.first, ahead), b_.getInt64(p.stages));
+  llvm::Value* own = b_.CreateICmpSLT(ahead, trips);
+  emit_if(b_, own, [&] {
     llvm::Value* next_iv = b_.CreateAdd(iv, b_.CreateMul(step, llvm::ConstantInt::get(iv->getType(), p.stages - 1)));
-    issue_stage(loop, p, next_iv, b_.CreateURem(b_.CreateAdd(p.first, ahead), b_.getInt64(p.stages)));
+    issue_stage(loop, p, next_iv, stage);
+  });
+  if (p.outer == nullptr) return;
+  // Past this run's end: the next run's iteration ahead - trips.
+  auto [outer_iv, more] = next_outer(*p.outer);
+  emit_if(b_, b_.CreateAnd(b_.CreateNot(own), more), [&] {
+    const Op& l = loop;
+    llvm::Value* lo = value_in_iteration(*p.outer, l.operands[0], outer_iv);
+    llvm::Value* st = value_in_iteration(*p.outer, l.operands[2], outer_iv);
+    llvm::Value* next_trips =
+        trip_count(lo, value_in_iteration(*p.outer, l.operands[1], outer_iv), st, ir_.type(l.operands[0]).dtype().is_signed());
+    llvm::Value* j = b_.CreateSub(ahead, trips);
+    emit_if(b_, b_.CreateICmpSLT(j, next_trips), [&] {
+      llvm::Value* next_iv = b_.CreateAdd(lo, b_.CreateMul(st, b_.CreateTrunc(j, lo->getType())));
+      issue_stage(loop, p, next_iv, stage, outer_iv);
+    });
   });
 }
 
 void Lowering::end_pipeline(const Op& loop, llvm::Value* trips) {
   Pipeline& p = pipelines_.at(&loop);
   b_.CreateStore(b_.CreateAdd(p.first, trips), p.used);
-  for (llvm::Value* ring : p.rings) shared_.erase(ring);
+  if (p.outer == nullptr) {
+    for (llvm::Value* ring : p.rings) shared_.erase(ring);
+    return;
+  }
+  // A run shorter than stages - 1 left the next run's first loads
+  // [0, stages - 1 - trips) to issue here.
+  auto [outer_iv, more] = next_outer(*p.outer);
+  emit_if(b_, b_.CreateAnd(more, b_.CreateICmpSLT(trips, b_.getInt64(p.stages - 1))), [&] {
+    target_.program_barrier(b_);
+    llvm::Value* next_first = b_.CreateAdd(p.first, trips);
+    for (int j = 0; j + 1 < p.stages; ++j) {
+      emit_if(b_, b_.CreateICmpSLT(b_.CreateAdd(trips, b_.getInt64(j)), b_.getInt64(p.stages - 1)),
+              [&] { issue_run(loop, p, next_first, j, j + 1, outer_iv); });
+    }
+  });
 }
 
 }  // namespace tessel::codegen

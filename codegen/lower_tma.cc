@@ -28,7 +28,7 @@ void Lowering::reserve_tma_barriers() {
   smem_reserved_ = smem_peak_ = 8 * int64_t{count};
   if (count > 0) target_.init_tma_barriers(b_, smem_base_, count);
   for (const Op& o : ir_.ops) {
-    if (!hold_store_tiles_ || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
+    if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
     const Type& t = ir_.type(o.operands[1]);
     const int64_t offset = (smem_reserved_ + tma::kSwizzledTileAlignment - 1) / tma::kSwizzledTileAlignment *
                            tma::kSwizzledTileAlignment;
@@ -101,7 +101,10 @@ absl::Status Lowering::tma_store(const Op& o) {
   if (held) target_.tma_store_wait(b_);
   if (!regs_[id].slots.empty()) {
     // The store's issue synchronizes the program after its proxy fence.
-    store_regs(id, [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); }, /*barrier=*/false);
+    auto at = [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); };
+    if (!target_.store_matrix(b_, *regs_[id].layout, regs_[id].slots, t.shape().back(), at)) {
+      store_regs(id, at, /*barrier=*/false);
+    }
   } else {
     llvm::Value* src = val(id);
     tile_loop(t.numel(), [&](llvm::Value* i) {

@@ -37,9 +37,15 @@ namespace tessel::codegen {
 
 class Lowering {
  public:
-  // With `hold_store_tiles`, swizzled tma_stores stage their tiles in
-  // shared memory held for the whole kernel and leave the copy running.
-  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts, bool hold_store_tiles)
+  // What a kernel may spend shared memory on to overlap copies with work.
+  struct Overlap {
+    // Swizzled tma_stores stage their tiles in shared memory held for the
+    // whole kernel and leave the copy running.
+    bool hold_store_tiles = true;
+    // Pipelined loops' rings run across the loop around them (Pipeline::outer).
+    bool rings_across = true;
+  };
+  Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts, Overlap overlap)
       : ir_(ir),
         target_(target),
         ctx_(ctx),
@@ -47,7 +53,7 @@ class Lowering {
         ops_(b_, target),
         facts_(facts),
         analysis_(ir, facts),
-        hold_store_tiles_(hold_store_tiles) {}
+        overlap_(overlap) {}
 
   absl::StatusOr<LoweredKernel> run();
 
@@ -322,16 +328,44 @@ class Lowering {
     int64_t bytes = 0;                 // what a stage's loads bring in all
     llvm::Value* first = nullptr;      // i64: the stage count at this run's first iteration
     llvm::Value* stage = nullptr;      // i64: while the body is lowered, its iteration's stage
+    // The loop around it, when the ring runs across that loop's iterations:
+    // the last iterations load the first stages of the next run, which
+    // therefore starts with its loads in flight (the persistent GEMM's next
+    // tile loads during this one's epilogue).
+    const Op* outer = nullptr;
   };
   void plan_pipelines();
   // Whether `id`, a coordinate of a load in `loop`'s body, can be computed
   // for any iteration: from the induction variable, outside values, constants
   // and scalar arithmetic.
-  bool per_iteration(const Op& loop, int id) const;
-  // Its value in the iteration whose induction variable is `iv` (the loop's type).
-  llvm::Value* value_in_iteration(const Op& loop, int id, llvm::Value* iv);
-  // Issues the loads of the iteration with induction variable `iv` into stage `stage` (i64).
-  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage);
+  // With `outer`, the loop around `loop`, values of outer's body count too
+  // where they can be computed for any iteration of outer.
+  bool per_iteration(const Op& loop, int id, const Op* outer = nullptr) const;
+  // Its value in the iteration whose induction variable is `iv` (the loop's
+  // type), and of outer's iteration `outer_iv` with `outer`.
+  llvm::Value* value_in_iteration(const Op& loop, int id, llvm::Value* iv, const Op* outer = nullptr,
+                                  llvm::Value* outer_iv = nullptr);
+  // Issues the loads of the iteration with induction variable `iv` into
+  // stage `stage` (i64), in the outer loop's iteration `outer_iv` if given.
+  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv = nullptr);
+  // The iterations (i64) of a loop from lo to hi by step (its type).
+  llvm::Value* trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value* step, bool is_signed);
+  // Issues the loads of iterations [from, to) of `loop` in the run of outer
+  // iteration `outer_iv` (nullptr: this run), whose stage count starts at
+  // `first` (i64); only those below that run's trip count.
+  void issue_run(const Op& loop, Pipeline& p, llvm::Value* first, int from, int to, llvm::Value* outer_iv);
+  // The loop `loop` (pipelining `loads`) sits in directly, when its ring can
+  // run across that loop's iterations; else nullptr.
+  const Op* runs_across(const Op& loop, const std::vector<const Op*>& loads) const;
+  // The induction variable of `outer`'s next iteration (its type), and
+  // whether there is one (i1); inside its body.
+  std::pair<llvm::Value*, llvm::Value*> next_outer(const Op& outer);
+  // Rings of stage buffers for p's loads.
+  void allocate_rings(Pipeline& p);
+  // The loop around loops whose rings run across its iterations (Pipeline::outer):
+  // the rings for all of it, and the first loads of its first iteration's run.
+  void begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go);
+  void end_outer_pipeline(const Op& outer);
   // Before the loop: the rings, and the loads of the first stages - 1 iterations.
   void begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips);
   // At the top of an iteration (index `i`, i64): wait for its stage.
@@ -403,10 +437,11 @@ class Lowering {
   std::map<const Op*, TmaBarrier> tma_barriers_;
   // Swizzled tma_stores' staging tiles, held for the whole kernel so that a
   // store may still read one while the program goes on.
-  bool hold_store_tiles_;
+  Overlap overlap_;
   std::map<const Op*, llvm::Value*> store_tiles_;
   std::map<const Op*, MmaDot> mma_dots_;
   std::map<const Op*, Pipeline> pipelines_;                  // by loop
+  std::map<const Op*, const Op*> outer_pipelines_;           // outer loop -> the pipelined loop in it
   std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there
   std::set<const Op*> in_flight_dots_;
   // Per value: read by nothing but the operands of mma_dots_ (a tma_load

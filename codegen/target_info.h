@@ -134,6 +134,16 @@ class TargetInfo {
   }
   // The accumulator of an mma left in flight, once every product is done.
   virtual std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& /*b*/, std::vector<llvm::Value*> acc) { return acc; }
+  // Writes `slots`, this thread's part of a tile of `cols` columns of 16-bit
+  // elements held in `layout`, to shared memory with the target's matrix
+  // stores, element i at address(i) (i64; the 8 elements of every aligned
+  // run of 8 in a row contiguous): true, or false and nothing emitted where
+  // it has none for that layout. Every thread of the program calls it.
+  virtual bool store_matrix(llvm::IRBuilder<>& /*b*/, const Layout& /*layout*/,
+                            const std::vector<llvm::Value*>& /*slots*/, int64_t /*cols*/,
+                            const std::function<llvm::Value*(llvm::Value*)>& /*address*/) {
+    return false;
+  }
   // Whether tiles a TMA copy leaves in shared memory hold their rows
   // swizzled as the tensor map says (the hardware's TMA), or always plain
   // (the software copy and the host's); codegen reads and writes swizzled

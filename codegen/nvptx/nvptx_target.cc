@@ -136,6 +136,10 @@ class NvptxTarget final : public TargetInfo {
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
     return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_, in_flight);
   }
+  bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
+                    const std::function<llvm::Value*(llvm::Value*)>& address) override {
+    return nvptx::emit_stmatrix(b, layout, slots, cols, tid_, address);
+  }
   std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
     return nvptx::wgmma_wait(b, std::move(acc), 0);
   }

@@ -158,6 +158,34 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   return wgmma_wait(b, std::move(acc), in_flight);
 }
 
+bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
+                   llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address) {
+  const auto* wgmma = dynamic_cast<const WgmmaLayout*>(&layout);
+  if (wgmma == nullptr || cols % 16 != 0 || slots.empty() || slots[0]->getType() != b.getInt16Ty()) return false;
+  // Slots 8g .. 8g+7 of a row block hold, in pairs, the four 8 x 8 matrices
+  // of a 16 x 16 block: (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8).
+  // Lane l gives row l % 8 of matrix l / 8: the row lane 4 (l % 8) holds,
+  // moved by that matrix's offset.
+  llvm::Value* lane = b.CreateAnd(tid, 31);
+  llvm::Value* row_lane = b.CreateOr(b.CreateSub(tid, lane), b.CreateMul(b.CreateAnd(lane, 7), b.getInt64(4)));
+  llvm::Value* matrix = b.CreateLShr(lane, 3);
+  llvm::Value* offset = b.CreateAdd(b.CreateMul(b.CreateAnd(matrix, 1), b.getInt64(8 * cols)),
+                                    b.CreateMul(b.CreateLShr(matrix, 1), b.getInt64(8)));
+  auto pack = [&](llvm::Value* lo, llvm::Value* hi) {  // one b32 register, as mov.b32 {lo, hi}
+    llvm::Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getInt16Ty(), 2));
+    pair = b.CreateInsertElement(b.CreateInsertElement(pair, lo, uint64_t{0}), hi, uint64_t{1});
+    return b.CreateBitCast(pair, b.getInt32Ty());
+  };
+  for (size_t first = 0; first + 8 <= slots.size(); first += 8) {
+    llvm::Value* at = address(b.CreateAdd(layout.element(b, row_lane, static_cast<int64_t>(first)), offset));
+    std::vector<llvm::Value*> args = {shared32(b, at)};
+    for (size_t q = 0; q < 4; ++q) args.push_back(pack(slots[first + 2 * q], slots[first + 2 * q + 1]));
+    inline_asm(b, b.getVoidTy(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};",
+               "r,r,r,r,r,~{memory}", args);
+  }
+  return true;
+}
+
 std::vector<llvm::Value*> wgmma_wait(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc, int in_flight) {
   return tied(b, absl::StrCat("wgmma.wait_group.sync.aligned ", in_flight, ";"), acc);
 }

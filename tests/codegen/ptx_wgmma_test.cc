@@ -145,9 +145,10 @@ TEST(Wgmma, MnMajorOperandsSetTheTransposeBits) {
   }
 }
 
-// The epilogue writes C's accumulator pairs at once into a swizzled tile,
+// The epilogue writes C's accumulator with stmatrix into a swizzled tile,
 // one TMA store per 128-byte panel, left running while the next tile's
-// loop starts; a store waits only before its tile is written again.
+// loop starts; a store waits only before its tile is written again. An f32
+// C, which stmatrix does not take, is written in pairs.
 TEST(Wgmma, EpilogueStoresPanelsAsynchronously) {
   absl::StatusOr<DeviceCode> code = compile_ptx(gemm(samples::kMatmul), warps(8));
   ASSERT_TRUE(code.ok()) << code.status();
@@ -158,11 +159,15 @@ TEST(Wgmma, EpilogueStoresPanelsAsynchronously) {
     ++stores;
   }
   EXPECT_EQ(stores, 4);  // 256 bf16 = four panels
-  // Rounded by the hardware, two bf16 stored at once (the PTX is long: no dump on failure).
+  // Rounded by the hardware, 16 x 16 blocks stored at once (the PTX is long: no dump on failure).
   EXPECT_NE(ptx.find("cvt.rn.bf16.f32"), std::string::npos);
-  EXPECT_NE(ptx.find("st.shared.b32"), std::string::npos);
+  EXPECT_NE(ptx.find("stmatrix.sync.aligned.m8n8.x4.shared.b16"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.bulk.wait_group.read 0"), std::string::npos);
   expect_ptxas_clean(ptx);
+  absl::StatusOr<DeviceCode> f32_c = compile_ptx(gemm({.bm = 128, .bn = 128}), warps(8));
+  ASSERT_TRUE(f32_c.ok()) << f32_c.status();
+  EXPECT_EQ(f32_c->binary.find("stmatrix"), std::string::npos);
+  EXPECT_NE(f32_c->binary.find("st.shared.v2.f32"), std::string::npos);
 }
 
 // Shapes and layouts wgmma does not take keep the generic loop, correct
