@@ -170,6 +170,36 @@ TEST(Wgmma, EpilogueStoresPanelsAsynchronously) {
   EXPECT_NE(f32_c->binary.find("st.shared.v2.f32"), std::string::npos);
 }
 
+// A pipelined loop inside a persistent loop loads the first stages of the
+// next tile while this one finishes: more TMA issue sites (the next run's
+// loads in the loop's last iterations, and after a short run) than where
+// a plain store in the persistent loop keeps each run's ring to itself.
+TEST(Wgmma, RingsRunAcrossThePersistentLoop) {
+  auto issues = [](bool plain_store) {
+    KernelBuilder k("rings");
+    Value a = k.tensor_map(f32, {32, 32}, "a");
+    Value c = k.tensor_map(f32, {32, 32}, "c");
+    Value count = k.arg(ptr(i32), "count");
+    Value tiles = k.arg(i32, "tiles"), kdim = k.arg(i32, "k");
+    k.for_each_tile(tiles, [&](Value t) {
+      Var acc = k.var(k.zeros({32, 32}, f32));
+      k.for_range(0, kdim, 32, [&](Value kk) { acc = acc + tma_load(a, {t * 32, kk}); });
+      tma_store(c, {t * 32, 0}, acc);
+      if (plain_store) atomic_add(count, t);
+    });
+    absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), warps(4));
+    EXPECT_TRUE(code.ok()) << code.status();
+    int n = 0;
+    for (size_t at = 0; code.ok() && (at = code->binary.find("cp.async.bulk.tensor.2d.shared::cluster", at)) !=
+                                         std::string::npos;
+         ++at) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_GT(issues(false), issues(true));
+}
+
 // Shapes and layouts wgmma does not take keep the generic loop, correct
 // on every target.
 TEST(Wgmma, OtherDotsKeepTheLoop) {
