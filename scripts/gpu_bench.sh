@@ -36,8 +36,9 @@ bench() {
 
 for part in $parts; do
   case $part in
-    # Its JIT figures are cold compiles: the disk cache stays out of them.
-    gpu) TESSEL_CACHE_DIR= bench gpu_bench "$root/bin/gpu_bench" ;;
+    # Its JIT figures are cold compiles: tessel's disk cache and the driver's
+    # (which keeps PTX compiled by an earlier run on this machine) stay out of them.
+    gpu) TESSEL_CACHE_DIR= CUDA_CACHE_DISABLE=1 bench gpu_bench "$root/bin/gpu_bench" ;;
     # On the GEMM's own tensors when gemm ran first.
     triton)
       gemm_inputs=()
