@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
     configs.push_back(config(128, 256, 3, 8, in, b_nk));
     configs.push_back(config(128, 128, 4, 8, in, b_nk));
   }
+  // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
+  configs.push_back(config(128, 256, 3, 8, bf16, true));
+  configs.back().gemm.bias_gelu = true;
   const std::vector<std::array<int64_t, 3>> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 1024}};
   std::mt19937 gen(1);
   for (const auto& [m, n, k] : shapes) {
@@ -105,6 +108,8 @@ int main(int argc, char** argv) {
     }
     Buffer ab = must(dev.allocate(m * k * 2), "allocate"), bb = must(dev.allocate(n * k * 2), "allocate");
     Buffer cb = must(dev.allocate(m * n * 2), "allocate");
+    Buffer biasb = must(dev.allocate(n * 2), "allocate");
+    must(dev.copy_to_device(biasb, host[ScalarKind::kBF16].second.data(), n * 2), "copy");  // B's first row as bias
     DType loaded;
     bool loaded_nk = true;
     for (const Config& c : configs) {
@@ -134,9 +139,11 @@ int main(int argc, char** argv) {
       samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, cb, m, n, k), "maps");
       const int64_t tiles = (m + c.gemm.bm - 1) / c.gemm.bm * ((n + c.gemm.bn - 1) / c.gemm.bn);
       const int grid = static_cast<int>(std::min<int64_t>(tiles, dev.num_compute_units()));
+      const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
+      const auto mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n), ki = static_cast<int32_t>(k);
       auto launch = [&] {
-        must(fn.launch({.grid = grid, .num_warps = c.warps, .stream = &stream}, maps.a, maps.b, maps.c,
-                       static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k)),
+        must(c.gemm.bias_gelu ? fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki, biasb)
+                              : fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki),
              "launch");
       };
       launch();
@@ -156,7 +163,8 @@ int main(int argc, char** argv) {
       }
       const double t = median(ms);
       report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
-                 std::string(in.name()) + (c.gemm.b_nk ? " B NxK, " : " B KxN, ") + label(c),
+                 std::string(in.name()) + (c.gemm.b_nk ? " B NxK, " : " B KxN, ") + label(c) +
+                 (c.gemm.bias_gelu ? " +bias+gelu" : ""),
              2.0 * m * n * k / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
     }
   }

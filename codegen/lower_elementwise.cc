@@ -10,6 +10,17 @@ void Lowering::want_slices() {
   auto wish = [&](int v, const std::shared_ptr<const Layout>& l) {
     if (ir_.type(v).is_tile() && wanted_[v] == nullptr) wanted_[v] = l;
   };
+  // An elementwise op on a tile that wants a layout (an accumulator) computes
+  // in it, whatever its size: the epilogue of a matrix product stays in the
+  // product's registers.
+  for (const Op& o : ir_.ops) {
+    if (!is_elementwise(o.op) || o.results.empty() || !ir_.type(o.results[0]).is_tile()) continue;
+    for (int v : o.operands) {
+      if (wanted_[v] != nullptr && ir_.type(v).shape() == ir_.type(o.results[0]).shape()) {
+        wish(o.results[0], wanted_[v]);
+      }
+    }
+  }
   for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
     if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
     int r = o->results[0];
@@ -67,8 +78,9 @@ absl::Status Lowering::elementwise_op(const Op& o, const Type& rt) {
   }
   // Tiles small enough live in registers; so does one computed from tiles
   // held there in one layout, whatever its size (as a cast of an
-  // accumulator for the epilogue).
-  if (in_registers(rt) || registers_layout(o) != nullptr) {
+  // accumulator for the epilogue), and a splat of any size (its slots are
+  // one value, so that `x * 0.5` on a large register tile stays there).
+  if (in_registers(rt) || o.op == OpCode::kSplat || registers_layout(o) != nullptr) {
     std::shared_ptr<const Layout> l = elementwise_layout(o);
     std::vector<std::vector<llvm::Value*>> args;
     for (int v : o.operands) args.push_back(regs(v, *l));

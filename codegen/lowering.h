@@ -200,12 +200,13 @@ class Lowering {
   // The layout tile value `id` is computed in: the slice its broadcasts
   // want (see want_slices), else its planned one.
   const std::shared_ptr<const Layout>& layout(int id) { return wanted_[id] != nullptr ? wanted_[id] : planned(id); }
-  // Tiles that are broadcast along one axis (after expand_dims) want the
-  // slice of the broadcast result's layout along that axis, and so do the
-  // views and elementwise operands they are computed from: an arange, a
-  // splat or a load computes in any layout, and the broadcast then reads
-  // the thread's own registers. Walks the ops backwards, consumers first;
-  // a value keeps the first wish it gets.
+  // Elementwise results of tiles that want a layout want it too (walking
+  // forwards). Tiles that are broadcast along one axis (after expand_dims)
+  // want the slice of the broadcast result's layout along that axis, and so
+  // do the views and elementwise operands they are computed from: an
+  // arange, a splat or a load computes in any layout, and the broadcast
+  // then reads the thread's own registers (walking backwards, consumers
+  // first). A value keeps the first wish it gets.
   void want_slices();
   // How many elements each access of load or store `o` moves when it works
   // in the layout of tile `id`: runs of vector_run in a planned layout, one

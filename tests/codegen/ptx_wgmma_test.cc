@@ -170,6 +170,21 @@ TEST(Wgmma, EpilogueStoresPanelsAsynchronously) {
   EXPECT_NE(f32_c->binary.find("st.shared.v2.f32"), std::string::npos);
 }
 
+// A fused epilogue (bias + GELU) computes on the accumulator in its
+// registers: the bias reaches each slot from a small buffer, and no tile of
+// the accumulator's size goes through shared memory.
+TEST(Wgmma, FusedEpilogueStaysInTheAccumulatorsRegisters) {
+  GemmConfig fused = samples::kMatmul;
+  fused.bias_gelu = true;
+  absl::StatusOr<DeviceCode> plain = compile_ptx(gemm(samples::kMatmul), warps(8));
+  absl::StatusOr<DeviceCode> code = compile_ptx(gemm(fused), warps(8));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_LE(code->shared_bytes - plain->shared_bytes, 2048);  // the bias row, 256 f32, aligned
+  EXPECT_NE(code->binary.find("stmatrix.sync.aligned.m8n8.x4.shared.b16"), std::string::npos);
+  EXPECT_NE(code->binary.find("ex2.approx"), std::string::npos);
+}
+
 // A pipelined loop inside a persistent loop loads the first stages of the
 // next tile while this one finishes: more TMA issue sites (the next run's
 // loads in the loop's last iterations, and after a short run) than where
