@@ -7,6 +7,7 @@
 set(TESSEL_PUBLIC_HEADER_ROOTS
   codegen/compile_options.h
   codegen/compiler.h
+  runtime/autotune.h
   dsl/builder.h
   dsl/ops.h
   runtime/device.h

@@ -8,6 +8,7 @@
 #include "codegen/compiler.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "runtime/autotune.h"
 #include "runtime/device.h"
 #include "runtime/plans/group.h"
 #include "runtime/plans/plan.h"

@@ -1,0 +1,61 @@
+// Autotuning: pick the fastest of several configurations of a kernel (tile
+// sizes, stages, warps) for a key such as a shape, by timing each on the
+// device, and remember the choice, in this process and on disk, so that a
+// later call for the same key answers without timing anything.
+//
+//   std::vector<TuneCandidate> candidates;
+//   for (const GemmConfig& g : configs) {
+//     candidates.push_back({label(g), [&, g] { return run_gemm(g); }});
+//   }
+//   TESSEL_ASSIGN_OR_RETURN(AutotuneResult best, autotune(device, "gemm 3000x5000x712 bf16", candidates));
+//   run_gemm(configs[best.index]);
+//
+// The choice is kept under the key, the device's description, tessel's
+// build and the candidates' labels (a new candidate list is tuned again),
+// in the disk cache's directory ($TESSEL_CACHE_DIR, runtime/disk_cache.h:
+// space "autotune", written atomically).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/device.h"
+
+namespace tessel {
+
+// One configuration to try: a label naming it (unique among the
+// candidates; it is what the cache keeps) and what runs it once on the
+// device (compile on first use, launch, no synchronization needed).
+struct TuneCandidate {
+  std::string label;
+  std::function<absl::Status()> run;
+};
+
+struct AutotuneOptions {
+  int warmup = 1;       // untimed runs of each candidate before timing it
+  int reps = 10;        // timed runs of each; the median counts
+  bool memory = true;   // consult and keep the choice in this process
+  bool disk = true;     // consult and keep the choice in the disk cache
+};
+
+struct AutotuneResult {
+  int index = -1;        // the chosen candidate
+  bool cached = false;   // found in memory or on disk: nothing was timed
+  // When timed: each candidate's median seconds per run, +inf for one whose
+  // run failed; the failures' messages in `errors`, by candidate.
+  std::vector<double> seconds;
+  std::vector<std::string> errors;
+};
+
+// The fastest of `candidates` for `key` on `device`. Each is run `warmup`
+// times, then timed `reps` times (run, then device.synchronize()). A
+// candidate whose run fails is passed over; an error if every one fails
+// (naming each failure), if there are none, if two share a label or if
+// warmup < 0 or reps < 1.
+absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string& key,
+                                        const std::vector<TuneCandidate>& candidates,
+                                        const AutotuneOptions& options = {});
+
+}  // namespace tessel

@@ -1,0 +1,150 @@
+// The autotuner on the host device: it picks the fastest candidate, keeps
+// the choice in memory and on disk, passes over candidates that fail, and
+// refuses input it cannot tune.
+#include "runtime/autotune.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// TESSEL_CACHE_DIR pointing at a directory of the test's own, for its life.
+class ScopedCacheDir {
+ public:
+  ScopedCacheDir() {
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() / absl::StrCat("tessel_autotune_", getpid(), "_", test->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+    if (const char* old = std::getenv("TESSEL_CACHE_DIR")) old_ = old;
+    setenv("TESSEL_CACHE_DIR", path_.c_str(), 1);
+  }
+  ~ScopedCacheDir() {
+    if (old_.has_value()) {
+      setenv("TESSEL_CACHE_DIR", old_->c_str(), 1);
+    } else {
+      unsetenv("TESSEL_CACHE_DIR");
+    }
+    fs::remove_all(path_);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  std::optional<std::string> old_;
+};
+
+// Candidates that take `ms` milliseconds each, counting their runs.
+struct Sleepers {
+  std::vector<int> runs;
+  std::vector<TuneCandidate> candidates;
+  explicit Sleepers(const std::vector<int>& ms) : runs(ms.size(), 0) {
+    for (size_t i = 0; i < ms.size(); ++i) {
+      candidates.push_back({absl::StrCat("sleep ", ms[i], " ms"), [this, i, t = ms[i]] {
+                              ++runs[i];
+                              std::this_thread::sleep_for(std::chrono::milliseconds(t));
+                              return absl::OkStatus();
+                            }});
+    }
+  }
+  int total() const {
+    int n = 0;
+    for (int r : runs) n += r;
+    return n;
+  }
+};
+
+Device host() { return *Device::open("host"); }
+
+std::string unique_key(const std::string& what) {
+  return absl::StrCat(what, " ", getpid(), " ", std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+TEST(Autotune, PicksTheFastestAndRemembersIt) {
+  ScopedCacheDir dir;
+  Sleepers s({6, 1, 4});
+  const std::string key = unique_key("picks");
+  absl::StatusOr<AutotuneResult> r = autotune(host(), key, s.candidates, {.warmup = 1, .reps = 3});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->index, 1);
+  EXPECT_FALSE(r->cached);
+  EXPECT_EQ(s.runs, std::vector<int>({4, 4, 4}));
+  ASSERT_EQ(r->seconds.size(), 3u);
+  EXPECT_LT(r->seconds[1], r->seconds[2]);
+  // In memory: nothing runs again.
+  absl::StatusOr<AutotuneResult> again = autotune(host(), key, s.candidates, {.warmup = 1, .reps = 3});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->index, 1);
+  EXPECT_TRUE(again->cached);
+  EXPECT_EQ(s.total(), 12);
+}
+
+TEST(Autotune, TheDiskKeepsTheChoiceForAnotherProcess) {
+  ScopedCacheDir dir;
+  Sleepers s({3, 1});
+  const std::string key = unique_key("disk");
+  const AutotuneOptions no_memory = {.warmup = 0, .reps = 3, .memory = false};
+  ASSERT_TRUE(autotune(host(), key, s.candidates, no_memory).ok());
+  EXPECT_TRUE(fs::exists(dir.path() / "autotune"));
+  // What a new process would see: the disk's answer, nothing timed.
+  absl::StatusOr<AutotuneResult> r = autotune(host(), key, s.candidates, no_memory);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->cached);
+  EXPECT_EQ(r->index, 1);
+  EXPECT_EQ(s.total(), 6);
+  // Another list of candidates is tuned again.
+  Sleepers t({3, 1, 2});
+  absl::StatusOr<AutotuneResult> other = autotune(host(), key, t.candidates, no_memory);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->cached);
+  // Without the disk, nothing is read or written there.
+  Sleepers u({2, 1});
+  ASSERT_TRUE(autotune(host(), unique_key("no disk"), u.candidates, {.reps = 1, .memory = false, .disk = false}).ok());
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path() / "autotune")) ++entries;
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(Autotune, FailingCandidatesArePassedOver) {
+  ScopedCacheDir dir;
+  Sleepers s({1, 3});
+  s.candidates[0].run = [] { return absl::InternalError("launch failed"); };
+  absl::StatusOr<AutotuneResult> r = autotune(host(), unique_key("fail"), s.candidates, {.reps = 2});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->index, 1);
+  EXPECT_EQ(r->errors[0], "launch failed");
+  EXPECT_TRUE(std::isinf(r->seconds[0]));
+  s.candidates[1].run = [] { return absl::ResourceExhaustedError("too much shared memory"); };
+  absl::Status all = autotune(host(), unique_key("all fail"), s.candidates).status();
+  EXPECT_EQ(all.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(all.message(), HasSubstr("every candidate failed (sleep 1 ms: launch failed; sleep 3 ms: too much "
+                                       "shared memory)"));
+}
+
+TEST(Autotune, InputItCannotTuneIsRefused) {
+  Sleepers s({1, 1});
+  auto message = [](const absl::StatusOr<AutotuneResult>& r) { return std::string(r.status().message()); };
+  EXPECT_EQ(message(autotune(host(), "k", {})), "autotune 'k': no candidates");
+  std::vector<TuneCandidate> twins = {s.candidates[0], s.candidates[0]};
+  EXPECT_EQ(message(autotune(host(), "k", twins)), "autotune 'k': two candidates are labelled 'sleep 1 ms'");
+  std::vector<TuneCandidate> empty = {{"nothing", nullptr}};
+  EXPECT_EQ(message(autotune(host(), "k", empty)), "autotune 'k': candidate 'nothing' has nothing to run");
+  EXPECT_EQ(message(autotune(host(), "k", s.candidates, {.reps = 0})),
+            "autotune 'k': warmup = 1 and reps = 0 (need warmup >= 0 and reps >= 1)");
+  EXPECT_EQ(s.total(), 0);
+}
+
+}  // namespace
+}  // namespace tessel
