@@ -191,6 +191,9 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
 // too: 128 x 256 x 64 tiles, 3 stages, C in bf16, on two warpgroups.
 inline constexpr GemmConfig kMatmul = {.bm = 128, .bn = 256, .bk = 64, .out = bf16, .stages = 3};
 inline constexpr int kMatmulWarps = 8;
+// The other configuration the sample lets the autotuner consider: 128 x 128
+// tiles, 4 stages (faster where 128 x 256 tiles leave SMs idle).
+inline constexpr GemmConfig kMatmulNarrow = {.bm = 128, .bn = 128, .bk = 64, .out = bf16, .stages = 4};
 inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") { return gemm_kernel(kMatmul, std::move(name)); }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:

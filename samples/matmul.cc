@@ -3,8 +3,9 @@
 // Triton's persistent matmul are fastest with), C is M x N bf16 rounded once
 // from an f32 accumulator. Programs walk output tiles in groups of 8 tile
 // rows; the K loop loads swizzled TMA boxes three stages ahead and runs
-// dot on wgmma on sm_90a (a loop on the host). It checks C against a double
-// reference.
+// dot on wgmma on sm_90a (a loop on the host). On a GPU, tessel::autotune
+// picks between two tile configurations for the shape. It checks C against
+// a double reference.
 #include <cstdio>
 
 #include "common.h"
@@ -14,13 +15,19 @@ using namespace tessel;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  const samples::GemmConfig& g = samples::kMatmul;
-  Kernel kernel = samples::value_or_die(samples::matmul_kernel(), "build");
+  // Two tile configurations: on a GPU the autotuner picks one for this
+  // shape (and remembers it on disk, so a second run times nothing); the
+  // host runs the first.
+  const std::vector<samples::GemmConfig> configs = {samples::kMatmul, samples::kMatmulNarrow};
+  std::vector<Kernel> kernels;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    kernels.push_back(samples::value_or_die(samples::gemm_kernel(configs[i], i == 0 ? "matmul" : "matmul_narrow"), "build"));
+  }
   CompileOptions options = samples::compile_options(args);
   options.num_warps = samples::kMatmulWarps;  // two warpgroups, 64 rows of the tile each
-  if (samples::emit_for_target(args, {kernel}, options)) return 0;
+  if (samples::emit_for_target(args, {kernels[0]}, options)) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
-  Function fn = samples::value_or_die(device.compile(kernel, options), "compile");
+  samples::value_or_die(device.compile(kernels[0], options), "compile");  // and its dumps, with --emit
   if (!args.emit_dir.empty()) return 0;
 
   const int m = 1000, n = 712, k = 600;  // not multiples of the tiles; rows 16-byte aligned as TMA needs
@@ -35,11 +42,27 @@ int main(int argc, char** argv) {
   Buffer dc = samples::value_or_die(device.allocate(hc.size() * 2), "allocate");
   samples::ok_or_die(device.copy_to_device(da, ha.data(), ha.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(db, hb.data(), hb.size() * 2), "copy");
-  samples::ok_or_die(device.copy_to_device(dc, hc.data(), hc.size() * 2), "poison");
-  samples::GemmMaps maps = samples::value_or_die(samples::gemm_maps(device, g, da, db, dc, m, n, k), "maps");
-  samples::ok_or_die(
-      fn.launch({.grid = device.num_compute_units(), .num_warps = options.num_warps}, maps.a, maps.b, maps.c, m, n, k),
-      "launch");
+  auto run = [&](size_t i) -> absl::Status {
+    absl::StatusOr<Function> f = device.compile(kernels[i], options);  // compiled once, then cached
+    if (!f.ok()) return f.status();
+    absl::StatusOr<samples::GemmMaps> maps = samples::gemm_maps(device, configs[i], da, db, dc, m, n, k);
+    if (!maps.ok()) return maps.status();
+    return f->launch({.grid = device.num_compute_units(), .num_warps = options.num_warps}, maps->a, maps->b, maps->c,
+                     m, n, k);
+  };
+  size_t pick = 0;
+  if (device.kind() == DeviceKind::kCuda) {
+    std::vector<TuneCandidate> candidates;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      candidates.push_back({std::string(kernels[i].name()), [&run, i] { return run(i); }});
+    }
+    AutotuneResult tuned =
+        samples::value_or_die(autotune(device, "samples/matmul 1000x712x600 bf16", candidates), "autotune");
+    pick = static_cast<size_t>(tuned.index);
+    std::printf("autotuned: %s%s\n", candidates[pick].label.c_str(), tuned.cached ? " (remembered)" : "");
+  }
+  samples::ok_or_die(device.copy_to_device(dc, hc.data(), hc.size() * 2), "poison");  // after tuning's runs
+  samples::ok_or_die(run(pick), "launch");
   samples::ok_or_die(device.copy_to_host(hc.data(), dc, hc.size() * 2), "copy back");
 
   std::vector<double> want(size_t{m} * n, 0.0);
