@@ -119,6 +119,19 @@ struct CudaRaw {
     std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));
     std::exit(1);
   }
+
+  // Milliseconds between events `e0` and `e1` recorded on `stream` around
+  // what `work` queues there.
+  template <class Work>
+  double event_ms(CUstream stream, CUevent e0, CUevent e1, Work&& work) {
+    check(cuEventRecord(e0, stream), "record");
+    work();
+    check(cuEventRecord(e1, stream), "record");
+    check(cuEventSynchronize(e1), "sync");
+    float ms;
+    check(cuEventElapsedTime(&ms, e0, e1), "elapsed");
+    return ms;
+  }
 };
 
 #undef TESSEL_RAW_FUNCTIONS

@@ -117,13 +117,7 @@ int main(int argc, char** argv) {
       cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(flush_dst.data()),
                                     reinterpret_cast<CUdeviceptr>(flush_src.data()), kFlushBytes, raw_stream),
                "flush L2");
-      cu.check(cu.cuEventRecord(e0, raw_stream), "record");
-      launch();
-      cu.check(cu.cuEventRecord(e1, raw_stream), "record");
-      cu.check(cu.cuEventSynchronize(e1), "sync");
-      float t;
-      cu.check(cu.cuEventElapsedTime(&t, e0, e1), "elapsed");
-      ms.push_back(t);
+      ms.push_back(cu.event_ms(raw_stream, e0, e1, launch));
     }
     return median(ms);
   };

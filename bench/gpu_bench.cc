@@ -187,13 +187,7 @@ int main() {
     for (int i = 0; i < 3; ++i) work();
     std::vector<double> ms;
     for (int i = 0; i < 10; ++i) {
-      cu.check(cu.cuEventRecord(e0, raw_stream), "record");
-      work();
-      cu.check(cu.cuEventRecord(e1, raw_stream), "record");
-      cu.check(cu.cuEventSynchronize(e1), "sync");
-      float t;
-      cu.check(cu.cuEventElapsedTime(&t, e0, e1), "elapsed");
-      ms.push_back(t);
+      ms.push_back(cu.event_ms(raw_stream, e0, e1, work));
     }
     return median(ms);
   };
