@@ -64,6 +64,10 @@ inline constexpr uint64_t quiet_nan_bits(ScalarKind kind) {
       return 0x7FC00000;
     case ScalarKind::kF64:
       return 0x7FF8000000000000;
+    case ScalarKind::kF8E4M3:
+      return 0x7F;
+    case ScalarKind::kF8E5M2:
+      return 0x7E;
     default:
       return 0;
   }

@@ -10,7 +10,7 @@ namespace tessel::tma {
 
 namespace {
 
-constexpr int kNumScalarKinds = static_cast<int>(ScalarKind::kF64) + 1;
+constexpr int kNumScalarKinds = static_cast<int>(ScalarKind::kF8E5M2) + 1;
 
 template <typename... Parts>
 absl::Status invalid(const Parts&... parts) {
@@ -74,6 +74,10 @@ absl::Status check_oob_fill(TensorMapOobFill fill, DType dtype) {
   }
   if (fill == TensorMapOobFill::kNan && !dtype.is_float()) {
     return invalid("NaN out-of-bounds fill needs a floating-point dtype, got ", std::string(dtype.name()));
+  }
+  if (fill == TensorMapOobFill::kNan && dtype.bits() == 8) {
+    return invalid("NaN out-of-bounds fill is not available for ", std::string(dtype.name()),
+                   " (the TMA moves 8-bit floats as bytes)");
   }
   return absl::OkStatus();
 }

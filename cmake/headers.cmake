@@ -5,6 +5,7 @@
 # A header whose first line says "// Internal" may not be in it: internal
 # headers are never installed.
 set(TESSEL_PUBLIC_HEADER_ROOTS
+  base/float8.h
   codegen/compile_options.h
   codegen/compiler.h
   runtime/autotune.h

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/tma_rules.h"
+#include "base/float8.h"
 #include "codegen/lowering.h"
 
 #include "dsl/printer.h"
@@ -221,6 +222,9 @@ std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {
 llvm::Value* Lowering::constant(const Op& o) {
   DType d = ir_.type(o.results[0]).dtype();
   llvm::Type* t = reg_type(d);
+  if (d == f8e4m3 || d == f8e5m2) {
+    return b_.getInt8(float_to_float8(static_cast<float>(o.fval), d == f8e4m3 ? Float8::kE4M3 : Float8::kE5M2));
+  }
   if (is_narrow_float(d)) {
     llvm::APFloat f(o.fval);
     bool lost;

@@ -251,7 +251,7 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
       return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease);
     }
     llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(2));
+    llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(d.bytes()));
     first->setAtomic(llvm::AtomicOrdering::Monotonic);
     llvm::BasicBlock* retry = llvm::BasicBlock::Create(ctx_, "atomic.retry", fn_);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
@@ -259,7 +259,7 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
     b_.SetInsertPoint(retry);
     llvm::PHINode* old = b_.CreatePHI(t, 2);
     old->addIncoming(first, pre);
-    auto* cx = b_.CreateAtomicCmpXchg(p, old, ops_.binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(2),
+    auto* cx = b_.CreateAtomicCmpXchg(p, old, ops_.binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(d.bytes()),
                                       llvm::AtomicOrdering::AcquireRelease, llvm::AtomicOrdering::Monotonic);
     old->addIncoming(b_.CreateExtractValue(cx, 0), retry);
     b_.CreateCondBr(b_.CreateExtractValue(cx, 1), done, retry);

@@ -1,7 +1,10 @@
 #include "codegen/scalar_ops.h"
 
-#include "codegen/math_f64.h"
+#include <cmath>
+
+#include "base/float8.h"
 #include "base/status.h"
+#include "codegen/math_f64.h"
 
 namespace tessel::codegen {
 
@@ -24,6 +27,9 @@ llvm::Type* ScalarOps::reg_type(DType d) {
     case ScalarKind::kF16:
     case ScalarKind::kBF16:
       return b_.getInt16Ty();
+    case ScalarKind::kF8E4M3:
+    case ScalarKind::kF8E5M2:
+      return b_.getInt8Ty();
     case ScalarKind::kF32:
       return b_.getFloatTy();
     case ScalarKind::kF64:
@@ -32,13 +38,68 @@ llvm::Type* ScalarOps::reg_type(DType d) {
   return nullptr;
 }
 
+namespace {
+
+Float8 float8_of(DType d) { return d == f8e4m3 ? Float8::kE4M3 : Float8::kE5M2; }
+
+}  // namespace
+
+// base/float8.h's float8_to_float, in IR.
+llvm::Value* ScalarOps::widen_float8(llvm::Value* v, DType d) {
+  const Float8Format fmt = float8_format(float8_of(d));
+  const int m_bits = fmt.mantissa_bits, top = (1 << fmt.exponent_bits) - 1;
+  llvm::Value* x = b_.CreateZExt(v, b_.getInt32Ty());
+  llvm::Value* sign = b_.CreateShl(b_.CreateAnd(x, 0x80), 24);
+  llvm::Value* e = b_.CreateAnd(b_.CreateLShr(x, m_bits), top);
+  llvm::Value* m = b_.CreateAnd(x, (1 << m_bits) - 1);
+  llvm::Value* normal = b_.CreateOr(b_.CreateShl(b_.CreateAdd(e, b_.getInt32(127 - fmt.bias)), 23),
+                                    b_.CreateShl(m, 23 - m_bits));
+  llvm::Value* sub = b_.CreateBitCast(
+      b_.CreateFMul(b_.CreateUIToFP(m, b_.getFloatTy()),
+                    llvm::ConstantFP::get(b_.getFloatTy(), std::ldexp(1.0, 1 - fmt.bias - m_bits))),
+      b_.getInt32Ty());
+  llvm::Value* mag = b_.CreateSelect(b_.CreateICmpEQ(e, b_.getInt32(0)), sub, normal);
+  llvm::Value* special = fmt.infinities ? b_.CreateICmpEQ(e, b_.getInt32(top))
+                                        : b_.CreateICmpEQ(b_.CreateAnd(x, 0x7F), b_.getInt32(0x7F));
+  llvm::Value* special_bits =
+      fmt.infinities ? b_.CreateSelect(b_.CreateICmpEQ(m, b_.getInt32(0)), b_.getInt32(0x7F800000), b_.getInt32(0x7FC00000))
+                     : b_.getInt32(0x7FC00000);
+  mag = b_.CreateSelect(special, special_bits, mag);
+  return b_.CreateBitCast(b_.CreateOr(sign, mag), b_.getFloatTy());
+}
+
+// base/float8.h's float_to_float8, in IR.
+llvm::Value* ScalarOps::narrow_float8(llvm::Value* v, DType d) {
+  const Float8 f = float8_of(d);
+  const Float8Format fmt = float8_format(f);
+  const int m_bits = fmt.mantissa_bits, min_exponent = 1 - fmt.bias, shift = 23 - m_bits;
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Value* bits = b_.CreateBitCast(v, i32);
+  llvm::Value* sign = b_.CreateAnd(b_.CreateLShr(bits, 24), 0x80);
+  llvm::Value* abs_bits = b_.CreateAnd(bits, 0x7FFFFFFF);
+  llvm::Value* a = b_.CreateBitCast(abs_bits, b_.getFloatTy());
+  auto f32 = [&](double x) { return llvm::ConstantFP::get(b_.getFloatTy(), x); };
+  llvm::Value* big = f32(std::ldexp(1.0, 23 + min_exponent - m_bits));
+  llvm::Value* sub = b_.CreateSub(b_.CreateBitCast(b_.CreateFAdd(a, big), i32), b_.CreateBitCast(big, i32));
+  llvm::Value* rounded = b_.CreateLShr(
+      b_.CreateAdd(abs_bits, b_.CreateAdd(b_.CreateAnd(b_.CreateLShr(abs_bits, shift), 1), b_.getInt32((1 << (shift - 1)) - 1))),
+      shift);
+  llvm::Value* normal = b_.CreateSub(rounded, b_.getInt32((127 - fmt.bias) << m_bits));
+  llvm::Value* mag = b_.CreateSelect(b_.CreateFCmpOLT(a, f32(std::ldexp(1.0, min_exponent))), sub, normal);
+  mag = b_.CreateSelect(b_.CreateFCmpOGE(a, f32(float8_to_float(fmt.max_finite, f))), b_.getInt32(fmt.max_finite), mag);
+  mag = b_.CreateSelect(b_.CreateFCmpUNO(v, v), b_.getInt32(fmt.nan), mag);
+  return b_.CreateTrunc(b_.CreateOr(sign, mag), b_.getInt8Ty());
+}
+
 llvm::Value* ScalarOps::widen(llvm::Value* v, DType d) {
+  if (d == f8e4m3 || d == f8e5m2) return widen_float8(v, d);
   if (d == f16) return b_.CreateFPExt(b_.CreateBitCast(v, b_.getHalfTy()), b_.getFloatTy());
   if (d == bf16) return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
   return v;
 }
 
 llvm::Value* ScalarOps::narrow(llvm::Value* v, DType d) {
+  if (d == f8e4m3 || d == f8e5m2) return narrow_float8(v, d);
   if (d == f16) return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
   if (d != bf16) return v;
   if (target_.rounds_to_bf16()) return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
@@ -216,8 +277,9 @@ llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* 
 }
 
 llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x) {
-  if (is_narrow_float(d) && (op == OpCode::kNeg || op == OpCode::kAbs)) {
-    return op == OpCode::kNeg ? b_.CreateXor(x, 0x8000) : b_.CreateAnd(x, 0x7FFF);
+  if (is_narrow_float(d) && (op == OpCode::kNeg || op == OpCode::kAbs)) {  // the sign bit
+    const uint64_t sign = uint64_t{1} << (d.bits() - 1);
+    return op == OpCode::kNeg ? b_.CreateXor(x, sign) : b_.CreateAnd(x, sign - 1);
   }
   if (op == OpCode::kNeg) return d.is_float() ? b_.CreateFNeg(x) : b_.CreateNeg(x);
   if (op == OpCode::kNot) return b_.CreateNot(x);

@@ -13,7 +13,7 @@
 
 namespace tessel::codegen {
 
-inline bool is_narrow_float(DType d) { return d == f16 || d == bf16; }
+inline bool is_narrow_float(DType d) { return d == f16 || d == bf16 || d == f8e4m3 || d == f8e5m2; }
 
 class ScalarOps {
  public:
@@ -24,6 +24,9 @@ class ScalarOps {
   llvm::Value* widen(llvm::Value* v, DType d);
   // f32 -> f16/bf16 bits, rounding to nearest even; other types pass through.
   llvm::Value* narrow(llvm::Value* v, DType d);
+  // The 8-bit floats' conversions (base/float8.h).
+  llvm::Value* widen_float8(llvm::Value* v, DType d);
+  llvm::Value* narrow_float8(llvm::Value* v, DType d);
   llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y);
   llvm::Value* unary(OpCode op, DType d, llvm::Value* x);
   llvm::Value* convert(llvm::Value* x, DType from, DType to);

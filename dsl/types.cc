@@ -16,12 +16,12 @@ struct DTypeInfo {
   bool is_signed;
 };
 
-constexpr std::array<DTypeInfo, 13> kInfo = {{
+constexpr std::array<DTypeInfo, 15> kInfo = {{
     {"i1", 1, false, false},    {"i8", 8, false, true},     {"i16", 16, false, true},
     {"i32", 32, false, true},   {"i64", 64, false, true},   {"u8", 8, false, false},
     {"u16", 16, false, false},  {"u32", 32, false, false},  {"u64", 64, false, false},
     {"f16", 16, true, true},    {"bf16", 16, true, true},   {"f32", 32, true, true},
-    {"f64", 64, true, true},
+    {"f64", 64, true, true},    {"f8e4m3", 8, true, true},  {"f8e5m2", 8, true, true},
 }};
 
 const DTypeInfo& info(DType d) { return kInfo[static_cast<int>(d.kind)]; }

@@ -12,7 +12,7 @@
 namespace tessel {
 
 enum class ScalarKind : uint8_t {
-  kI1, kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64,
+  kI1, kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64, kF8E4M3, kF8E5M2,
 };
 
 // A scalar element type. The constants below (tessel::f32, ...) are the
@@ -44,6 +44,10 @@ inline constexpr DType f16{ScalarKind::kF16};
 inline constexpr DType bf16{ScalarKind::kBF16};
 inline constexpr DType f32{ScalarKind::kF32};
 inline constexpr DType f64{ScalarKind::kF64};
+// 8-bit floats (base/float8.h): casts to them round to nearest even and
+// saturate at the largest finite value.
+inline constexpr DType f8e4m3{ScalarKind::kF8E4M3};
+inline constexpr DType f8e5m2{ScalarKind::kF8E5M2};
 
 // Parses a dtype name such as "bf16".
 absl::StatusOr<DType> parse_dtype(absl::string_view name);

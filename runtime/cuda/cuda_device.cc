@@ -137,6 +137,9 @@ CUtensorMapDataType tma_data_type(ScalarKind kind) {
       return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     case ScalarKind::kF64:
       return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    case ScalarKind::kF8E4M3:
+    case ScalarKind::kF8E5M2:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT8;  // the TMA moves bytes; it has no 8-bit float type
     case ScalarKind::kI1:
       break;  // validate() rejects it
   }

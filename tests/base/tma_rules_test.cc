@@ -51,7 +51,7 @@ TEST(TmaRules, Dtype) {
     EXPECT_OK(tma::check_dtype(d)) << std::string(d.name());
   }
   EXPECT_RULE(tma::check_dtype(i1), "dtype i1 is not a TMA data type");
-  const int past = static_cast<int>(ScalarKind::kF64) + 1;
+  const int past = static_cast<int>(ScalarKind::kF8E5M2) + 1;
   EXPECT_RULE(tma::check_dtype(DType{static_cast<ScalarKind>(past)}), absl::StrCat("dtype ", past, " is unknown"));
 }
 
@@ -74,6 +74,9 @@ TEST(TmaRules, OutOfBoundsFill) {
   for (DType d : {f16, bf16, f32, f64}) EXPECT_OK(tma::check_oob_fill(TensorMapOobFill::kNan, d));
   EXPECT_RULE(tma::check_oob_fill(TensorMapOobFill::kNan, u8),
               "NaN out-of-bounds fill needs a floating-point dtype, got u8");
+  EXPECT_OK(tma::check_oob_fill(TensorMapOobFill::kZero, f8e4m3));
+  EXPECT_RULE(tma::check_oob_fill(TensorMapOobFill::kNan, f8e5m2),
+              "NaN out-of-bounds fill is not available for f8e5m2 (the TMA moves 8-bit floats as bytes)");
   EXPECT_RULE(tma::check_oob_fill(static_cast<TensorMapOobFill>(2), f32), "out-of-bounds fill 2 is unknown");
 }
 

@@ -268,5 +268,20 @@ TEST(Ptx, RejectsKernelsOverTheSharedMemoryLimit) {
   EXPECT_THAT(compile_ptx(*k.build(), {}).status().message(), HasSubstr("bytes of shared memory per program"));
 }
 
+// 8-bit floats compile for NVIDIA GPUs: loads and stores of bytes, and
+// the conversions as integer arithmetic (the same as the host's).
+TEST(Ptx, Float8CastsAndArithmetic) {
+  for (DType d : {f8e4m3, f8e5m2}) {
+    KernelBuilder k("float8");
+    Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(d), "y"), out = k.arg(ptr(d), "out");
+    Value idx = k.program_id() * 128 + k.arange(0, 128);
+    store(out + idx, cast(load(x + idx), d) + load(y + idx));
+    absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr("st.global.u8"));
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
 }  // namespace
 }  // namespace tessel
