@@ -62,7 +62,8 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
     return absl::InternalError(absl::StrCat("codegen produced invalid LLVM IR for kernel '", ir_.name, "': ", err));
   }
   const int64_t shared = smem_peak_ > 0 ? smem_peak_ + target_.shared_base_slack() : 0;
-  return LoweredKernel{std::move(module), fn_->getName().str(), shared};
+  return LoweredKernel{std::move(module), fn_->getName().str(), shared,
+                       !store_tiles_.empty() || !outer_pipelines_.empty()};
 }
 
 void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
@@ -89,14 +90,16 @@ llvm::Value* Lowering::new_buffer(const Type& tile) {
 
 void Lowering::tile_loop(const Shape& shape,
                          const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& body) {
+  tile_loop(numel(shape), [&](llvm::Value* lin) { body(unravel(lin, shape), lin); });
+}
+
+std::vector<llvm::Value*> Lowering::unravel(llvm::Value* lin, const Shape& shape) {
   std::vector<int64_t> st = strides(shape);
-  tile_loop(numel(shape), [&](llvm::Value* lin) {
-    std::vector<llvm::Value*> idx(shape.size());
-    for (size_t d = 0; d < shape.size(); ++d) {
-      idx[d] = b_.CreateURem(b_.CreateUDiv(lin, b_.getInt64(st[d])), b_.getInt64(shape[d]));
-    }
-    body(idx, lin);
-  });
+  std::vector<llvm::Value*> idx(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    idx[d] = b_.CreateURem(b_.CreateUDiv(lin, b_.getInt64(st[d])), b_.getInt64(shape[d]));
+  }
+  return idx;
 }
 
 llvm::Value* Lowering::linear_index(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& stride) {
@@ -180,10 +183,10 @@ void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)
     return v->getType() == mt ? v : b_.CreateZExt(v, mt);
   };
   // Whether slots `slot` and `slot + 1` hold an even element and the one
-  // after it in every thread: then one store of both.
+  // after it in every thread (so both are valid everywhere): then one store
+  // of both.
   auto pair = [&](int64_t slot) {
     if (slot % 2 != 0 || slot + 1 >= layout.slots()) return false;
-    if (layout.valid(b_, thread_, slot) != nullptr || layout.valid(b_, thread_, slot + 1) != nullptr) return false;
     for (int t = 0; t < layout.threads(); ++t) {
       const int64_t e = layout.element_at(t, slot);
       if (e < 0 || e % 2 != 0 || layout.element_at(t, slot + 1) != e + 1) return false;
@@ -331,12 +334,12 @@ absl::Status Lowering::op(const Op& o) {
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts, int64_t shared_limit) {
   // The most overlap that fits: held store tiles and rings across loops,
-  // then one of them, then neither.
+  // then one of them, then neither (a kernel that overlaps nothing is as
+  // small as it gets: the last choice always returns).
   static constexpr Lowering::Overlap kChoices[] = {{true, true}, {true, false}, {false, true}, {false, false}};
   for (const Lowering::Overlap& overlap : kChoices) {
     TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
-    const bool last = &overlap == &kChoices[std::size(kChoices) - 1];
-    if (shared_limit == 0 || lowered.shared_bytes <= shared_limit || last) return lowered;
+    if (shared_limit == 0 || lowered.shared_bytes <= shared_limit || !lowered.overlapped) return lowered;
   }
   return absl::InternalError("lower: no overlap choice");
 }

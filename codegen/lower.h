@@ -16,6 +16,9 @@ struct LoweredKernel {
   std::unique_ptr<llvm::Module> module;
   std::string entry;          // the kernel function's symbol
   int64_t shared_bytes = 0;   // shared memory the kernel needs per program
+  // Whether shared memory went to overlap (held store tiles, rings across
+  // loops), which a kernel over the limit may do without.
+  bool overlapped = false;
 };
 
 // `facts` are what the code may assume about the launch's arguments.

@@ -161,17 +161,25 @@ llvm::Value* Lowering::trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value*
   return b_.CreateSelect(ahead, count, b_.getInt64(0));
 }
 
-void Lowering::issue_run(const Op& loop, Pipeline& p, llvm::Value* first, int from, int to, llvm::Value* outer_iv) {
-  // The run's bounds: this run's, or those of outer's iteration outer_iv.
-  auto bound = [&](int k) {
-    return outer_iv == nullptr ? val(loop.operands[k]) : value_in_iteration(*p.outer, loop.operands[k], outer_iv);
-  };
-  llvm::Value *lo = bound(0), *step = bound(2);
-  llvm::Value* trips = trip_count(lo, bound(1), step, ir_.type(loop.operands[0]).dtype().is_signed());
-  for (int j = from; j < to; ++j) {
-    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), trips), [&] {
-      llvm::Value* iv = b_.CreateAdd(lo, b_.CreateMul(step, llvm::ConstantInt::get(lo->getType(), j)));
-      issue_stage(loop, p, iv, b_.CreateURem(b_.CreateAdd(first, b_.getInt64(j)), b_.getInt64(p.stages)), outer_iv);
+Lowering::Run Lowering::run_in(const Op& loop, const Op& outer, llvm::Value* outer_iv) {
+  auto bound = [&](int k) { return value_in_iteration(outer, loop.operands[k], outer_iv); };
+  Run run{bound(0), bound(2), nullptr};
+  run.trips = trip_count(run.lo, bound(1), run.step, ir_.type(loop.operands[0]).dtype().is_signed());
+  return run;
+}
+
+void Lowering::issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* stage,
+                               llvm::Value* outer_iv) {
+  llvm::Value* iv = b_.CreateAdd(run.lo, b_.CreateMul(run.step, b_.CreateTrunc(j, run.lo->getType())));
+  issue_stage(loop, p, iv, stage, outer_iv);
+}
+
+void Lowering::issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Value* count, llvm::Value* first,
+                           llvm::Value* outer_iv) {
+  for (int j = 0; j + 1 < p.stages; ++j) {
+    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), count), [&] {
+      llvm::Value* stage = b_.CreateURem(b_.CreateAdd(first, b_.getInt64(j)), b_.getInt64(p.stages));
+      issue_iteration(loop, p, run, b_.getInt64(j), stage, outer_iv);
     });
   }
 }
@@ -197,7 +205,8 @@ void Lowering::begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Valu
   allocate_rings(p);
   target_.program_barrier(b_);  // every thread is done with what the rings held before
   emit_if(b_, go, [&] {
-    issue_run(loop, p, b_.CreateLoad(b_.getInt64Ty(), p.used), 0, p.stages - 1, lo);
+    const Run run = run_in(loop, outer, lo);
+    issue_first(loop, p, run, run.trips, b_.CreateLoad(b_.getInt64Ty(), p.used), lo);
   });
 }
 
@@ -215,13 +224,7 @@ void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step
   // Every thread is done with what the rings held before.
   target_.program_barrier(b_);
   p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
-  llvm::Type* it = lo->getType();
-  for (int j = 0; j + 1 < p.stages; ++j) {
-    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), trips), [&] {
-      llvm::Value* iv = b_.CreateAdd(lo, b_.CreateMul(step, llvm::ConstantInt::get(it, j)));
-      issue_stage(loop, p, iv, b_.CreateURem(b_.CreateAdd(p.first, b_.getInt64(j)), b_.getInt64(p.stages)));
-    });
-  }
+  issue_first(loop, p, Run{lo, step, trips}, trips, p.first, nullptr);
 }
 
 void Lowering::enter_stage(const Op& loop, llvm::Value* i) {
@@ -258,16 +261,9 @@ void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::V
   // Past this run's end: the next run's iteration ahead - trips.
   auto [outer_iv, more] = next_outer(*p.outer);
   emit_if(b_, b_.CreateAnd(b_.CreateNot(own), more), [&] {
-    const Op& l = loop;
-    llvm::Value* lo = value_in_iteration(*p.outer, l.operands[0], outer_iv);
-    llvm::Value* st = value_in_iteration(*p.outer, l.operands[2], outer_iv);
-    llvm::Value* next_trips =
-        trip_count(lo, value_in_iteration(*p.outer, l.operands[1], outer_iv), st, ir_.type(l.operands[0]).dtype().is_signed());
+    const Run next = run_in(loop, *p.outer, outer_iv);
     llvm::Value* j = b_.CreateSub(ahead, trips);
-    emit_if(b_, b_.CreateICmpSLT(j, next_trips), [&] {
-      llvm::Value* next_iv = b_.CreateAdd(lo, b_.CreateMul(st, b_.CreateTrunc(j, lo->getType())));
-      issue_stage(loop, p, next_iv, stage, outer_iv);
-    });
+    emit_if(b_, b_.CreateICmpSLT(j, next.trips), [&] { issue_iteration(loop, p, next, j, stage, outer_iv); });
   });
 }
 
@@ -279,14 +275,21 @@ void Lowering::end_pipeline(const Op& loop, llvm::Value* trips) {
     return;
   }
   // A run shorter than stages - 1 left the next run's first loads
-  // [0, stages - 1 - trips) to issue here.
+  // [0, stages - 1 - trips) to issue here, each under its own guard with
+  // the next run's bounds computed there (computed once ahead, they stay
+  // live into the epilogue: ptxas spilled more of the fused GEMM's).
   auto [outer_iv, more] = next_outer(*p.outer);
   emit_if(b_, b_.CreateAnd(more, b_.CreateICmpSLT(trips, b_.getInt64(p.stages - 1))), [&] {
     target_.program_barrier(b_);
     llvm::Value* next_first = b_.CreateAdd(p.first, trips);
     for (int j = 0; j + 1 < p.stages; ++j) {
-      emit_if(b_, b_.CreateICmpSLT(b_.CreateAdd(trips, b_.getInt64(j)), b_.getInt64(p.stages - 1)),
-              [&] { issue_run(loop, p, next_first, j, j + 1, outer_iv); });
+      emit_if(b_, b_.CreateICmpSLT(b_.CreateAdd(trips, b_.getInt64(j)), b_.getInt64(p.stages - 1)), [&] {
+        const Run next = run_in(loop, *p.outer, outer_iv);
+        emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), next.trips), [&] {
+          llvm::Value* stage = b_.CreateURem(b_.CreateAdd(next_first, b_.getInt64(j)), b_.getInt64(p.stages));
+          issue_iteration(loop, p, next, b_.getInt64(j), stage, outer_iv);
+        });
+      });
     }
   });
 }

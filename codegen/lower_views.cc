@@ -49,17 +49,11 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     // layout (an accumulator's, for the epilogue): each slot reads its
     // element from the operand's buffer.
     const Layout& want = *wanted_[o.results[0]];
-    const std::vector<int64_t> out_strides = strides(rt.shape());
     std::vector<llvm::Value*> out;
     for (int64_t slot = 0; slot < want.slots(); ++slot) {
       llvm::Value* e = want.element(b_, thread_, slot);
       if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
-      llvm::Value* from = b_.getInt64(0);
-      for (int d = 0; d < rt.rank(); ++d) {
-        llvm::Value* idx = b_.CreateURem(b_.CreateUDiv(e, b_.getInt64(out_strides[d])), b_.getInt64(rt.shape()[d]));
-        if (map[d] != 0) from = b_.CreateAdd(from, b_.CreateMul(idx, b_.getInt64(map[d])));
-      }
-      out.push_back(load_elem(src, in, from));
+      out.push_back(load_elem(src, in, linear_index(unravel(e, rt.shape()), map)));
     }
     set_regs(o, std::move(out));
     return absl::OkStatus();

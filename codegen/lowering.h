@@ -113,6 +113,8 @@ class Lowering {
     return s;
   }
   llvm::Value* linear_index(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& stride);
+  // The index per dimension (i64) of row-major element `lin` of `shape`.
+  std::vector<llvm::Value*> unravel(llvm::Value* lin, const Shape& shape);
   void copy_tile(llvm::Value* dst, llvm::Value* src, const Type& tile) {
     tile_loop(tile.numel(), [&](llvm::Value* i) { store_elem(dst, tile, i, load_elem(src, tile, i)); });
   }
@@ -351,10 +353,20 @@ class Lowering {
   void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv = nullptr);
   // The iterations (i64) of a loop from lo to hi by step (its type).
   llvm::Value* trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value* step, bool is_signed);
-  // Issues the loads of iterations [from, to) of `loop` in the run of outer
-  // iteration `outer_iv` (nullptr: this run), whose stage count starts at
-  // `first` (i64); only those below that run's trip count.
-  void issue_run(const Op& loop, Pipeline& p, llvm::Value* first, int from, int to, llvm::Value* outer_iv);
+  // A run of a loop: its first induction variable and step (the loop's
+  // type) and its trip count (i64).
+  struct Run {
+    llvm::Value *lo, *step, *trips;
+  };
+  // The run of `loop` in iteration `outer_iv` of `outer`, the loop around it.
+  Run run_in(const Op& loop, const Op& outer, llvm::Value* outer_iv);
+  // Issues the loads of iteration `j` (i64) of `run` into stage `stage`.
+  void issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* stage,
+                       llvm::Value* outer_iv);
+  // Issues the loads of `run`'s first stages - 1 iterations, those below
+  // `count` (i64), into the stages after `first` (the run's stage count).
+  void issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Value* count, llvm::Value* first,
+                   llvm::Value* outer_iv);
   // The loop `loop` (pipelining `loads`) sits in directly, when its ring can
   // run across that loop's iterations; else nullptr.
   const Op* runs_across(const Op& loop, const std::vector<const Op*>& loads) const;
