@@ -7,30 +7,12 @@
 
 #include "base/float8.h"
 #include "tests/codegen/host_test_util.h"
+#include "tests/float8_reference.h"
 
 namespace tessel::testing {
 namespace {
 
 constexpr int kN = 512;
-
-// The nearest finite value to x (ties to an even mantissa), saturating, NaN
-// to NaN: the rounding of any real, f64 included.
-uint8_t nearest(double x, Float8 f) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  if (std::isnan(x)) return sign | float8_format(f).nan;
-  double best = INFINITY;
-  int pick = 0;
-  for (int b = 0; b < 256; ++b) {
-    const double v = float8_to_float(static_cast<uint8_t>(b), f);
-    if (!std::isfinite(v) || (v == 0 && (b & 0x80) != sign)) continue;
-    const double d = std::fabs(v - x);
-    if (d < best || (d == best && (b & 1) == 0)) {
-      best = d;
-      pick = b;
-    }
-  }
-  return static_cast<uint8_t>(pick);
-}
 
 bool same(uint8_t got, uint8_t want, Float8 f) {
   return got == want || (std::isnan(float8_to_float(got, f)) && std::isnan(float8_to_float(want, f)));
@@ -76,7 +58,7 @@ TEST_P(Float8Kernels, CastsAndArithmeticRoundLikeTheHostHelpers) {
   int bad = 0;
   for (int i = 0; i < kN; ++i) {
     const float av = float8_to_float(a[i], f), bv = float8_to_float(b[i], f);
-    const uint8_t want[5] = {float_to_float8(fs[i], f), nearest(ds[i], f), nearest(is[i], f),
+    const uint8_t want[5] = {float_to_float8(fs[i], f), nearest_float8(ds[i], f), nearest_float8(is[i], f),
                              float_to_float8(av + bv, f), static_cast<uint8_t>(a[i] ^ 0x80)};
     for (int j = 0; j < 5; ++j) {
       if (!same(got8[j * kN + i], want[j], f) && bad++ < 10) {
