@@ -46,7 +46,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   mma_only_.assign(ir_.values.size(), false);
   if (threads_ > 0) {
     thread_ = target_.thread_index(b_);
-    plan_mma();
+    TESSEL_RETURN_IF_ERROR(plan_mma());
     plan_pipelines();
     want_slices();
   }

@@ -9,8 +9,21 @@
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
+namespace {
 
-void Lowering::plan_mma() {
+// A tile as stored in shared memory (SharedMatrix's data filled in later).
+SharedMatrix in_shared(int64_t rows, int64_t cols, bool k_major, Swizzle swizzle) {
+  SharedMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.k_major = k_major;
+  m.swizzle = swizzle;
+  return m;
+}
+
+}  // namespace
+
+absl::Status Lowering::plan_mma() {
   auto tma_tile = [&](int id) -> const Op* {
     int def = ir_.values[id].def_op;
     return def >= 0 && ir_.ops[def].op == OpCode::kTmaLoad ? &ir_.ops[def] : nullptr;
@@ -22,7 +35,7 @@ void Lowering::plan_mma() {
     const Type& bt = ir_.type(o.operands[1]);
     const Type& rt = ir_.type(o.results[0]);
     if (ir_.type(o.operands[2]).dtype() != rt.dtype()) continue;
-    MmaShape shape{at.dtype(), rt.dtype(), at.shape()[0], bt.shape()[1], at.shape()[1]};
+    MmaShape shape{at.dtype(), bt.dtype(), rt.dtype(), at.shape()[0], bt.shape()[1], at.shape()[1], !o.ints.empty()};
     // An operand as a TMA copy left it: a's [m, k] tile or b's [k, n] one,
     // or the transpose of a tile stored the other way round. Stored [*, k],
     // it is K-major.
@@ -36,18 +49,39 @@ void Lowering::plan_mma() {
       const Op* load = tma_tile(v);
       if (load == nullptr || !swizzled(ir_.type(load->operands[0]))) return std::nullopt;
       *tile = v;
-      return SharedMatrix{nullptr, k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle_of(load)};
+      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle_of(load));
     };
     int a_tile = -1, b_tile = -1;
     std::optional<SharedMatrix> a = stored(o.operands[0], shape.m, /*k_major_direct=*/true, &a_tile);
     std::optional<SharedMatrix> b = stored(o.operands[1], shape.n, /*k_major_direct=*/false, &b_tile);
-    if (!a || !b) continue;
+    if (!b) continue;
+    std::shared_ptr<const Layout> a_layout;
+    if (!a) {
+      // a computed in registers (P of P @ V): the register form, where the
+      // target has one; a is then wanted in the layout that form reads.
+      a_layout = target_.mma_register_a_layout(shape, *b);
+      if (a_layout == nullptr) continue;
+      a = in_shared(shape.m, shape.k, true, Swizzle::kNone);
+      a->registers = true;
+    }
     std::shared_ptr<const Layout> layout = target_.mma_layout(shape, *a, *b);
-    if (layout == nullptr) continue;
-    mma_dots_[&o] = MmaDot{shape, *a, *b, a_tile, b_tile, layout};
+    if (layout == nullptr) {
+      // Operands the instructions would read K-major but not as stored.
+      SharedMatrix ka = a->registers ? *a : in_shared(shape.m, shape.k, true, a->swizzle);
+      SharedMatrix kb = in_shared(shape.n, shape.k, true, b->swizzle);
+      if ((!a->k_major || !b->k_major) && target_.mma_layout(shape, ka, kb) != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", ir_.name, "': the dot at ", o.loc.file_name(), ":", o.loc.line(), " multiplies ",
+            shape.a.name(), " by ", shape.b.name(), " on the tensor cores only with K-major operands: load a as [m, k] ",
+            "boxes and b as [n, k] boxes read through trans (B given as N x K)"));
+      }
+      continue;
+    }
+    mma_dots_[&o] = MmaDot{shape, *a, *b, a_tile, b_tile, layout, a_layout};
     wanted_[o.results[0]] = layout;
+    if (a_layout != nullptr) wanted_[o.operands[0]] = a_layout;
   }
-  if (mma_dots_.empty()) return;
+  if (mma_dots_.empty()) return absl::OkStatus();
   // Loops that carry an accumulator carry it in its layout.
   for (const Op& o : ir_.ops) {
     if (o.op != OpCode::kFor) continue;
@@ -77,14 +111,21 @@ void Lowering::plan_mma() {
     return true;
   };
   for (const auto& [dot, plan] : mma_dots_) {
-    for (int v : {dot->operands[0], dot->operands[1], plan.a_tile, plan.b_tile}) mma_only_[v] = only(v);
+    for (int v : {dot->operands[0], dot->operands[1], plan.a_tile, plan.b_tile}) {
+      if (v >= 0 && !(plan.a.registers && v == dot->operands[0])) mma_only_[v] = only(v);
+    }
   }
+  return absl::OkStatus();
 }
 
 absl::Status Lowering::dot(const Op& o, const Type& rt) {
   if (auto it = mma_dots_.find(&o); it != mma_dots_.end()) {
     MmaDot d = it->second;
-    d.a.data = raw_tile(d.a_tile);
+    if (d.a.registers) {
+      d.a.regs = regs(o.operands[0], *d.a_layout);
+    } else {
+      d.a.data = raw_tile(d.a_tile);
+    }
     d.b.data = raw_tile(d.b_tile);
     set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout), in_flight(o)));
     return absl::OkStatus();
@@ -94,6 +135,7 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
   int64_t m = at.shape()[0], k = at.shape()[1], n = bt.shape()[1];
   DType in = at.dtype(), out_d = rt.dtype();
   DType acc_d = in == f64 ? f64 : (in == i8 ? i32 : f32);
+  const bool tf32 = !o.ints.empty();
   Type acc_tile = Type::tile(acc_d, rt.shape());
   // Where the sum goes: a new buffer that the target fills from c when c
   // already has the accumulation type, else c converted, summed into in place.
@@ -108,7 +150,7 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
   }
   llvm::Value* a = val(o.operands[0]);
   llvm::Value* bv = val(o.operands[1]);
-  target_.dot(b_, MatrixTile{a, in, m, k, k}, MatrixTile{bv, in, k, n, n}, MatrixTile{acc, acc_d, m, n, n},
+  target_.dot(b_, MatrixTile{a, in, m, k, k, tf32}, MatrixTile{bv, bt.dtype(), k, n, n, tf32}, MatrixTile{acc, acc_d, m, n, n},
               MatrixTile{sum, acc_d, m, n, n});
   if (acc_d == out_d) {
     set(o, sum);
@@ -133,6 +175,10 @@ void TargetInfo::dot(llvm::IRBuilder<>& b, const MatrixTile& lhs, const MatrixTi
   auto load = [&](const MatrixTile& t, llvm::Value* row, llvm::Value* col) {
     return b.CreateLoad(ops.reg_type(t.dtype), element(t, row, col));
   };
+  auto operand = [&](const MatrixTile& t, llvm::Value* row, llvm::Value* col) {
+    llvm::Value* v = ops.convert(load(t, row, col), t.dtype, acc_d);
+    return t.tf32 ? ops.round_to_tf32(v) : v;
+  };
   if (acc.data != result.data) {
     auto dense = [](const MatrixTile& t) { return t.row_stride == t.cols; };
     tile_loop(b, result.rows * result.cols, [&](llvm::Value* i) {
@@ -150,9 +196,9 @@ void TargetInfo::dot(llvm::IRBuilder<>& b, const MatrixTile& lhs, const MatrixTi
   const int64_t k = lhs.cols, n = rhs.cols;
   tile_loop(b, lhs.rows, [&](llvm::Value* mi) {
     emit_loop(b, b.getInt64(0), b.getInt64(k), b.getInt64(1), [&](llvm::Value* ki) {
-      llvm::Value* av = ops.convert(load(lhs, mi, ki), lhs.dtype, acc_d);
+      llvm::Value* av = operand(lhs, mi, ki);
       emit_loop(b, b.getInt64(0), b.getInt64(n), b.getInt64(1), [&](llvm::Value* ni) {
-        llvm::Value* bval = ops.convert(load(rhs, ki, ni), rhs.dtype, acc_d);
+        llvm::Value* bval = operand(rhs, ki, ni);
         llvm::Value* p = element(result, mi, ni);
         llvm::Value* cur = b.CreateLoad(ops.reg_type(acc_d), p);
         llvm::Value* prod = acc_d.is_float() ? b.CreateFMul(av, bval) : b.CreateMul(av, bval);

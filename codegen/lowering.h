@@ -287,7 +287,7 @@ class Lowering {
   absl::Status tma_load(const Op& o, const Type& rt);
   absl::Status tma_store(const Op& o);
 
-  // acc + a @ b, accumulating in f32 (f16, bf16, f32 inputs), f64 or i32:
+  // acc + a @ b, accumulating in f32 (f16, bf16, f32, fp8 inputs), f64 or i32:
   // the accumulator is converted here, the product is the target's
   // (TargetInfo::dot), or its matrix instructions' (TargetInfo::mma) for
   // the dots plan_mma chose.
@@ -296,16 +296,19 @@ class Lowering {
   // ---- Matrix instructions (lower_dot.cc) ---------------------------------------
   // A dot whose operands TMA left in shared memory in a form the target's
   // matrix instructions read: a [m, k] tile, and b either a [k, n] tile or
-  // the transpose of an [n, k] one (B given as N x K). Its accumulator, and
-  // the loop values that carry it, take the target's register layout.
+  // the transpose of an [n, k] one (B given as N x K); or b so and a a value
+  // in registers, where the target multiplies one from there (a is then
+  // wanted in the layout that form reads). Its accumulator, and the loop
+  // values that carry it, take the target's register layout.
   struct MmaDot {
     MmaShape shape;
     SharedMatrix a, b;   // data filled in when the dot is lowered
-    int a_tile, b_tile;  // the tma_load results holding them
+    int a_tile, b_tile;  // the tma_load results holding them (a_tile -1 for a in registers)
     std::shared_ptr<const Layout> layout;
+    std::shared_ptr<const Layout> a_layout;  // a's, when in registers
   };
   // Chooses the dots (before any op is lowered, since layouts follow).
-  void plan_mma();
+  absl::Status plan_mma();
   // The shared tile tma_load result `tile` is held in, as the copy engine
   // wrote it (swizzled where the map is).
   llvm::Value* raw_tile(int tile) { return raw_tiles_.contains(tile) ? raw_tiles_.at(tile) : val(tile); }

@@ -68,6 +68,14 @@ llvm::Value* ScalarOps::widen_float8(llvm::Value* v, DType d) {
   return b_.CreateBitCast(b_.CreateOr(sign, mag), b_.getFloatTy());
 }
 
+llvm::Value* ScalarOps::round_to_tf32(llvm::Value* v) {
+  llvm::Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
+  llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(bits, 13), 1);
+  llvm::Value* rounded = b_.CreateAnd(b_.CreateAdd(bits, b_.CreateAdd(odd, b_.getInt32(0xFFF))), ~0x1FFF);
+  llvm::Value* finite = b_.CreateICmpNE(b_.CreateAnd(bits, 0x7F800000), b_.getInt32(0x7F800000));
+  return b_.CreateBitCast(b_.CreateSelect(finite, rounded, bits), b_.getFloatTy());
+}
+
 // base/float8.h's float_to_float8, in IR.
 llvm::Value* ScalarOps::narrow_float8(llvm::Value* v, DType d) {
   const Float8 f = float8_of(d);

@@ -27,6 +27,9 @@ class ScalarOps {
   // The 8-bit floats' conversions (base/float8.h).
   llvm::Value* widen_float8(llvm::Value* v, DType d);
   llvm::Value* narrow_float8(llvm::Value* v, DType d);
+  // An f32 rounded to tf32's 10 mantissa bits, to nearest even (NaN and
+  // infinities kept; overflow rounds to infinity as f32's own rounding does).
+  llvm::Value* round_to_tf32(llvm::Value* v);
   llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y);
   llvm::Value* unary(OpCode op, DType d, llvm::Value* x);
   llvm::Value* convert(llvm::Value* x, DType from, DType to);

@@ -22,6 +22,7 @@ struct MatrixTile {
   DType dtype;                  // f16 and bf16 are held as their 16 bits
   int64_t rows = 0, cols = 0;
   int64_t row_stride = 0;  // elements from one row to the next: cols when dense
+  bool tf32 = false;       // f32 elements read rounded to tf32 (Precision::kTf32)
 };
 
 class Layout;
@@ -29,9 +30,10 @@ class Layout;
 // A matrix multiply-accumulate a target may run on its matrix instructions
 // (tensor cores): acc [m, n] += a [m, k] @ b [k, n].
 struct MmaShape {
-  DType in;   // a's and b's dtype
-  DType acc;  // the accumulator's
+  DType a, b;  // the operands' dtypes: one, or two fp8 kinds
+  DType acc;   // the accumulator's
   int64_t m = 0, n = 0, k = 0;
+  bool tf32 = false;  // f32 operands multiplied as tf32 (Precision::kTf32)
 };
 
 // An operand of such a product where a TMA copy left it in shared memory:
@@ -39,11 +41,15 @@ struct MmaShape {
 // the copy engine swizzles them. K-major: the rows run along m (for a) or n
 // (for b) and the columns along k (a stored [m, k]; b stored [n, k], as a
 // GEMM given B as N x K reads it); otherwise the rows run along k.
+// Or, for a alone, `registers`: a held in the threads' registers in the
+// layout mma_register_a_layout() gives, `regs` this thread's slots.
 struct SharedMatrix {
   llvm::Value* data = nullptr;  // the tile's first byte, in shared memory
   int64_t rows = 0, cols = 0;
   bool k_major = true;
   Swizzle swizzle = Swizzle::kNone;
+  bool registers = false;
+  std::vector<llvm::Value*> regs;
 };
 
 class TargetInfo {
@@ -118,6 +124,11 @@ class TargetInfo {
   // has none for them, and dot() runs instead.
   virtual std::shared_ptr<const Layout> mma_layout(const MmaShape& /*shape*/, const SharedMatrix& /*a*/,
                                                    const SharedMatrix& /*b*/) {
+    return nullptr;
+  }
+  // The layout a [m, k] must be in for a product with a in registers and b
+  // as `b` in shared memory, where the target has such a form; else nullptr.
+  virtual std::shared_ptr<const Layout> mma_register_a_layout(const MmaShape& /*shape*/, const SharedMatrix& /*b*/) {
     return nullptr;
   }
   // acc + a @ b on the matrix instructions, for a shape and operands

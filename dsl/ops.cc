@@ -566,7 +566,9 @@ void tma_store(const Value& map, const std::vector<Operand>& coords, const Value
   s->emit(OpCode::kTmaStore, operands, {}, loc);
 }
 
-Value dot(const Value& a, const Value& b, const Value& acc, Loc loc) {
+Value dot(const Value& a, const Value& b, const Value& acc, Loc loc) { return dot(a, b, acc, Precision::kIeee, loc); }
+
+Value dot(const Value& a, const Value& b, const Value& acc, Precision precision, Loc loc) {
   BuilderState* s = a.state();
   if (s == nullptr) return Value();
   int ia = s->use(a, "dot", loc);
@@ -583,18 +585,24 @@ Value dot(const Value& a, const Value& b, const Value& acc, Loc loc) {
     return s->fail(loc, absl::StrCat("dot: shapes do not chain: ", shape_str(ta.shape()), " @ ", shape_str(tb.shape()),
                                      " + ", shape_str(tc.shape())));
   }
-  if (ta.dtype() != tb.dtype()) {
-    return s->fail(loc, absl::StrCat("dot: a and b must have one dtype, got ", ta.dtype().name(), " and ",
-                                     tb.dtype().name()));
+  if (ta.dtype() != tb.dtype() && !(ta.dtype().is_float8() && tb.dtype().is_float8())) {
+    return s->fail(loc, absl::StrCat("dot: a and b must have one dtype (or be two fp8 kinds), got ", ta.dtype().name(),
+                                     " and ", tb.dtype().name()));
   }
   DType in = ta.dtype(), out = tc.dtype();
   bool ok = (in == f16 && (out == f32 || out == f16)) || (in == bf16 && out == f32) || (in == f32 && out == f32) ||
-            (in == f64 && out == f64) || (in == i8 && out == i32);
+            (in == f64 && out == f64) || (in == i8 && out == i32) || (in.is_float8() && out == f32);
   if (!ok) {
     return s->fail(loc, absl::StrCat("dot: no matrix product of ", in.name(), " operands into a ", out.name(),
-                                     " accumulator (f16->f32|f16, bf16->f32, f32->f32, f64->f64, i8->i32)"));
+                                     " accumulator (f16->f32|f16, bf16->f32, f32->f32, f64->f64, i8->i32, fp8->f32)"));
   }
-  return s->emit1(OpCode::kDot, {ia, ib, ic}, tc, loc);
+  if (precision == Precision::kTf32 && in != f32) {
+    return s->fail(loc, absl::StrCat("dot: tf32 precision multiplies f32 operands, got ", in.name(),
+                                     " (other dtypes take Precision::kIeee)"));
+  }
+  std::vector<int64_t> ints;
+  if (precision != Precision::kIeee) ints.push_back(static_cast<int64_t>(precision));
+  return s->emit1(OpCode::kDot, {ia, ib, ic}, tc, loc, std::move(ints));
 }
 
 }  // namespace tessel

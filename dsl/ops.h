@@ -61,7 +61,18 @@ Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc = L
 void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc = Loc::current());
 void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc = Loc::current());
 
-// acc + a @ b for a [M, K], b [K, N], acc [M, N].
+// How a dot multiplies f32 operands: exactly (kIeee), or with each operand
+// rounded to tf32 first (10 mantissa bits, f32's range), which Hopper's
+// tensor cores multiply at 8x the speed. Other dtypes take kIeee only.
+enum class Precision { kIeee, kTf32 };
+
+// acc + a @ b for a [M, K], b [K, N], acc [M, N]. Operands and accumulator:
+// f16 -> f32 or f16, bf16 -> f32, f32 -> f32, f64 -> f64, i8 -> i32, and
+// f8e4m3 / f8e5m2 -> f32 (a and b may mix the two fp8 kinds). On sm_90a a dot
+// whose operands are swizzled TMA boxes runs on the tensor cores; fp8 there
+// needs both operands K-major (a stored [M, K], b given as trans of an
+// [N, K] box).
 Value dot(const Value& a, const Value& b, const Value& acc, Loc loc = Loc::current());
+Value dot(const Value& a, const Value& b, const Value& acc, Precision precision, Loc loc = Loc::current());
 
 }  // namespace tessel

@@ -28,6 +28,7 @@ struct DType {
   bool is_int() const { return !is_float(); }
   bool is_signed() const;  // floats count as signed
   bool is_bool() const { return kind == ScalarKind::kI1; }
+  bool is_float8() const { return kind == ScalarKind::kF8E4M3 || kind == ScalarKind::kF8E5M2; }
   absl::string_view name() const;
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dsl/opcode_traits.h"
+#include "dsl/ops.h"
 #include "dsl/printer.h"
 
 namespace tessel {
@@ -98,7 +99,10 @@ class Verifier {
         break;
       }
       case OpCode::kDot:
-        if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2)) return fail(o, "malformed");
+        if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2) || o.ints.size() > 1) return fail(o, "malformed");
+        if (!o.ints.empty() && (o.ints[0] != static_cast<int64_t>(Precision::kTf32) || type(0).dtype() != f32)) {
+          return fail(o, "precision is tf32 on f32 operands or absent");
+        }
         break;
       default:
         break;

@@ -101,16 +101,19 @@ inline absl::StatusOr<Kernel> tile_transpose_kernel() {
 }
 
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
-// @ B, with A and B bf16 or f16 in swizzled TMA boxes of rows spanning 128
-// bytes (BK = 64) or whole panels of them, B given as N x K (K-major, read
-// through trans) or as K x N (MN-major: wgmma's transpose bit), A as M x K
-// or K x M the same way, persistent over output tiles taken in groups
-// of `group_m` tile rows (consecutive programs share B's tiles and then A's
-// in L2). On sm_90a the dot runs on wgmma with the accumulator in
-// registers, and the K loop is software-pipelined.
+// @ B, with A and B bf16, f16, fp8 (e4m3 or e5m2, per-tensor scales applied
+// to the f32 sum) or f32 (multiplied as tf32) in swizzled TMA boxes of rows
+// spanning 128 bytes (BK = 128 / element size) or whole panels of them, B
+// given as N x K (K-major, read through trans) or as K x N (MN-major:
+// wgmma's transpose bit, 16-bit types only), A as M x K or K x M the same
+// way, persistent over output tiles taken in groups of `group_m` tile rows
+// (consecutive programs share B's tiles and then A's in L2). On sm_90a the
+// dot runs on wgmma with the accumulator in registers, and the K loop is
+// software-pipelined.
 struct GemmConfig {
   int64_t bm = 128, bn = 128, bk = 64;
   DType in = bf16;
+  DType in_b = in;  // B's dtype: in, or with fp8 the other fp8 kind
   DType out = f32;
   bool b_nk = true;  // B stored N x K (else K x N)
   bool a_mk = true;  // A stored M x K (else K x M)
@@ -120,6 +123,10 @@ struct GemmConfig {
   // The epilogue: C = gelu(A @ B + bias) with bias [N] of dtype `in`, taken
   // by the kernel as a last argument; else C = A @ B.
   bool bias_gelu = false;
+  // C = scale_a * scale_b * (A @ B), the scales f32 scalars in device memory
+  // (per-tensor scales of fp8 operands), taken by the kernel after `bias`.
+  bool scaled = false;
+  bool tf32 = false;  // f32 operands multiplied as tf32 (Precision::kTf32)
 };
 
 // GELU in its tanh form, x/2 (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
@@ -138,11 +145,13 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   KernelBuilder k(std::move(name));
   Value a = g.a_mk ? k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle)   // A [M, K]
                    : k.tensor_map(g.in, {g.bk, g.bm}, "a", g.swizzle);  // A [K, M]
-  Value b = g.b_nk ? k.tensor_map(g.in, {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
-                   : k.tensor_map(g.in, {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
+  Value b = g.b_nk ? k.tensor_map(g.in_b, {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
+                   : k.tensor_map(g.in_b, {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
   Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.swizzle);  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
+  Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
+  Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
   Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
   Value per_group = tiles_n * g.group_m;
   k.for_each_tile(tiles_m * tiles_n, [&](Value t) {
@@ -155,10 +164,11 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
         [&](Value kk) {
           Value at = g.a_mk ? tma_load(a, {row, kk}) : trans(tma_load(a, {kk, row}));  // [BM, BK], smem
           Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
-          acc = dot(at, bt, acc);
+          acc = dot(at, bt, acc, g.tf32 ? Precision::kTf32 : Precision::kIeee);
         },
         {.stages = g.stages});
     Value out = acc;  // [BM, BN] f32, registers
+    if (g.scaled) out = out * (load(scale_a) * load(scale_b));
     if (g.bias_gelu) {
       Value cols = col + k.arange(0, g.bn);                       // [BN] i32
       Value b = cast(load(bias + cols, cols < n, 0.0), f32);      // [BN] f32
@@ -179,8 +189,8 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
   absl::StatusOr<TensorMap> am = g.a_mk ? device.tensor_map(g.in, a, {m, k}, {g.bm, g.bk}, g.swizzle)
                                         : device.tensor_map(g.in, a, {k, m}, {g.bk, g.bm}, g.swizzle);
   if (!am.ok()) return am.status();
-  absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.in, b, {n, k}, {g.bn, g.bk}, g.swizzle)
-                                        : device.tensor_map(g.in, b, {k, n}, {g.bk, g.bn}, g.swizzle);
+  absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.in_b, b, {n, k}, {g.bn, g.bk}, g.swizzle)
+                                        : device.tensor_map(g.in_b, b, {k, n}, {g.bk, g.bn}, g.swizzle);
   if (!bm.ok()) return bm.status();
   absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.swizzle);
   if (!cm.ok()) return cm.status();
@@ -195,6 +205,43 @@ inline constexpr int kMatmulWarps = 8;
 // tiles, 4 stages (faster where 128 x 256 tiles leave SMs idle).
 inline constexpr GemmConfig kMatmulNarrow = {.bm = 128, .bn = 128, .bk = 64, .out = bf16, .stages = 4};
 inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") { return gemm_kernel(kMatmul, std::move(name)); }
+
+// --- Attention forward, one head: O [L, D] (f32) = softmax(Q K^T * scale)
+// V for Q, K, V [L, D] (bf16), with the row softmax kept online (running
+// maximum and sum, flash-attention style) over [kAttnBN, D] blocks of K and
+// V. Each program takes [kAttnBM, D] blocks of Q. On sm_90a both dots run
+// on wgmma: S = Q K^T from shared memory, and P V with P (S's exponentials
+// rounded to bf16) taken from the registers S was computed in.
+inline constexpr int kAttnBM = 64, kAttnBN = 64;
+
+inline absl::StatusOr<Kernel> attention_kernel(int64_t d = 64, std::string name = "attention") {
+  KernelBuilder k(std::move(name));
+  Value q = k.tensor_map(bf16, {kAttnBM, d}, "q", Swizzle::k128B);
+  Value kt = k.tensor_map(bf16, {kAttnBN, d}, "k", Swizzle::k128B);
+  Value v = k.tensor_map(bf16, {kAttnBN, d}, "v", Swizzle::k128B);
+  Value o = k.tensor_map(f32, {kAttnBM, d}, "o");
+  Value len = k.arg(i32, "len");
+  Value scale = k.arg(f32, "scale");
+  k.for_each_tile(cdiv(len, kAttnBM), [&](Value t) {
+    Value row = t * kAttnBM;
+    Value qt = tma_load(q, {row, 0});                                  // [BM, D] bf16, smem
+    Var m = k.var(k.full({kAttnBM}, -INFINITY, f32));                  // [BM] running maximum
+    Var l = k.var(k.zeros({kAttnBM}, f32));                            // [BM] running sum
+    Var acc = k.var(k.zeros({kAttnBM, d}, f32));                       // [BM, D] f32, registers
+    k.for_range(0, len, kAttnBN, [&](Value j) {
+      Value s = dot(qt, trans(tma_load(kt, {j, 0})), k.zeros({kAttnBM, kAttnBN}, f32)) * scale;  // [BM, BN]
+      s = select(expand_dims(j + k.arange(0, kAttnBN) < len, 0), s, -INFINITY);
+      Value m_new = maximum(m, max(s, 1));                             // [BM]
+      Value p = exp(s - expand_dims(m_new, 1));                        // [BM, BN] f32
+      Value alpha = exp(m - m_new);                                    // [BM]
+      l = l * alpha + sum(p, 1);
+      acc = dot(cast(p, bf16), tma_load(v, {j, 0}), acc * expand_dims(alpha, 1));  // P from registers
+      m = m_new;
+    });
+    tma_store(o, {row, 0}, acc / expand_dims(l, 1));
+  });
+  return k.build();
+}
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:
 // rank r's shard is rows [r * rows, (r + 1) * rows), written by r's producer

@@ -132,6 +132,9 @@ class NvptxTarget final : public TargetInfo {
                                            const SharedMatrix& b) override {
     return nvptx::wgmma_layout(shape, a, b, threads_);
   }
+  std::shared_ptr<const Layout> mma_register_a_layout(const MmaShape& shape, const SharedMatrix& b) override {
+    return nvptx::wgmma_register_a_layout(shape, b, threads_);
+  }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
     return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_, in_flight);

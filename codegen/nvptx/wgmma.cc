@@ -1,6 +1,8 @@
 #include "codegen/nvptx/wgmma.h"
 
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,18 +58,24 @@ std::string register_list(int first, int count) {
 }
 
 // `text` (which names no operand of the accumulators) with every value of
-// `acc` passed through it: outputs "=f" tied to the inputs, so that LLVM
-// keeps each use of an accumulator on its side of the instruction.
+// `acc` (f32 accumulators, or b32 registers) passed through it: outputs
+// tied to the inputs, so that LLVM keeps each use of them on its side of
+// the instruction.
 std::vector<llvm::Value*> tied(llvm::IRBuilder<>& b, const std::string& text, const std::vector<llvm::Value*>& acc,
                                std::vector<llvm::Value*> leading = {}, const std::string& leading_constraints = "") {
   const int n = static_cast<int>(acc.size());
-  std::vector<std::string> outs(n, "=f"), ins;
+  std::vector<std::string> outs, ins;
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* v : acc) {
+    outs.push_back(v->getType()->isFloatTy() ? "=f" : "=r");
+    types.push_back(v->getType());
+  }
   if (!leading_constraints.empty()) ins.push_back(leading_constraints);
   for (int i = 0; i < n; ++i) ins.push_back(absl::StrCat(i));
   std::string constraints = absl::StrCat(absl::StrJoin(outs, ","), ",", absl::StrJoin(ins, ","), ",~{memory}");
   std::vector<llvm::Value*> args = std::move(leading);
   args.insert(args.end(), acc.begin(), acc.end());
-  auto* ret = llvm::StructType::get(b.getContext(), std::vector<llvm::Type*>(n, b.getFloatTy()));
+  auto* ret = llvm::StructType::get(b.getContext(), types);
   llvm::Value* r = inline_asm(b, ret, text, constraints, args);
   std::vector<llvm::Value*> out;
   for (int i = 0; i < n; ++i) out.push_back(b.CreateExtractValue(r, i));
@@ -80,30 +88,77 @@ std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int
   return std::make_shared<WgmmaLayout>(m, n, warpgroups);
 }
 
+namespace {
+
+// What wgmma multiplies: 16-bit floats (either operand K- or MN-major, a
+// from shared memory or registers), fp8 (e4m3 and e5m2 in any pairing) or
+// tf32, both of those K-major from shared memory. Each step takes 32 bytes
+// of k.
+struct Form {
+  std::string types;  // the instruction's ".a.b" suffix
+  int bytes = 0;      // per element
+  bool transposable = false;
+};
+
+std::optional<Form> form_of(const MmaShape& s) {
+  if (s.acc != f32) return std::nullopt;
+  if ((s.a == bf16 || s.a == f16) && s.b == s.a && !s.tf32) {
+    const std::string t = s.a == bf16 ? "bf16" : "f16";
+    return Form{absl::StrCat(".", t, ".", t), 2, true};
+  }
+  auto fp8 = [](DType d) { return d == f8e4m3 ? "e4m3" : "e5m2"; };
+  if (s.a.is_float8() && s.b.is_float8()) return Form{absl::StrCat(".", fp8(s.a), ".", fp8(s.b)), 1, false};
+  if (s.a == f32 && s.b == f32 && s.tf32) return Form{".tf32.tf32", 4, false};
+  return std::nullopt;
+}
+
+int64_t k_step(const Form& f) { return 32 / f.bytes; }
+
+// Whether `threads` threads can multiply m x n with an operand like `op`
+// along `mn` (a stored tile, or a in registers).
+bool operands_fit(const MmaShape& s, const Form& f, const SharedMatrix& op, int64_t mn) {
+  if (op.registers) return f.transposable;
+  const int64_t width = swizzle_bytes(op.swizzle), row = op.cols * f.bytes;
+  if (width == 0 || row % width != 0) return false;
+  if (op.k_major) return op.rows == mn && op.cols == s.k;
+  // MN-major: panels no wider than an m64 block, so that each block starts on one.
+  return f.transposable && op.rows == s.k && op.cols == mn && 64 % (width / f.bytes) == 0;
+}
+
+// The warpgroups `threads` make, where m and n suit them; else 0.
+int warpgroups_for(const MmaShape& s, const Form& f, int threads) {
+  if (threads % kWarpgroup != 0) return 0;
+  const int warpgroups = threads / kWarpgroup;
+  if (s.m % 64 != 0 || s.m / 64 % warpgroups != 0) return 0;
+  if (s.n % 8 != 0 || s.n < 8 || s.n > 256 || s.k % k_step(f) != 0) return 0;
+  if (s.m / 64 / warpgroups * (s.n / 2) > kMaxSlots) return 0;
+  return warpgroups;
+}
+
+}  // namespace
+
 std::shared_ptr<const Layout> wgmma_layout(const MmaShape& s, const SharedMatrix& a, const SharedMatrix& b,
                                            int threads) {
-  if ((s.in != bf16 && s.in != f16) || s.acc != f32) return nullptr;
-  if (threads % kWarpgroup != 0) return nullptr;
-  const int warpgroups = threads / kWarpgroup;
-  if (s.m % 64 != 0 || s.m / 64 % warpgroups != 0) return nullptr;
-  if (s.n % 8 != 0 || s.n < 8 || s.n > 256 || s.k % 16 != 0) return nullptr;
-  // Each operand as stored: [mn, k] (K-major) or [k, mn], its rows whole
-  // panels of the swizzle's width (an MN-major operand's panels no wider
-  // than an m64 block, so that each block starts on one).
-  auto fits = [&](const SharedMatrix& op, int64_t mn) {
-    const int64_t width = swizzle_bytes(op.swizzle), row = op.cols * s.in.bytes();
-    if (width == 0 || row % width != 0) return false;
-    if (op.k_major) return op.rows == mn && op.cols == s.k;
-    return op.rows == s.k && op.cols == mn && 64 % (width / s.in.bytes()) == 0;
-  };
-  if (!fits(a, s.m) || !fits(b, s.n)) return nullptr;
-  if (s.m / 64 / warpgroups * (s.n / 2) > kMaxSlots) return nullptr;
+  const std::optional<Form> f = form_of(s);
+  if (!f) return nullptr;
+  const int warpgroups = warpgroups_for(s, *f, threads);
+  if (warpgroups == 0 || !operands_fit(s, *f, a, s.m) || !operands_fit(s, *f, b, s.n)) return nullptr;
   return wgmma_accumulator_layout(s.m, s.n, warpgroups);
+}
+
+std::shared_ptr<const Layout> wgmma_register_a_layout(const MmaShape& s, const SharedMatrix& b, int threads) {
+  const std::optional<Form> f = form_of(s);
+  if (!f || !f->transposable) return nullptr;
+  const int warpgroups = warpgroups_for(s, *f, threads);
+  if (warpgroups == 0 || !operands_fit(s, *f, b, s.n) || s.m / 64 / warpgroups * (s.k / 2) > kMaxSlots) return nullptr;
+  // The fragment of a k16 step is the accumulator's of an m64n16 block: a
+  // [m, k] tile in the accumulator's layout holds every step's in order.
+  return wgmma_accumulator_layout(s.m, s.k, warpgroups);
 }
 
 namespace {
 
-// Where the k16 step `kk` of an operand's 64-row block `block` (0 for b)
+// Where the k step `kk` of an operand's 64-row block `block` (0 for b)
 // starts, in bytes from the tile: block * block_bytes + offset(kk).
 struct OperandSteps {
   int64_t block_bytes;
@@ -111,15 +166,22 @@ struct OperandSteps {
   uint64_t panel_bytes;  // the descriptor's leading byte offset
 };
 
-OperandSteps operand_steps(const SharedMatrix& op, DType in) {
-  const int64_t width = swizzle_bytes(op.swizzle), elems = width / in.bytes();
+OperandSteps operand_steps(const SharedMatrix& op, const Form& f) {
+  const int64_t width = swizzle_bytes(op.swizzle), elems = width / f.bytes, step = k_step(f);
   const int64_t panel = op.rows * width;  // one panel of the tile as stored
   if (op.k_major) {
-    // Rows along m or n, k16 steps along a row, panel after panel.
-    return {64 * width, [=](int64_t kk) { return 16 * kk / elems * panel + 16 * kk % elems * in.bytes(); }, 16};
+    // Rows along m or n, k steps of 32 bytes along a row, panel after panel.
+    return {64 * width, [=](int64_t kk) { return step * kk / elems * panel + step * kk % elems * f.bytes; }, 16};
   }
   // Rows along k, 16 rows per step; m or n across panels.
-  return {64 / elems * panel, [=](int64_t kk) { return 16 * kk * width; }, static_cast<uint64_t>(panel)};
+  return {64 / elems * panel, [=](int64_t kk) { return step * kk * width; }, static_cast<uint64_t>(panel)};
+}
+
+// Two 16-bit values as one b32 register, as mov.b32 {lo, hi} makes it.
+llvm::Value* pack_b16(llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi) {
+  llvm::Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getInt16Ty(), 2));
+  pair = b.CreateInsertElement(b.CreateInsertElement(pair, lo, uint64_t{0}), hi, uint64_t{1});
+  return b.CreateBitCast(pair, b.getInt32Ty());
 }
 
 }  // namespace
@@ -127,30 +189,58 @@ OperandSteps operand_steps(const SharedMatrix& op, DType in) {
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
                                      const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
                                      int threads, int in_flight) {
+  const Form f = *form_of(s);
   const int warpgroups = threads / kWarpgroup;
-  const int64_t blocks = s.m / 64 / warpgroups, half = s.n / 2;
-  const char* type = s.in == bf16 ? "bf16" : "f16";
-  const OperandSteps a_steps = operand_steps(a, s.in), b_steps = operand_steps(bm, s.in);
+  const int64_t blocks = s.m / 64 / warpgroups, half = s.n / 2, step = k_step(f);
+  const OperandSteps b_steps = operand_steps(bm, f);
+  const OperandSteps a_steps = a.registers ? b_steps : operand_steps(a, f);
   auto descriptor = [&](const SharedMatrix& op, const OperandSteps& steps, llvm::Value* addr) {
     llvm::Value* start = b.CreateLShr(b.CreateAnd(b.CreateZExt(addr, b.getInt64Ty()), 0x3FFFF), 4);
     return b.CreateOr(start, b.getInt64(wgmma_descriptor(0, op.swizzle, steps.panel_bytes)));
   };
   llvm::Value* group = b.CreateTrunc(b.CreateLShr(tid, 7), b.getInt32Ty());
-  llvm::Value* a_base = shared32(b, a.data);
+  llvm::Value* a_base = a.registers ? nullptr : shared32(b, a.data);
   llvm::Value* b_base = shared32(b, bm.data);
-  const std::string mma = absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, $", half + 2, ", 0;\n",
-                                       "wgmma.mma_async.sync.aligned.m64n", s.n, "k16.f32.", type, ".", type, " ",
-                                       register_list(0, static_cast<int>(half)), ", $", half, ", $", half + 1,
-                                       ", p, 1, 1, ", a.k_major ? 0 : 1, ", ", bm.k_major ? 0 : 1, ";\n}");
+  // Operands after the accumulators: a (a descriptor, or four registers),
+  // b's descriptor, then the predicate that adds the accumulator.
+  const int a_count = a.registers ? 4 : 1;
+  const int b_at = static_cast<int>(half) + a_count, p_at = b_at + 1;
+  const std::string a_operand = a.registers ? register_list(static_cast<int>(half), 4) : absl::StrCat("$", half);
+  std::string transposes;
+  if (f.transposable) transposes = a.registers ? absl::StrCat(", ", bm.k_major ? 0 : 1)
+                                               : absl::StrCat(", ", a.k_major ? 0 : 1, ", ", bm.k_major ? 0 : 1);
+  const std::string mma = absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, $", p_at, ", 0;\n",
+                                       "wgmma.mma_async.sync.aligned.m64n", s.n, "k", step, ".f32", f.types, " ",
+                                       register_list(0, static_cast<int>(half)), ", ", a_operand, ", $", b_at,
+                                       ", p, 1, 1", transposes, ";\n}");
+  const std::string constraints = a.registers ? "r,r,r,r,l,r" : "l,l,r";
+  // a in registers: the slots paired into b32 registers, all before the
+  // fence (which orders register writes before the wgmma that read them),
+  // passed through it with the accumulators.
+  std::vector<llvm::Value*> a_regs;
+  for (size_t q = 0; a.registers && q + 1 < a.regs.size(); q += 2) a_regs.push_back(pack_b16(b, a.regs[q], a.regs[q + 1]));
+  acc.insert(acc.end(), a_regs.begin(), a_regs.end());
   acc = tied(b, "wgmma.fence.sync.aligned;", acc);
-  for (int64_t kk = 0; kk < s.k / 16; ++kk) {
+  a_regs.assign(acc.begin() + (acc.size() - a_regs.size()), acc.end());
+  acc.resize(acc.size() - a_regs.size());
+  for (int64_t kk = 0; kk < s.k / step; ++kk) {
     llvm::Value* b_desc = descriptor(bm, b_steps, b.CreateAdd(b_base, b.getInt32(b_steps.offset(kk))));
     for (int64_t j = 0; j < blocks; ++j) {
-      llvm::Value* block = b.CreateAdd(group, b.getInt32(j * warpgroups));
-      llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps.block_bytes))),
-                                        b.getInt32(a_steps.offset(kk)));
+      std::vector<llvm::Value*> operands;
+      if (a.registers) {
+        // Slots 8 kk .. 8 kk + 7 of block j's k / 2: four b32 registers.
+        const int64_t first = (j * (s.k / 2) + 8 * kk) / 2;
+        operands.insert(operands.end(), a_regs.begin() + first, a_regs.begin() + first + 4);
+      } else {
+        llvm::Value* block = b.CreateAdd(group, b.getInt32(j * warpgroups));
+        llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps.block_bytes))),
+                                          b.getInt32(a_steps.offset(kk)));
+        operands.push_back(descriptor(a, a_steps, a_addr));
+      }
+      operands.push_back(b_desc);
+      operands.push_back(b.getInt32(1));
       std::vector<llvm::Value*> part(acc.begin() + j * half, acc.begin() + (j + 1) * half);
-      part = tied(b, mma, part, {descriptor(a, a_steps, a_addr), b_desc, b.getInt32(1)}, "l,l,r");
+      part = tied(b, mma, part, std::move(operands), constraints);
       std::copy(part.begin(), part.end(), acc.begin() + j * half);
     }
   }
@@ -171,15 +261,10 @@ bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector
   llvm::Value* matrix = b.CreateLShr(lane, 3);
   llvm::Value* offset = b.CreateAdd(b.CreateMul(b.CreateAnd(matrix, 1), b.getInt64(8 * cols)),
                                     b.CreateMul(b.CreateLShr(matrix, 1), b.getInt64(8)));
-  auto pack = [&](llvm::Value* lo, llvm::Value* hi) {  // one b32 register, as mov.b32 {lo, hi}
-    llvm::Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getInt16Ty(), 2));
-    pair = b.CreateInsertElement(b.CreateInsertElement(pair, lo, uint64_t{0}), hi, uint64_t{1});
-    return b.CreateBitCast(pair, b.getInt32Ty());
-  };
   for (size_t first = 0; first + 8 <= slots.size(); first += 8) {
     llvm::Value* at = address(b.CreateAdd(layout.element(b, row_lane, static_cast<int64_t>(first)), offset));
     std::vector<llvm::Value*> args = {shared32(b, at)};
-    for (size_t q = 0; q < 4; ++q) args.push_back(pack(slots[first + 2 * q], slots[first + 2 * q + 1]));
+    for (size_t q = 0; q < 4; ++q) args.push_back(pack_b16(b, slots[first + 2 * q], slots[first + 2 * q + 1]));
     inline_asm(b, b.getVoidTy(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};",
                "r,r,r,r,r,~{memory}", args);
   }

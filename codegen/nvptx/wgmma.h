@@ -1,16 +1,18 @@
 // Internal: Hopper's warpgroup matrix instructions (wgmma.mma_async) for
-// dot on bf16 and f16 tiles that TMA left swizzled in shared memory,
-// accumulating in f32 registers.
+// dot on bf16, f16, fp8 (e4m3, e5m2) and tf32 tiles that TMA left swizzled
+// in shared memory, or with a 16-bit a in registers, accumulating in f32
+// registers.
 //
-// A warpgroup (4 warps, 128 threads) multiplies m64 x n x k16 per
-// instruction; the program's warpgroups take the tile's 64-row blocks in
-// turn (block j*warpgroups + g to warpgroup g). Operands are read through
+// A warpgroup (4 warps, 128 threads) multiplies m64 x n x 32 bytes of k
+// (k16 for 16-bit types, k32 for fp8, k8 for tf32) per instruction; the
+// program's warpgroups take the tile's 64-row blocks in turn (block
+// j*warpgroups + g to warpgroup g). Operands are read through
 // 64-bit shared-memory descriptors, so each must be a swizzled tile as a TMA
 // box leaves it: rows of the swizzle's width (128 bytes: 64 bf16), or panels
 // of such rows side by side (tma::panel_elems), in 8-row atoms of 8 x width
 // bytes. A K-major operand ([m, k] or [n, k]) steps along k 32 bytes at a
 // time within a row, then to the next panel; an MN-major one ([k, m] or
-// [k, n], wgmma's transpose bits) steps 16 rows along k, its panels along m
+// [k, n], wgmma's transpose bits; 16-bit types only) steps 16 rows along k, its panels along m
 // or n the descriptor's leading byte offset apart.
 #pragma once
 
@@ -31,6 +33,11 @@ std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int
 // `a` and `b` with wgmma, else nullptr.
 std::shared_ptr<const Layout> wgmma_layout(const MmaShape& shape, const SharedMatrix& a, const SharedMatrix& b,
                                            int threads);
+
+// The layout a [m, k] takes in registers for the register-A form of wgmma
+// (16-bit floats only): the accumulator's layout of m x k, since each k16
+// step's fragment is an m64n16 accumulator's. nullptr where not available.
+std::shared_ptr<const Layout> wgmma_register_a_layout(const MmaShape& shape, const SharedMatrix& b, int threads);
 
 // acc + a @ b: fence, the chain of wgmma over k (each warpgroup its row
 // blocks), commit, and a wait that leaves `in_flight` groups running, with

@@ -1,8 +1,8 @@
 // The GEMM on Hopper's tensor cores (dot on swizzled TMA tiles lowers to
 // wgmma), checked against a double-precision reference on shapes that are
-// not multiples of the tiles, for bf16 and f16, with B given as N x K (the
-// tensor-core path) and as K x N; and against the host target, which runs
-// the same kernel through its loop.
+// not multiples of the tiles, for bf16 and f16 with A and B K- or MN-major,
+// fp8 (scaled) and tf32; and against the host target, which runs the same
+// kernel through its loop.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,9 +13,13 @@
 #include "dsl/ops.h"
 #include "gpu_test_util.h"
 #include "samples/kernels.h"
+#include "tests/matmul_cases.h"
 
 namespace tessel::gpu_test {
 namespace {
+
+using matmul_cases::Operand;
+using matmul_cases::random_operand;
 
 struct Problem {
   int64_t m, n, k;
@@ -25,70 +29,44 @@ struct Problem {
   int64_t bm = 128, bn = 128, bk = 64;
   int warps = 8;
   int stages = 0;  // the K loop's pipeline: 0 for the default
+  DType in_b = in;   // with fp8, B's may be the other kind
+  bool tf32 = false;  // f32 operands multiplied as tf32
 };
 
 std::string name(const Problem& p) {
-  return absl::StrCat(p.in.name(), " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
-                      p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm,
-                      "x", p.bn, "x", p.bk, ", ", p.warps, " warps, ", p.stages, " stages");
+  return absl::StrCat(p.in.name(), p.in_b != p.in ? absl::StrCat(" x ", p.in_b.name()) : "", p.tf32 ? " as tf32" : "",
+                      " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
+                      p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x", p.bk, ", ", p.warps,
+                      " warps, ", p.stages, " stages");
 }
 
-uint16_t to_half(float f) {
-  // Round to nearest even through the f16 conversion of the host compiler.
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t bits;
-  std::memcpy(&bits, &h, 2);
-  return bits;
-}
-float from_half(uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, 2);
-  return static_cast<float>(h);
+samples::GemmConfig config(const Problem& p) {
+  return {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .in_b = p.in_b, .b_nk = p.b_nk, .a_mk = p.a_mk,
+          .stages = p.stages, .scaled = p.in.is_float8(), .tf32 = p.tf32};
 }
 
 struct Inputs {
-  std::vector<uint16_t> a, b;  // bits
-  std::vector<float> af, bf;   // their values
+  Operand a, b;
 };
 
+// Operands in [-1, 1]; f32 ones exact in tf32, so that a tf32 product is an f32 one.
 Inputs random_inputs(const Problem& p, Rng& rng) {
-  Inputs in;
-  auto fill = [&](int64_t count, std::vector<uint16_t>& bits, std::vector<float>& values) {
-    bits.resize(count);
-    values.resize(count);
-    for (int64_t i = 0; i < count; ++i) {
-      float x = rng.uniform(-1.0f, 1.0f);
-      bits[i] = p.in == bf16 ? to_bf16(x) : to_half(x);
-      values[i] = p.in == bf16 ? from_bf16(bits[i]) : from_half(bits[i]);
-    }
-  };
-  fill(p.m * p.k, in.a, in.af);
-  fill(p.k * p.n, in.b, in.bf);
-  return in;
+  return {random_operand(p.in, p.m * p.k, rng.gen(), true), random_operand(p.in_b, p.k * p.n, rng.gen(), true)};
 }
 
+// fp8 problems scale C by 1/2 and 1/4 (per-tensor scales of A and B).
+constexpr std::pair<float, float> kFp8Scales = {0.5f, 0.25f};
+
 absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem& p, const Inputs& in) {
-  CompileOptions options;
-  options.num_warps = p.warps;
-  const samples::GemmConfig g = {
-      .bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .b_nk = p.b_nk, .a_mk = p.a_mk, .stages = p.stages};
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
-  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
-  TESSEL_ASSIGN_OR_RETURN(Buffer a, upload(device, in.a));
-  TESSEL_ASSIGN_OR_RETURN(Buffer b, upload(device, in.b));
-  TESSEL_ASSIGN_OR_RETURN(Buffer c, device.allocate(p.m * p.n * 4));
-  TESSEL_RETURN_IF_ERROR(poison(device, c, p.m * p.n, std::nanf("")));
-  TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, a, b, c, p.m, p.n, p.k));
-  const int64_t tiles = (p.m + p.bm - 1) / p.bm * ((p.n + p.bn - 1) / p.bn);
-  const int grid = static_cast<int>(std::min<int64_t>(tiles, device.num_compute_units()));
-  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid, .num_warps = p.warps}, maps.a, maps.b, maps.c, static_cast<int32_t>(p.m),
-                                   static_cast<int32_t>(p.n), static_cast<int32_t>(p.k)));
-  TESSEL_RETURN_IF_ERROR(device.synchronize());
-  return download<float>(device, c, p.m * p.n);
+  return matmul_cases::run_gemm(device, config(p), p.warps, p.m, p.n, p.k, in.a, in.b,
+                                p.in.is_float8() ? kFp8Scales : std::pair{1.0f, 1.0f});
 }
 
 // Every element when there are few, else a sample (and every corner), against
-// a double-precision sum; the bound scales with the sum of |a| |b|.
+// a double-precision sum; the bound scales with the sum of |a| |b|: f32
+// accumulation's, or with fp8 operands 2^-11 of it: the tensor cores' fp8
+// instructions accumulate with fewer bits than f32 (the worst ratio seen is
+// recorded as a test property).
 ::testing::AssertionResult matches_reference(const Problem& p, const Inputs& in, const std::vector<float>& c,
                                              Rng& rng) {
   std::vector<int64_t> picks;
@@ -100,22 +78,23 @@ absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem&
       for (int64_t col : {int64_t{0}, p.n - 1}) picks.push_back(r * p.n + col);
     }
   }
+  const double scale = p.in.is_float8() ? kFp8Scales.first * kFp8Scales.second : 1.0;
+  const double tol = p.in.is_float8() ? std::ldexp(1.0, -11) : 1e-5;
   int64_t bad = 0;
+  double worst = 0;
   ::testing::Message first;
   for (int64_t e : picks) {
     const int64_t i = e / p.n, j = e % p.n;
-    double sum = 0, size = 0;
-    for (int64_t kk = 0; kk < p.k; ++kk) {
-      const double x = p.a_mk ? in.af[i * p.k + kk] : in.af[kk * p.m + i];
-      const double y = p.b_nk ? in.bf[j * p.k + kk] : in.bf[kk * p.n + j];
-      sum += x * y;
-      size += std::abs(x * y);
-    }
-    if (std::abs(c[e] - sum) <= 1e-5 * size + 1e-6) continue;
-    if (bad++ < 5) first << " C[" << i << ", " << j << "] = " << c[e] << " vs " << sum << ";";
+    const matmul_cases::Dot d = matmul_cases::dot_at(in.a.values, in.b.values, p.m, p.n, p.k, p.a_mk, p.b_nk, i, j);
+    const double err = std::abs(c[e] - scale * d.sum);
+    worst = std::max(worst, err / (scale * d.size + 1e-30));
+    if (err <= scale * (tol * d.size + 1e-6)) continue;
+    if (bad++ < 5) first << " C[" << i << ", " << j << "] = " << c[e] << " vs " << scale * d.sum << ";";
   }
+  ::testing::Test::RecordProperty(absl::StrCat("worst error / size, ", name(p)), absl::StrCat(worst));
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << picks.size() << " checked elements differ:" << first;
+  return ::testing::AssertionFailure() << bad << " of " << picks.size() << " checked elements differ (worst "
+                                       << worst << " of the size):" << first;
 }
 
 TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
@@ -141,6 +120,13 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 4095, .n = 4104, .k = 1032, .in = f16},
       {.m = 4095, .n = 4104, .k = 1032, .b_nk = false, .bn = 256},
       {.m = 8192, .n = 8192, .k = 8192},
+      // fp8 (K-major only; rows of K bytes padded to 16) and tf32.
+      {.m = 1000, .n = 712, .k = 608, .in = f8e4m3, .bk = 128},
+      {.m = 1000, .n = 712, .k = 608, .in = f8e4m3, .bn = 256, .bk = 128, .in_b = f8e5m2},
+      {.m = 4095, .n = 4104, .k = 1040, .in = f8e4m3, .bn = 256, .bk = 128, .stages = 3},
+      {.m = 4095, .n = 4104, .k = 1040, .in = f8e5m2, .bk = 128},
+      {.m = 1000, .n = 712, .k = 600, .in = f32, .bk = 32, .tf32 = true},
+      {.m = 4095, .n = 4104, .k = 1032, .in = f32, .bk = 32, .tf32 = true},
   };
   for (const Problem& p : problems) {
     SCOPED_TRACE(name(p));
@@ -157,13 +143,16 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  const Problem p = {.m = 200, .n = 136, .k = 200};
-  Inputs in = random_inputs(p, rng);
-  absl::StatusOr<std::vector<float>> gpu = run_gemm(device, p, in);
-  absl::StatusOr<std::vector<float>> cpu = run_gemm(*host, p, in);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  EXPECT_TRUE(all_close(*gpu, *cpu, 1e-5));
+  for (const Problem& p : {Problem{.m = 200, .n = 136, .k = 200}, Problem{.m = 200, .n = 136, .k = 256, .in = f8e4m3, .bk = 128},
+                          Problem{.m = 200, .n = 136, .k = 200, .in = f32, .bk = 32, .tf32 = true}}) {
+    SCOPED_TRACE(name(p));
+    Inputs in = random_inputs(p, rng);
+    absl::StatusOr<std::vector<float>> gpu = run_gemm(device, p, in);
+    absl::StatusOr<std::vector<float>> cpu = run_gemm(*host, p, in);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_TRUE(all_close(*gpu, *cpu, p.in.is_float8() ? 1e-3 : 1e-5));
+  }
 }
 
 }  // namespace

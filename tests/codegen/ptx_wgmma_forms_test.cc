@@ -1,0 +1,118 @@
+// wgmma beyond bf16 and f16 from shared memory: fp8 (e4m3, e5m2, mixed)
+// with k32 steps, tf32 with k8 steps (only where the dot asks for it), and
+// the register-A form that P @ V of an attention kernel takes.
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ptx_test_util.h"
+#include "samples/kernels.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+using samples::GemmConfig;
+
+CompileOptions warps(int n) {
+  CompileOptions o;
+  o.num_warps = n;
+  return o;
+}
+
+absl::StatusOr<DeviceCode> gemm_ptx(const GemmConfig& g, int nw = 8) {
+  absl::StatusOr<Kernel> kernel = samples::gemm_kernel(g);
+  if (!kernel.ok()) return kernel.status();
+  return compile_ptx(*kernel, warps(nw));
+}
+
+constexpr GemmConfig kFp8 = {.bm = 128, .bn = 256, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 3, .scaled = true};
+
+TEST(WgmmaForms, Fp8GemmStepsK32WithoutTransposeBits) {
+  for (auto [a, b, types] : {std::tuple{f8e4m3, f8e4m3, "e4m3.e4m3"}, {f8e4m3, f8e5m2, "e4m3.e5m2"},
+                             {f8e5m2, f8e4m3, "e5m2.e4m3"}, {f8e5m2, f8e5m2, "e5m2.e5m2"}}) {
+    SCOPED_TRACE(types);
+    GemmConfig g = kFp8;
+    g.in = a;
+    g.in_b = b;
+    absl::StatusOr<DeviceCode> code = gemm_ptx(g);
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_THAT(ptx, HasSubstr(absl::StrCat("wgmma.mma_async.sync.aligned.m64n256k32.f32.", types)));
+    // Four k32 steps of 32 bytes each per 128-byte row, no transpose immediates.
+    EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(k32\.f32\.e[45]m[23]\.e[45]m[23] \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1;)")))
+        << ptx.substr(ptx.find("wgmma.mma_async"), 300);
+    EXPECT_THAT(ptx, Not(HasSubstr("k16.f32")));
+    if (a == f8e4m3 && b == f8e4m3) expect_ptxas_clean(ptx);
+  }
+}
+
+TEST(WgmmaForms, Fp8BoxesTakeAStageOfTheSameBytesAsBf16) {
+  absl::StatusOr<DeviceCode> fp8 = gemm_ptx(kFp8);
+  absl::StatusOr<DeviceCode> bf = gemm_ptx({.bm = 128, .bn = 256, .bk = 64, .out = bf16, .stages = 3});
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  ASSERT_TRUE(bf.ok()) << bf.status();
+  EXPECT_EQ(fp8->shared_bytes, bf->shared_bytes);
+}
+
+TEST(WgmmaForms, Fp8MnMajorOperandIsAClearError) {
+  GemmConfig g = kFp8;
+  g.b_nk = false;
+  absl::Status s = gemm_ptx(g).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("multiplies f8e4m3 by f8e4m3 on the tensor cores only with K-major operands"));
+  EXPECT_THAT(s.message(), HasSubstr("kernels.h:"));  // the dot's line
+  // The host runs it (its loop reads any layout).
+  absl::StatusOr<Kernel> kernel = samples::gemm_kernel(g);
+  ASSERT_TRUE(kernel.ok());
+  CompileOptions host;
+  host.arch = "host";
+  EXPECT_TRUE(compile(*kernel, host).ok());
+}
+
+TEST(WgmmaForms, Tf32OnlyWhereTheDotAsksForIt) {
+  absl::StatusOr<DeviceCode> tf32 = gemm_ptx({.bm = 128, .bn = 128, .bk = 32, .in = f32, .stages = 3, .tf32 = true});
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  EXPECT_THAT(tf32->binary, HasSubstr("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"));
+  expect_ptxas_clean(tf32->binary);
+  // f32 without the precision: exact products, not on the tensor cores.
+  absl::StatusOr<DeviceCode> exact = gemm_ptx({.bm = 64, .bn = 64, .bk = 32, .in = f32, .stages = 1}, 4);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_THAT(exact->binary, Not(HasSubstr("wgmma.mma_async")));
+}
+
+TEST(WgmmaForms, Tf32PrecisionIsForF32Operands) {
+  KernelBuilder k("tf32_bf16");
+  Value a = k.zeros({64, 16}, bf16), b = k.zeros({16, 64}, bf16);
+  dot(a, b, k.zeros({64, 64}, f32), Precision::kTf32);
+  EXPECT_THAT(k.build().status().message(),
+              HasSubstr("dot: tf32 precision multiplies f32 operands, got bf16 (other dtypes take Precision::kIeee)"));
+}
+
+TEST(WgmmaForms, MixedDtypesOtherThanFp8AreRefused) {
+  KernelBuilder k("mixed");
+  dot(k.zeros({16, 16}, bf16), k.zeros({16, 16}, f8e4m3), k.zeros({16, 16}, f32));
+  EXPECT_THAT(k.build().status().message(),
+              HasSubstr("dot: a and b must have one dtype (or be two fp8 kinds), got bf16 and f8e4m3"));
+}
+
+TEST(WgmmaForms, AttentionTakesPFromRegisters) {
+  absl::StatusOr<Kernel> kernel = samples::attention_kernel();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  // S = Q K^T: both operands descriptors, K read K-major.
+  EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
+  // P V: A as four b32 registers, V ([k, n] as stored) through the transpose bit.
+  EXPECT_TRUE(std::regex_search(
+      ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;)")));
+  expect_ptxas_clean(ptx);
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,105 @@
+// wgmma with A in registers: the attention kernel (P @ V with P in S's
+// registers) against a double reference and the host, and a GEMM whose A
+// passes through registers against the same GEMM reading A from shared
+// memory, bit for bit.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "dsl/ops.h"
+#include "gpu_test_util.h"
+#include "samples/kernels.h"
+#include "tests/matmul_cases.h"
+
+namespace tessel::gpu_test {
+namespace {
+
+using matmul_cases::Operand;
+using matmul_cases::random_operand;
+
+TEST(Attention, MatchesADoubleReferenceAndTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (int64_t len : {64, 200, 1000}) {
+    SCOPED_TRACE(len);
+    const int64_t d = 64;
+    const float scale = 1.0f / 8;
+    Operand q = random_operand(bf16, len * d, rng.gen()), k = random_operand(bf16, len * d, rng.gen()),
+            v = random_operand(bf16, len * d, rng.gen());
+    absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_attention(device, len, d, scale, q, k, v);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const std::vector<double> want = matmul_cases::attention(q.values, k.values, v.values, len, d, scale);
+    // P is rounded to bf16 before P V (2^-8 relative on weights summing to 1, |v| <= 1).
+    EXPECT_TRUE(all_close(*gpu, want, 4e-3));
+    if (len > 200) continue;
+    absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_attention(*host, len, d, scale, q, k, v);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_TRUE(all_close(*gpu, *cpu, 1e-4));
+  }
+}
+
+// C [m, n] = A @ B^T, 64 x 64 tiles over K in steps of 64, one warpgroup;
+// with `through_registers` A is widened to f32 and rounded back (the same
+// values) first, which leaves it in registers: wgmma's register-A form.
+absl::StatusOr<Kernel> gemm_a_kernel(bool through_registers) {
+  KernelBuilder k(through_registers ? "gemm_register_a" : "gemm_shared_a");
+  Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
+  Value b = k.tensor_map(bf16, {64, 64}, "b", Swizzle::k128B);
+  Value c = k.tensor_map(f32, {64, 64}, "c");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
+  Value tiles_n = cdiv(n, 64);
+  k.for_each_tile(cdiv(m, 64) * tiles_n, [&](Value t) {
+    Value row = t / tiles_n * 64, col = t % tiles_n * 64;
+    Var acc = k.var(k.zeros({64, 64}, f32));
+    k.for_range(0, kdim, 64, [&](Value kk) {
+      Value at = tma_load(a, {row, kk});
+      if (through_registers) at = cast(cast(at, f32), bf16);
+      acc = dot(at, trans(tma_load(b, {col, kk})), acc);
+    });
+    tma_store(c, {row, col}, acc);
+  });
+  return k.build();
+}
+
+TEST(Attention, RegisterAAgreesWithSharedA) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  const int64_t m = 300, n = 200, k = 320;
+  Operand a = random_operand(bf16, m * k, rng.gen()), b = random_operand(bf16, n * k, rng.gen());
+  absl::StatusOr<Buffer> ab = upload(device, a.bytes), bb = upload(device, b.bytes);
+  ASSERT_TRUE(ab.ok() && bb.ok());
+  std::vector<std::vector<float>> results;
+  for (bool regs : {false, true}) {
+    SCOPED_TRACE(regs);
+    absl::StatusOr<Kernel> kernel = gemm_a_kernel(regs);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<Function> fn = device.compile(*kernel, {});
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    absl::StatusOr<Buffer> cb = device.allocate(m * n * 4);
+    ASSERT_TRUE(cb.ok());
+    ASSERT_TRUE(poison(device, *cb, m * n, std::nanf("")).ok());
+    absl::StatusOr<TensorMap> am = device.tensor_map(bf16, *ab, {m, k}, {64, 64}, Swizzle::k128B);
+    absl::StatusOr<TensorMap> bm = device.tensor_map(bf16, *bb, {n, k}, {64, 64}, Swizzle::k128B);
+    absl::StatusOr<TensorMap> cm = device.tensor_map(f32, *cb, {m, n}, {64, 64});
+    ASSERT_TRUE(am.ok() && bm.ok() && cm.ok());
+    ASSERT_TRUE(fn->launch({.grid = device.num_compute_units(), .num_warps = 4}, *am, *bm, *cm,
+                           static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k))
+                    .ok());
+    ASSERT_TRUE(device.synchronize().ok());
+    absl::StatusOr<std::vector<float>> c = download<float>(device, *cb, m * n);
+    ASSERT_TRUE(c.ok()) << c.status();
+    results.push_back(*c);
+  }
+  EXPECT_TRUE(all_close(results[1], results[0], 0));
+  std::vector<double> want(m * n);
+  for (int64_t i = 0; i < m * n; ++i) {
+    want[i] = matmul_cases::dot_at(a.values, b.values, m, n, k, true, true, i / n, i % n).sum;
+  }
+  EXPECT_TRUE(all_close(results[0], want, 1e-5));
+}
+
+}  // namespace
+}  // namespace tessel::gpu_test

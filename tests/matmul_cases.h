@@ -1,0 +1,185 @@
+// The GEMM (samples::gemm_kernel, every operand dtype dot multiplies on
+// tensor cores) and the attention kernel run on any device, with random
+// operands and double-precision references: shared by the host suite (CI)
+// and the GPU suite, which also compares the two devices.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/float8.h"
+#include "base/status.h"
+#include "dsl/types.h"
+#include "runtime/device.h"
+#include "samples/kernels.h"
+
+namespace tessel::matmul_cases {
+
+// f32 rounded to tf32's 10 mantissa bits, to nearest even (as the host
+// target reads operands of a Precision::kTf32 dot).
+inline float round_to_tf32(float x) {
+  if (!std::isfinite(x)) return x;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits = (bits + 0xFFF + ((bits >> 13) & 1)) & ~uint32_t{0x1FFF};
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+inline uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+inline float bf16_value(uint16_t b) {
+  const uint32_t bits = uint32_t{b} << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+// `count` values of dtype `d` drawn from [-1, 1]: as stored (bytes, the
+// layout a tensor map reads) and as the kernel reads them (values). f32
+// values are exact in tf32 where `tf32_exact`, so that a tf32 product of
+// them is an f32 one.
+struct Operand {
+  std::vector<uint8_t> bytes;
+  std::vector<double> values;
+};
+inline Operand random_operand(DType d, int64_t count, std::mt19937& gen, bool tf32_exact = false) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Operand op;
+  op.bytes.resize(count * d.bytes());
+  op.values.resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    float x = dist(gen);
+    uint8_t* at = op.bytes.data() + i * d.bytes();
+    if (d == bf16) {
+      const uint16_t b = bf16_bits(x);
+      std::memcpy(at, &b, 2);
+      op.values[i] = bf16_value(b);
+    } else if (d == f16) {
+      const _Float16 h = static_cast<_Float16>(x);
+      std::memcpy(at, &h, 2);
+      op.values[i] = static_cast<double>(h);
+    } else if (d.is_float8()) {
+      const Float8 f = d == f8e4m3 ? Float8::kE4M3 : Float8::kE5M2;
+      *at = float_to_float8(x, f);
+      op.values[i] = float8_to_float(*at, f);
+    } else {
+      if (tf32_exact) x = round_to_tf32(x);
+      std::memcpy(at, &x, 4);
+      op.values[i] = x;
+    }
+  }
+  return op;
+}
+
+// sum_k a[i, k] b[k, j] in double, and the sum of |a b| (the scale of the
+// rounding errors an f32 accumulation may make), with A stored [m, k] (or
+// [k, m] without a_mk) and B stored [n, k] (or [k, n] without b_nk).
+struct Dot {
+  double sum = 0, size = 0;
+};
+inline Dot dot_at(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n, int64_t k,
+                  bool a_mk, bool b_nk, int64_t i, int64_t j) {
+  Dot d;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const double x = a_mk ? a[i * k + kk] : a[kk * m + i];
+    const double y = b_nk ? b[j * k + kk] : b[kk * n + j];
+    d.sum += x * y;
+    d.size += std::abs(x * y);
+  }
+  return d;
+}
+
+// softmax(Q K^T * scale) V in double for Q, K, V [len, d] row-major.
+inline std::vector<double> attention(const std::vector<double>& q, const std::vector<double>& k,
+                                     const std::vector<double>& v, int64_t len, int64_t d, double scale) {
+  std::vector<double> out(len * d, 0.0), s(len);
+  for (int64_t i = 0; i < len; ++i) {
+    double top = -std::numeric_limits<double>::infinity(), total = 0;
+    for (int64_t j = 0; j < len; ++j) {
+      s[j] = 0;
+      for (int64_t c = 0; c < d; ++c) s[j] += q[i * d + c] * k[j * d + c];
+      s[j] *= scale;
+      top = std::max(top, s[j]);
+    }
+    for (int64_t j = 0; j < len; ++j) total += s[j] = std::exp(s[j] - top);
+    for (int64_t j = 0; j < len; ++j) {
+      for (int64_t c = 0; c < d; ++c) out[i * d + c] += s[j] / total * v[j * d + c];
+    }
+  }
+  return out;
+}
+
+// The kernel's grid on `device`: one program per tile, at most one per SM.
+inline int grid_for(const Device& device, int64_t tiles) {
+  return static_cast<int>(std::min<int64_t>(tiles, device.num_compute_units()));
+}
+
+inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t bytes) {
+  TESSEL_ASSIGN_OR_RETURN(Buffer b, device.allocate(bytes));
+  TESSEL_RETURN_IF_ERROR(device.copy_to_device(b, data, bytes));
+  return b;
+}
+
+// C (f32, g.out must be f32) = gemm_kernel(g) on `device`, with `scales`
+// (scale_a, scale_b) where g.scaled; C starts as NaN, so an element the
+// kernel misses shows.
+inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
+                                                   int64_t m, int64_t n, int64_t k, const Operand& a,
+                                                   const Operand& b, std::pair<float, float> scales = {1, 1}) {
+  CompileOptions options;
+  options.num_warps = warps;
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a.bytes.data(), a.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b.bytes.data(), b.bytes.size()));
+  std::vector<float> c(m * n, std::nanf(""));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c.data(), c.size() * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &scales.first, 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
+  TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
+  const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
+  const LaunchConfig launch = {.grid = grid_for(device, tiles), .num_warps = warps};
+  const int32_t m32 = static_cast<int32_t>(m), n32 = static_cast<int32_t>(n), k32 = static_cast<int32_t>(k);
+  TESSEL_RETURN_IF_ERROR(g.scaled ? fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, sa, sb)
+                                  : fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
+  return c;
+}
+
+// Attention on `device` (samples::attention_kernel, 4 warps): O [len, d] f32.
+inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, int64_t len, int64_t d, float scale,
+                                                        const Operand& q, const Operand& k, const Operand& v) {
+  CompileOptions options;
+  options.num_warps = 4;
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(d));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
+  TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q.bytes.data(), q.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
+  std::vector<float> o(len * d, std::nanf(""));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ob, put(device, o.data(), o.size() * 4));
+  const Swizzle sw = Swizzle::k128B;
+  TESSEL_ASSIGN_OR_RETURN(TensorMap qm, device.tensor_map(bf16, qb, {len, d}, {samples::kAttnBM, d}, sw));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap km, device.tensor_map(bf16, kb, {len, d}, {samples::kAttnBN, d}, sw));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap vm, device.tensor_map(bf16, vb, {len, d}, {samples::kAttnBN, d}, sw));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap om, device.tensor_map(f32, ob, {len, d}, {samples::kAttnBM, d}));
+  const int64_t tiles = (len + samples::kAttnBM - 1) / samples::kAttnBM;
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid_for(device, tiles), .num_warps = 4}, qm, km, vm, om,
+                                   static_cast<int32_t>(len), scale));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, o.size() * 4));
+  return o;
+}
+
+}  // namespace tessel::matmul_cases

@@ -1,0 +1,108 @@
+// The GEMM with fp8 operands (and per-tensor scales) and with tf32
+// products, and the attention kernel, on the host target against double
+// references: what the tensor-core forms must match on GPUs.
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/matmul_cases.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using matmul_cases::Operand;
+using matmul_cases::random_operand;
+using samples::GemmConfig;
+
+Device host() { return *Device::open("host:2"); }
+
+// Every element of C within `tol` * sum |a b| (+ a little) of the double sum.
+void expect_gemm_matches(const GemmConfig& g, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+                         const std::vector<float>& c, double scale, double tol) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const matmul_cases::Dot d = matmul_cases::dot_at(a.values, b.values, m, n, k, g.a_mk, g.b_nk, i, j);
+      const double got = c[i * n + j];
+      if (!(std::abs(got - scale * d.sum) <= scale * (tol * d.size + 1e-6)) && bad++ < 5) {
+        ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", want " << scale * d.sum;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(MatmulForms, Fp8GemmWithScalesMatchesADoubleReference) {
+  std::mt19937 gen(7);
+  for (auto [da, db] : {std::pair{f8e4m3, f8e4m3}, {f8e4m3, f8e5m2}, {f8e5m2, f8e5m2}}) {
+    SCOPED_TRACE(absl::StrCat(da.name(), " x ", db.name()));
+    // fp8 rows must span multiples of 16 bytes (TMA): K = 272. M and N are not tile multiples.
+    const int64_t m = 150, n = 136, k = 272;
+    const GemmConfig g = {.bm = 64, .bn = 64, .bk = 128, .in = da, .in_b = db, .stages = 2, .scaled = true};
+    Operand a = random_operand(da, m * k, gen), b = random_operand(db, n * k, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b, {0.5f, 0.25f});
+    ASSERT_TRUE(c.ok()) << c.status();
+    // fp8 products are exact in f32: the error is the f32 sum's.
+    expect_gemm_matches(g, m, n, k, a, b, *c, 0.125, 1e-6);
+  }
+}
+
+TEST(MatmulForms, UnpaddedFp8RowsGiveTheStrideError) {
+  std::mt19937 gen(1);
+  const GemmConfig g = {.bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .scaled = true};
+  const int64_t m = 64, n = 64, k = 100;  // a row of 100 bytes
+  Operand a = random_operand(f8e4m3, m * k, gen), b = random_operand(f8e4m3, n * k, gen);
+  absl::Status s = matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("strides[0] = 100 bytes (dense row-major) is not a multiple of 16"));
+}
+
+TEST(MatmulForms, Tf32GemmRoundsItsOperands) {
+  std::mt19937 gen(3);
+  const int64_t m = 100, n = 72, k = 96;
+  const GemmConfig g = {.bm = 64, .bn = 64, .bk = 32, .in = f32, .stages = 2, .tf32 = true};
+  // Operands exact in tf32: the products are f32 ones.
+  Operand a = random_operand(f32, m * k, gen, /*tf32_exact=*/true), b = random_operand(f32, n * k, gen, true);
+  absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b);
+  ASSERT_TRUE(c.ok()) << c.status();
+  expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+  // 1 + 2^-12 is not a tf32 value: it rounds to 1, where the exact product keeps it.
+  Operand one = random_operand(f32, m * k, gen), ones = one;
+  const float x = 1.0f + std::ldexp(1.0f, -12);
+  for (int64_t i = 0; i < m * k; ++i) std::memcpy(one.bytes.data() + 4 * i, &x, 4);
+  const float y = 1.0f;
+  for (int64_t i = 0; i < n * k; ++i) std::memcpy(ones.bytes.data() + 4 * i, &y, 4);
+  ones.bytes.resize(n * k * 4);
+  absl::StatusOr<std::vector<float>> tf = matmul_cases::run_gemm(host(), g, 4, m, n, k, one, ones);
+  GemmConfig ieee = g;
+  ieee.tf32 = false;
+  absl::StatusOr<std::vector<float>> exact = matmul_cases::run_gemm(host(), ieee, 4, m, n, k, one, ones);
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ((*tf)[0], static_cast<float>(k));
+  EXPECT_EQ((*exact)[0], static_cast<float>(k * static_cast<double>(x)));
+}
+
+TEST(MatmulForms, AttentionMatchesADoubleReference) {
+  std::mt19937 gen(11);
+  for (int64_t len : {64, 200}) {  // 200: the last K/V block is masked
+    SCOPED_TRACE(len);
+    const int64_t d = 64;
+    const float scale = 1.0f / 8;
+    Operand q = random_operand(bf16, len * d, gen), k = random_operand(bf16, len * d, gen),
+            v = random_operand(bf16, len * d, gen);
+    absl::StatusOr<std::vector<float>> o = matmul_cases::run_attention(host(), len, d, scale, q, k, v);
+    ASSERT_TRUE(o.ok()) << o.status();
+    const std::vector<double> want = matmul_cases::attention(q.values, k.values, v.values, len, d, scale);
+    // P is rounded to bf16 before P V: 2^-8 relative on weights that sum to 1, |v| <= 1.
+    double worst = 0;
+    for (int64_t i = 0; i < len * d; ++i) worst = std::max(worst, std::abs((*o)[i] - want[i]));
+    EXPECT_LE(worst, 4e-3);
+  }
+}
+
+}  // namespace
+}  // namespace tessel
