@@ -1,10 +1,12 @@
 // tessel's tensor-core GEMM (samples/kernels.h gemm_kernel) on an NVIDIA GPU
 // at the shapes DESIGN.md's targets name, in TFLOP/s: bf16 with B given as
 // N x K for each tile configuration tried, then the two best-known
-// configurations for f16 (C in f16) and for bf16 with B given as K x N, the
-// fused bias + GELU epilogue, and the autotuner's pick (tessel::autotune)
+// configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
+// (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, and
+// the autotuner's pick (tessel::autotune)
 // on 3000 x 5000 x 712 against the best of timing every configuration.
-// Its baselines, cuBLAS (torch.matmul) and Triton's TMA persistent matmul,
+// Its baselines, cuBLAS (torch.matmul, torch._scaled_mm for fp8) and
+// Triton's TMA persistent matmul,
 // come from bench/triton_compare.py's matmul_tflops in the same run of
 // scripts/gpu_bench.sh, on the same tensors: with --inputs=DIR this writes
 // each shape's A (M x K) and B (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin
@@ -12,6 +14,7 @@
 // events around one launch, L2 flushed before each (a 256 MiB copy),
 // median of 15.
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -72,7 +75,11 @@ int main(int argc, char** argv) {
   cu.check(cu.cuEventCreate(&e0, 0), "event");
   cu.check(cu.cuEventCreate(&e1, 0), "event");
   auto config = [](int64_t bm, int64_t bn, int stages, int warps, DType in, bool b_nk) {
-    return Config{{.bm = bm, .bn = bn, .in = in, .out = in, .b_nk = b_nk, .stages = stages}, warps};
+    // Rows of 128 bytes per box: BK 64 for 16-bit operands, 128 for fp8 (C then bf16, scaled).
+    const bool fp8 = in.is_float8();
+    return Config{{.bm = bm, .bn = bn, .bk = fp8 ? 128 : 64, .in = in, .out = fp8 ? bf16 : in, .b_nk = b_nk,
+                   .stages = stages, .scaled = fp8},
+                  warps};
   };
   std::vector<Config> configs;
   for (auto [bm, bn, stages, warps] : std::vector<std::array<int, 4>>{
@@ -83,13 +90,16 @@ int main(int argc, char** argv) {
     configs.push_back(config(128, 256, 3, 8, in, b_nk));
     configs.push_back(config(128, 128, 4, 8, in, b_nk));
   }
+  for (auto [bm, bn, stages] : std::vector<std::array<int, 3>>{{128, 256, 3}, {128, 128, 4}}) {
+    configs.push_back(config(bm, bn, stages, 8, f8e4m3, true));
+  }
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
   configs.push_back(config(128, 256, 3, 8, bf16, true));
   configs.back().gemm.bias_gelu = true;
   // A launch of configuration `c` on the buffers, its kernel compiled and its maps made; nullopt (reported)
   // where it does not compile.
   auto prepare = [&](const Config& c, int64_t m, int64_t n, int64_t k, const Buffer& ab, const Buffer& bb,
-                     const Buffer& cb, const Buffer& biasb) -> std::optional<std::function<void()>> {
+                     const Buffer& cb, const Buffer& biasb, const Buffer& scaleb) -> std::optional<std::function<void()>> {
     CompileOptions options;
     options.num_warps = c.warps;
     absl::StatusOr<Function> compiled = dev.compile(must(samples::gemm_kernel(c.gemm), "build"), options);
@@ -102,8 +112,9 @@ int main(int argc, char** argv) {
     const int grid = static_cast<int>(std::min<int64_t>(tiles, dev.num_compute_units()));
     const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
     const auto mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n), ki = static_cast<int32_t>(k);
-    return [fn = *compiled, maps, lc, mi, ni, ki, c, biasb] {
+    return [fn = *compiled, maps, lc, mi, ni, ki, c, biasb, scaleb] {
       must(c.gemm.bias_gelu ? fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki, biasb)
+           : c.gemm.scaled  ? fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki, scaleb, scaleb)
                             : fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki),
            "launch");
     };
@@ -123,22 +134,37 @@ int main(int argc, char** argv) {
   };
   const std::vector<std::array<int64_t, 3>> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 1024}};
   std::mt19937 gen(1);
+  // Per-tensor scales of 1 for the fp8 configurations (both scales read the same one).
+  const float one = 1.0f;
+  Buffer scaleb = must(dev.allocate(4), "allocate");
+  must(dev.copy_to_device(scaleb, &one, 4), "copy");
   for (const auto& [m, n, k] : shapes) {
-    // Values in [1/128, 1] (bf16) or [1, 2) (f16): no overflow in the sum or in C.
-    std::map<ScalarKind, std::pair<std::vector<uint16_t>, std::vector<uint16_t>>> host;
-    for (DType in : {bf16, f16}) {
-      std::uniform_int_distribution<int> bits(0x3C00, in == bf16 ? 0x3F80 : 0x3FFF);
+    // Values in [1/128, 1] (bf16), [1, 2) (f16) or [1/2, 1.875] (e4m3): no overflow in the sum or in C.
+    std::map<ScalarKind, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> host;
+    for (DType in : {bf16, f16, f8e4m3}) {
       auto& [a, b] = host[in.kind];
-      a.resize(m * k);
-      b.resize(n * k);
-      for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
-      for (auto& x : b) x = static_cast<uint16_t>(bits(gen));
+      a.resize(m * k * in.bytes());
+      b.resize(n * k * in.bytes());
+      auto fill = [&](std::vector<uint8_t>& v) {
+        if (in.is_float8()) {
+          std::uniform_int_distribution<int> bits(0x30, 0x3F);
+          for (auto& x : v) x = static_cast<uint8_t>(bits(gen));
+          return;
+        }
+        std::uniform_int_distribution<int> bits(0x3C00, in == bf16 ? 0x3F80 : 0x3FFF);
+        for (size_t i = 0; i < v.size(); i += 2) {
+          const auto x = static_cast<uint16_t>(bits(gen));
+          std::memcpy(&v[i], &x, 2);
+        }
+      };
+      fill(a);
+      fill(b);
       if (inputs.empty()) continue;
       const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "_" +
                                 std::string(in.name());
       for (auto [name, v] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
         std::ofstream f(inputs + "/" + name + "_" + shape + ".bin", std::ios::binary);
-        f.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size() * 2));
+        f.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size()));
         if (!f) {
           std::fprintf(stderr, "gemm_bench: cannot write %s\n", (inputs + "/" + name + "_" + shape + ".bin").c_str());
           return 1;
@@ -155,19 +181,19 @@ int main(int argc, char** argv) {
       const DType in = c.gemm.in;
       if (!(loaded == in) || loaded_nk != c.gemm.b_nk) {
         const auto& [a, b] = host[in.kind];
-        std::vector<uint16_t> bt;  // B as K x N: the same matrix, transposed
+        std::vector<uint8_t> bt;  // B as K x N: the same matrix, transposed (16-bit operands)
         if (!c.gemm.b_nk) {
           bt.resize(b.size());
           for (int64_t j = 0; j < n; ++j) {
-            for (int64_t kk = 0; kk < k; ++kk) bt[kk * n + j] = b[j * k + kk];
+            for (int64_t kk = 0; kk < k; ++kk) std::memcpy(&bt[(kk * n + j) * 2], &b[(j * k + kk) * 2], 2);
           }
         }
-        must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
-        must(dev.copy_to_device(bb, c.gemm.b_nk ? b.data() : bt.data(), b.size() * 2), "copy");
+        must(dev.copy_to_device(ab, a.data(), a.size()), "copy");
+        must(dev.copy_to_device(bb, c.gemm.b_nk ? b.data() : bt.data(), b.size()), "copy");
         loaded = in;
         loaded_nk = c.gemm.b_nk;
       }
-      std::optional<std::function<void()>> launch = prepare(c, m, n, k, ab, bb, cb, biasb);
+      std::optional<std::function<void()>> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb);
       if (!launch) continue;
       const double t = time_ms(*launch);
       report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
@@ -192,7 +218,7 @@ int main(int argc, char** argv) {
     std::vector<std::function<void()>> launches;
     for (const Config& c : configs) {
       if (!(c.gemm.in == bf16) || !c.gemm.b_nk || c.gemm.bias_gelu) continue;
-      if (std::optional<std::function<void()>> launch = prepare(c, m, n, k, ab, bb, cb, biasb)) {
+      if (std::optional<std::function<void()>> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb)) {
         tried.push_back(c);
         launches.push_back(*launch);
       }

@@ -4,7 +4,9 @@
   launch_descriptors   host µs per Triton launch: 3 host TensorDescriptors vs 3 plain pointers
   cold_compile_matmul  Triton's cold compile of its TMA persistent matmul (fresh cache, in a subprocess)
   matmul_tflops        Triton TMA persistent matmul (best of MM_CONFIGS) vs torch.matmul (cuBLAS), bf16 and f16
-                       in and out, on bench/gemm_bench's tensors with --gemm-inputs DIR
+                       in and out; fp8 e4m3 in, bf16 out vs torch._scaled_mm (per-tensor scales of 1,
+                       use_fast_accum=True) and the same Triton kernel at MM_CONFIGS_FP8; on
+                       bench/gemm_bench's tensors with --gemm-inputs DIR
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
   elementwise_bandwidth torch.add on 64 Mi f32 and torch.softmax on 16384 x 1024 f32, GB/s
 
@@ -41,13 +43,17 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 CHILD_MARK = "@@TRITON_COMPARE_RESULT@@ "
 MM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
-MM_DTYPES = [torch.bfloat16, torch.float16]
+MM_DTYPES = [torch.bfloat16, torch.float16, torch.float8_e4m3fn]
 COLD_SHAPE = (4096, 4096, 4096)
 MM_CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
 # The configurations matmul_tflops tries; Triton is reported at its best.
 MM_CONFIGS = [MM_CFG,
               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=8),
               dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)]
+# fp8 boxes: rows of 128 bytes as for 16-bit types, so BLOCK_K 128.
+MM_CONFIGS_FP8 = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8),
+                  dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
+                  dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8)]
 LAUNCH_BLOCK = [64, 64]
 
 
@@ -300,34 +306,50 @@ def cold_compile_matmul(args):
 
 def _gemm_inputs(args, M, N, K, dtype):
     """A (M, K) and B (N, K): bench/gemm_bench's tensors where --gemm-inputs names where it left them."""
-    name = {torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+    name = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float8_e4m3fn: "f8e4m3"}[dtype]
+    bits_type = torch.int8 if dtype == torch.float8_e4m3fn else torch.int16
     if args.gemm_inputs:
         def read(which, rows, cols):
             path = os.path.join(args.gemm_inputs, f"{which}_{M}x{N}x{K}_{name}.bin")
-            bits = torch.from_file(path, size=rows * cols, dtype=torch.int16)
+            bits = torch.from_file(path, size=rows * cols, dtype=bits_type)
             return bits.view(dtype).reshape(rows, cols).cuda()
         return read("a", M, K), read("b", N, K), "gemm_bench"
-    return (torch.randn(M, K, device="cuda", dtype=dtype), torch.randn(N, K, device="cuda", dtype=dtype), "randn")
+    def rand(rows, cols):
+        return torch.randn(rows, cols, device="cuda").to(dtype)
+    return rand(M, K), rand(N, K), "randn"
 
 
 def matmul_tflops(args):
     rows = []
     for (M, N, K), dtype in [(shape, t) for t in MM_DTYPES for shape in MM_SHAPES]:
         row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
+        fp8 = dtype == torch.float8_e4m3fn
         try:
             a, b, row["inputs"] = _gemm_inputs(args, M, N, K, dtype)
-            c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)  # unwritten -> NaN
-            triton_matmul(a, b, c)
-            row["rel_err_vs_cublas"] = _rel_err(c, torch.matmul(a, b.T))
-            row["ok"] = row["rel_err_vs_cublas"] < 1e-2  # False for NaN too
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16 if fp8 else dtype)
+            if fp8:  # cuBLAS's fp8 GEMM: B column-major (b.T of the N x K tensor), bf16 out
+                one = torch.ones((), device="cuda", dtype=torch.float32)
+                baseline = lambda: torch._scaled_mm(a, b.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                    use_fast_accum=True)
+                reference = torch.matmul(a.float(), b.float().T)
+            else:
+                baseline = lambda: torch.matmul(a, b.T)
+                reference = baseline()
+            triton_matmul(a, b, c, (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS)[0])
+            row["rel_err"] = _rel_err(c, reference)  # Triton's, against cuBLAS's result (fp8: the f32 product)
+            row["ok"] = row["rel_err"] < 1e-2  # False for NaN too
+            if fp8:
+                # Against the f32 product: fp8 tensor-core sums lose bits as K grows (cuBLAS's too).
+                row["cublas_rel_err"] = _rel_err(baseline(), reference)
+                row["ok"] = row["rel_err"] <= max(1e-2, 1.5 * row["cublas_rel_err"])
             flop = 2.0 * M * N * K
             try:
-                ms = _bench_ms(lambda: torch.matmul(a, b.T))
+                ms = _bench_ms(baseline)
                 row["cublas_ms"] = ms
                 row["cublas_tflops"] = flop / ms / 1e9
             except Exception as e:
                 row["cublas_error"] = _err(e)
-            for cfg in MM_CONFIGS:
+            for cfg in (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS):
                 name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
                 try:
                     ms = _bench_ms(lambda: triton_matmul(a, b, c, cfg))
@@ -438,12 +460,12 @@ def print_table(res):
     r = res.get("matmul_tflops")
     if r is not None:
         for row in r.get("shapes", []):
-            label = f"matmul {row['M']}x{row['N']}x{row['K']} {row.get('dtype', '')}"
+            label = f"matmul {row['M']}x{row['N']}x{row['K']} {row.get('dtype', '').replace('float8_e4m3fn', 'f8e4m3')}"
             if "error" in row:
                 out.append((label, "ERROR " + row["error"][:100]))
                 continue
             out.append((label, f"triton {_f(row, 'triton_tflops', '.1f')}  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
-                        f"  ratio {_f(row, 'triton_over_cublas', '.3f')}  err {_f(row, 'rel_err_vs_cublas', '.1e')}"
+                        f"  ratio {_f(row, 'triton_over_cublas', '.3f')}  err {_f(row, 'rel_err', '.1e')}"
                         f" {'ok' if row.get('ok') else 'FAIL'}"))
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
