@@ -82,10 +82,15 @@ void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
 llvm::Value* Lowering::new_buffer(const Type& tile) {
   int64_t bytes = tile.numel() * module_->getDataLayout().getTypeAllocSize(elem_mem_type(tile));
   if (target_.tiles_in_shared()) return smem_alloc(bytes);
+  return stack_slot(elem_mem_type(tile), tile.numel(), 64);
+}
+
+llvm::Value* Lowering::stack_slot(llvm::Type* type, int64_t count, uint64_t align) {
   IRBuilder<> eb(alloca_point_);
-  auto* a = eb.CreateAlloca(elem_mem_type(tile), eb.getInt64(tile.numel()), "tile");
-  a->setAlignment(llvm::Align(64));
-  return a;
+  const unsigned space = module_->getDataLayout().getAllocaAddrSpace();
+  auto* a = eb.CreateAlloca(type, space, eb.getInt64(count));
+  if (align > 0) a->setAlignment(llvm::Align(align));
+  return space == 0 ? static_cast<llvm::Value*>(a) : eb.CreateAddrSpaceCast(a, eb.getPtrTy());
 }
 
 void Lowering::tile_loop(const Shape& shape,

@@ -58,8 +58,7 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
   if (!pt.is_tile()) {
     llvm::Value* other_addr = nullptr;
     if (masked) {
-      IRBuilder<> eb(alloca_point_);
-      other_addr = eb.CreateAlloca(mt);
+      other_addr = stack_slot(mt);
       llvm::Value* other = val(o.operands[2]);
       b_.CreateStore(mt == other->getType() ? other : b_.CreateZExt(other, mt), other_addr);
     }
@@ -109,8 +108,8 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
   std::vector<llvm::Value*> others = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
   llvm::Value* dummy = nullptr;
   {
+    dummy = stack_slot(b_.getInt64Ty());
     IRBuilder<> eb(alloca_point_);
-    dummy = eb.CreateAlloca(b_.getInt64Ty());
     eb.CreateStore(eb.getInt64(0), dummy);
   }
   auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));

@@ -126,11 +126,7 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   llvm::Value* scalar_result = nullptr;
   auto body = [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
     llvm::Value* base = linear_index(idx, outer_map);
-    llvm::Value* acc_slot = nullptr;
-    {
-      IRBuilder<> eb(alloca_point_);
-      acc_slot = eb.CreateAlloca(acc_t);
-    }
+    llvm::Value* acc_slot = stack_slot(acc_t);
     b_.CreateStore(reduce_identity(combiner, acc_d, acc_t), acc_slot);
     loop(in.shape()[axis], [&](llvm::Value* k) {
       llvm::Value* e = load_elem(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));

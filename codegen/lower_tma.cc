@@ -15,14 +15,14 @@ void Lowering::reserve_tma_barriers() {
   IRBuilder<> eb(alloca_point_);
   for (const Op& o : ir_.ops) {
     if (o.op != OpCode::kTmaLoad || pipelined_.contains(&o)) continue;
-    llvm::Value* phase = eb.CreateAlloca(b_.getInt32Ty());
+    llvm::Value* phase = stack_slot(b_.getInt32Ty());
     eb.CreateStore(eb.getInt32(0), phase);
     tma_barriers_[&o] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * count++), phase};
   }
   for (auto& [loop, p] : pipelines_) {
     p.barriers = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * count);
     count += p.stages;
-    p.used = eb.CreateAlloca(b_.getInt64Ty());
+    p.used = stack_slot(b_.getInt64Ty());
     eb.CreateStore(eb.getInt64(0), p.used);
   }
   smem_reserved_ = smem_peak_ = 8 * int64_t{count};

@@ -87,6 +87,9 @@ class Lowering {
   llvm::Value* smem_alloc(int64_t bytes, int64_t align = tma::kSharedTileAlignment);
   // Frees the buffers of this block that no value used after op `position` holds.
   void release_dead_buffers(const std::vector<int>& last_use, int position);
+  // A slot in this thread's stack, at the function's entry (as a flat
+  // pointer where the target's stack has an address space of its own).
+  llvm::Value* stack_slot(llvm::Type* type, int64_t count = 1, uint64_t align = 0);
   llvm::Value* new_buffer(const Type& tile);
   llvm::Value* load_elem(llvm::Value* buf, const Type& tile, llvm::Value* i) {
     llvm::Type* mt = elem_mem_type(tile);
