@@ -12,6 +12,12 @@ if(LLVM_FOUND AND NOT LLVM_VERSION_MAJOR EQUAL 19)
   set(LLVM_FOUND FALSE)
 endif()
 tessel_require(LLVM_FOUND llvm-19-dev "LLVM 19")
+# lld as a library links AMD code objects in process (codegen/amdgpu/).
+find_library(TESSEL_LLD_ELF NAMES liblldELF.a PATHS ${LLVM_LIBRARY_DIR} NO_DEFAULT_PATH)
+find_library(TESSEL_LLD_COMMON NAMES liblldCommon.a PATHS ${LLVM_LIBRARY_DIR} NO_DEFAULT_PATH)
+find_path(TESSEL_LLD_INCLUDE_DIR lld/Common/Driver.h PATHS ${LLVM_INCLUDE_DIRS} NO_DEFAULT_PATH)
+tessel_require(TESSEL_LLD_ELF liblld-19-dev "lld 19 as a library")
+tessel_require(TESSEL_LLD_INCLUDE_DIR liblld-19-dev "lld 19's headers")
 find_library(TESSEL_ZSTD_STATIC NAMES libzstd.a)
 tessel_require(TESSEL_ZSTD_STATIC libzstd-dev "static zstd")
 find_package(absl CONFIG QUIET)
@@ -42,4 +48,10 @@ llvm_map_components_to_libnames(TESSEL_LLVM_LIBS
   core support passes irreader bitwriter target analysis transformutils
   orcjit executionengine
   x86codegen x86asmparser x86desc x86info
-  nvptxcodegen nvptxdesc nvptxinfo)
+  nvptxcodegen nvptxdesc nvptxinfo
+  amdgpucodegen amdgpuasmparser amdgpudesc amdgpuinfo
+  option debuginfodwarf objcarcopts linker)
+# lld's ELF driver carries LTO. LLVM's exported LTO target drags in Polly,
+# which Debian does not ship as a static library (nor does tessel need it):
+# link the two archives by path instead.
+list(APPEND TESSEL_LLVM_LIBS ${LLVM_LIBRARY_DIR}/libLLVMLTO.a ${LLVM_LIBRARY_DIR}/libLLVMExtensions.a)

@@ -17,7 +17,8 @@ target_include_directories(tessel PUBLIC
 target_link_libraries(tessel
   PUBLIC absl::status absl::statusor absl::strings absl::str_format absl::span
          absl::hash absl::flat_hash_map absl::synchronization
-  PRIVATE ${TESSEL_LLVM_LIBS} ${TESSEL_ZSTD_STATIC} ${CMAKE_DL_LIBS} Threads::Threads)
+  PRIVATE ${TESSEL_LLD_ELF} ${TESSEL_LLD_COMMON} ${TESSEL_LLVM_LIBS} ${TESSEL_ZSTD_STATIC} ${CMAKE_DL_LIBS}
+          Threads::Threads)
 target_link_options(tessel PRIVATE
   -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/libtessel.map
   -Wl,--exclude-libs,ALL

@@ -17,5 +17,7 @@ absl::StatusOr<DeviceCode> compile_host(const Kernel& kernel, const CompileOptio
                                         CompileArtifacts* artifacts, HostTma tma = HostTma::kCopyEngine);
 absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
                                          CompileArtifacts* artifacts);
+absl::StatusOr<DeviceCode> compile_amdgpu(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
+                                          CompileArtifacts* artifacts);
 
 }  // namespace tessel::codegen

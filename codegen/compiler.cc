@@ -11,18 +11,14 @@
 namespace tessel {
 namespace {
 
-constexpr const char* kKnownArches = "host, or sm_90a (NVIDIA Hopper)";
+constexpr const char* kKnownArches = "host, sm_90a (NVIDIA Hopper) or gfx942 (AMD Instinct MI300)";
 
 }  // namespace
 
 absl::StatusOr<std::string> resolve_arch(const std::string& arch) {
   if (arch.empty() || arch == "host") return std::string("host");
-  if (absl::StartsWith(arch, "sm_")) return arch;  // the NVPTX target checks which it supports
-  if (absl::StartsWith(arch, "gfx")) {
-    return absl::UnimplementedError(
-        absl::StrCat("arch '", arch, "': the AMDGPU target is not part of tessel yet; tessel compiles for ",
-                     kKnownArches));
-  }
+  // The NVPTX and AMDGPU targets check which chips they support.
+  if (absl::StartsWith(arch, "sm_") || absl::StartsWith(arch, "gfx")) return arch;
   return absl::InvalidArgumentError(absl::StrCat("arch '", arch, "' is unknown; tessel compiles for ", kKnownArches));
 }
 
@@ -46,6 +42,7 @@ std::string compiler_identity(const std::string& arch) {
 absl::StatusOr<DeviceCode> compile(const Kernel& kernel, const CompileOptions& options, CompileArtifacts* artifacts) {
   TESSEL_ASSIGN_OR_RETURN(std::string arch, resolve_arch(options.arch));
   if (arch == "host") return codegen::compile_host(kernel, options, artifacts);
+  if (absl::StartsWith(arch, "gfx")) return codegen::compile_amdgpu(kernel, options, arch, artifacts);
   return codegen::compile_nvptx(kernel, options, arch, artifacts);
 }
 

@@ -47,9 +47,11 @@ absl::Status Lowering::plan_mma() {
         k_major = !k_major;
       }
       const Op* load = tma_tile(v);
-      if (load == nullptr || !swizzled(ir_.type(load->operands[0]))) return std::nullopt;
+      if (load == nullptr) return std::nullopt;
       *tile = v;
-      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle_of(load));
+      // Swizzled as the map says where the target's copies swizzle, else plain.
+      const Swizzle swizzle = swizzled(ir_.type(load->operands[0])) ? swizzle_of(load) : Swizzle::kNone;
+      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
     };
     int a_tile = -1, b_tile = -1;
     std::optional<SharedMatrix> a = stored(o.operands[0], shape.m, /*k_major_direct=*/true, &a_tile);

@@ -44,11 +44,14 @@ bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernel
   options.arch = args.target;
   for (const tessel::Kernel& k : kernels) {
     tessel::CompileArtifacts a;
-    ok_or_die(tessel::compile(k, options, &a).status(), "compile");
+    tessel::DeviceCode code = value_or_die(tessel::compile(k, options, &a), "compile");
     const char* assembly = absl::StartsWith(args.target, "sm_") ? ".ptx" : ".s";
-    for (auto [ext, text] : {std::pair{".tessel", &a.ir}, std::pair{".ll", &a.llvm}, std::pair{assembly, &a.assembly}}) {
+    std::vector<std::pair<const char*, const std::string*>> files = {
+        {".tessel", &a.ir}, {".ll", &a.llvm}, {assembly, &a.assembly}};
+    if (code.format == tessel::CodeFormat::kHsaco) files.push_back({".hsaco", &code.binary});  // the code object
+    for (auto [ext, text] : files) {
       std::string path = dir + "/" + k.name() + "." + args.target + ext;
-      std::ofstream out(path);
+      std::ofstream out(path, std::ios::binary);
       out << *text;
       if (!out.flush()) {
         std::fprintf(stderr, "cannot write %s (does the directory %s exist?)\n", path.c_str(), dir.c_str());

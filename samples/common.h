@@ -12,8 +12,8 @@
 namespace samples {
 
 // --device=host|host:N|cuda:N|best (default best), --emit=DIR (write the
-// kernels' stages there and do not run), --target=sm_90a (with --emit:
-// compile for that GPU without needing one), --seed=N, --ranks=N.
+// kernels' stages there and do not run), --target=sm_90a or gfx942 (with
+// --emit: compile for that GPU without needing one), --seed=N, --ranks=N.
 struct Args {
   std::string device = "best";
   std::string emit_dir;
@@ -25,8 +25,9 @@ Args parse_args(int argc, char** argv);
 
 absl::StatusOr<tessel::Device> open_device(const Args& args);
 
-// With --target: writes each kernel's IR, LLVM IR and PTX into the --emit
-// directory and returns true (the sample then stops); else returns false.
+// With --target: writes each kernel's IR, LLVM IR and assembly (PTX, or
+// AMDGCN and the .hsaco code object) into the --emit directory and returns
+// true (the sample then stops); else returns false.
 bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernels,
                      tessel::CompileOptions options = {});
 tessel::CompileOptions compile_options(const Args& args);

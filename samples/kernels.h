@@ -205,6 +205,10 @@ inline constexpr int kMatmulWarps = 8;
 // tiles, 4 stages (faster where 128 x 256 tiles leave SMs idle).
 inline constexpr GemmConfig kMatmulNarrow = {.bm = 128, .bn = 128, .bk = 64, .out = bf16, .stages = 4};
 inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") { return gemm_kernel(kMatmul, std::move(name)); }
+// The sample's GEMM on AMD GPUs (gfx942): tiles that fit in 64 KiB of LDS,
+// on four wavefronts; no pipeline (AMD has no asynchronous TMA).
+inline constexpr GemmConfig kMatmulAmd = {.bm = 64, .bn = 64, .bk = 64, .out = bf16, .stages = 1};
+inline constexpr int kMatmulAmdWarps = 4;
 
 // --- Attention forward, one head: O [L, D] (f32) = softmax(Q K^T * scale)
 // V for Q, K, V [L, D] (bf16), with the row softmax kept online (running

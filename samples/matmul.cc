@@ -25,6 +25,13 @@ int main(int argc, char** argv) {
   }
   CompileOptions options = samples::compile_options(args);
   options.num_warps = samples::kMatmulWarps;  // two warpgroups, 64 rows of the tile each
+  if (args.target.rfind("gfx", 0) == 0) {     // AMD: tiles for 64 KiB of LDS, MFMA
+    CompileOptions amd = options;
+    amd.num_warps = samples::kMatmulAmdWarps;
+    samples::emit_for_target(args, {samples::value_or_die(samples::gemm_kernel(samples::kMatmulAmd, "matmul"), "build")},
+                             amd);
+    return 0;
+  }
   if (samples::emit_for_target(args, {kernels[0]}, options)) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
   samples::value_or_die(device.compile(kernels[0], options), "compile");  // and its dumps, with --emit

@@ -12,11 +12,12 @@ using namespace tessel;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  samples::GemmConfig g = samples::kMatmul;
+  const bool amd = args.target.rfind("gfx", 0) == 0;  // AMD: tiles for 64 KiB of LDS, MFMA
+  samples::GemmConfig g = amd ? samples::kMatmulAmd : samples::kMatmul;
   g.bias_gelu = true;
   Kernel kernel = samples::value_or_die(samples::gemm_kernel(g, "matmul_gelu"), "build");
   CompileOptions options = samples::compile_options(args);
-  options.num_warps = samples::kMatmulWarps;
+  options.num_warps = amd ? samples::kMatmulAmdWarps : samples::kMatmulWarps;
   if (samples::emit_for_target(args, {kernel}, options)) return 0;
   Device device = samples::value_or_die(samples::open_device(args), "device");
   Function fn = samples::value_or_die(device.compile(kernel, options), "compile");

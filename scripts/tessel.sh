@@ -28,7 +28,7 @@ case $command in
 esac
 
 # Everything the build needs, from Debian 12 (bookworm) main.
-packages=(cmake g++ ninja-build llvm-19-dev lld-19 libzstd-dev zlib1g-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+packages=(cmake g++ ninja-build llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
           ccache xz-utils binutils patchelf)
 
 missing_packages() {

@@ -86,6 +86,23 @@ TEST(MatmulForms, Tf32GemmRoundsItsOperands) {
   EXPECT_EQ((*exact)[0], static_cast<float>(k * static_cast<double>(x)));
 }
 
+// The configuration the GEMM sample compiles for AMD GPUs (MFMA there): the
+// host runs the same kernel for the numbers.
+TEST(MatmulForms, TheAmdGemmConfigurationMatchesOnTheHost) {
+  std::mt19937 gen(5);
+  const int64_t m = 150, n = 136, k = 200;
+  for (DType in : {bf16, f16}) {
+    SCOPED_TRACE(in.name());
+    GemmConfig g = samples::kMatmulAmd;
+    g.in = g.in_b = in;
+    g.out = f32;
+    Operand a = random_operand(in, m * k, gen), b = random_operand(in, n * k, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, samples::kMatmulAmdWarps, m, n, k, a, b);
+    ASSERT_TRUE(c.ok()) << c.status();
+    expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+  }
+}
+
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
   std::mt19937 gen(11);
   for (int64_t len : {64, 200}) {  // 200: the last K/V block is masked

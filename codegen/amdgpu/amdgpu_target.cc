@@ -1,0 +1,266 @@
+// The AMDGPU target. A program is a workgroup of num_warps wavefronts of 64
+// threads; tiles live in LDS and every tile loop is spread over the threads,
+// ending in a barrier. Pointers arrive in the global address space and are
+// used as flat ones (LLVM's address-space inference turns the accesses back
+// into global and LDS instructions). Tensor maps travel by value in the
+// kernarg segment (byref arguments), in tessel's host form: AMD has no TMA,
+// and the base class's copies by the program's threads read that form.
+#include "codegen/amdgpu/amdgpu_target.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/tma_rules.h"
+#include "codegen/amdgpu/mfma.h"
+#include "codegen/llvm_util.h"
+#include "codegen/loops.h"
+#include "llvm/IR/IntrinsicsAMDGPU.h"
+#include "llvm/MC/TargetRegistry.h"
+
+namespace tessel::codegen {
+namespace {
+
+constexpr unsigned kFlat = 0, kGlobal = 1, kLds = 3, kConstant = 4;
+// s_waitcnt's operand for "vmcnt(0)", the other counters left alone (gfx9
+// encoding: vmcnt in bits 3:0 and 15:14, expcnt 6:4, lgkmcnt 11:8).
+constexpr int kWaitVmcnt0 = 0x0F70;
+// COV5 hidden kernel argument: the grid's size in workgroups, x, y, z (u32 each).
+constexpr int64_t kHiddenBlockCount = 0;
+
+class AmdgpuTarget final : public TargetInfo {
+ public:
+  AmdgpuTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : tm_(std::move(tm)), threads_(threads) {}
+
+  std::string name() const override { return "amdgpu"; }
+  llvm::TargetMachine& machine() override { return *tm_; }
+
+  llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
+    llvm::LLVMContext& ctx = module.getContext();
+    llvm::IRBuilder<> b(ctx);
+    std::vector<llvm::Type*> types;
+    for (const Param& p : ir.params) types.push_back(param_type(b, p.type));
+    auto* type = llvm::FunctionType::get(b.getVoidTy(), types, false);
+    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, ir.name, module);
+    fn_->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
+    fn_->addFnAttr("amdgpu-flat-work-group-size", absl::StrCat(threads_, ",", threads_));
+    fn_->addFnAttr("uniform-work-group-size", "true");
+    for (size_t i = 0; i < ir.params.size(); ++i) {
+      fn_->getArg(i)->setName(ir.params[i].name);
+      if (!ir.params[i].type.is_tensor_map()) continue;
+      // The map's bytes in the kernarg segment, the argument a pointer to them.
+      fn_->addParamAttr(
+          i, llvm::Attribute::getWithByRefType(ctx, llvm::ArrayType::get(b.getInt8Ty(), kTensorMapBytes)));
+      fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(tma::kMapAlignment)));
+    }
+    module.addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", 500);
+    // One 8-byte slot per wavefront: partial results of combine_threads, and
+    // the value of uniform() in slot 0.
+    auto* slots = llvm::ArrayType::get(b.getInt64Ty(), 16);
+    scratch_ = new llvm::GlobalVariable(module, slots, false, llvm::GlobalValue::InternalLinkage,
+                                        llvm::UndefValue::get(slots), "tessel_scratch", nullptr,
+                                        llvm::GlobalValue::NotThreadLocal, kLds);
+    scratch_->setAlignment(llvm::Align(16));
+    // Dynamic LDS: its size is the launch's.
+    lds_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt8Ty(), 0), false,
+                                    llvm::GlobalValue::ExternalLinkage, nullptr, "tessel_lds", nullptr,
+                                    llvm::GlobalValue::NotThreadLocal, kLds);
+    lds_->setAlignment(llvm::Align(tma::kSharedTileAlignment));
+    return fn_;
+  }
+
+  std::vector<llvm::Value*> params(llvm::IRBuilder<>& b, const KernelIR& ir) override {
+    std::vector<llvm::Value*> out;
+    for (size_t i = 0; i < ir.params.size(); ++i) {
+      llvm::Value* a = fn_->getArg(i);
+      const Type& t = ir.params[i].type;
+      if (a->getType()->isPointerTy()) a = b.CreateAddrSpaceCast(a, b.getPtrTy(kFlat));
+      out.push_back(t.is_bool() ? b.CreateTrunc(a, b.getInt1Ty()) : a);
+    }
+    tid_ = b.CreateZExt(b.CreateIntrinsic(llvm::Intrinsic::amdgcn_workitem_id_x, {}, {}), b.getInt64Ty());
+    return out;
+  }
+
+  llvm::Value* program_id(llvm::IRBuilder<>& b, int axis) override {
+    static constexpr llvm::Intrinsic::ID kIds[] = {llvm::Intrinsic::amdgcn_workgroup_id_x,
+                                                   llvm::Intrinsic::amdgcn_workgroup_id_y,
+                                                   llvm::Intrinsic::amdgcn_workgroup_id_z};
+    return b.CreateIntrinsic(kIds[axis], {}, {});
+  }
+  llvm::Value* num_programs(llvm::IRBuilder<>& b, int axis) override {
+    llvm::Value* hidden = b.CreateIntrinsic(llvm::Intrinsic::amdgcn_implicitarg_ptr, {}, {});
+    llvm::Value* at = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), hidden, kHiddenBlockCount + 4 * axis);
+    auto* count = b.CreateAlignedLoad(b.getInt32Ty(), at, llvm::Align(4));
+    count->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(b.getContext(), {}));
+    return count;
+  }
+  llvm::Value* shared_base(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(lds_, b.getPtrTy(kFlat)); }
+
+  // f32 exp and log: the back end expands them around v_exp_f32 / v_log_f32
+  // with the range reduction and denormal scaling of its own lowering, no
+  // device library.
+  llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
+    return b.CreateUnaryIntrinsic(op == OpCode::kExp ? llvm::Intrinsic::exp : llvm::Intrinsic::log, x);
+  }
+
+  int register_tile_threads() const override { return threads_; }
+  llvm::Value* thread_index(llvm::IRBuilder<>&) override { return tid_; }
+
+  bool tiles_in_shared() const override { return true; }
+  void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
+    emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
+    barrier(b);
+  }
+  int warp_size() const override { return kWave; }
+  // Through ds_bpermute_b32 (each lane reads the word of the lane its
+  // address names): narrower integers travel in a word, 64-bit values in two.
+  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) override {
+    llvm::Type* t = v->getType();
+    unsigned bits = t->getPrimitiveSizeInBits();
+    if (bits < 32) return b.CreateTrunc(shuffle_xor(b, b.CreateZExt(v, b.getInt32Ty()), lanes), t);
+    llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
+    llvm::Value* lane = b.CreateTrunc(b.CreateAnd(tid_, kWave - 1), b.getInt32Ty());
+    llvm::Value* from = b.CreateShl(b.CreateXor(lane, b.getInt32(lanes)), 2);
+    auto permute = [&](llvm::Value* word) {
+      return b.CreateIntrinsic(llvm::Intrinsic::amdgcn_ds_bpermute, {}, {from, word});
+    };
+    if (bits == 32) return b.CreateBitCast(permute(x), t);
+    llvm::Value* lo = permute(b.CreateTrunc(x, b.getInt32Ty()));
+    llvm::Value* hi = permute(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
+    llvm::Value* joined = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
+    return b.CreateBitCast(joined, t);
+  }
+  // A butterfly within each wavefront; lane 0 of each writes its result to
+  // LDS, and every thread combines those in wavefront order.
+  llvm::Value* combine_threads(llvm::IRBuilder<>& b, llvm::Value* partial,
+                               const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) override {
+    llvm::Value* v = partial;
+    for (int lanes = kWave / 2; lanes >= 1; lanes /= 2) v = combine(v, shuffle_xor(b, v, lanes));
+    const int waves = threads_ / kWave;
+    if (waves == 1) return v;
+    llvm::Value* scratch = scratch_flat(b);
+    llvm::Value* slot = b.CreateGEP(v->getType(), scratch, b.CreateLShr(tid_, 6));
+    emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, kWave - 1), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
+    barrier(b);
+    llvm::Value* all = b.CreateLoad(v->getType(), scratch);
+    for (int w = 1; w < waves; ++w) {
+      all = combine(all, b.CreateLoad(v->getType(), b.CreateConstInBoundsGEP1_64(v->getType(), scratch, w)));
+    }
+    barrier(b);  // the slots may be written again
+    return all;
+  }
+
+  llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) override {
+    llvm::Type* type = nullptr;
+    llvm::Value* scratch = scratch_flat(b);
+    single_thread(b, [&] {
+      llvm::Value* v = compute();
+      type = v->getType();
+      b.CreateStore(v, scratch);
+    });
+    barrier(b);
+    llvm::Value* v = b.CreateLoad(type, scratch);
+    barrier(b);
+    return v;
+  }
+
+  // dot on bf16 and f16 tiles in LDS: MFMA, the accumulator in registers.
+  std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
+                                           const SharedMatrix& b) override {
+    return amdgpu::mfma_layout(shape, a, b, threads_);
+  }
+  std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
+                                const SharedMatrix& bm, std::vector<llvm::Value*> acc, int) override {
+    return amdgpu::emit_mfma(b, shape, a, bm, std::move(acc), tid_, threads_);
+  }
+
+  // Triggered views. MI300X's ordering for a gate: every wavefront waits
+  // for its own global stores (s_waitcnt vmcnt(0); a workgroup-scope fence
+  // does not), the workgroup meets at a barrier, then one thread releases
+  // at system scope (buffer_wbl2 sc0 sc1 before the store).
+  void program_barrier(llvm::IRBuilder<>& b) override {
+    b.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_waitcnt, {}, {b.getInt32(kWaitVmcnt0)});
+    barrier(b);
+  }
+  llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, global(b, ptr), v, llvm::MaybeAlign(8),
+                             llvm::AtomicOrdering::AcquireRelease, agent(b));
+  }
+  llvm::Value* atomic_exch_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    return b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, global(b, ptr), v, llvm::MaybeAlign(8),
+                             llvm::AtomicOrdering::AcquireRelease, agent(b));
+  }
+  llvm::Value* load_relaxed_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
+    auto* load = b.CreateAlignedLoad(b.getInt64Ty(), global(b, ptr), llvm::Align(8));
+    load->setAtomic(llvm::AtomicOrdering::Monotonic, agent(b));
+    return load;
+  }
+  void store_release_sys(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
+    auto* store = b.CreateAlignedStore(v, global(b, ptr), llvm::Align(8));
+    store->setAtomic(llvm::AtomicOrdering::Release, llvm::SyncScope::System);
+  }
+  llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
+    auto* load = b.CreateAlignedLoad(b.getInt64Ty(), global(b, ptr), llvm::Align(8));
+    load->setAtomic(llvm::AtomicOrdering::Acquire, llvm::SyncScope::System);
+    return load;
+  }
+  void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) override {
+    emit_if(b, b.CreateICmpEQ(tid_, b.getInt64(0)), body);
+  }
+  void epilogue(llvm::IRBuilder<>&) override {}
+
+ private:
+  llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) {
+    if (t.is_tensor_map()) return b.getPtrTy(kConstant);
+    if (t.is_pointer() || t.is_triggered_view()) return b.getPtrTy(kGlobal);
+    switch (t.dtype().kind) {
+      case ScalarKind::kI1: return b.getInt8Ty();
+      case ScalarKind::kF32: return b.getFloatTy();
+      case ScalarKind::kF64: return b.getDoubleTy();
+      default: return b.getIntNTy(t.dtype().bits());
+    }
+  }
+  // Workgroup barriers: s_barrier alone does not order LDS accesses on
+  // gfx942; the fences around it make it wait for them (lgkmcnt).
+  void barrier(llvm::IRBuilder<>& b) {
+    const llvm::SyncScope::ID workgroup = b.getContext().getOrInsertSyncScopeID("workgroup");
+    b.CreateFence(llvm::AtomicOrdering::Release, workgroup);
+    b.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
+    b.CreateFence(llvm::AtomicOrdering::Acquire, workgroup);
+  }
+  llvm::SyncScope::ID agent(llvm::IRBuilder<>& b) { return b.getContext().getOrInsertSyncScopeID("agent"); }
+  // Triggered views' words are in device (or peer) memory: global accesses.
+  llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) { return b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal)); }
+  llvm::Value* scratch_flat(llvm::IRBuilder<>& b) { return b.CreateAddrSpaceCast(scratch_, b.getPtrTy(kFlat)); }
+
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  int threads_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value* tid_ = nullptr;
+  llvm::GlobalVariable* lds_ = nullptr;
+  llvm::GlobalVariable* scratch_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps,
+                                                               int opt_level) {
+  init_llvm_targets();
+  if (num_warps < 1 || num_warps > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_warps must be 1 to 16 on AMD GPUs (wavefronts of 64 threads), got ", num_warps));
+  }
+  if (arch != "gfx942") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("amdgpu target '", arch, "': tessel compiles for gfx942 (MI300X, MI300A, MI325X)"));
+  }
+  std::string err;
+  const std::string triple = "amdgcn-amd-amdhsa";
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (target == nullptr) return absl::InternalError(absl::StrCat("AMDGPU target: ", err));
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, arch, "", options, llvm::Reloc::PIC_, std::nullopt,
+      opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
+  if (tm == nullptr) return absl::InternalError(absl::StrCat("AMDGPU target: cannot make a target machine for ", arch));
+  return std::unique_ptr<TargetInfo>(new AmdgpuTarget(std::move(tm), num_warps * kWave));
+}
+
+}  // namespace tessel::codegen

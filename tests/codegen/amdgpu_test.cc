@@ -1,0 +1,182 @@
+// The AMDGPU target (gfx942): every sample's kernels become HSA code objects
+// linked in process, read back here (ELF header, kernel descriptor,
+// metadata); the assembly shows the instructions the design relies on
+// (cross-lane permutes, fenced barriers, MI300X's publish ordering).
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "code_object_reader.h"
+#include "codegen/amdgpu/mfma_fragment.h"
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "samples/kernels.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Compiled {
+  DeviceCode code;
+  CompileArtifacts artifacts;
+};
+
+absl::StatusOr<Compiled> compile_gfx942(const Kernel& kernel, int num_warps = 4) {
+  CompileOptions options;
+  options.arch = "gfx942";
+  options.num_warps = num_warps;
+  Compiled c;
+  absl::StatusOr<DeviceCode> code = compile(kernel, options, &c.artifacts);
+  if (!code.ok()) return code.status();
+  c.code = *std::move(code);
+  return c;
+}
+
+std::vector<Kernel> sample_kernels() {
+  std::vector<Kernel> kernels = {*samples::vector_add_kernel(), *samples::softmax_kernel(),
+                                 *samples::row_softmax_kernel(), *samples::tile_copy_kernel(),
+                                 *samples::tile_transpose_kernel(),
+                                 *samples::gemm_kernel(samples::kMatmulAmd, "matmul")};
+  for (bool publishes : {true, false}) kernels.push_back(*samples::allgather_producer_kernel(publishes));
+  kernels.push_back(*samples::allgather_check_kernel());
+  return kernels;
+}
+
+TEST(Amdgpu, EverySampleKernelIsAGfx942CodeObject) {
+  for (const Kernel& kernel : sample_kernels()) {
+    SCOPED_TRACE(kernel.name());
+    absl::StatusOr<Compiled> c = compile_gfx942(kernel);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->code.format, CodeFormat::kHsaco);
+    EXPECT_EQ(c->code.threads, 4 * 64);
+    const code_object::Header h = code_object::header(c->code.binary);
+    EXPECT_EQ(c->code.binary.substr(0, 4), "\x7f" "ELF");
+    EXPECT_EQ(h.type, 3);          // ET_DYN: a shared object the loader maps
+    EXPECT_EQ(h.machine, 224);     // EM_AMDGPU
+    EXPECT_EQ(h.os_abi, 64);       // ELFOSABI_AMDGPU_HSA
+    EXPECT_EQ(h.abi_version, 3);   // code object v5
+    EXPECT_EQ(h.flags & 0xFF, 0x4Cu);  // EF_AMDGPU_MACH_AMDGCN_GFX942
+    // No calls: exp, log and everything else are inline, no device library.
+    EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("s_swappc")));
+  }
+}
+
+TEST(Amdgpu, DescriptorAndMetadataDescribeTheKernarg) {
+  absl::StatusOr<Compiled> c = compile_gfx942(*samples::tile_copy_kernel());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& elf = c->code.binary;
+  std::optional<code_object::KernelDescriptor> kd = code_object::descriptor(elf, "tile_copy");
+  ASSERT_TRUE(kd.has_value());
+  // Two 128-byte tensor maps by value, then m and n: 264 bytes of explicit
+  // arguments, then COV5's hidden ones.
+  EXPECT_GT(kd->kernarg_size, 264u);
+  EXPECT_EQ(code_object::metadata_uint(elf, ".kernarg_segment_size"), kd->kernarg_size);
+  EXPECT_EQ(code_object::metadata_uint(elf, ".kernarg_segment_align"), 64u);  // the maps' alignment
+  EXPECT_EQ(code_object::metadata_uint(elf, ".group_segment_fixed_size"), kd->group_segment_fixed_size);
+  EXPECT_EQ(code_object::metadata_uint(elf, ".wavefront_size"), 64u);
+  EXPECT_EQ(code_object::metadata_uint(elf, ".max_flat_workgroup_size"), 256u);
+  EXPECT_EQ(kd->private_segment_fixed_size, 0u);
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr(".value_kind:     hidden_block_count_x"));
+  // The tiles' LDS is dynamic (the launch's); the code says how much.
+  EXPECT_GT(c->code.shared_bytes, 2 * 64 * 128);
+}
+
+TEST(Amdgpu, ReductionsPermuteAcrossLanesAndBarriersWaitForLds) {
+  absl::StatusOr<Compiled> c = compile_gfx942(*samples::softmax_kernel());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& s = c->artifacts.assembly;
+  EXPECT_THAT(s, HasSubstr("ds_bpermute_b32"));
+  EXPECT_THAT(s, HasSubstr("v_exp_f32"));
+  // s_barrier alone does not order LDS accesses on gfx942.
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(s_waitcnt (vmcnt\(0\) )?lgkmcnt\(0\)\s+s_barrier)")));
+}
+
+TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
+  absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& s = c->artifacts.assembly;
+  // Every wavefront waits for its stores, the workgroup meets, then the
+  // gate opens with a system-scope release.
+  const size_t wait = s.find("s_waitcnt vmcnt(0)");
+  const size_t barrier = s.find("s_barrier", wait);
+  const size_t writeback = s.find("buffer_wbl2 sc0 sc1", barrier);
+  ASSERT_NE(wait, std::string::npos);
+  ASSERT_NE(barrier, std::string::npos);
+  ASSERT_NE(writeback, std::string::npos);
+  EXPECT_TRUE(std::regex_search(s.substr(writeback), std::regex(R"(^buffer_wbl2 sc0 sc1\s+(s_waitcnt vmcnt\(0\)\s+)?global_store_dwordx2 [^\n]* sc0 sc1)")));
+  // The contributor count: an agent-scope acq_rel add.
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"(buffer_wbl2 sc1\s+(s_waitcnt vmcnt\(0\)\s+)?global_atomic_add_x2)")));
+  // wait/arrived read the gate with a system-scope acquire.
+  absl::StatusOr<Compiled> check = compile_gfx942(*samples::allgather_check_kernel());
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(std::regex_search(check->artifacts.assembly,
+                                std::regex(R"(global_load_dwordx2 [^\n]* sc0 sc1\s+s_waitcnt vmcnt\(0\)\s+buffer_inv sc0 sc1)")));
+}
+
+TEST(Amdgpu, MfmaAccumulatorCoversTheTileOnce) {
+  using codegen::amdgpu::mfma_accumulator_element;
+  for (auto [m, n, waves] : {std::tuple{32, 32, 1}, {64, 64, 4}, {128, 64, 2}, {128, 128, 4}}) {
+    const int64_t slots = m / 32 * (n / 32) / waves * 16;
+    std::set<int64_t> seen;
+    for (int64_t t = 0; t < 64 * waves; ++t) {
+      for (int64_t s = 0; s < slots; ++s) seen.insert(mfma_accumulator_element(n, waves, t, s));
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), m * n) << m << "x" << n;
+    EXPECT_EQ(*seen.rbegin(), m * n - 1);
+  }
+  // The 32 x 32 block: lane 33's value 5 is row 8 + 4 + 1, column 1.
+  EXPECT_EQ(mfma_accumulator_element(32, 1, 33, 5), 13 * 32 + 1);
+  // Two waves on a 64 x 64 tile: wave 1 takes block 1 (columns 32-63), then block 3.
+  EXPECT_EQ(mfma_accumulator_element(64, 2, 64, 0), 32);
+  EXPECT_EQ(mfma_accumulator_element(64, 2, 64, 16), 32 * 64 + 32);
+}
+
+TEST(Amdgpu, DotOnBf16AndF16TilesRunsOnMfma) {
+  for (DType in : {bf16, f16}) {
+    for (bool b_nk : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(in.name(), b_nk ? " B as NxK" : " B as KxN"));
+      samples::GemmConfig g = samples::kMatmulAmd;
+      g.in = g.in_b = in;
+      g.b_nk = b_nk;
+      absl::StatusOr<Compiled> c = compile_gfx942(*samples::gemm_kernel(g), samples::kMatmulAmdWarps);
+      ASSERT_TRUE(c.ok()) << c.status();
+      const std::string& s = c->artifacts.assembly;
+      // A 64 x 64 tile over four wavefronts: one 32 x 32 block each, 8 steps of k for BK 64.
+      const std::string mfma = absl::StrCat("v_mfma_f32_32x32x8_", in == bf16 ? "bf16" : "f16");
+      size_t count = 0;
+      for (size_t at = s.find(mfma); at != std::string::npos; at = s.find(mfma, at + 1)) ++count;
+      EXPECT_EQ(count, 8u);
+      // K-major operands are read four k at a time.
+      EXPECT_THAT(s, HasSubstr("ds_read_b64"));
+      EXPECT_THAT(s, HasSubstr(".vgpr_spill_count: 0"));
+      // The accumulator stays in registers: LDS holds the two operand tiles and C's.
+      EXPECT_LE(c->code.shared_bytes, 3 * 64 * 64 * 2 + 1024);
+    }
+  }
+  // Other dtypes keep the loop.
+  const samples::GemmConfig f32_gemm = {.bm = 32, .bn = 32, .bk = 32, .in = f32, .stages = 1};
+  absl::StatusOr<Compiled> c = compile_gfx942(*samples::gemm_kernel(f32_gemm), samples::kMatmulAmdWarps);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("v_mfma")));
+}
+
+TEST(Amdgpu, BadOptionsAndOversizedKernelsAreClearErrors) {
+  Kernel kernel = *samples::vector_add_kernel();
+  EXPECT_THAT(compile_gfx942(kernel, 17).status().message(),
+              HasSubstr("num_warps must be 1 to 16 on AMD GPUs (wavefronts of 64 threads), got 17"));
+  CompileOptions other;
+  other.arch = "gfx90a";
+  EXPECT_THAT(compile(kernel, other).status().message(),
+              HasSubstr("amdgpu target 'gfx90a': tessel compiles for gfx942"));
+  // The sample's Hopper GEMM needs far more than 64 KiB of LDS.
+  absl::Status big = compile_gfx942(*samples::matmul_kernel(), 8).status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(big.message(), HasSubstr("bytes of LDS per program; gfx942 allows 65536"));
+}
+
+}  // namespace
+}  // namespace tessel
