@@ -151,7 +151,8 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
     absl::StatusOr<std::vector<float>> cpu = run_gemm(*host, p, in);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     ASSERT_TRUE(cpu.ok()) << cpu.status();
-    EXPECT_TRUE(all_close(*gpu, *cpu, p.in.is_float8() ? 1e-3 : 1e-5));
+    // fp8: the tensor cores' sums keep about 12 bits of Σ|a b| (here up to 8 after the scales).
+    EXPECT_TRUE(all_close(*gpu, *cpu, p.in.is_float8() ? 4e-3 : 1e-5));
   }
 }
 
