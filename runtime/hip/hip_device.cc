@@ -1,0 +1,239 @@
+// The HIP device: kernels compiled to HSA code objects (codegen/amdgpu/),
+// loaded through libamdhip64 and launched with a packed kernarg buffer,
+// tensor maps in it by value in tessel's host form (AMD has no TMA).
+#include <array>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "codegen/compiler.h"
+#include "runtime/backend.h"
+#include "runtime/compile_cached.h"
+#include "runtime/device_impl.h"
+#include "runtime/hip/hip_runtime.h"
+#include "runtime/hip/kernarg.h"
+#include "runtime/tensor_map.h"
+
+namespace tessel {
+namespace {
+
+using hip::Runtime;
+
+constexpr int kWave = 64;
+constexpr int64_t kLdsLimit = 65536;
+
+// A loaded code object; unloaded when the last function made from it goes.
+class Module {
+ public:
+  Module(const Runtime& runtime, hip::hipModule_t module) : runtime_(runtime), module_(module) {}
+  ~Module() { runtime_.module_unload.raw(module_); }
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  hip::hipModule_t get() const { return module_; }
+
+ private:
+  const Runtime& runtime_;
+  hip::hipModule_t module_;
+};
+
+class HipStream final : public StreamImpl {
+ public:
+  HipStream(const Runtime& runtime, hip::hipStream_t stream)
+      : StreamImpl(DeviceKind::kHip), runtime_(runtime), stream_(stream) {}
+  ~HipStream() override { runtime_.stream_destroy.raw(stream_); }
+  void* native() const override { return stream_; }
+  absl::Status synchronize() override { return runtime_.stream_synchronize(stream_); }
+  absl::Status begin_capture() override {
+    return absl::UnimplementedError("HIP streams: graph capture is not part of tessel's HIP backend yet");
+  }
+  absl::StatusOr<std::shared_ptr<GraphImpl>> end_capture() override {
+    return absl::UnimplementedError("HIP streams: graph capture is not part of tessel's HIP backend yet");
+  }
+
+ private:
+  const Runtime& runtime_;
+  hip::hipStream_t stream_;
+};
+
+class HipFunction final : public FunctionImpl {
+ public:
+  HipFunction(Kernel kernel, const Runtime& runtime, int device, std::shared_ptr<Module> module,
+              hip::hipFunction_t function, int threads, int64_t shared_bytes)
+      : FunctionImpl(kernel, TensorMapEncoding::kHost),
+        runtime_(runtime),
+        device_(device),
+        module_(std::move(module)),
+        function_(function),
+        threads_(threads),
+        shared_bytes_(shared_bytes),
+        layout_(hip::kernarg_layout(kernel)) {}
+
+  int64_t shared_bytes() const override { return shared_bytes_; }
+
+  absl::Status run(const LaunchConfig& config, void** params) override {
+    const std::string what = absl::StrCat("launch '", kernel().name(), "' on hip:", device_);
+    if (config.num_warps * kWave != threads_) [[unlikely]] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the launch asks for ", config.num_warps, " wavefronts (", config.num_warps * kWave,
+          " threads) but the kernel was compiled for ", threads_ / kWave, " (", threads_,
+          " threads); compile with CompileOptions::num_warps = ", config.num_warps));
+    }
+    hip::hipStream_t stream = nullptr;
+    if (config.stream != nullptr && config.stream->impl() != nullptr) {
+      if (config.stream->impl()->kind() != DeviceKind::kHip) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": the stream belongs to another kind of device"));
+      }
+      stream = static_cast<hip::hipStream_t>(config.stream->impl()->native());
+    }
+    std::vector<uint8_t> args = hip::pack_kernargs(layout_, params);
+    size_t size = args.size();
+    void* extra[] = {hip::HIP_LAUNCH_PARAM_BUFFER_POINTER, args.data(), hip::HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     hip::HIP_LAUNCH_PARAM_END};
+    const std::array<int, 3>& g = config.grid.dims;
+    absl::Status status = runtime_.set_device(device_);
+    if (status.ok()) {
+      status = runtime_.module_launch_kernel(function_, g[0], g[1], g[2], threads_, 1, 1,
+                                             static_cast<unsigned>(shared_bytes_), stream, nullptr,
+                                             size > 0 ? extra : nullptr);
+    }
+    return status.ok() ? status : prefixed(what, status);
+  }
+
+ private:
+  const Runtime& runtime_;
+  const int device_;
+  const std::shared_ptr<Module> module_;
+  const hip::hipFunction_t function_;
+  const int threads_;
+  const int64_t shared_bytes_;
+  const hip::KernargLayout layout_;
+};
+
+class HipDevice final : public DeviceImpl {
+ public:
+  static absl::StatusOr<std::shared_ptr<HipDevice>> open(const Runtime& runtime, int index) {
+    auto device = std::shared_ptr<HipDevice>(new HipDevice(runtime, index));
+    TESSEL_RETURN_IF_ERROR(device->query());
+    return device;
+  }
+
+  std::string name() const override { return absl::StrCat("hip:", index_); }
+  DeviceKind kind() const override { return DeviceKind::kHip; }
+  int num_compute_units() const override { return compute_units_; }
+  std::string arch() const override { return arch_; }
+  std::string details() const override { return absl::StrCat(product_, ", ", arch_, ", ", compute_units_, " CUs"); }
+  TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kHost; }
+
+  absl::StatusOr<std::shared_ptr<void>> raw_allocate(size_t bytes) override {
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    void* ptr = nullptr;
+    if (absl::Status s = runtime_.malloc(&ptr, bytes); !s.ok()) {
+      return prefixed(absl::StrCat(name(), ": allocating ", bytes, " bytes"), s);
+    }
+    const Runtime* runtime = &runtime_;
+    return std::shared_ptr<void>(ptr, [runtime](void* p) { runtime->free.raw(p); });
+  }
+  absl::Status copy_to_device(void* dst, const void* src, size_t bytes) override {
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    return runtime_.memcpy(dst, src, bytes, hip::hipMemcpyHostToDevice);
+  }
+  absl::Status copy_to_host(void* dst, const void* src, size_t bytes) override {
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    return runtime_.memcpy(dst, src, bytes, hip::hipMemcpyDeviceToHost);
+  }
+  absl::Status synchronize() override {
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    return runtime_.device_synchronize();
+  }
+  absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream() override {
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    hip::hipStream_t stream = nullptr;
+    TESSEL_RETURN_IF_ERROR(runtime_.stream_create(&stream));
+    return std::make_shared<HipStream>(runtime_, stream);
+  }
+  absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override {
+    return TensorMap::encode_host(spec);
+  }
+
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> compile_uncached(const Kernel& kernel,
+                                                                 const CompileOptions& options) override {
+    CompileOptions resolved = options;
+    if (resolved.arch.empty()) resolved.arch = arch_;
+    const std::string prefix = absl::StrCat(name(), ": compile '", kernel.name(), "' for ", resolved.arch);
+    if (resolved.arch != arch_) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ": ", name(), " runs only code compiled for ", arch_));
+    }
+    absl::StatusOr<DeviceCode> code = compile_cached(*disk_cache(), kernel, resolved);
+    if (!code.ok()) return prefixed(prefix, code.status());
+    if (code->shared_bytes > kLdsLimit) {
+      return absl::ResourceExhaustedError(absl::StrCat(prefix, ": the kernel needs ", code->shared_bytes,
+                                                       " bytes of LDS per program; ", name(), " allows ", kLdsLimit));
+    }
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    hip::hipModule_t module = nullptr;
+    if (absl::Status s = runtime_.module_load_data(&module, code->binary.data()); !s.ok()) return prefixed(prefix, s);
+    auto held = std::make_shared<Module>(runtime_, module);
+    hip::hipFunction_t function = nullptr;
+    if (absl::Status s = runtime_.module_get_function(&function, module, code->entry.c_str()); !s.ok()) {
+      return prefixed(prefix, s);
+    }
+    return std::make_shared<HipFunction>(kernel, runtime_, index_, std::move(held), function, code->threads,
+                                         code->shared_bytes);
+  }
+
+ private:
+  HipDevice(const Runtime& runtime, int index) : runtime_(runtime), index_(index) {}
+
+  absl::Status query() {
+    TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
+    TESSEL_RETURN_IF_ERROR(
+        runtime_.device_get_attribute(&compute_units_, hip::hipDeviceAttributeMultiprocessorCount, index_));
+    std::array<char, 256> product{};
+    TESSEL_RETURN_IF_ERROR(runtime_.device_get_name(product.data(), static_cast<int>(product.size()), index_));
+    product_ = product.data();
+    // gcnArchName ("gfx942:sramecc+:xnack-"), from whichever properties
+    // layout the runtime has; the target features after ':' do not change
+    // the code tessel makes.
+    std::vector<char> properties(hip::kDevicePropertiesBytes, 0);
+    size_t at = hip::kArchNameOffsetR0000;
+    if (runtime_.get_device_properties_r0600.present()) {
+      TESSEL_RETURN_IF_ERROR(runtime_.get_device_properties_r0600(properties.data(), index_));
+      at = hip::kArchNameOffsetR0600;
+    } else {
+      TESSEL_RETURN_IF_ERROR(runtime_.get_device_properties(properties.data(), index_));
+    }
+    const std::string gcn(properties.data() + at, strnlen(properties.data() + at, 256));
+    arch_ = gcn.substr(0, gcn.find(':'));
+    if (arch_.rfind("gfx", 0) != 0) {
+      return absl::InternalError(absl::StrCat(name(), ": the HIP runtime reports architecture '", gcn, "'"));
+    }
+    return absl::OkStatus();
+  }
+
+  const Runtime& runtime_;
+  const int index_;
+  int compute_units_ = 0;
+  std::string product_;
+  std::string arch_;
+};
+
+absl::StatusOr<std::shared_ptr<DeviceImpl>> open_hip(absl::string_view name, absl::string_view suffix) {
+  TESSEL_ASSIGN_OR_RETURN(int index, parse_device_index(name, suffix, "GPU index"));
+  absl::StatusOr<const Runtime*> runtime = Runtime::get();
+  if (!runtime.ok()) {
+    return absl::UnavailableError(absl::StrCat("Device::open('", name, "'): ", runtime.status().message()));
+  }
+  int count = 0;
+  TESSEL_RETURN_IF_ERROR((*runtime)->get_device_count(&count));
+  if (index >= count) {
+    return absl::NotFoundError(absl::StrCat("Device::open('", name, "'): ", count, " AMD GPU", count == 1 ? "" : "s",
+                                            " present"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<HipDevice> device, HipDevice::open(**runtime, index));
+  return device;
+}
+
+[[maybe_unused]] const bool registered = register_backend({.prefix = "hip", .usage = "hip:N", .open = &open_hip, .make_group = nullptr});
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,97 @@
+// AMD's HIP runtime, loaded at run time: tessel links no ROCm library and
+// declares the calls it makes itself (hip_api.h). Like the CUDA driver
+// (runtime/cuda/driver.h), every call returns an absl::Status naming the
+// call and HIP's error; `.raw(...)` returns the hipError_t where a caller
+// must ignore failures (destructors).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/hip/hip_api.h"
+
+namespace tessel::hip {
+
+class Runtime;
+
+// "hipMalloc: hipErrorOutOfMemory (out of memory)", with a status code for
+// the kind of failure (no device: kUnavailable; out of memory:
+// kResourceExhausted; bad value: kInvalidArgument; ...).
+absl::Status runtime_error(const Runtime& runtime, const char* call, hipError_t error);
+
+template <class Fn>
+class Entry;
+template <class... Args>
+class Entry<hipError_t (*)(Args...)> {
+ public:
+  using Fn = hipError_t (*)(Args...);
+
+  absl::Status operator()(Args... args) const {
+    hipError_t error = fn_(args...);
+    if (error == hipSuccess) [[likely]]
+      return absl::OkStatus();
+    return runtime_error(*runtime_, name_, error);
+  }
+  hipError_t raw(Args... args) const { return fn_(args...); }
+  bool present() const { return fn_ != nullptr; }
+  const char* name() const { return name_; }
+
+ private:
+  friend class Runtime;
+  Fn fn_ = nullptr;
+  const char* name_ = "";
+  const Runtime* runtime_ = nullptr;
+};
+
+// X(member, symbol, required): every entry the backend uses.
+#define TESSEL_HIP_ENTRIES(X)                                       \
+  X(init, hipInit, true)                                            \
+  X(get_device_count, hipGetDeviceCount, true)                      \
+  X(set_device, hipSetDevice, true)                                 \
+  X(device_get_attribute, hipDeviceGetAttribute, true)              \
+  X(device_get_name, hipDeviceGetName, true)                        \
+  X(get_device_properties, hipGetDeviceProperties, true)            \
+  X(get_device_properties_r0600, hipGetDevicePropertiesR0600, false) \
+  X(device_synchronize, hipDeviceSynchronize, true)                 \
+  X(malloc, hipMalloc, true)                                        \
+  X(free, hipFree, true)                                            \
+  X(memcpy, hipMemcpy, true)                                        \
+  X(stream_create, hipStreamCreate, true)                           \
+  X(stream_destroy, hipStreamDestroy, true)                         \
+  X(stream_synchronize, hipStreamSynchronize, true)                 \
+  X(module_load_data, hipModuleLoadData, true)                      \
+  X(module_unload, hipModuleUnload, true)                           \
+  X(module_get_function, hipModuleGetFunction, true)                \
+  X(module_launch_kernel, hipModuleLaunchKernel, true)
+
+// The process's HIP runtime: loaded and initialised (hipInit) on first use,
+// then immutable, so any thread may call it.
+class Runtime {
+ public:
+  // The runtime, or kUnavailable naming what is missing: no libamdhip64
+  // (TESSEL_HIP_LIBRARY names another file to load), a library without a
+  // call tessel needs, or hipInit's error (no AMD GPU). The outcome of the
+  // first call is kept for the life of the process.
+  static absl::StatusOr<const Runtime*> get();
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The library loaded.
+  const std::string& library() const { return library_; }
+
+#define TESSEL_HIP_DECLARE_ENTRY(member, symbol, required) Entry<PFN_##symbol> member;
+  TESSEL_HIP_ENTRIES(TESSEL_HIP_DECLARE_ENTRY)
+#undef TESSEL_HIP_DECLARE_ENTRY
+  PFN_hipGetErrorName get_error_name = nullptr;
+  PFN_hipGetErrorString get_error_string = nullptr;
+
+ private:
+  Runtime() = default;
+  static absl::StatusOr<const Runtime*> load();
+
+  std::string library_;
+};
+
+}  // namespace tessel::hip
