@@ -1,135 +1,65 @@
 // Host groups: ranks are host devices of one process. Symmetric memory is an
 // address range reserved per rank (PROT_NONE) and opened chunk by chunk, so
-// it never moves; each (rank, peer) queue is a thread playing the copy
-// engine, running its chains in arming order against host memory.
+// it never moves; each (rank, peer) queue is a user-mode SDMA queue whose
+// software engine (runtime/sdma/engine.h) executes the same packet chains
+// an AMD copy engine would, in arming order, against host memory.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstring>
-#include <deque>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status.h"
 #include "base/view_abi.h"
 #include "runtime/plans/plan_backend.h"
+#include "runtime/sdma/engine.h"
 
 namespace tessel {
 namespace {
 
+// Each (rank, peer) queue's ring: half of it may be armed at once.
+constexpr int64_t kRingBytes = int64_t{1} << 20;
+
 uint64_t load_acquire(const uint64_t* word) {
   return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(word)).load(std::memory_order_acquire);
 }
-void store_release(uint64_t* word, uint64_t value) {
-  std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_release);
-}
-void run_copy(const ChainCopy& c) {
-  for (int64_t row = 0; row < c.height; ++row) {
-    std::memcpy(reinterpret_cast<void*>(c.dst + row * c.dst_pitch),
-                reinterpret_cast<const void*>(c.src + row * c.src_pitch), c.width);
-  }
-}
 
-// What one plan's epoch tracks across queues.
-struct EpochState {
-  std::atomic<bool> released{false};
-  std::atomic<int64_t> outstanding{0};
+// One chain submitted: done once its queue's engine has read past `end`.
+struct Submitted {
+  sdma::Queue* queue = nullptr;
+  uint64_t end = 0;
 };
 
-// The peers still to receive one batch; the last delivery opens completion.
-struct BatchState {
-  std::atomic<int> remaining{0};
-  uint64_t* completion = nullptr;
-  uint64_t epoch = 0;
-};
-
-struct Chain {
-  const uint64_t* ready = nullptr;  // null: a plain copy, run at once
-  uint64_t epoch = 0;
-  std::vector<ChainCopy> copies;
-  uint64_t* arrival = nullptr;
-  std::shared_ptr<BatchState> batch;
-  std::shared_ptr<EpochState> state;
-};
-
-class Queue {
- public:
-  Queue() : thread_([this] { loop(); }) {}
-  ~Queue() {
-    {
-      absl::MutexLock lock(&mu_);  // the loop's Await sees the flag on unlock
-      stopping_.store(true, std::memory_order_release);
-    }
-    thread_.join();
-  }
-
-  void push(Chain chain) {
-    absl::MutexLock lock(&mu_);
-    chains_.push_back(std::move(chain));
-  }
-
- private:
-  bool wait_open(const Chain& c) {
-    for (int polls = 0;; ++polls) {
-      if (gate_open(load_acquire(c.ready), c.epoch)) return true;
-      if (c.state->released.load(std::memory_order_acquire) || stopping_.load(std::memory_order_acquire)) {
-        return false;
-      }
-      if (polls < 64) continue;
-      if (polls < 1024) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-
-  void execute(const Chain& c) {
-    bool open = c.ready == nullptr || wait_open(c);
-    if (open) {
-      for (const ChainCopy& copy : c.copies) run_copy(copy);
-      if (c.arrival != nullptr) store_release(c.arrival, c.epoch);
-    }
-    if (c.batch && c.batch->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 && open) {
-      store_release(c.batch->completion, c.batch->epoch);
-    }
-    c.state->outstanding.fetch_sub(1, std::memory_order_acq_rel);
-  }
-
-  void loop() {
-    for (;;) {
-      Chain c;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Queue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->chains_.empty(); },
-            this));
-        if (chains_.empty()) return;
-        c = std::move(chains_.front());
-        chains_.pop_front();
-      }
-      execute(c);
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<Chain> chains_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> stopping_{false};  // set under mu_; polls read it without the lock
-  std::thread thread_;  // last: starts after the members it reads
-};
 
 class HostArmedEpoch final : public ArmedEpoch {
  public:
-  explicit HostArmedEpoch(std::shared_ptr<EpochState> state) : state_(std::move(state)) {}
-  absl::StatusOr<bool> done() override { return state_->outstanding.load(std::memory_order_acquire) == 0; }
+  HostArmedEpoch(std::vector<Submitted> chains, std::vector<uint64_t*> readies, uint64_t epoch)
+      : chains_(std::move(chains)), readies_(std::move(readies)), epoch_(epoch) {}
+  absl::StatusOr<bool> done() override {
+    for (const Submitted& c : chains_) {
+      TESSEL_RETURN_IF_ERROR(c.queue->status());
+      if (c.queue->read_position() < c.end) return false;
+    }
+    return true;
+  }
+  // As a copy engine would: the gates open, and the chains copy whatever
+  // the buffers hold.
   absl::Status release() override {
-    state_->released.store(true, std::memory_order_release);
+    for (uint64_t* ready : readies_) {
+      if (!gate_open(load_acquire(ready), epoch_)) {
+        std::atomic_ref<uint64_t>(*ready).store(epoch_, std::memory_order_release);
+      }
+    }
     return absl::OkStatus();
   }
 
  private:
-  std::shared_ptr<EpochState> state_;
+  std::vector<Submitted> chains_;
+  std::vector<uint64_t*> readies_;
+  uint64_t epoch_;
 };
 
 class HostGroupBackend final : public GroupBackend {
@@ -176,56 +106,130 @@ class HostGroupBackend final : public GroupBackend {
     return words_.emplace_back(std::make_unique<uint64_t[]>(count)).get();
   }
 
+  int64_t max_linear_copy() const override { return static_cast<int64_t>(sdma::kMaxLinearCopy); }
+
+  // Each delivery is a chain of SDMA packets on the (owner, peer) queue:
+  // poll the owner's ready word, copy, add to the peer's arrival word. The
+  // owner's completion opens by a chain on its own queue that polls every
+  // peer's arrival word and then adds to it. Words only ever grow by these
+  // adds: each add takes a word from the value the chains armed before it
+  // leave to the epoch.
   absl::StatusOr<std::unique_ptr<ArmedEpoch>> arm(std::vector<ArmedBatch> batches) override {
-    auto state = std::make_shared<EpochState>();
-    for (ArmedBatch& b : batches) {
-      auto batch = std::make_shared<BatchState>();
-      batch->completion = b.completion;
-      batch->epoch = b.epoch;
-      if (b.deliveries.empty()) {
-        // No peers: a chain on the owner's own queue opens completion.
-        batch->remaining = 1;
-        state->outstanding.fetch_add(1);
-        queue(b.owner, b.owner).push({b.ready, b.epoch, {}, nullptr, batch, state});
-        continue;
+    struct Pending {
+      std::pair<int, int> queue;
+      sdma::Dwords chain;
+      std::vector<uint64_t*> adds;  // the words its atomic adds to
+    };
+    std::vector<Pending> pending;
+    std::vector<uint64_t*> readies;
+    absl::MutexLock lock(&mu_);
+    // A word whose chains have all run holds its value (a new plan's gate
+    // rows start from zero, wherever an old plan's were); one with chains
+    // still armed will hold what the last of them leaves.
+    std::map<uint64_t*, uint64_t> words;  // what each will hold after this epoch's chains
+    auto add = [&](uint64_t* word, uint64_t epoch) {
+      auto [it, fresh] = words.try_emplace(word);
+      if (fresh) {
+        auto known = words_armed_.find(word);
+        const bool armed = known != words_armed_.end() && known->second.last.queue->read_position() < known->second.last.end;
+        it->second = armed ? known->second.value : load_acquire(word);
       }
-      batch->remaining = static_cast<int>(b.deliveries.size());
+      const uint64_t by = epoch - it->second;
+      it->second = epoch;
+      return by;
+    };
+    uint64_t epoch = 0;
+    for (ArmedBatch& b : batches) {
+      epoch = b.epoch;
+      readies.push_back(b.ready);
+      const uint32_t e = static_cast<uint32_t>(b.epoch);
+      sdma::Dwords completion;
+      if (b.deliveries.empty()) sdma::poll_greater_equal(completion, reinterpret_cast<uintptr_t>(b.ready), e);
       for (ArmedBatch::Delivery& d : b.deliveries) {
-        state->outstanding.fetch_add(1);
-        queue(b.owner, d.peer).push({b.ready, b.epoch, std::move(d.copies), d.arrival, batch, state});
+        pending.push_back({{b.owner, d.peer},
+                           sdma::delivery_chain(b.ready, e, d.copies, d.arrival, add(d.arrival, b.epoch)),
+                           {d.arrival}});
+        sdma::poll_greater_equal(completion, reinterpret_cast<uintptr_t>(d.arrival), e);
+      }
+      sdma::atomic_add64(completion, reinterpret_cast<uintptr_t>(b.completion), add(b.completion, b.epoch));
+      pending.push_back({{b.owner, b.owner}, std::move(completion), {b.completion}});
+    }
+    // Every chain fits before any is submitted: a chain that does not must
+    // not leave the others armed without it.
+    std::map<std::pair<int, int>, std::pair<int64_t, int64_t>> bytes;  // total and largest per queue
+    for (const Pending& p : pending) {
+      auto& [total, largest] = bytes[p.queue];
+      const int64_t n = static_cast<int64_t>(p.chain.size() * 4);
+      total += n;
+      largest = std::max(largest, n);
+    }
+    for (const auto& [key, use] : bytes) {
+      sdma::Queue* q = queue_locked(key);
+      if (q == nullptr) return queue_error_locked(key);
+      // At most one pad to the ring's end, shorter than the largest chain.
+      if (q->armed() + use.first + use.second > kRingBytes / 2) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "host group: the chains of this epoch need ", use.first, " bytes on the queue from rank ", key.first,
+            " to rank ", key.second, ", which holds ", kRingBytes / 2, " (", q->armed(), " armed already)"));
       }
     }
-    return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(state)));
+    std::vector<Submitted> submitted;
+    for (const Pending& p : pending) {
+      sdma::Queue* q = queues_.at(p.queue).get();
+      TESSEL_RETURN_IF_ERROR(q->submit(p.chain));
+      submitted.push_back({q, q->write_position()});
+      for (uint64_t* w : p.adds) words_armed_[w] = {submitted.back(), words.at(w)};
+    }
+    return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(submitted), std::move(readies), epoch));
   }
 
   absl::Status open_gates(int, absl::Span<uint64_t* const> readies, uint64_t epoch) override {
-    for (uint64_t* ready : readies) store_release(ready, epoch);
+    for (uint64_t* ready : readies) std::atomic_ref<uint64_t>(*ready).store(epoch, std::memory_order_release);
     return absl::OkStatus();
   }
 
   absl::Status copy(int rank, int peer, void* dst, const void* src, size_t bytes) override {
-    auto state = std::make_shared<EpochState>();
-    state->outstanding = 1;
-    ChainCopy c{reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst), static_cast<int64_t>(bytes), 1,
-                0, 0};
-    queue(rank, peer).push({nullptr, 0, {c}, nullptr, nullptr, state});
-    while (state->outstanding.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-    return absl::OkStatus();
+    sdma::Queue* q = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      q = queue_locked({rank, peer});
+      if (q == nullptr) return queue_error_locked({rank, peer});
+    }
+    sdma::Dwords chain;
+    sdma::copy_linear(chain, reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst), bytes);
+    if (chain.empty()) return absl::OkStatus();
+    TESSEL_RETURN_IF_ERROR(q->submit(chain));
+    return q->drain();
   }
 
  private:
-  Queue& queue(int rank, int peer) {
-    absl::MutexLock lock(&mu_);
-    std::unique_ptr<Queue>& q = queues_[{rank, peer}];
-    if (!q) q = std::make_unique<Queue>();
-    return *q;
+  // The (rank, peer) queue, made at first use; null if it could not be.
+  sdma::Queue* queue_locked(std::pair<int, int> key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::unique_ptr<sdma::Queue>& q = queues_[key];
+    if (!q) {
+      absl::StatusOr<std::unique_ptr<sdma::Queue>> made =
+          sdma::Queue::create(kRingBytes, absl::StrCat("host rank ", key.first, " -> ", key.second));
+      if (!made.ok()) return nullptr;
+      q = *std::move(made);
+    }
+    return q.get();
+  }
+  absl::Status queue_error_locked(std::pair<int, int> key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return absl::InternalError(absl::StrCat("host group: no SDMA queue from rank ", key.first, " to ", key.second));
   }
 
   const int ranks_;
   std::vector<uintptr_t> bases_;
   int64_t reserved_ = 0;
   absl::Mutex mu_;
-  std::map<std::pair<int, int>, std::unique_ptr<Queue>> queues_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, std::unique_ptr<sdma::Queue>> queues_ ABSL_GUARDED_BY(mu_);
+  // Per arrival and completion word: the last chain armed that adds to it,
+  // and what the word holds once that chain has run.
+  struct ArmedWord {
+    Submitted last;
+    uint64_t value = 0;
+  };
+  std::map<uint64_t*, ArmedWord> words_armed_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<uint64_t[]>> words_ ABSL_GUARDED_BY(mu_);
 };
 

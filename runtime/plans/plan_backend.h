@@ -1,7 +1,8 @@
 // Internal: the one seam between triggered plans and the backends that arm
 // them. Plans (plan.cc) decide what to copy where and when; a GroupBackend
 // maps symmetric memory and turns armed batches into copy-engine chains
-// (host threads, CUDA stream memory operations).
+// (SDMA packet chains run by a software engine on the host, CUDA stream
+// memory operations).
 #pragma once
 
 #include <cstdint>
@@ -49,8 +50,8 @@ class ArmedEpoch {
   virtual ~ArmedEpoch() = default;
   // Whether every chain has finished (delivered or released).
   virtual absl::StatusOr<bool> done() = 0;
-  // Lets every chain finish without its gate: the host drops queued chains;
-  // CUDA opens the ready words, so chains copy whatever the buffer holds.
+  // Lets every chain finish without its gate: the ready words open, so
+  // chains copy whatever the buffer holds (host and CUDA alike).
   virtual absl::Status release() = 0;
 };
 
