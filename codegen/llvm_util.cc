@@ -5,6 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -67,6 +70,31 @@ std::string module_text(const llvm::Module& module) {
   llvm::raw_string_ostream os(text);
   module.print(os, nullptr);
   return text;
+}
+
+absl::StatusOr<std::string> emit_file(llvm::Module& module, llvm::TargetMachine& machine, llvm::CodeGenFileType type,
+                                      absl::string_view target) {
+  llvm::SmallString<0> out;
+  llvm::raw_svector_ostream os(out);
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, os, nullptr, type)) {
+    return absl::InternalError(absl::StrCat(target, ": the target machine cannot emit ",
+                                            type == llvm::CodeGenFileType::ObjectFile ? "object files" : "assembly"));
+  }
+  pm.run(module);
+  return std::string(out.str());
+}
+
+absl::Status record_artifacts(const Kernel& kernel, llvm::Module& module, llvm::TargetMachine& machine,
+                              absl::string_view target, CompileArtifacts* artifacts) {
+  if (artifacts == nullptr) return absl::OkStatus();
+  artifacts->ir = kernel.str();
+  artifacts->llvm = module_text(module);
+  std::unique_ptr<llvm::Module> copy = llvm::CloneModule(module);
+  absl::StatusOr<std::string> assembly = emit_file(*copy, machine, llvm::CodeGenFileType::AssemblyFile, target);
+  if (!assembly.ok()) return assembly.status();
+  artifacts->assembly = *std::move(assembly);
+  return absl::OkStatus();
 }
 
 }  // namespace tessel::codegen

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "codegen/compiler.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Target/TargetMachine.h"
@@ -22,5 +24,15 @@ void optimize(llvm::Module& module, llvm::TargetMachine& tm, int opt_level);
 
 // The module's textual LLVM IR.
 std::string module_text(const llvm::Module& module);
+
+// What `machine`'s code generator makes of `module` (which it changes):
+// assembly text or an object file. `target` names the target in errors.
+absl::StatusOr<std::string> emit_file(llvm::Module& module, llvm::TargetMachine& machine, llvm::CodeGenFileType type,
+                                      absl::string_view target);
+
+// Fills `artifacts` (where not null) with the kernel's IR, the optimized
+// `module` and its assembly, made from a copy of it (emitting changes the module).
+absl::Status record_artifacts(const Kernel& kernel, llvm::Module& module, llvm::TargetMachine& machine,
+                              absl::string_view target, CompileArtifacts* artifacts);
 
 }  // namespace tessel::codegen

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/tma_rules.h"
 #include "codegen/amdgpu/mfma.h"
+#include "codegen/gpu_target.h"
 #include "codegen/llvm_util.h"
 #include "codegen/loops.h"
 #include "llvm/IR/IntrinsicsAMDGPU.h"
@@ -25,9 +26,9 @@ constexpr int kWaitVmcnt0 = 0x0F70;
 // COV5 hidden kernel argument: the grid's size in workgroups, x, y, z (u32 each).
 constexpr int64_t kHiddenBlockCount = 0;
 
-class AmdgpuTarget final : public TargetInfo {
+class AmdgpuTarget final : public GpuTarget {
  public:
-  AmdgpuTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : tm_(std::move(tm)), threads_(threads) {}
+  AmdgpuTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : GpuTarget(threads), tm_(std::move(tm)) {}
 
   std::string name() const override { return "amdgpu"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -35,15 +36,11 @@ class AmdgpuTarget final : public TargetInfo {
   llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
     llvm::LLVMContext& ctx = module.getContext();
     llvm::IRBuilder<> b(ctx);
-    std::vector<llvm::Type*> types;
-    for (const Param& p : ir.params) types.push_back(param_type(b, p.type));
-    auto* type = llvm::FunctionType::get(b.getVoidTy(), types, false);
-    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, ir.name, module);
+    fn_ = create_kernel(module, ir);
     fn_->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
     fn_->addFnAttr("amdgpu-flat-work-group-size", absl::StrCat(threads_, ",", threads_));
     fn_->addFnAttr("uniform-work-group-size", "true");
     for (size_t i = 0; i < ir.params.size(); ++i) {
-      fn_->getArg(i)->setName(ir.params[i].name);
       if (!ir.params[i].type.is_tensor_map()) continue;
       // The map's bytes in the kernarg segment, the argument a pointer to them.
       fn_->addParamAttr(
@@ -100,66 +97,7 @@ class AmdgpuTarget final : public TargetInfo {
     return b.CreateUnaryIntrinsic(op == OpCode::kExp ? llvm::Intrinsic::exp : llvm::Intrinsic::log, x);
   }
 
-  int register_tile_threads() const override { return threads_; }
-  llvm::Value* thread_index(llvm::IRBuilder<>&) override { return tid_; }
-
-  bool tiles_in_shared() const override { return true; }
-  void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
-    emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
-    barrier(b);
-  }
   int warp_size() const override { return kWave; }
-  // Through ds_bpermute_b32 (each lane reads the word of the lane its
-  // address names): narrower integers travel in a word, 64-bit values in two.
-  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) override {
-    llvm::Type* t = v->getType();
-    unsigned bits = t->getPrimitiveSizeInBits();
-    if (bits < 32) return b.CreateTrunc(shuffle_xor(b, b.CreateZExt(v, b.getInt32Ty()), lanes), t);
-    llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
-    llvm::Value* lane = b.CreateTrunc(b.CreateAnd(tid_, kWave - 1), b.getInt32Ty());
-    llvm::Value* from = b.CreateShl(b.CreateXor(lane, b.getInt32(lanes)), 2);
-    auto permute = [&](llvm::Value* word) {
-      return b.CreateIntrinsic(llvm::Intrinsic::amdgcn_ds_bpermute, {}, {from, word});
-    };
-    if (bits == 32) return b.CreateBitCast(permute(x), t);
-    llvm::Value* lo = permute(b.CreateTrunc(x, b.getInt32Ty()));
-    llvm::Value* hi = permute(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
-    llvm::Value* joined = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
-    return b.CreateBitCast(joined, t);
-  }
-  // A butterfly within each wavefront; lane 0 of each writes its result to
-  // LDS, and every thread combines those in wavefront order.
-  llvm::Value* combine_threads(llvm::IRBuilder<>& b, llvm::Value* partial,
-                               const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) override {
-    llvm::Value* v = partial;
-    for (int lanes = kWave / 2; lanes >= 1; lanes /= 2) v = combine(v, shuffle_xor(b, v, lanes));
-    const int waves = threads_ / kWave;
-    if (waves == 1) return v;
-    llvm::Value* scratch = scratch_flat(b);
-    llvm::Value* slot = b.CreateGEP(v->getType(), scratch, b.CreateLShr(tid_, 6));
-    emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, kWave - 1), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
-    barrier(b);
-    llvm::Value* all = b.CreateLoad(v->getType(), scratch);
-    for (int w = 1; w < waves; ++w) {
-      all = combine(all, b.CreateLoad(v->getType(), b.CreateConstInBoundsGEP1_64(v->getType(), scratch, w)));
-    }
-    barrier(b);  // the slots may be written again
-    return all;
-  }
-
-  llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) override {
-    llvm::Type* type = nullptr;
-    llvm::Value* scratch = scratch_flat(b);
-    single_thread(b, [&] {
-      llvm::Value* v = compute();
-      type = v->getType();
-      b.CreateStore(v, scratch);
-    });
-    barrier(b);
-    llvm::Value* v = b.CreateLoad(type, scratch);
-    barrier(b);
-    return v;
-  }
 
   // dot on bf16 and f16 tiles in LDS: MFMA, the accumulator in registers.
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
@@ -201,13 +139,10 @@ class AmdgpuTarget final : public TargetInfo {
     load->setAtomic(llvm::AtomicOrdering::Acquire, llvm::SyncScope::System);
     return load;
   }
-  void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) override {
-    emit_if(b, b.CreateICmpEQ(tid_, b.getInt64(0)), body);
-  }
   void epilogue(llvm::IRBuilder<>&) override {}
 
  private:
-  llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) {
+  llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) override {
     if (t.is_tensor_map()) return b.getPtrTy(kConstant);
     if (t.is_pointer() || t.is_triggered_view()) return b.getPtrTy(kGlobal);
     switch (t.dtype().kind) {
@@ -219,7 +154,7 @@ class AmdgpuTarget final : public TargetInfo {
   }
   // Workgroup barriers: s_barrier alone does not order LDS accesses on
   // gfx942; the fences around it make it wait for them (lgkmcnt).
-  void barrier(llvm::IRBuilder<>& b) {
+  void barrier(llvm::IRBuilder<>& b) override {
     const llvm::SyncScope::ID workgroup = b.getContext().getOrInsertSyncScopeID("workgroup");
     b.CreateFence(llvm::AtomicOrdering::Release, workgroup);
     b.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
@@ -228,12 +163,16 @@ class AmdgpuTarget final : public TargetInfo {
   llvm::SyncScope::ID agent(llvm::IRBuilder<>& b) { return b.getContext().getOrInsertSyncScopeID("agent"); }
   // Triggered views' words are in device (or peer) memory: global accesses.
   llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) { return b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal)); }
-  llvm::Value* scratch_flat(llvm::IRBuilder<>& b) { return b.CreateAddrSpaceCast(scratch_, b.getPtrTy(kFlat)); }
+  llvm::Value* scratch(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(scratch_, b.getPtrTy(kFlat)); }
+  // ds_bpermute_b32: each lane reads the word of the lane its address names.
+  llvm::Value* shuffle_word(llvm::IRBuilder<>& b, llvm::Value* word, int lanes) override {
+    llvm::Value* lane = b.CreateTrunc(b.CreateAnd(tid_, kWave - 1), b.getInt32Ty());
+    llvm::Value* from = b.CreateShl(b.CreateXor(lane, b.getInt32(lanes)), 2);
+    return b.CreateIntrinsic(llvm::Intrinsic::amdgcn_ds_bpermute, {}, {from, word});
+  }
 
   std::unique_ptr<llvm::TargetMachine> tm_;
-  int threads_;
   llvm::Function* fn_ = nullptr;
-  llvm::Value* tid_ = nullptr;
   llvm::GlobalVariable* lds_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
 };

@@ -10,30 +10,15 @@
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
 #include "lld/Common/Driver.h"
-#include "llvm/ADT/SmallString.h"
-#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Transforms/Utils/Cloning.h"
 
 LLD_HAS_DRIVER(elf)
 
 namespace tessel::codegen {
 namespace {
-
-// `module` as the target machine emits it: assembly text or an object file.
-absl::StatusOr<std::string> emit(llvm::Module& module, llvm::TargetMachine& tm, llvm::CodeGenFileType type) {
-  llvm::SmallString<0> out;
-  llvm::raw_svector_ostream os(out);
-  llvm::legacy::PassManager pm;
-  if (tm.addPassesToEmitFile(pm, os, nullptr, type)) {
-    return absl::InternalError("AMDGPU: the target machine cannot emit this file type");
-  }
-  pm.run(module);
-  return std::string(out.str());
-}
 
 // A file in the temporary directory, removed when this goes.
 class TempFile {
@@ -97,15 +82,9 @@ absl::StatusOr<DeviceCode> compile_amdgpu(const Kernel& kernel, const CompileOpt
                                                      " (use smaller tiles, or fewer stages in pipelined loops)"));
   }
   optimize(*lowered.module, target->machine(), options.opt_level);
-  if (artifacts != nullptr) {
-    artifacts->ir = kernel.str();
-    artifacts->llvm = module_text(*lowered.module);
-    // Code generation changes the module it runs on: the assembly comes from a copy.
-    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*lowered.module);
-    TESSEL_ASSIGN_OR_RETURN(artifacts->assembly, emit(*copy, target->machine(), llvm::CodeGenFileType::AssemblyFile));
-  }
+  TESSEL_RETURN_IF_ERROR(record_artifacts(kernel, *lowered.module, target->machine(), "AMDGPU", artifacts));
   TESSEL_ASSIGN_OR_RETURN(std::string object,
-                          emit(*lowered.module, target->machine(), llvm::CodeGenFileType::ObjectFile));
+                          emit_file(*lowered.module, target->machine(), llvm::CodeGenFileType::ObjectFile, "AMDGPU"));
   DeviceCode code;
   code.arch = arch;
   code.format = CodeFormat::kHsaco;

@@ -8,13 +8,10 @@
 #include "codegen/host/software_tma.h"
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 
 namespace tessel {
@@ -33,16 +30,6 @@ class JitHostCode final : public HostCode {
   int64_t shared_bytes_;
 };
 
-absl::StatusOr<std::string> emit(llvm::Module& module, llvm::TargetMachine& machine, llvm::CodeGenFileType type) {
-  llvm::SmallString<0> out;
-  llvm::raw_svector_ostream os(out);
-  llvm::legacy::PassManager pm;
-  if (machine.addPassesToEmitFile(pm, os, nullptr, type)) {
-    return absl::InternalError("host: the target machine cannot emit this kind of file");
-  }
-  pm.run(module);
-  return std::string(out.str());
-}
 
 }  // namespace
 
@@ -54,18 +41,12 @@ absl::StatusOr<DeviceCode> compile_host(const Kernel& kernel, const CompileOptio
   llvm::LLVMContext ctx;
   TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization));
   optimize(*lowered.module, target->machine(), options.opt_level);
-  if (artifacts != nullptr) {
-    artifacts->ir = kernel.str();
-    artifacts->llvm = module_text(*lowered.module);
-    // Emitting runs the code generator over the module, so the assembly
-    // comes from a copy.
-    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*lowered.module);
-    TESSEL_ASSIGN_OR_RETURN(artifacts->assembly, emit(*copy, target->machine(), llvm::CodeGenFileType::AssemblyFile));
-  }
+  TESSEL_RETURN_IF_ERROR(record_artifacts(kernel, *lowered.module, target->machine(), "host", artifacts));
   DeviceCode code;
   code.arch = "host";
   code.format = CodeFormat::kHostObject;
-  TESSEL_ASSIGN_OR_RETURN(code.binary, emit(*lowered.module, target->machine(), llvm::CodeGenFileType::ObjectFile));
+  TESSEL_ASSIGN_OR_RETURN(code.binary,
+                          emit_file(*lowered.module, target->machine(), llvm::CodeGenFileType::ObjectFile, "host"));
   code.entry = lowered.entry;
   code.shared_bytes = lowered.shared_bytes;
   code.threads = 1;

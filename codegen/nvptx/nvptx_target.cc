@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/tma_rules.h"
+#include "codegen/gpu_target.h"
 #include "codegen/llvm_util.h"
 #include "codegen/loops.h"
 #include "codegen/nvptx/ptx_asm.h"
@@ -27,9 +28,9 @@ using nvptx::kGlobal;
 using nvptx::kShared;
 using nvptx::shared32;
 
-class NvptxTarget final : public TargetInfo {
+class NvptxTarget final : public GpuTarget {
  public:
-  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : tm_(std::move(tm)), threads_(threads) {}
+  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : GpuTarget(threads), tm_(std::move(tm)) {}
 
   std::string name() const override { return "nvptx"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -37,13 +38,9 @@ class NvptxTarget final : public TargetInfo {
   llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
     llvm::LLVMContext& ctx = module.getContext();
     llvm::IRBuilder<> b(ctx);
-    std::vector<llvm::Type*> types;
-    for (const Param& p : ir.params) types.push_back(param_type(b, p.type));
-    auto* type = llvm::FunctionType::get(b.getVoidTy(), types, false);
-    fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, ir.name, module);
+    fn_ = create_kernel(module, ir);
     std::vector<llvm::Metadata*> grid_constants;
     for (size_t i = 0; i < ir.params.size(); ++i) {
-      fn_->getArg(i)->setName(ir.params[i].name);
       if (!ir.params[i].type.is_tensor_map()) continue;
       swizzled_ = swizzled_ || ir.params[i].type.swizzle() != Swizzle::kNone;
       fn_->addParamAttr(
@@ -123,11 +120,6 @@ class NvptxTarget final : public TargetInfo {
                         llvm::ConstantFP::get(x->getType(), 0.6931471805599453));
   }
 
-  int register_tile_threads() const override { return threads_; }
-  llvm::Value* thread_index(llvm::IRBuilder<>&) override { return tid_; }
-
-  bool tiles_in_shared() const override { return true; }
-
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
                                            const SharedMatrix& b) override {
     return nvptx::wgmma_layout(shape, a, b, threads_);
@@ -147,61 +139,7 @@ class NvptxTarget final : public TargetInfo {
     return nvptx::wgmma_wait(b, std::move(acc), 0);
   }
   bool swizzles_shared_tiles() const override { return true; }
-  void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {
-    emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
-    barrier(b);
-  }
   int warp_size() const override { return 32; }
-  // Through 32-bit shuffles: narrower integers travel in a word, 64-bit
-  // values in two.
-  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* v, int lanes) override {
-    llvm::Type* t = v->getType();
-    unsigned bits = t->getPrimitiveSizeInBits();
-    if (bits < 32) return b.CreateTrunc(shuffle_xor(b, b.CreateZExt(v, b.getInt32Ty()), lanes), t);
-    llvm::Value* x = b.CreateBitCast(v, b.getIntNTy(bits));
-    auto shfl = [&](llvm::Value* word) {
-      return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
-                               {b.getInt32(0xFFFFFFFF), word, b.getInt32(lanes), b.getInt32(0x1F)});
-    };
-    if (bits == 32) return b.CreateBitCast(shfl(x), t);
-    llvm::Value* lo = shfl(b.CreateTrunc(x, b.getInt32Ty()));
-    llvm::Value* hi = shfl(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
-    llvm::Value* joined = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
-    return b.CreateBitCast(joined, t);
-  }
-  // A butterfly of shuffles within each warp; lane 0 of each warp writes
-  // its warp's result to shared memory, and every thread combines those in
-  // warp order.
-  llvm::Value* combine_threads(llvm::IRBuilder<>& b, llvm::Value* partial,
-                               const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) override {
-    llvm::Value* v = partial;
-    for (int lanes = 16; lanes >= 1; lanes /= 2) v = combine(v, shuffle_xor(b, v, lanes));
-    int warps = threads_ / 32;
-    if (warps == 1) return v;  // the butterfly left every lane the whole result
-    llvm::Value* warp = b.CreateLShr(tid_, 5);
-    llvm::Value* slot = b.CreateGEP(v->getType(), scratch_, warp);
-    emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, 31), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
-    barrier(b);
-    llvm::Value* all = b.CreateLoad(v->getType(), scratch_);
-    for (int w = 1; w < warps; ++w) {
-      all = combine(all, b.CreateLoad(v->getType(), b.CreateConstInBoundsGEP1_64(v->getType(), scratch_, w)));
-    }
-    barrier(b);  // the slots may be written again
-    return all;
-  }
-
-  llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) override {
-    llvm::Type* type = nullptr;
-    single_thread(b, [&] {
-      llvm::Value* v = compute();
-      type = v->getType();
-      b.CreateStore(v, scratch_);
-    });
-    barrier(b);
-    llvm::Value* v = b.CreateLoad(type, scratch_);
-    barrier(b);
-    return v;
-  }
 
   void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count) override {
     single_thread(b, [&] {
@@ -294,9 +232,6 @@ class NvptxTarget final : public TargetInfo {
   llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) override {
     return inline_asm(b, b.getInt64Ty(), "ld.acquire.sys.u64 $0, [$1];", "=l,l,~{memory}", {ptr});
   }
-  void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) override {
-    emit_if(b, b.CreateICmpEQ(tid_, b.getInt64(0)), body);
-  }
   void tma_store_flush(llvm::IRBuilder<>& b) override {
     inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group 0;", "~{memory}", {});
   }
@@ -306,7 +241,7 @@ class NvptxTarget final : public TargetInfo {
   }
 
  private:
-  llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) {
+  llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) override {
     if (t.is_pointer() || t.is_tensor_map() || t.is_triggered_view()) return b.getPtrTy();
     switch (t.dtype().kind) {
       case ScalarKind::kI1: return b.getInt8Ty();
@@ -316,7 +251,12 @@ class NvptxTarget final : public TargetInfo {
     }
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
-  void barrier(llvm::IRBuilder<>& b) { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  void barrier(llvm::IRBuilder<>& b) override { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  llvm::Value* shuffle_word(llvm::IRBuilder<>& b, llvm::Value* word, int lanes) override {
+    return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
+                             {b.getInt32(0xFFFFFFFF), word, b.getInt32(lanes), b.getInt32(0x1F)});
+  }
+  llvm::Value* scratch(llvm::IRBuilder<>&) override { return scratch_; }
   static std::string coord_list(size_t first, size_t n) {
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i) names.push_back(absl::StrCat("$", first + i));
@@ -361,9 +301,7 @@ class NvptxTarget final : public TargetInfo {
   }
 
   std::unique_ptr<llvm::TargetMachine> tm_;
-  int threads_;
   llvm::Function* fn_ = nullptr;
-  llvm::Value* tid_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
   llvm::GlobalVariable* error_ = nullptr;

@@ -5,9 +5,6 @@
 #include "codegen/lower.h"
 #include "codegen/nvptx/nvptx_target.h"
 #include "base/status.h"
-#include "llvm/ADT/SmallString.h"
-#include "llvm/IR/LegacyPassManager.h"
-#include "llvm/Support/raw_ostream.h"
 
 namespace tessel {
 namespace {
@@ -50,22 +47,17 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
   }
   optimize(*lowered.module, target->machine(), options.opt_level);
 
-  llvm::SmallString<0> ptx;
-  llvm::raw_svector_ostream os(ptx);
-  llvm::legacy::PassManager pm;
-  if (target->machine().addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
-    return absl::InternalError("NVPTX: the target machine cannot emit PTX");
-  }
-  pm.run(*lowered.module);
+  TESSEL_ASSIGN_OR_RETURN(std::string ptx,
+                          emit_file(*lowered.module, target->machine(), llvm::CodeGenFileType::AssemblyFile, "NVPTX"));
   if (artifacts != nullptr) {
     artifacts->ir = kernel.str();
     artifacts->llvm = module_text(*lowered.module);
-    artifacts->assembly = std::string(ptx.str());
+    artifacts->assembly = ptx;
   }
   DeviceCode code;
   code.arch = arch;
   code.format = CodeFormat::kPtx;
-  code.binary = std::string(ptx.str());
+  code.binary = std::move(ptx);
   code.entry = lowered.entry;
   code.shared_bytes = lowered.shared_bytes;
   code.threads = options.num_warps * 32;
