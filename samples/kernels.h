@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -113,7 +114,7 @@ inline absl::StatusOr<Kernel> tile_transpose_kernel() {
 struct GemmConfig {
   int64_t bm = 128, bn = 128, bk = 64;
   DType in = bf16;
-  DType in_b = in;  // B's dtype: in, or with fp8 the other fp8 kind
+  std::optional<DType> in_b = std::nullopt;  // B's dtype where it is not `in`: with fp8, the other fp8 kind
   DType out = f32;
   bool b_nk = true;  // B stored N x K (else K x N)
   bool a_mk = true;  // A stored M x K (else K x M)
@@ -127,6 +128,8 @@ struct GemmConfig {
   // (per-tensor scales of fp8 operands), taken by the kernel after `bias`.
   bool scaled = false;
   bool tf32 = false;  // f32 operands multiplied as tf32 (Precision::kTf32)
+
+  DType b_type() const { return in_b.value_or(in); }
 };
 
 // GELU in its tanh form, x/2 (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
@@ -145,8 +148,8 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   KernelBuilder k(std::move(name));
   Value a = g.a_mk ? k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle)   // A [M, K]
                    : k.tensor_map(g.in, {g.bk, g.bm}, "a", g.swizzle);  // A [K, M]
-  Value b = g.b_nk ? k.tensor_map(g.in_b, {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
-                   : k.tensor_map(g.in_b, {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
+  Value b = g.b_nk ? k.tensor_map(g.b_type(), {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
+                   : k.tensor_map(g.b_type(), {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
   Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.swizzle);  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
@@ -189,8 +192,8 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
   absl::StatusOr<TensorMap> am = g.a_mk ? device.tensor_map(g.in, a, {m, k}, {g.bm, g.bk}, g.swizzle)
                                         : device.tensor_map(g.in, a, {k, m}, {g.bk, g.bm}, g.swizzle);
   if (!am.ok()) return am.status();
-  absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.in_b, b, {n, k}, {g.bn, g.bk}, g.swizzle)
-                                        : device.tensor_map(g.in_b, b, {k, n}, {g.bk, g.bn}, g.swizzle);
+  absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.b_type(), b, {n, k}, {g.bn, g.bk}, g.swizzle)
+                                        : device.tensor_map(g.b_type(), b, {k, n}, {g.bk, g.bn}, g.swizzle);
   if (!bm.ok()) return bm.status();
   absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.swizzle);
   if (!cm.ok()) return cm.status();

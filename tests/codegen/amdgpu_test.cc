@@ -140,7 +140,7 @@ TEST(Amdgpu, DotOnBf16AndF16TilesRunsOnMfma) {
     for (bool b_nk : {true, false}) {
       SCOPED_TRACE(absl::StrCat(in.name(), b_nk ? " B as NxK" : " B as KxN"));
       samples::GemmConfig g = samples::kMatmulAmd;
-      g.in = g.in_b = in;
+      g.in = in;
       g.b_nk = b_nk;
       absl::StatusOr<Compiled> c = compile_gfx942(*samples::gemm_kernel(g), samples::kMatmulAmdWarps);
       ASSERT_TRUE(c.ok()) << c.status();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -29,12 +30,12 @@ struct Problem {
   int64_t bm = 128, bn = 128, bk = 64;
   int warps = 8;
   int stages = 0;  // the K loop's pipeline: 0 for the default
-  DType in_b = in;   // with fp8, B's may be the other kind
+  std::optional<DType> in_b = std::nullopt;  // with fp8, B's may be the other kind
   bool tf32 = false;  // f32 operands multiplied as tf32
 };
 
 std::string name(const Problem& p) {
-  return absl::StrCat(p.in.name(), p.in_b != p.in ? absl::StrCat(" x ", p.in_b.name()) : "", p.tf32 ? " as tf32" : "",
+  return absl::StrCat(p.in.name(), p.in_b ? absl::StrCat(" x ", p.in_b->name()) : "", p.tf32 ? " as tf32" : "",
                       " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
                       p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x", p.bk, ", ", p.warps,
                       " warps, ", p.stages, " stages");
@@ -51,7 +52,7 @@ struct Inputs {
 
 // Operands in [-1, 1]; f32 ones exact in tf32, so that a tf32 product is an f32 one.
 Inputs random_inputs(const Problem& p, Rng& rng) {
-  return {random_operand(p.in, p.m * p.k, rng.gen(), true), random_operand(p.in_b, p.k * p.n, rng.gen(), true)};
+  return {random_operand(p.in, p.m * p.k, rng.gen(), true), random_operand(p.in_b.value_or(p.in), p.k * p.n, rng.gen(), true)};
 }
 
 // fp8 problems scale C by 1/2 and 1/4 (per-tensor scales of A and B).

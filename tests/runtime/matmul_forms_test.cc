@@ -94,7 +94,7 @@ TEST(MatmulForms, TheAmdGemmConfigurationMatchesOnTheHost) {
   for (DType in : {bf16, f16}) {
     SCOPED_TRACE(in.name());
     GemmConfig g = samples::kMatmulAmd;
-    g.in = g.in_b = in;
+    g.in = in;
     g.out = f32;
     Operand a = random_operand(in, m * k, gen), b = random_operand(in, n * k, gen);
     absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, samples::kMatmulAmdWarps, m, n, k, a, b);
