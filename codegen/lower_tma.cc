@@ -163,25 +163,35 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
   }
   std::vector<int64_t> box_stride(rank, 1);
   for (int d = rank - 2; d >= 0; --d) box_stride[d] = box_stride[d + 1] * box[d + 1];
-  target.tile_loop(b, numel(box), [&](llvm::Value* i) {
-    llvm::Value* in_tile = b.getTrue();
-    llvm::Value* in_tensor = b.getTrue();
-    llvm::Value* slot = b.getInt64(0);    // element index in the tile
-    llvm::Value* offset = b.getInt64(0);  // byte offset in the tensor
+  // Where box element i (i64) lies: its index in the tile, its byte offset in
+  // the tensor, and whether it is in the tile and in the tensor (the
+  // innermost dimension checked for `run` elements from it).
+  struct Place {
+    llvm::Value *slot, *offset, *in_tile, *in_tensor;
+  };
+  auto place = [&](llvm::Value* i, int64_t run) {
+    Place p{b.getInt64(0), b.getInt64(0), b.getTrue(), b.getTrue()};
     for (int d = 0; d < rank; ++d) {
       llvm::Value* k = b.CreateUDiv(i, b.getInt64(box_stride[d]));
       if (d > 0) k = b.CreateURem(k, b.getInt64(box[d]));
-      in_tile = b.CreateAnd(in_tile, b.CreateICmpULT(k, tile[d]));
-      slot = b.CreateAdd(slot, b.CreateMul(k, tile_stride[d]));
+      const int64_t last = d == rank - 1 ? run - 1 : 0;
+      p.in_tile = b.CreateAnd(p.in_tile, b.CreateICmpULT(b.CreateAdd(k, b.getInt64(last)), tile[d]));
+      p.slot = b.CreateAdd(p.slot, b.CreateMul(k, tile_stride[d]));
       llvm::Value* g = b.CreateAdd(origin[d], b.CreateMul(k, step[d]));
-      in_tensor = b.CreateAnd(in_tensor, b.CreateAnd(b.CreateICmpSGE(g, b.getInt64(0)), b.CreateICmpSLT(g, dim[d])));
-      offset = b.CreateAdd(offset, b.CreateMul(g, stride[d]));
+      llvm::Value* inside = b.CreateAnd(b.CreateICmpSGE(g, b.getInt64(0)),
+                                        b.CreateICmpSLT(b.CreateAdd(g, b.getInt64(last)), dim[d]));
+      p.in_tensor = b.CreateAnd(p.in_tensor, inside);
+      p.offset = b.CreateAdd(p.offset, b.CreateMul(g, stride[d]));
     }
-    emit_if(b, in_tile, [&] {
-      llvm::Value* shared = b.CreateInBoundsGEP(et, smem, slot);
-      llvm::Value* global = b.CreateGEP(b.getInt8Ty(), base, offset);
+    return p;
+  };
+  auto copy_element = [&](llvm::Value* i) {
+    const Place p = place(i, 1);
+    emit_if(b, p.in_tile, [&] {
+      llvm::Value* shared = b.CreateInBoundsGEP(et, smem, p.slot);
+      llvm::Value* global = b.CreateGEP(b.getInt8Ty(), base, p.offset);
       if (!load) {
-        emit_if(b, in_tensor, [&] {
+        emit_if(b, p.in_tensor, [&] {
           b.CreateAlignedStore(b.CreateAlignedLoad(et, shared, llvm::Align(elem)), global, llvm::Align(elem));
         });
         return;
@@ -190,7 +200,7 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
       llvm::BasicBlock* pre = b.GetInsertBlock();
       llvm::Value* loaded = nullptr;
       llvm::BasicBlock* in = nullptr;
-      emit_if(b, in_tensor, [&] {
+      emit_if(b, p.in_tensor, [&] {
         loaded = b.CreateAlignedLoad(et, global, llvm::Align(elem));
         in = b.GetInsertBlock();
       });
@@ -198,6 +208,35 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
       v->addIncoming(loaded, in);
       v->addIncoming(fill, pre);
       b.CreateAlignedStore(v, shared, llvm::Align(elem));
+    });
+  };
+  // Rows spanning 16-byte multiples go 16 bytes at a time where a run is
+  // wholly in the tile and the tensor, contiguous (element stride 1) and
+  // aligned in global memory; other runs element by element.
+  const int64_t run = 16 / elem;
+  if (elem > 16 || box.back() % run != 0) {
+    target.tile_loop(b, numel(box), copy_element);
+    return;
+  }
+  auto* vec = llvm::FixedVectorType::get(et, static_cast<unsigned>(run));
+  target.tile_loop(b, numel(box) / run, [&](llvm::Value* c) {
+    llvm::Value* i = b.CreateMul(c, b.getInt64(run));
+    const Place p = place(i, run);
+    llvm::Value* address = b.CreateAdd(b.CreatePtrToInt(base, i64), p.offset);
+    llvm::Value* whole = b.CreateAnd(b.CreateAnd(p.in_tile, p.in_tensor),
+                                     b.CreateAnd(b.CreateICmpEQ(step[rank - 1], b.getInt64(1)),
+                                                 b.CreateICmpEQ(b.CreateAnd(address, 15), b.getInt64(0))));
+    emit_if(b, whole, [&] {
+      llvm::Value* shared = b.CreateInBoundsGEP(et, smem, p.slot);
+      llvm::Value* global = b.CreateGEP(b.getInt8Ty(), base, p.offset);
+      if (load) {
+        b.CreateAlignedStore(b.CreateAlignedLoad(vec, global, llvm::Align(16)), shared, llvm::Align(16));
+      } else {
+        b.CreateAlignedStore(b.CreateAlignedLoad(vec, shared, llvm::Align(16)), global, llvm::Align(16));
+      }
+    });
+    emit_if(b, b.CreateNot(whole), [&] {
+      for (int64_t e = 0; e < run; ++e) copy_element(b.CreateAdd(i, b.getInt64(e)));
     });
   });
 }

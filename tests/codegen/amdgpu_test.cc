@@ -83,6 +83,9 @@ TEST(Amdgpu, DescriptorAndMetadataDescribeTheKernarg) {
   EXPECT_THAT(c->artifacts.assembly, HasSubstr(".value_kind:     hidden_block_count_x"));
   // The tiles' LDS is dynamic (the launch's); the code says how much.
   EXPECT_GT(c->code.shared_bytes, 2 * 64 * 128);
+  // Box rows go 16 bytes at a time where they are whole and aligned.
+  EXPECT_TRUE(std::regex_search(c->artifacts.assembly, std::regex(R"((flat|global)_load_dwordx4)")));
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr("ds_write_b128"));
 }
 
 TEST(Amdgpu, ReductionsPermuteAcrossLanesAndBarriersWaitForLds) {

@@ -2,8 +2,8 @@
 // a tensor memory accelerator do in software, compiled for the host (whose
 // other hooks it keeps) and compared byte for byte with the runtime's host
 // copy engine on the same maps: ranks 1 to 3, f16 and f32, boxes at negative
-// and past-the-end coordinates, element strides above 1, padded row strides,
-// zero and NaN fill.
+// and past-the-end coordinates and at aligned ones inside (16-byte runs),
+// element strides above 1, padded row strides, zero and NaN fill.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -108,13 +108,17 @@ Tensor random_tensor(Rng& rng, DType dtype, const Shape& box) {
   return t;
 }
 
-// Coordinates around the tensor: before it (negative), inside, and past its end.
+// Coordinates around the tensor: before it (negative), inside, and past its
+// end. A third of the time the innermost one is 16-byte aligned with the
+// box's row inside the tensor, where the software copy moves 16 bytes at once.
 std::vector<int32_t> random_coords(Rng& rng, const TensorMapSpec& spec) {
   std::vector<int32_t> c;
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     const int64_t reach = spec.box[d] * spec.element_strides[d];
     c.push_back(static_cast<int32_t>(rng.uniform(-reach - 1, spec.dims[d] + 1)));
   }
+  const int64_t run = 16 / spec.dtype.bytes(), room = spec.dims.back() - spec.box.back();
+  if (room >= 0 && rng.chance(1.0 / 3)) c.back() = static_cast<int32_t>(run * rng.uniform(0, room / run));
   return c;
 }
 
