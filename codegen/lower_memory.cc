@@ -241,17 +241,18 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   }
   bool masked = o.operands.size() == 3;
   llvm::Type* t = reg_type(d);
+  const llvm::SyncScope::ID scope = target_.device_scope(ctx_);
   // f16 and bf16 values are i16 bits: their atomic add is a compare-and-swap
   // loop around the same rounded add as elementwise code (an atomicrmw fadd
   // of half/bfloat needs libcalls such as __truncsfbf2 on x86, which a JIT-ed
   // kernel cannot count on finding).
   auto rmw = [&](llvm::Value* p, llvm::Value* v) -> llvm::Value* {
     if (!(is_narrow_float(d) && kind == AtomicOp::kAdd)) {
-      return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease);
+      return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease, scope);
     }
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(d.bytes()));
-    first->setAtomic(llvm::AtomicOrdering::Monotonic);
+    first->setAtomic(llvm::AtomicOrdering::Monotonic, scope);
     llvm::BasicBlock* retry = llvm::BasicBlock::Create(ctx_, "atomic.retry", fn_);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
     b_.CreateBr(retry);
@@ -259,7 +260,7 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
     llvm::PHINode* old = b_.CreatePHI(t, 2);
     old->addIncoming(first, pre);
     auto* cx = b_.CreateAtomicCmpXchg(p, old, ops_.binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(d.bytes()),
-                                      llvm::AtomicOrdering::AcquireRelease, llvm::AtomicOrdering::Monotonic);
+                                      llvm::AtomicOrdering::AcquireRelease, llvm::AtomicOrdering::Monotonic, scope);
     old->addIncoming(b_.CreateExtractValue(cx, 0), retry);
     b_.CreateCondBr(b_.CreateExtractValue(cx, 1), done, retry);
     b_.SetInsertPoint(done);
@@ -304,7 +305,7 @@ absl::Status Lowering::atomic_cas(const Op& o, const Type& rt) {
   set(o, target_.uniform(b_, [&] {
     auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
                                       llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
-                                      llvm::AtomicOrdering::Acquire);
+                                      llvm::AtomicOrdering::Acquire, target_.device_scope(ctx_));
     return b_.CreateExtractValue(cx, 0);
   }));
   return absl::OkStatus();

@@ -219,6 +219,10 @@ class TargetInfo {
   // must carry them).
   virtual void tma_store_flush(llvm::IRBuilder<>& /*b*/) {}
 
+  // The scope of the DSL's atomics ("at device scope"): where the target
+  // names one, the device's; the default is the whole system.
+  virtual llvm::SyncScope::ID device_scope(llvm::LLVMContext&) const { return llvm::SyncScope::System; }
+
   // Memory ordering for triggered views: a barrier of the whole program
   // after its stores, an acq_rel fetch-add and exchange at device scope
   // (every program that counts on a gate runs on the gate's device) with a

@@ -109,6 +109,9 @@ class AmdgpuTarget final : public GpuTarget {
     return amdgpu::emit_mfma(b, shape, a, bm, std::move(acc), tid_, threads_);
   }
 
+  // The DSL's atomics at agent (device) scope: no system-wide writeback or invalidate.
+  llvm::SyncScope::ID device_scope(llvm::LLVMContext& ctx) const override { return ctx.getOrInsertSyncScopeID("agent"); }
+
   // Triggered views. MI300X's ordering for a gate: every wavefront waits
   // for its own global stores (s_waitcnt vmcnt(0); a workgroup-scope fence
   // does not), the workgroup meets at a barrier, then one thread releases
@@ -160,7 +163,7 @@ class AmdgpuTarget final : public GpuTarget {
     b.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
     b.CreateFence(llvm::AtomicOrdering::Acquire, workgroup);
   }
-  llvm::SyncScope::ID agent(llvm::IRBuilder<>& b) { return b.getContext().getOrInsertSyncScopeID("agent"); }
+  llvm::SyncScope::ID agent(llvm::IRBuilder<>& b) const { return device_scope(b.getContext()); }
   // Triggered views' words are in device (or peer) memory: global accesses.
   llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) { return b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal)); }
   llvm::Value* scratch(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(scratch_, b.getPtrTy(kFlat)); }

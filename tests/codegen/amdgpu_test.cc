@@ -120,6 +120,20 @@ TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
                                 std::regex(R"(global_load_dwordx2 [^\n]* sc0 sc1\s+s_waitcnt vmcnt\(0\)\s+buffer_inv sc0 sc1)")));
 }
 
+TEST(Amdgpu, AtomicsAreDeviceScoped) {
+  KernelBuilder k("histogram");
+  Value counts = k.arg(ptr(i32), "counts"), keys = k.arg(ptr(i32), "keys");
+  Value offs = k.arange(0, 256);
+  atomic_add(counts + load(keys + offs), 1);
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& s = c->artifacts.assembly;
+  EXPECT_TRUE(std::regex_search(s, std::regex(R"((global|flat)_atomic_add)")));
+  // Agent scope: the L2 is written back and invalidated for the device, not the system.
+  EXPECT_THAT(s, HasSubstr("buffer_inv sc1"));
+  EXPECT_THAT(s, Not(HasSubstr("sc0 sc1")));
+}
+
 TEST(Amdgpu, MfmaAccumulatorCoversTheTileOnce) {
   using codegen::amdgpu::mfma_accumulator_element;
   for (auto [m, n, waves] : {std::tuple{32, 32, 1}, {64, 64, 4}, {128, 64, 2}, {128, 128, 4}}) {
