@@ -27,6 +27,12 @@ using hipDeviceptr_t = void*;
 using hipModule_t = struct ihipModule_t*;
 using hipFunction_t = struct ihipModuleSymbol_t*;
 using hipStream_t = struct ihipStream_t*;
+using hipGraph_t = struct ihipGraph*;
+using hipGraphExec_t = struct hipGraphExec*;
+
+// hipStreamCaptureMode: this thread's calls that would break a capture are
+// errors; other threads go on (CUDA's THREAD_LOCAL).
+inline constexpr int hipStreamCaptureModeThreadLocal = 1;
 
 // hipDeviceAttribute_t: the same value in HIP 5.2 and 6.x.
 inline constexpr int hipDeviceAttributeMultiprocessorCount = 63;
@@ -65,6 +71,13 @@ using PFN_hipMemcpy = hipError_t (*)(void* dst, const void* src, size_t bytes, i
 using PFN_hipStreamCreate = hipError_t (*)(hipStream_t* stream);
 using PFN_hipStreamDestroy = hipError_t (*)(hipStream_t stream);
 using PFN_hipStreamSynchronize = hipError_t (*)(hipStream_t stream);
+using PFN_hipStreamBeginCapture = hipError_t (*)(hipStream_t stream, int mode);
+using PFN_hipStreamEndCapture = hipError_t (*)(hipStream_t stream, hipGraph_t* graph);
+using PFN_hipGraphInstantiate = hipError_t (*)(hipGraphExec_t* exec, hipGraph_t graph, void* error_node, char* log,
+                                               size_t log_bytes);
+using PFN_hipGraphLaunch = hipError_t (*)(hipGraphExec_t exec, hipStream_t stream);
+using PFN_hipGraphExecDestroy = hipError_t (*)(hipGraphExec_t exec);
+using PFN_hipGraphDestroy = hipError_t (*)(hipGraph_t graph);
 using PFN_hipModuleLoadData = hipError_t (*)(hipModule_t* module, const void* image);
 using PFN_hipModuleUnload = hipError_t (*)(hipModule_t module);
 using PFN_hipModuleGetFunction = hipError_t (*)(hipFunction_t* function, hipModule_t module, const char* name);

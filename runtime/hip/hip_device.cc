@@ -1,10 +1,13 @@
 // The HIP device: kernels compiled to HSA code objects (codegen/amdgpu/),
 // loaded through libamdhip64 and launched with a packed kernarg buffer,
 // tensor maps in it by value in tessel's host form (AMD has no TMA).
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status.h"
 #include "codegen/compiler.h"
 #include "runtime/backend.h"
@@ -36,6 +39,23 @@ class Module {
   hip::hipModule_t module_;
 };
 
+// A captured graph, ready to replay; it keeps the modules it launches loaded.
+class HipGraph final : public GraphImpl {
+ public:
+  HipGraph(const Runtime& runtime, hip::hipGraphExec_t exec, std::vector<std::shared_ptr<Module>> modules)
+      : runtime_(runtime), exec_(exec), modules_(std::move(modules)) {}
+  ~HipGraph() override { runtime_.graph_exec_destroy.raw(exec_); }
+  absl::Status launch(StreamImpl* stream) override {
+    hip::hipStream_t s = stream == nullptr ? nullptr : static_cast<hip::hipStream_t>(stream->native());
+    return runtime_.graph_launch(exec_, s);
+  }
+
+ private:
+  const Runtime& runtime_;
+  const hip::hipGraphExec_t exec_;
+  const std::vector<std::shared_ptr<Module>> modules_;
+};
+
 class HipStream final : public StreamImpl {
  public:
   HipStream(const Runtime& runtime, hip::hipStream_t stream)
@@ -43,16 +63,55 @@ class HipStream final : public StreamImpl {
   ~HipStream() override { runtime_.stream_destroy.raw(stream_); }
   void* native() const override { return stream_; }
   absl::Status synchronize() override { return runtime_.stream_synchronize(stream_); }
+  bool capturing() const override { return capturing_.load(std::memory_order_acquire); }
+
   absl::Status begin_capture() override {
-    return absl::UnimplementedError("HIP streams: graph capture is not part of tessel's HIP backend yet");
+    absl::MutexLock lock(&mu_);
+    if (capturing_.load()) {
+      return absl::FailedPreconditionError("Stream::begin_capture on a HIP stream: the stream is already capturing");
+    }
+    captured_.clear();
+    capturing_.store(true);  // first, so that no launch racing with the call goes unrecorded
+    absl::Status status = runtime_.stream_begin_capture(stream_, hip::hipStreamCaptureModeThreadLocal);
+    if (!status.ok()) capturing_.store(false);
+    return status;
   }
   absl::StatusOr<std::shared_ptr<GraphImpl>> end_capture() override {
-    return absl::UnimplementedError("HIP streams: graph capture is not part of tessel's HIP backend yet");
+    std::vector<std::shared_ptr<Module>> modules;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!capturing_.load()) {
+        return absl::FailedPreconditionError(
+            "Stream::end_capture on a HIP stream: the stream is not capturing; call begin_capture() first");
+      }
+      capturing_.store(false);
+      modules.swap(captured_);
+    }
+    hip::hipGraph_t graph = nullptr;
+    absl::Status status = runtime_.stream_end_capture(stream_, &graph);
+    if (!status.ok()) {
+      if (graph != nullptr) runtime_.graph_destroy.raw(graph);
+      return status;
+    }
+    hip::hipGraphExec_t exec = nullptr;
+    status = runtime_.graph_instantiate(&exec, graph, nullptr, nullptr, 0);
+    runtime_.graph_destroy.raw(graph);  // the executable graph does not need it
+    if (!status.ok()) return status;
+    return std::make_shared<HipGraph>(runtime_, exec, std::move(modules));
+  }
+  // Every launch on the stream: while capturing, the graph keeps the module loaded.
+  void note_launch(const std::shared_ptr<Module>& module) {
+    if (!capturing_.load(std::memory_order_relaxed)) return;
+    absl::MutexLock lock(&mu_);
+    if (std::find(captured_.begin(), captured_.end(), module) == captured_.end()) captured_.push_back(module);
   }
 
  private:
   const Runtime& runtime_;
   hip::hipStream_t stream_;
+  std::atomic<bool> capturing_{false};
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<Module>> captured_ ABSL_GUARDED_BY(mu_);
 };
 
 class HipFunction final : public FunctionImpl {
@@ -79,11 +138,13 @@ class HipFunction final : public FunctionImpl {
           " threads); compile with CompileOptions::num_warps = ", config.num_warps));
     }
     hip::hipStream_t stream = nullptr;
+    HipStream* hip_stream = nullptr;
     if (config.stream != nullptr && config.stream->impl() != nullptr) {
       if (config.stream->impl()->kind() != DeviceKind::kHip) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": the stream belongs to another kind of device"));
       }
-      stream = static_cast<hip::hipStream_t>(config.stream->impl()->native());
+      hip_stream = static_cast<HipStream*>(config.stream->impl());
+      stream = static_cast<hip::hipStream_t>(hip_stream->native());
     }
     std::vector<uint8_t> args = hip::pack_kernargs(layout_, params);
     size_t size = args.size();
@@ -96,7 +157,9 @@ class HipFunction final : public FunctionImpl {
                                              static_cast<unsigned>(shared_bytes_), stream, nullptr,
                                              size > 0 ? extra : nullptr);
     }
-    return status.ok() ? status : prefixed(what, status);
+    if (!status.ok()) return prefixed(what, status);
+    if (hip_stream != nullptr) hip_stream->note_launch(module_);
+    return absl::OkStatus();
   }
 
  private:

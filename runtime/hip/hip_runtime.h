@@ -60,6 +60,12 @@ class Entry<hipError_t (*)(Args...)> {
   X(stream_create, hipStreamCreate, true)                           \
   X(stream_destroy, hipStreamDestroy, true)                         \
   X(stream_synchronize, hipStreamSynchronize, true)                 \
+  X(stream_begin_capture, hipStreamBeginCapture, true)              \
+  X(stream_end_capture, hipStreamEndCapture, true)                  \
+  X(graph_instantiate, hipGraphInstantiate, true)                   \
+  X(graph_launch, hipGraphLaunch, true)                             \
+  X(graph_exec_destroy, hipGraphExecDestroy, true)                  \
+  X(graph_destroy, hipGraphDestroy, true)                           \
   X(module_load_data, hipModuleLoadData, true)                      \
   X(module_unload, hipModuleUnload, true)                           \
   X(module_get_function, hipModuleGetFunction, true)                \

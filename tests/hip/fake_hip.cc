@@ -97,6 +97,22 @@ int hipStreamCreate(void** stream) {
 }
 int hipStreamDestroy(void*) { return enter("hipStreamDestroy", 1); }
 int hipStreamSynchronize(void*) { return enter("hipStreamSynchronize", 1); }
+int hipStreamBeginCapture(void*, int mode) {
+  calls += "hipStreamBeginCapture mode " + std::to_string(mode) + "\n";
+  return 0;
+}
+int hipStreamEndCapture(void*, void** graph) {
+  static int graphs = 0;
+  *graph = &++graphs;
+  return enter("hipStreamEndCapture", 1);
+}
+int hipGraphInstantiate(void** exec, void* graph, void*, char*, size_t) {
+  *exec = graph;
+  return enter("hipGraphInstantiate", 1);
+}
+int hipGraphLaunch(void*, void*) { return enter("hipGraphLaunch", 1); }
+int hipGraphExecDestroy(void*) { return enter("hipGraphExecDestroy", 1); }
+int hipGraphDestroy(void*) { return enter("hipGraphDestroy", 1); }
 // A code object is an ELF shared object for AMD's HSA ABI.
 int hipModuleLoadData(void** module, const void* image) {
   if (int e = enter("hipModuleLoadData", 200)) return e;

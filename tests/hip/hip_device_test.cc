@@ -133,6 +133,37 @@ TEST(HipDevice, LoadsGetsTheFunctionAndLaunchesWithThePackedKernarg) {
   EXPECT_EQ(nv, n);
 }
 
+TEST(HipDevice, GraphsCaptureLaunchesAndReplayThem) {
+  absl::StatusOr<Device> d = Device::open("hip:0");
+  ASSERT_TRUE(d.ok()) << d.status();
+  Record record;
+  absl::StatusOr<Function> fn = d->compile(*samples::vector_add_kernel(), {});
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  absl::StatusOr<Stream> stream = d->create_stream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::StatusOr<Buffer> b = d->allocate(64);
+  ASSERT_TRUE(b.ok());
+  EXPECT_THAT(stream->end_capture().status().message(), HasSubstr("the stream is not capturing"));
+  record.reset();
+  ASSERT_TRUE(stream->begin_capture().ok());
+  EXPECT_THAT(stream->begin_capture().message(), HasSubstr("the stream is already capturing"));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(fn->launch({.grid = 1, .num_warps = 4, .stream = &*stream}, *b, *b, *b, 16).ok());
+  }
+  absl::StatusOr<Graph> graph = stream->end_capture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_TRUE(graph->launch(&*stream).ok());
+  const std::string log = record.log();
+  const size_t begin = log.find("hipStreamBeginCapture mode 1"), launch = log.find("hipModuleLaunchKernel vector_add"),
+               end = log.find("hipStreamEndCapture"), instantiate = log.find("hipGraphInstantiate"),
+               replay = log.find("hipGraphLaunch");
+  ASSERT_NE(replay, std::string::npos) << log;
+  EXPECT_LT(begin, launch);
+  EXPECT_LT(launch, end);
+  EXPECT_LT(end, instantiate);
+  EXPECT_LT(instantiate, replay);
+}
+
 TEST(HipDevice, KernargLayoutFollowsNaturalAlignment) {
   KernelBuilder k("mixed");
   k.arg(i1, "flag");
