@@ -41,7 +41,8 @@ llvm::Value* GpuTarget::combine_threads(llvm::IRBuilder<>& b, llvm::Value* parti
   const int warps = threads_ / warp;
   if (warps == 1) return v;  // the butterfly left every lane the whole result
   llvm::Value* slots = scratch(b);
-  llvm::Value* slot = b.CreateGEP(v->getType(), slots, b.CreateLShr(tid_, std::countr_zero(static_cast<unsigned>(warp))));
+  llvm::Value* slot =
+      b.CreateGEP(v->getType(), slots, b.CreateLShr(tid_, std::countr_zero(static_cast<unsigned>(warp))));
   emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, warp - 1), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
   barrier(b);
   llvm::Value* all = b.CreateLoad(v->getType(), slots);

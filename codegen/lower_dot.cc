@@ -74,8 +74,9 @@ absl::Status Lowering::plan_mma() {
       if ((!a->k_major || !b->k_major) && target_.mma_layout(shape, ka, kb) != nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
             "kernel '", ir_.name, "': the dot at ", o.loc.file_name(), ":", o.loc.line(), " multiplies ",
-            shape.a.name(), " by ", shape.b.name(), " on the tensor cores only with K-major operands: load a as [m, k] ",
-            "boxes and b as [n, k] boxes read through trans (B given as N x K)"));
+            shape.a.name(), " by ", shape.b.name(),
+            " on the tensor cores only with K-major operands: load a as [m, k] boxes and b as [n, k] boxes read "
+            "through trans (B given as N x K)"));
       }
       continue;
     }
@@ -152,8 +153,8 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
   }
   llvm::Value* a = val(o.operands[0]);
   llvm::Value* bv = val(o.operands[1]);
-  target_.dot(b_, MatrixTile{a, in, m, k, k, tf32}, MatrixTile{bv, bt.dtype(), k, n, n, tf32}, MatrixTile{acc, acc_d, m, n, n},
-              MatrixTile{sum, acc_d, m, n, n});
+  target_.dot(b_, MatrixTile{a, in, m, k, k, tf32}, MatrixTile{bv, bt.dtype(), k, n, n, tf32},
+              MatrixTile{acc, acc_d, m, n, n}, MatrixTile{sum, acc_d, m, n, n});
   if (acc_d == out_d) {
     set(o, sum);
     return absl::OkStatus();

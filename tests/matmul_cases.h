@@ -134,8 +134,8 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
 // (scale_a, scale_b) where g.scaled; C starts as NaN, so an element the
 // kernel misses shows.
 inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
-                                                   int64_t m, int64_t n, int64_t k, const Operand& a,
-                                                   const Operand& b, std::pair<float, float> scales = {1, 1}) {
+                                                   int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+                                                   std::pair<float, float> scales = {1, 1}) {
   CompileOptions options;
   options.num_warps = warps;
   TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
@@ -175,8 +175,8 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, in
   TESSEL_ASSIGN_OR_RETURN(TensorMap vm, device.tensor_map(bf16, vb, {len, d}, {samples::kAttnBN, d}, sw));
   TESSEL_ASSIGN_OR_RETURN(TensorMap om, device.tensor_map(f32, ob, {len, d}, {samples::kAttnBM, d}));
   const int64_t tiles = (len + samples::kAttnBM - 1) / samples::kAttnBM;
-  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid_for(device, tiles), .num_warps = 4}, qm, km, vm, om,
-                                   static_cast<int32_t>(len), scale));
+  TESSEL_RETURN_IF_ERROR(
+      fn.launch({.grid = grid_for(device, tiles), .num_warps = 4}, qm, km, vm, om, static_cast<int32_t>(len), scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, o.size() * 4));
   return o;

@@ -43,17 +43,17 @@ class AmdgpuTarget final : public GpuTarget {
     for (size_t i = 0; i < ir.params.size(); ++i) {
       if (!ir.params[i].type.is_tensor_map()) continue;
       // The map's bytes in the kernarg segment, the argument a pointer to them.
-      fn_->addParamAttr(
-          i, llvm::Attribute::getWithByRefType(ctx, llvm::ArrayType::get(b.getInt8Ty(), kTensorMapBytes)));
+      fn_->addParamAttr(i,
+                        llvm::Attribute::getWithByRefType(ctx, llvm::ArrayType::get(b.getInt8Ty(), kTensorMapBytes)));
       fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(tma::kMapAlignment)));
     }
     module.addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", 500);
     // One 8-byte slot per wavefront: partial results of combine_threads, and
     // the value of uniform() in slot 0.
     auto* slots = llvm::ArrayType::get(b.getInt64Ty(), 16);
-    scratch_ = new llvm::GlobalVariable(module, slots, false, llvm::GlobalValue::InternalLinkage,
-                                        llvm::UndefValue::get(slots), "tessel_scratch", nullptr,
-                                        llvm::GlobalValue::NotThreadLocal, kLds);
+    scratch_ =
+        new llvm::GlobalVariable(module, slots, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(slots),
+                                 "tessel_scratch", nullptr, llvm::GlobalValue::NotThreadLocal, kLds);
     scratch_->setAlignment(llvm::Align(16));
     // Dynamic LDS: its size is the launch's.
     lds_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt8Ty(), 0), false,
@@ -110,7 +110,9 @@ class AmdgpuTarget final : public GpuTarget {
   }
 
   // The DSL's atomics at agent (device) scope: no system-wide writeback or invalidate.
-  llvm::SyncScope::ID device_scope(llvm::LLVMContext& ctx) const override { return ctx.getOrInsertSyncScopeID("agent"); }
+  llvm::SyncScope::ID device_scope(llvm::LLVMContext& ctx) const override {
+    return ctx.getOrInsertSyncScopeID("agent");
+  }
 
   // Triggered views. MI300X's ordering for a gate: every wavefront waits
   // for its own global stores (s_waitcnt vmcnt(0); a workgroup-scope fence
@@ -149,10 +151,14 @@ class AmdgpuTarget final : public GpuTarget {
     if (t.is_tensor_map()) return b.getPtrTy(kConstant);
     if (t.is_pointer() || t.is_triggered_view()) return b.getPtrTy(kGlobal);
     switch (t.dtype().kind) {
-      case ScalarKind::kI1: return b.getInt8Ty();
-      case ScalarKind::kF32: return b.getFloatTy();
-      case ScalarKind::kF64: return b.getDoubleTy();
-      default: return b.getIntNTy(t.dtype().bits());
+      case ScalarKind::kI1:
+        return b.getInt8Ty();
+      case ScalarKind::kF32:
+        return b.getFloatTy();
+      case ScalarKind::kF64:
+        return b.getDoubleTy();
+      default:
+        return b.getIntNTy(t.dtype().bits());
     }
   }
   // Workgroup barriers: s_barrier alone does not order LDS accesses on
@@ -165,7 +171,9 @@ class AmdgpuTarget final : public GpuTarget {
   }
   llvm::SyncScope::ID agent(llvm::IRBuilder<>& b) const { return device_scope(b.getContext()); }
   // Triggered views' words are in device (or peer) memory: global accesses.
-  llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) { return b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal)); }
+  llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) {
+    return b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal));
+  }
   llvm::Value* scratch(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(scratch_, b.getPtrTy(kFlat)); }
   // ds_bpermute_b32: each lane reads the word of the lane its address names.
   llvm::Value* shuffle_word(llvm::IRBuilder<>& b, llvm::Value* word, int lanes) override {
@@ -182,8 +190,7 @@ class AmdgpuTarget final : public GpuTarget {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps,
-                                                               int opt_level) {
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps, int opt_level) {
   init_llvm_targets();
   if (num_warps < 1 || num_warps > 16) {
     return absl::InvalidArgumentError(
@@ -198,9 +205,9 @@ absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (target == nullptr) return absl::InternalError(absl::StrCat("AMDGPU target: ", err));
   llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, arch, "", options, llvm::Reloc::PIC_, std::nullopt,
-      opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, arch, "", options, llvm::Reloc::PIC_, std::nullopt,
+                                  opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
   if (tm == nullptr) return absl::InternalError(absl::StrCat("AMDGPU target: cannot make a target machine for ", arch));
   return std::unique_ptr<TargetInfo>(new AmdgpuTarget(std::move(tm), num_warps * kWave));
 }

@@ -16,7 +16,6 @@ inline constexpr int64_t kGfx942LdsLimit = 65536;
 inline constexpr int kWave = 64;
 
 // `num_warps` wavefronts of 64 threads per program.
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps,
-                                                               int opt_level);
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps, int opt_level);
 
 }  // namespace tessel::codegen

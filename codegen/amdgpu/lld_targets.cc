@@ -8,7 +8,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Passes/PassPlugin.h"
 
-#define TESSEL_NO_TARGET(name)                     \
+#define TESSEL_NO_TARGET(name)                          \
   extern "C" void LLVMInitialize##name##Target() {}     \
   extern "C" void LLVMInitialize##name##TargetInfo() {} \
   extern "C" void LLVMInitialize##name##TargetMC() {}   \

@@ -218,7 +218,9 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   // fence (which orders register writes before the wgmma that read them),
   // passed through it with the accumulators.
   std::vector<llvm::Value*> a_regs;
-  for (size_t q = 0; a.registers && q + 1 < a.regs.size(); q += 2) a_regs.push_back(pack_b16(b, a.regs[q], a.regs[q + 1]));
+  for (size_t q = 0; a.registers && q + 1 < a.regs.size(); q += 2) {
+    a_regs.push_back(pack_b16(b, a.regs[q], a.regs[q + 1]));
+  }
   acc.insert(acc.end(), a_regs.begin(), a_regs.end());
   acc = tied(b, "wgmma.fence.sync.aligned;", acc);
   a_regs.assign(acc.begin() + (acc.size() - a_regs.size()), acc.end());

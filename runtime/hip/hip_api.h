@@ -40,6 +40,42 @@ inline constexpr int hipDeviceAttributeMultiprocessorCount = 63;
 // hipMemcpyKind
 inline constexpr int hipMemcpyHostToDevice = 1;
 inline constexpr int hipMemcpyDeviceToHost = 2;
+inline constexpr int hipMemcpyDeviceToDevice = 3;
+
+using hipEvent_t = struct ihipEvent_t*;
+inline constexpr hipError_t hipErrorNotReady = 600;
+inline constexpr unsigned hipEventDisableTiming = 0x2;
+inline constexpr unsigned hipHostMallocPortable = 0x1, hipHostMallocMapped = 0x2;
+inline constexpr unsigned hipStreamWaitValueGte = 0x0;
+inline constexpr unsigned hipStreamNonBlocking = 0x1;  // no implicit ordering with the null stream
+
+// The virtual memory API, with ROCm 6's hipMemAllocationProp (5.x ordered
+// its fields otherwise: tessel does not pass it to a 5.x runtime's VMM calls
+// and expects ROCm 6 or newer for groups).
+using hipMemGenericAllocationHandle_t = struct ihipMemGenericAllocationHandle*;
+struct hipMemLocation {
+  int type;  // hipMemLocationTypeDevice
+  int id;
+};
+inline constexpr int hipMemLocationTypeDevice = 1;
+inline constexpr int hipMemAllocationTypePinned = 1;
+inline constexpr int hipMemAccessFlagsProtReadWrite = 3;
+inline constexpr int hipMemAllocationGranularityRecommended = 1;
+struct hipMemAllocationProp {
+  int type;
+  int requestedHandleType;
+  hipMemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+  } allocFlags;
+};
+struct hipMemAccessDesc {
+  hipMemLocation location;
+  int flags;
+};
 
 // hipModuleLaunchKernel's `extra`: the packed explicit arguments.
 inline void* const HIP_LAUNCH_PARAM_BUFFER_POINTER = reinterpret_cast<void*>(1);
@@ -69,6 +105,7 @@ using PFN_hipMalloc = hipError_t (*)(void** ptr, size_t bytes);
 using PFN_hipFree = hipError_t (*)(void* ptr);
 using PFN_hipMemcpy = hipError_t (*)(void* dst, const void* src, size_t bytes, int kind);
 using PFN_hipStreamCreate = hipError_t (*)(hipStream_t* stream);
+using PFN_hipStreamCreateWithFlags = hipError_t (*)(hipStream_t* stream, unsigned flags);
 using PFN_hipStreamDestroy = hipError_t (*)(hipStream_t stream);
 using PFN_hipStreamSynchronize = hipError_t (*)(hipStream_t stream);
 using PFN_hipStreamBeginCapture = hipError_t (*)(hipStream_t stream, int mode);
@@ -78,6 +115,34 @@ using PFN_hipGraphInstantiate = hipError_t (*)(hipGraphExec_t* exec, hipGraph_t 
 using PFN_hipGraphLaunch = hipError_t (*)(hipGraphExec_t exec, hipStream_t stream);
 using PFN_hipGraphExecDestroy = hipError_t (*)(hipGraphExec_t exec);
 using PFN_hipGraphDestroy = hipError_t (*)(hipGraph_t graph);
+using PFN_hipDeviceCanAccessPeer = hipError_t (*)(int* can, int device, int peer);
+using PFN_hipDeviceEnablePeerAccess = hipError_t (*)(int peer, unsigned flags);
+using PFN_hipMemGetAllocationGranularity = hipError_t (*)(size_t* granularity, const hipMemAllocationProp* prop,
+                                                          int option);
+using PFN_hipMemAddressReserve = hipError_t (*)(void** ptr, size_t size, size_t alignment, void* addr,
+                                                unsigned long long flags);
+using PFN_hipMemAddressFree = hipError_t (*)(void* ptr, size_t size);
+using PFN_hipMemCreate = hipError_t (*)(hipMemGenericAllocationHandle_t* handle, size_t size,
+                                        const hipMemAllocationProp* prop, unsigned long long flags);
+using PFN_hipMemRelease = hipError_t (*)(hipMemGenericAllocationHandle_t handle);
+using PFN_hipMemMap = hipError_t (*)(void* ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,
+                                     unsigned long long flags);
+using PFN_hipMemUnmap = hipError_t (*)(void* ptr, size_t size);
+using PFN_hipMemSetAccess = hipError_t (*)(void* ptr, size_t size, const hipMemAccessDesc* desc, size_t count);
+using PFN_hipMemsetD8 = hipError_t (*)(hipDeviceptr_t dst, unsigned char value, size_t count);
+using PFN_hipHostMalloc = hipError_t (*)(void** ptr, size_t size, unsigned flags);
+using PFN_hipHostFree = hipError_t (*)(void* ptr);
+using PFN_hipMemcpyAsync = hipError_t (*)(void* dst, const void* src, size_t bytes, int kind, hipStream_t stream);
+using PFN_hipMemcpy2DAsync = hipError_t (*)(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                                            size_t width, size_t height, int kind, hipStream_t stream);
+using PFN_hipStreamWaitValue64 = hipError_t (*)(hipStream_t stream, void* ptr, uint64_t value, unsigned flags,
+                                                uint64_t mask);
+using PFN_hipStreamWriteValue64 = hipError_t (*)(hipStream_t stream, void* ptr, uint64_t value, unsigned flags);
+using PFN_hipEventCreateWithFlags = hipError_t (*)(hipEvent_t* event, unsigned flags);
+using PFN_hipEventDestroy = hipError_t (*)(hipEvent_t event);
+using PFN_hipEventRecord = hipError_t (*)(hipEvent_t event, hipStream_t stream);
+using PFN_hipEventQuery = hipError_t (*)(hipEvent_t event);
+using PFN_hipStreamWaitEvent = hipError_t (*)(hipStream_t stream, hipEvent_t event, unsigned flags);
 using PFN_hipModuleLoadData = hipError_t (*)(hipModule_t* module, const void* image);
 using PFN_hipModuleUnload = hipError_t (*)(hipModule_t module);
 using PFN_hipModuleGetFunction = hipError_t (*)(hipFunction_t* function, hipModule_t module, const char* name);

@@ -1,6 +1,8 @@
 // The HIP device: kernels compiled to HSA code objects (codegen/amdgpu/),
 // loaded through libamdhip64 and launched with a packed kernarg buffer,
 // tensor maps in it by value in tessel's host form (AMD has no TMA).
+#include "runtime/hip/hip_device.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "runtime/device_impl.h"
 #include "runtime/hip/hip_runtime.h"
 #include "runtime/hip/kernarg.h"
+#include "runtime/plans/plan_backend.h"
 #include "runtime/tensor_map.h"
 
 namespace tessel {
@@ -132,10 +135,10 @@ class HipFunction final : public FunctionImpl {
   absl::Status run(const LaunchConfig& config, void** params) override {
     const std::string what = absl::StrCat("launch '", kernel().name(), "' on hip:", device_);
     if (config.num_warps * kWave != threads_) [[unlikely]] {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": the launch asks for ", config.num_warps, " wavefronts (", config.num_warps * kWave,
-          " threads) but the kernel was compiled for ", threads_ / kWave, " (", threads_,
-          " threads); compile with CompileOptions::num_warps = ", config.num_warps));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": the launch asks for ", config.num_warps, " wavefronts (", config.num_warps * kWave,
+                       " threads) but the kernel was compiled for ", threads_ / kWave, " (", threads_,
+                       " threads); compile with CompileOptions::num_warps = ", config.num_warps));
     }
     hip::hipStream_t stream = nullptr;
     HipStream* hip_stream = nullptr;
@@ -182,6 +185,7 @@ class HipDevice final : public DeviceImpl {
 
   std::string name() const override { return absl::StrCat("hip:", index_); }
   DeviceKind kind() const override { return DeviceKind::kHip; }
+  hip::Rank rank() const { return {&runtime_, index_}; }
   int num_compute_units() const override { return compute_units_; }
   std::string arch() const override { return arch_; }
   std::string details() const override { return absl::StrCat(product_, ", ", arch_, ", ", compute_units_, " CUs"); }
@@ -289,14 +293,25 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_hip(absl::string_view name, abs
   int count = 0;
   TESSEL_RETURN_IF_ERROR((*runtime)->get_device_count(&count));
   if (index >= count) {
-    return absl::NotFoundError(absl::StrCat("Device::open('", name, "'): ", count, " AMD GPU", count == 1 ? "" : "s",
-                                            " present"));
+    return absl::NotFoundError(
+        absl::StrCat("Device::open('", name, "'): ", count, " AMD GPU", count == 1 ? "" : "s", " present"));
   }
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<HipDevice> device, HipDevice::open(**runtime, index));
   return device;
 }
 
-[[maybe_unused]] const bool registered = register_backend({.prefix = "hip", .usage = "hip:N", .open = &open_hip, .make_group = nullptr});
+[[maybe_unused]] const bool registered =
+    register_backend({.prefix = "hip", .usage = "hip:N", .open = &open_hip, .make_group = &hip::make_group_backend});
 
 }  // namespace
+
+namespace hip {
+
+absl::StatusOr<Rank> rank_of(const Device& device) {
+  auto* d = dynamic_cast<HipDevice*>(&device.impl());
+  if (d == nullptr) return absl::InvalidArgumentError(absl::StrCat(device.name(), " is not a HIP device"));
+  return d->rank();
+}
+
+}  // namespace hip
 }  // namespace tessel

@@ -57,7 +57,8 @@ absl::StatusOr<const Runtime*> Runtime::load() {
     path = named;
     lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
-      return absl::UnavailableError(absl::StrCat("TESSEL_HIP_LIBRARY names ", path, ", which does not load: ", dlerror()));
+      return absl::UnavailableError(
+          absl::StrCat("TESSEL_HIP_LIBRARY names ", path, ", which does not load: ", dlerror()));
     }
   }
   for (const char* name : kLibraries) {

@@ -45,31 +45,54 @@ class Entry<hipError_t (*)(Args...)> {
 };
 
 // X(member, symbol, required): every entry the backend uses.
-#define TESSEL_HIP_ENTRIES(X)                                       \
-  X(init, hipInit, true)                                            \
-  X(get_device_count, hipGetDeviceCount, true)                      \
-  X(set_device, hipSetDevice, true)                                 \
-  X(device_get_attribute, hipDeviceGetAttribute, true)              \
-  X(device_get_name, hipDeviceGetName, true)                        \
-  X(get_device_properties, hipGetDeviceProperties, true)            \
-  X(get_device_properties_r0600, hipGetDevicePropertiesR0600, false) \
-  X(device_synchronize, hipDeviceSynchronize, true)                 \
-  X(malloc, hipMalloc, true)                                        \
-  X(free, hipFree, true)                                            \
-  X(memcpy, hipMemcpy, true)                                        \
-  X(stream_create, hipStreamCreate, true)                           \
-  X(stream_destroy, hipStreamDestroy, true)                         \
-  X(stream_synchronize, hipStreamSynchronize, true)                 \
-  X(stream_begin_capture, hipStreamBeginCapture, true)              \
-  X(stream_end_capture, hipStreamEndCapture, true)                  \
-  X(graph_instantiate, hipGraphInstantiate, true)                   \
-  X(graph_launch, hipGraphLaunch, true)                             \
-  X(graph_exec_destroy, hipGraphExecDestroy, true)                  \
-  X(graph_destroy, hipGraphDestroy, true)                           \
-  X(module_load_data, hipModuleLoadData, true)                      \
-  X(module_unload, hipModuleUnload, true)                           \
-  X(module_get_function, hipModuleGetFunction, true)                \
-  X(module_launch_kernel, hipModuleLaunchKernel, true)
+#define TESSEL_HIP_ENTRIES(X)                                             \
+  X(init, hipInit, true)                                                  \
+  X(get_device_count, hipGetDeviceCount, true)                            \
+  X(set_device, hipSetDevice, true)                                       \
+  X(device_get_attribute, hipDeviceGetAttribute, true)                    \
+  X(device_get_name, hipDeviceGetName, true)                              \
+  X(get_device_properties, hipGetDeviceProperties, true)                  \
+  X(get_device_properties_r0600, hipGetDevicePropertiesR0600, false)      \
+  X(device_synchronize, hipDeviceSynchronize, true)                       \
+  X(malloc, hipMalloc, true)                                              \
+  X(free, hipFree, true)                                                  \
+  X(memcpy, hipMemcpy, true)                                              \
+  X(stream_create, hipStreamCreate, true)                                 \
+  X(stream_create_with_flags, hipStreamCreateWithFlags, true)             \
+  X(stream_destroy, hipStreamDestroy, true)                               \
+  X(stream_synchronize, hipStreamSynchronize, true)                       \
+  X(stream_begin_capture, hipStreamBeginCapture, true)                    \
+  X(stream_end_capture, hipStreamEndCapture, true)                        \
+  X(graph_instantiate, hipGraphInstantiate, true)                         \
+  X(graph_launch, hipGraphLaunch, true)                                   \
+  X(graph_exec_destroy, hipGraphExecDestroy, true)                        \
+  X(graph_destroy, hipGraphDestroy, true)                                 \
+  X(module_load_data, hipModuleLoadData, true)                            \
+  X(module_unload, hipModuleUnload, true)                                 \
+  X(module_get_function, hipModuleGetFunction, true)                      \
+  X(module_launch_kernel, hipModuleLaunchKernel, true)                    \
+  X(device_can_access_peer, hipDeviceCanAccessPeer, true)                 \
+  X(device_enable_peer_access, hipDeviceEnablePeerAccess, true)           \
+  X(mem_get_allocation_granularity, hipMemGetAllocationGranularity, true) \
+  X(mem_address_reserve, hipMemAddressReserve, true)                      \
+  X(mem_address_free, hipMemAddressFree, true)                            \
+  X(mem_create, hipMemCreate, true)                                       \
+  X(mem_release, hipMemRelease, true)                                     \
+  X(mem_map, hipMemMap, true)                                             \
+  X(mem_unmap, hipMemUnmap, true)                                         \
+  X(mem_set_access, hipMemSetAccess, true)                                \
+  X(memset_d8, hipMemsetD8, true)                                         \
+  X(host_malloc, hipHostMalloc, true)                                     \
+  X(host_free, hipHostFree, true)                                         \
+  X(memcpy_async, hipMemcpyAsync, true)                                   \
+  X(memcpy_2d_async, hipMemcpy2DAsync, true)                              \
+  X(stream_wait_value64, hipStreamWaitValue64, true)                      \
+  X(stream_write_value64, hipStreamWriteValue64, true)                    \
+  X(event_create, hipEventCreateWithFlags, true)                          \
+  X(event_destroy, hipEventDestroy, true)                                 \
+  X(event_record, hipEventRecord, true)                                   \
+  X(event_query, hipEventQuery, true)                                     \
+  X(stream_wait_event, hipStreamWaitEvent, true)
 
 // The process's HIP runtime: loaded and initialised (hipInit) on first use,
 // then immutable, so any thread may call it.

@@ -131,7 +131,8 @@ class HostGroupBackend final : public GroupBackend {
       auto [it, fresh] = words.try_emplace(word);
       if (fresh) {
         auto known = words_armed_.find(word);
-        const bool armed = known != words_armed_.end() && known->second.last.queue->read_position() < known->second.last.end;
+        const bool armed = known != words_armed_.end() &&
+                           known->second.last.queue->read_position() < known->second.last.end;
         it->second = armed ? known->second.value : load_acquire(word);
       }
       const uint64_t by = epoch - it->second;

@@ -52,9 +52,10 @@ absl::Status Queue::submit(const Dwords& chain) {
   const uint64_t pad = slot + bytes > size ? size - slot : 0;  // a chain never crosses the ring's end
   const uint64_t armed = write_ - read_.load(std::memory_order_acquire);
   if (armed + pad + bytes > size / 2) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "SDMA queue ", name_, ": a chain of ", bytes, " bytes does not fit: ", armed, " bytes are armed of the ",
-        size / 2, " a queue may hold (half its ring)", pad > 0 ? absl::StrCat(", and ", pad, " pad to the ring's end") : ""));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("SDMA queue ", name_, ": a chain of ", bytes, " bytes does not fit: ", armed,
+                     " bytes are armed of the ", size / 2, " a queue may hold (half its ring)",
+                     pad > 0 ? absl::StrCat(", and ", pad, " pad to the ring's end") : ""));
   }
   auto put = [&](uint32_t v) {
     ring_[(write_ / 4) & (ring_.size() - 1)] = v;
@@ -118,8 +119,8 @@ uint64_t Queue::execute(uint64_t at, uint64_t end) {
   const uint32_t header = dword(at), op = op_of(header), sub = sub_op_of(header);
   auto fits = [&](int dwords) {
     if (at + 4 * static_cast<uint64_t>(dwords) <= end) return true;
-    trap(at, absl::StrCat("a packet of op ", op, " needs ", dwords, " dwords; the submission ends after ",
-                          (end - at) / 4));
+    trap(at,
+         absl::StrCat("a packet of op ", op, " needs ", dwords, " dwords; the submission ends after ", (end - at) / 4));
     return false;
   };
   auto addr = [&](int dw) { return address(dword(at + 4 * dw), dword(at + 4 * dw + 4)); };
@@ -151,7 +152,8 @@ uint64_t Queue::execute(uint64_t at, uint64_t end) {
         }
         return 4 * kSubWindowDwords;
       }
-      trap(at, absl::StrCat("COPY with sub-op ", sub, " (this engine executes LINEAR 0 and LINEAR_LARGE_SUB_WINDOW 36)"));
+      trap(at,
+           absl::StrCat("COPY with sub-op ", sub, " (this engine executes LINEAR 0 and LINEAR_LARGE_SUB_WINDOW 36)"));
       return 0;
     case kOpPollRegmem: {
       if (!fits(kPollDwords)) return 0;

@@ -60,8 +60,8 @@ class Queue {
 
   const std::string name_;
   std::vector<uint32_t> ring_;
-  uint64_t write_ = 0;                  // the host's; submit() is not called concurrently
-  std::atomic<uint64_t> read_{0};       // the engine's, written back after each packet
+  uint64_t write_ = 0;             // the host's; submit() is not called concurrently
+  std::atomic<uint64_t> read_{0};  // the engine's, written back after each packet
   std::atomic<bool> stop_{false};
   mutable absl::Mutex mu_;
   uint64_t doorbell_ ABSL_GUARDED_BY(mu_) = 0;

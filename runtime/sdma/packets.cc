@@ -33,11 +33,25 @@ void copy_sub_window(Dwords& out, const ChainCopy& c) {
   const uint64_t src_slice = static_cast<uint64_t>(c.src_pitch) * c.height;
   const uint64_t dst_slice = static_cast<uint64_t>(c.dst_pitch) * c.height;
   out.insert(out.end(), {kOpCopy | kSubCopyLinearLargeSubWindow << 8,
-                         lo(c.src), hi(c.src), 0, 0, 0, static_cast<uint32_t>(c.src_pitch - 1), lo(src_slice),
+                         lo(c.src),
+                         hi(c.src),
+                         0,
+                         0,
+                         0,
+                         static_cast<uint32_t>(c.src_pitch - 1),
+                         lo(src_slice),
                          hi(src_slice) & 0xFFFF,
-                         lo(c.dst), hi(c.dst), 0, 0, 0, static_cast<uint32_t>(c.dst_pitch - 1), lo(dst_slice),
+                         lo(c.dst),
+                         hi(c.dst),
+                         0,
+                         0,
+                         0,
+                         static_cast<uint32_t>(c.dst_pitch - 1),
+                         lo(dst_slice),
                          hi(dst_slice) & 0xFFFF,
-                         static_cast<uint32_t>(c.width - 1), static_cast<uint32_t>(c.height - 1), 0});
+                         static_cast<uint32_t>(c.width - 1),
+                         static_cast<uint32_t>(c.height - 1),
+                         0});
 }
 
 void poll_greater_equal(Dwords& out, uint64_t addr, uint32_t reference, uint32_t mask, uint32_t interval,
@@ -52,9 +66,7 @@ void atomic_add64(Dwords& out, uint64_t addr, uint64_t value) {
   out.insert(out.end(), {kOpAtomic | kAtomicAddReturn64 << 25, lo(addr), hi(addr), lo(value), hi(value), 0, 0, 0});
 }
 
-void fence(Dwords& out, uint64_t addr, uint32_t value) {
-  out.insert(out.end(), {kOpFence, lo(addr), hi(addr), value});
-}
+void fence(Dwords& out, uint64_t addr, uint32_t value) { out.insert(out.end(), {kOpFence, lo(addr), hi(addr), value}); }
 
 Dwords delivery_chain(const uint64_t* ready, uint32_t epoch, const std::vector<ChainCopy>& copies, uint64_t* arrival,
                       uint64_t arrival_add, uint64_t max_linear) {

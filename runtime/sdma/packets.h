@@ -33,8 +33,7 @@ inline constexpr uint64_t kMaxLinearCopy = uint64_t{1} << 30;
 inline constexpr uint64_t kMaxLinearCopyAnySdma4 = uint64_t{1} << 22;
 
 // Packet sizes in dwords.
-inline constexpr int kCopyLinearDwords = 7, kSubWindowDwords = 20, kPollDwords = 6, kAtomicDwords = 8,
-                     kFenceDwords = 4;
+inline constexpr int kCopyLinearDwords = 7, kSubWindowDwords = 20, kPollDwords = 6, kAtomicDwords = 8, kFenceDwords = 4;
 
 // NOP filling `dwords` (>= 1): a header counting the zero dwords after it.
 void nop(Dwords& out, int dwords);
@@ -53,8 +52,8 @@ void fence(Dwords& out, uint64_t addr, uint32_t value);
 // The chain of one delivery: poll on ready (its low 32 bits >= epoch),
 // the copies (a segment of one row linear, chunked at max_linear; others
 // sub-windows), then `arrival_add` added to the peer's arrival word.
-Dwords delivery_chain(const uint64_t* ready, uint32_t epoch, const std::vector<ChainCopy>& copies,
-                      uint64_t* arrival, uint64_t arrival_add, uint64_t max_linear = kMaxLinearCopy);
+Dwords delivery_chain(const uint64_t* ready, uint32_t epoch, const std::vector<ChainCopy>& copies, uint64_t* arrival,
+                      uint64_t arrival_add, uint64_t max_linear = kMaxLinearCopy);
 
 // Fields of DW0.
 constexpr uint32_t op_of(uint32_t header) { return header & 0xFF; }

@@ -37,10 +37,10 @@ absl::StatusOr<Compiled> compile_gfx942(const Kernel& kernel, int num_warps = 4)
 }
 
 std::vector<Kernel> sample_kernels() {
-  std::vector<Kernel> kernels = {*samples::vector_add_kernel(), *samples::softmax_kernel(),
-                                 *samples::row_softmax_kernel(), *samples::tile_copy_kernel(),
-                                 *samples::tile_transpose_kernel(),
-                                 *samples::gemm_kernel(samples::kMatmulAmd, "matmul")};
+  std::vector<Kernel> kernels = {
+      *samples::vector_add_kernel(),     *samples::softmax_kernel(),
+      *samples::row_softmax_kernel(),    *samples::tile_copy_kernel(),
+      *samples::tile_transpose_kernel(), *samples::gemm_kernel(samples::kMatmulAmd, "matmul")};
   for (bool publishes : {true, false}) kernels.push_back(*samples::allgather_producer_kernel(publishes));
   kernels.push_back(*samples::allgather_check_kernel());
   return kernels;
@@ -54,11 +54,13 @@ TEST(Amdgpu, EverySampleKernelIsAGfx942CodeObject) {
     EXPECT_EQ(c->code.format, CodeFormat::kHsaco);
     EXPECT_EQ(c->code.threads, 4 * 64);
     const code_object::Header h = code_object::header(c->code.binary);
-    EXPECT_EQ(c->code.binary.substr(0, 4), "\x7f" "ELF");
-    EXPECT_EQ(h.type, 3);          // ET_DYN: a shared object the loader maps
-    EXPECT_EQ(h.machine, 224);     // EM_AMDGPU
-    EXPECT_EQ(h.os_abi, 64);       // ELFOSABI_AMDGPU_HSA
-    EXPECT_EQ(h.abi_version, 3);   // code object v5
+    EXPECT_EQ(c->code.binary.substr(0, 4),
+              "\x7f"
+              "ELF");
+    EXPECT_EQ(h.type, 3);              // ET_DYN: a shared object the loader maps
+    EXPECT_EQ(h.machine, 224);         // EM_AMDGPU
+    EXPECT_EQ(h.os_abi, 64);           // ELFOSABI_AMDGPU_HSA
+    EXPECT_EQ(h.abi_version, 3);       // code object v5
     EXPECT_EQ(h.flags & 0xFF, 0x4Cu);  // EF_AMDGPU_MACH_AMDGCN_GFX942
     // No calls: exp, log and everything else are inline, no device library.
     EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("s_swappc")));
@@ -110,14 +112,17 @@ TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   ASSERT_NE(wait, std::string::npos);
   ASSERT_NE(barrier, std::string::npos);
   ASSERT_NE(writeback, std::string::npos);
-  EXPECT_TRUE(std::regex_search(s.substr(writeback), std::regex(R"(^buffer_wbl2 sc0 sc1\s+(s_waitcnt vmcnt\(0\)\s+)?global_store_dwordx2 [^\n]* sc0 sc1)")));
+  EXPECT_TRUE(std::regex_search(
+      s.substr(writeback),
+      std::regex(R"(^buffer_wbl2 sc0 sc1\s+(s_waitcnt vmcnt\(0\)\s+)?global_store_dwordx2 [^\n]* sc0 sc1)")));
   // The contributor count: an agent-scope acq_rel add.
   EXPECT_TRUE(std::regex_search(s, std::regex(R"(buffer_wbl2 sc1\s+(s_waitcnt vmcnt\(0\)\s+)?global_atomic_add_x2)")));
   // wait/arrived read the gate with a system-scope acquire.
   absl::StatusOr<Compiled> check = compile_gfx942(*samples::allgather_check_kernel());
   ASSERT_TRUE(check.ok()) << check.status();
-  EXPECT_TRUE(std::regex_search(check->artifacts.assembly,
-                                std::regex(R"(global_load_dwordx2 [^\n]* sc0 sc1\s+s_waitcnt vmcnt\(0\)\s+buffer_inv sc0 sc1)")));
+  EXPECT_TRUE(std::regex_search(
+      check->artifacts.assembly,
+      std::regex(R"(global_load_dwordx2 [^\n]* sc0 sc1\s+s_waitcnt vmcnt\(0\)\s+buffer_inv sc0 sc1)")));
 }
 
 TEST(Amdgpu, AtomicsAreDeviceScoped) {

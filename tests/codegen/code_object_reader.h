@@ -69,8 +69,8 @@ inline std::optional<uint64_t> metadata_uint(const std::string& elf, const std::
   if (at == std::string::npos) return std::nullopt;
   const uint64_t v = at + packed.size();
   const uint8_t tag = read<uint8_t>(elf, v);
-  if (tag < 0x80) return tag;                                 // positive fixint
-  if (tag == 0xCC) return read<uint8_t>(elf, v + 1);          // uint8
+  if (tag < 0x80) return tag;                                             // positive fixint
+  if (tag == 0xCC) return read<uint8_t>(elf, v + 1);                      // uint8
   if (tag == 0xCD) return __builtin_bswap16(read<uint16_t>(elf, v + 1));  // uint16, big-endian
   if (tag == 0xCE) return __builtin_bswap32(read<uint32_t>(elf, v + 1));  // uint32
   return std::nullopt;

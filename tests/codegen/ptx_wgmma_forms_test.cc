@@ -33,8 +33,10 @@ absl::StatusOr<DeviceCode> gemm_ptx(const GemmConfig& g, int nw = 8) {
 constexpr GemmConfig kFp8 = {.bm = 128, .bn = 256, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 3, .scaled = true};
 
 TEST(WgmmaForms, Fp8GemmStepsK32WithoutTransposeBits) {
-  for (auto [a, b, types] : {std::tuple{f8e4m3, f8e4m3, "e4m3.e4m3"}, {f8e4m3, f8e5m2, "e4m3.e5m2"},
-                             {f8e5m2, f8e4m3, "e5m2.e4m3"}, {f8e5m2, f8e5m2, "e5m2.e5m2"}}) {
+  for (auto [a, b, types] : {std::tuple{f8e4m3, f8e4m3, "e4m3.e4m3"},
+                             {f8e4m3, f8e5m2, "e4m3.e5m2"},
+                             {f8e5m2, f8e4m3, "e5m2.e4m3"},
+                             {f8e5m2, f8e5m2, "e5m2.e5m2"}}) {
     SCOPED_TRACE(types);
     GemmConfig g = kFp8;
     g.in = a;
@@ -44,7 +46,8 @@ TEST(WgmmaForms, Fp8GemmStepsK32WithoutTransposeBits) {
     const std::string& ptx = code->binary;
     EXPECT_THAT(ptx, HasSubstr(absl::StrCat("wgmma.mma_async.sync.aligned.m64n256k32.f32.", types)));
     // Four k32 steps of 32 bytes each per 128-byte row, no transpose immediates.
-    EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(k32\.f32\.e[45]m[23]\.e[45]m[23] \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1;)")))
+    EXPECT_TRUE(
+        std::regex_search(ptx, std::regex(R"(k32\.f32\.e[45]m[23]\.e[45]m[23] \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1;)")))
         << ptx.substr(ptx.find("wgmma.mma_async"), 300);
     EXPECT_THAT(ptx, Not(HasSubstr("k16.f32")));
     if (a == f8e4m3 && b == f8e4m3) expect_ptxas_clean(ptx);
@@ -107,7 +110,8 @@ TEST(WgmmaForms, AttentionTakesPFromRegisters) {
   ASSERT_TRUE(code.ok()) << code.status();
   const std::string& ptx = code->binary;
   // S = Q K^T: both operands descriptors, K read K-major.
-  EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
+  EXPECT_TRUE(
+      std::regex_search(ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
   // P V: A as four b32 registers, V ([k, n] as stored) through the transpose bit.
   EXPECT_TRUE(std::regex_search(
       ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;)")));

@@ -85,8 +85,8 @@ TEST(Attention, RegisterAAgreesWithSharedA) {
     absl::StatusOr<TensorMap> bm = device.tensor_map(bf16, *bb, {n, k}, {64, 64}, Swizzle::k128B);
     absl::StatusOr<TensorMap> cm = device.tensor_map(f32, *cb, {m, n}, {64, 64});
     ASSERT_TRUE(am.ok() && bm.ok() && cm.ok());
-    ASSERT_TRUE(fn->launch({.grid = device.num_compute_units(), .num_warps = 4}, *am, *bm, *cm,
-                           static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k))
+    ASSERT_TRUE(fn->launch({.grid = device.num_compute_units(), .num_warps = 4}, *am, *bm, *cm, static_cast<int32_t>(m),
+                           static_cast<int32_t>(n), static_cast<int32_t>(k))
                     .ok());
     ASSERT_TRUE(device.synchronize().ok());
     absl::StatusOr<std::vector<float>> c = download<float>(device, *cb, m * n);

@@ -1,24 +1,118 @@
-// A stand-in for libamdhip64 that records the calls tessel makes: one AMD
-// GPU (gfx942, 304 CUs) whose memory is host memory and whose launches run
-// nothing. FAKE_HIP_FAIL=<call> makes that call fail. The tests read the
-// record through fake_hip_log() and fake_hip_kernarg().
+// A stand-in for libamdhip64 that records the calls tessel makes: two AMD
+// GPUs (gfx942, 304 CUs) whose memory is host memory and whose launches run
+// nothing. Streams are threads that run their copies, 64-bit waits and
+// writes and event records in order, as a GPU's queues would; the virtual
+// memory API reserves and maps host address space. FAKE_HIP_FAIL=<call>
+// makes that call fail. The tests read the record through fake_hip_log()
+// and fake_hip_kernarg().
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 
+constexpr int kDevices = 2;
+std::mutex log_mu;
 std::string calls;
 std::vector<uint8_t> kernarg;
 
 int enter(const char* call, int failure) {
-  calls += call;
-  calls += '\n';
+  {
+    std::lock_guard<std::mutex> hold(log_mu);
+    calls += call;
+    calls += '\n';
+  }
   const char* fail = std::getenv("FAKE_HIP_FAIL");
   return fail != nullptr && std::strcmp(fail, call) == 0 ? failure : 0;
 }
+
+// A queue run by a thread in order; waits give up when the stream goes.
+class Stream {
+ public:
+  Stream() : worker_([this] { run(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> hold(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> hold(mu_);
+      ops_.push_back(std::move(op));
+    }
+    cv_.notify_all();
+  }
+  void sync() {
+    std::unique_lock<std::mutex> hold(mu_);
+    cv_.wait(hold, [&] { return ops_.empty() && !busy_; });
+  }
+  bool stopping() const { return stop_.load(); }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> op;
+      {
+        std::unique_lock<std::mutex> hold(mu_);
+        cv_.wait(hold, [&] { return stop_ || !ops_.empty(); });
+        if (stop_) return;
+        op = std::move(ops_.front());
+        ops_.pop_front();
+        busy_ = true;
+      }
+      op();
+      {
+        std::lock_guard<std::mutex> hold(mu_);
+        busy_ = false;
+      }
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> ops_;
+  bool busy_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread worker_;
+};
+
+// Runs `op` on `stream`, or at once on the null stream.
+void on(void* stream, std::function<void()> op) {
+  if (stream == nullptr) {
+    op();
+  } else {
+    static_cast<Stream*>(stream)->push(std::move(op));
+  }
+}
+// Polls `done` until it holds or the stream goes.
+void wait_until(void* stream, const std::function<bool()>& done) {
+  while (!done()) {
+    if (stream != nullptr && static_cast<Stream*>(stream)->stopping()) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+struct Event {
+  std::atomic<uint64_t> records{0}, completed{0};
+};
+struct Allocation {
+  size_t bytes;
+};
 
 struct Module {
   int id;
@@ -31,33 +125,46 @@ struct Function {
 
 extern "C" {
 
-const char* fake_hip_log() { return calls.c_str(); }
+const char* fake_hip_log() {
+  std::lock_guard<std::mutex> hold(log_mu);
+  static std::string copy;
+  copy = calls;
+  return copy.c_str();
+}
 const uint8_t* fake_hip_kernarg(size_t* size) {
   *size = kernarg.size();
   return kernarg.data();
 }
 void fake_hip_reset() {
+  std::lock_guard<std::mutex> hold(log_mu);
   calls.clear();
   kernarg.clear();
 }
 
 const char* hipGetErrorName(int error) {
   switch (error) {
-    case 1: return "hipErrorInvalidValue";
-    case 2: return "hipErrorOutOfMemory";
-    case 200: return "hipErrorInvalidImage";
-    case 500: return "hipErrorNotFound";
-    default: return "hipErrorUnknown";
+    case 1:
+      return "hipErrorInvalidValue";
+    case 2:
+      return "hipErrorOutOfMemory";
+    case 200:
+      return "hipErrorInvalidImage";
+    case 500:
+      return "hipErrorNotFound";
+    case 600:
+      return "hipErrorNotReady";
+    default:
+      return "hipErrorUnknown";
   }
 }
 const char* hipGetErrorString(int) { return "reported by the fake HIP runtime"; }
 
 int hipInit(unsigned) { return enter("hipInit", 100); }
 int hipGetDeviceCount(int* count) {
-  *count = 1;
+  *count = kDevices;
   return enter("hipGetDeviceCount", 100);
 }
-int hipSetDevice(int device) { return device == 0 ? 0 : 101; }
+int hipSetDevice(int device) { return device >= 0 && device < kDevices ? 0 : 101; }
 int hipDeviceGetAttribute(int* value, int attribute, int) {
   *value = attribute == 63 ? 304 : 0;
   return enter("hipDeviceGetAttribute", 1);
@@ -91,15 +198,136 @@ int hipMemcpy(void* dst, const void* src, size_t bytes, int) {
   return 0;
 }
 int hipStreamCreate(void** stream) {
-  static int streams = 0;
-  *stream = &++streams;
+  *stream = new Stream;
   return enter("hipStreamCreate", 1);
 }
-int hipStreamDestroy(void*) { return enter("hipStreamDestroy", 1); }
-int hipStreamSynchronize(void*) { return enter("hipStreamSynchronize", 1); }
+int hipStreamCreateWithFlags(void** stream, unsigned) {
+  *stream = new Stream;
+  return enter("hipStreamCreateWithFlags", 1);
+}
+int hipStreamDestroy(void* stream) {
+  delete static_cast<Stream*>(stream);
+  return enter("hipStreamDestroy", 1);
+}
+int hipStreamSynchronize(void* stream) {
+  if (stream != nullptr) static_cast<Stream*>(stream)->sync();
+  return enter("hipStreamSynchronize", 1);
+}
+int hipStreamWaitValue64(void* stream, void* ptr, uint64_t value, unsigned flags, uint64_t mask) {
+  if (flags != 0) return 1;  // hipStreamWaitValueGte only
+  on(stream, [=] {
+    wait_until(stream,
+               [&] { return (std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(ptr)).load() & mask) >= value; });
+  });
+  return enter("hipStreamWaitValue64", 1);
+}
+int hipStreamWriteValue64(void* stream, void* ptr, uint64_t value, unsigned) {
+  on(stream, [=] { std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(ptr)).store(value, std::memory_order_release); });
+  return enter("hipStreamWriteValue64", 1);
+}
+int hipMemcpyAsync(void* dst, const void* src, size_t bytes, int, void* stream) {
+  on(stream, [=] { std::memcpy(dst, src, bytes); });
+  return enter("hipMemcpyAsync", 1);
+}
+int hipMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height, int,
+                     void* stream) {
+  on(stream, [=] {
+    for (size_t r = 0; r < height; ++r) {
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+    }
+  });
+  return enter("hipMemcpy2DAsync", 1);
+}
+int hipEventCreateWithFlags(void** event, unsigned) {
+  *event = new Event;
+  return enter("hipEventCreateWithFlags", 1);
+}
+int hipEventDestroy(void* event) {
+  delete static_cast<Event*>(event);
+  return enter("hipEventDestroy", 1);
+}
+int hipEventRecord(void* event, void* stream) {
+  auto* e = static_cast<Event*>(event);
+  const uint64_t mine = ++e->records;
+  on(stream, [=] { e->completed.store(std::max(e->completed.load(), mine)); });
+  return enter("hipEventRecord", 1);
+}
+int hipEventQuery(void* event) {
+  auto* e = static_cast<Event*>(event);
+  return e->completed.load() >= e->records.load() ? 0 : 600;
+}
+int hipStreamWaitEvent(void* stream, void* event, unsigned) {
+  auto* e = static_cast<Event*>(event);
+  const uint64_t until = e->records.load();
+  on(stream, [=] { wait_until(stream, [&] { return e->completed.load() >= until; }); });
+  return enter("hipStreamWaitEvent", 1);
+}
+int hipDeviceCanAccessPeer(int* can, int, int) {
+  *can = 1;
+  return enter("hipDeviceCanAccessPeer", 1);
+}
+int hipDeviceEnablePeerAccess(int, unsigned) { return enter("hipDeviceEnablePeerAccess", 1); }
+// ROCm 6's hipMemAllocationProp: type, requestedHandleType, location {type, id}, ...
+struct Prop {
+  int type, handle_type, location_type, location_id;
+};
+int hipMemGetAllocationGranularity(size_t* granularity, const void* prop, int) {
+  const auto* p = static_cast<const Prop*>(prop);
+  if (p->type != 1 || p->location_type != 1 || p->location_id < 0 || p->location_id >= kDevices) return 1;
+  *granularity = 64 << 10;
+  return enter("hipMemGetAllocationGranularity", 1);
+}
+int hipMemAddressReserve(void** ptr, size_t size, size_t, void*, unsigned long long) {
+  void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return 2;
+  *ptr = p;
+  return enter("hipMemAddressReserve", 2);
+}
+int hipMemAddressFree(void* ptr, size_t size) {
+  munmap(ptr, size);
+  return enter("hipMemAddressFree", 1);
+}
+int hipMemCreate(void** handle, size_t size, const void* prop, unsigned long long) {
+  const auto* p = static_cast<const Prop*>(prop);
+  if (p->type != 1 || p->location_type != 1 || p->location_id < 0 || p->location_id >= kDevices) return 1;
+  *handle = new Allocation{size};
+  return enter("hipMemCreate", 2);
+}
+int hipMemRelease(void* handle) {
+  delete static_cast<Allocation*>(handle);
+  return enter("hipMemRelease", 1);
+}
+int hipMemMap(void* ptr, size_t size, size_t, void* handle, unsigned long long) {
+  if (static_cast<Allocation*>(handle)->bytes != size) return 1;
+  if (mprotect(ptr, size, PROT_READ | PROT_WRITE) != 0) return 1;
+  return enter("hipMemMap", 1);
+}
+int hipMemUnmap(void* ptr, size_t size) {
+  mprotect(ptr, size, PROT_NONE);
+  return enter("hipMemUnmap", 1);
+}
+// hipMemAccessDesc: location {type, id}, flags.
+int hipMemSetAccess(void*, size_t, const void* desc, size_t count) {
+  const auto* d = static_cast<const int*>(desc);
+  for (size_t i = 0; i < count; ++i) {
+    if (d[3 * i] != 1 || d[3 * i + 2] != 3) return 1;  // device location, read-write
+  }
+  return enter("hipMemSetAccess", 1);
+}
+int hipMemsetD8(void* dst, unsigned char value, size_t count) {
+  std::memset(dst, value, count);
+  return enter("hipMemsetD8", 1);
+}
+int hipHostMalloc(void** ptr, size_t size, unsigned) {
+  *ptr = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  return enter("hipHostMalloc", 2);
+}
+int hipHostFree(void* ptr) {
+  std::free(ptr);
+  return enter("hipHostFree", 1);
+}
 int hipStreamBeginCapture(void*, int mode) {
-  calls += "hipStreamBeginCapture mode " + std::to_string(mode) + "\n";
-  return 0;
+  return enter(("hipStreamBeginCapture mode " + std::to_string(mode)).c_str(), 0);
 }
 int hipStreamEndCapture(void*, void** graph) {
   static int graphs = 0;
@@ -117,7 +345,12 @@ int hipGraphDestroy(void*) { return enter("hipGraphDestroy", 1); }
 int hipModuleLoadData(void** module, const void* image) {
   if (int e = enter("hipModuleLoadData", 200)) return e;
   const auto* bytes = static_cast<const uint8_t*>(image);
-  if (std::memcmp(bytes, "\x7f" "ELF", 4) != 0 || bytes[7] != 64) return 200;
+  if (std::memcmp(bytes,
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      bytes[7] != 64)
+    return 200;
   *module = new Module{1};
   return 0;
 }
@@ -126,7 +359,7 @@ int hipModuleUnload(void* module) {
   return enter("hipModuleUnload", 1);
 }
 int hipModuleGetFunction(void** function, void*, const char* name) {
-  calls += std::string("hipModuleGetFunction ") + name + "\n";
+  enter((std::string("hipModuleGetFunction ") + name).c_str(), 0);
   static Function f;
   f.name = name;
   *function = &f;
@@ -134,10 +367,11 @@ int hipModuleGetFunction(void** function, void*, const char* name) {
 }
 int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                           unsigned shared, void*, void** params, void** extra) {
-  calls += "hipModuleLaunchKernel " + static_cast<Function*>(f)->name + " grid " + std::to_string(gx) + "," +
-           std::to_string(gy) + "," + std::to_string(gz) + " block " + std::to_string(bx) + "," +
-           std::to_string(by) + "," + std::to_string(bz) + " lds " + std::to_string(shared) +
-           (params != nullptr ? " params" : "") + "\n";
+  enter(("hipModuleLaunchKernel " + static_cast<Function*>(f)->name + " grid " + std::to_string(gx) + "," +
+         std::to_string(gy) + "," + std::to_string(gz) + " block " + std::to_string(bx) + "," + std::to_string(by) +
+         "," + std::to_string(bz) + " lds " + std::to_string(shared) + (params != nullptr ? " params" : ""))
+            .c_str(),
+        0);
   kernarg.clear();
   // extra: {BUFFER_POINTER, buffer, BUFFER_SIZE, &size, END}
   if (extra != nullptr && extra[0] == reinterpret_cast<void*>(1) && extra[2] == reinterpret_cast<void*>(2) &&

@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -18,28 +17,18 @@
 #include "runtime/hip/kernarg.h"
 #include "samples/kernels.h"
 #include "tessel/tessel.h"
+#include "tests/hip/fake_hip_env.h"
 
 namespace tessel {
 namespace {
 
 using ::testing::HasSubstr;
 
-// The fake: where the build left it, or beside the installed tests (lib/).
-std::string fake_path() {
-  if (std::filesystem::exists(TESSEL_FAKE_HIP)) return TESSEL_FAKE_HIP;
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "../lib/libfake_amdhip64.so").string();
-}
-
-// Points tessel at the fake before anything opens a HIP device.
-class FakeHip : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSEL_HIP_LIBRARY", fake_path().c_str(), 1); }
-};
-const auto* const kFake = ::testing::AddGlobalTestEnvironment(new FakeHip);
+const auto* const kFake = ::testing::AddGlobalTestEnvironment(new fake_hip::Environment);
 
 // The fake's record, through the copy of it tessel loaded.
 struct Record {
-  Record() : lib(dlopen(fake_path().c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
+  Record() : lib(dlopen(fake_hip::path().c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
   ~Record() {
     if (lib != nullptr) dlclose(lib);
   }
@@ -64,9 +53,9 @@ TEST(HipDevice, OpensTheFakeGpuAndDescribesIt) {
   EXPECT_EQ(d->arch(), "gfx942");
   EXPECT_EQ(d->num_compute_units(), 304);
   EXPECT_THAT(d->description(), HasSubstr("AMD Instinct MI300X (fake), gfx942, 304 CUs"));
-  absl::Status missing = Device::open("hip:1").status();
+  absl::Status missing = Device::open("hip:2").status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(missing.message(), HasSubstr("Device::open('hip:1'): 1 AMD GPU present"));
+  EXPECT_THAT(missing.message(), HasSubstr("Device::open('hip:2'): 2 AMD GPUs present"));
 }
 
 TEST(HipDevice, CopiesThroughHipMemcpy) {

@@ -12,10 +12,10 @@
 namespace tessel {
 namespace {
 
-using ::testing::HasSubstr;
 using matmul_cases::Operand;
 using matmul_cases::random_operand;
 using samples::GemmConfig;
+using ::testing::HasSubstr;
 
 Device host() { return *Device::open("host:2"); }
 

@@ -100,7 +100,8 @@ TEST(SdmaEngine, ChainWaitsForItsGateThenCopiesAndAdds) {
   std::vector<uint8_t> src(1000), dst(1000, 0);
   std::iota(src.begin(), src.end(), 0);
   uint64_t ready = 0, arrival = 5;
-  ChainCopy c{.src = reinterpret_cast<uintptr_t>(src.data()), .dst = reinterpret_cast<uintptr_t>(dst.data()), .width = 1000};
+  ChainCopy c{
+      .src = reinterpret_cast<uintptr_t>(src.data()), .dst = reinterpret_cast<uintptr_t>(dst.data()), .width = 1000};
   ASSERT_TRUE(q->submit(delivery_chain(&ready, 1, {c}, &arrival, 1)).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(dst[999], 0);  // the gate is closed
@@ -117,8 +118,12 @@ TEST(SdmaEngine, SubWindowCopiesRowsBetweenPitches) {
   std::vector<uint8_t> src(8 * 32), dst(8 * 16, 0xEE);
   std::iota(src.begin(), src.end(), 0);
   Dwords d;
-  copy_sub_window(d, {.src = reinterpret_cast<uintptr_t>(src.data() + 4), .dst = reinterpret_cast<uintptr_t>(dst.data()),
-                      .width = 16, .height = 8, .src_pitch = 32, .dst_pitch = 16});
+  copy_sub_window(d, {.src = reinterpret_cast<uintptr_t>(src.data() + 4),
+                      .dst = reinterpret_cast<uintptr_t>(dst.data()),
+                      .width = 16,
+                      .height = 8,
+                      .src_pitch = 32,
+                      .dst_pitch = 16});
   ASSERT_TRUE(q->submit(d).ok());
   ASSERT_TRUE(q->drain().ok());
   for (int r = 0; r < 8; ++r) {
@@ -151,7 +156,7 @@ TEST(SdmaEngine, AtMostHalfTheRingIsArmed) {
   std::unique_ptr<Queue> q = *queue(256);
   uint64_t ready = 0;
   Dwords chain;
-  poll_greater_equal(chain, reinterpret_cast<uintptr_t>(&ready), 1);  // 24 bytes, held at the gate
+  poll_greater_equal(chain, reinterpret_cast<uintptr_t>(&ready), 1);    // 24 bytes, held at the gate
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(q->submit(chain).ok()) << i;  // 120 of 128 bytes
   absl::Status full = q->submit(chain);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
@@ -181,7 +186,8 @@ TEST(SdmaEngine, MalformedPacketsTrapWithWhatWasWrong) {
     std::unique_ptr<Queue> q = *queue();
     ASSERT_TRUE(q->submit({99, 0, 0}).ok());
     absl::Status s = q->drain();
-    EXPECT_THAT(s.message(), HasSubstr("SDMA engine test: trap at ring byte 0 (position 0): op 99 is not an SDMA packet"));
+    EXPECT_THAT(s.message(),
+                HasSubstr("SDMA engine test: trap at ring byte 0 (position 0): op 99 is not an SDMA packet"));
     // A trapped queue takes no more chains.
     EXPECT_EQ(q->submit({0}).code(), s.code());
   }
