@@ -16,6 +16,19 @@ llvm::Function* GpuTarget::create_kernel(llvm::Module& module, const KernelIR& i
   return fn;
 }
 
+llvm::Type* GpuTarget::scalar_param_type(llvm::IRBuilder<>& b, DType dtype) {
+  switch (dtype.kind) {
+    case ScalarKind::kI1:
+      return b.getInt8Ty();
+    case ScalarKind::kF32:
+      return b.getFloatTy();
+    case ScalarKind::kF64:
+      return b.getDoubleTy();
+    default:
+      return b.getIntNTy(dtype.bits());
+  }
+}
+
 void GpuTarget::tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) {
   emit_loop(b, tid_, b.getInt64(n), b.getInt64(threads_), body);
   barrier(b);

@@ -40,6 +40,9 @@ class GpuTarget : public TargetInfo {
   virtual llvm::Value* scratch(llvm::IRBuilder<>& b) = 0;
   // The LLVM type a kernel parameter of `type` arrives as.
   virtual llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& type) = 0;
+  // The same for a scalar parameter, alike on every GPU target: i1 travels
+  // as a byte, 16-bit floats as their bits.
+  static llvm::Type* scalar_param_type(llvm::IRBuilder<>& b, DType dtype);
   // The kernel function, its parameters typed and named (declare_kernel's start).
   llvm::Function* create_kernel(llvm::Module& module, const KernelIR& ir);
 

@@ -150,16 +150,7 @@ class AmdgpuTarget final : public GpuTarget {
   llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) override {
     if (t.is_tensor_map()) return b.getPtrTy(kConstant);
     if (t.is_pointer() || t.is_triggered_view()) return b.getPtrTy(kGlobal);
-    switch (t.dtype().kind) {
-      case ScalarKind::kI1:
-        return b.getInt8Ty();
-      case ScalarKind::kF32:
-        return b.getFloatTy();
-      case ScalarKind::kF64:
-        return b.getDoubleTy();
-      default:
-        return b.getIntNTy(t.dtype().bits());
-    }
+    return scalar_param_type(b, t.dtype());
   }
   // Workgroup barriers: s_barrier alone does not order LDS accesses on
   // gfx942; the fences around it make it wait for them (lgkmcnt).

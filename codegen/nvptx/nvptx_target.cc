@@ -243,12 +243,7 @@ class NvptxTarget final : public GpuTarget {
  private:
   llvm::Type* param_type(llvm::IRBuilder<>& b, const Type& t) override {
     if (t.is_pointer() || t.is_tensor_map() || t.is_triggered_view()) return b.getPtrTy();
-    switch (t.dtype().kind) {
-      case ScalarKind::kI1: return b.getInt8Ty();
-      case ScalarKind::kF32: return b.getFloatTy();
-      case ScalarKind::kF64: return b.getDoubleTy();
-      default: return b.getIntNTy(t.dtype().bits());
-    }
+    return scalar_param_type(b, t.dtype());
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
   void barrier(llvm::IRBuilder<>& b) override { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }

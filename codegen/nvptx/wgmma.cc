@@ -193,7 +193,8 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   const int warpgroups = threads / kWarpgroup;
   const int64_t blocks = s.m / 64 / warpgroups, half = s.n / 2, step = k_step(f);
   const OperandSteps b_steps = operand_steps(bm, f);
-  const OperandSteps a_steps = a.registers ? b_steps : operand_steps(a, f);
+  std::optional<OperandSteps> a_steps;  // a in shared memory
+  if (!a.registers) a_steps = operand_steps(a, f);
   auto descriptor = [&](const SharedMatrix& op, const OperandSteps& steps, llvm::Value* addr) {
     llvm::Value* start = b.CreateLShr(b.CreateAnd(b.CreateZExt(addr, b.getInt64Ty()), 0x3FFFF), 4);
     return b.CreateOr(start, b.getInt64(wgmma_descriptor(0, op.swizzle, steps.panel_bytes)));
@@ -235,9 +236,9 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
         operands.insert(operands.end(), a_regs.begin() + first, a_regs.begin() + first + 4);
       } else {
         llvm::Value* block = b.CreateAdd(group, b.getInt32(j * warpgroups));
-        llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps.block_bytes))),
-                                          b.getInt32(a_steps.offset(kk)));
-        operands.push_back(descriptor(a, a_steps, a_addr));
+        llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps->block_bytes))),
+                                          b.getInt32(a_steps->offset(kk)));
+        operands.push_back(descriptor(a, *a_steps, a_addr));
       }
       operands.push_back(b_desc);
       operands.push_back(b.getInt32(1));
