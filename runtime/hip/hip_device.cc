@@ -26,7 +26,6 @@ namespace {
 using hip::Runtime;
 
 constexpr int kWave = 64;
-constexpr int64_t kLdsLimit = 65536;
 
 // A loaded code object; unloaded when the last function made from it goes.
 class Module {
@@ -232,10 +231,6 @@ class HipDevice final : public DeviceImpl {
     }
     absl::StatusOr<DeviceCode> code = compile_cached(*disk_cache(), kernel, resolved);
     if (!code.ok()) return prefixed(prefix, code.status());
-    if (code->shared_bytes > kLdsLimit) {
-      return absl::ResourceExhaustedError(absl::StrCat(prefix, ": the kernel needs ", code->shared_bytes,
-                                                       " bytes of LDS per program; ", name(), " allows ", kLdsLimit));
-    }
     TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
     hip::hipModule_t module = nullptr;
     if (absl::Status s = runtime_.module_load_data(&module, code->binary.data()); !s.ok()) return prefixed(prefix, s);

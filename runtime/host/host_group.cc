@@ -33,7 +33,6 @@ struct Submitted {
   uint64_t end = 0;
 };
 
-
 class HostArmedEpoch final : public ArmedEpoch {
  public:
   HostArmedEpoch(std::vector<Submitted> chains, std::vector<uint64_t*> readies, uint64_t epoch)
@@ -118,7 +117,7 @@ class HostGroupBackend final : public GroupBackend {
     struct Pending {
       std::pair<int, int> queue;
       sdma::Dwords chain;
-      std::vector<uint64_t*> adds;  // the words its atomic adds to
+      uint64_t* adds_to;  // the word its atomic adds to
     };
     std::vector<Pending> pending;
     std::vector<uint64_t*> readies;
@@ -149,11 +148,11 @@ class HostGroupBackend final : public GroupBackend {
       for (ArmedBatch::Delivery& d : b.deliveries) {
         pending.push_back({{b.owner, d.peer},
                            sdma::delivery_chain(b.ready, e, d.copies, d.arrival, add(d.arrival, b.epoch)),
-                           {d.arrival}});
+                           d.arrival});
         sdma::poll_greater_equal(completion, reinterpret_cast<uintptr_t>(d.arrival), e);
       }
       sdma::atomic_add64(completion, reinterpret_cast<uintptr_t>(b.completion), add(b.completion, b.epoch));
-      pending.push_back({{b.owner, b.owner}, std::move(completion), {b.completion}});
+      pending.push_back({{b.owner, b.owner}, std::move(completion), b.completion});
     }
     // Every chain fits before any is submitted: a chain that does not must
     // not leave the others armed without it.
@@ -165,8 +164,7 @@ class HostGroupBackend final : public GroupBackend {
       largest = std::max(largest, n);
     }
     for (const auto& [key, use] : bytes) {
-      sdma::Queue* q = queue_locked(key);
-      if (q == nullptr) return queue_error_locked(key);
+      TESSEL_ASSIGN_OR_RETURN(sdma::Queue * q, queue_locked(key));
       // At most one pad to the ring's end, shorter than the largest chain.
       if (q->armed() + use.first + use.second > kRingBytes / 2) {
         return absl::ResourceExhaustedError(absl::StrCat(
@@ -179,7 +177,7 @@ class HostGroupBackend final : public GroupBackend {
       sdma::Queue* q = queues_.at(p.queue).get();
       TESSEL_RETURN_IF_ERROR(q->submit(p.chain));
       submitted.push_back({q, q->write_position()});
-      for (uint64_t* w : p.adds) words_armed_[w] = {submitted.back(), words.at(w)};
+      words_armed_[p.adds_to] = {submitted.back(), words.at(p.adds_to)};
     }
     return std::unique_ptr<ArmedEpoch>(new HostArmedEpoch(std::move(submitted), std::move(readies), epoch));
   }
@@ -193,8 +191,7 @@ class HostGroupBackend final : public GroupBackend {
     sdma::Queue* q = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      q = queue_locked({rank, peer});
-      if (q == nullptr) return queue_error_locked({rank, peer});
+      TESSEL_ASSIGN_OR_RETURN(q, queue_locked({rank, peer}));
     }
     sdma::Dwords chain;
     sdma::copy_linear(chain, reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst), bytes);
@@ -204,19 +201,14 @@ class HostGroupBackend final : public GroupBackend {
   }
 
  private:
-  // The (rank, peer) queue, made at first use; null if it could not be.
-  sdma::Queue* queue_locked(std::pair<int, int> key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // The (rank, peer) queue, made at first use.
+  absl::StatusOr<sdma::Queue*> queue_locked(std::pair<int, int> key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::unique_ptr<sdma::Queue>& q = queues_[key];
     if (!q) {
-      absl::StatusOr<std::unique_ptr<sdma::Queue>> made =
-          sdma::Queue::create(kRingBytes, absl::StrCat("host rank ", key.first, " -> ", key.second));
-      if (!made.ok()) return nullptr;
-      q = *std::move(made);
+      const std::string name = absl::StrCat("host rank ", key.first, " -> ", key.second);
+      TESSEL_ASSIGN_OR_RETURN(q, sdma::Queue::create(kRingBytes, name));
     }
     return q.get();
-  }
-  absl::Status queue_error_locked(std::pair<int, int> key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return absl::InternalError(absl::StrCat("host group: no SDMA queue from rank ", key.first, " to ", key.second));
   }
 
   const int ranks_;

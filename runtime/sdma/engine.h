@@ -44,8 +44,14 @@ class Queue {
   // OK, or the trap that stopped the engine.
   absl::Status status() const;
   // Bytes submitted that the engine has not consumed.
-  int64_t armed() const { return static_cast<int64_t>(write_ - read_.load(std::memory_order_acquire)); }
-  uint64_t write_position() const { return write_; }
+  int64_t armed() const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int64_t>(write_ - read_.load(std::memory_order_acquire));
+  }
+  uint64_t write_position() const {
+    absl::MutexLock lock(&mu_);
+    return write_;
+  }
   uint64_t read_position() const { return read_.load(std::memory_order_acquire); }
   int64_t ring_bytes() const { return static_cast<int64_t>(ring_.size() * 4); }
 
@@ -60,7 +66,7 @@ class Queue {
 
   const std::string name_;
   std::vector<uint32_t> ring_;
-  uint64_t write_ = 0;             // the host's; submit() is not called concurrently
+  uint64_t write_ ABSL_GUARDED_BY(mu_) = 0;  // the host's
   std::atomic<uint64_t> read_{0};  // the engine's, written back after each packet
   std::atomic<bool> stop_{false};
   mutable absl::Mutex mu_;
