@@ -18,6 +18,7 @@
 #include "dsl/types.h"
 #include "runtime/device.h"
 #include "samples/kernels.h"
+#include "tests/bf16_reference.h"
 
 namespace tessel::matmul_cases {
 
@@ -28,18 +29,6 @@ inline float round_to_tf32(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
   bits = (bits + 0xFFF + ((bits >> 13) & 1)) & ~uint32_t{0x1FFF};
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
-
-inline uint16_t bf16_bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-}
-inline float bf16_value(uint16_t b) {
-  const uint32_t bits = uint32_t{b} << 16;
-  float x;
   std::memcpy(&x, &bits, 4);
   return x;
 }
@@ -61,9 +50,9 @@ inline Operand random_operand(DType d, int64_t count, std::mt19937& gen, bool tf
     float x = dist(gen);
     uint8_t* at = op.bytes.data() + i * d.bytes();
     if (d == bf16) {
-      const uint16_t b = bf16_bits(x);
+      const uint16_t b = to_bf16(x);
       std::memcpy(at, &b, 2);
-      op.values[i] = bf16_value(b);
+      op.values[i] = from_bf16(b);
     } else if (d == f16) {
       const _Float16 h = static_cast<_Float16>(x);
       std::memcpy(at, &h, 2);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
+#include "tests/bf16_reference.h"
 
 namespace tessel::gpu_test {
 
@@ -69,21 +70,6 @@ class Rng {
   std::mt19937 gen_;
 };
 #define TESSEL_TRACE_SEED(rng) SCOPED_TRACE(::testing::Message() << "random seed " << (rng).seed())
-
-// bf16 bits <-> float, rounding to nearest even.
-inline uint16_t to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-inline float from_bf16(uint16_t b) {
-  uint32_t bits = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 // A buffer on `device` holding `host`.
 template <class T>

@@ -3,7 +3,7 @@
 // nothing. Streams are threads that run their copies, 64-bit waits and
 // writes and event records in order, as a GPU's queues would; the virtual
 // memory API reserves and maps host address space. FAKE_HIP_FAIL=<call>
-// makes that call fail. The tests read the record through fake_hip_log()
+// makes that call fail; FAKE_HIP_NO_PEER denies peer access. The tests read the record through fake_hip_log()
 // and fake_hip_kernarg().
 #include <sys/mman.h>
 
@@ -147,6 +147,8 @@ const char* hipGetErrorName(int error) {
       return "hipErrorInvalidValue";
     case 2:
       return "hipErrorOutOfMemory";
+    case 100:
+      return "hipErrorNoDevice";
     case 200:
       return "hipErrorInvalidImage";
     case 500:
@@ -262,8 +264,9 @@ int hipStreamWaitEvent(void* stream, void* event, unsigned) {
   on(stream, [=] { wait_until(stream, [&] { return e->completed.load() >= until; }); });
   return enter("hipStreamWaitEvent", 1);
 }
+// FAKE_HIP_NO_PEER set: no GPU reaches another's memory.
 int hipDeviceCanAccessPeer(int* can, int, int) {
-  *can = 1;
+  *can = std::getenv("FAKE_HIP_NO_PEER") == nullptr ? 1 : 0;
   return enter("hipDeviceCanAccessPeer", 1);
 }
 int hipDeviceEnablePeerAccess(int, unsigned) { return enter("hipDeviceEnablePeerAccess", 1); }

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <regex>
 #include <string>
@@ -151,6 +152,45 @@ TEST(HipDevice, GraphsCaptureLaunchesAndReplayThem) {
   EXPECT_LT(launch, end);
   EXPECT_LT(end, instantiate);
   EXPECT_LT(instantiate, replay);
+}
+
+// The runtime loads once per process: each case runs in a fresh one.
+TEST(HipRuntimeDeathTest, LoadFailuresNameWhatIsMissing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto open_says = [](const std::string& library, const char* fail, const std::string& want) {
+    setenv("TESSEL_HIP_LIBRARY", library.c_str(), 1);
+    if (fail != nullptr) setenv("FAKE_HIP_FAIL", fail, 1);
+    const absl::Status s = Device::open("hip:0").status();
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::exit(s.code() == absl::StatusCode::kUnavailable && s.message().find(want) != std::string::npos ? 0 : 1);
+  };
+  EXPECT_EXIT(open_says("/nonexistent/libamdhip64.so", nullptr,
+                        "Device::open('hip:0'): TESSEL_HIP_LIBRARY names /nonexistent/libamdhip64.so, which does "
+                        "not load"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(open_says("libm.so.6", nullptr, "the HIP runtime libm.so.6 lacks hipInit, hipGetDeviceCount"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(open_says(fake_hip::path(), "hipInit", "did not initialise: hipInit: hipErrorNoDevice"),
+              ::testing::ExitedWithCode(0), "");
+}
+
+TEST(HipDevice, CodeForAnotherArchAndStreamsOfAnotherDeviceAreRefused) {
+  absl::StatusOr<Device> d = Device::open("hip:0");
+  ASSERT_TRUE(d.ok()) << d.status();
+  CompileOptions other;
+  other.arch = "gfx90a";
+  EXPECT_THAT(d->compile(*samples::vector_add_kernel(), other).status().message(),
+              HasSubstr("hip:0: compile 'vector_add' for gfx90a: hip:0 runs only code compiled for gfx942"));
+  absl::StatusOr<Function> fn = d->compile(*samples::vector_add_kernel(), {});
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok());
+  absl::StatusOr<Stream> host_stream = host->create_stream();
+  ASSERT_TRUE(host_stream.ok());
+  absl::StatusOr<Buffer> b = d->allocate(16);
+  ASSERT_TRUE(b.ok());
+  EXPECT_THAT(fn->launch({.grid = 1, .num_warps = 4, .stream = &*host_stream}, *b, *b, *b, 4).message(),
+              HasSubstr("launch 'vector_add' on hip:0: the stream belongs to another kind of device"));
 }
 
 TEST(HipDevice, KernargLayoutFollowsNaturalAlignment) {

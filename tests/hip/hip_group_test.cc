@@ -85,5 +85,21 @@ TEST(HipGroup, DeliversWavesOfTwoDimensionalTiles) {
   EXPECT_THAT(fake_log(), HasSubstr("hipMemcpy2DAsync"));
 }
 
+TEST(HipGroup, NoPeerAccessAndFailedMappingsAreNamed) {
+  setenv("FAKE_HIP_NO_PEER", "1", 1);
+  absl::Status no_peer = hip_group().status();
+  unsetenv("FAKE_HIP_NO_PEER");
+  EXPECT_EQ(no_peer.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_peer.message(), HasSubstr("hip:0 cannot access the memory of hip:1 (no peer access)"));
+  absl::StatusOr<Group> g = hip_group();
+  ASSERT_TRUE(g.ok()) << g.status();
+  setenv("FAKE_HIP_FAIL", "hipMemCreate", 1);
+  absl::Status mapped = g->allocate(4096).status();
+  unsetenv("FAKE_HIP_FAIL");
+  EXPECT_EQ(mapped.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(mapped.message(), HasSubstr("hip:0: mapping 1048576 bytes of symmetric memory: hipMemCreate: "
+                                          "hipErrorOutOfMemory"));
+}
+
 }  // namespace
 }  // namespace tessel

@@ -2,6 +2,7 @@
 // products, and the attention kernel, on the host target against double
 // references: what the tensor-core forms must match on GPUs.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -69,13 +70,26 @@ TEST(MatmulForms, Tf32GemmRoundsItsOperands) {
   absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b);
   ASSERT_TRUE(c.ok()) << c.status();
   expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+  // Operands with all 23 mantissa bits: each is rounded to tf32 (nearest
+  // even) before it is multiplied, as the reference rounds them.
+  Operand fa = random_operand(f32, m * k, gen), fb = random_operand(f32, n * k, gen);
+  Operand ra = fa, rb = fb;
+  for (Operand* r : {&ra, &rb}) {
+    for (double& v : r->values) v = matmul_cases::round_to_tf32(static_cast<float>(v));
+  }
+  absl::StatusOr<std::vector<float>> rounded = matmul_cases::run_gemm(host(), g, 4, m, n, k, fa, fb);
+  ASSERT_TRUE(rounded.ok()) << rounded.status();
+  expect_gemm_matches(g, m, n, k, ra, rb, *rounded, 1.0, 1e-6);
   // 1 + 2^-12 is not a tf32 value: it rounds to 1, where the exact product keeps it.
-  Operand one = random_operand(f32, m * k, gen), ones = one;
+  auto filled = [](float v, int64_t count) {
+    Operand op;
+    op.bytes.resize(count * 4);
+    for (int64_t i = 0; i < count; ++i) std::memcpy(op.bytes.data() + 4 * i, &v, 4);
+    op.values.assign(count, v);
+    return op;
+  };
   const float x = 1.0f + std::ldexp(1.0f, -12);
-  for (int64_t i = 0; i < m * k; ++i) std::memcpy(one.bytes.data() + 4 * i, &x, 4);
-  const float y = 1.0f;
-  for (int64_t i = 0; i < n * k; ++i) std::memcpy(ones.bytes.data() + 4 * i, &y, 4);
-  ones.bytes.resize(n * k * 4);
+  const Operand one = filled(x, m * k), ones = filled(1.0f, n * k);
   absl::StatusOr<std::vector<float>> tf = matmul_cases::run_gemm(host(), g, 4, m, n, k, one, ones);
   GemmConfig ieee = g;
   ieee.tf32 = false;

@@ -161,6 +161,21 @@ TEST(PlanErrors, ScheduleLargerThanTheBuffer) {
                absl::StatusCode::kOutOfRange, "spans 8192 bytes");
 }
 
+// A delivery of 20 000 scattered bytes is 20 000 COPY_LINEAR packets, more
+// than half the host queue's ring: refused before any chain is armed.
+TEST(PlanErrors, ChainsPastWhatAHostQueueHoldsAreRefused) {
+  Fixture f;
+  std::vector<Segment> scattered;
+  for (int64_t i = 0; i < 20000; ++i) scattered.push_back({2 * i, 1});
+  Schedule s(40000, std::vector<std::vector<Batch>>(2, {{scattered, 1}}));
+  SymmetricBuffer buf = *f.group.allocate(s.bytes());
+  expect_error(TriggeredPlan::create(f.group, buf, {s, s}).status(), absl::StatusCode::kResourceExhausted,
+               "host group: the chains of this epoch need 560056 bytes on the queue from rank 0 to rank 1, which "
+               "holds 524288 (0 armed already)");
+  // Smaller epochs still arm on the same queues.
+  EXPECT_TRUE(f.plan().ok());
+}
+
 TEST(PlanErrors, InvalidSchedule) {
   Fixture f;
   Schedule bad(4096, {{{{{0, 5000}}, 1}}, {{{{0, 10}}, 1}}});

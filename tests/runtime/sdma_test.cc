@@ -216,6 +216,23 @@ TEST(SdmaEngine, MalformedPacketsTrapWithWhatWasWrong) {
     ASSERT_TRUE(q->submit(d).ok());
     EXPECT_THAT(q->drain().message(), HasSubstr("POLL_REGMEM gave up after 3 retries"));
   }
+  // Packets the engine does not execute: each trap names what it met.
+  uint32_t word = 0;
+  Dwords register_poll, window, tiled;
+  poll_greater_equal(register_poll, reinterpret_cast<uintptr_t>(&word), 0);
+  register_poll[0] &= ~(1u << 31);  // a register, not memory
+  copy_sub_window(window, {.src = kSrc, .dst = kDst, .width = 16, .height = 2, .src_pitch = 32, .dst_pitch = 32});
+  window[19] = 1;  // depth 2
+  copy_linear(tiled, kSrc, kDst, 16);
+  tiled[0] = kOpCopy | 1u << 8;  // COPY_TILED
+  for (auto [packet, what] :
+       {std::pair{register_poll, "POLL_REGMEM on a register or with compare function 5"},
+        std::pair{window, "LINEAR_LARGE_SUB_WINDOW with a depth other than 1 or a z offset"},
+        std::pair{tiled, "COPY with sub-op 1 (this engine executes LINEAR 0 and LINEAR_LARGE_SUB_WINDOW 36)"}}) {
+    std::unique_ptr<Queue> q = *queue();
+    ASSERT_TRUE(q->submit(packet).ok());
+    EXPECT_THAT(q->drain().message(), HasSubstr(what));
+  }
   EXPECT_THAT(Queue::create(300, "odd").status().message(),
               HasSubstr("SDMA queue odd: the ring must be a power of two of at least 256 bytes, got 300"));
 }
