@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/runtime/temp_dir.h"
 
 namespace tessel {
 namespace {
@@ -24,12 +25,8 @@ using ::testing::HasSubstr;
 class ScopedCacheDir {
  public:
   ScopedCacheDir() {
-    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / absl::StrCat("tessel_autotune_", getpid(), "_", test->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
     if (const char* old = std::getenv("TESSEL_CACHE_DIR")) old_ = old;
-    setenv("TESSEL_CACHE_DIR", path_.c_str(), 1);
+    setenv("TESSEL_CACHE_DIR", dir_.str().c_str(), 1);
   }
   ~ScopedCacheDir() {
     if (old_.has_value()) {
@@ -37,12 +34,11 @@ class ScopedCacheDir {
     } else {
       unsetenv("TESSEL_CACHE_DIR");
     }
-    fs::remove_all(path_);
   }
-  const fs::path& path() const { return path_; }
+  const fs::path& path() const { return dir_.path(); }
 
  private:
-  fs::path path_;
+  TempDir dir_{"tessel_autotune_"};
   std::optional<std::string> old_;
 };
 

@@ -27,6 +27,7 @@
 #include "runtime/compile_cached.h"
 #include "runtime/device.h"
 #include "runtime/device_impl.h"
+#include "tests/runtime/temp_dir.h"
 
 extern char** environ;
 
@@ -45,23 +46,6 @@ Kernel axpy(const std::string& name = "axpy") {
   store(y + offs, a * load(x + offs, mask, 0.0f) + load(y + offs, mask, 0.0f), mask);
   return *k.build();
 }
-
-// A directory of its own, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / absl::StrCat("tessel_disk_cache_", getpid(), "_", test->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-  std::string str(const std::string& sub = "") const { return sub.empty() ? path_.string() : (path_ / sub).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -157,7 +141,7 @@ TEST(CompileCached, TheKeyNamesEverythingThatChangesTheCode) {
 }
 
 TEST(CompileCached, AHitReturnsTheSameCodeWithoutCompiling) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str()});
   Kernel k = axpy();
   absl::StatusOr<DeviceCode> cold = compile_cached(cache, k, host_options());
@@ -187,7 +171,7 @@ TEST(CompileCached, AHitReturnsTheSameCodeWithoutCompiling) {
 }
 
 TEST(CompileCached, ASecondDeviceHitsAndRunsTheCode) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   auto first = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.str()});
   auto second = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.str()});
   Device d1 = *Device::open("host:1"), d2 = *Device::open("host:2");
@@ -218,7 +202,7 @@ TEST(DiskCacheChild, CompilesThroughTheCacheTheEnvironmentNames) {
 }
 
 TEST(CompileCached, AChildProcessHits) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   // The generic variant, and the one the launch specializes for its
   // arguments (aligned pointers).
   auto cache = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.str("cache")});
@@ -251,7 +235,7 @@ TEST(CompileCached, AChildProcessHits) {
 }
 
 TEST(CompileCached, EntriesThatCannotBeTrustedAreRecompiledAndReplaced) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str()});
   Kernel k = axpy();
   std::string key = kernel_cache_key(k, host_options(), "host");
@@ -300,7 +284,7 @@ void age(const std::string& path, int seconds) {
 }
 
 TEST(DiskCache, TheBoundEvictsTheLeastRecentlyUsed) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   const std::string payload(1000, 'p');
   DiskCache probe({.dir = dir.str("probe")});
   ASSERT_TRUE(probe.write("tuning", "a", payload).ok());
@@ -332,7 +316,7 @@ TEST(DiskCache, TheBoundEvictsTheLeastRecentlyUsed) {
 }
 
 TEST(DiskCache, TemporariesOfWritersThatDiedAreRemoved) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str()});
   ASSERT_TRUE(cache.write("tuning", "a", "x").ok());
   fs::path stale = dir.path() / "tuning" / ".0123456789abcdef.1.0.0.tmp";
@@ -346,7 +330,7 @@ TEST(DiskCache, TemporariesOfWritersThatDiedAreRemoved) {
 }
 
 TEST(DiskCache, ConcurrentWritersOfOneKeyLeaveAValidEntry) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str()});
   constexpr int kThreads = 8, kWrites = 25, kBytes = 64 << 10;
   std::atomic<int> torn{0};
@@ -378,7 +362,7 @@ TEST(DiskCache, ConcurrentWritersOfOneKeyLeaveAValidEntry) {
 }
 
 TEST(CompileCached, ThreadsCompilingOneKernelAtOnceAllGetItsCode) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str()});
   absl::StatusOr<DeviceCode> reference = compile(axpy(), host_options());
   ASSERT_TRUE(reference.ok()) << reference.status();
@@ -398,7 +382,7 @@ TEST(CompileCached, ThreadsCompilingOneKernelAtOnceAllGetItsCode) {
 }
 
 TEST(CompileCached, DumpsBypassTheCache) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str("cache")});
   CompileOptions o = host_options();
   o.dump_stages = "ir";
@@ -425,7 +409,7 @@ TEST(DiskCache, WithoutADirectoryItIsOff) {
 }
 
 TEST(DiskCache, AnUnusableDirectoryNeverFailsACompileAndWarnsOnce) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   // A path through a file: unusable even by root.
   write_file(dir.path() / "file", "not a directory");
   const std::string bad = dir.str("file") + "/cache";
@@ -448,7 +432,7 @@ TEST(DiskCache, AnUnusableDirectoryNeverFailsACompileAndWarnsOnce) {
 }
 
 TEST(DiskCache, AnEntryThatCannotBeReadOrReplacedIsSkippedWithAWarning) {
-  TempDir dir;
+  TempDir dir("tessel_disk_cache_");
   DiskCache cache({.dir = dir.str()});
   ASSERT_TRUE(cache.write("tuning", "other", "x").ok());
   // A directory where the entry would go: the rename that replaces it fails.
