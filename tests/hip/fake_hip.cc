@@ -281,10 +281,11 @@ int hipMemGetAllocationGranularity(size_t* granularity, const void* prop, int) {
   return enter("hipMemGetAllocationGranularity", 1);
 }
 int hipMemAddressReserve(void** ptr, size_t size, size_t, void*, unsigned long long) {
+  if (int e = enter("hipMemAddressReserve", 2)) return e;
   void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return 2;
   *ptr = p;
-  return enter("hipMemAddressReserve", 2);
+  return 0;
 }
 int hipMemAddressFree(void* ptr, size_t size) {
   munmap(ptr, size);
@@ -293,8 +294,9 @@ int hipMemAddressFree(void* ptr, size_t size) {
 int hipMemCreate(void** handle, size_t size, const void* prop, unsigned long long) {
   const auto* p = static_cast<const Prop*>(prop);
   if (p->type != 1 || p->location_type != 1 || p->location_id < 0 || p->location_id >= kDevices) return 1;
+  if (int e = enter("hipMemCreate", 2)) return e;
   *handle = new Allocation{size};
-  return enter("hipMemCreate", 2);
+  return 0;
 }
 int hipMemRelease(void* handle) {
   delete static_cast<Allocation*>(handle);
@@ -322,8 +324,9 @@ int hipMemsetD8(void* dst, unsigned char value, size_t count) {
   return enter("hipMemsetD8", 1);
 }
 int hipHostMalloc(void** ptr, size_t size, unsigned) {
+  if (int e = enter("hipHostMalloc", 2)) return e;
   *ptr = std::aligned_alloc(64, (size + 63) / 64 * 64);
-  return enter("hipHostMalloc", 2);
+  return 0;
 }
 int hipHostFree(void* ptr) {
   std::free(ptr);
