@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 
 namespace tessel::sdma {
 namespace {
@@ -23,34 +24,70 @@ void back_off(int polls) {
   }
 }
 
+uint64_t load(const uint64_t* word) {
+  return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(word)).load(std::memory_order_acquire);
+}
+
+void store(uint64_t* word, uint64_t value) { std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_release); }
+
+// A ring and its positions in this process's memory, for a software engine.
+struct OwnedRing {
+  explicit OwnedRing(int64_t bytes) : dwords(std::make_unique<uint32_t[]>(bytes / 4)), bytes(bytes) {}
+  Ring ring() { return {dwords.get(), bytes, &read, &write, &doorbell}; }
+  std::unique_ptr<uint32_t[]> dwords;
+  int64_t bytes;
+  alignas(64) uint64_t read = 0;  // the engine's line
+  alignas(64) uint64_t write = 0;
+  uint64_t doorbell = 0;
+};
+
+class SoftwareQueue final : public Queue {
+ public:
+  SoftwareQueue(std::unique_ptr<OwnedRing> memory, std::string name)
+      : Queue(memory->ring(), name), memory_(std::move(memory)), engine_(memory_->ring(), std::move(name)) {}
+  absl::Status status() const override { return engine_.status(); }
+
+ private:
+  void rang() override { engine_.wake(); }
+
+  std::unique_ptr<OwnedRing> memory_;
+  Engine engine_;  // last: stops before the memory goes
+};
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Queue>> Queue::create(int64_t ring_bytes, std::string name) {
-  if (ring_bytes < 256 || (ring_bytes & (ring_bytes - 1)) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SDMA queue ", name, ": the ring must be a power of two of at least 256 bytes, got ", ring_bytes));
-  }
-  return std::unique_ptr<Queue>(new Queue(ring_bytes, std::move(name)));
+absl::Status check_ring_bytes(int64_t bytes, const std::string& name) {
+  if (bytes >= 256 && (bytes & (bytes - 1)) == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("SDMA queue ", name, ": the ring must be a power of two of at least 256 bytes, got ", bytes));
 }
 
-Queue::Queue(int64_t ring_bytes, std::string name)
-    : name_(std::move(name)), ring_(ring_bytes / 4, 0), engine_([this] { run(); }) {}
-
-Queue::~Queue() {
-  {
-    absl::MutexLock lock(&mu_);  // the engine's Await sees the flag on unlock
-    stop_.store(true, std::memory_order_release);
-  }
-  engine_.join();
+absl::StatusOr<std::unique_ptr<Queue>> software_queue(int64_t ring_bytes, std::string name) {
+  TESSEL_RETURN_IF_ERROR(check_ring_bytes(ring_bytes, name));
+  return std::unique_ptr<Queue>(new SoftwareQueue(std::make_unique<OwnedRing>(ring_bytes), std::move(name)));
 }
+
+Queue::Queue(Ring ring, std::string name) : ring_(ring), name_(std::move(name)), write_(load(ring.write)) {}
+
+int64_t Queue::armed() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(write_ - load(ring_.read));
+}
+
+uint64_t Queue::write_position() const {
+  absl::MutexLock lock(&mu_);
+  return write_;
+}
+
+uint64_t Queue::read_position() const { return load(ring_.read); }
 
 absl::Status Queue::submit(const Dwords& chain) {
+  TESSEL_RETURN_IF_ERROR(status());
   absl::MutexLock lock(&mu_);
-  if (!trap_.ok()) return trap_;
-  const uint64_t bytes = chain.size() * 4, size = ring_.size() * 4;
+  const uint64_t bytes = chain.size() * 4, size = ring_.bytes;
   const uint64_t slot = write_ & (size - 1);
   const uint64_t pad = slot + bytes > size ? size - slot : 0;  // a chain never crosses the ring's end
-  const uint64_t armed = write_ - read_.load(std::memory_order_acquire);
+  const uint64_t armed = write_ - load(ring_.read);
   if (armed + pad + bytes > size / 2) {
     return absl::ResourceExhaustedError(
         absl::StrCat("SDMA queue ", name_, ": a chain of ", bytes, " bytes does not fit: ", armed,
@@ -58,7 +95,7 @@ absl::Status Queue::submit(const Dwords& chain) {
                      pad > 0 ? absl::StrCat(", and ", pad, " pad to the ring's end") : ""));
   }
   auto put = [&](uint32_t v) {
-    ring_[(write_ / 4) & (ring_.size() - 1)] = v;
+    ring_.base[(write_ / 4) & (size / 4 - 1)] = v;
     write_ += 4;
   };
   if (pad > 0) {
@@ -67,55 +104,81 @@ absl::Status Queue::submit(const Dwords& chain) {
     for (uint32_t v : fill) put(v);
   }
   for (uint32_t v : chain) put(v);
-  doorbell_ = write_;
+  // The packets before the position, the position before the doorbell.
+  store(ring_.write, write_);
+  store(ring_.doorbell, write_);
+  rang();
   return absl::OkStatus();
 }
 
-absl::Status Queue::drain() {
+absl::Status Queue::drain(absl::Duration limit) {
+  const uint64_t end = write_position();
+  const absl::Time deadline = absl::Now() + limit;
+  for (int polls = 0; read_position() < end; ++polls) {
+    TESSEL_RETURN_IF_ERROR(status());
+    if (polls % 1024 == 1023 && absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("SDMA queue ", name_, ": the engine left ",
+                                                      end - read_position(), " bytes unconsumed for ",
+                                                      absl::FormatDuration(limit)));
+    }
+    back_off(std::min(polls, 1 << 20));
+  }
+  return status();
+}
+
+Engine::Engine(Ring ring, std::string name, absl::Duration poll)
+    : ring_(ring), name_(std::move(name)), poll_(poll), seen_(load(ring.read)), thread_([this] { run(); }) {}
+
+Engine::~Engine() {
+  {
+    absl::MutexLock lock(&mu_);  // the engine's wait sees the flag on unlock
+    stop_.store(true, std::memory_order_release);
+  }
+  thread_.join();
+}
+
+void Engine::wake() {
+  // Unlocking makes the engine's wait look at the doorbell again.
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](Queue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-        return !q->trap_.ok() || q->read_.load(std::memory_order_acquire) == q->doorbell_;
-      },
-      this));
+}
+
+bool Engine::rang() const { return stopping() || load(ring_.doorbell) != seen_; }
+
+absl::Status Engine::status() const {
+  absl::MutexLock lock(&mu_);
   return trap_;
 }
 
-absl::Status Queue::status() const {
+void Engine::trap(uint64_t at, const std::string& what) {
   absl::MutexLock lock(&mu_);
-  return trap_;
-}
-
-void Queue::trap(uint64_t at, const std::string& what) {
-  absl::MutexLock lock(&mu_);
-  trap_ = absl::InternalError(absl::StrCat("SDMA engine ", name_, ": trap at ring byte ", at & (ring_.size() * 4 - 1),
+  trap_ = absl::InternalError(absl::StrCat("SDMA engine ", name_, ": trap at ring byte ", at & (ring_.bytes - 1),
                                            " (position ", at, "): ", what));
 }
 
-void Queue::run() {
+void Engine::run() {
   for (;;) {
     uint64_t end = 0;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Queue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-            return q->stopping() || q->doorbell_ != q->read_.load(std::memory_order_relaxed);
-          },
-          this));
+      const absl::Condition bell(this, &Engine::rang);
+      if (poll_ == absl::InfiniteDuration()) {
+        mu_.Await(bell);
+      } else {
+        mu_.AwaitWithTimeout(bell, poll_);
+      }
       if (stopping()) return;
-      end = doorbell_;
+      seen_ = end = load(ring_.doorbell);
     }
-    for (uint64_t at = read_.load(std::memory_order_relaxed); at < end;) {
+    for (uint64_t at = load(ring_.read); at < end;) {
       const uint64_t size = execute(at, end);
       if (size == 0) return;  // trapped, or stopping inside a poll
       at += size;
-      absl::MutexLock lock(&mu_);  // drain() waits on it
-      read_.store(at, std::memory_order_release);
+      store(ring_.read, at);
     }
   }
 }
 
-uint64_t Queue::execute(uint64_t at, uint64_t end) {
+uint64_t Engine::execute(uint64_t at, uint64_t end) {
   const uint32_t header = dword(at), op = op_of(header), sub = sub_op_of(header);
   auto fits = [&](int dwords) {
     if (at + 4 * static_cast<uint64_t>(dwords) <= end) return true;

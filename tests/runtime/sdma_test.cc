@@ -93,7 +93,7 @@ TEST(SdmaPackets, DeliveryChainPollsCopiesThenAdds) {
   EXPECT_EQ(op_of(d[d.size() - kAtomicDwords]), kOpAtomic);
 }
 
-absl::StatusOr<std::unique_ptr<Queue>> queue(int64_t bytes = 4096) { return Queue::create(bytes, "test"); }
+absl::StatusOr<std::unique_ptr<Queue>> queue(int64_t bytes = 4096) { return software_queue(bytes, "test"); }
 
 TEST(SdmaEngine, ChainWaitsForItsGateThenCopiesAndAdds) {
   std::unique_ptr<Queue> q = *queue();
@@ -233,8 +233,42 @@ TEST(SdmaEngine, MalformedPacketsTrapWithWhatWasWrong) {
     ASSERT_TRUE(q->submit(packet).ok());
     EXPECT_THAT(q->drain().message(), HasSubstr(what));
   }
-  EXPECT_THAT(Queue::create(300, "odd").status().message(),
+  EXPECT_THAT(software_queue(300, "odd").status().message(),
               HasSubstr("SDMA queue odd: the ring must be a power of two of at least 256 bytes, got 300"));
+}
+
+// A ring in memory another library hands out (as the KFD thunk does): the
+// host side rings the doorbell word only, and the engine finds it by polling.
+struct Words {
+  std::vector<uint32_t> ring = std::vector<uint32_t>(1024);
+  uint64_t read = 0, write = 0, doorbell = 0;
+  Ring at() { return {ring.data(), 4096, &read, &write, &doorbell}; }
+};
+
+TEST(SdmaEngine, FindsDoorbellsNobodyWakesItFor) {
+  Words w;
+  Engine engine(w.at(), "polled", absl::Microseconds(50));
+  Queue q(w.at(), "polled");
+  uint64_t ready = 1, arrival = 0;
+  std::vector<uint8_t> src(64, 7), dst(64, 0);
+  ChainCopy c{.src = reinterpret_cast<uintptr_t>(src.data()), .dst = reinterpret_cast<uintptr_t>(dst.data()), .width = 64};
+  ASSERT_TRUE(q.submit(delivery_chain(&ready, 1, {c}, &arrival, 3)).ok());
+  EXPECT_EQ(w.write, w.doorbell);
+  ASSERT_TRUE(q.drain().ok());
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(arrival, 3u);
+  EXPECT_EQ(w.read, w.write);
+}
+
+TEST(SdmaEngine, DrainGivesUpOnAnEngineThatNeverRuns) {
+  Words w;
+  Queue q(w.at(), "idle");  // no engine behind it
+  Dwords d;
+  nop(d, 4);
+  ASSERT_TRUE(q.submit(d).ok());
+  absl::Status s = q.drain(absl::Milliseconds(20));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("SDMA queue idle: the engine left 16 bytes unconsumed for 20ms"));
 }
 
 TEST(SdmaEngine, StopsInsideAPollThatNeverOpens) {
