@@ -29,6 +29,7 @@ esac
 
 # Everything the build needs, from Debian 12 (bookworm) main.
 packages=(cmake g++ ninja-build llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libhsakmt-dev
           ccache xz-utils binutils patchelf)
 
 missing_packages() {

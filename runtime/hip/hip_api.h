@@ -98,6 +98,7 @@ using PFN_hipGetDeviceCount = hipError_t (*)(int* count);
 using PFN_hipSetDevice = hipError_t (*)(int device);
 using PFN_hipDeviceGetAttribute = hipError_t (*)(int* value, int attribute, int device);
 using PFN_hipDeviceGetName = hipError_t (*)(char* name, int length, int device);
+using PFN_hipDeviceGetPCIBusId = hipError_t (*)(char* bus_id, int length, int device);
 using PFN_hipGetDeviceProperties = hipError_t (*)(void* properties, int device);
 using PFN_hipGetDevicePropertiesR0600 = PFN_hipGetDeviceProperties;
 using PFN_hipDeviceSynchronize = hipError_t (*)();

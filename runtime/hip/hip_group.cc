@@ -1,15 +1,20 @@
-// HIP groups: AMD GPUs of one process, armed with stream memory operations
-// (the fallback where user-mode SDMA queues are not available). Symmetric
-// memory comes from HIP's virtual memory API (an address range reserved per
-// GPU, chunks created, mapped and opened to every peer as the group grows,
-// never moved). A batch's chains run on its owner's streams exactly as the
-// CUDA backend's do: the commands are runtime/cuda/chains.h's data (a copy
-// stream per (owner, peer), a gate and an arrival stream per owner), issued
-// as hipStreamWaitValue64 (>=), hipMemcpyAsync / hipMemcpy2DAsync,
-// hipStreamWriteValue64, and event records and waits. How many commands a
-// HIP stream holds behind a closed gate is not known: they are not counted.
+// HIP groups: AMD GPUs of one process. Symmetric memory comes from HIP's
+// virtual memory API (an address range reserved per GPU, chunks created,
+// mapped and opened to every peer as the group grows, never moved).
+//
+// Plans are armed on the copy engines themselves where the KFD thunk gives
+// user-mode SDMA queues (runtime/hip/kfd.h): the same packet chains as
+// host plans (runtime/sdma/armer.h), one queue per (owner, peer). Where it
+// does not, or TESSEL_HIP_PLANS=streams asks, they are armed with stream
+// memory operations, exactly as the CUDA backend's: the commands are
+// runtime/cuda/chains.h's data (a copy stream per (owner, peer), a gate and
+// an arrival stream per owner), issued as hipStreamWaitValue64 (>=),
+// hipMemcpyAsync / hipMemcpy2DAsync, hipStreamWriteValue64, and event
+// records and waits. How many commands a HIP stream holds behind a closed
+// gate is not known: they are not counted.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -18,7 +23,9 @@
 #include "base/status.h"
 #include "runtime/cuda/chains.h"
 #include "runtime/hip/hip_device.h"
+#include "runtime/hip/kfd.h"
 #include "runtime/plans/plan_backend.h"
+#include "runtime/sdma/armer.h"
 
 namespace tessel::hip {
 namespace {
@@ -29,6 +36,10 @@ using cuda::WordWrite;
 
 // hipDeviceEnablePeerAccess on a pair already enabled.
 constexpr hipError_t kPeerAccessAlreadyEnabled = 704;
+
+// Each SDMA queue's ring (ROCm's own SDMA rings are this size): half of it
+// may be armed at once.
+constexpr int64_t kRingBytes = int64_t{1} << 20;
 
 hipMemAllocationProp allocation_prop(int device) {
   hipMemAllocationProp prop{};
@@ -66,7 +77,12 @@ class HipGroupBackend final : public GroupBackend {
   ~HipGroupBackend() override;
 
   absl::Status init();
+  // Arms on SDMA queues where the KFD gives them and TESSEL_HIP_PLANS lets it.
+  absl::Status choose_engines();
   int64_t granularity() const override { return granularity_; }
+  int64_t max_linear_copy() const override {
+    return armer_ != nullptr ? static_cast<int64_t>(sdma::kMaxLinearCopy) : GroupBackend::max_linear_copy();
+  }
   absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) override;
   absl::Status map(int64_t offset, int64_t bytes) override;
   absl::Status zero(int rank, void* p, size_t bytes) override;
@@ -112,6 +128,8 @@ class HipGroupBackend final : public GroupBackend {
   std::vector<uint64_t*> free_words_ ABSL_GUARDED_BY(mu_);
   std::vector<void*> host_blocks_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> tokens_{0};
+  std::unique_ptr<Kfd> kfd_;
+  std::unique_ptr<sdma::Armer> armer_;  // set where plans arm on SDMA queues
 };
 
 absl::Status HipGroupBackend::init() {
@@ -145,7 +163,29 @@ absl::Status HipGroupBackend::init() {
   return absl::OkStatus();
 }
 
+absl::Status HipGroupBackend::choose_engines() {
+  const char* asked = getenv("TESSEL_HIP_PLANS");
+  const std::string how = asked != nullptr ? asked : "";
+  if (how == "streams") return absl::OkStatus();
+  if (!how.empty() && how != "sdma" && how != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TESSEL_HIP_PLANS is \"", how, "\": it takes sdma, streams or auto (the default)"));
+  }
+  absl::StatusOr<std::unique_ptr<Kfd>> kfd = Kfd::open(r_, devices_);
+  if (!kfd.ok()) {
+    if (how != "sdma") return absl::OkStatus();  // stream memory operations
+    return absl::FailedPreconditionError(absl::StrCat(
+        "TESSEL_HIP_PLANS=sdma, but user-mode SDMA queues are unavailable: ", kfd.status().message()));
+  }
+  kfd_ = std::move(*kfd);
+  armer_ = std::make_unique<sdma::Armer>("HIP group", [this](int rank, int peer) {
+    return kfd_->queue(rank, peer, kRingBytes, absl::StrCat("hip:", devices_[rank], " -> hip:", devices_[peer]));
+  });
+  return absl::OkStatus();
+}
+
 HipGroupBackend::~HipGroupBackend() {
+  if (armer_ != nullptr) armer_->close();  // the queues stop before the memory goes
   {
     absl::MutexLock lock(&mu_);
     for (auto& [key, s] : streams_) {
@@ -212,6 +252,7 @@ absl::Status HipGroupBackend::zero(int rank, void* p, size_t bytes) {
   TESSEL_RETURN_IF_ERROR(on(rank));
   absl::Status s = r_.memset_d8(p, 0, bytes);
   if (s.ok()) s = r_.stream_synchronize(nullptr);
+  if (s.ok() && armer_ != nullptr) armer_->zeroed(p, bytes);
   return prefix(rank, "zero-filling symmetric memory", s);
 }
 
@@ -321,6 +362,19 @@ absl::Status HipGroupBackend::issue(const ChainOp& op) {
 }
 
 absl::StatusOr<std::unique_ptr<ArmedEpoch>> HipGroupBackend::arm(std::vector<ArmedBatch> batches) {
+  if (armer_ != nullptr) {
+    std::vector<ArmedBatch> gates;  // what release needs: owners and ready words
+    for (const ArmedBatch& b : batches) {
+      ArmedBatch& g = gates.emplace_back();
+      g.owner = b.owner;
+      g.epoch = b.epoch;
+      g.ready = b.ready;
+    }
+    auto release = [this, gates = std::move(gates)] {
+      return gates.empty() ? absl::OkStatus() : open_gates_by_owner(*this, gates, gates.front().epoch);
+    };
+    return armer_->arm(std::move(batches), std::move(release));
+  }
   std::vector<std::vector<ChainOp>> ops = cuda::epoch_ops(batches);
   auto epoch = std::make_unique<HipArmedEpoch>(*this, std::move(batches));
   epoch->token = ++tokens_;
@@ -356,6 +410,11 @@ absl::Status HipGroupBackend::open_gates(int owner, absl::Span<uint64_t* const> 
 }
 
 absl::Status HipGroupBackend::copy(int rank, int peer, void* dst, const void* src, size_t bytes) {
+  if (armer_ != nullptr) {
+    // A hung engine is reported, not waited on forever: 10 s and 1 s per GiB.
+    const absl::Duration limit = absl::Seconds(10) + absl::Seconds(static_cast<int64_t>(bytes >> 30));
+    return prefix(rank, absl::StrCat("copy to hip:", devices_[peer]), armer_->copy(rank, peer, dst, src, bytes, limit));
+  }
   TESSEL_RETURN_IF_ERROR(on(rank));
   TESSEL_ASSIGN_OR_RETURN(hipStream_t s, stream(rank, peer));
   absl::Status status = r_.memcpy_async(dst, src, bytes, hipMemcpyDeviceToDevice, s);
@@ -398,6 +457,7 @@ absl::StatusOr<std::unique_ptr<GroupBackend>> make_group_backend(const std::vect
   }
   auto backend = std::make_unique<HipGroupBackend>(*runtime, std::move(indices));
   TESSEL_RETURN_IF_ERROR(backend->init());
+  TESSEL_RETURN_IF_ERROR(backend->choose_engines());
   return std::unique_ptr<GroupBackend>(std::move(backend));
 }
 

@@ -51,6 +51,7 @@ class Entry<hipError_t (*)(Args...)> {
   X(set_device, hipSetDevice, true)                                       \
   X(device_get_attribute, hipDeviceGetAttribute, true)                    \
   X(device_get_name, hipDeviceGetName, true)                              \
+  X(device_get_pci_bus_id, hipDeviceGetPCIBusId, true)                    \
   X(get_device_properties, hipGetDeviceProperties, true)                  \
   X(get_device_properties_r0600, hipGetDevicePropertiesR0600, false)      \
   X(device_synchronize, hipDeviceSynchronize, true)                       \

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -174,6 +175,12 @@ int hipDeviceGetAttribute(int* value, int attribute, int) {
 int hipDeviceGetName(char* name, int length, int) {
   std::strncpy(name, "AMD Instinct MI300X (fake)", length);
   return enter("hipDeviceGetName", 1);
+}
+// The GPUs' PCI addresses (fake_hsakmt.cc's topology lists the same).
+int hipDeviceGetPCIBusId(char* bus, int length, int device) {
+  if (device < 0 || device >= kDevices) return 101;
+  std::snprintf(bus, length, "0000:%02x:00.0", device == 0 ? 0x03 : 0x43);
+  return enter("hipDeviceGetPCIBusId", 1);
 }
 // ROCm 6's properties layout: gcnArchName at byte 1160.
 int hipGetDevicePropertiesR0600(void* properties, int) {

@@ -1,5 +1,6 @@
-// The hip suites' fake libamdhip64 (fake_hip.cc): where it is, and the test
-// environment that points tessel at it before any HIP device opens.
+// The hip suites' fakes, libamdhip64 (fake_hip.cc) and libhsakmt
+// (fake_hsakmt.cc): where they are, and the test environment that points
+// tessel at them before any HIP device opens.
 #pragma once
 
 #include <cstdlib>
@@ -10,15 +11,20 @@
 
 namespace tessel::fake_hip {
 
-// Where the build left it, or beside the installed tests (lib/).
-inline std::string path() {
-  if (std::filesystem::exists(TESSEL_FAKE_HIP)) return TESSEL_FAKE_HIP;
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "../lib/libfake_amdhip64.so").string();
+// Where the build left `built`, or beside the installed tests (lib/`name`).
+inline std::string library(const char* built, const char* name) {
+  if (std::filesystem::exists(built)) return built;
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "../lib" / name).string();
 }
+inline std::string path() { return library(TESSEL_FAKE_HIP, "libfake_amdhip64.so"); }
+inline std::string thunk_path() { return library(TESSEL_FAKE_HSAKMT, "libfake_hsakmt.so"); }
 
 class Environment : public ::testing::Environment {
  public:
-  void SetUp() override { setenv("TESSEL_HIP_LIBRARY", path().c_str(), 1); }
+  void SetUp() override {
+    setenv("TESSEL_HIP_LIBRARY", path().c_str(), 1);
+    setenv("TESSEL_HSAKMT_LIBRARY", thunk_path().c_str(), 1);
+  }
 };
 
 }  // namespace tessel::fake_hip

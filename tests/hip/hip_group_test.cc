@@ -1,11 +1,14 @@
-// Triggered plans on a group of HIP devices, armed with stream memory
-// operations, against the fake libamdhip64 (two GPUs whose streams run
-// their copies, waits and writes in order): symmetric memory through the
-// virtual memory API, 1-D and 2-D batches delivered over epochs, and the
-// calls that armed them.
+// Triggered plans on a group of HIP devices against the fake libamdhip64
+// (two GPUs whose streams run their copies, waits and writes in order) and
+// the fake libhsakmt (whose SDMA queues run on tessel's software engine):
+// symmetric memory through the virtual memory API; 1-D and 2-D batches
+// delivered over epochs, armed on SDMA queues and with stream memory
+// operations; the choice between them; and the calls that armed them.
 #include <dlfcn.h>
 
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,15 +23,32 @@ namespace {
 using plan_test::expect_delivered;
 using plan_test::fill;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const auto* const kFake = ::testing::AddGlobalTestEnvironment(new fake_hip::Environment);
 
-std::string fake_log() {
-  void* lib = dlopen(fake_hip::path().c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return "";
-  std::string log = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_hip_log"))();
-  dlclose(lib);
-  return log;
+// Calls `entry` of a fake tessel has loaded (nothing where it has not).
+template <class Fn>
+auto call(const std::string& library, const char* entry) {
+  using Out = decltype(std::declval<Fn>()());
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return Out();
+  auto* fn = reinterpret_cast<Fn>(dlsym(lib, entry));
+  if constexpr (std::is_void_v<Out>) {
+    fn();
+    dlclose(lib);
+  } else {
+    Out out = fn();
+    dlclose(lib);
+    return out;
+  }
+}
+// What the fakes recorded since reset_logs().
+std::string fake_log() { return call<const char* (*)()>(fake_hip::path(), "fake_hip_log") ?: ""; }
+std::string thunk_log() { return call<const char* (*)()>(fake_hip::thunk_path(), "fake_hsakmt_log") ?: ""; }
+void reset_logs() {
+  call<void (*)()>(fake_hip::path(), "fake_hip_reset");
+  call<void (*)()>(fake_hip::thunk_path(), "fake_hsakmt_reset");
 }
 
 absl::StatusOr<Group> hip_group() {
@@ -43,33 +63,83 @@ absl::StatusOr<Group> hip_group() {
 
 std::vector<Schedule> same(const Schedule& s) { return std::vector<Schedule>(2, s); }
 
-TEST(HipGroup, DeliversOneDimensionalBatchesOverEpochs) {
-  absl::StatusOr<Group> g = hip_group();
-  ASSERT_TRUE(g.ok()) << g.status();
-  std::vector<Batch> batches = {{{{0, 100}, {500, 250}}, 1}, {{{100, 200}, {400, 100}, {750, 250}}, 1}};
-  Schedule s(1000, std::vector<std::vector<Batch>>(2, batches));
-  absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
-  ASSERT_TRUE(buf.ok()) << buf.status();
-  absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
-    fill(*buf, s, 2, epoch);
-    absl::Status ran = plan->run();
-    ASSERT_TRUE(ran.ok()) << ran;
-    expect_delivered(*buf, s, 2, epoch);
-    if (epoch < 3) {
-      ASSERT_TRUE(plan->next_epoch().ok());
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// Runs each plan test with TESSEL_HIP_PLANS set to the parameter.
+class HipPlans : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { reset_logs(); }
+  bool sdma() const { return std::string(GetParam()) == "sdma"; }
+  // The calls that armed the plan were the engine's own.
+  void expect_armed_by_the_engine() const {
+    const std::string hip = fake_log(), thunk = thunk_log();
+    for (const char* c : {"hipMemAddressReserve", "hipMemCreate", "hipMemMap", "hipMemSetAccess"}) {
+      EXPECT_THAT(hip, HasSubstr(c));
+    }
+    if (sdma()) {
+      // A ring of 1 MiB in host memory (non-paged, uncached, host access,
+      // executable, no NUMA binding), an xGMI queue to the peer and a
+      // PCIe-optimized one for the owner's completions; no stream waits.
+      EXPECT_THAT(thunk, HasSubstr("hsaKmtOpenKFD"));
+      EXPECT_THAT(thunk, HasSubstr("hsaKmtAllocMemory node 0 bytes 1048576 flags 11043"));
+      EXPECT_THAT(thunk, HasSubstr("hsaKmtMapMemoryToGPU"));
+      for (const char* q : {"node 1 type 5", "node 2 type 5", "node 1 type 2", "node 2 type 2"}) {
+        EXPECT_THAT(thunk, HasSubstr(absl::StrCat("hsaKmtCreateQueue ", q, " bytes 1048576")));
+      }
+      EXPECT_THAT(hip, Not(HasSubstr("hipStreamWaitValue64")));
+      EXPECT_THAT(hip, Not(HasSubstr("hipMemcpyAsync")));
+    } else {
+      for (const char* c : {"hipStreamCreateWithFlags", "hipStreamWaitValue64", "hipStreamWriteValue64"}) {
+        EXPECT_THAT(hip, HasSubstr(c));
+      }
+      EXPECT_THAT(thunk, Not(HasSubstr("hsaKmtOpenKFD")));
     }
   }
-  const std::string log = fake_log();
-  for (const char* call :
-       {"hipMemAddressReserve", "hipMemCreate", "hipMemMap", "hipMemSetAccess", "hipStreamCreateWithFlags",
-        "hipStreamWaitValue64", "hipMemcpyAsync", "hipStreamWriteValue64"}) {
-    EXPECT_THAT(log, HasSubstr(call));
+  ScopedEnv plans_{"TESSEL_HIP_PLANS", GetParam()};
+};
+
+TEST_P(HipPlans, DeliversOneDimensionalBatchesOverEpochs) {
+  {
+    absl::StatusOr<Group> g = hip_group();
+    ASSERT_TRUE(g.ok()) << g.status();
+    std::vector<Batch> batches = {{{{0, 100}, {500, 250}}, 1}, {{{100, 200}, {400, 100}, {750, 250}}, 1}};
+    Schedule s(1000, std::vector<std::vector<Batch>>(2, batches));
+    absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
+    ASSERT_TRUE(buf.ok()) << buf.status();
+    absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
+      fill(*buf, s, 2, epoch);
+      absl::Status ran = plan->run();
+      ASSERT_TRUE(ran.ok()) << ran;
+      expect_delivered(*buf, s, 2, epoch);
+      if (epoch < 3) {
+        ASSERT_TRUE(plan->next_epoch().ok());
+      }
+    }
+    expect_armed_by_the_engine();
+    if (!sdma()) {
+      EXPECT_THAT(fake_log(), HasSubstr("hipMemcpyAsync"));
+    }
+  }
+  if (sdma()) {
+    // The group's end destroys its queues, frees their rings and closes the KFD.
+    const std::string thunk = thunk_log();
+    for (const char* c : {"hsaKmtDestroyQueue", "hsaKmtUnmapMemoryToGPU", "hsaKmtFreeMemory", "hsaKmtCloseKFD"}) {
+      EXPECT_THAT(thunk, HasSubstr(c));
+    }
   }
 }
 
-TEST(HipGroup, DeliversWavesOfTwoDimensionalTiles) {
+TEST_P(HipPlans, DeliversWavesOfTwoDimensionalTiles) {
   absl::StatusOr<Group> g = hip_group();
   ASSERT_TRUE(g.ok()) << g.status();
   // Two tiles of a 48-column band per wave: 2-D copies of 32 columns.
@@ -82,7 +152,73 @@ TEST(HipGroup, DeliversWavesOfTwoDimensionalTiles) {
   absl::Status ran = plan->run();
   ASSERT_TRUE(ran.ok()) << ran;
   expect_delivered(*buf, s, 2, 1);
-  EXPECT_THAT(fake_log(), HasSubstr("hipMemcpy2DAsync"));
+  expect_armed_by_the_engine();
+  if (!sdma()) {
+    EXPECT_THAT(fake_log(), HasSubstr("hipMemcpy2DAsync"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, HipPlans, ::testing::Values("sdma", "streams"));
+
+// A one-batch plan on a fresh group: its run's outcome.
+absl::Status run_one_plan() {
+  absl::StatusOr<Group> g = hip_group();
+  if (!g.ok()) return g.status();
+  Schedule s(512, std::vector<std::vector<Batch>>(2, {{{{0, 512}}, 1}}));
+  absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
+  if (!buf.ok()) return buf.status();
+  absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
+  if (!plan.ok()) return plan.status();
+  return plan->run();
+}
+
+TEST(HipGroup, WithoutUserQueuesPlansArmOnStreams) {
+  ScopedEnv no_kfd("FAKE_HSAKMT_FAIL", "hsaKmtOpenKFD");
+  reset_logs();
+  absl::Status ran = run_one_plan();
+  EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_THAT(fake_log(), HasSubstr("hipStreamWaitValue64"));
+  // Asked for by name, their absence is an error that says why.
+  ScopedEnv sdma("TESSEL_HIP_PLANS", "sdma");
+  absl::Status refused = hip_group().status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("TESSEL_HIP_PLANS=sdma, but user-mode SDMA queues are unavailable: the "
+                                           "KFD did not open ("));
+  EXPECT_THAT(refused.message(), HasSubstr("hsaKmtOpenKFD: HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED"));
+}
+
+TEST(HipGroup, UnknownPlanEnginesAreRefused) {
+  ScopedEnv bogus("TESSEL_HIP_PLANS", "dma");
+  absl::Status s = hip_group().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("TESSEL_HIP_PLANS is \"dma\": it takes sdma, streams or auto (the default)"));
+}
+
+TEST(HipGroup, GpusWithoutXgmiEnginesGetPcieQueues) {
+  ScopedEnv sdma("TESSEL_HIP_PLANS", "sdma");
+  ScopedEnv no_xgmi("FAKE_HSAKMT_NO_XGMI", "1");
+  reset_logs();
+  absl::Status ran = run_one_plan();
+  EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_THAT(thunk_log(), HasSubstr("hsaKmtCreateQueue node 1 type 2"));
+  EXPECT_THAT(thunk_log(), Not(HasSubstr("type 5")));
+}
+
+TEST(HipGroup, ThunkFailuresNameTheQueueAndTheCall) {
+  ScopedEnv sdma("TESSEL_HIP_PLANS", "sdma");
+  for (auto [fail, code, what] :
+       {std::tuple{"hsaKmtCreateQueue", absl::StatusCode::kResourceExhausted,
+                   "hsaKmtCreateQueue: HSAKMT_STATUS_OUT_OF_RESOURCES"},
+        std::tuple{"hsaKmtAllocMemory", absl::StatusCode::kResourceExhausted,
+                   "hsaKmtAllocMemory: HSAKMT_STATUS_NO_MEMORY"},
+        std::tuple{"hsaKmtMapMemoryToGPU", absl::StatusCode::kResourceExhausted,
+                   "hsaKmtMapMemoryToGPU: HSAKMT_STATUS_NO_MEMORY"}}) {
+    ScopedEnv failing("FAKE_HSAKMT_FAIL", fail);
+    absl::Status s = run_one_plan();
+    EXPECT_EQ(s.code(), code) << fail;
+    EXPECT_THAT(s.message(), HasSubstr("SDMA queue hip:0 -> hip:0 on KFD node 1: ")) << fail;
+    EXPECT_THAT(s.message(), HasSubstr(what));
+  }
 }
 
 TEST(HipGroup, NoPeerAccessAndFailedMappingsAreNamed) {
