@@ -4,7 +4,8 @@
 // used as flat ones (LLVM's address-space inference turns the accesses back
 // into global and LDS instructions). Tensor maps travel by value in the
 // kernarg segment (byref arguments), in tessel's host form: AMD has no TMA,
-// and the base class's copies by the program's threads read that form.
+// and the base class's copies by the program's threads read that form,
+// addressing the tensor in the global address space.
 #include "codegen/amdgpu/amdgpu_target.h"
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,8 @@ class AmdgpuTarget final : public GpuTarget {
 
   std::string name() const override { return "amdgpu"; }
   llvm::TargetMachine& machine() override { return *tm_; }
+  // Box copies load and store with global instructions, not flat ones.
+  unsigned tensor_address_space() const override { return kGlobal; }
 
   llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
     llvm::LLVMContext& ctx = module.getContext();

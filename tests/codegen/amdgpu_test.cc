@@ -85,9 +85,13 @@ TEST(Amdgpu, DescriptorAndMetadataDescribeTheKernarg) {
   EXPECT_THAT(c->artifacts.assembly, HasSubstr(".value_kind:     hidden_block_count_x"));
   // The tiles' LDS is dynamic (the launch's); the code says how much.
   EXPECT_GT(c->code.shared_bytes, 2 * 64 * 128);
-  // Box rows go 16 bytes at a time where they are whole and aligned.
-  EXPECT_TRUE(std::regex_search(c->artifacts.assembly, std::regex(R"((flat|global)_load_dwordx4)")));
+  // Box rows go 16 bytes at a time where they are whole and aligned, with
+  // global (not flat) instructions on the tensor's side.
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr("global_load_dwordx4"));
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr("global_store_dwordx4"));
+  EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("flat_load_dwordx4")));
   EXPECT_THAT(c->artifacts.assembly, HasSubstr("ds_write_b128"));
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr("ds_read_b128"));
 }
 
 TEST(Amdgpu, ReductionsPermuteAcrossLanesAndBarriersWaitForLds) {
