@@ -18,6 +18,7 @@
 #include "base/tma_rules.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/tiled_encoding.h"
 #include "runtime/backend.h"
 #include "runtime/compile_cached.h"
 #include "runtime/device_impl.h"
@@ -106,71 +107,6 @@ absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, co
 std::string jit_log(const std::array<char, kJitLogBytes>& log) {
   std::string text(log.data(), strnlen(log.data(), log.size()));
   return std::string(absl::StripTrailingAsciiWhitespace(text));
-}
-
-// ---------------------------------------------------------------------------
-// Tensor maps
-
-CUtensorMapDataType tma_data_type(ScalarKind kind) {
-  switch (kind) {
-    // TMA has no signed 8- and 16-bit types; a copy moves bits and fills
-    // out-of-bounds elements with zero, so the unsigned ones are exact.
-    case ScalarKind::kI8:
-    case ScalarKind::kU8:
-      return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    case ScalarKind::kI16:
-    case ScalarKind::kU16:
-      return CU_TENSOR_MAP_DATA_TYPE_UINT16;
-    case ScalarKind::kI32:
-      return CU_TENSOR_MAP_DATA_TYPE_INT32;
-    case ScalarKind::kU32:
-      return CU_TENSOR_MAP_DATA_TYPE_UINT32;
-    case ScalarKind::kI64:
-      return CU_TENSOR_MAP_DATA_TYPE_INT64;
-    case ScalarKind::kU64:
-      return CU_TENSOR_MAP_DATA_TYPE_UINT64;
-    case ScalarKind::kF16:
-      return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    case ScalarKind::kBF16:
-      return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    case ScalarKind::kF32:
-      return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    case ScalarKind::kF64:
-      return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
-    case ScalarKind::kF8E4M3:
-    case ScalarKind::kF8E5M2:
-      return CU_TENSOR_MAP_DATA_TYPE_UINT8;  // the TMA moves bytes; it has no 8-bit float type
-    case ScalarKind::kI1:
-      break;  // validate() rejects it
-  }
-  TESSEL_CHECK(false, "tensor map dtype passed validate() but has no TMA type");
-  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-}
-
-CUtensorMapSwizzle tma_swizzle(Swizzle s) {
-  switch (s) {
-    case Swizzle::kNone:
-      return CU_TENSOR_MAP_SWIZZLE_NONE;
-    case Swizzle::k32B:
-      return CU_TENSOR_MAP_SWIZZLE_32B;
-    case Swizzle::k64B:
-      return CU_TENSOR_MAP_SWIZZLE_64B;
-    case Swizzle::k128B:
-      return CU_TENSOR_MAP_SWIZZLE_128B;
-  }
-  return CU_TENSOR_MAP_SWIZZLE_NONE;
-}
-
-CUtensorMapInterleave tma_interleave(TensorMapInterleave i) {
-  switch (i) {
-    case TensorMapInterleave::kNone:
-      return CU_TENSOR_MAP_INTERLEAVE_NONE;
-    case TensorMapInterleave::k16B:
-      return CU_TENSOR_MAP_INTERLEAVE_16B;
-    case TensorMapInterleave::k32B:
-      return CU_TENSOR_MAP_INTERLEAVE_32B;
-  }
-  return CU_TENSOR_MAP_INTERLEAVE_NONE;
 }
 
 // The driver's CUtensorMap is what kernels receive by value; its bytes are
@@ -358,29 +294,8 @@ absl::StatusOr<TensorMap> CudaDevice::encode_tensor_map(const TensorMapSpec& spe
   // Our checks name the rule that failed; the driver only says INVALID_VALUE.
   TESSEL_RETURN_IF_ERROR(validate(spec, cc_));
   const TensorMapSpec s = normalize(spec);
-  const size_t rank = s.dims.size();
-  // The driver numbers dimensions innermost first; the spec, outermost first.
-  std::array<cuuint64_t, kTensorMapMaxRank> dims{};
-  std::array<cuuint64_t, kTensorMapMaxRank - 1> strides{};
-  std::array<cuuint32_t, kTensorMapMaxRank> box{};
-  std::array<cuuint32_t, kTensorMapMaxRank> element_strides{};
-  for (size_t i = 0; i < rank; ++i) {
-    dims[i] = static_cast<cuuint64_t>(s.dims[rank - 1 - i]);
-    box[i] = static_cast<cuuint32_t>(s.box[rank - 1 - i]);
-    // A box wider than its swizzle is copied panel by panel: the driver sees one panel.
-    if (i == 0) box[i] = static_cast<cuuint32_t>(tma::panel_elems(s.box.back(), s.dtype.bytes(), s.swizzle));
-    element_strides[i] = static_cast<cuuint32_t>(s.element_strides[rank - 1 - i]);
-  }
-  // strides[j] (outermost first) is the stride of dim j; the driver's
-  // strides[i] is the stride of its dim i + 1, i.e. ours reversed.
-  for (size_t i = 0; i + 1 < rank; ++i) strides[i] = static_cast<cuuint64_t>(s.strides[rank - 2 - i]);
   CUtensorMap map;
-  absl::Status status = context_->driver().tensor_map_encode_tiled(
-      &map, tma_data_type(s.dtype.kind), static_cast<cuuint32_t>(rank), const_cast<void*>(s.address), dims.data(),
-      strides.data(), box.data(), element_strides.data(), tma_interleave(s.interleave), tma_swizzle(s.swizzle),
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-      s.oob_fill == TensorMapOobFill::kNan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
-                                           : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  absl::Status status = cuda::encode_tiled(context_->driver(), cuda::tiled_encoding(s), &map);
   if (!status.ok()) {
     // validate() mirrors every documented rule, so this is a rule it lacks.
     return prefixed(absl::StrCat(name(), ": tensor map of ", std::string(s.dtype.name()), " ", shape_str(s.dims),
