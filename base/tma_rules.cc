@@ -121,28 +121,48 @@ absl::Status check_box(DType dtype, absl::Span<const int64_t> box, Swizzle swizz
   const size_t inner = box.size() - 1;
   const int64_t elem = dtype.bytes();
   const int64_t inner_bytes = box[inner] * elem;
-  const bool interleaved = interleave != TensorMapInterleave::kNone;
-  if (!interleaved && inner_bytes % kInnerBoxBytesMultiple != 0) {
+  if (inner_bytes % kInnerBoxBytesMultiple != 0) {
     return invalid("box[", inner, "] * ", elem, " bytes = ", inner_bytes, " bytes is not a multiple of ",
-                   kInnerBoxBytesMultiple, " (required without interleave)");
+                   kInnerBoxBytesMultiple);
   }
-  // Applied with interleave too, and 32B interleave held to 32B swizzle: both
-  // stricter than the driver, which accepts maps that break them
-  // (docs/tma.md).
   const int64_t span = swizzle_bytes(swizzle);
-  if (span != 0 && inner_bytes > span && interleaved) {
-    return invalid(std::string(swizzle_name(swizzle)), " swizzle with interleave allows an inner box of at most ",
-                   span, " bytes, but box[", inner, "] * ", elem, " bytes = ", inner_bytes, " bytes");
+  if (span == 0 || inner_bytes <= span) return absl::OkStatus();
+  // Wider than the swizzle: tessel's panels (panel_elems), which the driver
+  // never sees. Kernels copy such a box panel by panel, so it must be whole
+  // panels, and interleaved layouts have none (the driver itself accepts an
+  // interleaved box of any width under a swizzle; docs/tma.md).
+  if (interleave != TensorMapInterleave::kNone) {
+    return invalid(std::string(swizzle_name(swizzle)), " swizzle with ", interleave_name(interleave),
+                   " interleave allows an inner box of at most ", span, " bytes (tessel copies wider boxes as panels, "
+                   "which interleaved layouts do not have), but box[", inner, "] * ", elem, " bytes = ", inner_bytes,
+                   " bytes");
   }
-  if (span != 0 && inner_bytes > span && inner_bytes % span != 0) {
+  if (inner_bytes % span != 0) {
     return invalid(std::string(swizzle_name(swizzle)), " swizzle copies an inner box wider than ", span,
                    " bytes as panels of ", span, " bytes, but box[", inner, "] * ", elem, " bytes = ", inner_bytes,
                    " bytes is not a whole number of them");
   }
-  if (interleave == TensorMapInterleave::k32B && swizzle != Swizzle::k32B) {
-    return invalid("32B interleave requires 32B swizzle, got swizzle ", std::string(swizzle_name(swizzle)));
-  }
   return absl::OkStatus();
+}
+
+absl::Status check_box_bytes(DType dtype, absl::Span<const int64_t> box, absl::Span<const int64_t> element_strides,
+                             Swizzle swizzle, TensorMapInterleave interleave) {
+  const size_t rank = box.size();
+  int64_t bytes = dtype.bytes();
+  std::string terms;
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t b = box[i];
+    // The driver sees one panel of a box wider than its swizzle.
+    if (i + 1 == rank && interleave == TensorMapInterleave::kNone) b = panel_elems(b, dtype.bytes(), swizzle);
+    const int64_t e = element_strides.empty() ? 1 : element_strides[i];
+    bytes *= b / e;
+    absl::StrAppend(&terms, b / e, " * ");
+  }
+  if (bytes <= kMaxBoxBytes) return absl::OkStatus();
+  return invalid("the box holds ", terms, dtype.bytes(), " bytes = ", bytes,
+                 " bytes (box / element stride per dimension, rounded down, one panel's width innermost), more than "
+                 "the ",
+                 kMaxBoxBytes, " bytes (228 KiB) a tensor map's box may hold");
 }
 
 absl::Status check_element_strides(absl::Span<const int64_t> element_strides, TensorMapInterleave interleave) {
@@ -167,36 +187,13 @@ absl::Status check_strides(absl::Span<const int64_t> strides, TensorMapInterleav
   const int64_t multiple = stride_multiple(interleave);
   for (size_t j = 0; j < strides.size(); ++j) {
     const int64_t s = strides[j];
-    if (s <= 0) return invalid("strides[", j, "] = ", s, " bytes", origin, " is not positive");
+    if (s < 0) return invalid("strides[", j, "] = ", s, " bytes", origin, " is negative");
     if (s % multiple != 0) {
       return invalid("strides[", j, "] = ", s, " bytes", origin, " is not a multiple of ", multiple,
                      with_32b_interleave(interleave));
     }
     if (s >= kStrideLimit) {
       return invalid("strides[", j, "] = ", s, " bytes", origin, " is not below 2^40");
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status check_stride_coverage(absl::Span<const int64_t> dims, absl::Span<const int64_t> strides,
-                                   int64_t elem_bytes, absl::string_view origin) {
-  const size_t rank = dims.size();
-  if (rank < 2) return absl::OkStatus();
-  TESSEL_CHECK(strides.size() == rank - 1, "stride coverage needs one stride per outer dimension");
-  const size_t inner = rank - 1;
-  int64_t row_bytes;
-  if (__builtin_mul_overflow(dims[inner], elem_bytes, &row_bytes)) row_bytes = INT64_MAX;
-  if (strides[inner - 1] < row_bytes) {
-    return invalid("strides[", inner - 1, "] = ", strides[inner - 1], " bytes", origin,
-                   " is less than one row of the innermost dimension: dims[", inner, "] * ", elem_bytes,
-                   " bytes = ", row_bytes, " bytes");
-  }
-  for (size_t j = inner - 1; j-- > 0;) {
-    int64_t needed;
-    if (__builtin_mul_overflow(strides[j + 1], dims[j + 1], &needed) || strides[j] < needed) {
-      return invalid("strides[", j, "] = ", strides[j], " bytes", origin, " does not cover dims[", j + 1,
-                     "] = ", dims[j + 1], " steps of strides[", j + 1, "] = ", strides[j + 1], " bytes");
     }
   }
   return absl::OkStatus();

@@ -137,32 +137,33 @@ absl::Status check_address(const void* address, TensorMapInterleave interleave);
 absl::Status check_dims(absl::Span<const int64_t> dims);
 
 // The box of a map of `dtype` under `swizzle` and `interleave`: rank 1..5,
-// each dim in [1, 256]; without interleave the innermost dim spans a multiple
-// of 16 bytes, and under a swizzle at most its width or whole panels of it
-// (panel_elems); with interleave at most the swizzle's width; 32B
-// interleave comes with 32B swizzle. Checks `dtype`, `swizzle` and
-// `interleave` first, so it answers for any input.
+// each dim in [1, 256], the innermost spanning a multiple of 16 bytes, and
+// under a swizzle at most its width, or without interleave whole panels of
+// it (panel_elems). Checks `dtype`, `swizzle` and `interleave` first, so it
+// answers for any input.
 absl::Status check_box(DType dtype, absl::Span<const int64_t> box, Swizzle swizzle, TensorMapInterleave interleave);
+
+// The most bytes a box may hold as the driver counts them: 228 KiB, an
+// H100's or H200's shared memory per SM.
+inline constexpr int64_t kMaxBoxBytes = 228 * 1024;
+// The box (one panel's width innermost) holds at most kMaxBoxBytes, each
+// dimension counted as box / element stride rounded down, as the driver
+// counts it. `box` and `element_strides` (empty: all 1) passed their checks.
+absl::Status check_box_bytes(DType dtype, absl::Span<const int64_t> box, absl::Span<const int64_t> element_strides,
+                             Swizzle swizzle, TensorMapInterleave interleave);
 
 // Element strides, one per dimension: each in [1, 8], and without interleave
 // the innermost is 1 (the hardware ignores it there, so host emulation and
 // device would disagree). Empty means all 1.
 absl::Status check_element_strides(absl::Span<const int64_t> element_strides, TensorMapInterleave interleave);
 
-// Global byte strides of every dimension but the innermost: positive,
-// multiples of 16 (32 with 32B interleave), below 2^40. `origin` follows each
-// stride's value in a message, e.g. " (dense row-major)" for strides the user
-// never wrote.
+// Global byte strides of every dimension but the innermost: not negative,
+// multiples of 16 (32 with 32B interleave), below 2^40. Rows may overlap,
+// as sliding windows' do, and a stride of 0 repeats a row (a broadcast).
+// `origin` follows each stride's value in a message, e.g. " (dense
+// row-major)" for strides the user never wrote.
 absl::Status check_strides(absl::Span<const int64_t> strides, TensorMapInterleave interleave,
                            absl::string_view origin = "");
-
-// That each stride covers the dimension inside it: strides[rank-2] at least a
-// row of the innermost dimension (dims[rank-1] elements of `elem_bytes`), and
-// strides[j] at least dims[j+1] steps of strides[j+1]. `strides` has
-// dims.size() - 1 entries that passed check_strides. This rule is tessel's:
-// the driver accepts strides whose rows overlap (docs/tma.md).
-absl::Status check_stride_coverage(absl::Span<const int64_t> dims, absl::Span<const int64_t> strides,
-                                   int64_t elem_bytes, absl::string_view origin = "");
 
 // A device of `compute_capability` (e.g. 90) has TMA.
 absl::Status check_compute_capability(int compute_capability);

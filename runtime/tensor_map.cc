@@ -51,8 +51,7 @@ absl::Status check_spec_strides(const TensorMapSpec& spec, int64_t elem) {
   const std::vector<int64_t> strides = dense ? dense_strides(spec.dims, elem) : spec.strides;
   // Errors in strides the user never wrote must say where they came from.
   const char* origin = dense ? " (dense row-major)" : "";
-  TESSEL_RETURN_IF_ERROR(tma::check_strides(strides, spec.interleave, origin));
-  return tma::check_stride_coverage(spec.dims, strides, elem, origin);
+  return tma::check_strides(strides, spec.interleave, origin);
 }
 
 // Every rule, unprefixed: the table's, and the spec's own shape.
@@ -79,6 +78,8 @@ absl::Status check_spec(const TensorMapSpec& spec, int compute_capability) {
   TESSEL_RETURN_IF_ERROR(tma::check_dims(spec.dims));
   TESSEL_RETURN_IF_ERROR(tma::check_box(spec.dtype, spec.box, spec.swizzle, spec.interleave));
   TESSEL_RETURN_IF_ERROR(tma::check_element_strides(spec.element_strides, spec.interleave));
+  TESSEL_RETURN_IF_ERROR(
+      tma::check_box_bytes(spec.dtype, spec.box, spec.element_strides, spec.swizzle, spec.interleave));
   TESSEL_RETURN_IF_ERROR(check_spec_strides(spec, spec.dtype.bytes()));
   // 0 is host emulation, which has no device to ask.
   if (compute_capability != 0) {
