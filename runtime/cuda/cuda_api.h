@@ -295,6 +295,7 @@ using PFN_cuCtxGetStreamPriorityRange_v5050 = CUresult(CUDAAPI*)(int* leastPrior
 // Memory
 using PFN_cuMemAlloc_v3020 = CUresult(CUDAAPI*)(CUdeviceptr* dptr, size_t bytesize);
 using PFN_cuMemFree_v3020 = CUresult(CUDAAPI*)(CUdeviceptr dptr);
+using PFN_cuMemGetInfo_v3020 = CUresult(CUDAAPI*)(size_t* free, size_t* total);
 using PFN_cuMemAllocHost_v3020 = CUresult(CUDAAPI*)(void** pp, size_t bytesize);
 using PFN_cuMemHostAlloc_v2020 = CUresult(CUDAAPI*)(void** pp, size_t bytesize, unsigned int Flags);
 using PFN_cuMemFreeHost_v2000 = CUresult(CUDAAPI*)(void* p);

@@ -8,12 +8,15 @@
 // (CUDA 13 gave cuCtxSynchronize a context argument) still hands back the
 // 12.x form declared here. Calling an entry returns an absl::Status naming the
 // call and the error; `.raw(...)` returns the CUresult where a caller must
-// ignore failures (destructors).
+// ignore failures (destructors). Under fault injection (runtime/faults.h)
+// each Status-form call is a site: the one made to fail returns
+// CUDA_ERROR_OUT_OF_MEMORY without reaching the driver.
 #pragma once
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/faults.h"
 
 namespace tessel::cuda {
 
@@ -33,6 +36,9 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   using Fn = CUresult(CUDAAPI*)(Args...);
 
   absl::Status operator()(Args... args) const {
+    if (faults::injecting()) [[unlikely]] {
+      if (faults::fail_now(name_)) return driver_error(*driver_, name_, CUDA_ERROR_OUT_OF_MEMORY);
+    }
     CUresult result = fn_(args...);
     if (result == CUDA_SUCCESS) [[likely]]
       return absl::OkStatus();
@@ -69,6 +75,7 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   X(ctx_synchronize, cuCtxSynchronize, PFN_cuCtxSynchronize_v2000, 12000, true)                          \
   X(mem_alloc, cuMemAlloc, PFN_cuMemAlloc_v3020, 12000, true)                                            \
   X(mem_free, cuMemFree, PFN_cuMemFree_v3020, 12000, true)                                               \
+  X(mem_get_info, cuMemGetInfo, PFN_cuMemGetInfo_v3020, 12000, true)                                     \
   X(memcpy_htod, cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020, 12000, true)                                      \
   X(memcpy_dtoh, cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020, 12000, true)                                      \
   X(memcpy_dtod, cuMemcpyDtoD, PFN_cuMemcpyDtoD_v3020, 12000, true)                                      \

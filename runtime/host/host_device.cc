@@ -13,6 +13,7 @@
 #include "runtime/backend.h"
 #include "runtime/compile_cached.h"
 #include "runtime/device_impl.h"
+#include "runtime/faults.h"
 #include "runtime/plans/plan_backend.h"
 #include "runtime/host/host_tma.h"
 #include "runtime/host/thread_pool.h"
@@ -50,7 +51,9 @@ class HostFunction final : public FunctionImpl {
     std::vector<std::byte*> arenas(pool_->size(), nullptr);
     std::unique_ptr<std::byte, decltype(&std::free)> storage(nullptr, &std::free);
     if (arena > 0) {
-      storage.reset(static_cast<std::byte*>(std::aligned_alloc(128, arena * pool_->size())));
+      if (!faults::fail_allocation("host launch: shared arenas")) {
+        storage.reset(static_cast<std::byte*>(std::aligned_alloc(128, arena * pool_->size())));
+      }
       if (storage == nullptr) return absl::ResourceExhaustedError("host launch: no memory for shared arenas");
       for (int w = 0; w < pool_->size(); ++w) arenas[w] = storage.get() + w * arena;
     }
@@ -81,7 +84,7 @@ class HostDevice final : public DeviceImpl {
   TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kHost; }
 
   absl::StatusOr<std::shared_ptr<void>> raw_allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    void* p = faults::fail_allocation("host allocation") ? nullptr : std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes failed"));
     return std::shared_ptr<void>(p, &std::free);
   }

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/status.h"
 #include "base/view_abi.h"
+#include "runtime/faults.h"
 #include "runtime/plans/plan_backend.h"
 #include "runtime/sdma/armer.h"
 
@@ -38,7 +39,9 @@ class HostGroupBackend final : public GroupBackend {
 
   absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) override {
     for (int r = 0; r < ranks_; ++r) {
-      void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      void* p = faults::fail_allocation("host group: reserving address space")
+                    ? MAP_FAILED
+                    : mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) {
         return absl::ResourceExhaustedError(
             absl::StrCat("host group: reserving ", bytes, " bytes of address space for rank ", r, " failed: ",
@@ -52,7 +55,8 @@ class HostGroupBackend final : public GroupBackend {
 
   absl::Status map(int64_t offset, int64_t bytes) override {
     for (int r = 0; r < ranks_; ++r) {
-      if (mprotect(reinterpret_cast<void*>(bases_[r] + offset), bytes, PROT_READ | PROT_WRITE) != 0) {
+      if (faults::fail_allocation("host group: mapping memory") ||
+          mprotect(reinterpret_cast<void*>(bases_[r] + offset), bytes, PROT_READ | PROT_WRITE) != 0) {
         return absl::ResourceExhaustedError(absl::StrCat("host group: mapping ", bytes, " bytes for rank ", r,
                                                          " failed: ", std::strerror(errno)));
       }
@@ -67,6 +71,9 @@ class HostGroupBackend final : public GroupBackend {
   }
 
   absl::StatusOr<uint64_t*> host_words(int count) override {
+    if (faults::fail_allocation("host group: words")) {
+      return absl::ResourceExhaustedError(absl::StrCat("host group: allocating ", count, " words failed"));
+    }
     absl::MutexLock lock(&mu_);
     return words_.emplace_back(std::make_unique<uint64_t[]>(count)).get();
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "runtime/faults.h"
 
 namespace tessel::sdma {
 namespace {
@@ -64,6 +65,9 @@ absl::Status check_ring_bytes(int64_t bytes, const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<Queue>> software_queue(int64_t ring_bytes, std::string name) {
   TESSEL_RETURN_IF_ERROR(check_ring_bytes(ring_bytes, name));
+  if (faults::fail_allocation("SDMA queue ring")) {
+    return absl::ResourceExhaustedError(absl::StrCat("SDMA queue ", name, ": allocating its ring failed"));
+  }
   return std::unique_ptr<Queue>(new SoftwareQueue(std::make_unique<OwnedRing>(ring_bytes), std::move(name)));
 }
 
