@@ -11,6 +11,7 @@ absl::Mutex mu;
 int64_t fail_at ABSL_GUARDED_BY(mu) = 0;
 int64_t counted ABSL_GUARDED_BY(mu) = 0;
 std::string failed ABSL_GUARDED_BY(mu);
+std::vector<const char*> passed ABSL_GUARDED_BY(mu);
 
 }  // namespace
 
@@ -19,6 +20,7 @@ void arm(int64_t n) {
   fail_at = n;
   counted = 0;
   failed.clear();
+  passed.clear();
   internal::armed.store(n > 0, std::memory_order_relaxed);
 }
 
@@ -32,8 +34,14 @@ std::string failed_site() {
   return failed;
 }
 
+std::vector<std::string> sites() {
+  absl::MutexLock lock(&mu);
+  return std::vector<std::string>(passed.begin(), passed.end());
+}
+
 bool fail_now(const char* site) {
   absl::MutexLock lock(&mu);
+  passed.push_back(site);
   if (++counted != fail_at) return false;
   failed = site;
   return true;

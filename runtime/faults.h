@@ -1,7 +1,8 @@
 // Fault injection, for tests: once armed with n, the n-th call at any
 // fault site fails as if its resource had run out, without doing its work.
-// The sites are every Status-form CUDA driver call (runtime/cuda/driver.h)
-// and the host backend's allocations (its buffers, symmetric memory, gate
+// The sites are every Status-form CUDA driver and HIP runtime call
+// (runtime/cuda/driver.h, runtime/hip/hip_runtime.h) and the host
+// backend's allocations (its buffers, symmetric memory, gate
 // words and copy-engine queues). One process-wide counter: arm it while one
 // scenario runs. Disarmed, a site costs one relaxed atomic load.
 #pragma once
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessel::faults {
 
@@ -17,6 +19,8 @@ void arm(int64_t n);  // 0 disarms
 int64_t calls();
 // The site that was made to fail, or "" while none has.
 std::string failed_site();
+// The sites passed since arm(), in order.
+std::vector<std::string> sites();
 
 namespace internal {
 inline std::atomic<bool> armed{false};

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -341,11 +342,13 @@ absl::StatusOr<uint64_t*> CudaGroupBackend::host_words(int count) {
 
 absl::StatusOr<CUstream> CudaGroupBackend::stream(int owner, int key) {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<DeviceStream>& s = streams_[{owner, key}];
-  if (!s) {
-    TESSEL_ASSIGN_OR_RETURN(s, DeviceStream::create(contexts_[owner]));
+  auto it = streams_.find({owner, key});
+  if (it == streams_.end()) {
+    // Kept only once made: the destructor reads every stream it holds.
+    TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceStream> s, DeviceStream::create(contexts_[owner]));
+    it = streams_.emplace(std::pair{owner, key}, std::move(s)).first;
   }
-  return s->get();
+  return it->second->get();
 }
 
 absl::StatusOr<CUevent> CudaGroupBackend::take_event(int rank) {
@@ -476,30 +479,47 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> CudaGroupBackend::arm(std::vector<Ar
                                                [this](Lane lane) { return lane_name(lane); }));
   for (const auto& [lane, n] : adding) queued_[lane] += n;
   epoch->queued = adding;
-  // In arming order, each command with its owner's context current.
-  std::optional<ContextScope> scope;
-  int current = -1;
-  for (const std::vector<ChainOp>& batch : ops) {
-    for (const ChainOp& op : batch) {
-      const int owner = op.lane.owner;
-      if (owner != current) {
-        scope.reset();
-        scope.emplace(*contexts_[owner]);
-        current = owner;
+  std::set<Lane> touched;
+  auto issue_all = [&]() -> absl::Status {
+    // In arming order, each command with its owner's context current.
+    std::optional<ContextScope> scope;
+    int current = -1;
+    for (const std::vector<ChainOp>& batch : ops) {
+      for (const ChainOp& op : batch) {
+        const int owner = op.lane.owner;
+        if (owner != current) {
+          scope.reset();
+          scope.emplace(*contexts_[owner]);
+          current = owner;
+        }
+        touched.insert(op.lane);
+        absl::Status issued = scope->status();
+        if (issued.ok()) issued = issue(op);
+        TESSEL_RETURN_IF_ERROR(prefix(owner, "arming a triggered plan", issued));
       }
-      absl::Status issued = scope->status();
-      if (issued.ok()) issued = issue(op);
-      TESSEL_RETURN_IF_ERROR(prefix(owner, "arming a triggered plan", issued));
     }
-  }
-  scope.reset();
-  for (Lane lane : finishing) {
-    ContextScope in_owner(*contexts_[lane.owner]);
-    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", in_owner.status()));
-    TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(lane.owner, lane.key));
-    TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(lane.owner));
-    epoch->finals.push_back({lane.owner, e});
-    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", d_.event_record(e, s)));
+    scope.reset();
+    for (Lane lane : finishing) {
+      ContextScope in_owner(*contexts_[lane.owner]);
+      TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", in_owner.status()));
+      TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(lane.owner, lane.key));
+      TESSEL_ASSIGN_OR_RETURN(CUevent e, take_event(lane.owner));
+      epoch->finals.push_back({lane.owner, e});
+      TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", d_.event_record(e, s)));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status issued = issue_all(); !issued.ok()) {
+    // Commands already queued wait on gates no plan will open: open them,
+    // so that the streams drain instead of holding their waits forever.
+    if (epoch->release().ok()) {
+      for (Lane lane : touched) {
+        ContextScope in_owner(*contexts_[lane.owner]);
+        absl::StatusOr<CUstream> s = stream(lane.owner, lane.key);
+        if (in_owner.status().ok() && s.ok()) d_.stream_synchronize.raw(*s);
+      }
+    }
+    return issued;
   }
   return std::unique_ptr<ArmedEpoch>(std::move(epoch));
 }

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -273,14 +274,16 @@ absl::StatusOr<uint64_t*> HipGroupBackend::host_words(int count) {
 
 absl::StatusOr<hipStream_t> HipGroupBackend::stream(int owner, int key) {
   absl::MutexLock lock(&mu_);
-  hipStream_t& s = streams_[{owner, key}];
-  if (s == nullptr) {
+  auto it = streams_.find({owner, key});
+  if (it == streams_.end()) {
     TESSEL_RETURN_IF_ERROR(on(owner));
     // Non-blocking: a stream behind a closed gate must not hold up the null stream.
+    hipStream_t s = nullptr;
     TESSEL_RETURN_IF_ERROR(
         prefix(owner, "hipStreamCreateWithFlags", r_.stream_create_with_flags(&s, hipStreamNonBlocking)));
+    it = streams_.emplace(std::pair{owner, key}, s).first;  // kept only once made
   }
-  return s;
+  return it->second;
 }
 
 absl::StatusOr<hipEvent_t> HipGroupBackend::take_event(int rank) {
@@ -384,18 +387,34 @@ absl::StatusOr<std::unique_ptr<ArmedEpoch>> HipGroupBackend::arm(std::vector<Arm
   }
   ops.push_back(cuda::finish(ops, epoch->done_words, epoch->token));
   absl::MutexLock arm(&arm_mu_);
-  for (const std::vector<ChainOp>& batch : ops) {
-    for (const ChainOp& op : batch) {
-      absl::Status issued = on(op.lane.owner);
-      if (issued.ok()) issued = issue(op);
-      TESSEL_RETURN_IF_ERROR(prefix(op.lane.owner, "arming a triggered plan", issued));
+  std::set<Lane> touched;
+  auto issue_all = [&]() -> absl::Status {
+    for (const std::vector<ChainOp>& batch : ops) {
+      for (const ChainOp& op : batch) {
+        touched.insert(op.lane);
+        absl::Status issued = on(op.lane.owner);
+        if (issued.ok()) issued = issue(op);
+        TESSEL_RETURN_IF_ERROR(prefix(op.lane.owner, "arming a triggered plan", issued));
+      }
     }
-  }
-  for (Lane lane : finishing) {
-    TESSEL_ASSIGN_OR_RETURN(hipStream_t s, stream(lane.owner, lane.key));
-    TESSEL_ASSIGN_OR_RETURN(hipEvent_t e, take_event(lane.owner));
-    epoch->finals.push_back({lane.owner, e});
-    TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", r_.event_record(e, s)));
+    for (Lane lane : finishing) {
+      TESSEL_ASSIGN_OR_RETURN(hipStream_t s, stream(lane.owner, lane.key));
+      TESSEL_ASSIGN_OR_RETURN(hipEvent_t e, take_event(lane.owner));
+      epoch->finals.push_back({lane.owner, e});
+      TESSEL_RETURN_IF_ERROR(prefix(lane.owner, "arming a triggered plan", r_.event_record(e, s)));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status issued = issue_all(); !issued.ok()) {
+    // Commands already queued wait on gates no plan will open: open them,
+    // so that the streams drain instead of holding their waits forever.
+    if (epoch->release().ok()) {
+      for (Lane lane : touched) {
+        absl::StatusOr<hipStream_t> s = stream(lane.owner, lane.key);
+        if (s.ok() && on(lane.owner).ok()) r_.stream_synchronize.raw(*s);
+      }
+    }
+    return issued;
   }
   return std::unique_ptr<ArmedEpoch>(std::move(epoch));
 }

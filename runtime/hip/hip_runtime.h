@@ -2,13 +2,15 @@
 // declares the calls it makes itself (hip_api.h). Like the CUDA driver
 // (runtime/cuda/driver.h), every call returns an absl::Status naming the
 // call and HIP's error; `.raw(...)` returns the hipError_t where a caller
-// must ignore failures (destructors).
+// must ignore failures (destructors). Under fault injection
+// (runtime/faults.h) each Status-form call is a site.
 #pragma once
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/faults.h"
 #include "runtime/hip/hip_api.h"
 
 namespace tessel::hip {
@@ -28,6 +30,9 @@ class Entry<hipError_t (*)(Args...)> {
   using Fn = hipError_t (*)(Args...);
 
   absl::Status operator()(Args... args) const {
+    if (faults::injecting()) [[unlikely]] {
+      if (faults::fail_now(name_)) return runtime_error(*runtime_, name_, hipErrorOutOfMemory);
+    }
     hipError_t error = fn_(args...);
     if (error == hipSuccess) [[likely]]
       return absl::OkStatus();

@@ -5,6 +5,10 @@
 // then everything is destroyed. With the n-th call failing, the scenario
 // returns a Status naming that call (it never crashes or hangs), and
 // afterwards the device runs the scenario cleanly and has its memory back.
+// With TESSEL_FAULT_TRACE set, the test names each call before making it
+// fail and prints each outcome, so that a crash's last lines say where.
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -86,12 +90,17 @@ TEST(CudaFaults, EveryFailingDriverCallIsNamedAndTheDeviceRecovers) {
   faults::arm(INT64_MAX);
   absl::Status clean = scenario();
   const int64_t calls = faults::calls();
+  const std::vector<std::string> sites = faults::sites();
   faults::arm(0);
+  // With TESSEL_FAULT_TRACE set, each call is named before it fails: a
+  // crash's last line says which.
+  const bool trace = std::getenv("TESSEL_FAULT_TRACE") != nullptr;
   ASSERT_TRUE(clean.ok()) << clean;
   ASSERT_GT(calls, 20);
   const size_t free_before = free_device_memory();
   int failures = 0;
   for (int64_t n = 1; n <= calls; ++n) {
+    if (trace) std::fprintf(stderr, "failing call %lld: %s\n", static_cast<long long>(n), sites[n - 1].c_str());
     faults::arm(n);
     const absl::Status s = scenario();
     const std::string call = faults::failed_site();
@@ -100,6 +109,7 @@ TEST(CudaFaults, EveryFailingDriverCallIsNamedAndTheDeviceRecovers) {
     ++failures;
     EXPECT_FALSE(s.ok()) << "call " << n << " (" << call << ") failed, yet the scenario succeeded";
     EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(call, ": CUDA_ERROR_OUT_OF_MEMORY"))) << "call " << n;
+    if (trace) std::fprintf(stderr, "  -> %s\n  then a clean run\n", s.ToString().c_str());
     const absl::Status after = scenario();
     ASSERT_TRUE(after.ok()) << "after call " << n << " (" << call << ") failed: " << after;
   }
