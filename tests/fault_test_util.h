@@ -1,0 +1,52 @@
+// Shared by the fault-injection suites (host, HIP, CUDA): a scenario is
+// run once to count its fault sites (runtime/faults.h), then once per site
+// with that site failing; each outcome is judged, and a clean scenario must
+// follow every faulted one.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "runtime/faults.h"
+
+namespace tessel::fault_test {
+
+// `check(n, site, status)` judges the run whose n-th site failed. With
+// TESSEL_FAULT_TRACE set, each site is named before it fails and each
+// outcome printed, so that a crash's last lines say where. Returns the
+// number of sites (0 where the clean run failed).
+inline int64_t fail_every_site(const std::function<absl::Status()>& scenario,
+                               const std::function<void(int64_t, const std::string&, const absl::Status&)>& check) {
+  const absl::Status warm = scenario();  // compiles once; the runs below hit the caches
+  EXPECT_TRUE(warm.ok()) << warm;
+  faults::arm(INT64_MAX);
+  const absl::Status clean = scenario();
+  const int64_t sites = faults::calls();
+  const std::vector<std::string> names = faults::sites();
+  faults::arm(0);
+  EXPECT_TRUE(clean.ok()) << clean;
+  if (!clean.ok()) return 0;
+  const bool trace = std::getenv("TESSEL_FAULT_TRACE") != nullptr;
+  for (int64_t n = 1; n <= sites; ++n) {
+    if (trace) std::fprintf(stderr, "failing site %lld: %s\n", static_cast<long long>(n), names[n - 1].c_str());
+    faults::arm(n);
+    const absl::Status s = scenario();
+    const std::string site = faults::failed_site();
+    faults::arm(0);
+    if (trace) std::fprintf(stderr, "  -> %s\n  then a clean run\n", s.ToString().c_str());
+    if (site.empty()) continue;  // the scenario took a shorter path
+    check(n, site, s);
+    const absl::Status after = scenario();
+    EXPECT_TRUE(after.ok()) << "after site " << n << " (" << site << ") failed: " << after;
+    if (!after.ok()) break;
+  }
+  return sites;
+}
+
+}  // namespace tessel::fault_test
