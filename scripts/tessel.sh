@@ -8,6 +8,7 @@
 #   bash scripts/tessel.sh package            build, then make dist/tessel-<version>-Linux-x86_64.tar.xz
 #   bash scripts/tessel.sh sanitize [ARGS...] build with AddressSanitizer and UndefinedBehaviorSanitizer
 #                                             in build-sanitize/, then run the test suite there
+#   bash scripts/tessel.sh setup              only install the Debian packages the build needs
 #
 # As root, missing Debian packages are installed with apt-get; as another
 # user, the script prints the apt-get line to run and stops. The build lives
@@ -16,14 +17,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
-  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 (( $# >= 1 )) || usage
 command=$1
 shift
 case $command in
-  sample | test | package | sanitize) ;;
+  sample | test | package | sanitize | setup) ;;
   *) usage ;;
 esac
 
@@ -91,6 +92,7 @@ build() {
 }
 
 install_packages
+[[ $command == setup ]] && exit 0
 if [[ $command == sanitize ]]; then
   # LLVM, Abseil and the C++ runtime come uninstrumented from Debian; tessel's
   # own code, tests and samples are checked. No benchmarks: timing means
