@@ -18,6 +18,7 @@ class Reader {
   T take() {
     T v{};
     const size_t n = sizeof(T) < size_ ? sizeof(T) : size_;
+    if (n == 0) return v;  // an empty input may come as a null pointer
     std::memcpy(&v, data_, n);
     data_ += n;
     size_ -= n;

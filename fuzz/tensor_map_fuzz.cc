@@ -28,7 +28,7 @@ void decode(Reader& r) {
   alignas(64) std::array<std::byte, kTensorMapBytes> bytes{};
   size_t n = 0;
   const uint8_t* rest = r.rest(&n);
-  std::memcpy(bytes.data(), rest, n < bytes.size() ? n : bytes.size());
+  if (n > 0) std::memcpy(bytes.data(), rest, n < bytes.size() ? n : bytes.size());
   absl::StatusOr<TensorMap> map = TensorMap::from_bytes(bytes);
   if (!map.ok()) return;
   require(std::equal(bytes.begin(), bytes.end(), map->bytes().begin()));

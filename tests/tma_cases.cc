@@ -43,6 +43,10 @@ int64_t saturating_mul(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+int64_t wrapping_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
 int64_t round_up(int64_t x, int64_t to) { return x > INT64_MAX - to ? INT64_MAX : (x + to - 1) / to * to; }
 
 int64_t dim(Rng& r) {
@@ -99,9 +103,14 @@ std::vector<int64_t> strides(Rng& r, const Shape& dims, int64_t elem) {
       case 1:  // dense
         s[j] = next;
         break;
-      case 2:  // padded
-        s[j] = round_up(next, r.percent(50) ? 16 : 32) + 16 * r.below(4);
+      case 2: {  // padded
+        const int64_t to = r.percent(50) ? 16 : 32;
+        const int64_t pad = 16 * r.below(4);
+        // Past INT64_MAX the padding wraps, as it did when the corpus was
+        // recorded (two's complement, now without overflowing).
+        s[j] = wrapping_add(round_up(next, to), pad);
         break;
+      }
       case 3:  // any multiple of 16: rows may overlap
         s[j] = 16 * (1 + r.below(int64_t{1} << 16));
         break;
