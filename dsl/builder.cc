@@ -1,7 +1,10 @@
 #include "dsl/builder.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -148,11 +151,17 @@ bool BuilderState::check_shape(const Shape& shape, absl::string_view what, std::
   return true;
 }
 
+namespace {
+// The builders alive on this thread, newest last: an op whose operands are
+// all literals (splat(1.0f, {64})) belongs to the newest.
+thread_local std::vector<BuilderState*> builders_in_scope;
+}  // namespace
+
 BuilderState* state_of(std::initializer_list<const Operand*> operands) {
   for (const Operand* o : operands) {
     if (o->is_value() && o->value().state() != nullptr) return o->value().state();
   }
-  return nullptr;
+  return builders_in_scope.empty() ? nullptr : builders_in_scope.back();
 }
 
 }  // namespace detail
@@ -192,8 +201,15 @@ Value Var::get() const {
   return state_->value(state_->vars[slot_]);
 }
 
-KernelBuilder::KernelBuilder(std::string name) : state_(std::make_unique<BuilderState>(std::move(name))) {}
-KernelBuilder::~KernelBuilder() = default;
+KernelBuilder::KernelBuilder(std::string name) : state_(std::make_unique<BuilderState>(std::move(name))) {
+  detail::builders_in_scope.push_back(state_.get());
+}
+
+KernelBuilder::~KernelBuilder() {
+  std::vector<BuilderState*>& in_scope = detail::builders_in_scope;
+  auto it = std::find(in_scope.rbegin(), in_scope.rend(), state_.get());
+  if (it != in_scope.rend()) in_scope.erase(std::next(it).base());
+}
 
 Value KernelBuilder::arg(const Type& type, std::string name, std::source_location loc) {
   BuilderState& s = *state_;

@@ -1,5 +1,8 @@
 // Free functions of the DSL: tiles, math, memory, TMA and matrix products.
-// Each names the op in its diagnostics and takes the caller's location.
+// Each names the op in its diagnostics and takes the caller's location. An
+// op records into the builder of its first Value operand; one whose
+// operands are all literals (splat(1.0f, {64})) records into the newest
+// KernelBuilder alive on the calling thread.
 #pragma once
 
 #include <initializer_list>

@@ -59,6 +59,8 @@ struct BuilderState {
 };
 
 // The state of the first operand that is a value, or nullptr.
+// The builder the first Value among `operands` belongs to; for literals
+// only, the newest KernelBuilder alive on this thread (nullptr: none).
 BuilderState* state_of(std::initializer_list<const Operand*> operands);
 
 }  // namespace tessel::detail

@@ -78,6 +78,26 @@ TEST(BuilderFeatures, TilesFromNothing) {
   Build(k);
 }
 
+// Ops on literals alone belong to the newest builder alive on the thread.
+TEST(BuilderFeatures, LiteralsAloneUseTheBuilderInScope) {
+  KernelBuilder outer("outer");
+  EXPECT_EQ(splat(1.0f, {64}).type(), Tile(f32, {64}));
+  EXPECT_EQ(exp(2.0).type(), Type(f32));
+  {
+    KernelBuilder inner("inner");
+    EXPECT_EQ(splat(3, {8}).type(), Tile(i32, {8}));
+    EXPECT_EQ(Build(inner).str().find("splat") != std::string::npos, true);
+  }
+  EXPECT_EQ(cast(7, f16).type(), Type(f16));
+  Kernel kernel = Build(outer);
+  EXPECT_EQ(CountOps(kernel, OpCode::kSplat), 1);
+}
+
+TEST(BuilderFeatures, LiteralsWithNoBuilderAreEmpty) {
+  // No builder on this thread: nothing to record the op in.
+  EXPECT_FALSE(splat(1.0f, {64}).valid());
+}
+
 TEST(BuilderFeatures, ShapeOps) {
   KernelBuilder k("shapes");
   Value col = expand_dims(k.arange(0, 64), 1);
