@@ -72,21 +72,6 @@ tessel::CompileOptions compile_options(const Args& args) {
   return o;
 }
 
-uint16_t to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float from_bf16(uint16_t b) {
-  uint32_t bits = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 bool check_close(const char* what, const std::vector<float>& got, const std::vector<double>& want, double tol) {
   double worst = 0;
   size_t at = 0;

@@ -32,10 +32,6 @@ bool emit_for_target(const Args& args, const std::vector<tessel::Kernel>& kernel
                      tessel::CompileOptions options = {});
 tessel::CompileOptions compile_options(const Args& args);
 
-// bf16 bits <-> float, rounding to nearest even.
-uint16_t to_bf16(float f);
-float from_bf16(uint16_t b);
-
 // Largest |got - want| / max(1, |want|), printed with the sample's name.
 bool check_close(const char* what, const std::vector<float>& got, const std::vector<double>& want, double tol);
 

@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   std::mt19937 gen(args.seed);
   std::uniform_real_distribution<float> dist(-1, 1);
   std::vector<uint16_t> ha(size_t{m} * k), hb(size_t{n} * k), hc(size_t{m} * n, 0x7FC0);  // C poisoned with NaN
-  for (uint16_t& v : ha) v = samples::to_bf16(dist(gen));
-  for (uint16_t& v : hb) v = samples::to_bf16(dist(gen));
+  for (uint16_t& v : ha) v = float_to_bf16(dist(gen));
+  for (uint16_t& v : hb) v = float_to_bf16(dist(gen));
 
   Buffer da = samples::value_or_die(device.allocate(ha.size() * 2), "allocate");
   Buffer db = samples::value_or_die(device.allocate(hb.size() * 2), "allocate");
@@ -77,13 +77,13 @@ int main(int argc, char** argv) {
     for (int j = 0; j < n; ++j) {
       double sum = 0;
       for (int p = 0; p < k; ++p) {
-        sum += double{samples::from_bf16(ha[size_t{1} * i * k + p])} * samples::from_bf16(hb[size_t{1} * j * k + p]);
+        sum += double{bf16_to_float(ha[size_t{1} * i * k + p])} * bf16_to_float(hb[size_t{1} * j * k + p]);
       }
       want[size_t{1} * i * n + j] = sum;
     }
   }
   std::vector<float> got(hc.size());
-  for (size_t i = 0; i < hc.size(); ++i) got[i] = samples::from_bf16(hc[i]);
+  for (size_t i = 0; i < hc.size(); ++i) got[i] = bf16_to_float(hc[i]);
   std::printf("matmul %dx%dx%d bf16 (B as NxK) -> bf16 on %s\n", m, n, k, device.name().c_str());
   // C is rounded to bf16 once: up to 2^-8 of its magnitude.
   return samples::check_close("C = A @ B^T", got, want, 8e-3) ? 0 : 1;

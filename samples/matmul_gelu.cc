@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> dist(-1, 1);
   auto random_bf16 = [&](size_t count) {
     std::vector<uint16_t> v(count);
-    for (uint16_t& x : v) x = samples::to_bf16(dist(gen));
+    for (uint16_t& x : v) x = float_to_bf16(dist(gen));
     return v;
   };
   const std::vector<uint16_t> ha = random_bf16(size_t{m} * k), hb = random_bf16(size_t{n} * k),
@@ -50,15 +50,15 @@ int main(int argc, char** argv) {
   std::vector<double> want(hc.size());
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
-      double sum = samples::from_bf16(hbias[j]);
+      double sum = bf16_to_float(hbias[j]);
       for (int p = 0; p < k; ++p) {
-        sum += double{samples::from_bf16(ha[size_t{1} * i * k + p])} * samples::from_bf16(hb[size_t{1} * j * k + p]);
+        sum += double{bf16_to_float(ha[size_t{1} * i * k + p])} * bf16_to_float(hb[size_t{1} * j * k + p]);
       }
       want[size_t{1} * i * n + j] = samples::gelu_reference(sum);
     }
   }
   std::vector<float> got(hc.size());
-  for (size_t i = 0; i < hc.size(); ++i) got[i] = samples::from_bf16(hc[i]);
+  for (size_t i = 0; i < hc.size(); ++i) got[i] = bf16_to_float(hc[i]);
   std::printf("matmul_gelu %dx%dx%d bf16 (B as NxK, bias [N]) -> bf16 on %s\n", m, n, k, device.name().c_str());
   // C is rounded to bf16 once (2^-8 of its magnitude); exp on GPUs is an approximation.
   return samples::check_close("C = gelu(A @ B^T + bias)", got, want, 1e-2) ? 0 : 1;

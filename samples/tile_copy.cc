@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   const int m = 1000, n = 1496;  // neither a multiple of the box; rows 16-byte aligned as TMA needs
   std::vector<uint16_t> host(size_t{m} * n);
   std::uniform_real_distribution<float> dist(-4, 4);
-  for (uint16_t& v : host) v = samples::to_bf16(dist(gen));
+  for (uint16_t& v : host) v = float_to_bf16(dist(gen));
   size_t bytes = host.size() * 2;
   Buffer src = samples::value_or_die(device.allocate(bytes), "allocate");
   Buffer dst = samples::value_or_die(device.allocate(bytes), "allocate");

@@ -18,7 +18,7 @@
 #include "dsl/types.h"
 #include "runtime/device.h"
 #include "samples/kernels.h"
-#include "tests/bf16_reference.h"
+#include "base/float16.h"
 
 namespace tessel::matmul_cases {
 
@@ -50,9 +50,9 @@ inline Operand random_operand(DType d, int64_t count, std::mt19937& gen, bool tf
     float x = dist(gen);
     uint8_t* at = op.bytes.data() + i * d.bytes();
     if (d == bf16) {
-      const uint16_t b = to_bf16(x);
+      const uint16_t b = float_to_bf16(x);
       std::memcpy(at, &b, 2);
-      op.values[i] = from_bf16(b);
+      op.values[i] = bf16_to_float(b);
     } else if (d == f16) {
       const _Float16 h = static_cast<_Float16>(x);
       std::memcpy(at, &h, 2);

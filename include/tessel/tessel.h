@@ -4,6 +4,7 @@
 // include path of tessel::tessel.
 #pragma once
 
+#include "base/float16.h"
 #include "base/float8.h"
 #include "codegen/compile_options.h"
 #include "codegen/compiler.h"

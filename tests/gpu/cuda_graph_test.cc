@@ -79,7 +79,7 @@ TEST(CudaGraph, CapturesTensorMapsByValue) {
   ASSERT_TRUE(copy.ok()) << copy.status();
   const int m = rng.uniform_int(1, 700), n = 8 * rng.uniform_int(1, 150);  // rows 16-byte aligned
   std::vector<uint16_t> src(static_cast<size_t>(m) * n);
-  for (uint16_t& v : src) v = to_bf16(rng.uniform(-4, 4));
+  for (uint16_t& v : src) v = float_to_bf16(rng.uniform(-4, 4));
   absl::StatusOr<Buffer> bsrc = upload(device, src);
   absl::StatusOr<Buffer> bdst = device.allocate(src.size() * 2);
   ASSERT_TRUE(bsrc.ok() && bdst.ok());

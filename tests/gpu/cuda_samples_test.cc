@@ -139,7 +139,7 @@ TEST_F(CudaSamples, TileCopyAndTransposeAgreeBitForBit) {
     SCOPED_TRACE(::testing::Message() << m << "x" << n);
     const size_t count = size_t{1} * m * n;
     std::vector<uint16_t> src(count), want_t(count);
-    for (uint16_t& v : src) v = to_bf16(rng_.uniform(-4, 4));
+    for (uint16_t& v : src) v = float_to_bf16(rng_.uniform(-4, 4));
     for (int i = 0; i < m; ++i) {
       for (int j = 0; j < n; ++j) want_t[size_t{1} * j * m + i] = src[size_t{1} * i * n + j];
     }
@@ -175,13 +175,13 @@ TEST_F(CudaSamples, MatmulAgreesWithinTolerance) {
   const int m = rng_.uniform_int(1, 400), n = 8 * rng_.uniform_int(1, 60), k = 8 * rng_.uniform_int(1, 80);
   SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k);
   std::vector<uint16_t> a(size_t{1} * m * k), b(size_t{1} * n * k);
-  for (uint16_t& v : a) v = to_bf16(rng_.uniform(-1, 1));
-  for (uint16_t& v : b) v = to_bf16(rng_.uniform(-1, 1));
+  for (uint16_t& v : a) v = float_to_bf16(rng_.uniform(-1, 1));
+  for (uint16_t& v : b) v = float_to_bf16(rng_.uniform(-1, 1));
   std::vector<double> want(size_t{1} * m * n, 0.0);
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       for (int p = 0; p < k; ++p) {
-        want[size_t{1} * i * n + j] += double{from_bf16(a[size_t{1} * i * k + p])} * from_bf16(b[size_t{1} * j * k + p]);
+        want[size_t{1} * i * n + j] += double{bf16_to_float(a[size_t{1} * i * k + p])} * bf16_to_float(b[size_t{1} * j * k + p]);
       }
     }
   }
@@ -201,7 +201,7 @@ TEST_F(CudaSamples, MatmulAgreesWithinTolerance) {
       TESSEL_RETURN_IF_ERROR(d.synchronize());
       TESSEL_ASSIGN_OR_RETURN(std::vector<uint16_t> c, download<uint16_t>(d, dc, want.size()));
       std::vector<float> out(c.size());
-      for (size_t i = 0; i < c.size(); ++i) out[i] = from_bf16(c[i]);
+      for (size_t i = 0; i < c.size(); ++i) out[i] = bf16_to_float(c[i]);
       return out;
     };
     absl::StatusOr<std::vector<float>> got = run();

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
-#include "tests/bf16_reference.h"
+#include "base/float16.h"
 
 namespace tessel::gpu_test {
 

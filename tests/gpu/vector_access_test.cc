@@ -50,7 +50,7 @@ std::vector<uint8_t> random_values(DType d, int64_t count, Rng& rng) {
       double v = static_cast<double>(f) * (1 + rng.uniform(0, 1) * 1e-9);
       std::memcpy(&bytes[i * 8], &v, 8);
     } else if (d == bf16) {
-      uint16_t b = to_bf16(f);
+      uint16_t b = float_to_bf16(f);
       std::memcpy(&bytes[i * 2], &b, 2);
     } else {  // f16: sign, exponent 10..20, random fraction
       uint16_t h = static_cast<uint16_t>((rng.uniform_int(0, 1) << 15) | (rng.uniform_int(10, 20) << 10) |
