@@ -9,29 +9,25 @@ namespace {
 
 absl::Mutex mu;
 int64_t fail_at ABSL_GUARDED_BY(mu) = 0;
-int64_t counted ABSL_GUARDED_BY(mu) = 0;
-std::string failed ABSL_GUARDED_BY(mu);
-std::vector<const char*> passed ABSL_GUARDED_BY(mu);
+std::vector<const char*> passed ABSL_GUARDED_BY(mu);  // the sites since arm(), in order
 
 }  // namespace
 
 void arm(int64_t n) {
   absl::MutexLock lock(&mu);
   fail_at = n;
-  counted = 0;
-  failed.clear();
   passed.clear();
   internal::armed.store(n > 0, std::memory_order_relaxed);
 }
 
 int64_t calls() {
   absl::MutexLock lock(&mu);
-  return counted;
+  return static_cast<int64_t>(passed.size());
 }
 
 std::string failed_site() {
   absl::MutexLock lock(&mu);
-  return failed;
+  return fail_at > 0 && static_cast<int64_t>(passed.size()) >= fail_at ? passed[fail_at - 1] : "";
 }
 
 std::vector<std::string> sites() {
@@ -42,9 +38,7 @@ std::vector<std::string> sites() {
 bool fail_now(const char* site) {
   absl::MutexLock lock(&mu);
   passed.push_back(site);
-  if (++counted != fail_at) return false;
-  failed = site;
-  return true;
+  return static_cast<int64_t>(passed.size()) == fail_at;
 }
 
 bool fail_allocation(const char* site) {
