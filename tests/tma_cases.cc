@@ -205,6 +205,12 @@ std::optional<std::string> deliberate_refusal(const TensorMapSpec& spec) {
   return std::nullopt;
 }
 
+Verdict judge(const TensorMapSpec& spec, bool driver_accepted, absl::Status* ours) {
+  *ours = validate(spec, 90);
+  if (driver_accepted == ours->ok()) return Verdict::kAgree;
+  return !ours->ok() && deliberate_refusal(spec) ? Verdict::kDeliberate : Verdict::kDisagree;
+}
+
 std::vector<uint64_t> block_fingerprints(uint64_t seed, int64_t count, uintptr_t base) {
   std::vector<uint64_t> blocks((count + Corpus::kBlock - 1) / Corpus::kBlock);
   for (int64_t i = 0; i < count; ++i) {

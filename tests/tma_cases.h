@@ -38,6 +38,11 @@ uint64_t fingerprint(const TensorMapSpec& spec, uintptr_t base);
 // nullopt where it is not.
 std::optional<std::string> deliberate_refusal(const TensorMapSpec& spec);
 
+// How validate() on a Hopper GPU (compute capability 90) stands to the
+// driver's verdict on `spec`; `ours` gets validate()'s answer.
+enum class Verdict { kAgree, kDeliberate, kDisagree };
+Verdict judge(const TensorMapSpec& spec, bool driver_accepted, absl::Status* ours);
+
 // The driver's verdicts on cases [0, count) of `seed`.
 struct Corpus {
   uint64_t seed = 0;

@@ -39,9 +39,10 @@ TEST(TmaDriver, ValidateAgreesWithTheDriverOnRandomSpecs) {
     cuda::CUtensorMap map;
     const bool accepted = cuda::encode_tiled(**driver, e, &map).ok();
     corpus.accepted.push_back(accepted);
-    const absl::Status ours = validate(spec, 90);
-    if (accepted == ours.ok()) continue;
-    if (!ours.ok() && tma_cases::deliberate_refusal(spec)) {
+    absl::Status ours;
+    const tma_cases::Verdict verdict = tma_cases::judge(spec, accepted, &ours);
+    if (verdict == tma_cases::Verdict::kAgree) continue;
+    if (verdict == tma_cases::Verdict::kDeliberate) {
       ++deliberate;
       continue;
     }
