@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 
 namespace tessel::hip {
 namespace {
@@ -29,10 +30,6 @@ absl::StatusCode code_for(hipError_t error) {
   }
 }
 
-// Where ROCm puts the runtime: a library already in the process first,
-// then the sonames of ROCm 7, 6 and 5, then the unversioned name.
-constexpr const char* kLibraries[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
-
 }  // namespace
 
 absl::Status runtime_error(const Runtime& runtime, const char* call, hipError_t error) {
@@ -50,24 +47,31 @@ absl::StatusOr<const Runtime*> Runtime::get() {
   return runtime;
 }
 
-absl::StatusOr<const Runtime*> Runtime::load() {
-  void* lib = nullptr;
-  std::string path;
-  if (const char* named = getenv("TESSEL_HIP_LIBRARY"); named != nullptr && *named != '\0') {
-    path = named;
-    lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
+absl::StatusOr<Library> open_library(const char* env, std::initializer_list<const char*> sonames,
+                                     const char* absent) {
+  if (const char* named = getenv(env); named != nullptr && *named != '\0') {
+    void* lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("TESSEL_HIP_LIBRARY names ", path, ", which does not load: ", dlerror()));
+      return absl::UnavailableError(absl::StrCat(env, " names ", named, ", which does not load: ", dlerror()));
     }
+    return Library{lib, named};
   }
-  for (const char* name : kLibraries) {
-    if (lib != nullptr) break;
-    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  for (const char* name : sonames) {
+    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (lib == nullptr) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    path = name;
+    if (lib != nullptr) return Library{lib, name};
   }
-  if (lib == nullptr) return absl::UnavailableError("no AMD HIP runtime (libamdhip64.so not found)");
+  return absl::UnavailableError(absent);
+}
+
+absl::StatusOr<const Runtime*> Runtime::load() {
+  // The sonames of ROCm 7, 6 and 5, then the unversioned name.
+  TESSEL_ASSIGN_OR_RETURN(const Library library,
+                          open_library("TESSEL_HIP_LIBRARY", {"libamdhip64.so.7", "libamdhip64.so.6",
+                                                              "libamdhip64.so.5", "libamdhip64.so"},
+                                       "no AMD HIP runtime (libamdhip64.so not found)"));
+  void* const lib = library.handle;
+  const std::string& path = library.path;
   auto* r = new Runtime();
   r->library_ = path;
   std::string missing;

@@ -1,12 +1,11 @@
 #include "runtime/hip/kfd.h"
 
 #include <dlfcn.h>
-#include <stdlib.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "base/status.h"
 
 namespace tessel::hip {
@@ -72,22 +71,11 @@ absl::StatusCode code_for(HSAKMT_STATUS status) {
 }
 
 absl::StatusOr<const Thunk*> load() {
-  void* lib = nullptr;
-  std::string path;
-  if (const char* named = getenv("TESSEL_HSAKMT_LIBRARY"); named != nullptr && *named != '\0') {
-    path = named;
-    lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("TESSEL_HSAKMT_LIBRARY names ", path, ", which does not load: ", dlerror()));
-    }
-  }
-  for (const char* name : {"libhsakmt.so.1", "libhsakmt.so"}) {
-    if (lib != nullptr) break;
-    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    path = name;
-  }
-  if (lib == nullptr) return absl::UnavailableError("no KFD thunk (libhsakmt.so.1 not found)");
+  TESSEL_ASSIGN_OR_RETURN(const Library library, open_library("TESSEL_HSAKMT_LIBRARY",
+                                                              {"libhsakmt.so.1", "libhsakmt.so"},
+                                                              "no KFD thunk (libhsakmt.so.1 not found)"));
+  void* const lib = library.handle;
+  const std::string& path = library.path;
   auto* t = new Thunk();
   t->library = path;
   std::string missing;

@@ -6,6 +6,8 @@
 // operations; the choice between them; and the calls that armed them.
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -185,6 +187,25 @@ TEST(HipGroup, WithoutUserQueuesPlansArmOnStreams) {
   EXPECT_THAT(refused.message(), HasSubstr("TESSEL_HIP_PLANS=sdma, but user-mode SDMA queues are unavailable: the "
                                            "KFD did not open ("));
   EXPECT_THAT(refused.message(), HasSubstr("hsaKmtOpenKFD: HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED"));
+}
+
+// The thunk is loaded once per process: each failure runs in a child.
+TEST(HipGroupDeathTest, ThunkLoadFailuresNameWhatIsMissing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto group_says = [](const char* library, const std::string& want) {
+    setenv("TESSEL_HSAKMT_LIBRARY", library, 1);
+    setenv("TESSEL_HIP_PLANS", "sdma", 1);
+    const absl::Status s = hip_group().status();
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::exit(s.code() == absl::StatusCode::kFailedPrecondition && s.message().find(want) != std::string::npos ? 0
+                                                                                                               : 1);
+  };
+  EXPECT_EXIT(group_says("/nonexistent/libhsakmt.so.1",
+                         "user-mode SDMA queues are unavailable: TESSEL_HSAKMT_LIBRARY names "
+                         "/nonexistent/libhsakmt.so.1, which does not load"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(group_says("libm.so.6", "the KFD thunk libm.so.6 lacks hsaKmtOpenKFD, hsaKmtCloseKFD"),
+              ::testing::ExitedWithCode(0), "");
 }
 
 TEST(HipGroup, UnknownPlanEnginesAreRefused) {
