@@ -5,8 +5,9 @@
 // positions and the doorbell word the thunk returned, polling the doorbell
 // as an engine sees a doorbell write. It records the calls it receives
 // (fake_hsakmt_log, fake_hsakmt_reset) and checks their arguments as the KFD would;
-// FAKE_HSAKMT_FAIL=<call> makes that call fail, and FAKE_HSAKMT_NO_XGMI=1
-// gives the GPUs no xGMI SDMA engines.
+// FAKE_HSAKMT_FAIL=<call> makes that call fail, FAKE_HSAKMT_NO_XGMI=1
+// gives the GPUs no xGMI SDMA engines, and FAKE_HSAKMT_MOVED=1 lists them on
+// other PCI buses than the fake HIP's.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -104,7 +105,8 @@ __attribute__((visibility("default"))) int hsaKmtGetNodeProperties(uint32_t node
   // Only the fields tessel reads; the rest of the real struct stays zero.
   std::memset(p, 0, 356);
   put32(p, hip::kNodeNumFComputeCores, node == 0 ? 0 : 1216);
-  put32(p, hip::kNodeLocationId, kLocations[node]);
+  // FAKE_HSAKMT_MOVED puts the GPUs on other buses than the fake HIP's.
+  put32(p, hip::kNodeLocationId, kLocations[node] + (std::getenv("FAKE_HSAKMT_MOVED") != nullptr ? 0x100 : 0));
   put32(p, hip::kNodeNumSdmaXgmiEngines, node == 0 || std::getenv("FAKE_HSAKMT_NO_XGMI") != nullptr ? 0 : 14);
   put32(p, hip::kNodeDomain, 0);
   return enter("hsaKmtGetNodeProperties", "", 1);

@@ -208,6 +208,15 @@ TEST(HipGroupDeathTest, ThunkLoadFailuresNameWhatIsMissing) {
               ::testing::ExitedWithCode(0), "");
 }
 
+TEST(HipGroup, GpusTheKfdDoesNotListAreNamed) {
+  ScopedEnv sdma("TESSEL_HIP_PLANS", "sdma");
+  ScopedEnv moved("FAKE_HSAKMT_MOVED", "1");
+  absl::Status s = hip_group().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("user-mode SDMA queues are unavailable: hip:0 (PCI 0000:03:00.0) is not "
+                                     "among the 2 GPUs of the KFD topology"));
+}
+
 TEST(HipGroup, UnknownPlanEnginesAreRefused) {
   ScopedEnv bogus("TESSEL_HIP_PLANS", "dma");
   absl::Status s = hip_group().status();
