@@ -3,7 +3,8 @@
 // nothing. Streams are threads that run their copies, 64-bit waits and
 // writes and event records in order, as a GPU's queues would; the virtual
 // memory API reserves and maps host address space. FAKE_HIP_FAIL=<call>
-// makes that call fail; FAKE_HIP_NO_PEER denies peer access. The tests read the record through fake_hip_log()
+// makes that call fail; FAKE_HIP_NO_PEER denies peer access; FAKE_HIP_BUS_ID
+// replaces the GPUs' PCI addresses. The tests read the record through fake_hip_log()
 // and fake_hip_kernarg().
 #include <sys/mman.h>
 
@@ -179,7 +180,12 @@ int hipDeviceGetName(char* name, int length, int) {
 // The GPUs' PCI addresses (fake_hsakmt.cc's topology lists the same).
 int hipDeviceGetPCIBusId(char* bus, int length, int device) {
   if (device < 0 || device >= kDevices) return 101;
-  std::snprintf(bus, length, "0000:%02x:00.0", device == 0 ? 0x03 : 0x43);
+  // FAKE_HIP_BUS_ID replaces the address with its own text.
+  if (const char* text = std::getenv("FAKE_HIP_BUS_ID"); text != nullptr) {
+    std::snprintf(bus, length, "%s", text);
+  } else {
+    std::snprintf(bus, length, "0000:%02x:00.0", device == 0 ? 0x03 : 0x43);
+  }
   return enter("hipDeviceGetPCIBusId", 1);
 }
 // ROCm 6's properties layout: gcnArchName at byte 1160.

@@ -215,6 +215,10 @@ TEST(HipGroup, GpusTheKfdDoesNotListAreNamed) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("user-mode SDMA queues are unavailable: hip:0 (PCI 0000:03:00.0) is not "
                                      "among the 2 GPUs of the KFD topology"));
+  ScopedEnv garbled("FAKE_HIP_BUS_ID", "pci-bus-3");
+  s = hip_group().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("hipDeviceGetPCIBusId: hip:0 is at \"pci-bus-3\", which is not a PCI address"));
 }
 
 TEST(HipGroup, UnknownPlanEnginesAreRefused) {
