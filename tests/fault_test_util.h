@@ -17,7 +17,23 @@
 
 namespace tessel::fault_test {
 
-// `check(n, site, status)` judges the run whose n-th site failed. With
+namespace internal {
+inline int64_t work_sites = INT64_MAX;
+}  // namespace internal
+
+// Declared as a scenario's last local, it is destroyed first, once the
+// scenario's Status is made: the sites after it are teardown (destructors),
+// which has no Status to return. A fault there must leave the scenario OK,
+// leak nothing and leave the device working.
+struct TeardownMark {
+  TeardownMark() = default;
+  TeardownMark(const TeardownMark&) = delete;
+  TeardownMark& operator=(const TeardownMark&) = delete;
+  ~TeardownMark() { internal::work_sites = faults::calls(); }
+};
+
+// `check(n, site, status)` judges the run whose n-th site failed, where
+// that site was in the scenario's work (see TeardownMark). With
 // TESSEL_FAULT_TRACE set, each site is named before it fails and each
 // outcome printed, so that a crash's last lines say where. Returns the
 // number of sites (0 where the clean run failed).
@@ -35,13 +51,18 @@ inline int64_t fail_every_site(const std::function<absl::Status()>& scenario,
   const bool trace = std::getenv("TESSEL_FAULT_TRACE") != nullptr;
   for (int64_t n = 1; n <= sites; ++n) {
     if (trace) std::fprintf(stderr, "failing site %lld: %s\n", static_cast<long long>(n), names[n - 1].c_str());
+    internal::work_sites = INT64_MAX;
     faults::arm(n);
     const absl::Status s = scenario();
     const std::string site = faults::failed_site();
     faults::arm(0);
     if (trace) std::fprintf(stderr, "  -> %s\n  then a clean run\n", s.ToString().c_str());
     if (site.empty()) continue;  // the scenario took a shorter path
-    check(n, site, s);
+    if (n > internal::work_sites) {
+      EXPECT_TRUE(s.ok()) << "site " << n << " (" << site << ") failed in teardown, yet the scenario failed: " << s;
+    } else {
+      check(n, site, s);
+    }
     const absl::Status after = scenario();
     EXPECT_TRUE(after.ok()) << "after site " << n << " (" << site << ") failed: " << after;
     if (!after.ok()) break;
