@@ -3,6 +3,7 @@
 // computes in, and the slices that broadcasts ask their operands to take.
 #include "codegen/lowering.h"
 #include "base/status.h"
+#include "dsl/ops.h"
 
 namespace tessel::codegen {
 
@@ -46,7 +47,7 @@ llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>&
     case OpCategory::kComparison:
       return ops_.binary(o.op, d, args[0], args[1]);
     case OpCategory::kUnary:
-      return ops_.unary(o.op, d, args[0]);
+      return ops_.unary(o.op, d, args[0], !o.ints.empty() && o.ints[0] == static_cast<int64_t>(MathForm::kFast));
     default:
       break;
   }

@@ -4,7 +4,7 @@
 
 #include "base/float8.h"
 #include "base/status.h"
-#include "codegen/math_f64.h"
+#include "codegen/math.h"
 
 namespace tessel::codegen {
 
@@ -223,6 +223,10 @@ llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* 
       case OpCode::kMax:
         r = intrinsic(llvm::Intrinsic::maxnum, {x, y});
         break;
+      case OpCode::kPow:  // f64 is refused by the builder (OpTraits::no_f64)
+        TESSEL_CHECK(x->getType()->isFloatTy(), "pow of f64");
+        r = emit_pow_f32(b_, x, y);
+        break;
       case OpCode::kEq:
         return b_.CreateFCmpOEQ(x, y);
       case OpCode::kNe:
@@ -284,7 +288,7 @@ llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* 
   return nullptr;
 }
 
-llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x) {
+llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x, bool fast) {
   if (is_narrow_float(d) && (op == OpCode::kNeg || op == OpCode::kAbs)) {  // the sign bit
     const uint64_t sign = uint64_t{1} << (d.bits() - 1);
     return op == OpCode::kNeg ? b_.CreateXor(x, sign) : b_.CreateAnd(x, sign - 1);
@@ -300,11 +304,23 @@ llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x) {
   switch (op) {
     case OpCode::kExp:
     case OpCode::kLog:
-      if (w->getType()->isDoubleTy()) {
-        r = op == OpCode::kExp ? emit_exp_f64(b_, w) : emit_log_f64(b_, w);
-      } else {
-        r = target_.transcendental(b_, op, w);
-      }
+    case OpCode::kExp2:
+    case OpCode::kLog2:
+    case OpCode::kTanh:
+    case OpCode::kSigmoid:
+    case OpCode::kErf:
+    case OpCode::kSin:
+    case OpCode::kCos:
+    case OpCode::kSinh:
+    case OpCode::kCosh:
+      if (fast && w->getType()->isFloatTy()) r = target_.fast_math(b_, op, w);
+      if (r == nullptr) r = emit_math(b_, op, w);
+      break;
+    case OpCode::kCeil:
+      r = intrinsic(llvm::Intrinsic::ceil, {w});
+      break;
+    case OpCode::kRound:
+      r = intrinsic(llvm::Intrinsic::round, {w});
       break;
     case OpCode::kSqrt:
       r = intrinsic(llvm::Intrinsic::sqrt, {w});

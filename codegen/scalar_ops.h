@@ -31,7 +31,8 @@ class ScalarOps {
   // infinities kept; overflow rounds to infinity as f32's own rounding does).
   llvm::Value* round_to_tf32(llvm::Value* v);
   llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y);
-  llvm::Value* unary(OpCode op, DType d, llvm::Value* x);
+  // `fast`: a math function's fast form (MathForm::kFast).
+  llvm::Value* unary(OpCode op, DType d, llvm::Value* x, bool fast = false);
   llvm::Value* convert(llvm::Value* x, DType from, DType to);
   // a * b + c rounded once.
   llvm::Value* fma(DType d, llvm::Value* a, llvm::Value* b, llvm::Value* c);

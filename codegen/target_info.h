@@ -78,8 +78,10 @@ class TargetInfo {
   virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
   virtual int64_t shared_base_slack() const { return 0; }
 
-  // exp or log of an f32 value (f64 is expanded in scalar_ops, the same on every target).
-  virtual llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) = 0;
+  // The fast form (MathForm::kFast) of math function `op` of an f32 value:
+  // the target's hardware approximation, or nullptr where it has none and
+  // the accurate expansion (codegen/math.h) serves.
+  virtual llvm::Value* fast_math(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) { return nullptr; }
 
   // Programs with several threads may hold tiles in registers, spread over
   // their threads; 0 means tiles are buffers only.

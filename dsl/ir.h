@@ -27,9 +27,12 @@ enum class OpCode : uint8_t {
   kReshape,
   kTrans,       // ints = permutation
   // Elementwise arithmetic: operands of one type (tile shapes equal).
-  kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr,
+  kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr, kPow,
   kEq, kNe, kLt, kLe, kGt, kGe,
-  kNeg, kNot, kExp, kLog, kSqrt, kRsqrt, kAbs, kFloor,
+  // Unary; the math functions take ints = {MathForm} (dsl/ops.h) where they
+  // have a fast form (OpTraits::fast_form), else none.
+  kNeg, kNot, kExp, kLog, kSqrt, kRsqrt, kAbs, kFloor, kCeil, kRound,
+  kExp2, kLog2, kTanh, kSigmoid, kErf, kSin, kCos, kSinh, kCosh,
   kFma,
   kPtrAdd,  // pointer(s) + integer offset(s) in elements
   kCast,

@@ -20,7 +20,11 @@ enum : unsigned {
   kIntegers = 1 << 5,
   kFloats = 1 << 6,
   kI1 = 1 << 7,
+  kNoF64 = 1 << 8,
+  kFast = 1 << 9,
 };
+// Math functions: floats, elementwise.
+constexpr unsigned kMath = kElementwise | kFloats;
 // Bitwise ops take integers and i1 in any order.
 constexpr unsigned kBitwise = kElementwise | kCommutative | kIntegers | kI1;
 
@@ -36,7 +40,9 @@ constexpr OpTraits row(OpCode op, absl::string_view name, OpCategory category, O
                   (flags & kWrites) != 0,
                   (flags & kIntegers) != 0,
                   (flags & kFloats) != 0,
-                  (flags & kI1) != 0};
+                  (flags & kI1) != 0,
+                  (flags & kNoF64) != 0,
+                  (flags & kFast) != 0};
 }
 
 // In the enum's order: row i describes OpCode i (checked below).
@@ -62,6 +68,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kXor, "xor", C::kBinary, R::kOne, kBitwise),
     row(OpCode::kShl, "shl", C::kBinary, R::kOne, kElementwise | kIntegers),
     row(OpCode::kShr, "shr", C::kBinary, R::kOne, kElementwise | kIntegers),
+    row(OpCode::kPow, "pow", C::kBinary, R::kOne, kMath | kNoF64),
     row(OpCode::kEq, "eq", C::kComparison, R::kOne, kElementwise | kCommutative | kI1),
     row(OpCode::kNe, "ne", C::kComparison, R::kOne, kElementwise | kCommutative | kI1),
     row(OpCode::kLt, "lt", C::kComparison, R::kOne, kElementwise),
@@ -70,12 +77,23 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kGe, "ge", C::kComparison, R::kOne, kElementwise),
     row(OpCode::kNeg, "neg", C::kUnary, R::kOne, kElementwise),
     row(OpCode::kNot, "not", C::kUnary, R::kOne, kElementwise | kIntegers | kI1),
-    row(OpCode::kExp, "exp", C::kUnary, R::kOne, kElementwise | kFloats),
-    row(OpCode::kLog, "log", C::kUnary, R::kOne, kElementwise | kFloats),
+    row(OpCode::kExp, "exp", C::kUnary, R::kOne, kMath | kFast),
+    row(OpCode::kLog, "log", C::kUnary, R::kOne, kMath | kFast),
     row(OpCode::kSqrt, "sqrt", C::kUnary, R::kOne, kElementwise | kFloats),
     row(OpCode::kRsqrt, "rsqrt", C::kUnary, R::kOne, kElementwise | kFloats),
     row(OpCode::kAbs, "abs", C::kUnary, R::kOne, kElementwise),
     row(OpCode::kFloor, "floor", C::kUnary, R::kOne, kElementwise | kFloats),
+    row(OpCode::kCeil, "ceil", C::kUnary, R::kOne, kElementwise | kFloats),
+    row(OpCode::kRound, "round", C::kUnary, R::kOne, kElementwise | kFloats),
+    row(OpCode::kExp2, "exp2", C::kUnary, R::kOne, kMath | kFast | kNoF64),
+    row(OpCode::kLog2, "log2", C::kUnary, R::kOne, kMath | kFast | kNoF64),
+    row(OpCode::kTanh, "tanh", C::kUnary, R::kOne, kMath | kFast),
+    row(OpCode::kSigmoid, "sigmoid", C::kUnary, R::kOne, kMath),
+    row(OpCode::kErf, "erf", C::kUnary, R::kOne, kMath | kNoF64),
+    row(OpCode::kSin, "sin", C::kUnary, R::kOne, kMath | kFast | kNoF64),
+    row(OpCode::kCos, "cos", C::kUnary, R::kOne, kMath | kFast | kNoF64),
+    row(OpCode::kSinh, "sinh", C::kUnary, R::kOne, kMath),
+    row(OpCode::kCosh, "cosh", C::kUnary, R::kOne, kMath),
     row(OpCode::kFma, "fma", C::kOtherElementwise, R::kOne, kElementwise | kFloats),
     row(OpCode::kPtrAdd, "ptr_add", C::kOtherElementwise, R::kOne, kElementwise),
     row(OpCode::kCast, "cast", C::kOtherElementwise, R::kOne, kElementwise | kI1),

@@ -16,7 +16,7 @@ enum class OpCategory : uint8_t {
   kShape,             // splat, broadcast, expand_dims, reshape, trans
   kBinary,            // elementwise binary arithmetic: add .. max, bitwise ops, shifts
   kComparison,        // elementwise eq .. ge, with i1 results
-  kUnary,             // elementwise neg .. floor
+  kUnary,             // elementwise neg .. cosh
   kOtherElementwise,  // fma, ptr_add, cast, select: three operands or mixed types
   kReduction,         // reduce
   kMemory,            // load, store, atomic, atomic_cas
@@ -54,6 +54,8 @@ struct OpTraits {
   bool integers_only;  // integers or i1, never floats
   bool floats_only;
   bool takes_i1;  // i1 operands are allowed
+  bool no_f64;     // a math function without an f64 form (codegen/math.h)
+  bool fast_form;  // a math function with a fast form (MathForm::kFast)
 };
 
 inline constexpr int kNumOpCodes = static_cast<int>(kLastOpCode) + 1;

@@ -13,6 +13,10 @@ namespace {
 
 using detail::BuilderState;
 
+// Why a math function refuses f64 (OpTraits::no_f64).
+constexpr absl::string_view no_f64_message =
+    "has no f64 form; cast the operand to f32 (docs/math.md lists each function's dtypes)";
+
 absl::string_view symbol(OpCode op) {
   switch (op) {
     case OpCode::kAdd: return "operator+";
@@ -115,11 +119,10 @@ Value pointer_add(BuilderState& s, int p, int off, std::source_location loc) {
   return s.emit1(OpCode::kPtrAdd, {p, off}, s.type(p), loc);
 }
 
-Value binary(OpCode op, const Operand& a, const Operand& b) {
+Value binary(OpCode op, const Operand& a, const Operand& b, std::source_location loc) {
   BuilderState* sp = detail::state_of({&a, &b});
   if (sp == nullptr) return Value();
   BuilderState& s = *sp;
-  std::source_location loc = a.loc();
   absl::string_view what = symbol(op);
   bool pa = a.is_value() && is_pointerish(a.value().type());
   bool pb = b.is_value() && is_pointerish(b.value().type());
@@ -145,6 +148,10 @@ Value binary(OpCode op, const Operand& a, const Operand& b) {
   if (traits.integers_only && d.is_float()) {
     return s.fail(loc, absl::StrCat(what, ": needs integer operands, got ", ta.str()));
   }
+  if (traits.floats_only && !d.is_float()) {
+    return s.fail(loc, absl::StrCat(what, ": needs floating-point operands, got ", ta.str(), "; cast them first"));
+  }
+  if (traits.no_f64 && d == f64) return s.fail(loc, absl::StrCat(what, ": ", no_f64_message));
   if (d.is_bool() && !traits.takes_i1) {
     return s.fail(loc, absl::StrCat(what, ": not defined on i1 (", ta.str(), ")"));
   }
@@ -152,7 +159,8 @@ Value binary(OpCode op, const Operand& a, const Operand& b) {
   return s.emit1(op, {ia, ib}, result, loc);
 }
 
-Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_location loc) {
+Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_location loc,
+            MathForm form = MathForm::kAccurate) {
   BuilderState* sp = detail::state_of({&x});
   if (sp == nullptr) return Value();
   BuilderState& s = *sp;
@@ -169,6 +177,8 @@ Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_loc
   }
   if (traits.integers_only && d.is_float()) return s.fail(loc, absl::StrCat(what, ": needs an integer or i1 operand"));
   if (!traits.takes_i1 && d.is_bool()) return s.fail(loc, absl::StrCat(what, ": not defined on i1"));
+  if (traits.no_f64 && d == f64) return s.fail(loc, absl::StrCat(what, ": ", no_f64_message));
+  if (form == MathForm::kFast) return s.emit1(op, {ix}, t, loc, {static_cast<int64_t>(form)});
   return s.emit1(op, {ix}, t, loc);
 }
 
@@ -267,22 +277,22 @@ bool tma_coords(BuilderState& s, int map, const std::vector<Operand>& coords, ab
 
 }  // namespace
 
-Value operator+(const Operand& a, const Operand& b) { return binary(OpCode::kAdd, a, b); }
-Value operator-(const Operand& a, const Operand& b) { return binary(OpCode::kSub, a, b); }
-Value operator*(const Operand& a, const Operand& b) { return binary(OpCode::kMul, a, b); }
-Value operator/(const Operand& a, const Operand& b) { return binary(OpCode::kDiv, a, b); }
-Value operator%(const Operand& a, const Operand& b) { return binary(OpCode::kRem, a, b); }
-Value operator&(const Operand& a, const Operand& b) { return binary(OpCode::kAnd, a, b); }
-Value operator|(const Operand& a, const Operand& b) { return binary(OpCode::kOr, a, b); }
-Value operator^(const Operand& a, const Operand& b) { return binary(OpCode::kXor, a, b); }
-Value operator<<(const Operand& a, const Operand& b) { return binary(OpCode::kShl, a, b); }
-Value operator>>(const Operand& a, const Operand& b) { return binary(OpCode::kShr, a, b); }
-Value operator==(const Operand& a, const Operand& b) { return binary(OpCode::kEq, a, b); }
-Value operator!=(const Operand& a, const Operand& b) { return binary(OpCode::kNe, a, b); }
-Value operator<(const Operand& a, const Operand& b) { return binary(OpCode::kLt, a, b); }
-Value operator<=(const Operand& a, const Operand& b) { return binary(OpCode::kLe, a, b); }
-Value operator>(const Operand& a, const Operand& b) { return binary(OpCode::kGt, a, b); }
-Value operator>=(const Operand& a, const Operand& b) { return binary(OpCode::kGe, a, b); }
+Value operator+(const Operand& a, const Operand& b) { return binary(OpCode::kAdd, a, b, a.loc()); }
+Value operator-(const Operand& a, const Operand& b) { return binary(OpCode::kSub, a, b, a.loc()); }
+Value operator*(const Operand& a, const Operand& b) { return binary(OpCode::kMul, a, b, a.loc()); }
+Value operator/(const Operand& a, const Operand& b) { return binary(OpCode::kDiv, a, b, a.loc()); }
+Value operator%(const Operand& a, const Operand& b) { return binary(OpCode::kRem, a, b, a.loc()); }
+Value operator&(const Operand& a, const Operand& b) { return binary(OpCode::kAnd, a, b, a.loc()); }
+Value operator|(const Operand& a, const Operand& b) { return binary(OpCode::kOr, a, b, a.loc()); }
+Value operator^(const Operand& a, const Operand& b) { return binary(OpCode::kXor, a, b, a.loc()); }
+Value operator<<(const Operand& a, const Operand& b) { return binary(OpCode::kShl, a, b, a.loc()); }
+Value operator>>(const Operand& a, const Operand& b) { return binary(OpCode::kShr, a, b, a.loc()); }
+Value operator==(const Operand& a, const Operand& b) { return binary(OpCode::kEq, a, b, a.loc()); }
+Value operator!=(const Operand& a, const Operand& b) { return binary(OpCode::kNe, a, b, a.loc()); }
+Value operator<(const Operand& a, const Operand& b) { return binary(OpCode::kLt, a, b, a.loc()); }
+Value operator<=(const Operand& a, const Operand& b) { return binary(OpCode::kLe, a, b, a.loc()); }
+Value operator>(const Operand& a, const Operand& b) { return binary(OpCode::kGt, a, b, a.loc()); }
+Value operator>=(const Operand& a, const Operand& b) { return binary(OpCode::kGe, a, b, a.loc()); }
 Value operator-(const Operand& a) { return unary(OpCode::kNeg, a, "operator- (negation)", a.loc()); }
 Value operator~(const Operand& a) { return unary(OpCode::kNot, a, "operator~", a.loc()); }
 Value operator!(const Operand& a) {
@@ -292,14 +302,29 @@ Value operator!(const Operand& a) {
   return unary(OpCode::kNot, a, "operator!", a.loc());
 }
 
-Value minimum(const Operand& a, const Operand& b, Loc) { return binary(OpCode::kMin, a, b); }
-Value maximum(const Operand& a, const Operand& b, Loc) { return binary(OpCode::kMax, a, b); }
-Value exp(const Operand& x, Loc loc) { return unary(OpCode::kExp, x, "exp", loc); }
-Value log(const Operand& x, Loc loc) { return unary(OpCode::kLog, x, "log", loc); }
+Value minimum(const Operand& a, const Operand& b, Loc loc) { return binary(OpCode::kMin, a, b, loc); }
+Value maximum(const Operand& a, const Operand& b, Loc loc) { return binary(OpCode::kMax, a, b, loc); }
+Value clamp(const Operand& x, const Operand& lo, const Operand& hi, Loc loc) {
+  return minimum(maximum(x, lo, loc), hi, loc);
+}
 Value sqrt(const Operand& x, Loc loc) { return unary(OpCode::kSqrt, x, "sqrt", loc); }
 Value rsqrt(const Operand& x, Loc loc) { return unary(OpCode::kRsqrt, x, "rsqrt", loc); }
 Value abs(const Operand& x, Loc loc) { return unary(OpCode::kAbs, x, "abs", loc); }
 Value floor(const Operand& x, Loc loc) { return unary(OpCode::kFloor, x, "floor", loc); }
+Value ceil(const Operand& x, Loc loc) { return unary(OpCode::kCeil, x, "ceil", loc); }
+Value round(const Operand& x, Loc loc) { return unary(OpCode::kRound, x, "round", loc); }
+Value exp(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kExp, x, "exp", loc, form); }
+Value exp2(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kExp2, x, "exp2", loc, form); }
+Value log(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kLog, x, "log", loc, form); }
+Value log2(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kLog2, x, "log2", loc, form); }
+Value tanh(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kTanh, x, "tanh", loc, form); }
+Value sin(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kSin, x, "sin", loc, form); }
+Value cos(const Operand& x, MathForm form, Loc loc) { return unary(OpCode::kCos, x, "cos", loc, form); }
+Value sigmoid(const Operand& x, Loc loc) { return unary(OpCode::kSigmoid, x, "sigmoid", loc); }
+Value erf(const Operand& x, Loc loc) { return unary(OpCode::kErf, x, "erf", loc); }
+Value sinh(const Operand& x, Loc loc) { return unary(OpCode::kSinh, x, "sinh", loc); }
+Value cosh(const Operand& x, Loc loc) { return unary(OpCode::kCosh, x, "cosh", loc); }
+Value pow(const Operand& x, const Operand& y, Loc loc) { return binary(OpCode::kPow, x, y, loc); }
 
 Value fma(const Operand& a, const Operand& b, const Operand& c, Loc loc) {
   BuilderState* sp = detail::state_of({&a, &b, &c});
@@ -341,26 +366,37 @@ Value cast(const Operand& x, DType to, Loc loc) {
   return s->emit1(OpCode::kCast, {ix}, t.with_element(Type(to)), loc);
 }
 
-Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc) {
+namespace {
+
+Value choose(const Operand& cond, const Operand& a, const Operand& b, absl::string_view what, Loc loc) {
   BuilderState* sp = detail::state_of({&cond, &a, &b});
   if (sp == nullptr) return Value();
   BuilderState& s = *sp;
   int ia, ib;
-  if (!unify(s, a, b, "select", loc, ia, ib)) return Value();
+  if (!unify(s, a, b, what, loc, ia, ib)) return Value();
   if (s.type(ia).element() != s.type(ib).element()) {
-    return s.fail(loc, absl::StrCat("select: mismatched types ", s.type(ia).str(), " and ", s.type(ib).str()));
+    return s.fail(loc, absl::StrCat(what, ": mismatched types ", s.type(ia).str(), " and ", s.type(ib).str()));
   }
-  int ic = s.operand(cond, i1, "select", loc);
+  int ic = s.operand(cond, i1, what, loc);
   if (ic < 0) return Value();
   if (!s.type(ic).is_bool()) {
-    return s.fail(loc, absl::StrCat("select: the condition must be i1, got ", s.type(ic).str()));
+    return s.fail(loc, absl::StrCat(what, ": the condition must be i1, got ", s.type(ic).str()));
   }
-  std::optional<Shape> shape = common_shape(s, s.type(ic), s.type(ia), "select", loc);
+  std::optional<Shape> shape = common_shape(s, s.type(ic), s.type(ia), what, loc);
   if (!shape) return Value();
   ic = to_shape(s, ic, *shape, loc);
   ia = to_shape(s, ia, *shape, loc);
   ib = to_shape(s, ib, *shape, loc);
   return s.emit1(OpCode::kSelect, {ic, ia, ib}, s.type(ia), loc);
+}
+
+}  // namespace
+
+Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc) {
+  return choose(cond, a, b, "select", loc);
+}
+Value where(const Operand& cond, const Operand& a, const Operand& b, Loc loc) {
+  return choose(cond, a, b, "where", loc);
 }
 
 Value splat(const Operand& scalar, const Shape& shape, Loc loc) {

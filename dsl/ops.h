@@ -30,15 +30,41 @@ Value min(const Value& x, int axis, Loc loc = Loc::current());
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());
 Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());
+// select by another name: cond ? a : b elementwise.
+Value where(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());
+// Of integers or floats (for floats a NaN operand loses to a number).
 Value minimum(const Operand& a, const Operand& b, Loc loc = Loc::current());
 Value maximum(const Operand& a, const Operand& b, Loc loc = Loc::current());
-Value exp(const Operand& x, Loc loc = Loc::current());
-Value log(const Operand& x, Loc loc = Loc::current());
+// minimum(maximum(x, lo), hi).
+Value clamp(const Operand& x, const Operand& lo, const Operand& hi, Loc loc = Loc::current());
+Value abs(const Operand& x, Loc loc = Loc::current());  // integers too
 Value sqrt(const Operand& x, Loc loc = Loc::current());
 Value rsqrt(const Operand& x, Loc loc = Loc::current());
-Value abs(const Operand& x, Loc loc = Loc::current());
 Value floor(const Operand& x, Loc loc = Loc::current());
+Value ceil(const Operand& x, Loc loc = Loc::current());
+// To the nearest integer, halfway cases away from zero (C's round).
+Value round(const Operand& x, Loc loc = Loc::current());
 Value fma(const Operand& a, const Operand& b, const Operand& c, Loc loc = Loc::current());
+
+// Math functions of floats (f16 and bf16 are computed in f32). kAccurate,
+// the default, is one expansion on every target, within a few ulp and
+// bit-identical between the host and GPUs; kFast is the target's hardware
+// approximation where it has one (NVIDIA's MUFU, AMD's transcendental
+// unit; on the host the accurate form). docs/math.md has the error of each.
+enum class MathForm { kAccurate, kFast };
+Value exp(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value exp2(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value log(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value log2(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value tanh(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value sin(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value cos(const Operand& x, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
+Value sigmoid(const Operand& x, Loc loc = Loc::current());  // 1 / (1 + exp(-x))
+Value erf(const Operand& x, Loc loc = Loc::current());
+Value sinh(const Operand& x, Loc loc = Loc::current());
+Value cosh(const Operand& x, Loc loc = Loc::current());
+// x^y with C's special cases (a negative x needs an integer y).
+Value pow(const Operand& x, const Operand& y, Loc loc = Loc::current());
 // ceil(a / b) for positive integers.
 Value cdiv(const Operand& a, const Operand& b, Loc loc = Loc::current());
 

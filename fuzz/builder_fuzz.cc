@@ -151,13 +151,75 @@ class Program {
       }
       case 6: {
         const Operand a = operand();
-        switch (r_.below(8)) {
-          case 0:
-            keep(exp(a));
+        switch (r_.below(12)) {
+          case 0: {
+            const MathForm form = r_.below(2) == 0 ? MathForm::kAccurate : MathForm::kFast;
+            keep(exp(a, form));
             break;
-          case 1:
-            keep(log(a));
+          }
+          case 1: {
+            const MathForm form = r_.below(2) == 0 ? MathForm::kAccurate : MathForm::kFast;
+            keep(log(a, form));
             break;
+          }
+          case 8: {
+            const MathForm form = r_.below(2) == 0 ? MathForm::kAccurate : MathForm::kFast;
+            switch (r_.below(5)) {
+              case 0:
+                keep(exp2(a, form));
+                break;
+              case 1:
+                keep(log2(a, form));
+                break;
+              case 2:
+                keep(tanh(a, form));
+                break;
+              case 3:
+                keep(sin(a, form));
+                break;
+              default:
+                keep(cos(a, form));
+                break;
+            }
+            break;
+          }
+          case 9:
+            switch (r_.below(4)) {
+              case 0:
+                keep(sigmoid(a));
+                break;
+              case 1:
+                keep(erf(a));
+                break;
+              case 2:
+                keep(sinh(a));
+                break;
+              default:
+                keep(cosh(a));
+                break;
+            }
+            break;
+          case 10: {
+            const bool up = r_.below(2) == 0;
+            keep(up ? ceil(a) : round(a));
+            break;
+          }
+          case 11: {
+            const Operand b = operand();
+            const Operand c = operand();
+            switch (r_.below(3)) {
+              case 0:
+                keep(pow(a, b));
+                break;
+              case 1:
+                keep(clamp(a, b, c));
+                break;
+              default:
+                keep(where(a, b, c));
+                break;
+            }
+            break;
+          }
           case 2:
             keep(sqrt(a));
             break;

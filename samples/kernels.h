@@ -1,6 +1,8 @@
 // The samples' kernels, built in one place: the samples run them, the GPU
 // suites run them on cuda:0 and the host to compare, the GPU benchmark times
-// them. Each returns the builder's result.
+// them. Each returns the builder's result. Their exponentials take the fast
+// form (MathForm::kFast, the GPU's exp2 unit), as Triton's tl.exp does, so
+// that the benchmarks compare like with like.
 #pragma once
 
 #include <cmath>
@@ -42,7 +44,7 @@ inline absl::StatusOr<Kernel> softmax_kernel() {
     Value offs = k.arange(0, kSoftmaxBlock);                 // [B] i32
     Value mask = offs < cols;                                // [B] i1
     Value v = load(x + row * cols + offs, mask, -INFINITY);  // [B] f32
-    Value e = exp(v - max(v, 0));                            // [B] f32
+    Value e = exp(v - max(v, 0), MathForm::kFast);           // [B] f32
     store(y + row * cols + offs, e / sum(e, 0), mask);
   });
   return k.build();
@@ -64,7 +66,7 @@ inline absl::StatusOr<Kernel> row_softmax_kernel(int block_rows = kRowSoftmaxRow
   Value offs = expand_dims(r, 1) * cols + expand_dims(c, 0);        // [BR, BC] i32
   Value mask = expand_dims(r < rows, 1) & expand_dims(c < cols, 0); // [BR, BC] i1
   Value v = load(x + offs, mask, -INFINITY);                        // [BR, BC] f32
-  Value e = exp(v - expand_dims(max(v, 1), 1));                     // [BR, BC] f32
+  Value e = exp(v - expand_dims(max(v, 1), 1), MathForm::kFast);    // [BR, BC] f32
   store(y + offs, e / expand_dims(sum(e, 1), 1), mask);
   return k.build();
 }
@@ -139,7 +141,7 @@ struct GemmConfig {
 // fused epilogue 2.9x slower than the GEMM).
 inline Value gelu(const Value& x) {
   Value u = (x + x * x * x * 0.044715) * 0.7978845608028654;
-  return x / (exp(minimum(maximum(u, -15.0), 15.0) * -2.0) + 1.0);
+  return x / (exp(minimum(maximum(u, -15.0), 15.0) * -2.0, MathForm::kFast) + 1.0);
 }
 // The same in double, for references.
 inline double gelu_reference(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
@@ -239,8 +241,8 @@ inline absl::StatusOr<Kernel> attention_kernel(int64_t d = 64, std::string name 
       Value s = dot(qt, trans(tma_load(kt, {j, 0})), k.zeros({kAttnBM, kAttnBN}, f32)) * scale;  // [BM, BN]
       s = select(expand_dims(j + k.arange(0, kAttnBN) < len, 0), s, -INFINITY);
       Value m_new = maximum(m, max(s, 1));                             // [BM]
-      Value p = exp(s - expand_dims(m_new, 1));                        // [BM, BN] f32
-      Value alpha = exp(m - m_new);                                    // [BM]
+      Value p = exp(s - expand_dims(m_new, 1), MathForm::kFast);       // [BM, BN] f32
+      Value alpha = exp(m - m_new, MathForm::kFast);                   // [BM]
       l = l * alpha + sum(p, 1);
       acc = dot(cast(p, bf16), tma_load(v, {j, 0}), acc * expand_dims(alpha, 1));  // P from registers
       m = m_new;

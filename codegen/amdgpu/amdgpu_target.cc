@@ -93,11 +93,27 @@ class AmdgpuTarget final : public GpuTarget {
   }
   llvm::Value* shared_base(llvm::IRBuilder<>& b) override { return b.CreateAddrSpaceCast(lds_, b.getPtrTy(kFlat)); }
 
-  // f32 exp and log: the back end expands them around v_exp_f32 / v_log_f32
-  // with the range reduction and denormal scaling of its own lowering, no
-  // device library.
-  llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
-    return b.CreateUnaryIntrinsic(op == OpCode::kExp ? llvm::Intrinsic::exp : llvm::Intrinsic::log, x);
+  // The transcendental unit: v_exp_f32 and v_log_f32 (base 2, subnormals
+  // flushed), v_sin_f32 and v_cos_f32 (of turns). No tanh.
+  llvm::Value* fast_math(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
+    auto unit = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b.CreateIntrinsic(id, {x->getType()}, {v}); };
+    auto times = [&](double k) { return b.CreateFMul(x, llvm::ConstantFP::get(x->getType(), k)); };
+    switch (op) {
+      case OpCode::kExp:
+        return unit(llvm::Intrinsic::amdgcn_exp2, times(M_LOG2E));
+      case OpCode::kExp2:
+        return unit(llvm::Intrinsic::amdgcn_exp2, x);
+      case OpCode::kLog:
+        return b.CreateFMul(unit(llvm::Intrinsic::amdgcn_log, x), llvm::ConstantFP::get(x->getType(), M_LN2));
+      case OpCode::kLog2:
+        return unit(llvm::Intrinsic::amdgcn_log, x);
+      case OpCode::kSin:
+        return unit(llvm::Intrinsic::amdgcn_sin, times(0.5 * M_1_PI));
+      case OpCode::kCos:
+        return unit(llvm::Intrinsic::amdgcn_cos, times(0.5 * M_1_PI));
+      default:
+        return nullptr;
+    }
   }
 
   int warp_size() const override { return kWave; }

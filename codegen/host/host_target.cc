@@ -64,11 +64,6 @@ class HostTarget final : public TargetInfo {
     return b.CreateLoad(b.getPtrTy(), p);
   }
 
-  // libm's expf/exp/logf/log, found in the process.
-  llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
-    return b.CreateIntrinsic(op == OpCode::kExp ? llvm::Intrinsic::exp : llvm::Intrinsic::log, {x->getType()}, {x});
-  }
-
   // A host program is one thread walking its tiles on its own stack.
   bool tiles_in_shared() const override { return false; }
   void tile_loop(llvm::IRBuilder<>& b, int64_t n, const std::function<void(llvm::Value*)>& body) override {

@@ -108,16 +108,30 @@ class NvptxTarget final : public GpuTarget {
   }
   int64_t shared_base_slack() const override { return swizzled_ ? tma::kSwizzledTileAlignment : 0; }
 
-  // The SFU's base-2 approximations (what Triton's tl.exp and tl.log use):
-  // about 2 ulp, plus the rounding of the scaling for large arguments. f64
-  // has none: scalar_ops expands f64 exp and log itself (codegen/math_f64.h).
-  llvm::Value* transcendental(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
-    if (op == OpCode::kExp) {
-      return b.CreateIntrinsic(llvm::Intrinsic::nvvm_ex2_approx_f, {},
-                               {b.CreateFMul(x, llvm::ConstantFP::get(x->getType(), 1.4426950408889634))});
+  // The SFU's approximations (what Triton's tl.exp and tl.log use): base-2
+  // exp and log, sin and cos, tanh (sm_75 on). exp and log add the rounding
+  // of their scaling, which grows with the argument.
+  llvm::Value* fast_math(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
+    auto sfu = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b.CreateIntrinsic(id, {}, {v}); };
+    auto times = [&](llvm::Value* v, double k) { return b.CreateFMul(v, llvm::ConstantFP::get(x->getType(), k)); };
+    switch (op) {
+      case OpCode::kExp:
+        return sfu(llvm::Intrinsic::nvvm_ex2_approx_f, times(x, M_LOG2E));
+      case OpCode::kExp2:
+        return sfu(llvm::Intrinsic::nvvm_ex2_approx_f, x);
+      case OpCode::kLog:
+        return times(sfu(llvm::Intrinsic::nvvm_lg2_approx_f, x), M_LN2);
+      case OpCode::kLog2:
+        return sfu(llvm::Intrinsic::nvvm_lg2_approx_f, x);
+      case OpCode::kSin:
+        return sfu(llvm::Intrinsic::nvvm_sin_approx_f, x);
+      case OpCode::kCos:
+        return sfu(llvm::Intrinsic::nvvm_cos_approx_f, x);
+      case OpCode::kTanh:
+        return inline_asm(b, x->getType(), "tanh.approx.f32 $0, $1;", "=f,f", {x});
+      default:
+        return nullptr;
     }
-    return b.CreateFMul(b.CreateIntrinsic(llvm::Intrinsic::nvvm_lg2_approx_f, {}, {x}),
-                        llvm::ConstantFP::get(x->getType(), 0.6931471805599453));
   }
 
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,7 @@ class HandIr {
     return v;
   }
   int result(int op, int i = 0) const { return ir_.ops[op].results[i]; }
+  void set_ints(int op, std::vector<int64_t> ints) { ir_.ops[op].ints = std::move(ints); }
   const KernelIR& ir() const { return ir_; }
 
  private:
@@ -245,6 +247,30 @@ TEST(Verifier, RejectsADotWhoseResultIsNotTheAccumulatorType) {
   int acc = h.value(0, OpCode::kConstant, {}, Type::tile(f32, {64, 64}));
   h.value(0, OpCode::kDot, {a, a, acc}, Type::tile(bf16, {64, 64}));
   ExpectInvalid(h, "dot: malformed");
+}
+
+TEST(Verifier, MathFormsOnlyWhereTheFunctionHasOne) {
+  const int64_t fast = static_cast<int64_t>(MathForm::kFast);
+  for (auto [code, ints, error] : std::vector<std::tuple<OpCode, std::vector<int64_t>, const char*>>{
+           {OpCode::kExp, {fast}, nullptr},
+           {OpCode::kTanh, {fast}, nullptr},
+           {OpCode::kSigmoid, {fast}, "sigmoid: malformed math form"},
+           {OpCode::kExp, {7}, "exp: malformed math form"},
+           {OpCode::kSin, {fast, fast}, "sin: malformed math form"},
+       }) {
+    HandIr h("k");
+    int x = h.value(0, OpCode::kConstant, {}, f32);
+    h.set_ints(h.op(0, code, {x}, {f32}), ints);
+    if (error == nullptr) {
+      EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());
+    } else {
+      ExpectInvalid(h, error);
+    }
+  }
+  HandIr h("k");
+  int x = h.value(0, OpCode::kConstant, {}, f32);
+  h.value(0, OpCode::kErf, {x}, f64);
+  ExpectInvalid(h, "erf: operand and result must have one type");
 }
 
 TEST(Verifier, RejectsAKernelWithoutBody) {
