@@ -1,0 +1,127 @@
+// The math library on a GPU against the host: the accurate forms agree bit
+// for bit (one expansion everywhere, codegen/math.h) and so keep the host's
+// bounds in ulps (tests/math_cases.h); the fast forms are the hardware's
+// approximations, measured here over the ranges docs/math.md gives.
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/status.h"
+#include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/math_cases.h"
+
+namespace tessel::gpu_test {
+namespace {
+
+constexpr int kBlock = 256;
+
+using Apply = std::function<Value(const Value&, const Value&)>;
+
+// out[i] = f(x[i], y[i]) over f32 on `device`.
+absl::StatusOr<std::vector<float>> run(const Device& device, const Apply& f, const std::vector<float>& x,
+                                       const std::vector<float>& y) {
+  KernelBuilder k("math_agree");
+  Value px = k.arg(ptr(f32), "x"), py = k.arg(ptr(f32), "y"), out = k.arg(ptr(f32), "out"), n = k.arg(i32, "n");
+  Value offs = k.program_id() * kBlock + k.arange(0, kBlock);
+  Value mask = offs < n;
+  store(out + offs, f(load(px + offs, mask, 0.0f), load(py + offs, mask, 0.0f)), mask);
+  TESSEL_ASSIGN_OR_RETURN(auto kernel, k.build());
+  TESSEL_ASSIGN_OR_RETURN(auto fn, device.compile(kernel));
+  const int count = static_cast<int>(x.size());
+  TESSEL_ASSIGN_OR_RETURN(auto bx, upload(device, x));
+  TESSEL_ASSIGN_OR_RETURN(auto by, upload(device, y.empty() ? x : y));
+  TESSEL_ASSIGN_OR_RETURN(auto bo, device.allocate(x.size() * sizeof(float)));
+  TESSEL_RETURN_IF_ERROR(poison(device, bo, x.size(), std::nanf("0x7ead")));
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = (count + kBlock - 1) / kBlock}, bx, by, bo, count));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  return download<float>(device, bo, x.size());
+}
+
+class MathAgree : public AgreeTest {};
+
+TEST_F(MathAgree, AccurateFormsAgreeBitForBitAndKeepTheirBounds) {
+  std::mt19937_64 gen(std::random_device{}());
+  for (const math_cases::Case& c : math_cases::cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<float> x, y;
+    c.inputs(gen, 1 << 20, x, y);
+    absl::StatusOr<std::vector<float>> dut = run(devices_[0], c.apply, x, y);
+    absl::StatusOr<std::vector<float>> host = run(devices_[1], c.apply, x, y);
+    ASSERT_TRUE(dut.ok()) << dut.status();
+    ASSERT_TRUE(host.ok()) << host.status();
+    EXPECT_TRUE(bit_equal(*dut, *host));
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double u = math_cases::ulps((*dut)[i], c.reference(x[i], c.arity == 2 ? y[i] : 0.0f));
+      if (u > worst) worst = u, at = i;
+    }
+    EXPECT_LE(worst, c.bound) << "at x = " << absl::StrFormat("%a", x[at]);
+    std::printf("%-8s accurate: worst %.3f ulp over %zu inputs, bit-identical to the host\n", c.name.c_str(), worst,
+                x.size());
+  }
+}
+
+// The fast forms over the ranges docs/math.md states: exp and exp2 in ulps;
+// log and log2 in ulps away from 1 and in absolute error on [1/2, 2], where
+// the result is small; sin and cos in absolute error on [-pi, pi]; tanh in
+// absolute error (its hardware form keeps about 11 bits).
+TEST_F(MathAgree, FastFormsAreWithinTheirDocumentedErrors) {
+  if (devices_[0].kind() != DeviceKind::kCuda) GTEST_SKIP() << "measures NVIDIA's approximations";
+  using F = Value (*)(const Operand&, MathForm, Loc);
+  struct Fast {
+    const char* name;
+    F fn;
+    long double (*reference)(long double);
+    double lo, hi;  // logarithms: inputs spread over binades
+    bool absolute;  // absolute error, else ulps
+    double bound;
+    bool skip_near_one = false;  // logarithms in ulps: [1/2, 2] is measured absolutely
+  };
+  const Fast cases[] = {
+      {"exp", exp, [](long double v) { return std::exp(v); }, -87, 88, false, 256},
+      {"exp2", exp2, [](long double v) { return std::exp2(v); }, -126, 127, false, 4},
+      {"log", log, [](long double v) { return std::log(v); }, 1e-30, 1e30, false, 8, true},
+      {"log2", log2, [](long double v) { return std::log2(v); }, 1e-30, 1e30, false, 4, true},
+      {"log", log, [](long double v) { return std::log(v); }, 0.5, 2, true, 0x1p-20},
+      {"log2", log2, [](long double v) { return std::log2(v); }, 0.5, 2, true, 0x1p-20},
+      {"sin", sin, [](long double v) { return std::sin(v); }, -M_PI, M_PI, true, 0x1p-19},
+      {"cos", cos, [](long double v) { return std::cos(v); }, -M_PI, M_PI, true, 0x1p-19},
+      {"tanh", tanh, [](long double v) { return std::tanh(v); }, -10, 10, true, 0x1p-10},
+  };
+  std::mt19937_64 gen(std::random_device{}());
+  for (const Fast& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<float> x;
+    const bool logs = c.lo > 0;
+    std::uniform_real_distribution<double> d(logs ? std::log2(c.lo) : c.lo, logs ? std::log2(c.hi) : c.hi);
+    for (int i = 0; i < (1 << 20); ++i) x.push_back(static_cast<float>(logs ? std::exp2(d(gen)) : d(gen)));
+    for (int i = -2000; i <= 2000; ++i) {  // near 1 for the logs, near 0 for the rest
+      x.push_back(logs ? 1.0f + static_cast<float>(i) * 0x1p-20f : static_cast<float>(i) * 1e-4f);
+    }
+    const F fn = c.fn;
+    absl::StatusOr<std::vector<float>> got =
+        run(devices_[0], [fn](const Value& v, const Value&) { return fn(v, MathForm::kFast, Loc::current()); }, x, {});
+    ASSERT_TRUE(got.ok()) << got.status();
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (c.skip_near_one && x[i] >= 0.5f && x[i] <= 2.0f) continue;
+      long double exact = c.reference(x[i]);
+      double e = c.absolute ? static_cast<double>(std::fabs((*got)[i] - exact)) : math_cases::ulps((*got)[i], exact);
+      if (c.absolute && std::isnan((*got)[i])) e = INFINITY;
+      if (e > worst) worst = e, at = i;
+    }
+    EXPECT_LE(worst, c.bound) << "at x = " << absl::StrFormat("%a", x[at]);
+    if (c.absolute) {
+      std::printf("%-8s fast: worst absolute error 2^%.2f on [%g, %g]\n", c.name, std::log2(worst), c.lo, c.hi);
+    } else {
+      std::printf("%-8s fast: worst %.1f ulp on [%g, %g] (at %a)\n", c.name, worst, c.lo, c.hi, x[at]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel::gpu_test
