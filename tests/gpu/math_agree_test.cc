@@ -1,6 +1,7 @@
 // The math library on a GPU against the host: the accurate forms agree bit
-// for bit (one expansion everywhere, codegen/math.h) and so keep the host's
-// bounds in ulps (tests/math_cases.h); the fast forms are the hardware's
+// for bit (one expansion everywhere, codegen/math.h; a NaN may differ in
+// sign and payload, as hardware makes its own) and so keep the host's bounds
+// in ulps (tests/math_cases.h); the fast forms are the hardware's
 // approximations, measured here over the ranges docs/math.md gives.
 #include <cmath>
 #include <cstdio>
@@ -41,6 +42,18 @@ absl::StatusOr<std::vector<float>> run(const Device& device, const Apply& f, con
 
 class MathAgree : public AgreeTest {};
 
+// Bit for bit, where a NaN matches any NaN.
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  size_t bad = 0;
+  ::testing::Message first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) == 0 || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
+    if (bad++ < 5) first << absl::StrFormat(" [%zu] %a != %a;", i, got[i], want[i]);
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements differ:" << first;
+}
+
 TEST_F(MathAgree, AccurateFormsAgreeBitForBitAndKeepTheirBounds) {
   std::mt19937_64 gen(std::random_device{}());
   for (const math_cases::Case& c : math_cases::cases()) {
@@ -51,7 +64,7 @@ TEST_F(MathAgree, AccurateFormsAgreeBitForBitAndKeepTheirBounds) {
     absl::StatusOr<std::vector<float>> host = run(devices_[1], c.apply, x, y);
     ASSERT_TRUE(dut.ok()) << dut.status();
     ASSERT_TRUE(host.ok()) << host.status();
-    EXPECT_TRUE(bit_equal(*dut, *host));
+    EXPECT_TRUE(same_bits(*dut, *host));
     double worst = 0;
     size_t at = 0;
     for (size_t i = 0; i < x.size(); ++i) {
@@ -67,7 +80,7 @@ TEST_F(MathAgree, AccurateFormsAgreeBitForBitAndKeepTheirBounds) {
 // The fast forms over the ranges docs/math.md states: exp and exp2 in ulps;
 // log and log2 in ulps away from 1 and in absolute error on [1/2, 2], where
 // the result is small; sin and cos in absolute error on [-pi, pi]; tanh in
-// absolute error (its hardware form keeps about 11 bits).
+// absolute error. The bounds are about 1.5x what one H200 measured.
 TEST_F(MathAgree, FastFormsAreWithinTheirDocumentedErrors) {
   if (devices_[0].kind() != DeviceKind::kCuda) GTEST_SKIP() << "measures NVIDIA's approximations";
   using F = Value (*)(const Operand&, MathForm, Loc);
@@ -81,15 +94,15 @@ TEST_F(MathAgree, FastFormsAreWithinTheirDocumentedErrors) {
     bool skip_near_one = false;  // logarithms in ulps: [1/2, 2] is measured absolutely
   };
   const Fast cases[] = {
-      {"exp", exp, [](long double v) { return std::exp(v); }, -87, 88, false, 256},
+      {"exp", exp, [](long double v) { return std::exp(v); }, -87, 88, false, 96},
       {"exp2", exp2, [](long double v) { return std::exp2(v); }, -126, 127, false, 4},
-      {"log", log, [](long double v) { return std::log(v); }, 1e-30, 1e30, false, 8, true},
+      {"log", log, [](long double v) { return std::log(v); }, 1e-30, 1e30, false, 5, true},
       {"log2", log2, [](long double v) { return std::log2(v); }, 1e-30, 1e30, false, 4, true},
-      {"log", log, [](long double v) { return std::log(v); }, 0.5, 2, true, 0x1p-20},
-      {"log2", log2, [](long double v) { return std::log2(v); }, 0.5, 2, true, 0x1p-20},
-      {"sin", sin, [](long double v) { return std::sin(v); }, -M_PI, M_PI, true, 0x1p-19},
-      {"cos", cos, [](long double v) { return std::cos(v); }, -M_PI, M_PI, true, 0x1p-19},
-      {"tanh", tanh, [](long double v) { return std::tanh(v); }, -10, 10, true, 0x1p-10},
+      {"log", log, [](long double v) { return std::log(v); }, 0.5, 2, true, 0x1p-21},
+      {"log2", log2, [](long double v) { return std::log2(v); }, 0.5, 2, true, 0x1p-21},
+      {"sin", sin, [](long double v) { return std::sin(v); }, -M_PI, M_PI, true, 0x1.6ap-21},
+      {"cos", cos, [](long double v) { return std::cos(v); }, -M_PI, M_PI, true, 0x1.6ap-21},
+      {"tanh", tanh, [](long double v) { return std::tanh(v); }, -10, 10, true, 0x1p-16},
   };
   std::mt19937_64 gen(std::random_device{}());
   for (const Fast& c : cases) {
