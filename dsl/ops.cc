@@ -41,12 +41,43 @@ absl::string_view symbol(OpCode op) {
   }
 }
 
-// The dtype a literal should take next to `o`, if `o` is a value.
-std::optional<DType> hint_of(BuilderState& s, const Operand& o) {
+bool is_pointerish(const Type& t) { return t.is_pointer() || (t.is_tile() && t.elements_are_pointers()); }
+
+// The dtype literal `lit` takes next to `o`, if `o` is a value: o's, except
+// that a float literal next to integers is f32 (the integers are promoted).
+std::optional<DType> hint_of(BuilderState& s, const Operand& o, const Operand& lit) {
   if (!o.is_value() || !o.value().valid() || o.value().state() != &s) return std::nullopt;
   const Type& t = o.value().type();
   if (t.is_pointer() || (t.is_tile() && t.elements_are_pointers())) return std::nullopt;
+  if (!lit.is_value() && lit.is_float() && !t.dtype().is_float() && !t.dtype().is_bool()) return f32;
   return t.dtype();
+}
+
+// The dtype two numbers of dtypes a and b combine in (docs/guide.md, "Types
+// and promotion"): an integer meets a float in the float; two floats in the
+// wider (two 16-bit kinds, or two fp8 kinds, in f32); two integers of one
+// signedness in the wider, of two in the signed one if it is wider. None
+// where no dtype holds both (i1 with anything else, u32 with i32).
+std::optional<DType> promoted(DType a, DType b) {
+  if (a == b) return a;
+  if (a.is_bool() || b.is_bool()) return std::nullopt;
+  if (a.is_float() != b.is_float()) return a.is_float() ? a : b;
+  if (a.is_float()) {
+    if (a.bits() != b.bits()) return a.bits() > b.bits() ? a : b;
+    return f32;
+  }
+  if (a.is_signed() == b.is_signed()) return a.bits() > b.bits() ? a : b;
+  const DType& sgn = a.is_signed() ? a : b;
+  const DType& uns = a.is_signed() ? b : a;
+  if (sgn.bits() > uns.bits()) return sgn;
+  return std::nullopt;
+}
+
+// Casts value `id` to dtype `d` (its shape kept) where it differs.
+int to_dtype(BuilderState& s, int id, DType d, std::source_location loc) {
+  const Type& t = s.type(id);
+  if (t.dtype() == d) return id;
+  return s.emit1(OpCode::kCast, {id}, t.with_element(Type(d)), loc).id();
 }
 
 Shape shape_of(const Type& t) { return t.is_tile() ? t.shape() : Shape{}; }
@@ -92,21 +123,34 @@ std::optional<Shape> common_shape(BuilderState& s, const Type& a, const Type& b,
   return out;
 }
 
-// Materializes two operands and broadcasts them to one shape.
+// Materializes two operands, promotes two numbers to one dtype and
+// broadcasts both to one shape.
 bool unify(BuilderState& s, const Operand& a, const Operand& b, absl::string_view what, std::source_location loc,
            int& ia, int& ib) {
-  std::optional<DType> ha = hint_of(s, b), hb = hint_of(s, a);
+  std::optional<DType> ha = hint_of(s, b, a), hb = hint_of(s, a, b);
   ia = s.operand(a, ha, what, loc);
   ib = s.operand(b, hb, what, loc);
   if (ia < 0 || ib < 0) return false;
   std::optional<Shape> shape = common_shape(s, s.type(ia), s.type(ib), what, loc);
   if (!shape) return false;
+  const Type &ta = s.type(ia), &tb = s.type(ib);
+  const bool numbers = !is_pointerish(ta) && !is_pointerish(tb);
+  if (numbers && ta.dtype() != tb.dtype()) {
+    std::optional<DType> d = promoted(ta.dtype(), tb.dtype());
+    if (!d) {
+      s.fail(loc, absl::StrCat(what, ": mismatched types ", ta.str(), " and ", tb.str(),
+                               ta.dtype().is_bool() || tb.dtype().is_bool() ? "" : " (neither holds the other)",
+                               "; cast one side"));
+      return false;
+    }
+    ia = to_dtype(s, ia, *d, loc);
+    ib = to_dtype(s, ib, *d, loc);
+  }
   ia = to_shape(s, ia, *shape, loc);
   ib = to_shape(s, ib, *shape, loc);
   return true;
 }
 
-bool is_pointerish(const Type& t) { return t.is_pointer() || (t.is_tile() && t.elements_are_pointers()); }
 
 Value pointer_add(BuilderState& s, int p, int off, std::source_location loc) {
   if (!s.type(off).is_int() || s.type(off).is_bool()) {

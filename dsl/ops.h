@@ -2,7 +2,10 @@
 // Each names the op in its diagnostics and takes the caller's location. An
 // op records into the builder of its first Value operand; one whose
 // operands are all literals (splat(1.0f, {64})) records into the newest
-// KernelBuilder alive on the calling thread.
+// KernelBuilder alive on the calling thread. The two operands of an
+// elementwise op meet in one dtype, an integer with a float in the float,
+// the narrower number in the wider, literals in the other operand's
+// (docs/guide.md, "Types and promotion"); narrowing is an explicit cast.
 #pragma once
 
 #include <initializer_list>

@@ -186,7 +186,8 @@ TEST(Math, BadOperandsAreNamed) {
               ::testing::HasSubstr("pow: needs floating-point operands, got i32; cast them first"));
   EXPECT_THAT(error(i32, [](const Value& v) { return tanh(v); }),
               ::testing::HasSubstr("tanh: needs a floating-point operand, got i32"));
-  EXPECT_THAT(error(i1, [](const Value& v) { return where(v, 1, 2.0f); }), ::testing::HasSubstr("where: mismatched"));
+  EXPECT_THAT(error(i32, [](const Value& v) { return where(v > 0, cast(v, u32), v); }),
+              ::testing::HasSubstr("where: mismatched types u32 and i32 (neither holds the other); cast one side"));
   EXPECT_THAT(error(f32, [](const Value& v) { return where(v, v, v); }),
               ::testing::HasSubstr("where: the condition must be i1, got f32"));
   EXPECT_EQ(error(f64, [](const Value& v) { return tanh(v) + sigmoid(v) + sinh(v) + cosh(v) + exp(v) + log(v); }), "");

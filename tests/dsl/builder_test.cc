@@ -1,8 +1,13 @@
 #include "dsl/builder.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/device.h"
 
 namespace tessel {
 namespace {
@@ -31,12 +36,12 @@ TEST(Builder, ReportsTheUsersLineForMismatchedTypes) {
   Value x = k.arg(ptr(f32), "x");
   Value i = k.arange(0, 64);
   int line = __LINE__ + 1;
-  Value y = load(x + i) + i;
+  Value y = load(x + i) + (i < 3);
   (void)y;
   absl::Status s = k.build().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("builder_test.cc:" + std::to_string(line)));
-  EXPECT_THAT(s.message(), HasSubstr("operator+: mismatched types tile<f32>[64] and tile<i32>[64]"));
+  EXPECT_THAT(s.message(), HasSubstr("operator+: mismatched types tile<f32>[64] and tile<i1>[64]; cast one side"));
 }
 
 }  // namespace
@@ -64,6 +69,70 @@ TEST(Builder, TensorMapsOfRankFiveMakeRankFiveTiles) {
   absl::StatusOr<Kernel> kernel = k.build();
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(t.type().rank(), 5);
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// The dtype `a op b` takes under the promotion rules, or the error.
+std::string promoted_type(const std::function<Value(KernelBuilder&)>& f) {
+  KernelBuilder k("promote");
+  Value v = f(k);
+  absl::StatusOr<Kernel> kernel = k.build();
+  return kernel.ok() ? v.type().str() : std::string(kernel.status().message());
+}
+
+TEST(Promotion, NumbersMeetInTheTypeThatHoldsBoth) {
+  auto tile = [](KernelBuilder& k, DType d) { return cast(k.arange(0, 64), d); };
+  // An integer meets a float in the float.
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, i32) + tile(k, f32); }), "tile<f32>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, i64) * tile(k, bf16); }), "tile<bf16>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return sum(tile(k, f32), 0) / k.arg(i32, "cols"); }), "f32");
+  // Floats: the wider; two 16-bit kinds in f32.
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, f16) + tile(k, f32); }), "tile<f32>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, bf16) + tile(k, f16); }), "tile<f32>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return k.arg(f32, "s") * tile(k, bf16); }), "tile<f32>[64]");
+  // Integers: the wider of one signedness; a wider signed one holds an unsigned one.
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, i8) + tile(k, i32); }), "tile<i32>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, u8) < tile(k, i32); }), "tile<i1>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, u16) + tile(k, i32); }), "tile<i32>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, u32) + tile(k, u64); }), "tile<u64>[64]");
+  // Literals take the other side's type; a float literal next to integers is f32.
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, bf16) * 3; }), "tile<bf16>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return tile(k, f16) * 0.5; }), "tile<f16>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return k.arange(0, 64) * 0.5; }), "tile<f32>[64]");
+  EXPECT_EQ(promoted_type([&](KernelBuilder& k) { return select(k.arange(0, 64) < 3, 1, 2.5); }), "tile<f32>[64]");
+  // What no dtype holds is an error naming both sides.
+  EXPECT_THAT(promoted_type([&](KernelBuilder& k) { return tile(k, u32) + tile(k, i32); }),
+              HasSubstr("operator+: mismatched types tile<u32>[64] and tile<i32>[64] (neither holds the other); cast "
+                        "one side"));
+  EXPECT_THAT(promoted_type([&](KernelBuilder& k) { return tile(k, u64) + tile(k, i64); }),
+              HasSubstr("(neither holds the other)"));
+  EXPECT_THAT(promoted_type([&](KernelBuilder& k) { return tile(k, f32) + (k.arange(0, 64) < 3); }),
+              HasSubstr("mismatched types tile<f32>[64] and tile<i1>[64]; cast one side"));
+}
+
+// Promotion computes what the explicit casts would: the mean of a row
+// divided by an i32 count.
+TEST(Promotion, TheMeanOfARowDividesByAnIntegerCount) {
+  KernelBuilder k("mean");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out"), cols = k.arg(i32, "cols");
+  Value offs = k.arange(0, 64);
+  Value v = load(x + offs, offs < cols, 0.0f);
+  store(out, sum(v, 0) / cols);
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  Device device = *Device::open("host:1");
+  absl::StatusOr<Function> fn = device.compile(*kernel);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  std::vector<float> in(64);
+  for (int i = 0; i < 64; ++i) in[i] = static_cast<float>(i);
+  float mean = 0;
+  ASSERT_TRUE(fn->launch({.grid = 1}, in.data(), &mean, 50).ok());
+  EXPECT_EQ(mean, 24.5f);  // (0 + ... + 49) / 50
 }
 
 }  // namespace
