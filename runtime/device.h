@@ -142,6 +142,11 @@ class Function {
   // Shared memory one program uses (in the variant that assumes nothing
   // about the arguments).
   int64_t shared_bytes() const;
+  // The grid of a persistent kernel (one that loops over its tiles): as
+  // many programs as the device runs at once, its compute units times the
+  // programs of this function each holds (the driver's occupancy for the
+  // variant that assumes nothing; on the host, one per worker thread).
+  absl::StatusOr<int> persistent_grid() const;
 
  private:
   friend absl::StatusOr<Function> compile_function(const std::shared_ptr<DeviceImpl>&, const Kernel&,

@@ -22,6 +22,9 @@ class FunctionImpl {
   // The encoding of tensor maps this function's kernel reads.
   TensorMapEncoding tensor_map_encoding() const { return encoding_; }
   virtual int64_t shared_bytes() const = 0;
+  // How many programs of this function one compute unit runs at once (its
+  // threads, registers and shared memory against the unit's).
+  virtual absl::StatusOr<int> programs_per_compute_unit() const = 0;
   // Runs the grid; the arguments have been checked, params[i] points to the
   // value of parameter i.
   virtual absl::Status run(const LaunchConfig& config, void** params) = 0;
@@ -142,6 +145,7 @@ class FunctionVariants {
   FunctionVariants& operator=(const FunctionVariants&) = delete;
 
   FunctionImpl& generic() const { return *generic_; }
+  const DeviceImpl& device() const { return *device_; }
   // The parameters whose facts the kernel's code can use; launches key
   // variants on these only.
   Specialization specializable() const { return specializable_; }

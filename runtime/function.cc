@@ -115,4 +115,14 @@ absl::Status Function::prepare_packed(absl::Span<const KernelArg> args) const {
 const Kernel& Function::kernel() const { return impl_->generic().kernel(); }
 int64_t Function::shared_bytes() const { return impl_->generic().shared_bytes(); }
 
+absl::StatusOr<int> Function::persistent_grid() const {
+  TESSEL_ASSIGN_OR_RETURN(int per_unit, impl_->generic().programs_per_compute_unit());
+  if (per_unit < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("persistent_grid of '", kernel().name(), "' on ",
+                                                     impl_->device().name(), ": no program fits on a compute unit (",
+                                                     shared_bytes(), " bytes of shared memory per program)"));
+  }
+  return per_unit * impl_->device().num_compute_units();
+}
+
 }  // namespace tessel

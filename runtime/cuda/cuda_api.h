@@ -363,6 +363,9 @@ using PFN_cuModuleGetGlobal_v3020 = CUresult(CUDAAPI*)(CUdeviceptr* dptr, size_t
 using PFN_cuModuleUnload_v2000 = CUresult(CUDAAPI*)(CUmodule hmod);
 using PFN_cuFuncLoad_v12040 = CUresult(CUDAAPI*)(CUfunction function);
 using PFN_cuFuncGetAttribute_v2020 = CUresult(CUDAAPI*)(int* pi, CUfunction_attribute attrib, CUfunction hfunc);
+using PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 = CUresult(CUDAAPI*)(int* numBlocks, CUfunction func,
+                                                                                 int blockSize,
+                                                                                 size_t dynamicSMemSize);
 using PFN_cuFuncSetAttribute_v9000 = CUresult(CUDAAPI*)(CUfunction hfunc, CUfunction_attribute attrib, int value);
 using PFN_cuLaunchKernel_v4000 = CUresult(CUDAAPI*)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                                     unsigned int gridDimZ, unsigned int blockDimX,

@@ -127,6 +127,17 @@ class CudaFunction final : public FunctionImpl {
 
   int64_t shared_bytes() const override { return shared_bytes_; }
 
+  absl::StatusOr<int> programs_per_compute_unit() const override {
+    const Context& context = *module_->context();
+    ContextScope scope(context);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    int blocks = 0;
+    absl::Status status = context.driver().occupancy_max_active_blocks(&blocks, function_, threads_,
+                                                                       static_cast<size_t>(shared_bytes_));
+    if (!status.ok()) return prefixed(absl::StrCat("occupancy of '", kernel().name(), "' on ", context.name()), status);
+    return blocks;
+  }
+
   absl::Status run(const LaunchConfig& config, void** params) override {
     const Context& context = *module_->context();
     if (config.num_warps * 32 != threads_) [[unlikely]] {

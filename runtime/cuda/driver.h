@@ -98,6 +98,8 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   X(func_load, cuFuncLoad, PFN_cuFuncLoad_v12040, 12040, false)                                          \
   X(func_get_attribute, cuFuncGetAttribute, PFN_cuFuncGetAttribute_v2020, 12000, true)                   \
   X(func_set_attribute, cuFuncSetAttribute, PFN_cuFuncSetAttribute_v9000, 12000, true)                   \
+  X(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor,                            \
+    PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 12000, true)                                  \
   X(launch_kernel, cuLaunchKernel, PFN_cuLaunchKernel_v4000, 12000, true)                                \
   X(tensor_map_encode_tiled, cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000, 12000, true)     \
   X(stream_begin_capture, cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010, 12000, true)            \

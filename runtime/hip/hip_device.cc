@@ -131,6 +131,14 @@ class HipFunction final : public FunctionImpl {
 
   int64_t shared_bytes() const override { return shared_bytes_; }
 
+  absl::StatusOr<int> programs_per_compute_unit() const override {
+    int blocks = 0;
+    absl::Status status = runtime_.set_device(device_);
+    if (status.ok()) status = runtime_.occupancy(&blocks, function_, threads_, static_cast<size_t>(shared_bytes_));
+    if (!status.ok()) return prefixed(absl::StrCat("occupancy of '", kernel().name(), "' on hip:", device_), status);
+    return blocks;
+  }
+
   absl::Status run(const LaunchConfig& config, void** params) override {
     const std::string what = absl::StrCat("launch '", kernel().name(), "' on hip:", device_);
     if (config.num_warps * kWave != threads_) [[unlikely]] {

@@ -88,6 +88,7 @@ class Entry<hipError_t (*)(Args...)> {
   X(module_unload, hipModuleUnload, true)                                 \
   X(module_get_function, hipModuleGetFunction, true)                      \
   X(module_launch_kernel, hipModuleLaunchKernel, true)                    \
+  X(occupancy, hipModuleOccupancyMaxActiveBlocksPerMultiprocessor, true)  \
   X(device_can_access_peer, hipDeviceCanAccessPeer, true)                 \
   X(device_enable_peer_access, hipDeviceEnablePeerAccess, true)           \
   X(mem_get_allocation_granularity, hipMemGetAllocationGranularity, true) \

@@ -44,6 +44,8 @@ class HostFunction final : public FunctionImpl {
       : FunctionImpl(std::move(kernel), TensorMapEncoding::kHost), code_(std::move(code)), pool_(std::move(pool)) {}
 
   int64_t shared_bytes() const override { return code_->shared_bytes(); }
+  // A worker thread runs one program at a time.
+  absl::StatusOr<int> programs_per_compute_unit() const override { return 1; }
 
   absl::Status run(const LaunchConfig& config, void** params) override {
     const std::array<int, 3>& g = config.grid.dims;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "runtime/device.h"
 #include "runtime/device_impl.h"
+#include "samples/kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/sample_kernels.h"
 
@@ -189,6 +190,26 @@ TEST(CudaTensorMap, TheDriverEncodesValidSpecs) {
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->encoding(), TensorMapEncoding::kCuda);
   EXPECT_EQ(full->spec().element_strides, (std::vector<int64_t>{1, 1, 1}));
+}
+
+// SMs times the driver's occupancy: a small kernel fits many programs on
+// an SM, the GEMM with its shared-memory ring one.
+TEST(CudaLaunch, PersistentGridIsSmsTimesOccupancy) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  const int sms = device.num_compute_units();
+  absl::StatusOr<Function> add = device.compile(*vector_add_kernel());
+  ASSERT_TRUE(add.ok()) << add.status();
+  absl::StatusOr<int> grid = add->persistent_grid();
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(*grid % sms, 0);
+  EXPECT_GE(*grid / sms, 2);
+  EXPECT_LE(*grid / sms, 16);  // 2048 threads an SM, 128 a program
+  CompileOptions options;
+  options.num_warps = samples::kMatmulWarps;
+  absl::StatusOr<Function> gemm = device.compile(*samples::gemm_kernel(samples::kMatmul), options);
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  ASSERT_GT(gemm->shared_bytes(), 116 << 10);  // more than half an SM's shared memory
+  EXPECT_EQ(*gemm->persistent_grid(), sms);
 }
 
 TEST(CudaLaunch, MisuseIsReportedBeforeTheDriverSeesIt) {

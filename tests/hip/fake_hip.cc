@@ -384,6 +384,19 @@ int hipModuleGetFunction(void** function, void*, const char* name) {
   *function = &f;
   return 0;
 }
+// What gfx942 would allow by waves and LDS alone: 32 waves of 64 threads
+// and 64 KiB of LDS per compute unit; none with FAKE_HIP_NO_ROOM set.
+int hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void* f, int block_size, size_t shared) {
+  enter(("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor " + static_cast<Function*>(f)->name + " block " +
+         std::to_string(block_size) + " lds " + std::to_string(shared))
+            .c_str(),
+        0);
+  const int by_waves = 32 / std::max(1, (block_size + 63) / 64);
+  const int by_lds = shared == 0 ? by_waves : static_cast<int>((64 << 10) / shared);
+  *blocks = std::getenv("FAKE_HIP_NO_ROOM") != nullptr ? 0 : std::min(by_waves, by_lds);
+  const char* fail = std::getenv("FAKE_HIP_FAIL");
+  return fail != nullptr && std::strcmp(fail, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor") == 0 ? 1 : 0;
+}
 int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                           unsigned shared, void*, void** params, void** extra) {
   enter(("hipModuleLaunchKernel " + static_cast<Function*>(f)->name + " grid " + std::to_string(gx) + "," +

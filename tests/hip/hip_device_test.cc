@@ -237,5 +237,30 @@ TEST(HipDevice, FailingCallsAreNamed) {
                                          "for 4 (256 threads)"));
 }
 
+// Compute units times the driver's occupancy; a failing or empty answer is
+// an error naming the kernel.
+TEST(HipDevice, PersistentGridIsComputeUnitsTimesOccupancy) {
+  absl::StatusOr<Device> d = Device::open("hip:0");
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<Function> add = d->compile(*samples::vector_add_kernel("persistent_add"), {});
+  ASSERT_TRUE(add.ok()) << add.status();
+  Record record;
+  record.reset();
+  absl::StatusOr<int> grid = add->persistent_grid();
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(*grid, 304 * 8);  // 4 wavefronts a program: 8 programs fill a CU's 32
+  EXPECT_THAT(record.log(), HasSubstr("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor persistent_add block 256"));
+  setenv("FAKE_HIP_FAIL", "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", 1);
+  absl::Status failed = add->persistent_grid().status();
+  unsetenv("FAKE_HIP_FAIL");
+  EXPECT_THAT(failed.message(), HasSubstr("occupancy of 'persistent_add' on hip:0: "
+                                          "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: hipErrorInvalidValue"));
+  setenv("FAKE_HIP_NO_ROOM", "1", 1);
+  absl::Status none = add->persistent_grid().status();
+  unsetenv("FAKE_HIP_NO_ROOM");
+  EXPECT_EQ(none.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(none.message(), HasSubstr("persistent_grid of 'persistent_add' on hip:0: no program fits on a compute unit"));
+}
+
 }  // namespace
 }  // namespace tessel

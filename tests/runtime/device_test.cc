@@ -77,6 +77,18 @@ TEST(Launch, RunsAxpyOnRandomData) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 0.5f * x[i] + y[i]) << i;
 }
 
+// On the host a worker thread runs one program at a time.
+TEST(Launch, PersistentGridOnTheHostIsOneProgramPerWorker) {
+  for (const char* name : {"host:1", "host:3"}) {
+    Device d = *Device::open(name);
+    absl::StatusOr<Function> fn = d.compile(axpy());
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    absl::StatusOr<int> grid = fn->persistent_grid();
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    EXPECT_EQ(*grid, d.num_compute_units()) << name;
+  }
+}
+
 TEST(Launch, ChecksArgumentsAgainstTheSignature) {
   Device d = *Device::open("host:1");
   Function fn = *d.compile(axpy());
