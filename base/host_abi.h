@@ -8,10 +8,13 @@
 
 namespace tessel {
 
+struct HostChecks;  // runtime/host/host_checks.h
+
 struct HostProgram {
   int32_t program_id[3];
   int32_t num_programs[3];
-  void* shared;  // this program's shared-memory arena
+  void* shared;         // this program's shared-memory arena
+  HostChecks* checks;   // the launch's bounds, for checked code (host:checked); else null
 };
 
 using HostEntry = void (*)(void** args, const HostProgram* program);
@@ -19,5 +22,9 @@ using HostEntry = void (*)(void** args, const HostProgram* program);
 // Names of the functions the runtime supplies to host kernels.
 inline constexpr const char* kHostTmaLoad = "tessel_host_tma_load";    // (map, const i32* coords, smem)
 inline constexpr const char* kHostTmaStore = "tessel_host_tma_store";  // (map, const i32* coords, smem)
+// Checked code asks before each access whether it lies within the argument
+// its pointer came from (`param`, or -1 where that is not known):
+// bool (const HostProgram*, i32 param, const void* address, i64 bytes, i32 op index).
+inline constexpr const char* kHostCheck = "tessel_host_check";
 
 }  // namespace tessel

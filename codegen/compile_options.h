@@ -33,10 +33,14 @@ struct CompileOptions {
   // What the code may assume about the arguments. The runtime sets this for
   // each variant of a Function from the arguments of its launches.
   Specialization specialization;
+  // Host only (Device "host:checked"): every load, store and atomic asks
+  // the runtime whether it lies within its argument first.
+  bool checked = false;
 
   // Whether the options change generated code (they key the JIT cache).
   std::string cache_key() const {
-    return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch, ";s", absl::Hex(specialization.multiple_of_16));
+    return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch, ";s", absl::Hex(specialization.multiple_of_16),
+                        checked ? ";checked" : "");
   }
 };
 

@@ -46,6 +46,43 @@ std::vector<llvm::Value*> Lowering::register_addresses(int id, const Layout& l) 
   return out;
 }
 
+llvm::Value* Lowering::checked(const Op& o, llvm::Value* p, int64_t bytes, llvm::Value* mask) {
+  const int op = static_cast<int>(&o - ir_.ops.data());
+  const int param = root_param(o.operands[0]);
+  if (mask == nullptr) return target_.access_ok(b_, param, p, b_.getInt64(bytes), op);
+  // A masked-off lane asks about nothing: no bytes.
+  llvm::Value* ok = target_.access_ok(b_, param, p, b_.CreateSelect(mask, b_.getInt64(bytes), b_.getInt64(0)), op);
+  return ok == nullptr ? mask : b_.CreateAnd(mask, ok);
+}
+
+int Lowering::root_param(int v) const {
+  for (int hops = 0; hops < 256; ++hops) {
+    for (size_t i = 0; i < ir_.params.size(); ++i) {
+      if (ir_.params[i].value == v) return static_cast<int>(i);
+    }
+    const ValueInfo& info = ir_.values[v];
+    if (info.def_op < 0) return -1;  // a loop-carried or branch value
+    const Op& d = ir_.ops[info.def_op];
+    switch (d.op) {
+      case OpCode::kPtrAdd:
+      case OpCode::kSplat:
+      case OpCode::kBroadcast:
+      case OpCode::kExpandDims:
+      case OpCode::kReshape:
+      case OpCode::kTrans:
+        v = d.operands[0];
+        break;
+      case OpCode::kSelect: {
+        const int a = root_param(d.operands[1]);
+        return a == root_param(d.operands[2]) ? a : -1;
+      }
+      default:
+        return -1;
+    }
+  }
+  return -1;
+}
+
 absl::Status Lowering::load(const Op& o, const Type& rt) {
   const Type& pt = ir_.type(o.operands[0]);
   llvm::Type* mt = elem_mem_type(rt);
@@ -55,14 +92,22 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
     llvm::Value* v = b_.CreateLoad(mt, p);
     return mt == elem_type(rt) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
   };
+  const int64_t bytes = module_->getDataLayout().getTypeStoreSize(mt);
+  // Where checks may turn an unmasked load off, it reads zeros instead.
+  llvm::Value* zero_addr = nullptr;
+  if (!masked && target_.checks_accesses()) {
+    zero_addr = stack_slot(mt);
+    b_.CreateStore(llvm::Constant::getNullValue(mt), zero_addr);
+  }
   if (!pt.is_tile()) {
-    llvm::Value* other_addr = nullptr;
+    llvm::Value* other_addr = zero_addr;
     if (masked) {
       other_addr = stack_slot(mt);
       llvm::Value* other = val(o.operands[2]);
       b_.CreateStore(mt == other->getType() ? other : b_.CreateZExt(other, mt), other_addr);
     }
-    set(o, one(val(o.operands[0]), masked ? val(o.operands[1]) : nullptr, other_addr));
+    llvm::Value* p = val(o.operands[0]);
+    set(o, one(p, checked(o, p, bytes, masked ? val(o.operands[1]) : nullptr), other_addr));
     return absl::OkStatus();
   }
   if (in_registers(rt)) return load_registers(o, rt);
@@ -73,7 +118,7 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
   llvm::Value* out = new_buffer(rt);
   tile_loop(rt.numel(), [&](llvm::Value* i) {
     llvm::Value* p = address(i);
-    llvm::Value* mask = masked ? load_elem(masks, ir_.type(o.operands[1]), i) : nullptr;
+    llvm::Value* mask = checked(o, p, bytes, masked ? load_elem(masks, ir_.type(o.operands[1]), i) : nullptr);
     if (masked && affine) {
       // Computed addresses: a guarded load, which the vectorizer turns into
       // a masked vector load.
@@ -91,7 +136,7 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
       store_elem(out, rt, i, v);
       return;
     }
-    llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, others, i) : nullptr;
+    llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, others, i) : zero_addr;
     store_elem(out, rt, i, one(p, mask, other_addr));
   });
   set(o, out);
@@ -168,8 +213,9 @@ absl::Status Lowering::store(const Op& o) {
   const Type& vt = ir_.type(o.operands[1]);
   bool masked = o.operands.size() == 3;
   llvm::Type* mt = elem_mem_type(vt);
+  const int64_t bytes = module_->getDataLayout().getTypeStoreSize(mt);
   auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) {
-    guarded(mask, [&] { b_.CreateStore(mt == v->getType() ? v : b_.CreateZExt(v, mt), p); });
+    guarded(checked(o, p, bytes, mask), [&] { b_.CreateStore(mt == v->getType() ? v : b_.CreateZExt(v, mt), p); });
   };
   if (!pt.is_tile()) {
     one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
@@ -268,6 +314,7 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   };
   // A masked-off lane returns 0 and touches nothing.
   auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
+    mask = checked(o, p, d.bytes(), mask);
     if (mask == nullptr) return rmw(p, v);
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     llvm::Value* old = nullptr;
@@ -302,11 +349,27 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
 
 absl::Status Lowering::atomic_cas(const Op& o, const Type& rt) {
   DType d = rt.dtype();
-  set(o, target_.uniform(b_, [&] {
-    auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
-                                      llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
-                                      llvm::AtomicOrdering::Acquire, target_.device_scope(ctx_));
-    return b_.CreateExtractValue(cx, 0);
+  set(o, target_.uniform(b_, [&]() -> llvm::Value* {
+    auto cas = [&] {
+      auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
+                                        llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
+                                        llvm::AtomicOrdering::Acquire, target_.device_scope(ctx_));
+      return b_.CreateExtractValue(cx, 0);
+    };
+    llvm::Value* ok = checked(o, val(o.operands[0]), d.bytes(), nullptr);
+    if (ok == nullptr) return cas();
+    // Out of bounds in checked code: 0, and memory untouched.
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    llvm::Value* old = nullptr;
+    llvm::BasicBlock* in = nullptr;
+    guarded(ok, [&] {
+      old = cas();
+      in = b_.GetInsertBlock();
+    });
+    llvm::PHINode* phi = b_.CreatePHI(old->getType(), 2);
+    phi->addIncoming(old, in);
+    phi->addIncoming(llvm::Constant::getNullValue(old->getType()), pre);
+    return phi;
   }));
   return absl::OkStatus();
 }

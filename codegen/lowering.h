@@ -279,6 +279,15 @@ class Lowering {
   // Runs `body` only where `mask` (may be null) holds.
   void guarded(llvm::Value* mask, const std::function<void()>& body);
 
+  // In checked code (TargetInfo::access_ok): `mask` (null: every lane)
+  // and-ed with whether the access of `o` to `bytes` at `p` lies within the
+  // argument its pointer came from; masked-off lanes are not asked about.
+  // Elsewhere `mask` itself.
+  llvm::Value* checked(const Op& o, llvm::Value* p, int64_t bytes, llvm::Value* mask);
+  // The parameter pointer value `v` is derived from (through ptr_add, shape
+  // ops and selects between one parameter's pointers), or -1.
+  int root_param(int v) const;
+
   absl::Status store(const Op& o);
 
   absl::Status atomic(const Op& o, const Type& rt);

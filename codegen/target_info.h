@@ -78,6 +78,15 @@ class TargetInfo {
   virtual llvm::Value* shared_base(llvm::IRBuilder<>& b) = 0;
   virtual int64_t shared_base_slack() const { return 0; }
 
+  // Whether the code checks its accesses (the host's checked mode), and
+  // then whether `bytes` (i64; 0 asks nothing) at `address` lie within
+  // parameter `param`'s memory
+  // (-1: whichever argument holds them), for the access of op `op`; nullptr
+  // where accesses go unchecked.
+  virtual bool checks_accesses() const { return false; }
+  virtual llvm::Value* access_ok(llvm::IRBuilder<>& b, int param, llvm::Value* address, llvm::Value* bytes, int op) {
+    return nullptr;
+  }
   // The fast form (MathForm::kFast) of math function `op` of an f32 value:
   // the target's hardware approximation, or nullptr where it has none and
   // the accurate expansion (codegen/math.h) serves.

@@ -28,6 +28,11 @@ class FunctionImpl {
   // Runs the grid; the arguments have been checked, params[i] points to the
   // value of parameter i.
   virtual absl::Status run(const LaunchConfig& config, void** params) = 0;
+  // The same, with the arguments as passed, for backends that look at more
+  // than their values (the host's checked mode: their extents).
+  virtual absl::Status run_with(const LaunchConfig& config, void** params, absl::Span<const KernelArg>) {
+    return run(config, params);
+  }
 
  private:
   Kernel kernel_;

@@ -8,7 +8,9 @@
 
 namespace tessel {
 
-KernelArg::KernelArg(const Buffer& b) : kind_(Kind::kPointer) { set_pointer(b.data()); }
+KernelArg::KernelArg(const Buffer& b) : kind_(Kind::kPointer), extent_(static_cast<int64_t>(b.bytes())) {
+  set_pointer(b.data());
+}
 KernelArg::KernelArg(const TensorMap& m) : kind_(Kind::kTensorMap), dtype_(m.spec().dtype), map_(&m) {}
 
 void* KernelArg::slot() const {
@@ -94,7 +96,7 @@ absl::Status Function::launch_packed(const LaunchConfig& config, absl::Span<cons
   if (!variant.ok()) [[unlikely]] {
     return prefixed(absl::StrCat("launch '", k.name(), "': compiling a variant"), variant.status());
   }
-  return (*variant)->run(config, slots.data());
+  return (*variant)->run_with(config, slots.data(), args);
 }
 
 Specialization Function::specialization_packed(absl::Span<const KernelArg> args) const {

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 
+#include "absl/types/span.h"
 #include "base/view_abi.h"
 #include "dsl/types.h"
 
@@ -61,6 +63,16 @@ class KernelArg {
       typed_ = true;
     }
   }
+  // A span: a typed pointer whose extent the host's checked mode checks
+  // accesses against (so does a Buffer's).
+  template <class T>
+  KernelArg(absl::Span<T> s) : KernelArg(s.data()) {  // NOLINT
+    extent_ = static_cast<int64_t>(s.size() * sizeof(T));
+  }
+  template <class T, size_t N>
+  KernelArg(std::span<T, N> s) : KernelArg(s.data()) {  // NOLINT
+    extent_ = static_cast<int64_t>(s.size() * sizeof(T));
+  }
   KernelArg(const Buffer& b);     // NOLINT
   KernelArg(const TensorMap& m);  // NOLINT
 
@@ -68,6 +80,14 @@ class KernelArg {
   DType dtype() const { return dtype_; }
   bool typed() const { return typed_; }
   const TensorMap* tensor_map() const { return map_; }
+  // Pointers: the address, and the bytes behind it where known (Buffers and
+  // spans), else -1.
+  const void* pointer() const {
+    const void* p;
+    std::memcpy(&p, storage_, sizeof(p));
+    return p;
+  }
+  int64_t extent() const { return extent_; }
   // For pointers and integers: whether the address is 16-byte aligned or
   // the value divisible by 16 (the low bits of either, little-endian).
   bool multiple_of_16() const { return (std::to_integer<unsigned>(storage_[0]) & 15) == 0; }
@@ -81,6 +101,7 @@ class KernelArg {
   DType dtype_{};
   bool typed_ = false;
   const TensorMap* map_ = nullptr;
+  int64_t extent_ = -1;
   alignas(8) mutable std::byte storage_[8] = {};
 };
 

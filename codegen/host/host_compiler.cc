@@ -37,7 +37,8 @@ namespace codegen {
 
 absl::StatusOr<DeviceCode> compile_host(const Kernel& kernel, const CompileOptions& options,
                                         CompileArtifacts* artifacts, HostTma tma) {
-  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target, make_host_target(options.opt_level, tma));
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
+                          make_host_target(options.opt_level, tma, options.checked));
   llvm::LLVMContext ctx;
   TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization));
   optimize(*lowered.module, target->machine(), options.opt_level);

@@ -13,7 +13,8 @@ namespace {
 // come from the HostProgram record, parameters from the args array.
 class HostTarget final : public TargetInfo {
  public:
-  HostTarget(std::unique_ptr<llvm::TargetMachine> tm, HostTma tma) : tm_(std::move(tm)), tma_(tma) {}
+  HostTarget(std::unique_ptr<llvm::TargetMachine> tm, HostTma tma, bool checked)
+      : tm_(std::move(tm)), tma_(tma), checked_(checked) {}
 
   std::string name() const override { return "host"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -121,6 +122,17 @@ class HostTarget final : public TargetInfo {
     return l;
   }
   void single_thread(llvm::IRBuilder<>&, const std::function<void()>& body) override { body(); }
+
+  bool checks_accesses() const override { return checked_; }
+  llvm::Value* access_ok(llvm::IRBuilder<>& b, int param, llvm::Value* address, llvm::Value* bytes, int op) override {
+    if (!checked_) return nullptr;
+    llvm::Module& m = *fn_->getParent();
+    llvm::Type* ptr = b.getPtrTy();
+    llvm::FunctionCallee check = m.getOrInsertFunction(
+        kHostCheck, llvm::FunctionType::get(b.getInt1Ty(), {ptr, b.getInt32Ty(), ptr, b.getInt64Ty(), b.getInt32Ty()},
+                                            false));
+    return b.CreateCall(check, {fn_->getArg(1), b.getInt32(param), address, bytes, b.getInt32(op)});
+  }
   void epilogue(llvm::IRBuilder<>&) override {}
 
  private:
@@ -143,12 +155,13 @@ class HostTarget final : public TargetInfo {
 
   std::unique_ptr<llvm::TargetMachine> tm_;
   HostTma tma_;
+  bool checked_;
   llvm::Function* fn_ = nullptr;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, HostTma tma) {
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, HostTma tma, bool checked) {
   init_llvm_targets();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return to_status(jtmb.takeError(), "detecting the host CPU");
@@ -160,7 +173,7 @@ absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, Host
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   auto tm = jtmb->createTargetMachine();
   if (!tm) return to_status(tm.takeError(), "creating the host target machine");
-  return std::unique_ptr<TargetInfo>(new HostTarget(std::move(*tm), tma));
+  return std::unique_ptr<TargetInfo>(new HostTarget(std::move(*tm), tma, checked));
 }
 
 }  // namespace tessel::codegen

@@ -16,6 +16,9 @@ enum class HostTma {
   kSoftware,
 };
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, HostTma tma = HostTma::kCopyEngine);
+// `checked`: every load, store and atomic asks the runtime first
+// (CompileOptions::checked).
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_host_target(int opt_level, HostTma tma = HostTma::kCopyEngine,
+                                                             bool checked = false);
 
 }  // namespace tessel::codegen

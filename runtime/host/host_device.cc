@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -15,6 +16,7 @@
 #include "runtime/device_impl.h"
 #include "runtime/faults.h"
 #include "runtime/plans/plan_backend.h"
+#include "runtime/host/host_checks.h"
 #include "runtime/host/host_tma.h"
 #include "runtime/host/thread_pool.h"
 #include "runtime/tensor_map.h"
@@ -40,14 +42,31 @@ absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, co
 
 class HostFunction final : public FunctionImpl {
  public:
-  HostFunction(Kernel kernel, std::unique_ptr<HostCode> code, std::shared_ptr<ThreadPool> pool)
-      : FunctionImpl(std::move(kernel), TensorMapEncoding::kHost), code_(std::move(code)), pool_(std::move(pool)) {}
+  HostFunction(Kernel kernel, std::unique_ptr<HostCode> code, std::shared_ptr<ThreadPool> pool, std::string device,
+               bool checked)
+      : FunctionImpl(std::move(kernel), TensorMapEncoding::kHost),
+        code_(std::move(code)),
+        pool_(std::move(pool)),
+        device_(std::move(device)),
+        checked_(checked) {}
 
   int64_t shared_bytes() const override { return code_->shared_bytes(); }
   // A worker thread runs one program at a time.
   absl::StatusOr<int> programs_per_compute_unit() const override { return 1; }
 
-  absl::Status run(const LaunchConfig& config, void** params) override {
+  absl::Status run(const LaunchConfig& config, void** params) override { return run_checked(config, params, nullptr); }
+
+  absl::Status run_with(const LaunchConfig& config, void** params, absl::Span<const KernelArg> args) override {
+    if (!checked_) return run(config, params);
+    HostChecks checks;
+    TESSEL_RETURN_IF_ERROR(host_regions(kernel(), args, checks.regions));
+    TESSEL_RETURN_IF_ERROR(run_checked(config, params, &checks));
+    if (checks.failed.load(std::memory_order_acquire)) return host_violation(checks, kernel(), device_);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status run_checked(const LaunchConfig& config, void** params, HostChecks* checks) {
     const std::array<int, 3>& g = config.grid.dims;
     int64_t arena = (code_->shared_bytes() + 127) / 128 * 128;
     std::vector<std::byte*> arenas(pool_->size(), nullptr);
@@ -64,22 +83,24 @@ class HostFunction final : public FunctionImpl {
       HostProgram p{{static_cast<int32_t>(i % g[0]), static_cast<int32_t>(i / g[0] % g[1]),
                      static_cast<int32_t>(i / (int64_t{g[0]} * g[1]))},
                     {g[0], g[1], g[2]},
-                    arenas[worker]};
+                    arenas[worker],
+                    checks};
       entry(params, &p);
     });
     return absl::OkStatus();
   }
 
- private:
   std::unique_ptr<HostCode> code_;
   std::shared_ptr<ThreadPool> pool_;  // shared with the device, which may go first
+  const std::string device_;
+  const bool checked_;
 };
 
 class HostDevice final : public DeviceImpl {
  public:
-  explicit HostDevice(int threads) : pool_(std::make_shared<ThreadPool>(threads)) {}
+  HostDevice(int threads, bool checked) : pool_(std::make_shared<ThreadPool>(threads)), checked_(checked) {}
 
-  std::string name() const override { return absl::StrCat("host:", pool_->size()); }
+  std::string name() const override { return absl::StrCat("host:", pool_->size(), checked_ ? ":checked" : ""); }
   DeviceKind kind() const override { return DeviceKind::kHost; }
   std::string arch() const override { return "host"; }
   int num_compute_units() const override { return pool_->size(); }
@@ -112,32 +133,38 @@ class HostDevice final : public DeviceImpl {
     }
     CompileOptions resolved = options;
     resolved.arch = "host";
+    resolved.checked = checked_;
     CompileArtifacts artifacts;
     bool dump = !options.dump_stages.empty();
     TESSEL_ASSIGN_OR_RETURN(DeviceCode device_code,
                             compile_cached(*disk_cache(), kernel, resolved, dump ? &artifacts : nullptr));
     if (dump) TESSEL_RETURN_IF_ERROR(write_dumps(kernel, options, artifacts));
     std::vector<HostSymbol> symbols = {{kHostTmaLoad, reinterpret_cast<void*>(&tma_load_entry)},
-                                       {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)}};
+                                       {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)},
+                                       {kHostCheck, reinterpret_cast<void*>(&host_check)}};
     TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<HostCode> code, load_host_code(device_code, symbols));
-    return std::make_shared<HostFunction>(kernel, std::move(code), pool_);
+    return std::make_shared<HostFunction>(kernel, std::move(code), pool_, name(), checked_);
   }
 
  private:
   std::shared_ptr<ThreadPool> pool_;
+  const bool checked_;
 };
 
+// "host", "host:N", "host:checked", "host:N:checked".
 absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host(absl::string_view name, absl::string_view suffix) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
+  const bool checked = suffix == "checked" || absl::EndsWith(suffix, ":checked");
+  if (checked) suffix.remove_suffix(suffix == "checked" ? suffix.size() : std::string_view(":checked").size());
   if (!suffix.empty() && (!absl::SimpleAtoi(suffix, &threads) || threads < 1 || threads > 1024)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Device::open('", name, "'): the host thread count must be 1 to 1024"));
   }
-  return std::make_shared<HostDevice>(std::max(threads, 1));
+  return std::make_shared<HostDevice>(std::max(threads, 1), checked);
 }
 
 [[maybe_unused]] const bool registered = register_backend({.prefix = "host",
-                                          .usage = "host, host:N",
+                                          .usage = "host, host:N, host:checked, host:N:checked",
                                           .open = &open_host,
                                           .make_group = &make_host_group_backend});
 
