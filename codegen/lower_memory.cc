@@ -208,6 +208,21 @@ void Lowering::guarded(llvm::Value* mask, const std::function<void()>& body) {
   }
 }
 
+llvm::Value* Lowering::guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body) {
+  if (mask == nullptr) return body();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::Value* v = nullptr;
+  llvm::BasicBlock* in = nullptr;
+  guarded(mask, [&] {
+    v = body();
+    in = b_.GetInsertBlock();
+  });
+  llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
+  phi->addIncoming(v, in);
+  phi->addIncoming(llvm::Constant::getNullValue(v->getType()), pre);
+  return phi;
+}
+
 absl::Status Lowering::store(const Op& o) {
   const Type& pt = ir_.type(o.operands[0]);
   const Type& vt = ir_.type(o.operands[1]);
@@ -314,19 +329,7 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   };
   // A masked-off lane returns 0 and touches nothing.
   auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
-    mask = checked(o, p, d.bytes(), mask);
-    if (mask == nullptr) return rmw(p, v);
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::Value* old = nullptr;
-    llvm::BasicBlock* in = nullptr;
-    guarded(mask, [&] {
-      old = rmw(p, v);
-      in = b_.GetInsertBlock();
-    });
-    llvm::PHINode* phi = b_.CreatePHI(t, 2);
-    phi->addIncoming(old, in);
-    phi->addIncoming(llvm::Constant::getNullValue(t), pre);
-    return phi;
+    return guarded_value(checked(o, p, d.bytes(), mask), [&] { return rmw(p, v); });
   };
   if (!pt.is_tile()) {
     // One thread of the program does a scalar atomic; all see its result.
@@ -349,27 +352,14 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
 
 absl::Status Lowering::atomic_cas(const Op& o, const Type& rt) {
   DType d = rt.dtype();
-  set(o, target_.uniform(b_, [&]() -> llvm::Value* {
-    auto cas = [&] {
+  // Out of bounds in checked code: 0, and memory untouched.
+  set(o, target_.uniform(b_, [&] {
+    return guarded_value(checked(o, val(o.operands[0]), d.bytes(), nullptr), [&] {
       auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
                                         llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease,
                                         llvm::AtomicOrdering::Acquire, target_.device_scope(ctx_));
       return b_.CreateExtractValue(cx, 0);
-    };
-    llvm::Value* ok = checked(o, val(o.operands[0]), d.bytes(), nullptr);
-    if (ok == nullptr) return cas();
-    // Out of bounds in checked code: 0, and memory untouched.
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::Value* old = nullptr;
-    llvm::BasicBlock* in = nullptr;
-    guarded(ok, [&] {
-      old = cas();
-      in = b_.GetInsertBlock();
     });
-    llvm::PHINode* phi = b_.CreatePHI(old->getType(), 2);
-    phi->addIncoming(old, in);
-    phi->addIncoming(llvm::Constant::getNullValue(old->getType()), pre);
-    return phi;
   }));
   return absl::OkStatus();
 }

@@ -278,6 +278,8 @@ class Lowering {
 
   // Runs `body` only where `mask` (may be null) holds.
   void guarded(llvm::Value* mask, const std::function<void()>& body);
+  // The value `body` computes where `mask` (may be null) holds, else zero.
+  llvm::Value* guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body);
 
   // In checked code (TargetInfo::access_ok): `mask` (null: every lane)
   // and-ed with whether the access of `o` to `bytes` at `p` lies within the
