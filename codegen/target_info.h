@@ -84,13 +84,14 @@ class TargetInfo {
   // (-1: whichever argument holds them), for the access of op `op`; nullptr
   // where accesses go unchecked.
   virtual bool checks_accesses() const { return false; }
-  virtual llvm::Value* access_ok(llvm::IRBuilder<>& b, int param, llvm::Value* address, llvm::Value* bytes, int op) {
+  virtual llvm::Value* access_ok(llvm::IRBuilder<>&, int /*param*/, llvm::Value* /*address*/, llvm::Value* /*bytes*/,
+                                 int /*op*/) {
     return nullptr;
   }
   // The fast form (MathForm::kFast) of math function `op` of an f32 value:
   // the target's hardware approximation, or nullptr where it has none and
   // the accurate expansion (codegen/math.h) serves.
-  virtual llvm::Value* fast_math(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) { return nullptr; }
+  virtual llvm::Value* fast_math(llvm::IRBuilder<>&, OpCode, llvm::Value*) { return nullptr; }
 
   // Programs with several threads may hold tiles in registers, spread over
   // their threads; 0 means tiles are buffers only.
