@@ -116,6 +116,32 @@ class Math {
 
   // log2(x) = e + (f + lo) log2(e), the product carried to twice f32's
   // precision so that the sum with e rounds once.
+  // f64: 2^x = 2^k exp(r ln 2), r = x - k exactly; exp of the rounded
+  // product is within 1.5 ulp.
+  Value* exp2_f64(Value* x) {
+    Value* k = call(llvm::Intrinsic::rint, x);
+    Value* p = emit_exp_f64(b_, b_.CreateFMul(b_.CreateFSub(x, k), c(M_LN2)));
+    return special_exp(x, scale(p, k), 1024.0, -1076.0);
+  }
+
+  // f64: log2(x) = e + log(m) log2(e) with m in [sqrt(1/2), sqrt(2)), so
+  // that powers of two come out exact.
+  Value* log2_f64(Value* x) {
+    llvm::Type* i64 = b_.getInt64Ty();
+    Value* tiny = lt(x, 0x1p-1022);
+    Value* bits = b_.CreateBitCast(select(tiny, b_.CreateFMul(x, c(0x1p54)), x), i64);
+    Value* e = b_.CreateSub(b_.CreateLShr(bits, 52), b_.getInt64(1023));
+    e = b_.CreateSub(e, select(tiny, b_.getInt64(54), b_.getInt64(0)));
+    Value* m = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, b_.getInt64(0x000FFFFFFFFFFFFFull)),
+                                            b_.getInt64(0x3FF0000000000000ull)),
+                                t_);
+    Value* big = gt(m, M_SQRT2);
+    m = select(big, b_.CreateFMul(m, c(0.5)), m);
+    e = b_.CreateAdd(e, b_.CreateZExt(big, i64));
+    Value* y = fma(emit_log_f64(b_, m), c(M_LOG2E), b_.CreateSIToFP(e, t_));
+    return special_log(x, y);
+  }
+
   Value* log2_f32(Value* x) {
     Value *e, *f, *lo;
     log_parts(x, &e, &f, &lo);
@@ -229,15 +255,21 @@ class Math {
   // p 2^k, in two factors so that subnormal and near-overflow results come
   // from normal factors; k (a float) is clamped, the rest saturates.
   Value* scale(Value* p, Value* k) {
-    llvm::Type* i32 = b_.getInt32Ty();
+    const double limit = is_f64() ? 2100 : 160;
     Value* clamped = b_.CreateIntrinsic(llvm::Intrinsic::maxnum, {t_},
-                                        {b_.CreateIntrinsic(llvm::Intrinsic::minnum, {t_}, {k, c(160)}), c(-160)});
-    Value* kc = b_.CreateFPToSI(clamped, i32);
+                                        {b_.CreateIntrinsic(llvm::Intrinsic::minnum, {t_}, {k, c(limit)}), c(-limit)});
+    Value* kc = b_.CreateFPToSI(clamped, bits_type());
     Value* k1 = b_.CreateAShr(kc, 1);
     return b_.CreateFMul(b_.CreateFMul(p, pow2(k1)), pow2(b_.CreateSub(kc, k1)));
   }
-  // 2^k for k in [-126, 127] (i32).
-  Value* pow2(Value* k) { return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, b_.getInt32(127)), 23), t_); }
+  // The integer type of the float's bits.
+  llvm::IntegerType* bits_type() { return is_f64() ? b_.getInt64Ty() : b_.getInt32Ty(); }
+  // 2^k for a normal power (k of bits_type()).
+  Value* pow2(Value* k) {
+    const int mantissa = is_f64() ? 52 : 23, bias = is_f64() ? 1023 : 127;
+    llvm::Type* it = bits_type();
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, bias)), mantissa), t_);
+  }
 
   Value* special_exp(Value* x, Value* y, double overflow, double underflow) {
     y = select(gt(x, overflow), c(INFINITY), y);
@@ -335,9 +367,9 @@ Value* emit_math(llvm::IRBuilder<>& b, OpCode op, Value* x) {
     case OpCode::kLog:
       return m.is_f64() ? emit_log_f64(b, x) : m.log_f32(x);
     case OpCode::kExp2:
-      return m.exp2_f32(x);
+      return m.is_f64() ? m.exp2_f64(x) : m.exp2_f32(x);
     case OpCode::kLog2:
-      return m.log2_f32(x);
+      return m.is_f64() ? m.log2_f64(x) : m.log2_f32(x);
     case OpCode::kTanh:
       return m.tanh(x);
     case OpCode::kSigmoid:

@@ -64,7 +64,8 @@ TEST(Math, EachF32FunctionIsWithinItsBound) {
   }
 }
 
-// tanh, sigmoid, sinh and cosh of f64 through f64 exp: within 3 ulp.
+// exp2, log2, tanh, sigmoid, sinh and cosh of f64 through f64 exp and log:
+// within 3 ulp.
 TEST(Math, F64FormsAreWithinThreeUlps) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
@@ -75,6 +76,8 @@ TEST(Math, F64FormsAreWithinThreeUlps) {
     double lo, hi;
   };
   const F64Case cases[] = {
+      {"exp2", [](const Value& v) { return exp2(v); }, [](long double v) { return std::exp2(v); }, -1080, 1025},
+      {"log2", [](const Value& v) { return log2(v); }, [](long double v) { return std::log2(v); }, 1e-300, 1e300},
       {"tanh", [](const Value& v) { return tanh(v); }, [](long double v) { return std::tanh(v); }, -25, 25},
       {"sigmoid", [](const Value& v) { return sigmoid(v); }, [](long double v) { return 1 / (1 + std::exp(-v)); }, -745,
        40},
@@ -148,6 +151,23 @@ TEST(Math, FastFormsOnTheHostAreTheAccurateOnes) {
   }
 }
 
+// log2 of every power of two, subnormals included, is its exponent, and
+// exp2 of every integer in range its power, in f32 and f64.
+TEST(Math, Log2AndExp2AreExactOnPowersOfTwo) {
+  std::vector<float> p32, k32;
+  for (int k = -149; k <= 127; ++k) p32.push_back(std::ldexp(1.0f, k)), k32.push_back(static_cast<float>(k));
+  std::vector<float> l32 = run<float>([](const Value& v, const Value&) { return log2(v); }, 1, p32, p32);
+  std::vector<float> e32 = run<float>([](const Value& v, const Value&) { return exp2(v); }, 1, k32, k32);
+  EXPECT_EQ(l32, k32);
+  EXPECT_EQ(e32, p32);
+  std::vector<double> p64, k64;
+  for (int k = -1074; k <= 1023; ++k) p64.push_back(std::ldexp(1.0, k)), k64.push_back(k);
+  std::vector<double> l64 = run<double>([](const Value& v, const Value&) { return log2(v); }, 1, p64, p64);
+  std::vector<double> e64 = run<double>([](const Value& v, const Value&) { return exp2(v); }, 1, k64, k64);
+  EXPECT_EQ(l64, k64);
+  EXPECT_EQ(e64, p64);
+}
+
 TEST(Math, RoundingAndClampingOps) {
   std::vector<float> x = {-2.5f, -1.5f, -0.5f, -0.4f, 0.0f, 0.4f, 0.5f, 1.5f, 2.5f, 7.0f};
   std::vector<float> c = run<float>([](const Value& v, const Value&) { return ceil(v); }, 1, x, x);
@@ -190,7 +210,10 @@ TEST(Math, BadOperandsAreNamed) {
               ::testing::HasSubstr("where: mismatched types u32 and i32 (neither holds the other); cast one side"));
   EXPECT_THAT(error(f32, [](const Value& v) { return where(v, v, v); }),
               ::testing::HasSubstr("where: the condition must be i1, got f32"));
-  EXPECT_EQ(error(f64, [](const Value& v) { return tanh(v) + sigmoid(v) + sinh(v) + cosh(v) + exp(v) + log(v); }), "");
+  EXPECT_EQ(error(f64, [](const Value& v) {
+              return tanh(v) + sigmoid(v) + sinh(v) + cosh(v) + exp(v) + log(v) + exp2(v) + log2(v);
+            }),
+            "");
 }
 
 }  // namespace
