@@ -5,6 +5,8 @@
 // approximations, measured here over the ranges docs/math.md gives.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -74,6 +76,53 @@ TEST_F(MathAgree, AccurateFormsAgreeBitForBitAndKeepTheirBounds) {
     EXPECT_LE(worst, c.bound) << "at x = " << absl::StrFormat("%a", x[at]);
     std::printf("%-8s accurate: worst %.3f ulp over %zu inputs, bit-identical to the host\n", c.name.c_str(), worst,
                 x.size());
+  }
+}
+
+// The f64 forms (exp, log, exp2, log2, tanh, sigmoid, sinh, cosh) are the
+// same expansions in f64: the GPU returns the host's bits.
+TEST_F(MathAgree, F64FormsAgreeBitForBit) {
+  using F = Value (*)(const Value&);
+  const std::pair<const char*, F> cases[] = {
+      {"exp", [](const Value& v) { return exp(v); }},   {"log", [](const Value& v) { return log(v); }},
+      {"exp2", [](const Value& v) { return exp2(v); }}, {"log2", [](const Value& v) { return log2(v); }},
+      {"tanh", [](const Value& v) { return tanh(v); }}, {"sigmoid", [](const Value& v) { return sigmoid(v); }},
+      {"sinh", [](const Value& v) { return sinh(v); }}, {"cosh", [](const Value& v) { return cosh(v); }},
+  };
+  std::mt19937_64 gen(std::random_device{}());
+  std::uniform_real_distribution<double> wide(-750, 750), narrow(-2, 2);
+  std::vector<double> x;
+  for (int i = 0; i < (1 << 18); ++i) x.push_back(i % 2 ? wide(gen) : narrow(gen));
+  for (double v : std::initializer_list<double>{0.0, -0.0, 1.0, 0x1p-1074, 1e300, INFINITY, -INFINITY, NAN}) {
+    x.push_back(v);
+  }
+  for (const auto& [name, fn] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<double>> outs;
+    for (const Device& d : devices_) {
+      KernelBuilder k("math_agree_f64");
+      Value px = k.arg(ptr(f64), "x"), out = k.arg(ptr(f64), "out"), n = k.arg(i32, "n");
+      Value offs = k.program_id() * kBlock + k.arange(0, kBlock);
+      Value mask = offs < n;
+      store(out + offs, fn(load(px + offs, mask, 1.0)), mask);
+      absl::StatusOr<Function> f = d.compile(*k.build());
+      ASSERT_TRUE(f.ok()) << f.status();
+      absl::StatusOr<Buffer> bx = upload(d, x), bo = d.allocate(x.size() * sizeof(double));
+      ASSERT_TRUE(bx.ok() && bo.ok());
+      const int count = static_cast<int>(x.size());
+      ASSERT_TRUE(f->launch({.grid = (count + kBlock - 1) / kBlock}, *bx, *bo, count).ok());
+      ASSERT_TRUE(d.synchronize().ok());
+      absl::StatusOr<std::vector<double>> got = download<double>(d, *bo, x.size());
+      ASSERT_TRUE(got.ok()) << got.status();
+      outs.push_back(*got);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const bool same = std::memcmp(&outs[0][i], &outs[1][i], sizeof(double)) == 0 ||
+                        (std::isnan(outs[0][i]) && std::isnan(outs[1][i]));
+      if (!same && bad++ < 3) ADD_FAILURE() << absl::StrFormat("x = %a: %a vs %a", x[i], outs[0][i], outs[1][i]);
+    }
+    EXPECT_EQ(bad, 0u);
   }
 }
 
