@@ -85,16 +85,8 @@ class Math {
   // s = f / (2 + f), f = m - 1 (see emit_log_f64). Returns log(m) as a sum
   // f + lo that keeps the bits lost in rounding it; `e` as f32.
   void log_parts(Value* x, Value** e_out, Value** f_out, Value** lo_out) {
-    llvm::Type* i32 = b_.getInt32Ty();
-    Value* tiny = lt(x, 0x1p-126);
-    Value* xs = select(tiny, b_.CreateFMul(x, c(0x1p24)), x);
-    Value* bits = b_.CreateBitCast(xs, i32);
-    Value* e = b_.CreateSub(b_.CreateLShr(bits, 23), b_.getInt32(127));
-    e = b_.CreateSub(e, select(tiny, b_.getInt32(24), b_.getInt32(0)));
-    Value* m = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, b_.getInt32(0x007FFFFF)), b_.getInt32(0x3F800000)), t_);
-    Value* big = gt(m, M_SQRT2);
-    m = select(big, b_.CreateFMul(m, c(0.5)), m);
-    e = b_.CreateAdd(e, b_.CreateZExt(big, i32));
+    Value *e, *m;
+    split_exponent(x, &e, &m);
     Value* f = b_.CreateFSub(m, c(1));
     Value* s = b_.CreateFDiv(f, b_.CreateFAdd(c(2), f));
     Value* z = b_.CreateFMul(s, s);
@@ -114,8 +106,6 @@ class Math {
     return special_log(x, y);
   }
 
-  // log2(x) = e + (f + lo) log2(e), the product carried to twice f32's
-  // precision so that the sum with e rounds once.
   // f64: 2^x = 2^k exp(r ln 2), r = x - k exactly; exp of the rounded
   // product is within 1.5 ulp.
   Value* exp2_f64(Value* x) {
@@ -127,21 +117,14 @@ class Math {
   // f64: log2(x) = e + log(m) log2(e) with m in [sqrt(1/2), sqrt(2)), so
   // that powers of two come out exact.
   Value* log2_f64(Value* x) {
-    llvm::Type* i64 = b_.getInt64Ty();
-    Value* tiny = lt(x, 0x1p-1022);
-    Value* bits = b_.CreateBitCast(select(tiny, b_.CreateFMul(x, c(0x1p54)), x), i64);
-    Value* e = b_.CreateSub(b_.CreateLShr(bits, 52), b_.getInt64(1023));
-    e = b_.CreateSub(e, select(tiny, b_.getInt64(54), b_.getInt64(0)));
-    Value* m = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, b_.getInt64(0x000FFFFFFFFFFFFFull)),
-                                            b_.getInt64(0x3FF0000000000000ull)),
-                                t_);
-    Value* big = gt(m, M_SQRT2);
-    m = select(big, b_.CreateFMul(m, c(0.5)), m);
-    e = b_.CreateAdd(e, b_.CreateZExt(big, i64));
+    Value *e, *m;
+    split_exponent(x, &e, &m);
     Value* y = fma(emit_log_f64(b_, m), c(M_LOG2E), b_.CreateSIToFP(e, t_));
     return special_log(x, y);
   }
 
+  // log2(x) = e + (f + lo) log2(e), the product carried to twice f32's
+  // precision so that the sum with e rounds once.
   Value* log2_f32(Value* x) {
     Value *e, *f, *lo;
     log_parts(x, &e, &f, &lo);
@@ -264,6 +247,24 @@ class Math {
   }
   // The integer type of the float's bits.
   llvm::IntegerType* bits_type() { return is_f64() ? b_.getInt64Ty() : b_.getInt32Ty(); }
+  // x = m 2^e for positive finite x (subnormals too) with m in
+  // [sqrt(1/2), sqrt(2)) and e an integer of bits_type(); meaningless for
+  // other x, which the callers' special cases replace.
+  void split_exponent(Value* x, Value** e_out, Value** m_out) {
+    const int mantissa = is_f64() ? 52 : 23, bias = is_f64() ? 1023 : 127;
+    const int lift = is_f64() ? 54 : 24;  // brings subnormals into the normal range
+    llvm::IntegerType* it = bits_type();
+    auto k = [&](uint64_t v) { return llvm::ConstantInt::get(it, v); };
+    Value* tiny = lt(x, std::ldexp(1.0, 1 - bias));
+    Value* bits = b_.CreateBitCast(select(tiny, b_.CreateFMul(x, c(std::ldexp(1.0, lift))), x), it);
+    Value* e = b_.CreateSub(b_.CreateLShr(bits, mantissa), k(bias));
+    e = b_.CreateSub(e, select(tiny, k(lift), k(0)));
+    const uint64_t fraction = (uint64_t{1} << mantissa) - 1;
+    Value* m = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, k(fraction)), k(uint64_t(bias) << mantissa)), t_);
+    Value* big = gt(m, M_SQRT2);
+    *m_out = select(big, b_.CreateFMul(m, c(0.5)), m);
+    *e_out = b_.CreateAdd(e, b_.CreateZExt(big, it));
+  }
   // 2^k for a normal power (k of bits_type()).
   Value* pow2(Value* k) {
     const int mantissa = is_f64() ? 52 : 23, bias = is_f64() ? 1023 : 127;
