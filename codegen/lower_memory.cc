@@ -47,12 +47,13 @@ std::vector<llvm::Value*> Lowering::register_addresses(int id, const Layout& l) 
 }
 
 llvm::Value* Lowering::checked(const Op& o, llvm::Value* p, int64_t bytes, llvm::Value* mask) {
+  if (!target_.checks_accesses()) return mask;
   const int op = static_cast<int>(&o - ir_.ops.data());
   const int param = root_param(o.operands[0]);
   if (mask == nullptr) return target_.access_ok(b_, param, p, b_.getInt64(bytes), op);
   // A masked-off lane asks about nothing: no bytes.
-  llvm::Value* ok = target_.access_ok(b_, param, p, b_.CreateSelect(mask, b_.getInt64(bytes), b_.getInt64(0)), op);
-  return ok == nullptr ? mask : b_.CreateAnd(mask, ok);
+  return b_.CreateAnd(mask,
+                      target_.access_ok(b_, param, p, b_.CreateSelect(mask, b_.getInt64(bytes), b_.getInt64(0)), op));
 }
 
 int Lowering::root_param(int v) const {

@@ -281,10 +281,10 @@ class Lowering {
   // The value `body` computes where `mask` (may be null) holds, else zero.
   llvm::Value* guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body);
 
-  // In checked code (TargetInfo::access_ok): `mask` (null: every lane)
-  // and-ed with whether the access of `o` to `bytes` at `p` lies within the
-  // argument its pointer came from; masked-off lanes are not asked about.
-  // Elsewhere `mask` itself.
+  // In checked code (TargetInfo::checks_accesses): `mask` (null: every
+  // lane) and-ed with whether the access of `o` to `bytes` at `p` lies
+  // within the argument its pointer came from; masked-off lanes are not
+  // asked about. Elsewhere `mask` itself.
   llvm::Value* checked(const Op& o, llvm::Value* p, int64_t bytes, llvm::Value* mask);
   // The parameter pointer value `v` is derived from (through ptr_add, shape
   // ops and selects between one parameter's pointers), or -1.

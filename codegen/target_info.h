@@ -79,13 +79,13 @@ class TargetInfo {
   virtual int64_t shared_base_slack() const { return 0; }
 
   // Whether the code checks its accesses (the host's checked mode), and
-  // then whether `bytes` (i64; 0 asks nothing) at `address` lie within
-  // parameter `param`'s memory
-  // (-1: whichever argument holds them), for the access of op `op`; nullptr
-  // where accesses go unchecked.
+  // then (asked only where it does) whether `bytes` (i64; 0 asks nothing)
+  // at `address` lie within parameter `param`'s memory (-1: whichever
+  // argument holds them), for the access of op `op`, as an i1.
   virtual bool checks_accesses() const { return false; }
   virtual llvm::Value* access_ok(llvm::IRBuilder<>&, int /*param*/, llvm::Value* /*address*/, llvm::Value* /*bytes*/,
                                  int /*op*/) {
+    TESSEL_CHECK(false, "access_ok on a target that does not check accesses");
     return nullptr;
   }
   // The fast form (MathForm::kFast) of math function `op` of an f32 value:

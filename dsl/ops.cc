@@ -184,10 +184,7 @@ Value binary(OpCode op, const Operand& a, const Operand& b, std::source_location
   if (is_pointerish(ta) || is_pointerish(tb)) {
     return s.fail(loc, absl::StrCat(what, ": not defined on pointers (", ta.str(), ", ", tb.str(), ")"));
   }
-  if (ta.element() != tb.element()) {
-    return s.fail(loc, absl::StrCat(what, ": mismatched types ", ta.str(), " and ", tb.str(), "; cast one side"));
-  }
-  DType d = ta.dtype();
+  DType d = ta.dtype();  // unify() promoted both numbers to it
   const OpTraits& traits = op_traits(op);
   if (traits.integers_only && d.is_float()) {
     return s.fail(loc, absl::StrCat(what, ": needs integer operands, got ", ta.str()));

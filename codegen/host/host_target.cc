@@ -125,7 +125,6 @@ class HostTarget final : public TargetInfo {
 
   bool checks_accesses() const override { return checked_; }
   llvm::Value* access_ok(llvm::IRBuilder<>& b, int param, llvm::Value* address, llvm::Value* bytes, int op) override {
-    if (!checked_) return nullptr;
     llvm::Module& m = *fn_->getParent();
     llvm::Type* ptr = b.getPtrTy();
     llvm::FunctionCallee check = m.getOrInsertFunction(

@@ -54,19 +54,19 @@ class HostFunction final : public FunctionImpl {
   // A worker thread runs one program at a time.
   absl::StatusOr<int> programs_per_compute_unit() const override { return 1; }
 
-  absl::Status run(const LaunchConfig& config, void** params) override { return run_checked(config, params, nullptr); }
+  absl::Status run(const LaunchConfig& config, void** params) override { return run_programs(config, params, nullptr); }
 
   absl::Status run_with(const LaunchConfig& config, void** params, absl::Span<const KernelArg> args) override {
     if (!checked_) return run(config, params);
     HostChecks checks;
     TESSEL_RETURN_IF_ERROR(host_regions(kernel(), args, checks.regions));
-    TESSEL_RETURN_IF_ERROR(run_checked(config, params, &checks));
+    TESSEL_RETURN_IF_ERROR(run_programs(config, params, &checks));
     if (checks.failed.load(std::memory_order_acquire)) return host_violation(checks, kernel(), device_);
     return absl::OkStatus();
   }
 
  private:
-  absl::Status run_checked(const LaunchConfig& config, void** params, HostChecks* checks) {
+  absl::Status run_programs(const LaunchConfig& config, void** params, HostChecks* checks) {
     const std::array<int, 3>& g = config.grid.dims;
     int64_t arena = (code_->shared_bytes() + 127) / 128 * 128;
     std::vector<std::byte*> arenas(pool_->size(), nullptr);
