@@ -100,6 +100,38 @@ TEST(CheckedHost, AtomicsBeforeTheStartAreCaught) {
   EXPECT_EQ(counts, (std::vector<int32_t>{2, 2, 2, 2, 1, 2, 2, 2}));
 }
 
+// A pointer chosen between two arguments is checked against all of them,
+// and a compare-and-swap outside is skipped like any access.
+TEST(CheckedHost, PointersOfSeveralArgumentsAndCompareAndSwap) {
+  KernelBuilder k("two_sources");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y"), out = k.arg(ptr(f32), "out");
+  Value offs = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  store(out + offs, load(where(offs < 32, x + offs, y + offs)));
+  Function fn = compile_on("host:1:checked", *k.build());
+  std::vector<float> xs(64, 1.0f), ys(40, 2.0f), o(64, -1.0f);
+  absl::Status s = fn.launch({.grid = 1}, absl::MakeConstSpan(xs), absl::MakeConstSpan(ys), absl::MakeSpan(o));
+  EXPECT_THAT(s.message(), HasSubstr("checked_host_test.cc:" + std::to_string(line) +
+                                     ": kernel 'two_sources' on host:1:checked: load out of bounds: program (0, 0, "
+                                     "0) reads address 0x"));
+  EXPECT_THAT(s.message(), HasSubstr(", outside every argument"));
+  EXPECT_EQ(o[39], 2.0f);
+  EXPECT_EQ(o[40], 0.0f);
+
+  KernelBuilder c("claim");
+  Value flags = c.arg(ptr(i32), "flags"), slot = c.arg(i32, "slot");
+  Value old = atomic_cas(flags + slot, 0, 1);
+  store(flags, old + 10);
+  Function claim = compile_on("host:1:checked", *c.build());
+  std::vector<int32_t> f(4, 0);
+  EXPECT_TRUE(claim.launch({.grid = 1}, absl::MakeSpan(f), 2).ok());
+  EXPECT_EQ(f, (std::vector<int32_t>{10, 0, 1, 0}));
+  EXPECT_THAT(claim.launch({.grid = 1}, absl::MakeSpan(f), 4).message(),
+              HasSubstr("atomic_cas out of bounds: program (0, 0, 0) updates element 4 of argument 'flags' (4 "
+                        "elements of i32), past its end"));
+  EXPECT_EQ(f, (std::vector<int32_t>{10, 0, 1, 0}));  // the store of old (0) + 10 is in bounds
+}
+
 TEST(CheckedHost, BuffersAreCheckedAndRawPointersRefused) {
   Doubler d = doubler(false);
   Device device = *Device::open("host:2:checked");
