@@ -169,7 +169,13 @@ TEST(Math, Log2AndExp2AreExactOnPowersOfTwo) {
 }
 
 TEST(Math, RoundingAndClampingOps) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
   std::vector<float> x = {-2.5f, -1.5f, -0.5f, -0.4f, 0.0f, 0.4f, 0.5f, 1.5f, 2.5f, 7.0f};
+  for (int i = 0; i < 2000; ++i) {  // random values, and random halves
+    x.push_back(static_cast<float>(rng.real(-100, 100)));
+    x.push_back(static_cast<float>(rng.uniform(-200, 200)) + 0.5f);
+  }
   std::vector<float> c = run<float>([](const Value& v, const Value&) { return ceil(v); }, 1, x, x);
   std::vector<float> r = run<float>([](const Value& v, const Value&) { return round(v); }, 1, x, x);
   std::vector<float> k = run<float>([](const Value& v, const Value&) { return clamp(v, -1.0, 2.0); }, 1, x, x);
@@ -182,6 +188,7 @@ TEST(Math, RoundingAndClampingOps) {
     EXPECT_EQ(w[i], x[i] < 0 ? -x[i] : x[i] * 2) << x[i];
   }
   std::vector<int32_t> xi = {-7, -1, 0, 3, 9};
+  for (int i = 0; i < 2000; ++i) xi.push_back(static_cast<int32_t>(rng.uniform(-1000, 1000)));
   std::vector<int32_t> m = run<int32_t>(
       [](const Value& v, const Value&) { return maximum(minimum(abs(v), 5), clamp(v, -2, 1)); }, 1, xi, xi);
   for (size_t i = 0; i < xi.size(); ++i) {
