@@ -9,45 +9,90 @@ namespace {
 
 class BlockedLayout final : public Layout {
  public:
-  BlockedLayout(int64_t numel, int threads, int per_thread)
-      : numel_(numel), threads_(threads), per_thread_(per_thread) {}
+  BlockedLayout(int64_t numel, int threads, Blocking k)
+      : numel_(numel),
+        threads_(threads),
+        per_thread_(k.per_thread),
+        inner_(k.inner > 0 ? k.inner : numel),
+        threads_inner_(k.threads_inner > 0 ? k.threads_inner : threads) {
+    TESSEL_CHECK(per_thread_ > 0 && numel_ % inner_ == 0 && (inner_ == numel_ || inner_ % per_thread_ == 0),
+                 "a blocked layout's runs must tile its rows and its rows the tile");
+    TESSEL_CHECK(threads_inner_ == threads_ ||
+                     (threads_inner_ > 0 && (threads_inner_ & (threads_inner_ - 1)) == 0 && threads_ % threads_inner_ == 0),
+                 "a blocked layout's threads per row must be a power of two dividing its threads");
+    rows_ = numel_ / inner_;
+    threads_outer_ = threads_ / threads_inner_;
+    col_rounds_ = ceil_div(inner_, int64_t{threads_inner_} * per_thread_);
+    row_rounds_ = ceil_div(rows_, threads_outer_);
+  }
 
   int64_t numel() const override { return numel_; }
   int threads() const override { return threads_; }
-  int64_t slots() const override {
-    int64_t run = int64_t{threads_} * per_thread_;
-    return (numel_ + run - 1) / run * per_thread_;
-  }
+  int64_t slots() const override { return row_rounds_ * col_rounds_ * per_thread_; }
   llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override {
-    int64_t round = slot / per_thread_, lane = slot % per_thread_;
-    llvm::Value* run = b.CreateAdd(b.getInt64(round * threads_), thread);
-    return b.CreateAdd(b.CreateMul(run, b.getInt64(per_thread_)), b.getInt64(lane));
+    Slot s = split(slot);
+    llvm::Value* col = b.CreateAdd(b.getInt64(s.col_round * threads_inner_), t_col(b, thread));
+    col = b.CreateAdd(b.CreateMul(col, b.getInt64(per_thread_)), b.getInt64(s.lane));
+    if (rows_ == 1) return col;
+    llvm::Value* row = b.CreateAdd(b.getInt64(s.row_round * threads_outer_), t_row(b, thread));
+    return b.CreateAdd(b.CreateMul(row, b.getInt64(inner_)), col);
   }
   llvm::Value* valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override {
-    int64_t round = slot / per_thread_, lane = slot % per_thread_;
-    // The last thread's element in this slot: if it exists, every thread's does.
-    if (((round + 1) * threads_ - 1) * per_thread_ + lane < numel_) return nullptr;
-    return b.CreateICmpULT(element(b, thread, slot), b.getInt64(numel_));
+    Slot s = split(slot);
+    // The last thread's row or column in this slot: if it exists, every thread's does.
+    llvm::Value* ok = nullptr;
+    if ((s.row_round + 1) * threads_outer_ > rows_) {
+      ok = b.CreateICmpULT(b.CreateAdd(b.getInt64(s.row_round * threads_outer_), t_row(b, thread)),
+                           b.getInt64(rows_));
+    }
+    if (((s.col_round + 1) * threads_inner_ - 1) * per_thread_ + s.lane >= inner_) {
+      llvm::Value* col = b.CreateAdd(b.getInt64(s.col_round * threads_inner_), t_col(b, thread));
+      llvm::Value* in = b.CreateICmpULT(b.CreateAdd(b.CreateMul(col, b.getInt64(per_thread_)), b.getInt64(s.lane)),
+                                        b.getInt64(inner_));
+      ok = ok == nullptr ? in : b.CreateAnd(ok, in);
+    }
+    return ok;
   }
   int64_t element_at(int64_t thread, int64_t slot) const override {
-    int64_t e = (slot / per_thread_ * threads_ + thread) * per_thread_ + slot % per_thread_;
-    return e < numel_ ? e : -1;
+    Slot s = split(slot);
+    int64_t row = s.row_round * threads_outer_ + thread / threads_inner_;
+    int64_t col = (s.col_round * threads_inner_ + thread % threads_inner_) * per_thread_ + s.lane;
+    return row < rows_ && col < inner_ ? row * inner_ + col : -1;
   }
   bool same_as(const Layout& other) const override {
     auto* o = dynamic_cast<const BlockedLayout*>(&other);
-    return o != nullptr && o->numel_ == numel_ && o->threads_ == threads_ && o->per_thread_ == per_thread_;
+    return o != nullptr && o->numel_ == numel_ && o->threads_ == threads_ && o->per_thread_ == per_thread_ &&
+           o->inner_ == inner_ && o->threads_inner_ == threads_inner_;
   }
 
  private:
+  struct Slot {
+    int64_t row_round, col_round, lane;
+  };
+  static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+  Slot split(int64_t slot) const {
+    int64_t run = slot / per_thread_;
+    return {run / col_rounds_, run % col_rounds_, slot % per_thread_};
+  }
+  llvm::Value* t_col(llvm::IRBuilder<>& b, llvm::Value* thread) const {
+    return threads_inner_ == threads_ ? thread : b.CreateAnd(thread, b.getInt64(threads_inner_ - 1));
+  }
+  llvm::Value* t_row(llvm::IRBuilder<>& b, llvm::Value* thread) const {
+    return b.CreateLShr(thread, b.getInt64(__builtin_ctz(static_cast<unsigned>(threads_inner_))));
+  }
+
   int64_t numel_;
   int threads_;
   int per_thread_;
+  int64_t inner_;
+  int threads_inner_;
+  int64_t rows_, threads_outer_, col_rounds_, row_rounds_;
 };
 
 }  // namespace
 
-std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, int per_thread) {
-  return std::make_shared<BlockedLayout>(numel, threads, per_thread);
+std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, Blocking blocking) {
+  return std::make_shared<BlockedLayout>(numel, threads, blocking);
 }
 
 SliceLayout::SliceLayout(std::shared_ptr<const Layout> parent, std::vector<int64_t> shape, int axis)

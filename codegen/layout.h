@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "codegen/blocking.h"
 #include "llvm/IR/IRBuilder.h"
 
 namespace tessel::codegen {
@@ -43,10 +44,15 @@ class Layout {
   virtual bool same_as(const Layout& other) const = 0;
 };
 
-// Threads take runs of `per_thread` consecutive elements in turn: slot s of
-// thread t holds element (s / per_thread * threads + t) * per_thread + s % per_thread.
-// With per_thread = 1 a warp's accesses to consecutive elements coalesce.
-std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, int per_thread = 1);
+// Slot s of thread t (with t = t_row * threads_inner + t_col) holds row
+// r * (threads / threads_inner) + t_row and, within it, element
+// (c * threads_inner + t_col) * per_thread + lane, where
+// s = (r * col_rounds + c) * per_thread + lane. `inner` must divide numel
+// and, when it is not the whole tile, per_thread must divide inner.
+std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, Blocking blocking);
+inline std::shared_ptr<const Layout> blocked_layout(int64_t numel, int threads, int per_thread = 1) {
+  return blocked_layout(numel, threads, Blocking{.per_thread = per_thread});
+}
 
 // The layout of a tile of `shape` in layout `parent` reduced along `axis`:
 // each thread holds the reduced positions its parent slots touch (the

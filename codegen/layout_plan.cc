@@ -27,7 +27,8 @@ bool pairs_slots(OpCode op) {
 
 }  // namespace
 
-std::vector<int> plan_per_thread(const KernelIR& ir, const AffineAnalysis& analysis, int threads) {
+std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads,
+                                    int warp_size) {
   Groups groups(ir.values.size());
   for (const Op& o : ir.ops) {
     if (!pairs_slots(o.op) || o.operands.empty() || !ir.type(o.operands[0]).is_tile()) continue;
@@ -40,20 +41,44 @@ std::vector<int> plan_per_thread(const KernelIR& ir, const AffineAnalysis& analy
     }
   }
   std::vector<int64_t> want(ir.values.size(), 1);
+  // Per group: the row length its reductions along the last axis want, 0
+  // for none, -1 where two disagree.
+  std::vector<int64_t> rows_of(ir.values.size(), 0);
   for (const Op& o : ir.ops) {
-    if (o.op != OpCode::kLoad && o.op != OpCode::kStore) continue;
-    int g = groups.find(o.operands[0]);
-    want[g] = std::max(want[g], analysis.access_run(o));
+    if (o.op == OpCode::kLoad || o.op == OpCode::kStore) {
+      int g = groups.find(o.operands[0]);
+      want[g] = std::max(want[g], analysis.access_run(o));
+    }
+    if (o.op == OpCode::kReduce && ir.type(o.results[0]).is_tile()) {
+      const Shape& shape = ir.type(o.operands[0]).shape();
+      int64_t& row = rows_of[groups.find(o.operands[0])];
+      int64_t inner = o.ints[0] == static_cast<int64_t>(shape.size()) - 1 ? shape.back() : -1;
+      row = row == 0 || row == inner ? inner : -1;
+    }
   }
-  std::vector<int> per_thread(ir.values.size(), 1);
+  std::vector<Blocking> out(ir.values.size());
   for (size_t v = 0; v < ir.values.size(); ++v) {
     const Type& t = ir.values[v].type;
     if (!t.is_tile() || threads <= 0) continue;
+    const int g = groups.find(static_cast<int>(v));
     int64_t cap = 1;
     while (cap * 2 * threads <= t.numel()) cap *= 2;
-    per_thread[v] = static_cast<int>(std::min(want[groups.find(static_cast<int>(v))], cap));
+    Blocking& k = out[v];
+    k.per_thread = static_cast<int>(std::min(want[g], cap));
+    const int64_t inner = rows_of[g], rows = inner > 0 ? t.numel() / inner : 0;
+    if (rows < 2 || t.numel() % inner != 0 || inner % k.per_thread != 0) continue;
+    // A row over up to a warp's threads (fewer for short rows), and more
+    // where there are too few rows to keep every thread busy.
+    int64_t per_row = 1, fill = 1;
+    while (per_row < warp_size && per_row * k.per_thread < inner) per_row *= 2;
+    while (fill * 2 <= rows) fill *= 2;
+    while (per_row * fill < threads) per_row *= 2;
+    if (per_row < threads && threads % per_row == 0) {
+      k.inner = inner;
+      k.threads_inner = static_cast<int>(per_row);
+    }
   }
-  return per_thread;
+  return out;
 }
 
 }  // namespace tessel::codegen

@@ -8,18 +8,27 @@
 // group takes the longest run any of its accesses wants; accesses that
 // cannot use all of it split their runs or go scalar. A run is capped so
 // that every thread has a whole one (at most numel / threads elements).
+//
+// A group whose tiles are reduced along their last dimension (the rows of
+// a softmax or a norm) spreads each row over as few threads as keep every
+// thread busy, at most a warp where there are rows enough: the reduction
+// then combines within warps, with shuffles, and its broadcast back reads
+// the thread's own registers. Other groups spread the whole tile over all
+// threads, which coalesces best.
 #pragma once
 
 #include <vector>
 
 #include "codegen/affine.h"
 #include "codegen/api.h"
+#include "codegen/blocking.h"
 #include "dsl/ir.h"
 
 namespace tessel::codegen {
 
-// Elements per thread and step for every value (1 for values that are not
-// tiles), for programs of `threads` threads.
-TESSEL_CODEGEN_API std::vector<int> plan_per_thread(const KernelIR& ir, const AffineAnalysis& analysis, int threads);
+// The blocking of every value's layout (one element per thread and step
+// for values that are not tiles), for programs of `threads` threads.
+TESSEL_CODEGEN_API std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads,
+                                                      int warp_size);
 
 }  // namespace tessel::codegen

@@ -34,15 +34,15 @@ LayoutTable tabulate(const Layout& l, int warp_size) {
 
 }  // namespace
 
-LayoutTable tabulate_blocked(int64_t numel, int threads, int per_thread, int warp_size) {
-  return tabulate(*blocked_layout(numel, threads, per_thread), warp_size);
+LayoutTable tabulate_blocked(int64_t numel, int threads, Blocking blocking, int warp_size) {
+  return tabulate(*blocked_layout(numel, threads, blocking), warp_size);
 }
 
-LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads, int per_thread,
+LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads, Blocking blocking,
                            int warp_size) {
   int64_t numel = 1;
   for (int64_t n : shape) numel *= n;
-  SliceLayout slice(blocked_layout(numel, threads, per_thread), shape, axis);
+  SliceLayout slice(blocked_layout(numel, threads, blocking), shape, axis);
   LayoutTable table = tabulate(slice, warp_size);
   for (int64_t s = 0; s < slice.parent().slots(); ++s) table.slot_of.push_back(slice.slot_of(s));
   return table;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/api.h"
+#include "codegen/blocking.h"
 
 namespace tessel::codegen {
 
@@ -23,9 +24,9 @@ struct LayoutTable {
   std::optional<int> holders;      // holder_bits(layout)
 };
 
-TESSEL_CODEGEN_API LayoutTable tabulate_blocked(int64_t numel, int threads, int per_thread, int warp_size);
-// The slice along `axis` of a tile of `shape` in blocked_layout(numel(shape), threads, per_thread).
+TESSEL_CODEGEN_API LayoutTable tabulate_blocked(int64_t numel, int threads, Blocking blocking, int warp_size);
+// The slice along `axis` of a tile of `shape` in blocked_layout(numel(shape), threads, blocking).
 TESSEL_CODEGEN_API LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads,
-                                              int per_thread, int warp_size);
+                                              Blocking blocking, int warp_size);
 
 }  // namespace tessel::codegen

@@ -41,7 +41,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   assume_facts(params);
   smem_base_ = target_.shared_base(b_);
   threads_ = target_.register_tile_threads();
-  per_thread_ = plan_per_thread(ir_, analysis_, threads_);
+  blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size());
   wanted_.assign(ir_.values.size(), nullptr);
   mma_only_.assign(ir_.values.size(), false);
   if (threads_ > 0) {

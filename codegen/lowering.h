@@ -198,8 +198,8 @@ class Lowering {
   // The planned (blocked) layout of tile value `id`.
   const std::shared_ptr<const Layout>& planned(int id) {
     int64_t numel = ir_.type(id).numel();
-    std::shared_ptr<const Layout>& l = layouts_[{numel, per_thread_[id]}];
-    if (l == nullptr) l = blocked_layout(numel, threads_, per_thread_[id]);
+    std::shared_ptr<const Layout>& l = layouts_[{numel, blocking_[id]}];
+    if (l == nullptr) l = blocked_layout(numel, threads_, blocking_[id]);
     return l;
   }
   // The layout tile value `id` is computed in: the slice its broadcasts
@@ -216,7 +216,7 @@ class Lowering {
   // How many elements each access of load or store `o` moves when it works
   // in the layout of tile `id`: runs of vector_run in a planned layout, one
   // in a slice.
-  int64_t access_run(const Op& o, int id) { return wanted_[id] != nullptr ? 1 : vector_run(o, per_thread_[id]); }
+  int64_t access_run(const Op& o, int id) { return wanted_[id] != nullptr ? 1 : vector_run(o, blocking_[id].per_thread); }
   // A tile's elements of this thread in layout `want`: its own registers, or
   // loaded from its buffer (written there first when the registers have
   // another layout).
@@ -446,9 +446,9 @@ class Lowering {
   std::vector<RegTile> regs_;
   Specialization facts_;
   AffineAnalysis analysis_;
-  std::vector<int> per_thread_;  // per value: elements per thread and step of its layout
+  std::vector<Blocking> blocking_;  // per value: how its planned layout spreads it
   std::vector<std::shared_ptr<const Layout>> wanted_;  // per value: the slice it is computed in, if any
-  std::map<std::pair<int64_t, int>, std::shared_ptr<const Layout>> layouts_;  // by element count and per_thread
+  std::map<std::pair<int64_t, Blocking>, std::shared_ptr<const Layout>> layouts_;  // by element count and blocking
   int threads_ = 0;                                           // threads of a program holding register tiles; 0: none
   llvm::Value* thread_ = nullptr;                             // this thread's index (i64)
   int block_ = 0;                                             // the IR block being lowered

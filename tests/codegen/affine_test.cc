@@ -281,22 +281,60 @@ TEST(Specializable, NamesTheParametersAccessesCanUse) {
   EXPECT_EQ(specializable(copy->ir()).multiple_of_16, 0u);
 }
 
+// Elements per thread and step of each value's planned layout.
+std::vector<int> per_thread(const Kernel& kernel, uint64_t fact_bits) {
+  std::vector<int> out;
+  for (const Blocking& k : plan_blocking(kernel.ir(), AffineAnalysis(kernel.ir(), facts(fact_bits)), 128, 32)) {
+    out.push_back(k.per_thread);
+  }
+  return out;
+}
+
 TEST(LayoutPlan, GivesEachGroupTheRunItsAccessesWant) {
   VectorAdd v = vector_add(f32);
-  std::vector<int> all = plan_per_thread(v.kernel.ir(), AffineAnalysis(v.kernel.ir(), facts(kAll)), 128);
+  std::vector<int> all = per_thread(v.kernel, kAll);
   for (Value t : {v.offs, v.mask, v.x_ptrs, v.x_load}) EXPECT_EQ(all[t.id()], 4);
   EXPECT_EQ(all[v.n.id()], 1);  // a scalar
   // x alone unaligned: the group still takes y's and z's runs.
-  std::vector<int> x_off = plan_per_thread(v.kernel.ir(), AffineAnalysis(v.kernel.ir(), facts(0b1110)), 128);
-  EXPECT_EQ(x_off[v.x_load.id()], 4);
-  std::vector<int> none = plan_per_thread(v.kernel.ir(), AffineAnalysis(v.kernel.ir(), facts(0b0111)), 128);
-  EXPECT_EQ(none[v.x_load.id()], 1);
+  EXPECT_EQ(per_thread(v.kernel, 0b1110)[v.x_load.id()], 4);
+  EXPECT_EQ(per_thread(v.kernel, 0b0111)[v.x_load.id()], 1);
   VectorAdd h = vector_add(bf16);
-  EXPECT_EQ(plan_per_thread(h.kernel.ir(), AffineAnalysis(h.kernel.ir(), facts(kAll)), 128)[h.x_load.id()], 8);
+  EXPECT_EQ(per_thread(h.kernel, kAll)[h.x_load.id()], 8);
   // Every thread keeps a whole run: 256 elements over 128 threads is 2 each.
   VectorAdd small = vector_add(f32, 256);
-  EXPECT_EQ(plan_per_thread(small.kernel.ir(), AffineAnalysis(small.kernel.ir(), facts(kAll)), 128)[small.x_load.id()],
-            2);
+  EXPECT_EQ(per_thread(small.kernel, kAll)[small.x_load.id()], 2);
+}
+
+// A [rows, cols] f32 tile loaded, reduced along `axis` and broadcast back.
+struct Reduced {
+  Kernel kernel;
+  Value tile;
+};
+Reduced reduced(int64_t rows, int64_t cols, int axis) {
+  KernelBuilder k("reduced");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
+  Value offs = expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0);
+  Value v = load(x + offs);
+  store(y + offs, v - expand_dims(sum(v, axis), axis));
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return {*std::move(kernel), v};
+}
+
+Blocking planned(const Reduced& r) {
+  return plan_blocking(r.kernel.ir(), AffineAnalysis(r.kernel.ir(), facts(kAll)), 128, 32)[r.tile.id()];
+}
+
+TEST(LayoutPlan, KeepsReducedRowsWithinWarps) {
+  // Four rows of 1024 over four warps: a warp per row, runs of four.
+  EXPECT_EQ(planned(reduced(4, 1024, 1)), (Blocking{.per_thread = 4, .inner = 1024, .threads_inner = 32}));
+  // Rows of 32 in runs of four: eight threads per row, several rows per warp.
+  EXPECT_EQ(planned(reduced(64, 32, 1)), (Blocking{.per_thread = 4, .inner = 32, .threads_inner = 8}));
+  // Two rows: two warps per row keep every thread busy.
+  EXPECT_EQ(planned(reduced(2, 1024, 1)), (Blocking{.per_thread = 4, .inner = 1024, .threads_inner = 64}));
+  // One row, or a reduction down the columns: the whole tile over all threads.
+  EXPECT_EQ(planned(reduced(1, 1024, 1)), (Blocking{.per_thread = 4}));
+  EXPECT_EQ(planned(reduced(4, 1024, 0)), (Blocking{.per_thread = 4}));
 }
 
 }  // namespace

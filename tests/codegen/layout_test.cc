@@ -36,6 +36,22 @@ std::vector<int64_t> blocked_by_enumeration(int64_t numel, int threads, int p, i
   return table;
 }
 
+// Row-blocked by definition: element (row, col) is in run col / p of its
+// row; thread (row % threads_outer) * threads_inner + run % threads_inner
+// holds it in step (row / threads_outer, run / threads_inner).
+std::vector<int64_t> rows_by_enumeration(int64_t numel, int threads, Blocking k, int64_t slots) {
+  const int64_t outer = threads / k.threads_inner;
+  const int64_t col_rounds = (k.inner + k.threads_inner * k.per_thread - 1) / (k.threads_inner * k.per_thread);
+  std::vector<int64_t> table(threads * slots, -1);
+  for (int64_t e = 0; e < numel; ++e) {
+    int64_t row = e / k.inner, col = e % k.inner, run = col / k.per_thread;
+    int64_t thread = row % outer * k.threads_inner + run % k.threads_inner;
+    int64_t slot = (row / outer * col_rounds + run / k.threads_inner) * k.per_thread + col % k.per_thread;
+    table[thread * slots + slot] = e;
+  }
+  return table;
+}
+
 // Sums of random values per position after the per-thread combine, the
 // butterfly over the holder bits below the warp and the exchange over the
 // bits above it, as a GPU would compute them; checks each held position's
@@ -89,8 +105,25 @@ TEST(Layout, BlockedMatchesEnumeration) {
     int threads = 32 * (1 + gen() % 8), p = 1 << (gen() % 4);
     int64_t numel = 1 + gen() % 3000;
     SCOPED_TRACE(::testing::Message() << "numel " << numel << " threads " << threads << " per_thread " << p);
-    LayoutTable t = tabulate_blocked(numel, threads, p, 32);
+    LayoutTable t = tabulate_blocked(numel, threads, {.per_thread = p}, 32);
     std::vector<int64_t> want = blocked_by_enumeration(numel, threads, p, t.slots);
+    EXPECT_EQ(t.at, want);
+    EXPECT_EQ(t.emitted, want);
+  }
+}
+
+TEST(Layout, RowBlockedMatchesEnumeration) {
+  std::mt19937 gen(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    int warps_log2 = static_cast<int>(gen() % 3), threads = 32 << warps_log2, p = 1 << (gen() % 4);
+    Blocking k{.per_thread = p,
+               .inner = p * (1 + static_cast<int64_t>(gen() % 40)),
+               .threads_inner = 1 << (gen() % (6 + warps_log2))};
+    int64_t numel = k.inner * (1 + gen() % 20);
+    SCOPED_TRACE(::testing::Message() << "rows " << numel / k.inner << " of " << k.inner << " threads " << threads
+                                      << " per_thread " << p << " threads per row " << k.threads_inner);
+    LayoutTable t = tabulate_blocked(numel, threads, k, 32);
+    std::vector<int64_t> want = rows_by_enumeration(numel, threads, k, t.slots);
     EXPECT_EQ(t.at, want);
     EXPECT_EQ(t.emitted, want);
   }
@@ -108,9 +141,16 @@ TEST(Layout, SliceHoldsExactlyThePositionsOfItsParentSlots) {
     trace << "shape";
     for (int64_t d : shape) trace << " " << d;
     trace << " axis " << axis << " threads " << threads << " per_thread " << p;
+    // Half the trials spread rows of the last dimension over fewer threads.
+    Blocking k{.per_thread = p};
+    if (gen() % 2 && shape.back() % p == 0) {
+      k.inner = shape.back();
+      k.threads_inner = 1 << (gen() % 6);
+      trace << " threads per row " << k.threads_inner;
+    }
     SCOPED_TRACE(trace);
-    LayoutTable parent = tabulate_blocked(product(shape), threads, p, 32);
-    LayoutTable slice = tabulate_slice(shape, axis, threads, p, 32);
+    LayoutTable parent = tabulate_blocked(product(shape), threads, k, 32);
+    LayoutTable slice = tabulate_slice(shape, axis, threads, k, 32);
     ASSERT_EQ(slice.emitted, slice.at);
     ASSERT_EQ(static_cast<int64_t>(slice.slot_of.size()), parent.slots);
     // Every valid parent slot's position is in its slice slot; every slice
@@ -149,32 +189,38 @@ TEST(Layout, SliceHoldsExactlyThePositionsOfItsParentSlots) {
 
 TEST(Layout, PositionsCombineOverTheThreadsThatHoldThem) {
   // [16, 64] f32 in runs of 4 over 128 threads: 16 lanes per row.
-  LayoutTable rows = tabulate_slice({16, 64}, 1, 128, 4, 32);
+  LayoutTable rows = tabulate_slice({16, 64}, 1, 128, {.per_thread = 4}, 32);
   ASSERT_TRUE(rows.butterfly.has_value());
   EXPECT_EQ(*rows.butterfly, 15);
   EXPECT_EQ(rows.slots, 2);  // the two rows a thread touches, not its eight elements
   // Columns of the same tile: lanes 0-15 of every warp hold them, so a
   // column spreads over warps (and lane bit 4).
-  LayoutTable columns_over_warps = tabulate_slice({16, 64}, 0, 128, 4, 32);
+  LayoutTable columns_over_warps = tabulate_slice({16, 64}, 0, 128, {.per_thread = 4}, 32);
   EXPECT_FALSE(columns_over_warps.butterfly.has_value());
   EXPECT_EQ(columns_over_warps.holders, 16 | 32 | 64);
   // [4, 256] over 128 threads, one per step: each column has one holder.
-  LayoutTable columns = tabulate_slice({4, 256}, 0, 128, 1, 32);
+  LayoutTable columns = tabulate_slice({4, 256}, 0, 128, {.per_thread = 1}, 32);
   ASSERT_TRUE(columns.butterfly.has_value());
   EXPECT_EQ(*columns.butterfly, 0);
   // Rows of 1024 span all four warps: lanes 0-31 and warps 0-3 hold each.
-  LayoutTable wide = tabulate_slice({4, 1024}, 1, 128, 4, 32);
+  LayoutTable wide = tabulate_slice({4, 1024}, 1, 128, {.per_thread = 4}, 32);
   EXPECT_FALSE(wide.butterfly.has_value());
   EXPECT_EQ(wide.holders, 127);
   std::mt19937 gen(std::random_device{}());
-  LayoutTable wide_parent = tabulate_blocked(4 * 1024, 128, 4, 32);
+  LayoutTable wide_parent = tabulate_blocked(4 * 1024, 128, {.per_thread = 4}, 32);
   check_combine(wide, wide_parent.at, wide_parent.slots, {4, 1024}, 1, gen);
-  LayoutTable columns_parent = tabulate_blocked(16 * 64, 128, 4, 32);
+  LayoutTable columns_parent = tabulate_blocked(16 * 64, 128, {.per_thread = 4}, 32);
   check_combine(columns_over_warps, columns_parent.at, columns_parent.slots, {16, 64}, 0, gen);
+  // The same rows a warp each: one slot per thread, a butterfly over the lanes.
+  Blocking by_warp{.per_thread = 4, .inner = 1024, .threads_inner = 32};
+  LayoutTable warp_rows = tabulate_slice({4, 1024}, 1, 128, by_warp, 32);
+  EXPECT_EQ(warp_rows.butterfly, 31);
+  EXPECT_EQ(warp_rows.slots, 1);
+  check_combine(warp_rows, tabulate_blocked(4 * 1024, 128, by_warp, 32).at, 32, {4, 1024}, 1, gen);
   // Rows of 5 over 4 threads: one thread holds parts of row 0 in two slots.
-  EXPECT_FALSE(tabulate_slice({3, 5}, 1, 4, 1, 32).holders.has_value());
+  EXPECT_FALSE(tabulate_slice({3, 5}, 1, 4, {.per_thread = 1}, 32).holders.has_value());
   // Without warps only thread-local positions combine.
-  EXPECT_FALSE(tabulate_slice({16, 64}, 1, 128, 4, 1).butterfly.has_value());
+  EXPECT_FALSE(tabulate_slice({16, 64}, 1, 128, {.per_thread = 4}, 1).butterfly.has_value());
 }
 
 }  // namespace

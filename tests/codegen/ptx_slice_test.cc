@@ -96,29 +96,58 @@ CHECK: st.global
   }
 }
 
-TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
-  // Rows of 1024 over four warps, runs of four: each thread holds parts of
-  // all four rows. Lanes combine by shuffles (4 rows x 5 lane bits per
-  // reduction), then the warps' parts meet in 128 threads x 4 rows x 4
-  // bytes of shared memory, which the second reduction reuses. Before
-  // (commit 30dd189) the tiles themselves went through shared memory:
-  // 32896 bytes and no shuffles.
+TEST_F(PtxSlice, RowsOfAWarpEachCombineWithShufflesOnly) {
+  // Rows of 1024 in runs of four, one warp per row: each thread holds 32
+  // elements of one row, so each reduction is one butterfly of 5 shuffles.
+  // Before rows were kept within warps (commit 29c1b18) each thread held
+  // parts of all four rows, spread over all four warps: 2 * 4 * 5 shuffles
+  // and 2 KiB of shared memory to combine the warps' parts.
   absl::StatusOr<Kernel> wide = samples::row_softmax_kernel(4, 1024);
   ASSERT_TRUE(wide.ok()) << wide.status();
   DeviceCode code = compile(*wide, 1 | 2 | 8);
-  EXPECT_EQ(code.shared_bytes, 128 * 4 * 4);
-  EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 4 * 5);
+  EXPECT_EQ(code.shared_bytes, 0);
+  EXPECT_EQ(file_check(code.binary, kNoSharedMemory), 0);
+  EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 5);
+  EXPECT_EQ(count(code.binary, "ld.global.v4.f32"), 8);
+}
+
+TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
+  // Two rows of 1024 over four warps: two warps per row keep every thread
+  // busy. Lanes combine by shuffles (5 per reduction), then the two warps'
+  // parts meet in 128 threads x 4 bytes of shared memory, which the second
+  // reduction reuses.
+  absl::StatusOr<Kernel> two = samples::row_softmax_kernel(2, 1024);
+  ASSERT_TRUE(two.ok()) << two.status();
+  DeviceCode code = compile(*two, 1 | 2 | 8);
+  EXPECT_EQ(code.shared_bytes, 128 * 4);
+  EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 5);
   EXPECT_EQ(file_check(code.binary, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
 }
 
+// out = x - sum(x, 1) broadcast back, on a [4, 64, 2] tile of `d`: the
+// middle axis, whose positions a flat layout spreads over every warp.
+Kernel middle_axis_kernel(DType d) {
+  KernelBuilder k("middle_axis");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
+  Value offs = expand_dims(expand_dims(k.arange(0, 4), 1), 2) * 128 + expand_dims(expand_dims(k.arange(0, 64), 0), 2) * 2 +
+               expand_dims(expand_dims(k.arange(0, 2), 0), 1);  // [4, 64, 2] i32
+  Value v = load(x + offs);
+  store(out + offs, v - expand_dims(sum(v, 1), 1));
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
 TEST_F(PtxSlice, AcrossWarpsOnlyWhereTheScratchAreaIsNoLargerThanTheTile) {
-  // [64, 128] over 128 threads, one element per step: every thread holds a
-  // part of all 64 rows, so the scratch area is 128 x 64 partial sums. In
-  // f32 that is the tile's own 32 KiB; in f16 (summed in f32) twice the
-  // tile, so the reduction goes through the tile's buffer instead.
-  DeviceCode f32_code = compile(reduce_broadcast_kernel(f32, 64, 128, 1, 0), 0);
+  // [4, 64, 2] over 128 threads, one element per step: each thread holds
+  // parts of four positions, each spread over every warp, so the scratch
+  // area is 128 x 4 partial sums. In f32 that is the tile's own 2 KiB; in
+  // f16 (summed in f32) twice the tile, so the reduction goes through the
+  // tile's buffer instead.
+  DeviceCode f32_code = compile(middle_axis_kernel(f32), 0);
   EXPECT_GT(count(f32_code.binary, "shfl.sync.bfly.b32"), 0);
-  DeviceCode f16_code = compile(reduce_broadcast_kernel(f16, 64, 128, 1, 0), 0);
+  EXPECT_GE(f32_code.shared_bytes, 128 * 4 * 4);
+  DeviceCode f16_code = compile(middle_axis_kernel(f16), 0);
   EXPECT_EQ(count(f16_code.binary, "shfl.sync.bfly.b32"), 0);
   EXPECT_EQ(file_check(f16_code.binary, "CHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
 }
