@@ -129,6 +129,26 @@ bool SliceLayout::same_as(const Layout& other) const {
   return o != nullptr && o->axis_ == axis_ && o->shape_ == shape_ && o->parent_->same_as(*parent_);
 }
 
+int64_t contiguous_run(const Layout& l, int64_t limit) {
+  auto holds_runs = [&](int64_t r) {
+    if (l.slots() % r != 0) return false;
+    for (int t = 0; t < l.threads(); ++t) {
+      for (int64_t s = 0; s < l.slots(); s += r) {
+        int64_t first = l.element_at(t, s);
+        if (first >= 0 && first % r != 0) return false;
+        for (int64_t i = 1; i < r; ++i) {
+          int64_t e = l.element_at(t, s + i);
+          if (first < 0 ? e >= 0 : e != first + i) return false;
+        }
+      }
+    }
+    return true;
+  };
+  int64_t run = 1;
+  while (run * 2 <= limit && holds_runs(run * 2)) run *= 2;
+  return run;
+}
+
 std::optional<int> holder_bits(const Layout& l) {
   const int threads = l.threads();
   const int64_t slots = l.slots();

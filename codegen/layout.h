@@ -89,6 +89,12 @@ class SliceLayout final : public Layout {
   std::vector<int64_t> first_;    // per slot: its first parent slot
 };
 
+// The longest run R (a power of two, at most `limit`) such that in every
+// thread each R consecutive slots starting at a multiple of R hold R
+// consecutive elements starting at a multiple of R, or hold none: what one
+// vector access of a tile in layout `l` may move.
+int64_t contiguous_run(const Layout& l, int64_t limit);
+
 // The thread-index bits in which the holders of a position differ: when,
 // for every slot s and thread t holding a position p, the holders of p are
 // exactly slot s of the threads t ^ m (m made of those bits) where that slot

@@ -148,7 +148,7 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
   bool masked = o.operands.size() == 3;
   llvm::Type* mt = elem_mem_type(rt);
   const Layout& l = *layout(o.results[0]);
-  int64_t run = access_run(o, o.results[0]);
+  int64_t run = access_run(o, l);
   std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l);
   std::vector<llvm::Value*> masks = masked ? regs(o.operands[1], l) : std::vector<llvm::Value*>();
   std::vector<llvm::Value*> others = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
@@ -165,36 +165,39 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
     // Validity and mask are the same over the run: take its first slot's.
     llvm::Value* ok = l.valid(b_, thread_, slot);
     if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-    std::vector<llvm::Value*> loaded;
     if (run == 1) {
-      llvm::Value* p = ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy);
-      loaded.push_back(b_.CreateLoad(mt, p));
-    } else {
-      // A branch around the load (a predicated ld.global.v4 on NVIDIA);
-      // skipped runs read zeros, so that nothing downstream sees poison.
-      llvm::Value* v = nullptr;
-      if (ok == nullptr) {
-        v = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
-      } else {
-        llvm::BasicBlock* pre = b_.GetInsertBlock();
-        llvm::Value* in_value = nullptr;
-        llvm::BasicBlock* in = nullptr;
-        emit_if(b_, ok, [&] {
-          in_value = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
-          in = b_.GetInsertBlock();
-        });
-        llvm::PHINode* phi = b_.CreatePHI(vector_type, 2);
-        phi->addIncoming(in_value, in);
-        phi->addIncoming(llvm::Constant::getNullValue(vector_type), pre);
-        v = phi;
-      }
-      for (int64_t lane = 0; lane < run; ++lane) loaded.push_back(b_.CreateExtractElement(v, lane));
-    }
-    for (size_t lane = 0; lane < loaded.size(); ++lane) {
-      llvm::Value* v = loaded[lane];
+      llvm::Value* v = b_.CreateLoad(mt, ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy));
       if (mt != elem_type(rt)) v = b_.CreateTrunc(v, b_.getInt1Ty());
-      if (masked) v = b_.CreateSelect(ok, v, others[slot + lane]);
-      out.push_back(v);
+      out.push_back(masked ? b_.CreateSelect(ok, v, others[slot]) : v);
+      continue;
+    }
+    // A branch around the load (a predicated ld.global.v4 on NVIDIA); a
+    // skipped run takes `other` (zeros where there is none, so that
+    // nothing downstream sees poison).
+    llvm::Value* skipped = llvm::Constant::getNullValue(vector_type);
+    for (int64_t lane = 0; masked && lane < run; ++lane) {
+      llvm::Value* e = others[slot + lane];
+      skipped = b_.CreateInsertElement(skipped, mt == e->getType() ? e : b_.CreateZExt(e, mt), lane);
+    }
+    llvm::Value* v = nullptr;
+    if (ok == nullptr) {
+      v = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
+    } else {
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      llvm::Value* in_value = nullptr;
+      llvm::BasicBlock* in = nullptr;
+      emit_if(b_, ok, [&] {
+        in_value = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
+        in = b_.GetInsertBlock();
+      });
+      llvm::PHINode* phi = b_.CreatePHI(vector_type, 2);
+      phi->addIncoming(in_value, in);
+      phi->addIncoming(skipped, pre);
+      v = phi;
+    }
+    for (int64_t lane = 0; lane < run; ++lane) {
+      llvm::Value* e = b_.CreateExtractElement(v, lane);
+      out.push_back(mt != elem_type(rt) ? b_.CreateTrunc(e, b_.getInt1Ty()) : e);
     }
   }
   set_regs(o, std::move(out));
@@ -243,7 +246,7 @@ absl::Status Lowering::store(const Op& o) {
     const RegTile& held = regs_[o.operands[1]];
     bool from_slice = !held.slots.empty() && dynamic_cast<const SliceLayout*>(held.layout.get()) != nullptr;
     const Layout& l = from_slice ? *held.layout : *layout(o.operands[0]);
-    int64_t run = from_slice ? 1 : access_run(o, o.operands[0]);
+    int64_t run = access_run(o, l);
     std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l), values = regs(o.operands[1], l);
     std::vector<llvm::Value*> masks = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
     auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));

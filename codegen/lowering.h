@@ -213,10 +213,13 @@ class Lowering {
   // then reads the thread's own registers (walking backwards, consumers
   // first). A value keeps the first wish it gets.
   void want_slices();
-  // How many elements each access of load or store `o` moves when it works
-  // in the layout of tile `id`: runs of vector_run in a planned layout, one
-  // in a slice.
-  int64_t access_run(const Op& o, int id) { return wanted_[id] != nullptr ? 1 : vector_run(o, blocking_[id].per_thread); }
+  // How many elements each access of load or store `o` moves when the
+  // tile's registers are in layout `l`: what the pointers and mask allow,
+  // over runs the layout holds in consecutive slots.
+  int64_t access_run(const Op& o, const Layout& l) const {
+    int64_t run = analysis_.access_run(o);
+    return run == 1 ? 1 : contiguous_run(l, run);
+  }
   // A tile's elements of this thread in layout `want`: its own registers, or
   // loaded from its buffer (written there first when the registers have
   // another layout).
@@ -234,12 +237,6 @@ class Lowering {
   // layout (splats aside), so that arithmetic on reduced rows stays in their
   // slice; else its planned one.
   std::shared_ptr<const Layout> elementwise_layout(const Op& o);
-  // How many elements each access of load or store `o` moves when the
-  // tile's registers are in layout `per_thread` runs: 1 for scalar accesses.
-  int64_t vector_run(const Op& o, int per_thread) const {
-    return std::min<int64_t>(analysis_.access_run(o), per_thread);
-  }
-
   absl::Status op(const Op& o);
 
   std::vector<llvm::Value*> coords(const Op& o, size_t first) {
@@ -272,8 +269,8 @@ class Lowering {
 
   // A thread loads its own elements; lanes past the tile's end or masked
   // off read `other` (or nothing) from a private slot instead of memory.
-  // Runs of vector_run elements are one vector load each, behind their
-  // mask (constant over the run).
+  // Runs of access_run elements are one vector load each, behind their
+  // mask (constant over the run); a skipped run takes `other`'s values.
   absl::Status load_registers(const Op& o, const Type& rt);
 
   // Runs `body` only where `mask` (may be null) holds.
