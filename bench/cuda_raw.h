@@ -5,10 +5,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <type_traits>
+#include <vector>
+
 
 #include "runtime/cuda/cuda_api.h"
 
@@ -30,6 +33,7 @@ namespace bench {
   X(cuModuleGetFunction, cuModuleGetFunction, PFN_cuModuleGetFunction_v2000)                          \
   X(cuLaunchKernel, cuLaunchKernel, PFN_cuLaunchKernel_v4000)                                         \
   X(cuMemAlloc, cuMemAlloc_v2, PFN_cuMemAlloc_v3020)                                                  \
+  X(cuMemsetD8, cuMemsetD8_v2, PFN_cuMemsetD8_v3020)                                                  \
   X(cuMemAllocHost, cuMemAllocHost_v2, PFN_cuMemAllocHost_v3020)                                      \
   X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, PFN_cuMemcpyHtoDAsync_v3020)                             \
   X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, PFN_cuMemcpyDtoDAsync_v3020)                             \
@@ -132,6 +136,41 @@ struct CudaRaw {
     check(cuEventElapsedTime(&ms, e0, e1), "elapsed");
     return ms;
   }
+};
+
+// Times work as Triton's do_bench does: each run after an L2 flush (a 256
+// MiB device-to-device copy), CUDA events around the run alone, the median
+// of the runs.
+class FlushedTimer {
+ public:
+  static constexpr size_t kFlushBytes = size_t{256} << 20;
+
+  FlushedTimer(CudaRaw& cu, CUstream stream) : cu_(cu), stream_(stream) {
+    cu.check(cu.cuMemAlloc(&src_, kFlushBytes), "cuMemAlloc");
+    cu.check(cu.cuMemAlloc(&dst_, kFlushBytes), "cuMemAlloc");
+    cu.check(cu.cuEventCreate(&e0_, 0), "cuEventCreate");
+    cu.check(cu.cuEventCreate(&e1_, 0), "cuEventCreate");
+  }
+
+  // Median milliseconds of `reps` runs of `work` (which queues on the
+  // stream), after one untimed run.
+  template <class Work>
+  double median_ms(Work&& work, int reps = 15) {
+    work();
+    std::vector<double> ms;
+    for (int rep = 0; rep < reps; ++rep) {
+      cu_.check(cu_.cuMemcpyDtoDAsync(dst_, src_, kFlushBytes, stream_), "flush L2");
+      ms.push_back(cu_.event_ms(stream_, e0_, e1_, work));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+
+ private:
+  CudaRaw& cu_;
+  CUstream stream_;
+  CUdeviceptr src_ = 0, dst_ = 0;
+  CUevent e0_ = nullptr, e1_ = nullptr;
 };
 
 #undef TESSEL_RAW_FUNCTIONS

@@ -30,7 +30,6 @@
 #include "tessel/tessel.h"
 
 using namespace tessel;
-using bench::median;
 using bench::must;
 using bench::report;
 
@@ -69,11 +68,7 @@ int main(int argc, char** argv) {
   std::printf("gemm_bench on %s\n", dev.description().c_str());
   Stream stream = must(dev.create_stream(), "stream");
   CUstream raw_stream = static_cast<CUstream>(stream.native());
-  constexpr size_t kFlushBytes = size_t{256} << 20;
-  Buffer flush_src = must(dev.allocate(kFlushBytes), "allocate"), flush_dst = must(dev.allocate(kFlushBytes), "allocate");
-  CUevent e0, e1;
-  cu.check(cu.cuEventCreate(&e0, 0), "event");
-  cu.check(cu.cuEventCreate(&e1, 0), "event");
+  bench::FlushedTimer timer(cu, raw_stream);
   auto config = [](int64_t bm, int64_t bn, int stages, int warps, DType in, bool b_nk) {
     // Rows of 128 bytes per box: BK 64 for 16-bit operands, 128 for fp8 (C then bf16, scaled).
     const bool fp8 = in.is_float8();
@@ -120,18 +115,7 @@ int main(int argc, char** argv) {
     };
   };
   // Median ms of 15 single launches, each after an L2 flush.
-  auto time_ms = [&](const std::function<void()>& launch) {
-    launch();
-    must(stream.synchronize(), "sync");
-    std::vector<double> ms;
-    for (int rep = 0; rep < 15; ++rep) {
-      cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(flush_dst.data()),
-                                    reinterpret_cast<CUdeviceptr>(flush_src.data()), kFlushBytes, raw_stream),
-               "flush L2");
-      ms.push_back(cu.event_ms(raw_stream, e0, e1, launch));
-    }
-    return median(ms);
-  };
+  auto time_ms = [&](const std::function<void()>& launch) { return timer.median_ms(launch); };
   const std::vector<std::array<int64_t, 3>> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 1024}};
   std::mt19937 gen(1);
   // Per-tensor scales of 1 for the fp8 configurations (both scales read the same one).

@@ -1,8 +1,7 @@
 // tessel on an NVIDIA GPU against raw driver baselines measured in the same
 // run: host cost per launch (3 tensor maps by value vs 3 pointers vs maps
 // by reference), CUDA graph replay, cold JIT and cache hits, and the TMA
-// tile copy's, vector add's and row softmax's bandwidth against a
-// device-to-device copy.
+// tile copy's and vector add's bandwidth against a device-to-device copy.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -226,11 +225,11 @@ int main() {
   }
   report("TMA tile copy, best (" + best_cfg + ")", best_gbs, "GB/s", ratio(best_gbs / memcpy_gbs, ">= 0.92 x memcpy"));
 
-  // ---- Elementwise and row-reduction bandwidth -----------------------------
-  // The same sizes as triton_compare.py's elementwise_bandwidth (torch's
-  // kernels): z = x + y over 64 Mi f32, and a row softmax of 16384 x 1024
-  // f32 four rows per program (rows span all four warps). Both read inputs
-  // written above as bf16 bit patterns, finite as f32 too.
+  // ---- Elementwise bandwidth ------------------------------------------------
+  // The size triton_compare.py's elementwise_bandwidth gives torch.add:
+  // z = x + y over 64 Mi f32, reading inputs written above as bf16 bit
+  // patterns, finite as f32 too. Row kernels (softmax, norms) are
+  // bench/norm_bench's.
   {
     constexpr int kAdd = 64 << 20;
     Function add = must(dev.compile(must(samples::vector_add_kernel(), "build add")), "compile add");
@@ -242,16 +241,6 @@ int main() {
     double add_ms = time_ms([&] { must(add.launch({.grid = grid, .stream = &stream}, x, y, z, kAdd), "add"); });
     double add_gbs = 3.0 * kAdd * 4 / (add_ms * 1e6);
     report("vector_add, 64 Mi f32 (3 arrays)", add_gbs, "GB/s", ratio(add_gbs / memcpy_gbs, "vs memcpy"));
-
-    constexpr int kRows = 16384, kCols = 1024, kBlockRows = 4;
-    Function softmax =
-        must(dev.compile(must(samples::row_softmax_kernel(kBlockRows, kCols), "build softmax")), "compile softmax");
-    int sgrid = kRows / kBlockRows;
-    must(softmax.prepare(x, z, kRows, kCols), "prepare softmax");
-    double sm_ms =
-        time_ms([&] { must(softmax.launch({.grid = sgrid, .stream = &stream}, x, z, kRows, kCols), "softmax"); });
-    double sm_gbs = 2.0 * kRows * kCols * 4 / (sm_ms * 1e6);
-    report("row softmax, 16384 x 1024 f32 (read + write)", sm_gbs, "GB/s", ratio(sm_gbs / memcpy_gbs, "vs memcpy"));
     must(stream.synchronize(), "sync");
   }
   return 0;

@@ -8,7 +8,7 @@
                        use_fast_accum=True) and the same Triton kernel at MM_CONFIGS_FP8; on
                        bench/gemm_bench's tensors with --gemm-inputs DIR
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
-  elementwise_bandwidth torch.add on 64 Mi f32 and torch.softmax on 16384 x 1024 f32, GB/s
+  elementwise_bandwidth torch.add on 64 Mi f32, GB/s (row kernels: bench/norm_compare.py)
 
 Usage: python3 bench/triton_compare.py [--json PATH] [--only NAME,...] [--launches N] [--cold-runs N]
                                       [--gemm-inputs DIR]
@@ -387,22 +387,18 @@ def copy_bandwidth(args):
 
 
 def elementwise_bandwidth(args):
-    # What gpu_bench's vector_add and row softmax are compared with: torch's
-    # own kernels on the same sizes (64 Mi f32 elements; 16384 x 1024 f32).
-    x = y = z = m = None
+    # What gpu_bench's vector_add is compared with: torch's own kernel on
+    # the same size (64 Mi f32 elements).
+    x = y = z = None
     try:
         n = 64 << 20
         x = torch.randn(n, device="cuda")
         y = torch.randn(n, device="cuda")
         z = torch.empty_like(x)
         ms = _bench_ms(lambda: torch.add(x, y, out=z))
-        res = {"add_ms": ms, "add_gb_per_s": 3 * x.nbytes / (ms * 1e-3) / 1e9}
-        m = torch.randn(16384, 1024, device="cuda")
-        ms = _bench_ms(lambda: torch.softmax(m, dim=1))
-        res.update(softmax_ms=ms, softmax_gb_per_s=2 * m.nbytes / (ms * 1e-3) / 1e9)
-        return res
+        return {"add_ms": ms, "add_gb_per_s": 3 * x.nbytes / (ms * 1e-3) / 1e9}
     finally:
-        x = y = z = m = None
+        x = y = z = None
         _free()
 
 
@@ -475,8 +471,7 @@ def print_table(res):
                     + ("" if r.get("copy_ok", True) else "  (copy MISMATCH)")))
     r = res.get("elementwise_bandwidth")
     if r is not None:
-        out += [("torch add, 64 Mi f32", _f(r, "add_gb_per_s", ".1f") + " GB/s (3 arrays)"),
-                ("torch softmax, 16384 x 1024 f32", _f(r, "softmax_gb_per_s", ".1f") + " GB/s (read + write)")]
+        out.append(("torch add, 64 Mi f32", _f(r, "add_gb_per_s", ".1f") + " GB/s (3 arrays)"))
     for label, value in out:
         print(f"{label:<34}{value}")
 

@@ -5,6 +5,7 @@
 // that the benchmarks compare like with like.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -52,22 +53,97 @@ inline absl::StatusOr<Kernel> softmax_kernel() {
 
 inline constexpr int kRowSoftmaxRows = 32, kRowSoftmaxCols = 32;  // cols <= block_cols
 
-// Row softmax of an f32 [rows, cols] matrix on 2-D tiles: each program
-// takes block_rows rows; a row's maximum and sum are reductions along axis
-// 1, broadcast back along it (on GPUs both stay in registers while a row
-// lies within a warp).
-inline absl::StatusOr<Kernel> row_softmax_kernel(int block_rows = kRowSoftmaxRows,
-                                                 int block_cols = kRowSoftmaxCols) {
+// --- Row-wise kernels over a [rows, cols] matrix of f32, or of bf16 (bf16 in
+// and out, f32 arithmetic): softmax, layer norm, RMS norm. Each program
+// takes block_rows rows of block_cols columns (a power of two, at least
+// cols), masked past the matrix's edges; a row's statistics are reductions
+// along axis 1 broadcast back along it, which stay in registers (and, with
+// a row per warp or less, within a warp).
+struct RowBlock {
+  int rows = 4;
+  int cols = 1024;
+  int warps = 4;
+};
+
+// The block a row kernel takes for rows of `cols` elements: about 32
+// elements per thread, as many rows per program as keep a row within a
+// warp or two, at most 16 warps.
+inline RowBlock row_block(int cols) {
+  RowBlock b;
+  b.cols = 16;
+  while (b.cols < cols) b.cols *= 2;
+  b.rows = std::max(1, 4096 / b.cols);
+  b.warps = std::clamp(b.rows * b.cols / 1024, 1, 16);
+  return b;
+}
+
+// The [block.rows, block.cols] offsets of the program's rows (row r at
+// r * cols), the mask of what lies inside the matrix and that of the
+// columns alone.
+struct RowTile {
+  Value offs, mask, col, col_mask;
+};
+inline RowTile row_tile(KernelBuilder& k, const Value& rows, const Value& cols, RowBlock block) {
+  Value r = k.program_id() * block.rows + k.arange(0, block.rows);  // [BR] i32
+  Value c = k.arange(0, block.cols);                                  // [BC] i32
+  Value inside = c < cols;                                            // [BC] i1
+  return {expand_dims(r, 1) * cols + expand_dims(c, 0), expand_dims(r < rows, 1) & expand_dims(inside, 0), c, inside};
+}
+
+// Loads as f32 (bf16 widened), `other` where the mask is off.
+inline Value load_f32(const Value& p, const Value& mask, float other) {
+  Value v = load(p, mask, other);
+  return v.type().dtype() == f32 ? v : cast(v, f32);
+}
+inline void store_as(const Value& p, const Value& v, const Value& mask) {
+  DType d = p.type().dtype();
+  store(p, d == f32 ? v : cast(v, d), mask);
+}
+
+// Row softmax with the row's maximum subtracted for stability (a
+// reduction, then a second one): args x, y, rows, cols.
+inline absl::StatusOr<Kernel> row_softmax_kernel(int block_rows = kRowSoftmaxRows, int block_cols = kRowSoftmaxCols,
+                                                 DType d = f32) {
   KernelBuilder k("row_softmax");
-  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y");
   Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
-  Value r = k.program_id() * block_rows + k.arange(0, block_rows);  // [BR] i32
-  Value c = k.arange(0, block_cols);                                // [BC] i32
-  Value offs = expand_dims(r, 1) * cols + expand_dims(c, 0);        // [BR, BC] i32
-  Value mask = expand_dims(r < rows, 1) & expand_dims(c < cols, 0); // [BR, BC] i1
-  Value v = load(x + offs, mask, -INFINITY);                        // [BR, BC] f32
-  Value e = exp(v - expand_dims(max(v, 1), 1), MathForm::kFast);    // [BR, BC] f32
-  store(y + offs, e / expand_dims(sum(e, 1), 1), mask);
+  RowTile t = row_tile(k, rows, cols, {.rows = block_rows, .cols = block_cols});
+  Value v = load_f32(x + t.offs, t.mask, -INFINITY);              // [BR, BC] f32
+  Value e = exp(v - expand_dims(max(v, 1), 1), MathForm::kFast);  // [BR, BC] f32
+  store_as(y + t.offs, e / expand_dims(sum(e, 1), 1), t.mask);
+  return k.build();
+}
+
+inline constexpr float kNormEps = 1e-5f;
+
+// Layer norm: (x - mean) / sqrt(var + eps) * w + b per row, mean and
+// variance in f32 over the row, w and b of the matrix's dtype: args x, y,
+// w, b, rows, cols.
+inline absl::StatusOr<Kernel> layer_norm_kernel(RowBlock block, DType d = f32) {
+  KernelBuilder k("layer_norm");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), w = k.arg(ptr(d), "w"), b = k.arg(ptr(d), "b");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  RowTile t = row_tile(k, rows, cols, block);
+  Value v = load_f32(x + t.offs, t.mask, 0.0f);                      // [BR, BC] f32
+  Value centered = where(t.mask, v - expand_dims(sum(v, 1) / cols, 1), 0.0f);
+  Value rstd = rsqrt(sum(centered * centered, 1) / cols + kNormEps);  // [BR] f32
+  Value scale = expand_dims(load_f32(w + t.col, t.col_mask, 0.0f), 0);
+  Value shift = expand_dims(load_f32(b + t.col, t.col_mask, 0.0f), 0);
+  store_as(y + t.offs, centered * expand_dims(rstd, 1) * scale + shift, t.mask);
+  return k.build();
+}
+
+// RMS norm: x / sqrt(mean(x^2) + eps) * w per row, w of the matrix's
+// dtype: args x, y, w, rows, cols.
+inline absl::StatusOr<Kernel> rms_norm_kernel(RowBlock block, DType d = f32) {
+  KernelBuilder k("rms_norm");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), w = k.arg(ptr(d), "w");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  RowTile t = row_tile(k, rows, cols, block);
+  Value v = load_f32(x + t.offs, t.mask, 0.0f);                 // [BR, BC] f32
+  Value rstd = rsqrt(sum(v * v, 1) / cols + kNormEps);           // [BR] f32
+  Value scale = expand_dims(load_f32(w + t.col, t.col_mask, 0.0f), 0);
+  store_as(y + t.offs, v * expand_dims(rstd, 1) * scale, t.mask);
   return k.build();
 }
 

@@ -12,12 +12,14 @@
 #   nccl_rN          producer + NCCL all-gather at N ranks
 #   gemm_bench       the tensor-core GEMM at the target shapes, per tile configuration
 #   cache_bench      first compile in a new process, disk cache empty and filled
-# PARTS (default "gpu gemm triton plan nccl cache") picks which to run.
+#   norm_bench       row softmax, layer norm and RMS norm against a device copy, then
+#   norm_compare     torch eager, torch.compile and Triton on the same shapes, with the ratios
+# PARTS (default "gpu gemm triton norm plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu gemm triton plan nccl cache}
+parts=${PARTS:-gpu gemm triton norm plan nccl cache}
 mkdir -p "$OUT"
 inputs=/tmp/tessel-gemm-inputs  # the GEMM's tensors, shared by gemm_bench and the baselines
 mkdir -p "$inputs"
@@ -58,6 +60,10 @@ for part in $parts; do
       ;;
     cache) bench cache_bench "$root/bin/cache_bench" ;;
     gemm) bench gemm_bench "$root/bin/gemm_bench" --inputs="$inputs" ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache, gemm)" >&2 ;;
+    norm)
+      bench norm_bench "$root/bin/norm_bench" --json="$OUT/norm_bench.json"
+      bench norm_compare python3 bench/norm_compare.py --tessel "$OUT/norm_bench.json" --json "$OUT/norm_compare.json"
+      ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache, gemm, norm)" >&2 ;;
   esac
 done

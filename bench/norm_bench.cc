@@ -1,0 +1,224 @@
+// tessel's row kernels (samples/kernels.h: softmax, layer norm, RMS norm)
+// on an NVIDIA GPU at the shapes DESIGN.md's memory-bound targets name,
+// 16384 x 1024 and 4096 x 8192 in f32 and bf16, against a device-to-device
+// copy of the same matrix in the same run. GB/s count what each kernel
+// must move: the matrix read once and written once, plus its weight and
+// bias rows. Each kernel runs at the block samples::row_block picks and at
+// the other blocks of 1 to 8 rows and 2 to 16 warps that give each thread
+// 8 to 64 elements; the fastest is reported beside the pick. Timed as
+// Triton's do_bench times (bench::FlushedTimer). Results are checked
+// against a double reference on a sample of rows. The baselines (torch
+// eager, torch.compile, Triton) come from bench/norm_compare.py, which
+// reads the JSON this writes (--json=PATH) and prints the ratios.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/float16.h"
+#include "cuda_raw.h"
+#include "report.h"
+#include "samples/kernels.h"
+#include "tessel/tessel.h"
+
+using namespace tessel;
+using bench::must;
+
+namespace {
+
+enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm };
+const char* name(RowOp op) {
+  return op == RowOp::kSoftmax ? "softmax" : op == RowOp::kLayerNorm ? "layer_norm" : "rms_norm";
+}
+
+std::string label(const samples::RowBlock& b) {
+  return std::to_string(b.rows) + "x" + std::to_string(b.cols) + " w" + std::to_string(b.warps);
+}
+
+// The blocks tried for rows of `cols`: row_block's pick first.
+std::vector<samples::RowBlock> blocks(int cols) {
+  samples::RowBlock pick = samples::row_block(cols);
+  std::vector<samples::RowBlock> out = {pick};
+  for (int rows = 1; rows <= 8; rows *= 2) {
+    for (int warps = 2; warps <= 16; warps *= 2) {
+      const int per_thread = rows * pick.cols / (32 * warps);
+      samples::RowBlock b{.rows = rows, .cols = pick.cols, .warps = warps};
+      if (per_thread >= 8 && per_thread <= 64 && label(b) != label(pick)) out.push_back(b);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Kernel> kernel(RowOp op, const samples::RowBlock& b, DType d) {
+  switch (op) {
+    case RowOp::kSoftmax:
+      return samples::row_softmax_kernel(b.rows, b.cols, d);
+    case RowOp::kLayerNorm:
+      return samples::layer_norm_kernel(b, d);
+    case RowOp::kRmsNorm:
+      return samples::rms_norm_kernel(b, d);
+  }
+  return absl::InvalidArgumentError("no such op");
+}
+
+// Row `r` of the op's result in double, from the inputs as the kernel saw them.
+std::vector<double> reference(RowOp op, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& b, int64_t r, int64_t cols) {
+  const float* row = x.data() + r * cols;
+  std::vector<double> out(cols);
+  if (op == RowOp::kSoftmax) {
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < cols; ++j) m = std::max(m, double{row[j]});
+    for (int64_t j = 0; j < cols; ++j) s += std::exp(row[j] - m);
+    for (int64_t j = 0; j < cols; ++j) out[j] = std::exp(row[j] - m) / s;
+    return out;
+  }
+  double mean = 0, sq = 0;
+  for (int64_t j = 0; j < cols; ++j) mean += row[j] / double(cols);
+  for (int64_t j = 0; j < cols; ++j) {
+    double v = op == RowOp::kLayerNorm ? row[j] - mean : row[j];
+    sq += v * v / double(cols);
+  }
+  const double rstd = 1 / std::sqrt(sq + samples::kNormEps);
+  for (int64_t j = 0; j < cols; ++j) {
+    out[j] = op == RowOp::kLayerNorm ? (row[j] - mean) * rstd * w[j] + b[j] : row[j] * rstd * w[j];
+  }
+  return out;
+}
+
+// The host's copy of `n` elements of dtype `d` as floats, and the device's bits.
+std::vector<float> to_float(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+// Random values of `d` (rounded to it), uploaded; returns what the device holds, as floats.
+std::vector<float> upload(const Device& dev, const Buffer& dst, DType d, size_t n, float mean, float stddev,
+                          std::mt19937& gen) {
+  std::normal_distribution<float> normal(mean, stddev);
+  std::vector<float> values(n);
+  for (float& v : values) v = normal(gen);
+  if (d == f32) {
+    must(dev.copy_to_device(dst, values.data(), n * 4), "upload");
+    return values;
+  }
+  std::vector<uint16_t> bits(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = float_to_bf16(values[i]);
+  must(dev.copy_to_device(dst, bits.data(), n * 2), "upload");
+  return to_float(bits);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--json=", 0) == 0) {
+      json_path = arg.substr(7);
+    } else {
+      std::fprintf(stderr, "norm_bench: unknown argument '%s' (usage: norm_bench [--json=PATH])\n", arg.c_str());
+      return 2;
+    }
+  }
+  bench::CudaRaw cu;
+  absl::StatusOr<Device> opened = Device::open("cuda:0");
+  if (!opened.ok() || !cu.open()) {
+    std::printf("norm_bench: no CUDA device (%s); nothing to measure\n", std::string(opened.status().message()).c_str());
+    return 0;
+  }
+  Device dev = *opened;
+  std::printf("norm_bench on %s\n", dev.description().c_str());
+  Stream stream = must(dev.create_stream(), "stream");
+  CUstream raw_stream = static_cast<CUstream>(stream.native());
+  bench::FlushedTimer timer(cu, raw_stream);
+  std::mt19937 gen(1);
+  std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"cases\": [";
+  bool first_case = true;
+  int failures = 0;
+  for (auto [rows, cols] : {std::pair{16384, 1024}, std::pair{4096, 8192}}) {
+    for (DType d : {f32, bf16}) {
+      const size_t n = size_t{static_cast<size_t>(rows)} * cols, elem = d.bytes(), bytes = n * elem;
+      Buffer x = must(dev.allocate(bytes), "allocate"), y = must(dev.allocate(bytes), "allocate");
+      Buffer w = must(dev.allocate(cols * elem), "allocate"), b = must(dev.allocate(cols * elem), "allocate");
+      std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
+      std::vector<float> hw = upload(dev, w, d, cols, 1, 0.1f, gen), hb = upload(dev, b, d, cols, 0, 0.1f, gen);
+      const double copy_ms = timer.median_ms([&] {
+        cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(y.data()), reinterpret_cast<CUdeviceptr>(x.data()),
+                                      bytes, raw_stream),
+                 "copy");
+      });
+      const double copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
+      const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
+      bench::report("device-to-device copy, " + shape, copy_gbs, "GB/s");
+      for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm}) {
+        const int weights = op == RowOp::kSoftmax ? 0 : op == RowOp::kLayerNorm ? 2 : 1;
+        const double moved = 2.0 * bytes + weights * cols * elem;
+        // The largest error over a sample of rows of y, relative where |want| > 1.
+        auto check = [&] {
+          must(stream.synchronize(), "sync");
+          std::vector<float> got(n);
+          if (d == f32) {
+            must(dev.copy_to_host(got.data(), y, bytes), "download");
+          } else {
+            std::vector<uint16_t> bits(n);
+            must(dev.copy_to_host(bits.data(), y, bytes), "download");
+            got = to_float(bits);
+          }
+          double worst = 0;
+          for (int64_t r = 0; r < rows; r += rows / 64) {
+            std::vector<double> want = reference(op, hx, hw, hb, r, cols);
+            for (int64_t j = 0; j < cols; ++j) {
+              worst = std::max(worst, std::fabs(got[r * cols + j] - want[j]) / std::max(1.0, std::fabs(want[j])));
+            }
+          }
+          return worst;
+        };
+        double best_ms = INFINITY, pick_ms = INFINITY, worst = 0;
+        samples::RowBlock best;
+        for (const samples::RowBlock& block : blocks(cols)) {
+          CompileOptions options;
+          options.num_warps = block.warps;
+          Function fn = must(dev.compile(must(kernel(op, block, d), "build"), options), "compile");
+          const LaunchConfig lc = {.grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
+          must(dev.synchronize(), "sync");
+          cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(y.data()), 0xFF, bytes), "clear y");
+          const double ms = timer.median_ms([&] {
+            must(op == RowOp::kSoftmax     ? fn.launch(lc, x, y, rows, cols)
+                 : op == RowOp::kLayerNorm ? fn.launch(lc, x, y, w, b, rows, cols)
+                                        : fn.launch(lc, x, y, w, rows, cols),
+                 "launch");
+          });
+          worst = std::max(worst, check());
+          if (pick_ms == INFINITY) pick_ms = ms;
+          if (ms < best_ms) best_ms = ms, best = block;
+        }
+        const bool ok = worst <= (d == f32 ? 1e-4 : 2e-2);
+        failures += ok ? 0 : 1;
+        const double gbs = moved / (best_ms * 1e6);
+        char note[160];
+        std::snprintf(note, sizeof note, "%.2f us, %.3f x copy; block %s (row_block's %s: %.2f us); error %.1e%s",
+                      best_ms * 1e3, gbs / copy_gbs, label(best).c_str(), label(samples::row_block(cols)).c_str(),
+                      pick_ms * 1e3, worst, ok ? "" : " FAILED");
+        bench::report(std::string(name(op)) + ", " + shape, gbs, "GB/s", note);
+        char entry[512];
+        std::snprintf(entry, sizeof entry,
+                      "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
+                      "\"pick_us\": %.3f, \"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, "
+                      "\"copy_gb_per_s\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
+                      first_case ? "" : ",", name(op), std::string(d.name()).c_str(), rows, cols, best_ms * 1e3, pick_ms * 1e3,
+                      label(best).c_str(), moved, gbs, copy_gbs, worst, ok ? "true" : "false");
+        json += entry;
+        first_case = false;
+      }
+    }
+  }
+  json += "\n  ]\n}\n";
+  if (!json_path.empty()) std::ofstream(json_path) << json;
+  if (failures > 0) std::printf("norm_bench: %d results outside their tolerance\n", failures);
+  return failures > 0 ? 1 : 0;
+}

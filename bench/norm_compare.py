@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The baselines of bench/norm_bench: row softmax, layer norm and RMS norm as tessel's users would
+otherwise run them, on the same GPU, shapes and dtypes (16384 x 1024 and 4096 x 8192, f32 and bf16):
+
+  eager     torch.softmax, F.layer_norm, F.rms_norm
+  compile   the same through torch.compile (Inductor's generated Triton kernels)
+  triton    a Triton kernel per op in the style of Triton's tutorials (one row per program, the row
+            in registers), at the fastest of num_warps 1 to 16
+  copy      dst.copy_(src) of the same matrix
+
+Timed with triton.testing.do_bench (median, L2 flushed before each run), as norm_bench times tessel.
+With --tessel PATH (norm_bench's JSON from the same run) it prints each baseline's time over tessel's
+(above 1: tessel is faster) and tessel's bandwidth over the device copy's (norm_bench's own copy).
+
+Usage: python3 bench/norm_compare.py [--tessel PATH] [--json PATH]
+"""
+import argparse
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+import triton.testing
+
+SHAPES = [(16384, 1024), (4096, 8192)]
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+OPS = ["softmax", "layer_norm", "rms_norm"]
+EPS = 1e-5
+WARPS = [1, 2, 4, 8, 16]
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * cols + c, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / cols
+    xc = tl.where(mask, x - mean, 0.0)
+    rstd = 1 / tl.sqrt(tl.sum(xc * xc, axis=0) / cols + eps)
+    w = tl.load(w_ptr + c, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + c, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * cols + c, (xc * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rms_norm_kernel(x_ptr, y_ptr, w_ptr, cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1 / tl.sqrt(tl.sum(x * x, axis=0) / cols + eps)
+    w = tl.load(w_ptr + c, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * cols + c, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def eager(op, x, w, b):
+    if op == "softmax":
+        return lambda: torch.softmax(x, dim=-1)
+    if op == "layer_norm":
+        return lambda: F.layer_norm(x, (x.shape[-1],), w, b, EPS)
+    return lambda: F.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+def compiled(op, x, w, b):
+    if op == "softmax":
+        fn = torch.compile(lambda x: torch.softmax(x, dim=-1), fullgraph=True, dynamic=False)
+        return lambda: fn(x)
+    if op == "layer_norm":
+        fn = torch.compile(lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS), fullgraph=True, dynamic=False)
+        return lambda: fn(x, w, b)
+    fn = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS), fullgraph=True, dynamic=False)
+    return lambda: fn(x, w)
+
+
+def triton_launch(op, x, y, w, b, warps):
+    rows, cols = x.shape
+    block = triton.next_power_of_2(cols)
+    if op == "softmax":
+        return lambda: softmax_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
+    if op == "layer_norm":
+        return lambda: layer_norm_kernel[(rows,)](x, y, w, b, cols, EPS, BLOCK=block, num_warps=warps)
+    return lambda: rms_norm_kernel[(rows,)](x, y, w, cols, EPS, BLOCK=block, num_warps=warps)
+
+
+def bench_ms(fn):
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def measure():
+    out = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for rows, cols in SHAPES:
+        for dname, dtype in DTYPES.items():
+            x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
+            w = (1 + 0.1 * torch.randn(cols, device="cuda", generator=gen)).to(dtype)
+            b = (0.1 * torch.randn(cols, device="cuda", generator=gen)).to(dtype)
+            y = torch.empty_like(x)
+            copy_ms = bench_ms(lambda: y.copy_(x))
+            for op in OPS:
+                want = eager(op, x, w, b)().float()
+                case = {"op": op, "dtype": dname, "rows": rows, "cols": cols,
+                        "torch_copy_gb_per_s": 2 * x.nbytes / (copy_ms * 1e-3) / 1e9}
+                case["eager_us"] = bench_ms(eager(op, x, w, b)) * 1e3
+                try:
+                    fn = compiled(op, x, w, b)
+                    torch.testing.assert_close(fn().float(), want, atol=2e-2, rtol=2e-2)
+                    case["compile_us"] = bench_ms(fn) * 1e3
+                except Exception as e:  # recorded, the other baselines still run
+                    case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+                best = None
+                for warps in WARPS:
+                    launch = triton_launch(op, x, y, w, b, warps)
+                    launch()
+                    torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
+                    us = bench_ms(launch) * 1e3
+                    if best is None or us < best[0]:
+                        best = (us, warps)
+                case["triton_us"], case["triton_warps"] = best
+                print(json.dumps(case), flush=True)
+                out.append(case)
+    return out
+
+
+def report(cases, tessel):
+    mine = {(c["op"], c["dtype"], c["rows"], c["cols"]): c for c in tessel.get("cases", [])}
+    head = (f"{'kernel':<12}{'dtype':<6}{'shape':<12}{'tessel us':>10}{'eager':>9}{'compile':>9}{'triton':>9}"
+            f"{'x eager':>9}{'x compile':>10}{'x triton':>9}{'x copy':>8}")
+    print(head)
+    for c in cases:
+        t = mine.get((c["op"], c["dtype"], c["rows"], c["cols"]))
+        us = t["us"] if t else math.nan
+
+        def r(key):
+            return c[key] / us if key in c and t else math.nan
+        copy = t["gb_per_s"] / t["copy_gb_per_s"] if t else math.nan
+        print(f"{c['op']:<12}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c['eager_us']:>9.2f}"
+              f"{c.get('compile_us', math.nan):>9.2f}{c['triton_us']:>9.2f}{r('eager_us'):>9.3f}"
+              f"{r('compile_us'):>10.3f}{r('triton_us'):>9.3f}{copy:>8.3f}")
+    print("x eager/compile/triton: the baseline's time over tessel's (>= 1.0 is the target); "
+          "x copy: tessel's GB/s over the device copy's (>= 0.85 is the target)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tessel", help="norm_bench's JSON from the same run")
+    ap.add_argument("--json", help="where to write the baselines' JSON")
+    args = ap.parse_args()
+    print(f"norm_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}",
+          flush=True)
+    cases = measure()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "cases": cases}, f, indent=2)
+    tessel = {}
+    try:
+        if args.tessel:
+            with open(args.tessel) as f:
+                tessel = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"norm_compare: no tessel figures ({e}); baselines only", flush=True)
+    report(cases, tessel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
