@@ -85,8 +85,16 @@ absl::Status Lowering::elementwise_op(const Op& o, const Type& rt) {
     std::shared_ptr<const Layout> l = elementwise_layout(o);
     std::vector<std::vector<llvm::Value*>> args;
     for (int v : o.operands) args.push_back(regs(v, *l));
+    // A mask equal over runs of elements (AffineAnalysis::constancy, as
+    // `c < cols` with cols a multiple of 16) that the layout holds in
+    // consecutive slots is computed once per run.
+    const int64_t same = rt.dtype().is_bool() ? contiguous_run(*l, analysis_.constancy(o.results[0])) : 1;
     std::vector<llvm::Value*> out(args[0].size());
     for (size_t slot = 0; slot < out.size(); ++slot) {
+      if (slot % same != 0) {
+        out[slot] = out[slot - slot % same];
+        continue;
+      }
       std::vector<llvm::Value*> elems;
       for (const auto& a : args) elems.push_back(a[slot]);
       out[slot] = elementwise(o, elems);

@@ -152,56 +152,53 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
   std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l);
   std::vector<llvm::Value*> masks = masked ? regs(o.operands[1], l) : std::vector<llvm::Value*>();
   std::vector<llvm::Value*> others = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
-  llvm::Value* dummy = nullptr;
-  {
-    dummy = stack_slot(b_.getInt64Ty());
-    IRBuilder<> eb(alloca_point_);
-    eb.CreateStore(eb.getInt64(0), dummy);
-  }
   auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));
-  llvm::Align vector_align(run * module_->getDataLayout().getTypeAllocSize(mt));
+  llvm::Type* access_type = run == 1 ? mt : vector_type;
+  llvm::Align align(run * module_->getDataLayout().getTypeAllocSize(mt));
+  auto mem = [&](llvm::Value* v) { return mt == v->getType() ? v : b_.CreateZExt(v, mt); };
   std::vector<llvm::Value*> out;
   for (int64_t slot = 0; slot < l.slots(); slot += run) {
     // Validity and mask are the same over the run: take its first slot's.
     llvm::Value* ok = l.valid(b_, thread_, slot);
     if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-    if (run == 1) {
-      llvm::Value* v = b_.CreateLoad(mt, ok == nullptr ? ptrs[slot] : b_.CreateSelect(ok, ptrs[slot], dummy));
-      if (mt != elem_type(rt)) v = b_.CreateTrunc(v, b_.getInt1Ty());
-      out.push_back(masked ? b_.CreateSelect(ok, v, others[slot]) : v);
-      continue;
+    // A run that is skipped takes `other` (zeros where there is none, so
+    // that nothing downstream sees poison).
+    llvm::Value* skipped = llvm::Constant::getNullValue(access_type);
+    if (masked && run == 1) skipped = mem(others[slot]);
+    for (int64_t lane = 0; masked && run > 1 && lane < run; ++lane) {
+      skipped = b_.CreateInsertElement(skipped, mem(others[slot + lane]), lane);
     }
-    // A branch around the load (a predicated ld.global.v4 on NVIDIA); a
-    // skipped run takes `other` (zeros where there is none, so that
-    // nothing downstream sees poison).
-    llvm::Value* skipped = llvm::Constant::getNullValue(vector_type);
-    for (int64_t lane = 0; masked && lane < run; ++lane) {
-      llvm::Value* e = others[slot + lane];
-      skipped = b_.CreateInsertElement(skipped, mt == e->getType() ? e : b_.CreateZExt(e, mt), lane);
-    }
-    llvm::Value* v = nullptr;
-    if (ok == nullptr) {
-      v = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
-    } else {
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      llvm::Value* in_value = nullptr;
-      llvm::BasicBlock* in = nullptr;
-      emit_if(b_, ok, [&] {
-        in_value = b_.CreateAlignedLoad(vector_type, ptrs[slot], vector_align);
-        in = b_.GetInsertBlock();
-      });
-      llvm::PHINode* phi = b_.CreatePHI(vector_type, 2);
-      phi->addIncoming(in_value, in);
-      phi->addIncoming(skipped, pre);
-      v = phi;
-    }
+    llvm::Value* v = predicated_load(access_type, ptrs[slot], ok, skipped, align);
     for (int64_t lane = 0; lane < run; ++lane) {
-      llvm::Value* e = b_.CreateExtractElement(v, lane);
+      llvm::Value* e = run == 1 ? v : b_.CreateExtractElement(v, lane);
       out.push_back(mt != elem_type(rt) ? b_.CreateTrunc(e, b_.getInt1Ty()) : e);
     }
   }
   set_regs(o, std::move(out));
   return absl::OkStatus();
+}
+
+llvm::Value* Lowering::predicated_load(llvm::Type* type, llvm::Value* p, llvm::Value* ok, llvm::Value* other,
+                                       llvm::Align align) {
+  if (ok == nullptr) return b_.CreateAlignedLoad(type, p, align);
+  if (llvm::Value* v = target_.masked_load(b_, type, p, ok, other)) return v;
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::Value* loaded = nullptr;
+  llvm::BasicBlock* in = nullptr;
+  emit_if(b_, ok, [&] {
+    loaded = b_.CreateAlignedLoad(type, p, align);
+    in = b_.GetInsertBlock();
+  });
+  llvm::PHINode* phi = b_.CreatePHI(type, 2);
+  phi->addIncoming(loaded, in);
+  phi->addIncoming(other, pre);
+  return phi;
+}
+
+void Lowering::predicated_store(llvm::Value* v, llvm::Value* p, llvm::Value* ok, llvm::Align align) {
+  if (ok == nullptr || !target_.masked_store(b_, v, p, ok)) {
+    guarded(ok, [&] { b_.CreateAlignedStore(v, p, align); });
+  }
 }
 
 void Lowering::guarded(llvm::Value* mask, const std::function<void()>& body) {
@@ -250,20 +247,14 @@ absl::Status Lowering::store(const Op& o) {
     std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l), values = regs(o.operands[1], l);
     std::vector<llvm::Value*> masks = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
     auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));
-    llvm::Align vector_align(run * module_->getDataLayout().getTypeAllocSize(mt));
+    llvm::Align align(run * module_->getDataLayout().getTypeAllocSize(mt));
     for (int64_t slot = 0; slot < l.slots(); slot += run) {
       llvm::Value* ok = l.valid(b_, thread_, slot);  // the same over the run, like the mask
       if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-      if (run == 1) {
-        one(ptrs[slot], values[slot], ok);
-        continue;
-      }
-      llvm::Value* v = llvm::PoisonValue::get(vector_type);
-      for (int64_t lane = 0; lane < run; ++lane) {
-        llvm::Value* e = values[slot + lane];
-        v = b_.CreateInsertElement(v, mt == e->getType() ? e : b_.CreateZExt(e, mt), lane);
-      }
-      guarded(ok, [&] { b_.CreateAlignedStore(v, ptrs[slot], vector_align); });
+      auto mem = [&](llvm::Value* e) { return mt == e->getType() ? e : b_.CreateZExt(e, mt); };
+      llvm::Value* v = run == 1 ? mem(values[slot]) : llvm::PoisonValue::get(vector_type);
+      for (int64_t lane = 0; run > 1 && lane < run; ++lane) v = b_.CreateInsertElement(v, mem(values[slot + lane]), lane);
+      predicated_store(v, ptrs[slot], ok, align);
     }
     return absl::OkStatus();
   }

@@ -38,6 +38,25 @@ void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
   shared_.erase(scratch);
 }
 
+llvm::Value* Lowering::reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, OpCode combiner, DType d) {
+  llvm::Value* v = ops_.widen(elem, d);
+  llvm::Value* valid = l.valid(b_, thread_, slot);
+  return valid == nullptr ? v : b_.CreateSelect(valid, v, reduce_identity(combiner, is_narrow_float(d) ? f32 : d, v->getType()));
+}
+
+llvm::Value* Lowering::combine_tree(std::vector<llvm::Value*> parts,
+                                    const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
+  // Neighbours first, level by level: a balanced tree, so that its
+  // combines do not wait on each other in one long chain.
+  while (parts.size() > 1) {
+    std::vector<llvm::Value*> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(combine(parts[i], parts[i + 1]));
+    if (parts.size() % 2 == 1) next.push_back(parts.back());
+    parts = std::move(next);
+  }
+  return parts[0];
+}
+
 llvm::Value* Lowering::reduce_identity(OpCode combiner, DType d, llvm::Type* t) {
   if (d.is_float()) {
     if (combiner == OpCode::kAdd) return llvm::ConstantFP::get(t, 0.0);
@@ -65,14 +84,10 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     // layout holds each element once; a slice may hold it in several threads.
     const Layout& l = *planned(o.operands[0]);
     std::vector<llvm::Value*> elems = regs(o.operands[0], l);
-    llvm::Value* acc = reduce_identity(combiner, acc_d, acc_t);
-    for (size_t slot = 0; slot < elems.size(); ++slot) {
-      llvm::Value* next = ops_.binary(combiner, acc_d, acc, ops_.widen(elems[slot], d));
-      llvm::Value* valid = l.valid(b_, thread_, static_cast<int64_t>(slot));
-      acc = valid == nullptr ? next : b_.CreateSelect(valid, next, acc);
-    }
-    llvm::Value* all = target_.combine_threads(
-        b_, acc, [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+    std::vector<llvm::Value*> parts;
+    for (size_t slot = 0; slot < elems.size(); ++slot) parts.push_back(reduce_part(l, slot, elems[slot], combiner, d));
+    auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
+    llvm::Value* all = target_.combine_threads(b_, combine_tree(parts, combine), combine);
     set(o, ops_.narrow(all, d));
     return absl::OkStatus();
   }
@@ -95,13 +110,13 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
       const int lanes = *holders & (target_.warp_size() - 1);
       const Layout& l = slice->parent();
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);
-      std::vector<llvm::Value*> acc(slice->slots(), reduce_identity(combiner, acc_d, acc_t));
+      std::vector<std::vector<llvm::Value*>> parts(slice->slots());
       for (int64_t slot = 0; slot < l.slots(); ++slot) {
-        llvm::Value*& a = acc[slice->slot_of(slot)];
-        llvm::Value* next = ops_.binary(combiner, acc_d, a, ops_.widen(elems[slot], d));
-        llvm::Value* valid = l.valid(b_, thread_, slot);
-        a = valid == nullptr ? next : b_.CreateSelect(valid, next, a);
+        parts[slice->slot_of(slot)].push_back(reduce_part(l, slot, elems[slot], combiner, d));
       }
+      auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
+      std::vector<llvm::Value*> acc;
+      for (const std::vector<llvm::Value*>& p : parts) acc.push_back(combine_tree(p, combine));
       for (llvm::Value*& a : acc) {
         for (int bit = 1; bit <= lanes; bit *= 2) {
           if (lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));

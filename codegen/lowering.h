@@ -254,6 +254,12 @@ class Lowering {
   ViewLowering views() { return ViewLowering(b_, target_, alloca_point_, view_header_); }
 
   llvm::Value* reduce_identity(OpCode combiner, DType d, llvm::Type* t);
+  // Element `elem` (of dtype `d`) of `slot` in layout `l`, widened to the
+  // reduction's accumulator, or the identity where the slot holds nothing.
+  llvm::Value* reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, OpCode combiner, DType d);
+  // `parts` combined pairwise in a balanced tree (at least one part).
+  llvm::Value* combine_tree(std::vector<llvm::Value*> parts,
+                            const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
   // Combines each slot's part across the warps that hold its position (the
   // thread bits `warp_bits`) through shared memory; every holder gets the
   // same result.
@@ -273,6 +279,12 @@ class Lowering {
   // mask (constant over the run); a skipped run takes `other`'s values.
   absl::Status load_registers(const Op& o, const Type& rt);
 
+  // A load of `type` at `p` where `ok` holds (null: always), else `other`:
+  // the target's predicated form, or a branch around a plain load.
+  llvm::Value* predicated_load(llvm::Type* type, llvm::Value* p, llvm::Value* ok, llvm::Value* other,
+                               llvm::Align align);
+  // A store of `v` at `p` where `ok` holds (null: always).
+  void predicated_store(llvm::Value* v, llvm::Value* p, llvm::Value* ok, llvm::Align align);
   // Runs `body` only where `mask` (may be null) holds.
   void guarded(llvm::Value* mask, const std::function<void()>& body);
   // The value `body` computes where `mask` (may be null) holds, else zero.

@@ -93,6 +93,19 @@ class TargetInfo {
   // the accurate expansion (codegen/math.h) serves.
   virtual llvm::Value* fast_math(llvm::IRBuilder<>&, OpCode, llvm::Value*) { return nullptr; }
 
+  // A load of `type` (a scalar or vector of 1 to 16 bytes) from global
+  // memory at `ptr` where the i1 `mask` holds, else `other`, without a
+  // branch (a predicated ld.global on NVIDIA); nullptr where the target has
+  // no such form and the lowering branches around a plain load.
+  virtual llvm::Value* masked_load(llvm::IRBuilder<>&, llvm::Type* /*type*/, llvm::Value* /*ptr*/,
+                                   llvm::Value* /*mask*/, llvm::Value* /*other*/) {
+    return nullptr;
+  }
+  // The same for a store of `v`; false where the lowering branches instead.
+  virtual bool masked_store(llvm::IRBuilder<>&, llvm::Value* /*v*/, llvm::Value* /*ptr*/, llvm::Value* /*mask*/) {
+    return false;
+  }
+
   // Programs with several threads may hold tiles in registers, spread over
   // their threads; 0 means tiles are buffers only.
   virtual int register_tile_threads() const { return 0; }

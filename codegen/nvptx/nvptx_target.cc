@@ -5,6 +5,10 @@
 // pointer reaches inline asm through "l" (cvta.param), never a local copy.
 #include "codegen/nvptx/nvptx_target.h"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/tma_rules.h"
@@ -27,6 +31,63 @@ using nvptx::inline_asm;
 using nvptx::kGlobal;
 using nvptx::kShared;
 using nvptx::shared32;
+
+// A value of 1 to 16 bytes (no pointers) as the 32-bit words a predicated
+// ld/st.global moves: 1 and 2 bytes in one word (.u8, .u16), 4, 8 and 16
+// bytes as .b32, .v2.b32 and .v4.b32.
+struct Words {
+  llvm::Type* type;
+  int64_t bytes;
+  int count;
+  std::string suffix;
+
+  std::vector<llvm::Value*> split(llvm::IRBuilder<>& b, llvm::Value* v) const {
+    if (bytes < 4) return {b.CreateZExt(b.CreateBitCast(v, b.getIntNTy(8 * bytes)), b.getInt32Ty())};
+    if (count == 1) return {b.CreateBitCast(v, b.getInt32Ty())};
+    llvm::Value* vec = b.CreateBitCast(v, llvm::FixedVectorType::get(b.getInt32Ty(), count));
+    std::vector<llvm::Value*> out;
+    for (int i = 0; i < count; ++i) out.push_back(b.CreateExtractElement(vec, i));
+    return out;
+  }
+  llvm::Value* join(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& w) const {
+    if (bytes < 4) return b.CreateBitCast(b.CreateTrunc(w[0], b.getIntNTy(8 * bytes)), type);
+    if (count == 1) return b.CreateBitCast(w[0], type);
+    llvm::Value* vec = llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getInt32Ty(), count));
+    for (int i = 0; i < count; ++i) vec = b.CreateInsertElement(vec, w[i], i);
+    return b.CreateBitCast(vec, type);
+  }
+  // The asm operands $first.. as one register or a braced list.
+  std::string registers(int first) const {
+    if (count == 1) return absl::StrCat("$", first);
+    std::vector<std::string> names;
+    for (int i = 0; i < count; ++i) names.push_back(absl::StrCat("$", first + i));
+    return absl::StrCat("{", absl::StrJoin(names, ", "), "}");
+  }
+};
+
+std::optional<Words> words(llvm::IRBuilder<>& b, llvm::Type* t) {
+  if (t->isPtrOrPtrVectorTy()) return std::nullopt;
+  const int64_t bytes = b.GetInsertBlock()->getModule()->getDataLayout().getTypeStoreSize(t);
+  switch (bytes) {
+    case 1:
+      return Words{t, bytes, 1, ".u8"};
+    case 2:
+      return Words{t, bytes, 1, ".u16"};
+    case 4:
+      return Words{t, bytes, 1, ".b32"};
+    case 8:
+      return Words{t, bytes, 2, ".v2.b32"};
+    case 16:
+      return Words{t, bytes, 4, ".v4.b32"};
+    default:
+      return std::nullopt;
+  }
+}
+
+// A generic pointer to global memory as ld/st.global take it.
+llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) {
+  return ptr->getType()->getPointerAddressSpace() == kGlobal ? ptr : b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal));
+}
 
 class NvptxTarget final : public GpuTarget {
  public:
@@ -132,6 +193,45 @@ class NvptxTarget final : public GpuTarget {
       default:
         return nullptr;
     }
+  }
+
+  llvm::Value* masked_load(llvm::IRBuilder<>& b, llvm::Type* type, llvm::Value* ptr, llvm::Value* mask,
+                           llvm::Value* other) override {
+    std::optional<Words> w = words(b, type);
+    if (!w.has_value()) return nullptr;
+    // Each word starts as `other`'s; the load overwrites them where the mask holds.
+    std::string text, constraints;
+    std::vector<llvm::Value*> args = {global(b, ptr), mask};
+    std::vector<llvm::Value*> others = w->split(b, other);
+    for (int i = 0; i < w->count; ++i) {
+      absl::StrAppend(&text, "mov.b32 $", i, ", $", w->count + 2 + i, "; ");
+      absl::StrAppend(&constraints, "=r,");
+    }
+    absl::StrAppend(&text, "@$", w->count + 1, " ld.global", w->suffix, " ", w->registers(0), ", [$", w->count, "];");
+    absl::StrAppend(&constraints, "l,b");
+    for (llvm::Value* o : others) {
+      args.push_back(o);
+      absl::StrAppend(&constraints, ",r");
+    }
+    llvm::Type* ret = w->count == 1 ? static_cast<llvm::Type*>(b.getInt32Ty())
+                                    : llvm::StructType::get(b.getContext(), std::vector<llvm::Type*>(w->count, b.getInt32Ty()));
+    llvm::Value* r = inline_asm(b, ret, text, constraints, args);
+    std::vector<llvm::Value*> loaded;
+    for (int i = 0; i < w->count; ++i) loaded.push_back(w->count == 1 ? r : b.CreateExtractValue(r, i));
+    return w->join(b, loaded);
+  }
+  bool masked_store(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, llvm::Value* mask) override {
+    std::optional<Words> w = words(b, v->getType());
+    if (!w.has_value()) return false;
+    std::vector<llvm::Value*> args = {global(b, ptr), mask};
+    std::string constraints = "l,b";
+    for (llvm::Value* word : w->split(b, v)) {
+      args.push_back(word);
+      constraints += ",r";
+    }
+    inline_asm(b, b.getVoidTy(), absl::StrCat("@$1 st.global", w->suffix, " [$0], ", w->registers(2), ";"),
+               constraints + ",~{memory}", args);
+    return true;
   }
 
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,

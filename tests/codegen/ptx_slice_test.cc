@@ -83,8 +83,8 @@ TEST_F(PtxSlice, RowSoftmaxRunsInRegistersAndShuffles) {
     EXPECT_EQ(code.shared_bytes, 0);
     EXPECT_EQ(file_check(code.binary, kNoSharedMemory), 0);
     EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), shuffles);
-    EXPECT_EQ(count(code.binary, "ld.global.v4.f32") > 0, vectors);
-    EXPECT_EQ(count(code.binary, "st.global.v4.f32") > 0, vectors);
+    EXPECT_EQ(count(code.binary, "ld.global.v4.b32") > 0, vectors);
+    EXPECT_EQ(count(code.binary, "st.global.v4.b32") > 0, vectors);
     EXPECT_EQ(file_check(code.binary, R"(
 CHECK: ld.global
 CHECK: shfl.sync.bfly.b32
@@ -108,7 +108,7 @@ TEST_F(PtxSlice, RowsOfAWarpEachCombineWithShufflesOnly) {
   EXPECT_EQ(code.shared_bytes, 0);
   EXPECT_EQ(file_check(code.binary, kNoSharedMemory), 0);
   EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 5);
-  EXPECT_EQ(count(code.binary, "ld.global.v4.f32"), 8);
+  EXPECT_EQ(count(code.binary, "ld.global.v4.b32"), 8);
 }
 
 TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
