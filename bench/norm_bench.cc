@@ -9,7 +9,9 @@
 // Triton's do_bench times (bench::FlushedTimer). Results are checked
 // against a double reference on a sample of rows. The baselines (torch
 // eager, torch.compile, Triton) come from bench/norm_compare.py, which
-// reads the JSON this writes (--json=PATH) and prints the ratios.
+// reads the JSON this writes (--json=PATH) and prints the ratios. With
+// --only=TEXT it runs the cases whose name ("softmax, 4096x8192 bf16")
+// contains TEXT, at row_block's pick alone (for profilers).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -115,13 +117,16 @@ std::vector<float> upload(const Device& dev, const Buffer& dst, DType d, size_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path;
+  std::string json_path, only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--json=", 0) == 0) {
       json_path = arg.substr(7);
+    } else if (arg.rfind("--only=", 0) == 0) {
+      only = arg.substr(7);
     } else {
-      std::fprintf(stderr, "norm_bench: unknown argument '%s' (usage: norm_bench [--json=PATH])\n", arg.c_str());
+      std::fprintf(stderr, "norm_bench: unknown argument '%s' (usage: norm_bench [--json=PATH] [--only=TEXT])\n",
+                   arg.c_str());
       return 2;
     }
   }
@@ -156,6 +161,8 @@ int main(int argc, char** argv) {
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
       bench::report("device-to-device copy, " + shape, copy_gbs, "GB/s");
       for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm}) {
+        const std::string case_name = std::string(name(op)) + ", " + shape;
+        if (case_name.find(only) == std::string::npos) continue;
         const int weights = op == RowOp::kSoftmax ? 0 : op == RowOp::kLayerNorm ? 2 : 1;
         const double moved = 2.0 * bytes + weights * cols * elem;
         // The largest error over a sample of rows of y, relative where |want| > 1.
@@ -180,7 +187,9 @@ int main(int argc, char** argv) {
         };
         double best_ms = INFINITY, pick_ms = INFINITY, worst = 0;
         samples::RowBlock best;
-        for (const samples::RowBlock& block : blocks(cols)) {
+        std::vector<samples::RowBlock> tried = blocks(cols);
+        if (!only.empty()) tried.resize(1);
+        for (const samples::RowBlock& block : tried) {
           CompileOptions options;
           options.num_warps = block.warps;
           Function fn = must(dev.compile(must(kernel(op, block, d), "build"), options), "compile");
@@ -204,7 +213,7 @@ int main(int argc, char** argv) {
         std::snprintf(note, sizeof note, "%.2f us, %.3f x copy; block %s (row_block's %s: %.2f us); error %.1e%s",
                       best_ms * 1e3, gbs / copy_gbs, label(best).c_str(), label(samples::row_block(cols)).c_str(),
                       pick_ms * 1e3, worst, ok ? "" : " FAILED");
-        bench::report(std::string(name(op)) + ", " + shape, gbs, "GB/s", note);
+        bench::report(case_name, gbs, "GB/s", note);
         char entry[512];
         std::snprintf(entry, sizeof entry,
                       "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "

@@ -45,7 +45,7 @@ llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>&
   switch (op_traits(o.op).category) {
     case OpCategory::kBinary:
     case OpCategory::kComparison:
-      return ops_.binary(o.op, d, args[0], args[1]);
+      return ops_.binary(o.op, d, args[0], args[1], !o.ints.empty() && o.ints[0] == static_cast<int64_t>(MathForm::kFast));
     case OpCategory::kUnary:
       return ops_.unary(o.op, d, args[0], !o.ints.empty() && o.ints[0] == static_cast<int64_t>(MathForm::kFast));
     default:

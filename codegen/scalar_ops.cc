@@ -191,7 +191,7 @@ llvm::Value* ScalarOps::shift(bool left, bool is_signed, llvm::Value* x, llvm::V
   return b_.CreateSelect(big, llvm::ConstantInt::get(t, 0), r);
 }
 
-llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y) {
+llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y, bool fast) {
   if (d.is_float()) {
     x = widen(x, d);
     y = widen(y, d);
@@ -207,7 +207,8 @@ llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* 
         r = b_.CreateFMul(x, y);
         break;
       case OpCode::kDiv:
-        r = b_.CreateFDiv(x, y);
+        if (fast && x->getType()->isFloatTy()) r = target_.fast_divide(b_, x, y);
+        if (r == nullptr) r = b_.CreateFDiv(x, y);
         break;
       case OpCode::kRem: {
         // x - trunc(x / y) * y with one rounding (an fma), as on GPUs, where

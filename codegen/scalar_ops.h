@@ -30,7 +30,8 @@ class ScalarOps {
   // An f32 rounded to tf32's 10 mantissa bits, to nearest even (NaN and
   // infinities kept; overflow rounds to infinity as f32's own rounding does).
   llvm::Value* round_to_tf32(llvm::Value* v);
-  llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y);
+  // `fast`: MathForm::kFast (a division's target form, TargetInfo::fast_divide).
+  llvm::Value* binary(OpCode op, DType d, llvm::Value* x, llvm::Value* y, bool fast = false);
   // `fast`: a math function's fast form (MathForm::kFast).
   llvm::Value* unary(OpCode op, DType d, llvm::Value* x, bool fast = false);
   llvm::Value* convert(llvm::Value* x, DType from, DType to);

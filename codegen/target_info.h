@@ -92,6 +92,9 @@ class TargetInfo {
   // the target's hardware approximation, or nullptr where it has none and
   // the accurate expansion (codegen/math.h) serves.
   virtual llvm::Value* fast_math(llvm::IRBuilder<>&, OpCode, llvm::Value*) { return nullptr; }
+  // The fast form of x / y for f32 (at most 2 ulp from the quotient), or
+  // nullptr where the exact division serves.
+  virtual llvm::Value* fast_divide(llvm::IRBuilder<>&, llvm::Value* /*x*/, llvm::Value* /*y*/) { return nullptr; }
 
   // A load of `type` (a scalar or vector of 1 to 16 bytes) from global
   // memory at `ptr` where the i1 `mask` holds, else `other`, without a

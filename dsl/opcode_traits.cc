@@ -59,7 +59,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kAdd, "add", C::kBinary, R::kOne, kElementwise | kCommutative),
     row(OpCode::kSub, "sub", C::kBinary, R::kOne, kElementwise),
     row(OpCode::kMul, "mul", C::kBinary, R::kOne, kElementwise | kCommutative),
-    row(OpCode::kDiv, "div", C::kBinary, R::kOne, kElementwise),
+    row(OpCode::kDiv, "div", C::kBinary, R::kOne, kElementwise | kFast),
     row(OpCode::kRem, "rem", C::kBinary, R::kOne, kElementwise),
     row(OpCode::kMin, "min", C::kBinary, R::kOne, kElementwise | kCommutative),
     row(OpCode::kMax, "max", C::kBinary, R::kOne, kElementwise | kCommutative),

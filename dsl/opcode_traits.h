@@ -55,7 +55,7 @@ struct OpTraits {
   bool floats_only;
   bool takes_i1;  // i1 operands are allowed
   bool no_f64;     // a math function without an f64 form (codegen/math.h)
-  bool fast_form;  // a math function with a fast form (MathForm::kFast)
+  bool fast_form;  // a math function or division with a fast form (MathForm::kFast)
 };
 
 inline constexpr int kNumOpCodes = static_cast<int>(kLastOpCode) + 1;

@@ -163,7 +163,8 @@ Value pointer_add(BuilderState& s, int p, int off, std::source_location loc) {
   return s.emit1(OpCode::kPtrAdd, {p, off}, s.type(p), loc);
 }
 
-Value binary(OpCode op, const Operand& a, const Operand& b, std::source_location loc) {
+Value binary(OpCode op, const Operand& a, const Operand& b, std::source_location loc,
+             MathForm form = MathForm::kAccurate) {
   BuilderState* sp = detail::state_of({&a, &b});
   if (sp == nullptr) return Value();
   BuilderState& s = *sp;
@@ -197,6 +198,12 @@ Value binary(OpCode op, const Operand& a, const Operand& b, std::source_location
     return s.fail(loc, absl::StrCat(what, ": not defined on i1 (", ta.str(), ")"));
   }
   Type result = is_comparison(op) ? ta.with_element(i1) : ta;
+  if (form == MathForm::kFast) {
+    if (!d.is_float()) {
+      return s.fail(loc, absl::StrCat(what, ": MathForm::kFast needs floating-point operands, got ", ta.str()));
+    }
+    return s.emit1(op, {ia, ib}, result, loc, {static_cast<int64_t>(form)});
+  }
   return s.emit1(op, {ia, ib}, result, loc);
 }
 
@@ -366,6 +373,7 @@ Value erf(const Operand& x, Loc loc) { return unary(OpCode::kErf, x, "erf", loc)
 Value sinh(const Operand& x, Loc loc) { return unary(OpCode::kSinh, x, "sinh", loc); }
 Value cosh(const Operand& x, Loc loc) { return unary(OpCode::kCosh, x, "cosh", loc); }
 Value pow(const Operand& x, const Operand& y, Loc loc) { return binary(OpCode::kPow, x, y, loc); }
+Value div(const Operand& a, const Operand& b, MathForm form, Loc loc) { return binary(OpCode::kDiv, a, b, loc, form); }
 
 Value fma(const Operand& a, const Operand& b, const Operand& c, Loc loc) {
   BuilderState* sp = detail::state_of({&a, &b, &c});

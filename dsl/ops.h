@@ -68,6 +68,10 @@ Value sinh(const Operand& x, Loc loc = Loc::current());
 Value cosh(const Operand& x, Loc loc = Loc::current());
 // x^y with C's special cases (a negative x needs an integer y).
 Value pow(const Operand& x, const Operand& y, Loc loc = Loc::current());
+// a / b; MathForm::kFast (floats only) allows an error of 2 ulp for the
+// GPU's fast division (NVIDIA div.full.f32, AMD v_rcp_f32 times a), as
+// Triton's `/` on f32; the host divides exactly either way.
+Value div(const Operand& a, const Operand& b, MathForm form = MathForm::kAccurate, Loc loc = Loc::current());
 // ceil(a / b) for positive integers.
 Value cdiv(const Operand& a, const Operand& b, Loc loc = Loc::current());
 

@@ -62,10 +62,15 @@ class Verifier {
         (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0))) {
       return fail(o, "operands and result must have one type");
     }
-    if (category == OpCategory::kUnary) {
-      if (o.operands.size() != 1 || ir_.type(o.results[0]) != type(0)) return fail(o, "operand and result must have one type");
+    if (category == OpCategory::kUnary &&
+        (o.operands.size() != 1 || ir_.type(o.results[0]) != type(0))) {
+      return fail(o, "operand and result must have one type");
+    }
+    if (category == OpCategory::kUnary || category == OpCategory::kBinary) {
       const bool fast = o.ints.size() == 1 && o.ints[0] == static_cast<int64_t>(MathForm::kFast);
-      if (!o.ints.empty() && !(fast && op_traits(o.op).fast_form)) return fail(o, "malformed math form");
+      if (!o.ints.empty() && !(fast && op_traits(o.op).fast_form && type(0).dtype().is_float())) {
+        return fail(o, "malformed math form");
+      }
     }
     if (category == OpCategory::kComparison &&
         (o.operands.size() != 2 || type(0) != type(1) || ir_.type(o.results[0]) != type(0).with_element(i1))) {

@@ -207,12 +207,15 @@ class Program {
           case 11: {
             const Operand b = operand();
             const Operand c = operand();
-            switch (r_.below(3)) {
+            switch (r_.below(4)) {
               case 0:
                 keep(pow(a, b));
                 break;
               case 1:
                 keep(clamp(a, b, c));
+                break;
+              case 2:
+                keep(div(a, b, r_.below(2) == 0 ? MathForm::kAccurate : MathForm::kFast));
                 break;
               default:
                 keep(where(a, b, c));

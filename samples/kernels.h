@@ -1,8 +1,9 @@
 // The samples' kernels, built in one place: the samples run them, the GPU
 // suites run them on cuda:0 and the host to compare, the GPU benchmark times
 // them. Each returns the builder's result. Their exponentials take the fast
-// form (MathForm::kFast, the GPU's exp2 unit), as Triton's tl.exp does, so
-// that the benchmarks compare like with like.
+// form (MathForm::kFast, the GPU's exp2 unit), as Triton's tl.exp does, and
+// the softmaxes divide by the row's sum in the fast form (div.full.f32), as
+// Triton's `/` does, so that the benchmarks compare like with like.
 #pragma once
 
 #include <algorithm>
@@ -46,7 +47,7 @@ inline absl::StatusOr<Kernel> softmax_kernel() {
     Value mask = offs < cols;                                // [B] i1
     Value v = load(x + row * cols + offs, mask, -INFINITY);  // [B] f32
     Value e = exp(v - max(v, 0), MathForm::kFast);           // [B] f32
-    store(y + row * cols + offs, e / sum(e, 0), mask);
+    store(y + row * cols + offs, div(e, sum(e, 0), MathForm::kFast), mask);
   });
   return k.build();
 }
@@ -110,7 +111,7 @@ inline absl::StatusOr<Kernel> row_softmax_kernel(int block_rows = kRowSoftmaxRow
   RowTile t = row_tile(k, rows, cols, {.rows = block_rows, .cols = block_cols});
   Value v = load_f32(x + t.offs, t.mask, -INFINITY);              // [BR, BC] f32
   Value e = exp(v - expand_dims(max(v, 1), 1), MathForm::kFast);  // [BR, BC] f32
-  store_as(y + t.offs, e / expand_dims(sum(e, 1), 1), t.mask);
+  store_as(y + t.offs, div(e, expand_dims(sum(e, 1), 1), MathForm::kFast), t.mask);
   return k.build();
 }
 

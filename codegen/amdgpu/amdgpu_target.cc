@@ -116,6 +116,10 @@ class AmdgpuTarget final : public GpuTarget {
     }
   }
 
+  llvm::Value* fast_divide(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) override {
+    return b.CreateFMul(x, b.CreateIntrinsic(llvm::Intrinsic::amdgcn_rcp, {y->getType()}, {y}));
+  }
+
   int warp_size() const override { return kWave; }
 
   // dot on bf16 and f16 tiles in LDS: MFMA, the accumulator in registers.

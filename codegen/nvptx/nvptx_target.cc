@@ -30,6 +30,7 @@ constexpr int64_t kWaitLimitNs = int64_t{10} * 1000 * 1000 * 1000;
 using nvptx::inline_asm;
 using nvptx::kGlobal;
 using nvptx::kShared;
+using nvptx::pure_asm;
 using nvptx::shared32;
 
 // A value of 1 to 16 bytes (no pointers) as the 32-bit words a predicated
@@ -189,7 +190,7 @@ class NvptxTarget final : public GpuTarget {
       case OpCode::kCos:
         return sfu(llvm::Intrinsic::nvvm_cos_approx_f, x);
       case OpCode::kTanh:
-        return inline_asm(b, x->getType(), "tanh.approx.f32 $0, $1;", "=f,f", {x});
+        return pure_asm(b, x->getType(), "tanh.approx.f32 $0, $1;", "=f,f", {x});
       default:
         return nullptr;
     }
@@ -232,6 +233,10 @@ class NvptxTarget final : public GpuTarget {
     inline_asm(b, b.getVoidTy(), absl::StrCat("@$1 st.global", w->suffix, " [$0], ", w->registers(2), ";"),
                constraints + ",~{memory}", args);
     return true;
+  }
+
+  llvm::Value* fast_divide(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) override {
+    return pure_asm(b, x->getType(), "div.full.f32 $0, $1, $2;", "=f,f,f", {x, y});
   }
 
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,

@@ -23,6 +23,16 @@ inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std:
   return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
 }
 
+// `text` as a pure function of its operands, which LLVM may move, merge
+// or drop like any arithmetic.
+inline llvm::Value* pure_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text,
+                             const std::string& constraints, const std::vector<llvm::Value*>& args) {
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* a : args) types.push_back(a->getType());
+  auto* type = llvm::FunctionType::get(ret, types, false);
+  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/false), args);
+}
+
 // The 32-bit shared-window address of a generic pointer into shared memory.
 inline llvm::Value* shared32(llvm::IRBuilder<>& b, llvm::Value* generic) {
   return b.CreatePtrToInt(b.CreateAddrSpaceCast(generic, b.getPtrTy(kShared)), b.getInt32Ty());

@@ -74,6 +74,35 @@ TEST(MathIsa, AmdgpuFastFormsUseTheTranscendentalUnit) {
   }
 }
 
+// y[i] = x[i] / d[i] over f32 in `form`.
+Kernel divide_kernel(MathForm form) {
+  KernelBuilder k("divide");
+  Value x = k.arg(ptr(f32), "x"), d = k.arg(ptr(f32), "d"), y = k.arg(ptr(f32), "y");
+  Value offs = k.program_id() * 128 + k.arange(0, 128);
+  store(y + offs, div(load(x + offs), load(d + offs), form));
+  return *k.build();
+}
+
+TEST(MathIsa, FastDivisionIsTheGpusApproximateQuotient) {
+  absl::StatusOr<DeviceCode> accurate = compile_ptx(divide_kernel(MathForm::kAccurate), {});
+  absl::StatusOr<DeviceCode> fast = compile_ptx(divide_kernel(MathForm::kFast), {});
+  ASSERT_TRUE(accurate.ok()) << accurate.status();
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_THAT(accurate->binary, HasSubstr("div.rn.f32"));
+  EXPECT_THAT(fast->binary, HasSubstr("div.full.f32"));
+  EXPECT_THAT(fast->binary, Not(HasSubstr("div.rn.f32")));
+  CompileOptions options;
+  options.arch = "gfx942";
+  CompileArtifacts amd_accurate, amd_fast;
+  ASSERT_TRUE(compile(divide_kernel(MathForm::kAccurate), options, &amd_accurate).ok());
+  ASSERT_TRUE(compile(divide_kernel(MathForm::kFast), options, &amd_fast).ok());
+  EXPECT_THAT(amd_accurate.assembly, HasSubstr("v_div_fixup_f32"));
+  EXPECT_THAT(amd_fast.assembly, HasSubstr("v_rcp_f32"));
+  EXPECT_THAT(amd_fast.assembly, Not(HasSubstr("v_div_fixup_f32")));
+  if (have_ptxas()) EXPECT_EQ(ptxas(accurate->binary), 0);
+  expect_ptxas_accepts(fast->binary);
+}
+
 // The other functions and pow have one form; each compiles for both GPUs
 // without calls.
 TEST(MathIsa, EveryFunctionCompilesForBothGpus) {

@@ -42,6 +42,14 @@ TEST(Diagnostics, MismatchedOperandTypes) {
       k, line, "operator+: mismatched types tile<u32>[64] and tile<i32>[64] (neither holds the other); cast one side"));
 }
 
+TEST(Diagnostics, FastDivisionOfIntegers) {
+  KernelBuilder k("k");
+  Value i = k.arange(0, 64);
+  const int line = __LINE__ + 1;
+  div(i, 3, MathForm::kFast);
+  EXPECT_TRUE(FailsAt(k, line, "operator/: MathForm::kFast needs floating-point operands, got tile<i32>[64]"));
+}
+
 TEST(Diagnostics, RankMismatchInBroadcasting) {
   KernelBuilder k("k");
   Value row = k.zeros({64}, f32);

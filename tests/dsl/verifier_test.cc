@@ -271,6 +271,21 @@ TEST(Verifier, MathFormsOnlyWhereTheFunctionHasOne) {
   int x = h.value(0, OpCode::kConstant, {}, f32);
   h.value(0, OpCode::kErf, {x}, f64);
   ExpectInvalid(h, "erf: operand and result must have one type");
+  // Division has a fast form, for floats only; other binary ops have none.
+  for (auto [code, type, error] : std::vector<std::tuple<OpCode, DType, const char*>>{
+           {OpCode::kDiv, f32, nullptr},
+           {OpCode::kDiv, i32, "div: malformed math form"},
+           {OpCode::kMul, f32, "mul: malformed math form"},
+       }) {
+    HandIr b("k");
+    int v = b.value(0, OpCode::kConstant, {}, type);
+    b.set_ints(b.op(0, code, {v, v}, {type}), {fast});
+    if (error == nullptr) {
+      EXPECT_TRUE(verify(b.ir()).ok()) << verify(b.ir());
+    } else {
+      ExpectInvalid(b, error);
+    }
+  }
 }
 
 TEST(Verifier, RejectsAKernelWithoutBody) {

@@ -185,5 +185,37 @@ TEST_F(MathAgree, FastFormsAreWithinTheirDocumentedErrors) {
   }
 }
 
+// Fast division (div.full.f32) within the 2 ulp docs/math.md states, over
+// quotients spread across the exponent range and divisors up to 2^126
+// either way; the accurate form is exact (IEEE division) on every device.
+TEST_F(MathAgree, DivisionFormsKeepTheirBounds) {
+  std::mt19937_64 gen(std::random_device{}());
+  std::uniform_real_distribution<double> exponent(-60, 60), divisor_exponent(-126, 126);
+  std::vector<float> x, y;
+  for (int i = 0; i < (1 << 20); ++i) {
+    x.push_back(static_cast<float>((gen() % 2 ? 1 : -1) * std::exp2(exponent(gen))));
+    y.push_back(static_cast<float>(std::exp2(divisor_exponent(gen) / 2)));
+  }
+  for (const Device& device : devices_) {
+    for (MathForm form : {MathForm::kAccurate, MathForm::kFast}) {
+      SCOPED_TRACE(::testing::Message() << device.name() << (form == MathForm::kFast ? " fast" : " accurate"));
+      absl::StatusOr<std::vector<float>> got =
+          run(device, [form](const Value& a, const Value& b) { return div(a, b, form); }, x, y);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const bool exact = form == MathForm::kAccurate || device.kind() == DeviceKind::kHost;
+      double worst = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (exact) {
+          ASSERT_EQ((*got)[i], x[i] / y[i]) << absl::StrFormat("%a / %a", x[i], y[i]);
+        } else {
+          worst = std::max(worst, math_cases::ulps((*got)[i], static_cast<long double>(x[i]) / y[i]));
+        }
+      }
+      EXPECT_LE(worst, 2.0);
+      if (!exact) std::printf("div      fast: worst %.2f ulp\n", worst);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessel::gpu_test
