@@ -11,7 +11,7 @@
 // eager, torch.compile, Triton) come from bench/norm_compare.py, which
 // reads the JSON this writes (--json=PATH) and prints the ratios. With
 // --only=TEXT it runs the cases whose name ("softmax, 4096x8192 bf16")
-// contains TEXT, at row_block's pick alone (for profilers).
+// contains TEXT; with --pick, at row_block's pick alone (for profilers).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -31,10 +31,7 @@ using bench::must;
 
 namespace {
 
-enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm };
-const char* name(RowOp op) {
-  return op == RowOp::kSoftmax ? "softmax" : op == RowOp::kLayerNorm ? "layer_norm" : "rms_norm";
-}
+using samples::RowOp;
 
 std::string label(const samples::RowBlock& b) {
   return std::to_string(b.rows) + "x" + std::to_string(b.cols) + " w" + std::to_string(b.warps);
@@ -50,43 +47,6 @@ std::vector<samples::RowBlock> blocks(int cols) {
       samples::RowBlock b{.rows = rows, .cols = pick.cols, .warps = warps};
       if (per_thread >= 8 && per_thread <= 64 && label(b) != label(pick)) out.push_back(b);
     }
-  }
-  return out;
-}
-
-absl::StatusOr<Kernel> kernel(RowOp op, const samples::RowBlock& b, DType d) {
-  switch (op) {
-    case RowOp::kSoftmax:
-      return samples::row_softmax_kernel(b.rows, b.cols, d);
-    case RowOp::kLayerNorm:
-      return samples::layer_norm_kernel(b, d);
-    case RowOp::kRmsNorm:
-      return samples::rms_norm_kernel(b, d);
-  }
-  return absl::InvalidArgumentError("no such op");
-}
-
-// Row `r` of the op's result in double, from the inputs as the kernel saw them.
-std::vector<double> reference(RowOp op, const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>& b, int64_t r, int64_t cols) {
-  const float* row = x.data() + r * cols;
-  std::vector<double> out(cols);
-  if (op == RowOp::kSoftmax) {
-    double m = -INFINITY, s = 0;
-    for (int64_t j = 0; j < cols; ++j) m = std::max(m, double{row[j]});
-    for (int64_t j = 0; j < cols; ++j) s += std::exp(row[j] - m);
-    for (int64_t j = 0; j < cols; ++j) out[j] = std::exp(row[j] - m) / s;
-    return out;
-  }
-  double mean = 0, sq = 0;
-  for (int64_t j = 0; j < cols; ++j) mean += row[j] / double(cols);
-  for (int64_t j = 0; j < cols; ++j) {
-    double v = op == RowOp::kLayerNorm ? row[j] - mean : row[j];
-    sq += v * v / double(cols);
-  }
-  const double rstd = 1 / std::sqrt(sq + samples::kNormEps);
-  for (int64_t j = 0; j < cols; ++j) {
-    out[j] = op == RowOp::kLayerNorm ? (row[j] - mean) * rstd * w[j] + b[j] : row[j] * rstd * w[j];
   }
   return out;
 }
@@ -118,14 +78,18 @@ std::vector<float> upload(const Device& dev, const Buffer& dst, DType d, size_t 
 
 int main(int argc, char** argv) {
   std::string json_path, only;
+  bool pick_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--json=", 0) == 0) {
       json_path = arg.substr(7);
     } else if (arg.rfind("--only=", 0) == 0) {
       only = arg.substr(7);
+    } else if (arg == "--pick") {
+      pick_only = true;
     } else {
-      std::fprintf(stderr, "norm_bench: unknown argument '%s' (usage: norm_bench [--json=PATH] [--only=TEXT])\n",
+      std::fprintf(stderr,
+                   "norm_bench: unknown argument '%s' (usage: norm_bench [--json=PATH] [--only=TEXT] [--pick])\n",
                    arg.c_str());
       return 2;
     }
@@ -133,7 +97,8 @@ int main(int argc, char** argv) {
   bench::CudaRaw cu;
   absl::StatusOr<Device> opened = Device::open("cuda:0");
   if (!opened.ok() || !cu.open()) {
-    std::printf("norm_bench: no CUDA device (%s); nothing to measure\n", std::string(opened.status().message()).c_str());
+    std::printf("norm_bench: no CUDA device (%s); nothing to measure\n",
+                std::string(opened.status().message()).c_str());
     return 0;
   }
   Device dev = *opened;
@@ -161,7 +126,7 @@ int main(int argc, char** argv) {
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
       bench::report("device-to-device copy, " + shape, copy_gbs, "GB/s");
       for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm}) {
-        const std::string case_name = std::string(name(op)) + ", " + shape;
+        const std::string case_name = std::string(samples::row_op_name(op)) + ", " + shape;
         if (case_name.find(only) == std::string::npos) continue;
         const int weights = op == RowOp::kSoftmax ? 0 : op == RowOp::kLayerNorm ? 2 : 1;
         const double moved = 2.0 * bytes + weights * cols * elem;
@@ -178,7 +143,7 @@ int main(int argc, char** argv) {
           }
           double worst = 0;
           for (int64_t r = 0; r < rows; r += rows / 64) {
-            std::vector<double> want = reference(op, hx, hw, hb, r, cols);
+            std::vector<double> want = samples::row_reference(op, hx.data() + r * cols, hw.data(), hb.data(), cols);
             for (int64_t j = 0; j < cols; ++j) {
               worst = std::max(worst, std::fabs(got[r * cols + j] - want[j]) / std::max(1.0, std::fabs(want[j])));
             }
@@ -188,20 +153,17 @@ int main(int argc, char** argv) {
         double best_ms = INFINITY, pick_ms = INFINITY, worst = 0;
         samples::RowBlock best;
         std::vector<samples::RowBlock> tried = blocks(cols);
-        if (!only.empty()) tried.resize(1);
+        if (pick_only) tried.resize(1);
         for (const samples::RowBlock& block : tried) {
           CompileOptions options;
           options.num_warps = block.warps;
-          Function fn = must(dev.compile(must(kernel(op, block, d), "build"), options), "compile");
-          const LaunchConfig lc = {.grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
+          Function fn = must(dev.compile(must(samples::row_kernel(op, block, d), "build"), options), "compile");
+          const LaunchConfig lc = {
+              .grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
           must(dev.synchronize(), "sync");
           cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(y.data()), 0xFF, bytes), "clear y");
-          const double ms = timer.median_ms([&] {
-            must(op == RowOp::kSoftmax     ? fn.launch(lc, x, y, rows, cols)
-                 : op == RowOp::kLayerNorm ? fn.launch(lc, x, y, w, b, rows, cols)
-                                        : fn.launch(lc, x, y, w, rows, cols),
-                 "launch");
-          });
+          const double ms =
+              timer.median_ms([&] { must(samples::launch_row_kernel(fn, lc, op, x, y, w, b, rows, cols), "launch"); });
           worst = std::max(worst, check());
           if (pick_ms == INFINITY) pick_ms = ms;
           if (ms < best_ms) best_ms = ms, best = block;
@@ -219,8 +181,9 @@ int main(int argc, char** argv) {
                       "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
                       "\"pick_us\": %.3f, \"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, "
                       "\"copy_gb_per_s\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
-                      first_case ? "" : ",", name(op), std::string(d.name()).c_str(), rows, cols, best_ms * 1e3, pick_ms * 1e3,
-                      label(best).c_str(), moved, gbs, copy_gbs, worst, ok ? "true" : "false");
+                      first_case ? "" : ",", samples::row_op_name(op), std::string(d.name()).c_str(), rows, cols,
+                      best_ms * 1e3, pick_ms * 1e3, label(best).c_str(), moved, gbs, copy_gbs, worst,
+                      ok ? "true" : "false");
         json += entry;
         first_case = false;
       }

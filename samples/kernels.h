@@ -125,12 +125,16 @@ inline absl::StatusOr<Kernel> layer_norm_kernel(RowBlock block, DType d = f32) {
   Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), w = k.arg(ptr(d), "w"), b = k.arg(ptr(d), "b");
   Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   RowTile t = row_tile(k, rows, cols, block);
-  Value v = load_f32(x + t.offs, t.mask, 0.0f);                      // [BR, BC] f32
+  Value v = load_f32(x + t.offs, t.mask, 0.0f);  // [BR, BC] f32
+  // The weights load before the statistics, so that their latency hides
+  // behind the reductions, and widen after them, so that 16-bit weights
+  // hold half the registers across them.
+  Value scale = load(w + t.col, t.col_mask, 0.0f), shift = load(b + t.col, t.col_mask, 0.0f);  // [BC]
   Value centered = where(t.mask, v - expand_dims(sum(v, 1) / cols, 1), 0.0f);
   Value rstd = rsqrt(sum(centered * centered, 1) / cols + kNormEps);  // [BR] f32
-  Value scale = expand_dims(load_f32(w + t.col, t.col_mask, 0.0f), 0);
-  Value shift = expand_dims(load_f32(b + t.col, t.col_mask, 0.0f), 0);
-  store_as(y + t.offs, centered * expand_dims(rstd, 1) * scale + shift, t.mask);
+  store_as(y + t.offs,
+           centered * expand_dims(rstd, 1) * expand_dims(cast(scale, f32), 0) + expand_dims(cast(shift, f32), 0),
+           t.mask);
   return k.build();
 }
 
@@ -145,6 +149,91 @@ inline absl::StatusOr<Kernel> rms_norm_kernel(RowBlock block, DType d = f32) {
   Value rstd = rsqrt(sum(v * v, 1) / cols + kNormEps);           // [BR] f32
   Value scale = expand_dims(load_f32(w + t.col, t.col_mask, 0.0f), 0);
   store_as(y + t.offs, v * expand_dims(rstd, 1) * scale, t.mask);
+  return k.build();
+}
+
+// The three row kernels by name, for the sample, the tests and the benchmark.
+enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm };
+inline const char* row_op_name(RowOp op) {
+  return op == RowOp::kSoftmax ? "softmax" : op == RowOp::kLayerNorm ? "layer_norm" : "rms_norm";
+}
+inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
+  switch (op) {
+    case RowOp::kSoftmax:
+      return row_softmax_kernel(block.rows, block.cols, d);
+    case RowOp::kLayerNorm:
+      return layer_norm_kernel(block, d);
+    case RowOp::kRmsNorm:
+      return rms_norm_kernel(block, d);
+  }
+  return absl::InvalidArgumentError("not a row kernel");
+}
+// Launches a row kernel on x, y (and the weights its op reads).
+template <class Buf>
+absl::Status launch_row_kernel(const Function& fn, const LaunchConfig& config, RowOp op, const Buf& x, const Buf& y,
+                               const Buf& w, const Buf& b, int rows, int cols) {
+  switch (op) {
+    case RowOp::kSoftmax:
+      return fn.launch(config, x, y, rows, cols);
+    case RowOp::kLayerNorm:
+      return fn.launch(config, x, y, w, b, rows, cols);
+    case RowOp::kRmsNorm:
+      return fn.launch(config, x, y, w, rows, cols);
+  }
+  return absl::InvalidArgumentError("not a row kernel");
+}
+// One row of the op's result in double, from the inputs the kernel read.
+inline std::vector<double> row_reference(RowOp op, const float* row, const float* w, const float* b, int64_t cols) {
+  std::vector<double> out(cols);
+  if (op == RowOp::kSoftmax) {
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < cols; ++j) m = std::max(m, double{row[j]});
+    for (int64_t j = 0; j < cols; ++j) s += std::exp(row[j] - m);
+    for (int64_t j = 0; j < cols; ++j) out[j] = std::exp(row[j] - m) / s;
+    return out;
+  }
+  double mean = 0, sq = 0;
+  for (int64_t j = 0; j < cols; ++j) mean += row[j] / double(cols);
+  for (int64_t j = 0; j < cols; ++j) {
+    double v = op == RowOp::kLayerNorm ? row[j] - mean : row[j];
+    sq += v * v / double(cols);
+  }
+  const double rstd = 1 / std::sqrt(sq + kNormEps);
+  for (int64_t j = 0; j < cols; ++j) {
+    out[j] = op == RowOp::kLayerNorm ? (row[j] - mean) * rstd * w[j] + b[j] : row[j] * rstd * w[j];
+  }
+  return out;
+}
+
+// Sums or maxima of a [rows, cols] matrix (f32 or bf16, accumulated and
+// written in f32) along `axis`. Axis 1: each row's, block.rows rows per
+// program, the row in registers (block.cols at least cols). Axis 0: each
+// column's, block.cols columns per program, over the rows in blocks of
+// block.rows, each block reduced along axis 0 and combined into a
+// loop-carried [block.cols] tile. Args x, out, rows, cols.
+enum class Reduction { kSum, kMax };
+inline absl::StatusOr<Kernel> matrix_reduce_kernel(int axis, Reduction how, RowBlock block, DType d = f32) {
+  KernelBuilder k(std::string(axis == 0 ? "column_" : "row_") + (how == Reduction::kSum ? "sum" : "max"));
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(f32), "out");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  const float identity = how == Reduction::kSum ? 0.0f : -INFINITY;
+  auto reduce = [&](const Value& v, int along) { return how == Reduction::kSum ? sum(v, along) : max(v, along); };
+  if (axis == 1) {
+    RowTile t = row_tile(k, rows, cols, block);
+    Value r = k.program_id() * block.rows + k.arange(0, block.rows);
+    store(out + r, reduce(load_f32(x + t.offs, t.mask, identity), 1), r < rows);
+    return k.build();
+  }
+  Value c = k.program_id() * block.cols + k.arange(0, block.cols);  // [BC] i32
+  Value inside = c < cols;
+  Var acc = k.var(k.full({block.cols}, identity, f32));
+  k.for_range(0, rows, block.rows, [&](Value first) {
+    Value r = first + k.arange(0, block.rows);  // [BR] i32
+    Value mask = expand_dims(r < rows, 1) & expand_dims(inside, 0);
+    Value part = reduce(load_f32(x + expand_dims(r, 1) * cols + expand_dims(c, 0), mask, identity), 0);
+    acc = how == Reduction::kSum ? acc + part : maximum(acc, part);
+  });
+  store(out + c, acc, inside);
   return k.build();
 }
 

@@ -1,0 +1,149 @@
+// The memory-bound sample kernels (samples/kernels.h) on the device under
+// test and on host:2, each against the other and against a double
+// reference: row softmax, layer norm and RMS norm in f32 and bf16 with rows
+// of 1 000 to 16 384 elements, and sums and maxima of a matrix along either
+// axis.
+#include <cmath>
+#include <vector>
+
+#include "base/float16.h"
+#include "base/status.h"
+#include "gtest/gtest.h"
+#include "samples/kernels.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace tessel::gpu_test {
+namespace {
+
+using samples::RowOp;
+
+class RowKernels : public AgreeTest {};
+
+// Values rounded to `d` (f32 or bf16), as floats and as the bytes a kernel reads.
+struct Matrix {
+  std::vector<float> values;
+  std::vector<uint16_t> bits;  // bf16 only
+
+  Matrix(DType d, size_t n, Rng& rng, float lo, float hi) : values(n) {
+    for (float& v : values) v = rng.uniform(lo, hi);
+    if (d == f32) return;
+    for (float& v : values) {
+      bits.push_back(float_to_bf16(v));
+      v = bf16_to_float(bits.back());
+    }
+  }
+  absl::StatusOr<Buffer> upload_to(const Device& dev) const {
+    return bits.empty() ? upload(dev, values) : upload(dev, bits);
+  }
+};
+
+// The kernel's output on `dev`, as floats.
+absl::StatusOr<std::vector<float>> run_row_kernel(const Device& dev, RowOp op, DType d, samples::RowBlock block,
+                                                  const Matrix& x, const Matrix& w, const Matrix& b, int rows,
+                                                  int cols) {
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::row_kernel(op, block, d));
+  CompileOptions options;
+  options.num_warps = block.warps;
+  TESSEL_ASSIGN_OR_RETURN(Function fn, dev.compile(kernel, options));
+  const size_t n = x.values.size();
+  TESSEL_ASSIGN_OR_RETURN(Buffer bx, x.upload_to(dev));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bw, w.upload_to(dev));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, b.upload_to(dev));
+  TESSEL_ASSIGN_OR_RETURN(Buffer by, dev.allocate(n * d.bytes()));
+  TESSEL_RETURN_IF_ERROR(poison<uint16_t>(dev, by, n * d.bytes() / 2, 0x7FC1));  // NaN in f32 and bf16
+  const LaunchConfig lc = {.grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps};
+  TESSEL_RETURN_IF_ERROR(samples::launch_row_kernel(fn, lc, op, bx, by, bw, bb, rows, cols));
+  TESSEL_RETURN_IF_ERROR(dev.synchronize());
+  if (d == f32) return download<float>(dev, by, n);
+  TESSEL_ASSIGN_OR_RETURN(std::vector<uint16_t> bits, download<uint16_t>(dev, by, n));
+  std::vector<float> out;
+  for (uint16_t v : bits) out.push_back(bf16_to_float(v));
+  return out;
+}
+
+TEST_F(RowKernels, SoftmaxAndNormsAgreeWithTheHostAndADoubleReference) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm}) {
+    for (DType d : {f32, bf16}) {
+      for (int cols : {1000, 1024, 4096, 16384}) {
+        const samples::RowBlock block = samples::row_block(cols);
+        const int rows = rng.uniform_int(1, 3 * block.rows + 5);
+        SCOPED_TRACE(::testing::Message() << samples::row_op_name(op) << " " << d.name() << " " << rows << "x" << cols);
+        Matrix x(d, size_t{1} * rows * cols, rng, -4, 4), w(d, cols, rng, 0.5f, 1.5f), b(d, cols, rng, -1, 1);
+        std::vector<std::vector<float>> outs;
+        for (const Device& dev : devices_) {
+          absl::StatusOr<std::vector<float>> got = run_row_kernel(dev, op, d, block, x, w, b, rows, cols);
+          ASSERT_TRUE(got.ok()) << dev.name() << ": " << got.status();
+          outs.push_back(*std::move(got));
+        }
+        std::vector<double> want;
+        for (int r = 0; r < rows; ++r) {
+          std::vector<double> row = samples::row_reference(op, x.values.data() + size_t{1} * r * cols, w.values.data(),
+                                                           b.values.data(), cols);
+          want.insert(want.end(), row.begin(), row.end());
+        }
+        // bf16 results round the f32 arithmetic once: within 2^-8 of the
+        // reference, and a rounding apart between devices.
+        const double tol = d == f32 ? 1e-5 : 1.0 / 128;
+        EXPECT_TRUE(all_close(outs[0], outs[1], tol)) << "device under test against host:2";
+        EXPECT_TRUE(all_close(outs[0], want, d == f32 ? 1e-4 : 1.0 / 128)) << "against the double reference";
+      }
+    }
+  }
+}
+
+TEST_F(RowKernels, SumsAndMaximaAlongEitherAxisAgree) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (int axis : {0, 1}) {
+    for (samples::Reduction how : {samples::Reduction::kSum, samples::Reduction::kMax}) {
+      for (DType d : {f32, bf16}) {
+        const int rows = rng.uniform_int(1, 300), cols = rng.uniform_int(1, 2000);
+        const samples::RowBlock block =
+            axis == 1 ? samples::row_block(cols) : samples::RowBlock{.rows = 32, .cols = 128, .warps = 4};
+        SCOPED_TRACE(::testing::Message() << "axis " << axis << (how == samples::Reduction::kSum ? " sum " : " max ")
+                                          << d.name() << " " << rows << "x" << cols);
+        Matrix x(d, size_t{1} * rows * cols, rng, -1, 1);
+        const int n = axis == 1 ? rows : cols;
+        absl::StatusOr<Kernel> kernel = samples::matrix_reduce_kernel(axis, how, block, d);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        std::vector<std::vector<float>> outs;
+        for (const Device& dev : devices_) {
+          CompileOptions options;
+          options.num_warps = block.warps;
+          absl::StatusOr<Function> fn = dev.compile(*kernel, options);
+          ASSERT_TRUE(fn.ok()) << fn.status();
+          absl::StatusOr<Buffer> bx = x.upload_to(dev), bo = dev.allocate(n * sizeof(float));
+          ASSERT_TRUE(bx.ok() && bo.ok());
+          ASSERT_TRUE(poison<float>(dev, *bo, n, NAN).ok());
+          const int grid = axis == 1 ? (rows + block.rows - 1) / block.rows : (cols + block.cols - 1) / block.cols;
+          ASSERT_TRUE(fn->launch({.grid = grid, .num_warps = block.warps}, *bx, *bo, rows, cols).ok());
+          ASSERT_TRUE(dev.synchronize().ok());
+          absl::StatusOr<std::vector<float>> got = download<float>(dev, *bo, n);
+          ASSERT_TRUE(got.ok());
+          outs.push_back(*std::move(got));
+        }
+        std::vector<double> want(n, how == samples::Reduction::kSum ? 0.0 : -INFINITY);
+        for (int r = 0; r < rows; ++r) {
+          for (int c = 0; c < cols; ++c) {
+            double& acc = want[axis == 1 ? r : c];
+            const double v = x.values[size_t{1} * r * cols + c];
+            acc = how == samples::Reduction::kSum ? acc + v : std::max(acc, v);
+          }
+        }
+        if (how == samples::Reduction::kMax) {
+          EXPECT_TRUE(bit_equal(outs[0], outs[1])) << "device under test against host:2";
+          EXPECT_TRUE(all_close(outs[0], want, 0)) << "against the double reference";
+        } else {
+          // Up to 2000 terms below 1 in magnitude, summed in other orders.
+          EXPECT_TRUE(all_close(outs[0], outs[1], 1e-4)) << "device under test against host:2";
+          EXPECT_TRUE(all_close(outs[0], want, 1e-4)) << "against the double reference";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel::gpu_test
