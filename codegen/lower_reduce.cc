@@ -47,7 +47,9 @@ llvm::Value* Lowering::reduce_part(const Layout& l, int64_t slot, llvm::Value* e
 llvm::Value* Lowering::combine_tree(std::vector<llvm::Value*> parts,
                                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
   // Neighbours first, level by level: a balanced tree, so that its
-  // combines do not wait on each other in one long chain.
+  // combines do not wait on each other in one long chain. Min and max
+  // (NaN loses to a number) give the same result in any order; sums round
+  // differently from a chain, within the same bound.
   while (parts.size() > 1) {
     std::vector<llvm::Value*> next;
     for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(combine(parts[i], parts[i + 1]));
@@ -87,7 +89,8 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     std::vector<llvm::Value*> parts;
     for (size_t slot = 0; slot < elems.size(); ++slot) parts.push_back(reduce_part(l, slot, elems[slot], combiner, d));
     auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
-    llvm::Value* all = target_.combine_threads(b_, combine_tree(parts, combine), combine);
+    llvm::Value* mine = combine(reduce_identity(combiner, acc_d, acc_t), combine_tree(parts, combine));
+    llvm::Value* all = target_.combine_threads(b_, mine, combine);
     set(o, ops_.narrow(all, d));
     return absl::OkStatus();
   }
@@ -116,7 +119,9 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
       }
       auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
       std::vector<llvm::Value*> acc;
-      for (const std::vector<llvm::Value*>& p : parts) acc.push_back(combine_tree(p, combine));
+      for (const std::vector<llvm::Value*>& p : parts) {
+        acc.push_back(combine(reduce_identity(combiner, acc_d, acc_t), combine_tree(p, combine)));
+      }
       for (llvm::Value*& a : acc) {
         for (int bit = 1; bit <= lanes; bit *= 2) {
           if (lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));

@@ -257,7 +257,9 @@ class Lowering {
   // Element `elem` (of dtype `d`) of `slot` in layout `l`, widened to the
   // reduction's accumulator, or the identity where the slot holds nothing.
   llvm::Value* reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, OpCode combiner, DType d);
-  // `parts` combined pairwise in a balanced tree (at least one part).
+  // `parts` combined pairwise in a balanced tree (at least one part). The
+  // reductions then combine the identity with it, as the buffer path's
+  // loop starts from it: max over NaNs alone is -inf, a sum of -0 is +0.
   llvm::Value* combine_tree(std::vector<llvm::Value*> parts,
                             const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
   // Combines each slot's part across the warps that hold its position (the

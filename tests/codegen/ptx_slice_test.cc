@@ -178,6 +178,16 @@ TEST_F(PtxSlice, RandomBlocksAlongEitherAxisAssemble) {
   }
 }
 
+TEST_F(PtxSlice, EveryReductionStartsFromItsIdentity) {
+  // Rows of one element, each held by one thread: the row's max still
+  // meets -inf, as the buffer path's loop (and the host) start from it, so
+  // that a row of NaN alone gives -inf on every target.
+  DeviceCode code = compile(reduce_broadcast_kernel(f64, 16, 1, 1, 1), 0);
+  EXPECT_EQ(file_check(code.binary, "CHECK: max.f64 {{.*}}0dFFF0000000000000\n"), 0);
+  DeviceCode sums = compile(reduce_broadcast_kernel(f32, 16, 1, 1, 0), 0);
+  EXPECT_EQ(file_check(sums.binary, "CHECK: add.rn.f32 {{.*}}0f00000000\n"), 0);
+}
+
 TEST_F(PtxSlice, ColumnsHeldByOneThreadNeedNoShuffle) {
   // [4, 256] over 128 threads, one element per step: each column lies in
   // one thread, so a sum along axis 0 is a thread's own.
