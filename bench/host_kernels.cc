@@ -1,5 +1,8 @@
 // Host-target tile kernels against plain C++ loops (built -O2) on one and
-// two threads. Prints a table of time ratios (tessel / C++) at the end.
+// two threads: vector add, a tiled matmul, and the samples' row kernels
+// (softmax, layer norm, RMS norm over 4096 x 1024 f32), whose loops are
+// also built at -O3 -march=native (host_loops.h). Prints a table of time
+// ratios (tessel / C++) at the end.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -8,6 +11,9 @@
 #include <random>
 #include <thread>
 
+#define HOST_LOOPS_NS o2
+#include "host_loops.h"
+#include "samples/kernels.h"
 #include "tessel/tessel.h"
 
 using namespace tessel;
@@ -54,17 +60,6 @@ Kernel add_kernel() {
   return must(k.build());
 }
 
-Kernel softmax_kernel() {
-  KernelBuilder k("bench_softmax");
-  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y");
-  Value row = k.program_id();
-  Value offs = row * kCols + k.arange(0, kCols);  // [kCols] i32
-  Value v = load(x + offs);
-  Value e = exp(v - max(v, 0));
-  store(y + offs, e / sum(e, 0));
-  return must(k.build());
-}
-
 Kernel matmul_kernel() {
   KernelBuilder k("bench_matmul");
   Value a = k.tensor_map(f32, {kBM, kBK}, "a"), b = k.tensor_map(f32, {kBK, kBN}, "b");
@@ -99,30 +94,44 @@ void BM_add_cpp(benchmark::State& state) {
   }
 }
 
-void BM_softmax_tessel(benchmark::State& state) {
-  Device d = must(Device::open("host:" + std::to_string(state.range(0))));
-  Function fn = must(d.compile(softmax_kernel()));
-  std::vector<float> x = random_floats(size_t{kRows} * kCols, 3), y(x.size());
-  for (auto _ : state) {
-    absl::Status s = fn.launch({.grid = kRows}, x.data(), y.data());
-    benchmark::DoNotOptimize(y.data());
+// The row kernels' inputs: x [kRows, kCols], weights near 1, biases near 0.
+struct RowInputs {
+  std::vector<float> x = random_floats(size_t{kRows} * kCols, 3), y = std::vector<float>(x.size());
+  std::vector<float> w = random_floats(kCols, 6), b = random_floats(kCols, 7);
+  RowInputs() {
+    for (float& v : w) v = 1 + v / 8;
   }
+};
+
+// Args: the op (samples::RowOp), threads.
+void BM_rows_tessel(benchmark::State& state) {
+  const auto op = static_cast<samples::RowOp>(state.range(0));
+  Device d = must(Device::open("host:" + std::to_string(state.range(1))));
+  const samples::RowBlock block = samples::row_block(kCols);
+  Function fn = must(d.compile(must(samples::row_kernel(op, block, f32))));
+  RowInputs in;
+  const LaunchConfig lc = {.grid = kRows / block.rows};
+  for (auto _ : state) {
+    absl::Status s = samples::launch_row_kernel(fn, lc, op, in.x.data(), in.y.data(), in.w.data(), in.b.data(), kRows,
+                                                kCols);
+    benchmark::DoNotOptimize(in.y.data());
+  }
+  state.SetLabel(samples::row_op_name(op));
 }
 
-void BM_softmax_cpp(benchmark::State& state) {
-  std::vector<float> x = random_floats(size_t{kRows} * kCols, 3), y(x.size());
+// The same in plain C++ at -O2 (state.range(2) == 0) or -O3 -march=native.
+void BM_rows_cpp(benchmark::State& state) {
+  const int op = static_cast<int>(state.range(0));
+  RowInputs in;
   for (auto _ : state) {
-    parallel(state.range(0), kRows, [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        const float* in = &x[r * kCols];
-        float* out = &y[r * kCols];
-        float m = -INFINITY, s = 0;
-        for (int j = 0; j < kCols; ++j) m = std::max(m, in[j]);
-        for (int j = 0; j < kCols; ++j) s += out[j] = std::exp(in[j] - m);
-        for (int j = 0; j < kCols; ++j) out[j] /= s;
+    parallel(state.range(1), kRows, [&](int64_t lo, int64_t hi) {
+      if (state.range(2) == 0) {
+        bench::o2::rows(op, in.x.data(), in.y.data(), in.w.data(), in.b.data(), lo, hi, kCols, samples::kNormEps);
+      } else {
+        bench::native_rows(op, in.x.data(), in.y.data(), in.w.data(), in.b.data(), lo, hi, kCols, samples::kNormEps);
       }
     });
-    benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(in.y.data());
   }
 }
 
@@ -163,8 +172,8 @@ void BM_matmul_cpp(benchmark::State& state) {
 
 BENCHMARK(BM_add_tessel)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_add_cpp)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_softmax_tessel)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_softmax_cpp)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rows_tessel)->ArgsProduct({{0, 1, 2}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rows_cpp)->ArgsProduct({{0, 1, 2}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_tessel)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_cpp)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -178,14 +187,30 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
   void print_ratios() const {
-    std::printf("\n%-10s %-8s %14s %14s %10s\n", "kernel", "threads", "tessel ms", "C++ -O2 ms", "ratio");
-    for (const char* kernel : {"add", "softmax", "matmul"}) {
+    std::printf("\n%-11s %-8s %11s %12s %7s %22s %7s\n", "kernel", "threads", "tessel ms", "C++ -O2 ms", "ratio",
+                "C++ -O3 -march=native", "ratio");
+    auto time = [&](const std::string& name) {
+      auto it = times_.find(name + "/real_time");
+      return it == times_.end() ? -1.0 : it->second;
+    };
+    auto row = [&](const char* kernel, int threads, double t, double o2, double native) {
+      if (t < 0 || o2 < 0) return;
+      std::printf("%-11s %-8d %11.3f %12.3f %6.2fx", kernel, threads, t, o2, t / o2);
+      if (native > 0) std::printf(" %22.3f %6.2fx", native, t / native);
+      std::printf("\n");
+    };
+    for (const char* kernel : {"add", "matmul"}) {
       for (int threads : {1, 2}) {
-        std::string suffix = "/" + std::to_string(threads) + "/real_time";
-        auto t = times_.find(std::string("BM_") + kernel + "_tessel" + suffix);
-        auto c = times_.find(std::string("BM_") + kernel + "_cpp" + suffix);
-        if (t == times_.end() || c == times_.end()) continue;
-        std::printf("%-10s %-8d %14.3f %14.3f %9.2fx\n", kernel, threads, t->second, c->second, t->second / c->second);
+        const std::string suffix = "/" + std::to_string(threads);
+        row(kernel, threads, time(std::string("BM_") + kernel + "_tessel" + suffix),
+            time(std::string("BM_") + kernel + "_cpp" + suffix), -1);
+      }
+    }
+    for (int op = 0; op < 3; ++op) {
+      for (int threads : {1, 2}) {
+        const std::string args = "/" + std::to_string(op) + "/" + std::to_string(threads);
+        row(samples::row_op_name(static_cast<samples::RowOp>(op)), threads, time("BM_rows_tessel" + args),
+            time("BM_rows_cpp" + args + "/0"), time("BM_rows_cpp" + args + "/1"));
       }
     }
   }
