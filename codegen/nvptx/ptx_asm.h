@@ -14,23 +14,20 @@ inline constexpr unsigned kShared = 3;
 inline constexpr unsigned kGlobal = 1;
 
 // `text` with `constraints` over `args`, returning `ret` (void, a value, or a
-// struct of several outputs); always kept, never moved across other asm.
+// struct of several outputs); by default always kept, never moved across
+// other asm. With side_effects false it is a pure function of its operands,
+// which LLVM may move, merge or drop like any arithmetic.
 inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text,
-                               const std::string& constraints, const std::vector<llvm::Value*>& args) {
+                               const std::string& constraints, const std::vector<llvm::Value*>& args,
+                               bool side_effects = true) {
   std::vector<llvm::Type*> types;
   for (llvm::Value* a : args) types.push_back(a->getType());
   auto* type = llvm::FunctionType::get(ret, types, false);
-  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
+  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, side_effects), args);
 }
-
-// `text` as a pure function of its operands, which LLVM may move, merge
-// or drop like any arithmetic.
 inline llvm::Value* pure_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text,
                              const std::string& constraints, const std::vector<llvm::Value*>& args) {
-  std::vector<llvm::Type*> types;
-  for (llvm::Value* a : args) types.push_back(a->getType());
-  auto* type = llvm::FunctionType::get(ret, types, false);
-  return b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/false), args);
+  return inline_asm(b, ret, text, constraints, args, /*side_effects=*/false);
 }
 
 // The 32-bit shared-window address of a generic pointer into shared memory.
