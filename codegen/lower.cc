@@ -183,10 +183,7 @@ void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)
   const RegTile& r = regs_[id];
   const Layout& layout = *r.layout;
   llvm::Type* mt = elem_mem_type(ir_.type(id));
-  auto stored = [&](int64_t slot) {
-    llvm::Value* v = r.slots[slot];
-    return v->getType() == mt ? v : b_.CreateZExt(v, mt);
-  };
+  auto stored = [&](int64_t slot) { return to_memory(r.slots[slot], mt); };
   // Whether slots `slot` and `slot + 1` hold an even element and the one
   // after it in every thread (so both are valid everywhere): then one store
   // of both.

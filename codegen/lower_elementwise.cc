@@ -42,12 +42,13 @@ void Lowering::want_slices() {
 llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>& args) {
   const Type& t0 = ir_.type(o.operands[0]);
   DType d = t0.dtype();
+  const bool fast = !o.ints.empty() && o.ints[0] == static_cast<int64_t>(MathForm::kFast);
   switch (op_traits(o.op).category) {
     case OpCategory::kBinary:
     case OpCategory::kComparison:
-      return ops_.binary(o.op, d, args[0], args[1], !o.ints.empty() && o.ints[0] == static_cast<int64_t>(MathForm::kFast));
+      return ops_.binary(o.op, d, args[0], args[1], fast);
     case OpCategory::kUnary:
-      return ops_.unary(o.op, d, args[0], !o.ints.empty() && o.ints[0] == static_cast<int64_t>(MathForm::kFast));
+      return ops_.unary(o.op, d, args[0], fast);
     default:
       break;
   }

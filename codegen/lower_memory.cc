@@ -90,8 +90,7 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
   bool masked = o.operands.size() == 3;
   auto one = [&](llvm::Value* p, llvm::Value* mask, llvm::Value* other_addr) {
     if (mask != nullptr) p = b_.CreateSelect(mask, p, other_addr);
-    llvm::Value* v = b_.CreateLoad(mt, p);
-    return mt == elem_type(rt) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
+    return from_memory(b_.CreateLoad(mt, p), rt);
   };
   const int64_t bytes = module_->getDataLayout().getTypeStoreSize(mt);
   // Where checks may turn an unmasked load off, it reads zeros instead.
@@ -105,7 +104,7 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
     if (masked) {
       other_addr = stack_slot(mt);
       llvm::Value* other = val(o.operands[2]);
-      b_.CreateStore(mt == other->getType() ? other : b_.CreateZExt(other, mt), other_addr);
+      b_.CreateStore(to_memory(other, mt), other_addr);
     }
     llvm::Value* p = val(o.operands[0]);
     set(o, one(p, checked(o, p, bytes, masked ? val(o.operands[1]) : nullptr), other_addr));
@@ -155,7 +154,6 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
   auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));
   llvm::Type* access_type = run == 1 ? mt : vector_type;
   llvm::Align align(run * module_->getDataLayout().getTypeAllocSize(mt));
-  auto mem = [&](llvm::Value* v) { return mt == v->getType() ? v : b_.CreateZExt(v, mt); };
   std::vector<llvm::Value*> out;
   for (int64_t slot = 0; slot < l.slots(); slot += run) {
     // Validity and mask are the same over the run: take its first slot's.
@@ -164,14 +162,14 @@ absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
     // A run that is skipped takes `other` (zeros where there is none, so
     // that nothing downstream sees poison).
     llvm::Value* skipped = llvm::Constant::getNullValue(access_type);
-    if (masked && run == 1) skipped = mem(others[slot]);
+    if (masked && run == 1) skipped = to_memory(others[slot], mt);
     for (int64_t lane = 0; masked && run > 1 && lane < run; ++lane) {
-      skipped = b_.CreateInsertElement(skipped, mem(others[slot + lane]), lane);
+      skipped = b_.CreateInsertElement(skipped, to_memory(others[slot + lane], mt), lane);
     }
     llvm::Value* v = predicated_load(access_type, ptrs[slot], ok, skipped, align);
     for (int64_t lane = 0; lane < run; ++lane) {
       llvm::Value* e = run == 1 ? v : b_.CreateExtractElement(v, lane);
-      out.push_back(mt != elem_type(rt) ? b_.CreateTrunc(e, b_.getInt1Ty()) : e);
+      out.push_back(from_memory(e, rt));
     }
   }
   set_regs(o, std::move(out));
@@ -182,17 +180,7 @@ llvm::Value* Lowering::predicated_load(llvm::Type* type, llvm::Value* p, llvm::V
                                        llvm::Align align) {
   if (ok == nullptr) return b_.CreateAlignedLoad(type, p, align);
   if (llvm::Value* v = target_.masked_load(b_, type, p, ok, other)) return v;
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  llvm::Value* loaded = nullptr;
-  llvm::BasicBlock* in = nullptr;
-  emit_if(b_, ok, [&] {
-    loaded = b_.CreateAlignedLoad(type, p, align);
-    in = b_.GetInsertBlock();
-  });
-  llvm::PHINode* phi = b_.CreatePHI(type, 2);
-  phi->addIncoming(loaded, in);
-  phi->addIncoming(other, pre);
-  return phi;
+  return guarded_value(ok, [&] { return b_.CreateAlignedLoad(type, p, align); }, other);
 }
 
 void Lowering::predicated_store(llvm::Value* v, llvm::Value* p, llvm::Value* ok, llvm::Align align) {
@@ -209,7 +197,8 @@ void Lowering::guarded(llvm::Value* mask, const std::function<void()>& body) {
   }
 }
 
-llvm::Value* Lowering::guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body) {
+llvm::Value* Lowering::guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body,
+                                     llvm::Value* otherwise) {
   if (mask == nullptr) return body();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   llvm::Value* v = nullptr;
@@ -220,7 +209,7 @@ llvm::Value* Lowering::guarded_value(llvm::Value* mask, const std::function<llvm
   });
   llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
   phi->addIncoming(v, in);
-  phi->addIncoming(llvm::Constant::getNullValue(v->getType()), pre);
+  phi->addIncoming(otherwise != nullptr ? otherwise : llvm::Constant::getNullValue(v->getType()), pre);
   return phi;
 }
 
@@ -231,7 +220,7 @@ absl::Status Lowering::store(const Op& o) {
   llvm::Type* mt = elem_mem_type(vt);
   const int64_t bytes = module_->getDataLayout().getTypeStoreSize(mt);
   auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) {
-    guarded(checked(o, p, bytes, mask), [&] { b_.CreateStore(mt == v->getType() ? v : b_.CreateZExt(v, mt), p); });
+    guarded(checked(o, p, bytes, mask), [&] { b_.CreateStore(to_memory(v, mt), p); });
   };
   if (!pt.is_tile()) {
     one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
@@ -251,9 +240,10 @@ absl::Status Lowering::store(const Op& o) {
     for (int64_t slot = 0; slot < l.slots(); slot += run) {
       llvm::Value* ok = l.valid(b_, thread_, slot);  // the same over the run, like the mask
       if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-      auto mem = [&](llvm::Value* e) { return mt == e->getType() ? e : b_.CreateZExt(e, mt); };
-      llvm::Value* v = run == 1 ? mem(values[slot]) : llvm::PoisonValue::get(vector_type);
-      for (int64_t lane = 0; run > 1 && lane < run; ++lane) v = b_.CreateInsertElement(v, mem(values[slot + lane]), lane);
+      llvm::Value* v = run == 1 ? to_memory(values[slot], mt) : llvm::PoisonValue::get(vector_type);
+      for (int64_t lane = 0; run > 1 && lane < run; ++lane) {
+        v = b_.CreateInsertElement(v, to_memory(values[slot + lane], mt), lane);
+      }
       predicated_store(v, ptrs[slot], ok, align);
     }
     return absl::OkStatus();

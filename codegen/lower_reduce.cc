@@ -38,14 +38,14 @@ void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
   shared_.erase(scratch);
 }
 
-llvm::Value* Lowering::reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, OpCode combiner, DType d) {
+llvm::Value* Lowering::reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, DType d, llvm::Value* identity) {
   llvm::Value* v = ops_.widen(elem, d);
   llvm::Value* valid = l.valid(b_, thread_, slot);
-  return valid == nullptr ? v : b_.CreateSelect(valid, v, reduce_identity(combiner, is_narrow_float(d) ? f32 : d, v->getType()));
+  return valid == nullptr ? v : b_.CreateSelect(valid, v, identity);
 }
 
-llvm::Value* Lowering::combine_tree(std::vector<llvm::Value*> parts,
-                                    const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
+llvm::Value* Lowering::combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts,
+                                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
   // Neighbours first, level by level: a balanced tree, so that its
   // combines do not wait on each other in one long chain. Min and max
   // (NaN loses to a number) give the same result in any order; sums round
@@ -56,7 +56,7 @@ llvm::Value* Lowering::combine_tree(std::vector<llvm::Value*> parts,
     if (parts.size() % 2 == 1) next.push_back(parts.back());
     parts = std::move(next);
   }
-  return parts[0];
+  return combine(identity, parts[0]);
 }
 
 llvm::Value* Lowering::reduce_identity(OpCode combiner, DType d, llvm::Type* t) {
@@ -80,6 +80,8 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   DType d = in.dtype();
   DType acc_d = is_narrow_float(d) ? f32 : d;
   llvm::Type* acc_t = reg_type(acc_d);
+  llvm::Value* identity = reduce_identity(combiner, acc_d, acc_t);
+  auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
   if (!rt.is_tile() && in_registers(in)) {
     // A whole tile to one scalar: each thread combines its own elements,
     // then the target combines the threads' partial results. A planned
@@ -87,10 +89,8 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     const Layout& l = *planned(o.operands[0]);
     std::vector<llvm::Value*> elems = regs(o.operands[0], l);
     std::vector<llvm::Value*> parts;
-    for (size_t slot = 0; slot < elems.size(); ++slot) parts.push_back(reduce_part(l, slot, elems[slot], combiner, d));
-    auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
-    llvm::Value* mine = combine(reduce_identity(combiner, acc_d, acc_t), combine_tree(parts, combine));
-    llvm::Value* all = target_.combine_threads(b_, mine, combine);
+    for (size_t slot = 0; slot < elems.size(); ++slot) parts.push_back(reduce_part(l, slot, elems[slot], d, identity));
+    llvm::Value* all = target_.combine_threads(b_, combine_parts(identity, parts, combine), combine);
     set(o, ops_.narrow(all, d));
     return absl::OkStatus();
   }
@@ -115,21 +115,17 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);
       std::vector<std::vector<llvm::Value*>> parts(slice->slots());
       for (int64_t slot = 0; slot < l.slots(); ++slot) {
-        parts[slice->slot_of(slot)].push_back(reduce_part(l, slot, elems[slot], combiner, d));
+        parts[slice->slot_of(slot)].push_back(reduce_part(l, slot, elems[slot], d, identity));
       }
-      auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
       std::vector<llvm::Value*> acc;
-      for (const std::vector<llvm::Value*>& p : parts) {
-        acc.push_back(combine(reduce_identity(combiner, acc_d, acc_t), combine_tree(p, combine)));
-      }
+      for (const std::vector<llvm::Value*>& p : parts) acc.push_back(combine_parts(identity, p, combine));
       for (llvm::Value*& a : acc) {
         for (int bit = 1; bit <= lanes; bit *= 2) {
-          if (lanes & bit) a = ops_.binary(combiner, acc_d, a, target_.shuffle_xor(b_, a, bit));
+          if (lanes & bit) a = combine(a, target_.shuffle_xor(b_, a, bit));
         }
       }
       if (warp_bits != 0) {
-        combine_warps(acc, warp_bits,
-                      [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); });
+        combine_warps(acc, warp_bits, combine);
       }
       for (llvm::Value*& a : acc) a = ops_.narrow(a, d);
       regs_[o.results[0]] = {std::move(slice), std::move(acc)};
@@ -147,11 +143,11 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   auto body = [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
     llvm::Value* base = linear_index(idx, outer_map);
     llvm::Value* acc_slot = stack_slot(acc_t);
-    b_.CreateStore(reduce_identity(combiner, acc_d, acc_t), acc_slot);
+    b_.CreateStore(identity, acc_slot);
     loop(in.shape()[axis], [&](llvm::Value* k) {
       llvm::Value* e = load_elem(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));
       llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
-      b_.CreateStore(ops_.binary(combiner, acc_d, acc, ops_.widen(e, d)), acc_slot);
+      b_.CreateStore(combine(acc, ops_.widen(e, d)), acc_slot);
     });
     llvm::Value* r = ops_.narrow(b_.CreateLoad(acc_t, acc_slot), d);
     if (out != nullptr)

@@ -91,15 +91,19 @@ class Lowering {
   // pointer where the target's stack has an address space of its own).
   llvm::Value* stack_slot(llvm::Type* type, int64_t count = 1, uint64_t align = 0);
   llvm::Value* new_buffer(const Type& tile);
+  // An element as memory holds it (`mt`, elem_mem_type: i1 widened to
+  // i8), and back as registers hold it for a tile of `tile`'s dtype.
+  llvm::Value* to_memory(llvm::Value* v, llvm::Type* mt) { return v->getType() == mt ? v : b_.CreateZExt(v, mt); }
+  llvm::Value* from_memory(llvm::Value* v, const Type& tile) {
+    return v->getType() == elem_type(tile) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
+  }
   llvm::Value* load_elem(llvm::Value* buf, const Type& tile, llvm::Value* i) {
     llvm::Type* mt = elem_mem_type(tile);
-    llvm::Value* v = b_.CreateLoad(mt, b_.CreateInBoundsGEP(mt, buf, i));
-    return mt == elem_type(tile) ? v : b_.CreateTrunc(v, b_.getInt1Ty());
+    return from_memory(b_.CreateLoad(mt, b_.CreateInBoundsGEP(mt, buf, i)), tile);
   }
   void store_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, llvm::Value* v) {
     llvm::Type* mt = elem_mem_type(tile);
-    if (mt != v->getType()) v = b_.CreateZExt(v, mt);
-    b_.CreateStore(v, b_.CreateInBoundsGEP(mt, buf, i));
+    b_.CreateStore(to_memory(v, mt), b_.CreateInBoundsGEP(mt, buf, i));
   }
   // One thread's loop: for (i = 0; i < n; ++i) body(i), with an i64 index.
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
@@ -255,13 +259,14 @@ class Lowering {
 
   llvm::Value* reduce_identity(OpCode combiner, DType d, llvm::Type* t);
   // Element `elem` (of dtype `d`) of `slot` in layout `l`, widened to the
-  // reduction's accumulator, or the identity where the slot holds nothing.
-  llvm::Value* reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, OpCode combiner, DType d);
-  // `parts` combined pairwise in a balanced tree (at least one part). The
-  // reductions then combine the identity with it, as the buffer path's
-  // loop starts from it: max over NaNs alone is -inf, a sum of -0 is +0.
-  llvm::Value* combine_tree(std::vector<llvm::Value*> parts,
-                            const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
+  // reduction's accumulator, or `identity` where the slot holds nothing.
+  llvm::Value* reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, DType d, llvm::Value* identity);
+  // `identity` combined with `parts` (at least one), which combine pairwise
+  // in a balanced tree. Starting from the identity, as the buffer path's
+  // loop does, keeps the results the same: max over NaNs alone is -inf, a
+  // sum of -0 is +0.
+  llvm::Value* combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts,
+                             const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
   // Combines each slot's part across the warps that hold its position (the
   // thread bits `warp_bits`) through shared memory; every holder gets the
   // same result.
@@ -289,8 +294,10 @@ class Lowering {
   void predicated_store(llvm::Value* v, llvm::Value* p, llvm::Value* ok, llvm::Align align);
   // Runs `body` only where `mask` (may be null) holds.
   void guarded(llvm::Value* mask, const std::function<void()>& body);
-  // The value `body` computes where `mask` (may be null) holds, else zero.
-  llvm::Value* guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body);
+  // The value `body` computes where `mask` (may be null) holds, else
+  // `otherwise` (null: zero).
+  llvm::Value* guarded_value(llvm::Value* mask, const std::function<llvm::Value*()>& body,
+                             llvm::Value* otherwise = nullptr);
 
   // In checked code (TargetInfo::checks_accesses): `mask` (null: every
   // lane) and-ed with whether the access of `o` to `bytes` at `p` lies

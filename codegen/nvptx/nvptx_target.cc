@@ -59,10 +59,7 @@ struct Words {
   }
   // The asm operands $first.. as one register or a braced list.
   std::string registers(int first) const {
-    if (count == 1) return absl::StrCat("$", first);
-    std::vector<std::string> names;
-    for (int i = 0; i < count; ++i) names.push_back(absl::StrCat("$", first + i));
-    return absl::StrCat("{", absl::StrJoin(names, ", "), "}");
+    return count == 1 ? absl::StrCat("$", first) : nvptx::register_list(first, count);
   }
 };
 

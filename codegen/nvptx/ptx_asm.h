@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InlineAsm.h"
 
@@ -28,6 +30,13 @@ inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std:
 inline llvm::Value* pure_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text,
                              const std::string& constraints, const std::vector<llvm::Value*>& args) {
   return inline_asm(b, ret, text, constraints, args, /*side_effects=*/false);
+}
+
+// The asm operands $first, ..., $first + count - 1 as "{$first, ...}".
+inline std::string register_list(int first, int count) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) names.push_back(absl::StrCat("$", first + i));
+  return absl::StrCat("{", absl::StrJoin(names, ", "), "}");
 }
 
 // The 32-bit shared-window address of a generic pointer into shared memory.

@@ -50,13 +50,6 @@ class WgmmaLayout final : public Layout {
   int warpgroups_;
 };
 
-// "{$first, ..., $first+count-1}"
-std::string register_list(int first, int count) {
-  std::vector<std::string> names;
-  for (int i = 0; i < count; ++i) names.push_back(absl::StrCat("$", first + i));
-  return absl::StrCat("{", absl::StrJoin(names, ", "), "}");
-}
-
 // `text` (which names no operand of the accumulators) with every value of
 // `acc` (f32 accumulators, or b32 registers) passed through it: outputs
 // tied to the inputs, so that LLVM keeps each use of them on its side of
