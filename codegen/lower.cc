@@ -1,7 +1,9 @@
-// Kernel IR -> LLVM IR. Scalars are SSA values; a tile is a dense row-major
-// buffer of its elements, written once by the op that defines it, and tile
-// ops are loops over elements that LLVM's O3 pipeline vectorizes. Views
-// (expand_dims, reshape) alias their operand's buffer. f16 and bf16 values
+// Kernel IR -> LLVM IR. Scalars are SSA values; a tile is registers spread
+// over the program's threads, a dense row-major buffer of its elements
+// written once by the op that defines it, or (on the host) computed inline
+// where it is read; tile ops are loops over elements that LLVM's O3
+// pipeline vectorizes. Views (expand_dims, reshape) alias their operand's
+// buffer or registers. f16 and bf16 values
 // are their 16 bits (i16): arithmetic widens them to f32, computes, and
 // rounds once to nearest even, which gives the correctly rounded result for
 // + - * / sqrt (and, with care in ScalarOps::fma, for fma).
@@ -42,6 +44,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   smem_base_ = target_.shared_base(b_);
   threads_ = target_.register_tile_threads();
   blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size());
+  plan_inline();
   wanted_.assign(ir_.values.size(), nullptr);
   mma_only_.assign(ir_.values.size(), false);
   if (threads_ > 0) {
@@ -91,11 +94,6 @@ llvm::Value* Lowering::stack_slot(llvm::Type* type, int64_t count, uint64_t alig
   auto* a = eb.CreateAlloca(type, space, eb.getInt64(count));
   if (align > 0) a->setAlignment(llvm::Align(align));
   return space == 0 ? static_cast<llvm::Value*>(a) : eb.CreateAddrSpaceCast(a, eb.getPtrTy());
-}
-
-void Lowering::tile_loop(const Shape& shape,
-                         const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& body) {
-  tile_loop(numel(shape), [&](llvm::Value* lin) { body(unravel(lin, shape), lin); });
 }
 
 std::vector<llvm::Value*> Lowering::unravel(llvm::Value* lin, const Shape& shape) {
@@ -170,6 +168,7 @@ void Lowering::release_dead_buffers(const std::vector<int>& last_use, int positi
 }
 
 llvm::Value* Lowering::val(int id) {
+  TESSEL_CHECK(!inline_[id], "an inline tile has no buffer");
   if (vals_[id] != nullptr || regs_[id].slots.empty()) return vals_[id];
   const Type& t = ir_.type(id);
   llvm::Value* buf = new_buffer(t);
@@ -264,11 +263,7 @@ absl::Status Lowering::op(const Op& o) {
         set_regs(o, std::move(out));
         return absl::OkStatus();
       }
-      llvm::Value* out = new_buffer(rt);
-      tile_loop(rt.numel(), [&](llvm::Value* i) {
-        store_elem(out, rt, i, b_.CreateTrunc(b_.CreateAdd(i, b_.getInt64(o.ints[0])), b_.getInt32Ty()));
-      });
-      set(o, out);
+      define_elements(o);
       return absl::OkStatus();
     }
     case OpCode::kSplat: {
@@ -277,9 +272,7 @@ absl::Status Lowering::op(const Op& o) {
         set_regs(o, std::vector<llvm::Value*>(layout(o.results[0])->slots(), x));
         return absl::OkStatus();
       }
-      llvm::Value* out = new_buffer(rt);
-      tile_loop(rt.numel(), [&](llvm::Value* i) { store_elem(out, rt, i, x); });
-      set(o, out);
+      define_elements(o);
       return absl::OkStatus();
     }
     case OpCode::kExpandDims:

@@ -1,5 +1,5 @@
 // Elementwise ops: one element's arithmetic (through ScalarOps), the op over
-// a whole tile (in registers, or a loop over buffers), the layout it
+// a whole tile (in registers, or element by element), the layout it
 // computes in, and the slices that broadcasts ask their operands to take.
 #include "codegen/lowering.h"
 #include "base/status.h"
@@ -103,15 +103,7 @@ absl::Status Lowering::elementwise_op(const Op& o, const Type& rt) {
     regs_[o.results[0]] = {std::move(l), std::move(out)};
     return absl::OkStatus();
   }
-  std::vector<llvm::Value*> bufs;
-  for (int v : o.operands) bufs.push_back(val(v));
-  llvm::Value* out = new_buffer(rt);
-  tile_loop(rt.numel(), [&](llvm::Value* i) {
-    std::vector<llvm::Value*> args;
-    for (size_t k = 0; k < bufs.size(); ++k) args.push_back(load_elem(bufs[k], ir_.type(o.operands[k]), i));
-    store_elem(out, rt, i, elementwise(o, args));
-  });
-  set(o, out);
+  define_elements(o);
   return absl::OkStatus();
 }
 

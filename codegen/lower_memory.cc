@@ -9,21 +9,17 @@ namespace tessel::codegen {
 
 using llvm::IRBuilder;
 
-std::function<llvm::Value*(llvm::Value*)> Lowering::addresses(int id) {
-  const Type& t = ir_.type(id);
+std::function<llvm::Value*(Lowering::ElemIndex&)> Lowering::addresses(int id) {
   if (!analysis_.affine(id)) {
-    llvm::Value* buf = val(id);
-    return [this, buf, t](llvm::Value* i) { return load_elem(buf, t, i); };
+    return [this, id](ElemIndex& at) { return element(id, at); };
   }
   const Affine& a = *analysis_.affine(id);
+  const Type& t = ir_.type(id);
   llvm::Value* base = affine_base(a, t);
-  std::vector<int64_t> st = strides(t.shape());
-  return [this, base, a, st, t](llvm::Value* i) {
+  return [this, base, a, t](ElemIndex& at) {
     llvm::Value* offset = b_.getInt64(0);
-    for (size_t d = 0; d < st.size(); ++d) {
-      if (a.strides[d] == 0) continue;
-      llvm::Value* idx = b_.CreateURem(b_.CreateUDiv(i, b_.getInt64(st[d])), b_.getInt64(t.shape()[d]));
-      offset = b_.CreateAdd(offset, b_.CreateMul(idx, b_.getInt64(a.strides[d])));
+    for (size_t d = 0; d < at.dims.size(); ++d) {
+      if (a.strides[d] != 0) offset = b_.CreateAdd(offset, b_.CreateMul(at.dims[d], b_.getInt64(a.strides[d])));
     }
     return b_.CreateGEP(elem_mem_type(Type(t.dtype())), base, offset);
   };
@@ -40,9 +36,12 @@ llvm::Value* Lowering::affine_base(const Affine& a, const Type& t) {
 
 std::vector<llvm::Value*> Lowering::register_addresses(int id, const Layout& l) {
   if (!analysis_.affine(id)) return regs(id, l);
-  std::function<llvm::Value*(llvm::Value*)> address = addresses(id);
+  std::function<llvm::Value*(ElemIndex&)> address = addresses(id);
   std::vector<llvm::Value*> out;
-  for (int64_t slot = 0; slot < l.slots(); ++slot) out.push_back(address(l.element(b_, thread_, slot)));
+  for (int64_t slot = 0; slot < l.slots(); ++slot) {
+    ElemIndex at = at_linear(ir_.type(id).shape(), l.element(b_, thread_, slot));
+    out.push_back(address(at));
+  }
   return out;
 }
 
@@ -85,62 +84,25 @@ int Lowering::root_param(int v) const {
 }
 
 absl::Status Lowering::load(const Op& o, const Type& rt) {
-  const Type& pt = ir_.type(o.operands[0]);
-  llvm::Type* mt = elem_mem_type(rt);
-  bool masked = o.operands.size() == 3;
-  auto one = [&](llvm::Value* p, llvm::Value* mask, llvm::Value* other_addr) {
-    if (mask != nullptr) p = b_.CreateSelect(mask, p, other_addr);
-    return from_memory(b_.CreateLoad(mt, p), rt);
-  };
-  const int64_t bytes = module_->getDataLayout().getTypeStoreSize(mt);
-  // Where checks may turn an unmasked load off, it reads zeros instead.
-  llvm::Value* zero_addr = nullptr;
-  if (!masked && target_.checks_accesses()) {
-    zero_addr = stack_slot(mt);
-    b_.CreateStore(llvm::Constant::getNullValue(mt), zero_addr);
-  }
-  if (!pt.is_tile()) {
-    llvm::Value* other_addr = zero_addr;
-    if (masked) {
-      other_addr = stack_slot(mt);
-      llvm::Value* other = val(o.operands[2]);
-      b_.CreateStore(to_memory(other, mt), other_addr);
-    }
-    llvm::Value* p = val(o.operands[0]);
-    set(o, one(p, checked(o, p, bytes, masked ? val(o.operands[1]) : nullptr), other_addr));
+  if (ir_.type(o.operands[0]).is_tile()) {
+    if (in_registers(rt)) return load_registers(o, rt);
+    define_elements(o);
     return absl::OkStatus();
   }
-  if (in_registers(rt)) return load_registers(o, rt);
-  std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
-  llvm::Value* masks = masked ? val(o.operands[1]) : nullptr;
-  llvm::Value* others = masked ? val(o.operands[2]) : nullptr;
-  bool affine = analysis_.affine(o.operands[0]).has_value();
-  llvm::Value* out = new_buffer(rt);
-  tile_loop(rt.numel(), [&](llvm::Value* i) {
-    llvm::Value* p = address(i);
-    llvm::Value* mask = checked(o, p, bytes, masked ? load_elem(masks, ir_.type(o.operands[1]), i) : nullptr);
-    if (masked && affine) {
-      // Computed addresses: a guarded load, which the vectorizer turns into
-      // a masked vector load.
-      llvm::Value* other = load_elem(others, rt, i);
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      llvm::Value* loaded = nullptr;
-      llvm::BasicBlock* in = nullptr;
-      emit_if(b_, mask, [&] {
-        loaded = one(p, nullptr, nullptr);
-        in = b_.GetInsertBlock();
-      });
-      llvm::PHINode* v = b_.CreatePHI(other->getType(), 2);
-      v->addIncoming(loaded, in);
-      v->addIncoming(other, pre);
-      store_elem(out, rt, i, v);
-      return;
-    }
-    llvm::Value* other_addr = masked ? b_.CreateInBoundsGEP(mt, others, i) : zero_addr;
-    store_elem(out, rt, i, one(p, mask, other_addr));
-  });
-  set(o, out);
+  ElemIndex scalar;
+  set(o, load_element(o, scalar));
   return absl::OkStatus();
+}
+
+llvm::Value* Lowering::load_element(const Op& o, ElemIndex& at) {
+  const Type& rt = ir_.type(o.results[0]);
+  llvm::Type* mt = elem_mem_type(rt);
+  const bool masked = o.operands.size() == 3;
+  llvm::Value* p = ir_.type(o.operands[0]).is_tile() ? addresses(o.operands[0])(at) : val(o.operands[0]);
+  llvm::Value* mask = masked ? element(o.operands[1], at) : nullptr;
+  llvm::Value* other = masked ? to_memory(element(o.operands[2], at), mt) : nullptr;
+  llvm::Value* ok = checked(o, p, module_->getDataLayout().getTypeStoreSize(mt), mask);
+  return from_memory(predicated_load(mt, p, ok, other, module_->getDataLayout().getABITypeAlign(mt)), rt);
 }
 
 absl::Status Lowering::load_registers(const Op& o, const Type& rt) {
@@ -248,11 +210,12 @@ absl::Status Lowering::store(const Op& o) {
     }
     return absl::OkStatus();
   }
-  std::function<llvm::Value*(llvm::Value*)> address = addresses(o.operands[0]);
-  llvm::Value* values = val(o.operands[1]);
-  llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
-  tile_loop(pt.numel(), [&](llvm::Value* i) {
-    one(address(i), load_elem(values, vt, i), masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
+  hold(o);
+  std::function<llvm::Value*(ElemIndex&)> address = addresses(o.operands[0]);
+  each_element(pt.shape(), [&](ElemIndex& at) {
+    llvm::Value* p = address(at);
+    llvm::Value* v = element(o.operands[1], at);
+    one(p, v, masked ? element(o.operands[2], at) : nullptr);
   });
   return absl::OkStatus();
 }

@@ -132,33 +132,33 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
       return absl::OkStatus();
     }
   }
-  std::vector<int64_t> in_strides = strides(in.shape());
+  hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
-  std::vector<int64_t> outer_map = in_strides;
-  outer_map.erase(outer_map.begin() + axis);
-  llvm::Value* src = val(o.operands[0]);
   llvm::Value* out = rt.is_tile() ? new_buffer(rt) : nullptr;
   llvm::Value* scalar_result = nullptr;
-  auto body = [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
-    llvm::Value* base = linear_index(idx, outer_map);
+  auto body = [&](ElemIndex& at) {
     llvm::Value* acc_slot = stack_slot(acc_t);
     b_.CreateStore(identity, acc_slot);
     loop(in.shape()[axis], [&](llvm::Value* k) {
-      llvm::Value* e = load_elem(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));
+      std::vector<llvm::Value*> dims = at.dims;
+      dims.insert(dims.begin() + axis, k);
+      ElemIndex along = at_dims(in.shape(), std::move(dims));
+      llvm::Value* e = element(o.operands[0], along);
       llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
       b_.CreateStore(combine(acc, ops_.widen(e, d)), acc_slot);
     });
     llvm::Value* r = ops_.narrow(b_.CreateLoad(acc_t, acc_slot), d);
     if (out != nullptr)
-      store_elem(out, rt, lin, r);
+      store_elem(out, rt, at.linear, r);
     else
       scalar_result = r;
   };
   if (outer.empty()) {
-    body({}, b_.getInt64(0));
+    ElemIndex whole;
+    body(whole);
   } else {
-    tile_loop(outer, body);
+    each_element(outer, body);
   }
   set(o, out != nullptr ? out : scalar_result);
   return absl::OkStatus();

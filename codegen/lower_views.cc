@@ -9,8 +9,10 @@ absl::Status Lowering::view(const Op& o) {
   // the same registers (the plan gives a view its operand's layout).
   if (!regs_[o.operands[0]].slots.empty()) {
     regs_[o.results[0]] = regs_[o.operands[0]];
-  } else {
+  } else if (!inline_[o.operands[0]] && !inline_[o.results[0]]) {
     set(o, val(o.operands[0]));
+  } else {
+    define_elements(o);
   }
   return absl::OkStatus();
 }
@@ -34,35 +36,23 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
       }
     }
   }
-  std::vector<int64_t> in_strides = strides(in.shape());
-  std::vector<int64_t> map(rt.rank());
-  for (int d = 0; d < rt.rank(); ++d) {
-    if (o.op == OpCode::kTrans) {
-      map[d] = in_strides[o.ints[d]];
-    } else {
-      map[d] = in.shape()[d] == 1 ? 0 : in_strides[d];
-    }
-  }
-  llvm::Value* src = val(o.operands[0]);
   if (o.op == OpCode::kBroadcast && wanted_[o.results[0]] != nullptr && !in_registers(rt)) {
     // A tile too large for registers by itself, but wanted in a register
     // layout (an accumulator's, for the epilogue): each slot reads its
     // element from the operand's buffer.
     const Layout& want = *wanted_[o.results[0]];
+    hold(o);
     std::vector<llvm::Value*> out;
     for (int64_t slot = 0; slot < want.slots(); ++slot) {
       llvm::Value* e = want.element(b_, thread_, slot);
       if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
-      out.push_back(load_elem(src, in, linear_index(unravel(e, rt.shape()), map)));
+      ElemIndex at = at_linear(rt.shape(), e);
+      out.push_back(compute(o, at));
     }
     set_regs(o, std::move(out));
     return absl::OkStatus();
   }
-  llvm::Value* out = new_buffer(rt);
-  tile_loop(rt.shape(), [&](const std::vector<llvm::Value*>& idx, llvm::Value* lin) {
-    store_elem(out, rt, lin, load_elem(src, in, linear_index(idx, map)));
-  });
-  set(o, out);
+  define_elements(o);
   return absl::OkStatus();
 }
 

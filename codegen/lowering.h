@@ -112,8 +112,6 @@ class Lowering {
   // The program's loop over the elements of a tile: the target spreads it
   // over its threads and makes the writes visible to all of them.
   void tile_loop(int64_t n, const std::function<void(llvm::Value*)>& body) { target_.tile_loop(b_, n, body); }
-  // tile_loop over a shape: body gets each index and the row-major linear one.
-  void tile_loop(const Shape& shape, const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& body);
   static std::vector<int64_t> strides(const Shape& shape) {
     std::vector<int64_t> s(shape.size(), 1);
     for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
@@ -125,6 +123,67 @@ class Lowering {
   void copy_tile(llvm::Value* dst, llvm::Value* src, const Type& tile) {
     tile_loop(tile.numel(), [&](llvm::Value* i) { store_elem(dst, tile, i, load_elem(src, tile, i)); });
   }
+
+  // ---- Tiles element by element (lower_elements.cc) ----------------------------
+  // Ops on tiles that are not in registers compute element by element, in
+  // loops over the tile. On a target whose program is one thread walking
+  // tiles on its own stack (the host), a tile may also be *inline*: never
+  // stored, each element computed where an op reads it (Halide's
+  // compute_inline), so that a chain of elementwise ops, views, broadcasts
+  // and loads runs in the loop of the store or reduction it feeds. A layer
+  // norm's tile then passes through memory three times, as in a C++ loop,
+  // instead of once per op.
+  //
+  // The position of an element in the loop that computes it: its index per
+  // dimension and its row-major linear one (i64), the elements already
+  // computed there (by value id), and the positions it stands for in the
+  // operands of views, broadcasts and transposes (by the op's result id),
+  // so that a value reached along two paths is computed once.
+  struct ElemIndex {
+    std::vector<llvm::Value*> dims;
+    llvm::Value* linear = nullptr;
+    std::map<int, llvm::Value*> computed;
+    std::map<int, std::unique_ptr<ElemIndex>> derived;
+  };
+  ElemIndex at_dims(const Shape& shape, std::vector<llvm::Value*> dims);
+  ElemIndex at_linear(const Shape& shape, llvm::Value* linear);
+  // Whether tiles live on this thread's stack and one thread walks them.
+  bool walks_alone() const { return threads_ == 0 && !target_.tiles_in_shared(); }
+  // Loops over the elements of `shape`: one per dimension, the innermost
+  // over consecutive elements, where one thread walks the tile; else the
+  // program's tile_loop.
+  void each_element(const Shape& shape, const std::function<void(ElemIndex&)>& body);
+  // Picks the inline tiles (where walks_alone()): results of elementwise
+  // ops, arange, splat, views, broadcast, trans and loads whose every use
+  // reads elements (those ops, stores and reductions) in the same block;
+  // not a costly op (a division, a transcendental) computed more often than
+  // the tile has elements, not one computed in more than kInlineLoops
+  // loops, and not a load with an op between it and its last reader that
+  // writes memory or waits for others' writes. (Inline loads run in the
+  // loop of the store they feed, so a store that writes what a load in
+  // its tile reads at another element sees the elements already stored;
+  // on a GPU the threads of a program order such accesses no better.)
+  void plan_inline();
+  static constexpr int kInlineLoops = 16;
+  bool costly(const Op& o) const;
+  // Op `o`'s elements (an op plan_inline may inline), at `at` in its result.
+  llvm::Value* compute(const Op& o, ElemIndex& at);
+  // Tile `id`'s element at `at`: computed there when inline, else read from
+  // the buffer `hold` gave it; a scalar's value.
+  llvm::Value* element(int id, ElemIndex& at);
+  // The buffers of the tiles (not inline) that computing `o`'s elements
+  // reads, made before the loop that reads them (where registers are
+  // written out); held in held_ until the next call.
+  void hold(const Op& o);
+  void hold(int id);
+  std::map<int, llvm::Value*> held_;
+  // The result of `o` (an op plan_inline may inline): nothing now when
+  // inline, else a buffer of its elements.
+  void define_elements(const Op& o);
+  // The position at `at` stands for in the operand of view, broadcast or
+  // transpose `o`.
+  ElemIndex& operand_index(const Op& o, ElemIndex& at);
+  std::vector<bool> inline_;  // per value
 
   // A kConstant's value.
   llvm::Value* constant(const Op& o);
@@ -155,9 +214,9 @@ class Lowering {
   // Tells LLVM the facts of the specialization about the parameters.
   void assume_facts(const std::vector<llvm::Value*>& params);
 
-  // The address of element i (linear, i64) of pointer tile `id`: computed
-  // from its affine form when it has one, else read from its buffer.
-  std::function<llvm::Value*(llvm::Value*)> addresses(int id);
+  // The address of pointer tile `id`'s element at a position: computed
+  // from its affine form when it has one, else the tile's element (see hold).
+  std::function<llvm::Value*(ElemIndex&)> addresses(int id);
   // The scalar part of an affine pointer tile: pointer + sum of terms.
   llvm::Value* affine_base(const Affine& a, const Type& t);
   // The addresses of this thread's elements of pointer tile `id` in layout `l`.
@@ -276,9 +335,11 @@ class Lowering {
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
 
-  // A masked element reads `other` through a select of addresses, so that
-  // masked-off lanes never touch memory and the loop stays branch-free.
   absl::Status load(const Op& o, const Type& rt);
+  // One element of load `o` at `at` (a scalar load's, `at` empty): a
+  // predicated load (masked-off and, in checked code, out-of-bounds
+  // elements read `other` or zero).
+  llvm::Value* load_element(const Op& o, ElemIndex& at);
 
   // A thread loads its own elements; lanes past the tile's end or masked
   // off read `other` (or nothing) from a private slot instead of memory.
