@@ -146,7 +146,14 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
       ElemIndex along = at_dims(in.shape(), std::move(dims));
       llvm::Value* e = element(o.operands[0], along);
       llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
-      b_.CreateStore(combine(acc, ops_.widen(e, d)), acc_slot);
+      llvm::Value* next = combine(acc, ops_.widen(e, d));
+      // One thread walking the tile may sum in any order, as the GPUs'
+      // trees do: the vectorizer then keeps a partial sum per lane.
+      if (auto* add = llvm::dyn_cast<llvm::BinaryOperator>(next); add != nullptr && walks_alone() &&
+                                                                  add->getOpcode() == llvm::Instruction::FAdd) {
+        add->setHasAllowReassoc(true);
+      }
+      b_.CreateStore(next, acc_slot);
     });
     llvm::Value* r = ops_.narrow(b_.CreateLoad(acc_t, acc_slot), d);
     if (out != nullptr)

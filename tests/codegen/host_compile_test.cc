@@ -40,6 +40,21 @@ TEST(HostCompile, EmitsVectorizedLlvmAndRuns) {
   EXPECT_EQ(data, want);
 }
 
+// A float sum along a row may add in any order on the host, as the GPUs'
+// trees do: the vectorizer keeps a partial sum per lane. Integer sums and
+// maxima vectorize anyway.
+TEST(HostCompile, RowSumsVectorize) {
+  KernelBuilder k("row_sums");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+  Value r = k.arange(0, 4), c = k.arange(0, 1024);
+  store(out + r, sum(load(x + expand_dims(r, 1) * 1024 + expand_dims(c, 0)), 1));
+  CompileArtifacts artifacts;
+  absl::StatusOr<DeviceCode> object = compile(*k.build(), {}, &artifacts);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_THAT(artifacts.llvm, HasSubstr("fadd reassoc <"));
+  EXPECT_THAT(artifacts.llvm, HasSubstr("llvm.vector.reduce.fadd"));
+}
+
 // The object is plain data: loaded again (as a later process would load it
 // from a cache), it runs the same.
 TEST(HostCompile, ObjectLoadsTwice) {
