@@ -135,39 +135,52 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
-  llvm::Value* out = rt.is_tile() ? new_buffer(rt) : nullptr;
-  llvm::Value* scalar_result = nullptr;
-  auto body = [&](ElemIndex& at) {
-    llvm::Value* acc_slot = stack_slot(acc_t);
-    b_.CreateStore(identity, acc_slot);
-    loop(in.shape()[axis], [&](llvm::Value* k) {
-      std::vector<llvm::Value*> dims = at.dims;
-      dims.insert(dims.begin() + axis, k);
-      ElemIndex along = at_dims(in.shape(), std::move(dims));
-      llvm::Value* e = element(o.operands[0], along);
-      llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
-      llvm::Value* next = combine(acc, ops_.widen(e, d));
-      // One thread walking the tile may sum in any order, as the GPUs'
-      // trees do: the vectorizer then keeps a partial sum per lane.
-      if (auto* add = llvm::dyn_cast<llvm::BinaryOperator>(next); add != nullptr && walks_alone() &&
-                                                                  add->getOpcode() == llvm::Instruction::FAdd) {
-        add->setHasAllowReassoc(true);
-      }
-      b_.CreateStore(next, acc_slot);
-    });
-    llvm::Value* r = ops_.narrow(b_.CreateLoad(acc_t, acc_slot), d);
-    if (out != nullptr)
-      store_elem(out, rt, at.linear, r);
-    else
-      scalar_result = r;
+  const int64_t n = in.shape()[axis];
+  // Combines element k along the axis of output position `at` into the
+  // accumulator at `slot`.
+  auto accumulate = [&](llvm::Value* slot, ElemIndex& at, llvm::Value* k) {
+    std::vector<llvm::Value*> dims = at.dims;
+    dims.insert(dims.begin() + axis, k);
+    ElemIndex along = at_dims(in.shape(), std::move(dims));
+    llvm::Value* e = element(o.operands[0], along);
+    llvm::Value* next = combine(b_.CreateLoad(acc_t, slot), ops_.widen(e, d));
+    // One thread walking the tile may sum in any order, as the GPUs'
+    // trees do: the vectorizer then keeps a partial sum per lane.
+    if (auto* add = llvm::dyn_cast<llvm::BinaryOperator>(next);
+        add != nullptr && walks_alone() && add->getOpcode() == llvm::Instruction::FAdd) {
+      add->setHasAllowReassoc(true);
+    }
+    b_.CreateStore(next, slot);
   };
+  auto result = [&](llvm::Value* slot) { return ops_.narrow(b_.CreateLoad(acc_t, slot), d); };
   if (outer.empty()) {
+    llvm::Value* slot = stack_slot(acc_t);
+    b_.CreateStore(identity, slot);
     ElemIndex whole;
-    body(whole);
-  } else {
-    each_element(outer, body);
+    loop(n, [&](llvm::Value* k) { accumulate(slot, whole, k); });
+    set(o, result(slot));
+    return absl::OkStatus();
   }
-  set(o, out != nullptr ? out : scalar_result);
+  llvm::Value* out = new_buffer(rt);
+  if (walks_alone() && axis + 1 < in.rank()) {
+    // One thread walking the tile: the reduced axis outermost, so that the
+    // innermost loop runs over consecutive elements and outputs (and
+    // vectorizes across the outputs); each output still combines its
+    // elements in order.
+    llvm::Value* accs = stack_slot(acc_t, numel(outer), 64);
+    auto slot = [&](ElemIndex& at) { return b_.CreateInBoundsGEP(acc_t, accs, at.linear); };
+    each_element(outer, [&](ElemIndex& at) { b_.CreateStore(identity, slot(at)); });
+    loop(n, [&](llvm::Value* k) { each_element(outer, [&](ElemIndex& at) { accumulate(slot(at), at, k); }); });
+    each_element(outer, [&](ElemIndex& at) { store_elem(out, rt, at.linear, result(slot(at))); });
+  } else {
+    each_element(outer, [&](ElemIndex& at) {
+      llvm::Value* slot = stack_slot(acc_t);
+      b_.CreateStore(identity, slot);
+      loop(n, [&](llvm::Value* k) { accumulate(slot, at, k); });
+      store_elem(out, rt, at.linear, result(slot));
+    });
+  }
+  set(o, out);
   return absl::OkStatus();
 }
 

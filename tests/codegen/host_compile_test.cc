@@ -41,18 +41,28 @@ TEST(HostCompile, EmitsVectorizedLlvmAndRuns) {
 }
 
 // A float sum along a row may add in any order on the host, as the GPUs'
-// trees do: the vectorizer keeps a partial sum per lane. Integer sums and
-// maxima vectorize anyway.
-TEST(HostCompile, RowSumsVectorize) {
-  KernelBuilder k("row_sums");
-  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
-  Value r = k.arange(0, 4), c = k.arange(0, 1024);
-  store(out + r, sum(load(x + expand_dims(r, 1) * 1024 + expand_dims(c, 0)), 1));
-  CompileArtifacts artifacts;
-  absl::StatusOr<DeviceCode> object = compile(*k.build(), {}, &artifacts);
-  ASSERT_TRUE(object.ok()) << object.status();
-  EXPECT_THAT(artifacts.llvm, HasSubstr("fadd reassoc <"));
-  EXPECT_THAT(artifacts.llvm, HasSubstr("llvm.vector.reduce.fadd"));
+// trees do: the vectorizer keeps a partial sum per lane. A sum along the
+// columns loops over the rows outermost and adds each row to the sums of
+// all its columns at once: vector loads of the rows, not gathers down the
+// columns.
+TEST(HostCompile, SumsAlongEitherAxisVectorize) {
+  for (int axis : {0, 1}) {
+    SCOPED_TRACE(axis);
+    // Long rows summed along them, long columns summed down them.
+    const int rows = axis == 1 ? 64 : 1024, cols = axis == 1 ? 1024 : 64;
+    KernelBuilder k("sums");
+    Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+    Value r = k.arange(0, rows), c = k.arange(0, cols);
+    store(out + (axis == 1 ? r : c), sum(load(x + expand_dims(r, 1) * cols + expand_dims(c, 0)), axis));
+    CompileArtifacts artifacts;
+    absl::StatusOr<DeviceCode> object = compile(*k.build(), {}, &artifacts);
+    ASSERT_TRUE(object.ok()) << object.status();
+    auto has = [&](const char* text) { return artifacts.llvm.find(text) != std::string::npos; };
+    EXPECT_TRUE(has("fadd reassoc <"));
+    EXPECT_TRUE(has("load <"));
+    EXPECT_FALSE(has("gather"));
+    if (axis == 1) EXPECT_TRUE(has("llvm.vector.reduce.fadd"));
+  }
 }
 
 // The object is plain data: loaded again (as a later process would load it
