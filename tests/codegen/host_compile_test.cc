@@ -34,7 +34,7 @@ TEST(HostCompile, EmitsVectorizedLlvmAndRuns) {
   float* base = data.data();
   void* args[] = {&base};
   for (int pid = 0; pid < 2; ++pid) {
-    HostProgram p{{pid, 0, 0}, {2, 1, 1}, nullptr};
+    HostProgram p{{pid, 0, 0}, {2, 1, 1}, nullptr, nullptr};
     (*code)->entry()(args, &p);
   }
   EXPECT_EQ(data, want);
@@ -61,7 +61,9 @@ TEST(HostCompile, SumsAlongEitherAxisVectorize) {
     EXPECT_TRUE(has("fadd reassoc <"));
     EXPECT_TRUE(has("load <"));
     EXPECT_FALSE(has("gather"));
-    if (axis == 1) EXPECT_TRUE(has("llvm.vector.reduce.fadd"));
+    if (axis == 1) {
+      EXPECT_TRUE(has("llvm.vector.reduce.fadd"));
+    }
   }
 }
 
@@ -80,7 +82,7 @@ TEST(HostCompile, ObjectLoadsTwice) {
   for (int copy = 0; copy < 2; ++copy) {
     absl::StatusOr<std::unique_ptr<HostCode>> code = load_host_code(*object, {});
     ASSERT_TRUE(code.ok()) << code.status();
-    HostProgram p{{0, 0, 0}, {1, 1, 1}, nullptr};
+    HostProgram p{{0, 0, 0}, {1, 1, 1}, nullptr, nullptr};
     (*code)->entry()(args, &p);
   }
   EXPECT_EQ(data, std::vector<int32_t>(16, 7));

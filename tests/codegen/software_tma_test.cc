@@ -35,7 +35,7 @@ class SoftwareTmaKernel {
   // One program; `args[i]` points to parameter i's value.
   void run(std::vector<void*> args) const {
     std::vector<std::byte> arena(code_->shared_bytes() + 128);
-    HostProgram program{{0, 0, 0}, {1, 1, 1}, arena.data()};
+    HostProgram program{{0, 0, 0}, {1, 1, 1}, arena.data(), nullptr};
     code_->entry()(args.data(), &program);
   }
 

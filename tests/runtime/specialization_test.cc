@@ -116,7 +116,7 @@ TEST(Specialization, EachSubsetOfTrueFactsCompilesToTheSameResults) {
     void* args[] = {&px, &py, &pz, &count};
     std::vector<std::byte> arena((*code)->shared_bytes() + 128);
     for (int p = 0; p < grid(n); ++p) {
-      HostProgram program{{p, 0, 0}, {grid(n), 1, 1}, arena.data()};
+      HostProgram program{{p, 0, 0}, {grid(n), 1, 1}, arena.data(), nullptr};
       (*code)->entry()(args, &program);
     }
     for (int i = 0; i < n; ++i) ASSERT_EQ(z[i], x[i] + y[i]) << "facts " << facts << ", element " << i;
