@@ -1,7 +1,8 @@
 // Host-target tile kernels against plain C++ loops (built -O2) on one and
 // two threads: vector add, a tiled matmul, and the samples' row kernels
-// (softmax, layer norm, RMS norm over 4096 x 1024 f32), whose loops are
-// also built at -O3 -march=native (host_loops.h). Prints a table of time
+// (softmax, layer norm, RMS norm over 4096 x 1024 f32) and sums along
+// either axis of the same matrix, whose loops are also built at -O3
+// -march=native (host_loops.h). Prints a table of time
 // ratios (tessel / C++) at the end.
 #include <benchmark/benchmark.h>
 
@@ -135,6 +136,42 @@ void BM_rows_cpp(benchmark::State& state) {
   }
 }
 
+// The samples' matrix_reduce_kernel summing along axis state.range(0) of the
+// row kernels' x on state.range(1) threads: rows in blocks of 4, columns in
+// blocks of 128 over the rows 32 at a time.
+samples::RowBlock sums_block(int axis) {
+  return axis == 1 ? samples::row_block(kCols) : samples::RowBlock{.rows = 32, .cols = 128};
+}
+
+void BM_sums_tessel(benchmark::State& state) {
+  const int axis = static_cast<int>(state.range(0));
+  Device d = must(Device::open("host:" + std::to_string(state.range(1))));
+  const samples::RowBlock block = sums_block(axis);
+  Function fn = must(d.compile(must(samples::matrix_reduce_kernel(axis, samples::Reduction::kSum, block))));
+  RowInputs in;
+  const LaunchConfig lc = {.grid = axis == 1 ? kRows / block.rows : kCols / block.cols};
+  for (auto _ : state) {
+    absl::Status s = fn.launch(lc, in.x.data(), in.y.data(), kRows, kCols);
+    benchmark::DoNotOptimize(in.y.data());
+  }
+}
+
+// The same in plain C++ at -O2 (state.range(2) == 0) or -O3 -march=native.
+void BM_sums_cpp(benchmark::State& state) {
+  const int axis = static_cast<int>(state.range(0));
+  RowInputs in;
+  for (auto _ : state) {
+    parallel(state.range(1), axis == 1 ? kRows : kCols, [&](int64_t lo, int64_t hi) {
+      if (state.range(2) == 0) {
+        bench::o2::sums(axis, in.x.data(), in.y.data(), lo, hi, kRows, kCols);
+      } else {
+        bench::native_sums(axis, in.x.data(), in.y.data(), lo, hi, kRows, kCols);
+      }
+    });
+    benchmark::DoNotOptimize(in.y.data());
+  }
+}
+
 void BM_matmul_tessel(benchmark::State& state) {
   Device d = must(Device::open("host:" + std::to_string(state.range(0))));
   Function fn = must(d.compile(matmul_kernel()));
@@ -174,6 +211,8 @@ BENCHMARK(BM_add_tessel)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseReal
 BENCHMARK(BM_add_cpp)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rows_tessel)->ArgsProduct({{0, 1, 2}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rows_cpp)->ArgsProduct({{0, 1, 2}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sums_tessel)->ArgsProduct({{1, 0}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sums_cpp)->ArgsProduct({{1, 0}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_tessel)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_cpp)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -211,6 +250,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
         const std::string args = "/" + std::to_string(op) + "/" + std::to_string(threads);
         row(samples::row_op_name(static_cast<samples::RowOp>(op)), threads, time("BM_rows_tessel" + args),
             time("BM_rows_cpp" + args + "/0"), time("BM_rows_cpp" + args + "/1"));
+      }
+    }
+    for (int axis : {1, 0}) {
+      for (int threads : {1, 2}) {
+        const std::string args = "/" + std::to_string(axis) + "/" + std::to_string(threads);
+        row(axis == 1 ? "row sums" : "col sums", threads, time("BM_sums_tessel" + args),
+            time("BM_sums_cpp" + args + "/0"), time("BM_sums_cpp" + args + "/1"));
       }
     }
   }

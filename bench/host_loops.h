@@ -1,5 +1,6 @@
 // The plain C++ loops the host benchmark holds tessel's row kernels to: one
-// row of softmax, layer norm and RMS norm, as anyone would write them. The
+// row of softmax, layer norm and RMS norm, and the sums of rows and of
+// columns, as anyone would write them. The
 // header is compiled twice, into namespaces named by HOST_LOOPS_NS: by
 // host_kernels.cc at -O2 and by host_loops_native.cc at -O3 -march=native.
 #pragma once
@@ -43,10 +44,28 @@ inline void rows(int op, const float* x, float* y, const float* w, const float* 
   }
 }
 
+// Sums of a [rows, cols] matrix: axis 1, those of rows [lo, hi); axis 0,
+// those of columns [lo, hi), a row at a time.
+inline void sums(int axis, const float* x, float* out, int64_t lo, int64_t hi, int64_t rows, int64_t cols) {
+  if (axis == 1) {
+    for (int64_t r = lo; r < hi; ++r) {
+      float s = 0;
+      for (int64_t j = 0; j < cols; ++j) s += x[r * cols + j];
+      out[r] = s;
+    }
+    return;
+  }
+  for (int64_t j = lo; j < hi; ++j) out[j] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = lo; j < hi; ++j) out[j] += x[r * cols + j];
+  }
+}
+
 }  // namespace bench::HOST_LOOPS_NS
 
 namespace bench {
 // The loops at -O3 -march=native (host_loops_native.cc).
 void native_rows(int op, const float* x, float* y, const float* w, const float* b, int64_t lo, int64_t hi, int64_t cols,
                  float eps);
+void native_sums(int axis, const float* x, float* out, int64_t lo, int64_t hi, int64_t rows, int64_t cols);
 }  // namespace bench

@@ -9,4 +9,8 @@ void native_rows(int op, const float* x, float* y, const float* w, const float* 
   native::rows(op, x, y, w, b, lo, hi, cols, eps);
 }
 
+void native_sums(int axis, const float* x, float* out, int64_t lo, int64_t hi, int64_t rows, int64_t cols) {
+  native::sums(axis, x, out, lo, hi, rows, cols);
+}
+
 }  // namespace bench
