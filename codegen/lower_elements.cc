@@ -148,7 +148,20 @@ void Lowering::plan_inline() {
   // of the last op whose loop computes some.
   std::vector<int64_t> computed(ir_.values.size(), 0);
   std::vector<int> loops(ir_.values.size(), 0), last(ir_.values.size(), -1);
-  for (size_t b = 0; b < ir_.blocks.size(); ++b) {
+  // Index tiles (arange, splats, and cheap arithmetic and views of them; no
+  // loads) may also be computed inline in the blocks nested in theirs:
+  // recomputed in a loop's body, they keep the body's addresses visibly
+  // consecutive where a buffer would hide them.
+  std::vector<bool> index(ir_.values.size(), false);
+  for (const Op& o : ir_.ops) {
+    if (!inlinable(ir_, o) || o.op == OpCode::kLoad || costly(o)) continue;
+    bool ok = true;
+    for (int v : o.operands) ok = ok && (!ir_.type(v).is_tile() || index[v]);
+    index[o.results[0]] = ok;
+  }
+  // Nested blocks first (a block's index is above its parent's), so that
+  // readers there are decided before what they read.
+  for (size_t b = ir_.blocks.size(); b-- > 0;) {
     const std::vector<int>& ops = ir_.blocks[b].ops;
     // orders[i]: the ops before position i that order loads.
     std::vector<int> orders(ops.size() + 1, 0);
@@ -163,7 +176,8 @@ void Lowering::plan_inline() {
       int n = 0, end = i;
       for (int u : users[r]) {
         const Op& user = ir_.ops[u];
-        if (block_of[u] != static_cast<int>(b) || !reads_elements(ir_, user, r)) {
+        const bool here = block_of[u] == static_cast<int>(b);
+        if (!(here || index[r]) || !reads_elements(ir_, user, r)) {
           ok = false;
           break;
         }
@@ -171,13 +185,13 @@ void Lowering::plan_inline() {
         if (ur >= 0 && inline_[ur]) {
           elements += computed[ur];
           n += loops[ur];
-          end = std::max(end, last[ur]);
+          if (here) end = std::max(end, last[ur]);
         } else {
           // A loop of its own: over the result, or over the tile it
           // stores or reduces.
           elements += ir_.type(ur >= 0 && user.op != OpCode::kReduce ? ur : user.operands[0]).numel();
           n += 1;
-          end = std::max(end, position[u]);
+          if (here) end = std::max(end, position[u]);
         }
       }
       ok = ok && n <= kInlineLoops && !(costly(o) && elements > ir_.type(r).numel());
@@ -256,7 +270,42 @@ Lowering::ElemIndex& Lowering::operand_index(const Op& o, ElemIndex& at) {
   return *slot;
 }
 
+llvm::Value* Lowering::offset_element(int id, ElemIndex& at) {
+  const Type& t = ir_.type(id);
+  auto widened = [&] { return b_.CreateSExt(element(id, at), b_.getInt64Ty()); };
+  if (!t.is_tile() || !inline_[id]) return widened();
+  const Op& o = ir_.ops[ir_.values[id].def_op];
+  switch (o.op) {
+    case OpCode::kAdd:
+    case OpCode::kSub:
+    case OpCode::kMul: {
+      llvm::Value* x = offset_element(o.operands[0], at);
+      llvm::Value* y = offset_element(o.operands[1], at);
+      if (o.op == OpCode::kAdd) return b_.CreateNSWAdd(x, y);
+      return o.op == OpCode::kSub ? b_.CreateNSWSub(x, y) : b_.CreateNSWMul(x, y);
+    }
+    case OpCode::kArange:
+      return b_.CreateAdd(at.dims[0], b_.getInt64(o.ints[0]));
+    case OpCode::kSplat:
+      return b_.CreateSExt(val(o.operands[0]), b_.getInt64Ty());
+    case OpCode::kExpandDims:
+    case OpCode::kReshape:
+    case OpCode::kBroadcast:
+    case OpCode::kTrans:
+      return offset_element(o.operands[0], operand_index(o, at));
+    default:
+      return widened();
+  }
+}
+
 llvm::Value* Lowering::compute(const Op& o, ElemIndex& at) {
+  if (o.op == OpCode::kPtrAdd && walks_alone() && !target_.checks_accesses() &&
+      (ir_.type(o.operands[1]).dtype() == i32 || ir_.type(o.operands[1]).dtype() == i64)) {
+    // Offsets in 64 bits, so that LLVM sees consecutive elements'
+    // addresses as consecutive (the 32-bit sums, sign-extended, could wrap).
+    return b_.CreateGEP(elem_mem_type(Type(ir_.type(o.results[0]).dtype())), element(o.operands[0], at),
+                        offset_element(o.operands[1], at));
+  }
   if (is_elementwise(o.op)) {
     std::vector<llvm::Value*> args;
     for (int v : o.operands) args.push_back(element(v, at));

@@ -171,6 +171,13 @@ class Lowering {
   // Tile `id`'s element at `at`: computed there when inline, else read from
   // the buffer `hold` gave it; a scalar's value.
   llvm::Value* element(int id, ElemIndex& at);
+  // The same for an i32 or i64 offset of a ptr_add on the host, as an i64:
+  // inline sums, differences and products of offsets are computed in 64
+  // bits (where the 32-bit ones would wrap, the address lies outside its
+  // tensor either way), so that consecutive elements' addresses are
+  // visibly consecutive to LLVM's vectorizer. Not in checked code, which
+  // reports the address the 32-bit offset gives.
+  llvm::Value* offset_element(int id, ElemIndex& at);
   // The buffers of the tiles (not inline) that computing `o`'s elements
   // reads, made before the loop that reads them (where registers are
   // written out); held in held_ until the next call.

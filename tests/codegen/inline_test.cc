@@ -111,5 +111,31 @@ TEST(HostInline, ChainsThroughViewsAndLoops) {
   }
 }
 
+// Index tiles made before a loop (a strip's column indices) are computed
+// again inside its body rather than read from a buffer, and their offsets
+// add in 64 bits: the body's loads of a row are vector loads, not gathers.
+// The sums agree with a plain loop's.
+TEST(HostInline, IndexTilesAreRecomputedInLoops) {
+  const samples::RowBlock block{.rows = 32, .cols = 128};
+  absl::StatusOr<Kernel> kernel = samples::matrix_reduce_kernel(0, samples::Reduction::kSum, block);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  CompileArtifacts artifacts;
+  ASSERT_TRUE(tessel::compile(*kernel, {}, &artifacts).ok());
+  EXPECT_EQ(artifacts.llvm.find("gather"), std::string::npos);
+  EXPECT_NE(artifacts.llvm.find("masked.load.v"), std::string::npos);
+
+  constexpr int kRows = 100, kCols = 300;  // neither a multiple of the block
+  std::vector<float> x(kRows * kCols), out(kCols, -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  absl::StatusOr<Function> fn = host().compile(*kernel);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  TESSEL_ASSERT_OK(fn->launch({.grid = (kCols + block.cols - 1) / block.cols}, x.data(), out.data(), kRows, kCols));
+  for (int c = 0; c < kCols; ++c) {
+    float want = 0;
+    for (int r = 0; r < kRows; ++r) want += x[r * kCols + c];
+    EXPECT_EQ(out[c], want) << c;  // small integers: exact in any order
+  }
+}
+
 }  // namespace
 }  // namespace tessel::testing
