@@ -155,7 +155,8 @@ class Lowering {
   void each_element(const Shape& shape, const std::function<void(ElemIndex&)>& body);
   // Picks the inline tiles (where walks_alone()): results of elementwise
   // ops, arange, splat, views, broadcast, trans and loads whose every use
-  // reads elements (those ops, stores and reductions) in the same block;
+  // reads elements (those ops, stores and reductions) in the same block, or
+  // for index tiles (no loads in them) in blocks nested in it;
   // not a costly op (a division, a transcendental) computed more often than
   // the tile has elements, not one computed in more than kInlineLoops
   // loops, and not a load with an op between it and its last reader that
