@@ -225,20 +225,20 @@ void Lowering::hold(int id) {
     if (!held_.contains(id)) held_[id] = val(id);
     return;
   }
-  const Op& o = ir_.ops[ir_.values[id].def_op];
+  hold_operands(ir_.ops[ir_.values[id].def_op]);
+}
+
+void Lowering::hold_operands(const Op& o) {
   for (size_t k = 0; k < o.operands.size(); ++k) {
     // Affine pointer tiles are computed, not read.
-    if (o.op == OpCode::kLoad && k == 0 && analysis_.affine(o.operands[0])) continue;
+    if ((o.op == OpCode::kLoad || o.op == OpCode::kStore) && k == 0 && analysis_.affine(o.operands[0])) continue;
     hold(o.operands[k]);
   }
 }
 
 void Lowering::hold(const Op& o) {
   held_.clear();
-  for (size_t k = 0; k < o.operands.size(); ++k) {
-    if ((o.op == OpCode::kLoad || o.op == OpCode::kStore) && k == 0 && analysis_.affine(o.operands[0])) continue;
-    hold(o.operands[k]);
-  }
+  hold_operands(o);
 }
 
 Lowering::ElemIndex& Lowering::operand_index(const Op& o, ElemIndex& at) {

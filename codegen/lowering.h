@@ -184,6 +184,7 @@ class Lowering {
   // written out); held in held_ until the next call.
   void hold(const Op& o);
   void hold(int id);
+  void hold_operands(const Op& o);
   std::map<int, llvm::Value*> held_;
   // The result of `o` (an op plan_inline may inline): nothing now when
   // inline, else a buffer of its elements.
