@@ -9,11 +9,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 
 #include "runtime/cuda/cuda_api.h"
+#include "tessel/tessel.h"
 
 // The benchmarks are programs of their own and name the driver API as cuda.h
 // does (CUstream, CU_STREAM_NON_BLOCKING), unqualified, in every namespace.
@@ -174,5 +177,17 @@ class FlushedTimer {
 };
 
 #undef TESSEL_RAW_FUNCTIONS
+
+// The first CUDA device, with `cu` opened beside it; none where there is no
+// GPU, after a line saying so under the benchmark's name (it then has
+// nothing to measure and exits 0).
+inline std::optional<tessel::Device> open_cuda(const char* bench, CudaRaw& cu) {
+  absl::StatusOr<tessel::Device> opened = tessel::Device::open("cuda:0");
+  if (!opened.ok() || !cu.open()) {
+    std::printf("%s: no CUDA device (%s); nothing to measure\n", bench, std::string(opened.status().message()).c_str());
+    return std::nullopt;
+  }
+  return *std::move(opened);
+}
 
 }  // namespace bench

@@ -42,11 +42,8 @@ Kernel empty_with_pointers() {
 
 int main() {
   bench::CudaRaw cu;
-  absl::StatusOr<Device> opened = Device::open("cuda:0");
-  if (!opened.ok() || !cu.open()) {
-    std::printf("gpu_bench: no CUDA device (%s); nothing to measure\n", std::string(opened.status().message()).c_str());
-    return 0;
-  }
+  std::optional<Device> opened = bench::open_cuda("gpu_bench", cu);
+  if (!opened.has_value()) return 0;
   Device dev = *opened;
   std::printf("gpu_bench on %s\n", dev.name().c_str());
 

@@ -95,12 +95,8 @@ int main(int argc, char** argv) {
     }
   }
   bench::CudaRaw cu;
-  absl::StatusOr<Device> opened = Device::open("cuda:0");
-  if (!opened.ok() || !cu.open()) {
-    std::printf("norm_bench: no CUDA device (%s); nothing to measure\n",
-                std::string(opened.status().message()).c_str());
-    return 0;
-  }
+  std::optional<Device> opened = bench::open_cuda("norm_bench", cu);
+  if (!opened.has_value()) return 0;
   Device dev = *opened;
   std::printf("norm_bench on %s\n", dev.description().c_str());
   Stream stream = must(dev.create_stream(), "stream");
