@@ -53,7 +53,7 @@ llvm::Value* GpuTarget::combine_threads(llvm::IRBuilder<>& b, llvm::Value* parti
   for (int lanes = warp / 2; lanes >= 1; lanes /= 2) v = combine(v, shuffle_xor(b, v, lanes));
   const int warps = threads_ / warp;
   if (warps == 1) return v;  // the butterfly left every lane the whole result
-  llvm::Value* slots = scratch(b);
+  llvm::Value* slots = group_scratch(b);
   llvm::Value* slot =
       b.CreateGEP(v->getType(), slots, b.CreateLShr(tid_, std::countr_zero(static_cast<unsigned>(warp))));
   emit_if(b, b.CreateICmpEQ(b.CreateAnd(tid_, warp - 1), b.getInt64(0)), [&] { b.CreateStore(v, slot); });
@@ -68,7 +68,7 @@ llvm::Value* GpuTarget::combine_threads(llvm::IRBuilder<>& b, llvm::Value* parti
 
 llvm::Value* GpuTarget::uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) {
   llvm::Type* type = nullptr;
-  llvm::Value* slot = scratch(b);
+  llvm::Value* slot = group_scratch(b);
   single_thread(b, [&] {
     llvm::Value* v = compute();
     type = v->getType();
@@ -78,6 +78,23 @@ llvm::Value* GpuTarget::uniform(llvm::IRBuilder<>& b, const std::function<llvm::
   llvm::Value* v = b.CreateLoad(type, slot);
   barrier(b);
   return v;
+}
+
+void GpuTarget::enter_group(llvm::IRBuilder<>& b, llvm::Value* group, bool /*producer*/) {
+  program_tid_ = tid_;
+  group_ = group;
+  tid_ = b.CreateSub(tid_, b.CreateMul(group, b.getInt64(threads_)));
+}
+
+void GpuTarget::leave_group() {
+  tid_ = program_tid_;
+  group_ = nullptr;
+}
+
+llvm::Value* GpuTarget::group_scratch(llvm::IRBuilder<>& b) {
+  if (group_ == nullptr) return scratch(b);
+  // One slot per warp of the program: the group's warps' slots.
+  return b.CreateInBoundsGEP(b.getInt64Ty(), scratch(b), b.CreateMul(group_, b.getInt64(threads_ / warp_size())));
 }
 
 void GpuTarget::single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) {

@@ -15,7 +15,7 @@ namespace tessel::codegen {
 
 class GpuTarget : public TargetInfo {
  public:
-  explicit GpuTarget(int threads) : threads_(threads) {}
+  explicit GpuTarget(int threads) : threads_(threads), program_threads_(threads) {}
 
   int register_tile_threads() const override { return threads_; }
   llvm::Value* thread_index(llvm::IRBuilder<>&) override { return tid_; }
@@ -30,6 +30,11 @@ class GpuTarget : public TargetInfo {
   // Computed by thread 0, handed to every thread through scratch slot 0.
   llvm::Value* uniform(llvm::IRBuilder<>& b, const std::function<llvm::Value*()>& compute) override;
   void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) override;
+  // In a group, tid_ counts from the group's first thread (consumers of
+  // threads_ threads each, the producer after them), and the scratch array
+  // is the group's share of it.
+  void enter_group(llvm::IRBuilder<>& b, llvm::Value* group, bool producer) override;
+  void leave_group() override;
 
  protected:
   // A barrier of the program's threads that orders their shared-memory accesses.
@@ -46,8 +51,17 @@ class GpuTarget : public TargetInfo {
   // The kernel function, its parameters typed and named (declare_kernel's start).
   llvm::Function* create_kernel(llvm::Module& module, const KernelIR& ir);
 
-  const int threads_;
-  llvm::Value* tid_ = nullptr;  // this thread's index in the program (i64)
+  // The scratch array, or while in a group, the group's slots of it.
+  llvm::Value* group_scratch(llvm::IRBuilder<>& b);
+
+  // The threads of the program, or of each consumer group once split.
+  int threads_;
+  const int program_threads_;
+  llvm::Value* tid_ = nullptr;  // this thread's index in the program, or in its group (i64)
+  // While in a group: the group's index (i64) and this thread's index in
+  // the program (what tid_ is outside groups).
+  llvm::Value* group_ = nullptr;
+  llvm::Value* program_tid_ = nullptr;
 };
 
 }  // namespace tessel::codegen

@@ -41,7 +41,8 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   std::vector<llvm::Value*> params = target_.params(b_, ir_);
   for (size_t i = 0; i < ir_.params.size(); ++i) vals_[ir_.params[i].value] = params[i];
   assume_facts(params);
-  smem_base_ = target_.shared_base(b_);
+  smem_base_ = cta_smem_ = target_.shared_base(b_);
+  TESSEL_RETURN_IF_ERROR(plan_roles());
   threads_ = target_.register_tile_threads();
   blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size());
   plan_inline();
@@ -51,6 +52,12 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
     thread_ = target_.thread_index(b_);
     TESSEL_RETURN_IF_ERROR(plan_mma());
     plan_pipelines();
+    if (specialized_ != nullptr) {
+      TESSEL_RETURN_IF_ERROR(check_roles());
+      llvm::Value* group = target_.group_of_thread(b_, thread_, threads_);
+      smem_base_ = consumer_smem(b_.CreateSelect(b_.CreateICmpULT(group, b_.getInt64(kConsumers)), group,
+                                                 b_.getInt64(kConsumers - 1)));
+    }
     want_slices();
   }
   alloca_point_ = b_.CreateBr(body);
@@ -59,14 +66,23 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   TESSEL_RETURN_IF_ERROR(block(0));
   target_.epilogue(b_);
   b_.CreateRetVoid();
+  int64_t bytes = smem_peak_;
+  if (consumer_span_ != nullptr) {
+    const int64_t align = tma::kSwizzledTileAlignment;
+    const int64_t span = (smem_peak_ - consumer_region_ + align - 1) / align * align;
+    consumer_span_->replaceAllUsesWith(b_.getInt64(span));
+    consumer_span_->eraseFromParent();
+    bytes = consumer_region_ + kConsumers * span;
+  }
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*module, &os)) {
     return absl::InternalError(absl::StrCat("codegen produced invalid LLVM IR for kernel '", ir_.name, "': ", err));
   }
-  const int64_t shared = smem_peak_ > 0 ? smem_peak_ + target_.shared_base_slack() : 0;
+  const int64_t shared = bytes > 0 ? bytes + target_.shared_base_slack() : 0;
+  // (A warp-specialized loop's ring runs across it whatever the choice.)
   return LoweredKernel{std::move(module), fn_->getName().str(), shared,
-                       !store_tiles_.empty() || !outer_pipelines_.empty()};
+                       !store_tiles_.empty() || (!outer_pipelines_.empty() && specialized_ == nullptr)};
 }
 
 void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {

@@ -6,7 +6,8 @@
 
 namespace tessel::codegen {
 
-absl::Status Lowering::for_op(const Op& o) {
+absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* step_by) {
+  if (&o == specialized_ && lo_from == nullptr) return specialized_for(o);
   const Block& body = ir_.blocks[o.blocks[0]];
   const Op& yield = ir_.ops[body.ops.back()];
   DType d = ir_.type(o.operands[0]).dtype();
@@ -42,10 +43,11 @@ absl::Status Lowering::for_op(const Op& o) {
   // variable is kept in i64 so that iv + step cannot wrap.
   llvm::Value* positive = b_.CreateICmpSGT(step, llvm::ConstantInt::get(it, 0));
   auto to64 = [&](llvm::Value* v) { return s ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty()); };
-  llvm::Value* lo64 = to64(lo);
+  llvm::Value* lo64 = lo_from != nullptr ? lo_from : to64(lo);
   llvm::Value* hi64 = to64(hi);
-  llvm::Value* step64 = to64(step);
-  const bool pipelined = pipelines_.contains(&o), outer = outer_pipelines_.contains(&o);
+  llvm::Value* step64 = step_by != nullptr ? step_by : to64(step);
+  // (A specialized loop's producer issues the loads its ring would.)
+  const bool pipelined = pipelines_.contains(&o), outer = outer_pipelines_.contains(&o) && &o != specialized_;
   llvm::Value* trips = nullptr;
   if (pipelined) {
     trips = trip_count(lo, hi, step, s);
@@ -99,6 +101,7 @@ absl::Status Lowering::for_op(const Op& o) {
   b_.SetInsertPoint(exit);
   for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
   if (pipelined) {
+    if (pipelines_.at(&o).empty != nullptr) pass_turn(pipelines_.at(&o));
     // Products left in flight are waited for before anything reads them,
     // where the loop ran (ptxas takes a wait on registers that no matrix
     // instruction wrote as an ill-formed pipeline, and serializes it).

@@ -43,6 +43,7 @@ llvm::Value* Lowering::value_in_iteration(const Op& loop, int id, llvm::Value* i
   const ValueInfo& v = ir_.values[id];
   if (v.def_block != loop.blocks[0]) {
     if (outer != nullptr && outer_iv != nullptr && v.def_block == outer->blocks[0]) {
+      if (outer_values_ != nullptr && outer_values_->contains(id)) return outer_values_->at(id);
       return value_in_iteration(*outer, id, outer_iv);
     }
     return val(id);
@@ -59,7 +60,7 @@ void Lowering::plan_pipelines() {
   if (!target_.tma_async()) return;
   for (const Op& loop : ir_.ops) {
     if (loop.op != OpCode::kFor) continue;
-    const int stages = loop.ints.empty() ? kDefaultStages : static_cast<int>(loop.ints[0]);
+    const int stages = loop.ints.empty() || loop.ints[0] == 0 ? kDefaultStages : static_cast<int>(loop.ints[0]);
     if (stages < 2) continue;
     const int body = loop.blocks[0];
     std::vector<const Op*> loads;
@@ -83,7 +84,8 @@ void Lowering::plan_pipelines() {
     Pipeline& p = pipelines_[&loop];
     p.stages = stages;
     p.loads = loads;
-    p.outer = overlap_.rings_across ? runs_across(loop, loads) : nullptr;
+    // (A warp-specialized loop's producer needs the ring across it.)
+    p.outer = overlap_.rings_across || specialized_ != nullptr ? runs_across(loop, loads) : nullptr;
     for (size_t i = 0; i < loads.size(); ++i) pipelined_[loads[i]] = {&loop, static_cast<int>(i)};
     // Dots whose product only the next iteration reads may leave it running.
     const Op& yield = ir_.ops[ir_.blocks[body].ops.back()];
@@ -184,7 +186,7 @@ void Lowering::issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Va
   }
 }
 
-void Lowering::allocate_rings(Pipeline& p) {
+void Lowering::allocate_rings(Pipeline& p, const std::function<llvm::Value*(int64_t, int64_t)>& alloc) {
   p.rings.clear();
   p.strides.clear();
   p.bytes = 0;
@@ -193,7 +195,7 @@ void Lowering::allocate_rings(Pipeline& p) {
     const int64_t bytes = t.numel() * t.dtype().bytes();
     const int64_t align = swizzled(ir_.type(l->operands[0])) ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment;
     const int64_t stride = (bytes + align - 1) / align * align;
-    p.rings.push_back(smem_alloc(stride * p.stages, align));
+    p.rings.push_back(alloc(stride * p.stages, align));
     p.strides.push_back(stride);
     p.bytes += bytes;
   }
@@ -202,7 +204,7 @@ void Lowering::allocate_rings(Pipeline& p) {
 void Lowering::begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go) {
   const Op& loop = *outer_pipelines_.at(&outer);
   Pipeline& p = pipelines_.at(&loop);
-  allocate_rings(p);
+  allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
   target_.program_barrier(b_);  // every thread is done with what the rings held before
   emit_if(b_, go, [&] {
     const Run run = run_in(loop, outer, lo);
@@ -216,11 +218,12 @@ void Lowering::end_outer_pipeline(const Op& outer) {
 
 void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips) {
   Pipeline& p = pipelines_.at(&loop);
+  if (p.empty != nullptr) take_turn(p);
   if (p.outer != nullptr) {  // the run's first loads are in flight already
     p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
     return;
   }
-  allocate_rings(p);
+  allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
   // Every thread is done with what the rings held before.
   target_.program_barrier(b_);
   p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
@@ -236,16 +239,31 @@ void Lowering::enter_stage(const Op& loop, llvm::Value* i) {
                    parity);
 }
 
+llvm::Value* Lowering::widen(const Op& loop, llvm::Value* v) {
+  return ir_.type(loop.operands[0]).dtype().is_signed() ? b_.CreateSExt(v, b_.getInt64Ty())
+                                                         : b_.CreateZExt(v, b_.getInt64Ty());
+}
+
 std::pair<llvm::Value*, llvm::Value*> Lowering::next_outer(const Op& outer) {
-  const bool s = ir_.type(outer.operands[0]).dtype().is_signed();
-  auto to64 = [&](llvm::Value* v) { return s ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty()); };
   llvm::Value* iv = vals_[ir_.blocks[outer.blocks[0]].args[0]];
-  llvm::Value* next = b_.CreateAdd(to64(iv), to64(val(outer.operands[2])));
-  return {b_.CreateTrunc(next, iv->getType()), b_.CreateICmpSLT(next, to64(val(outer.operands[1])))};
+  llvm::Value* next = b_.CreateAdd(widen(outer, iv), widen(outer, val(outer.operands[2])));
+  return {b_.CreateTrunc(next, iv->getType()), b_.CreateICmpSLT(next, widen(outer, val(outer.operands[1])))};
+}
+
+void Lowering::release_stage(Pipeline& p, llvm::Value* i) {
+  llvm::Value* stage = b_.CreateURem(b_.CreateAdd(p.first, i), b_.getInt64(p.stages));
+  target_.barrier_arrive(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.empty, b_.CreateMul(stage, b_.getInt64(8))));
 }
 
 void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips) {
   Pipeline& p = pipelines_.at(&loop);
+  if (p.empty != nullptr) {
+    // A consumer's: the stage the iteration before this one read is free
+    // (mma left at most this iteration's product in flight) once each of
+    // the consumer's threads arrived; the producer loads it again.
+    emit_if(b_, b_.CreateICmpSGT(i, b_.getInt64(0)), [&] { release_stage(p, b_.CreateSub(i, b_.getInt64(1))); });
+    return;
+  }
   // The stage the iteration before this one read: its readers are done
   // (mma left at most this iteration's product in flight) once every
   // thread is here.
@@ -270,6 +288,20 @@ void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::V
 void Lowering::end_pipeline(const Op& loop, llvm::Value* trips) {
   Pipeline& p = pipelines_.at(&loop);
   b_.CreateStore(b_.CreateAdd(p.first, trips), p.used);
+  if (p.empty != nullptr) {
+    // A consumer's last stage (its products waited for at the loop's exit),
+    // and the stages of the other consumers' iterations up to this one's next.
+    emit_if(b_, b_.CreateICmpSGT(trips, b_.getInt64(0)),
+            [&] { release_stage(p, b_.CreateSub(trips, b_.getInt64(1))); });
+    llvm::Value* iv = widen(*p.outer, vals_[ir_.blocks[p.outer->blocks[0]].args[0]]);
+    llvm::Value* step = widen(*p.outer, val(p.outer->operands[2]));
+    llvm::Value* used = b_.CreateAdd(p.first, trips);
+    for (int k = 1; k < kConsumers; ++k) {
+      used = b_.CreateAdd(used, ring_uses(*p.outer, loop, b_.CreateAdd(iv, b_.CreateMul(step, b_.getInt64(k)))));
+    }
+    b_.CreateStore(used, p.used);
+    return;
+  }
   if (p.outer == nullptr) {
     for (llvm::Value* ring : p.rings) shared_.erase(ring);
     return;

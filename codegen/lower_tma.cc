@@ -10,23 +10,34 @@ namespace tessel::codegen {
 using llvm::IRBuilder;
 
 void Lowering::reserve_tma_barriers() {
+  // A warp-specialized loop's ring and barriers come first, for all groups;
+  // the rest is each consumer's own.
+  if (specialized_ != nullptr) reserve_producer_ring();
   // One mbarrier per tma_load, or per stage of a pipelined loop's loads.
+  const int64_t start = smem_reserved_;
   int count = 0;
   IRBuilder<> eb(alloca_point_);
   for (const Op& o : ir_.ops) {
     if (o.op != OpCode::kTmaLoad || pipelined_.contains(&o)) continue;
     llvm::Value* phase = stack_slot(b_.getInt32Ty());
     eb.CreateStore(eb.getInt32(0), phase);
-    tma_barriers_[&o] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * count++), phase};
+    tma_barriers_[&o] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start + 8 * count++), phase};
   }
   for (auto& [loop, p] : pipelines_) {
-    p.barriers = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, 8 * count);
+    if (p.empty != nullptr) continue;  // the producer's
+    p.barriers = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start + 8 * count);
     count += p.stages;
     p.used = stack_slot(b_.getInt64Ty());
     eb.CreateStore(eb.getInt64(0), p.used);
   }
-  smem_reserved_ = smem_peak_ = 8 * int64_t{count};
-  if (count > 0) target_.init_tma_barriers(b_, smem_base_, count);
+  smem_reserved_ = smem_peak_ = start + 8 * int64_t{count};
+  if (count > 0 && specialized_ == nullptr) {
+    target_.init_tma_barriers(b_, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start), count, 1);
+  }
+  for (int c = 0; count > 0 && specialized_ != nullptr && c < kConsumers; ++c) {
+    llvm::Value* own = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), consumer_smem(b_.getInt64(c)), start);
+    target_.init_tma_barriers(b_, own, count, 1);
+  }
   for (const Op& o : ir_.ops) {
     if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
     const Type& t = ir_.type(o.operands[1]);

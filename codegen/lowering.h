@@ -11,6 +11,7 @@
 //   lower_tma.cc         tma_load, tma_store and their mbarriers, and
 //                        TargetInfo's default (software) TMA
 //   lower_control.cc     for and if
+//   lower_roles.cc       warp specialization: producer and consumer groups
 #pragma once
 
 #include <functional>
@@ -441,6 +442,14 @@ class Lowering {
     // therefore starts with its loads in flight (the persistent GEMM's next
     // tile loads during this one's epilogue).
     const Op* outer = nullptr;
+    // Where the outer loop is warp-specialized: `stages` mbarriers that the
+    // consumers arrive on when they are done with a stage, which the
+    // producer waits for before it loads the stage again; and one mbarrier
+    // per consumer, its turn (see take_turn), with an i64 slot counting
+    // this thread's turns.
+    llvm::Value* empty = nullptr;
+    llvm::Value* turns = nullptr;
+    llvm::Value* turns_taken = nullptr;
   };
   void plan_pipelines();
   // Whether `id`, a coordinate of a load in `loop`'s body, can be computed
@@ -478,8 +487,24 @@ class Lowering {
   // The induction variable of `outer`'s next iteration (its type), and
   // whether there is one (i1); inside its body.
   std::pair<llvm::Value*, llvm::Value*> next_outer(const Op& outer);
-  // Rings of stage buffers for p's loads.
-  void allocate_rings(Pipeline& p);
+  // `v`, of the type of `loop`'s bounds, in 64 bits.
+  llvm::Value* widen(const Op& loop, llvm::Value* v);
+  // A consumer is done with iteration `i` (i64) of the current run's stage
+  // (Pipeline::empty).
+  void release_stage(Pipeline& p, llvm::Value* i);
+  // The consumers run their loops on the ring in turn, in the order of
+  // the ring's stages: consumer c waits for its turn before its loop and
+  // hands the next turn to consumer c + 1 (mod kConsumers) once its loop
+  // has issued its last products. A consumer that waited for a stage far
+  // ahead of the ring would see an earlier phase of the same parity
+  // complete; in turn, it waits at most a round ahead. (This is CUTLASS's
+  // ping-pong order: one consumer's products run while the other's
+  // epilogue does.)
+  void take_turn(Pipeline& p);
+  void pass_turn(Pipeline& p);
+  llvm::Value* consumer_ = nullptr;  // in a consumer group: its index (i64)
+  // Rings of stage buffers for p's loads, each `alloc(bytes, align)`'s.
+  void allocate_rings(Pipeline& p, const std::function<llvm::Value*(int64_t, int64_t)>& alloc);
   // The loop around loops whose rings run across its iterations (Pipeline::outer):
   // the rings for all of it, and the first loads of its first iteration's run.
   void begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go);
@@ -493,6 +518,44 @@ class Lowering {
   // After the loop: count its stages, free the rings.
   void end_pipeline(const Op& loop, llvm::Value* trips);
 
+  // ---- Warp specialization (lower_roles.cc) ------------------------------------------
+  // A loop with LoopOptions::warp_specialize, on a target that can split
+  // its programs (TargetInfo::split_program): its iterations go to
+  // kConsumers consumer groups in turn (iteration i to consumer i mod
+  // kConsumers), each running the body as a program of its own threads,
+  // with shared memory of its own; the producer group walks every
+  // iteration and issues the loads of the pipeline in the body (whose ring
+  // runs across the loop, Pipeline::outer) in the order the consumers read
+  // them, each stage once the consumer before has arrived on its empty
+  // barrier. Shared memory: the ring and its barriers first, for all, then
+  // each consumer's region (everything else) `consumer_span_` apart.
+  static constexpr int kConsumers = 2;
+  // Finds the loop and splits the program (before layouts are planned).
+  absl::Status plan_roles();
+  // What the loop must be (after the pipelines are planned).
+  absl::Status check_roles() const;
+  // The ring and both kinds of barriers of the specialized loop's pipeline,
+  // at the start of shared memory (from reserve_tma_barriers).
+  void reserve_producer_ring();
+  // The loop itself: the producer's loads, and each consumer's iterations.
+  absl::Status specialized_for(const Op& o);
+  void produce(const Op& o, Pipeline& p);
+  // The ring positions (i64) that iteration `iv` (i64) of the specialized
+  // loop `outer` takes: the trip count of the run of `loop` (the pipelined
+  // loop in it) there, 0 past the loop's end.
+  llvm::Value* ring_uses(const Op& outer, const Op& loop, llvm::Value* iv);
+  // Shared memory of consumer `c`'s region.
+  llvm::Value* consumer_smem(llvm::Value* c);
+  // While set, values of the outer loop's body that value_in_iteration
+  // takes from here: the producer computes a tile's coordinates once,
+  // before its loop over the tile's stages (LLVM does not hoist their
+  // divisions out of a loop that may not run).
+  const std::map<int, llvm::Value*>* outer_values_ = nullptr;
+  const Op* specialized_ = nullptr;
+  llvm::Value* cta_smem_ = nullptr;           // the start of shared memory (smem_base_ is the consumer's)
+  llvm::Instruction* consumer_span_ = nullptr;  // bytes between consumers' regions, known at the end
+  int64_t consumer_region_ = 0;                 // where the first consumer's region starts
+
   // ---- Swizzled tiles (lower_tma.cc) ----------------------------------------------
   // Whether tma_load result `id` is a swizzled tile in shared memory.
   bool swizzled(const Type& map_type) const {
@@ -505,7 +568,9 @@ class Lowering {
   // in registers (in the result's layout). Larger carried tiles live in a
   // buffer per carried value, filled from the init before the loop and from
   // the yield at the end of each iteration.
-  absl::Status for_op(const Op& o);
+  // A specialized loop's consumer runs it from `lo_from` by `step_by`
+  // instead (both i64).
+  absl::Status for_op(const Op& o, llvm::Value* lo_from = nullptr, llvm::Value* step_by = nullptr);
 
   // Copies yielded tiles into the carried buffers; through temporaries when
   // a yielded tile is itself one of those buffers (a swap, a view).

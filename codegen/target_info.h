@@ -198,9 +198,11 @@ class TargetInfo {
 
   // TMA. `map_type` is the tensor-map parameter's type (dtype, box, rank);
   // `map` points to the map's 128 bytes.
-  // Sets up `count` TMA mbarriers of 8 bytes at `barriers` (shared memory);
-  // the default, whose copies complete before they return, needs none.
-  virtual void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value* /*barriers*/, int /*count*/) {}
+  // Sets up `count` TMA mbarriers of 8 bytes at `barriers` (shared memory),
+  // each completing a phase after `arrivals` arrivals (and the bytes
+  // expected of it); the default, whose copies complete before they return,
+  // needs none.
+  virtual void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value* /*barriers*/, int /*count*/, int /*arrivals*/) {}
   // Copies the box at `coords` (i32, outermost first) of the tensor map into
   // shared memory at `smem` (`bytes` long) and waits for it, on `barrier`
   // with the parity kept in the i32 slot `phase`.
@@ -244,6 +246,10 @@ class TargetInfo {
                                const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
     tma_store(b, map_type, map, coords, smem);
   }
+  // Arrives on mbarrier `barrier` (each thread that runs it counts once).
+  virtual void barrier_arrive(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/) {
+    TESSEL_CHECK(false, "barrier_arrive() on a target without asynchronous TMA");
+  }
   // Waits until the tiles of every tma_store_async may be written again.
   virtual void tma_store_wait(llvm::IRBuilder<>& /*b*/) {}
   // In the thread that single_thread runs: waits until the writes of every
@@ -268,6 +274,27 @@ class TargetInfo {
   virtual llvm::Value* load_acquire_sys(llvm::IRBuilder<>& b, llvm::Value* ptr) = 0;
   // Runs `body` in one thread of the program (the host has only one).
   virtual void single_thread(llvm::IRBuilder<>& b, const std::function<void()>& body) = 0;
+
+  // Warp specialization (LoopOptions::warp_specialize): the program's
+  // threads split into `consumers` groups that each run a loop's body as a
+  // program of their own, and a producer group after them that issues the
+  // loads of its pipeline. Returns each consumer's thread count, which
+  // register tiles are spread over from then on, or 0 where the target
+  // cannot split a program of its size (the default: it never can).
+  virtual int split_program(int /*consumers*/) { return 0; }
+  // From here until leave_group, this thread's code is group `group`'s (i64:
+  // a consumer's index, or `consumers` for the producer): thread_index,
+  // tile loops, barriers and single_thread are the group's, and the group
+  // takes its share of registers.
+  virtual void enter_group(llvm::IRBuilder<>& /*b*/, llvm::Value* /*group*/, bool /*producer*/) {}
+  virtual void leave_group() {}
+  // The group of this thread (i64) when the program is split into groups
+  // of `threads`: the same in a whole warp, and visibly so to the target's
+  // assembler (on NVIDIA, a branch on it is not divergent for ptxas, which
+  // would otherwise serialize the matrix instructions under it).
+  virtual llvm::Value* group_of_thread(llvm::IRBuilder<>& b, llvm::Value* thread, int threads) {
+    return b.CreateUDiv(thread, b.getInt64(threads));
+  }
 
   // Emitted before the kernel returns (asynchronous copies still in flight).
   virtual void epilogue(llvm::IRBuilder<>& b) = 0;

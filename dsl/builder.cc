@@ -372,7 +372,9 @@ std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi
   std::vector<Type> types;
   for (int id : init_ids) types.push_back(s.type(id));
   int op = s.emit(OpCode::kFor, operands, types, loc);
-  if (options.stages != 0) s.ir.ops[op].ints.push_back(options.stages);
+  // ints: [stages (0: the default), warp_specialize], trailing defaults left out.
+  if (options.stages != 0 || options.warp_specialize) s.ir.ops[op].ints.push_back(options.stages);
+  if (options.warp_specialize) s.ir.ops[op].ints.push_back(1);
   int block = s.new_block();
   s.ir.ops[op].blocks.push_back(block);
   Value iv = s.value(s.add_block_arg(block, s.type(bounds[0])));
@@ -420,10 +422,10 @@ void KernelBuilder::for_range(const Operand& lo, const Operand& hi, const Operan
 }
 
 void KernelBuilder::for_each_tile(const Operand& num_tiles, const std::function<void(Value)>& body,
-                                  std::source_location loc) {
+                                  const LoopOptions& options, std::source_location loc) {
   Value pid = program_id(0, loc);
   Value n = num_programs(0, loc);
-  for_range(pid, num_tiles, n, body, {}, loc);
+  for_range(pid, num_tiles, n, body, options, loc);
 }
 
 void KernelBuilder::if_(const Operand& cond, const std::function<void()>& then_body,

@@ -72,6 +72,17 @@ struct LoopOptions {
   // (NVIDIA), and its tensor-core dots overlap the next iteration's wait.
   // 0 picks the default (3, as Triton's num_stages); 1 turns it off; at most 8.
   int stages = 0;
+  // Warp specialization of a persistent loop (for_each_tile's) whose body
+  // runs a pipelined loop of tma_loads, on NVIDIA with num_warps = 12: one
+  // warpgroup (the producer, with few registers) issues every load of that
+  // pipeline, for every iteration, and two consumer warpgroups (with the
+  // registers the producer gave up) take the loop's iterations in turn, each
+  // running the body on its own as a program of 4 warps. While one consumer
+  // runs its epilogue the other keeps the tensor cores busy (CUTLASS's
+  // ping-pong GEMM). The iterations must be independent: the loop carries
+  // nothing, sits in the kernel's top block, and only scalar arithmetic
+  // comes before it there. Other targets run the loop as without it.
+  bool warp_specialize = false;
 };
 inline constexpr int kMaxLoopStages = 8;
 
@@ -116,7 +127,7 @@ class KernelBuilder {
                                std::source_location loc = std::source_location::current());
   // The persistent loop: for (t = program_id(0); t < num_tiles; t += num_programs(0)).
   void for_each_tile(const Operand& num_tiles, const std::function<void(Value)>& body,
-                     std::source_location loc = std::source_location::current());
+                     const LoopOptions& options = {}, std::source_location loc = std::source_location::current());
   void if_(const Operand& cond, const std::function<void()>& then_body, const std::function<void()>& else_body = {},
            std::source_location loc = std::source_location::current());
 

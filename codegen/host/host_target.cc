@@ -79,7 +79,7 @@ class HostTarget final : public TargetInfo {
   }
 
   // The emulated copy is complete when the call returns: no barriers.
-  void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value*, int) override {}
+  void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value*, int, int) override {}
   void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                 llvm::Value* smem, int64_t bytes, llvm::Value* barrier, llvm::Value* phase) override {
     if (tma_ == HostTma::kSoftware) {

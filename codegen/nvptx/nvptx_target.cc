@@ -257,11 +257,12 @@ class NvptxTarget final : public GpuTarget {
   bool swizzles_shared_tiles() const override { return true; }
   int warp_size() const override { return 32; }
 
-  void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count) override {
+  void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count, int arrivals) override {
     single_thread(b, [&] {
       for (int i = 0; i < count; ++i) {
         llvm::Value* bar = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), barriers, 8 * i);
-        inline_asm(b, b.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], 1;", "r,~{memory}", {shared32(b, bar)});
+        inline_asm(b, b.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+                   {shared32(b, bar), b.getInt32(arrivals)});
       }
       inline_asm(b, b.getVoidTy(), "fence.mbarrier_init.release.cluster;", "~{memory}", {});
     });
@@ -305,6 +306,10 @@ class NvptxTarget final : public GpuTarget {
     });
   }
 
+  void barrier_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) override {
+    inline_asm(b, b.getVoidTy(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", {shared32(b, bar)});
+  }
+
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem) override {
     tma_store_async(b, map_type, map, coords, smem);
@@ -330,6 +335,39 @@ class NvptxTarget final : public GpuTarget {
   void tma_store_wait(llvm::IRBuilder<>& b) override {
     single_thread(b, [&] { inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group.read 0;", "~{memory}", {}); });
     barrier(b);  // the buffers may be written again
+  }
+
+  // Consumer groups of whole warpgroups, and a producer warpgroup after
+  // them. Of the registers a program of this size has at entry (ptxas must
+  // know them: .maxnreg), the producer gives up all but 40, which the
+  // consumers take with setmaxnreg where the chip has it (sm_90a).
+  int split_program(int consumers) override {
+    const int rest = program_threads_ - kWarpgroup;
+    if (consumers < 1 || rest <= 0 || rest % (consumers * kWarpgroup) != 0) return 0;
+    threads_ = rest / consumers;
+    const int entry = std::min(kMaxRegisters, kRegisterFile / program_threads_ / 8 * 8);
+    producer_registers_ = kProducerRegisters;
+    consumer_registers_ =
+        std::min(kMaxRegisters, (entry + (entry - kProducerRegisters) * kWarpgroup / rest) / 8 * 8);
+    llvm::LLVMContext& ctx = fn_->getContext();
+    fn_->getParent()->getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(
+        ctx, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx, "maxnreg"),
+              llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), entry))}));
+    return threads_;
+  }
+  void enter_group(llvm::IRBuilder<>& b, llvm::Value* group, bool producer) override {
+    GpuTarget::enter_group(b, group, producer);
+    if (!tm_->getTargetCPU().ends_with("a")) return;
+    b.CreateIntrinsic(producer ? llvm::Intrinsic::nvvm_setmaxnreg_dec_sync_aligned_u32
+                               : llvm::Intrinsic::nvvm_setmaxnreg_inc_sync_aligned_u32,
+                      {}, {b.getInt32(producer ? producer_registers_ : consumer_registers_)});
+  }
+
+  llvm::Value* group_of_thread(llvm::IRBuilder<>& b, llvm::Value* thread, int threads) override {
+    llvm::Value* group = b.CreateTrunc(b.CreateUDiv(thread, b.getInt64(threads)), b.getInt32Ty());
+    llvm::Value* lane0 = b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, {},
+                                           {b.getInt32(0xFFFFFFFF), group, b.getInt32(0), b.getInt32(0x1F)});
+    return b.CreateZExt(lane0, b.getInt64Ty());
   }
 
   void program_barrier(llvm::IRBuilder<>& b) override { barrier(b); }
@@ -362,7 +400,15 @@ class NvptxTarget final : public GpuTarget {
     return scalar_param_type(b, t.dtype());
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
-  void barrier(llvm::IRBuilder<>& b) override { b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  // The whole CTA's barrier 0, or in a group the group's own named barrier.
+  void barrier(llvm::IRBuilder<>& b) override {
+    if (group_ == nullptr) {
+      b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+      return;
+    }
+    llvm::Value* id = b.CreateTrunc(b.CreateAdd(group_, b.getInt64(1)), b.getInt32Ty());
+    b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier_sync_cnt, {}, {id, b.getInt32(threads_)});
+  }
   llvm::Value* shuffle_word(llvm::IRBuilder<>& b, llvm::Value* word, int lanes) override {
     return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
                              {b.getInt32(0xFFFFFFFF), word, b.getInt32(lanes), b.getInt32(0x1F)});
@@ -411,6 +457,8 @@ class NvptxTarget final : public GpuTarget {
         });
   }
 
+  static constexpr int kWarpgroup = 128, kRegisterFile = 65536, kMaxRegisters = 240, kProducerRegisters = 40;
+  int producer_registers_ = 0, consumer_registers_ = 0;
   std::unique_ptr<llvm::TargetMachine> tm_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;

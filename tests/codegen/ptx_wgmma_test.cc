@@ -219,6 +219,85 @@ TEST(Wgmma, RingsRunAcrossThePersistentLoop) {
 
 // Shapes and layouts wgmma does not take keep the generic loop, correct
 // on every target.
+// Warp specialization: 384 threads, a producer warpgroup that gives its
+// registers to two consumers (setmaxnreg), consumers on named barriers of
+// their own that release ring stages on the empty barriers, and a staging
+// tile per consumer after the shared ring.
+TEST(Wgmma, WarpSpecializedGemmSplitsTheProgramIntoRoles) {
+  const GemmConfig plain = {.bm = 128, .bn = 128, .out = bf16, .stages = 4, .warp_specialize = true};
+  GemmConfig fused = plain;
+  fused.bias_gelu = true;
+  for (const GemmConfig& g : {plain, fused}) {
+    SCOPED_TRACE(g.bias_gelu ? "bias + gelu" : "plain");
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(12));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_EQ(code->threads, 384);
+    EXPECT_THAT(ptx, HasSubstr(".maxntid 384, 1, 1"));
+    EXPECT_THAT(ptx, HasSubstr(".maxnreg 168"));
+    EXPECT_THAT(ptx, HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
+    EXPECT_THAT(ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+    EXPECT_THAT(ptx, ::testing::ContainsRegex("barrier.sync[ \t]+%r[0-9]+, 128;"));
+    EXPECT_THAT(ptx, HasSubstr("mbarrier.arrive.shared::cta.b64"));
+    EXPECT_THAT(ptx, HasSubstr("shfl.sync.idx.b32"));  // the role branch is warp-uniform for ptxas
+    // Barriers (1 KiB with the ring's alignment), 4 stages of 32 KiB, per
+    // consumer a staging tile of 32 KiB (and the bias row's KiB), and the
+    // alignment slack.
+    EXPECT_EQ(code->shared_bytes, 1024 + 4 * 32768 + 2 * (32768 + (g.bias_gelu ? 1024 : 0)) + 1024);
+    expect_ptxas_clean(ptx);
+  }
+}
+
+TEST(Wgmma, WarpSpecializationNeedsItsShape) {
+  auto refused = [](const Kernel& k, int nw) { return compile_ptx(k, warps(nw)).status(); };
+  const GemmConfig g = {.bm = 128, .bn = 128, .out = bf16, .stages = 4, .warp_specialize = true};
+  EXPECT_THAT(refused(gemm(g), 8).message(), HasSubstr("needs a producer warpgroup and two consumer groups"));
+  // A loop without a pipelined loop of tma_loads inside.
+  {
+    KernelBuilder k("no_pipeline");
+    Value p = k.arg(ptr(f32), "p");
+    k.for_each_tile(64, [&](Value t) { store(p + t, cast(t, f32)); }, {.warp_specialize = true});
+    EXPECT_THAT(refused(*k.build(), 12).message(), HasSubstr("has no pipelined loop whose loads the producer"));
+  }
+  // Tiles before the loop, and ops after it.
+  for (int where : {0, 1}) {
+    KernelBuilder k("around");
+    Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
+    Value c = k.tensor_map(f32, {64, 64}, "c");
+    Value p = k.arg(ptr(f32), "p");
+    Value before = where == 0 ? k.arange(0, 64) : Value();
+    k.for_each_tile(8, [&](Value t) {
+      Var acc = k.var(k.zeros({64, 64}, f32));
+      k.for_range(0, 256, 64, [&](Value kk) {
+        Value at = tma_load(a, {t * 64, kk});
+        acc = dot(at, trans(at), acc);
+      });
+      tma_store(c, {t * 64, 0}, acc);
+    }, {.warp_specialize = true});
+    if (where == 0) store(p + before, cast(before, f32));
+    if (where == 1) store(p, 1.0f);
+    const char* why = where == 0 ? "only scalar arithmetic and loads may come before it" : "nothing may come after it";
+    EXPECT_THAT(refused(*k.build(), 12).message(), HasSubstr(why));
+  }
+  // Values carried from one iteration to the next.
+  {
+    KernelBuilder k("carries");
+    Value p = k.arg(ptr(i32), "p");
+    Var count = k.var(k.constant(0, i32));
+    k.for_each_tile(8, [&](Value t) { count = count + t; }, {.warp_specialize = true});
+    store(p, count);
+    EXPECT_THAT(refused(*k.build(), 12).message(), HasSubstr("carries values from one iteration to the next"));
+  }
+  // Two loops.
+  {
+    KernelBuilder k("two");
+    Value p = k.arg(ptr(f32), "p");
+    k.for_each_tile(8, [&](Value t) { store(p + t, 1.0f); }, {.warp_specialize = true});
+    k.for_each_tile(8, [&](Value t) { store(p + t, 2.0f); }, {.warp_specialize = true});
+    EXPECT_THAT(refused(*k.build(), 12).message(), HasSubstr("are both warp-specialized"));
+  }
+}
+
 TEST(Wgmma, OtherDotsKeepTheLoop) {
   for (GemmConfig g : {GemmConfig{.bm = 64, .bn = 64, .swizzle = Swizzle::kNone},
                        GemmConfig{.bm = 32, .bn = 32, .bk = 64}}) {

@@ -117,6 +117,18 @@ TEST(MatmulForms, TheAmdGemmConfigurationMatchesOnTheHost) {
   }
 }
 
+// A warp-specialized loop runs on the host as written (the producer and
+// the consumers are NVIDIA's): the same numbers.
+TEST(MatmulForms, TheWarpSpecializedGemmMatchesOnTheHost) {
+  std::mt19937 gen(9);
+  const int64_t m = 300, n = 264, k = 200;
+  const GemmConfig g = {.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true};
+  Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
+  absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 12, m, n, k, a, b);
+  ASSERT_TRUE(c.ok()) << c.status();
+  expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+}
+
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
   std::mt19937 gen(11);
   for (int64_t len : {64, 200}) {  // 200: the last K/V block is masked
