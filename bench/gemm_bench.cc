@@ -42,19 +42,22 @@ struct Config {
 
 std::string label(const Config& c) {
   return std::to_string(c.gemm.bm) + "x" + std::to_string(c.gemm.bn) + "x" + std::to_string(c.gemm.bk) + " s" +
-         std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps);
+         std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps) + (c.gemm.warp_specialize ? " ws" : "");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string inputs;  // where to leave the inputs for the baselines
+  std::string only;    // run only the configurations whose label holds this
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--inputs=", 0) == 0) {
       inputs = arg.substr(9);
+    } else if (arg.rfind("--only=", 0) == 0) {
+      only = arg.substr(7);
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--inputs=DIR]\n");
+      std::fprintf(stderr, "usage: gemm_bench [--inputs=DIR] [--only=TEXT]\n");
       return 2;
     }
   }
@@ -78,6 +81,11 @@ int main(int argc, char** argv) {
            {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 128, 4, 4}}) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
   }
+  // Warp-specialized: a producer warpgroup and two consumers of bm x bn tiles each.
+  for (auto [bm, bn, stages] : std::vector<std::array<int, 3>>{{128, 128, 4}, {128, 128, 5}, {64, 256, 4}}) {
+    configs.push_back(config(bm, bn, stages, 12, bf16, true));
+    configs.back().gemm.warp_specialize = true;
+  }
   for (auto [in, b_nk] : {std::pair{f16, true}, std::pair{bf16, false}}) {
     configs.push_back(config(128, 256, 3, 8, in, b_nk));
     configs.push_back(config(128, 128, 4, 8, in, b_nk));
@@ -88,6 +96,11 @@ int main(int argc, char** argv) {
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
   configs.push_back(config(128, 256, 3, 8, bf16, true));
   configs.back().gemm.bias_gelu = true;
+  configs.push_back(config(128, 128, 4, 12, bf16, true));
+  configs.back().gemm.bias_gelu = configs.back().gemm.warp_specialize = true;
+  std::erase_if(configs, [&](const Config& c) {
+    return (label(c) + (c.gemm.bias_gelu ? " +bias+gelu" : "")).find(only) == std::string::npos;
+  });
   // A launch of configuration `c` on the buffers, its kernel compiled and its maps made; nullopt (reported)
   // where it does not compile.
   auto prepare = [&](const Config& c, int64_t m, int64_t n, int64_t k, const Buffer& ab, const Buffer& bb,
@@ -204,6 +217,7 @@ int main(int argc, char** argv) {
         launches.push_back(*launch);
       }
     }
+    if (tried.empty()) return 0;  // --only left none
     std::vector<TuneCandidate> candidates;
     for (size_t i = 0; i < tried.size(); ++i) {
       candidates.push_back({label(tried[i]), [&launches, i] {

@@ -296,18 +296,25 @@ struct GemmConfig {
   // (per-tensor scales of fp8 operands), taken by the kernel after `bias`.
   bool scaled = false;
   bool tf32 = false;  // f32 operands multiplied as tf32 (Precision::kTf32)
+  // The persistent loop warp-specialized (LoopOptions::warp_specialize):
+  // each of two consumer warpgroups computes whole bm x bn tiles, and a
+  // producer warpgroup loads for both; the program takes 12 warps.
+  bool warp_specialize = false;
 
   DType b_type() const { return in_b.value_or(in); }
 };
 
 // GELU in its tanh form, x/2 (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
-// x^3), tanh in its fast form: one tanh.approx on NVIDIA (absolute error
+// x^3), in fused multiply-adds (h + h tanh(u) with h = x/2, u = x (c + c
+// 0.044715 x^2)), tanh in its fast form: one tanh.approx on NVIDIA (absolute error
 // 2^-16.9 on an H200), the accurate tanh on the host. (Written as
 // x sigmoid(2u) = x / (1 + exp(-2u)) it took an exponential, a division and
 // a clamp of u, whose exp overflowed into the division's slow path.)
 inline Value gelu(const Value& x) {
-  Value u = (x + x * x * x * 0.044715) * 0.7978845608028654;
-  return x * 0.5 * (tanh(u, MathForm::kFast) + 1.0);
+  constexpr double kC = 0.7978845608028654;  // sqrt(2/pi)
+  Value h = x * 0.5;
+  Value u = x * fma(x * x, 0.044715 * kC, kC);
+  return fma(h, tanh(u, MathForm::kFast), h);
 }
 // The same in double, for references.
 inline double gelu_reference(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
@@ -346,7 +353,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       out = gelu(out + expand_dims(b, 0));
     }
     tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
-  });
+  }, {.warp_specialize = g.warp_specialize});
   return k.build();
 }
 
@@ -375,6 +382,12 @@ inline constexpr int kMatmulWarps = 8;
 // The other configuration the sample lets the autotuner consider: 128 x 128
 // tiles, 4 stages (faster where 128 x 256 tiles leave SMs idle).
 inline constexpr GemmConfig kMatmulNarrow = {.bm = 128, .bn = 128, .bk = 64, .out = bf16, .stages = 4};
+// And warp-specialized (ping-pong): two consumer warpgroups on 128 x 128
+// tiles of their own, one's epilogue under the other's products, and a
+// producer warpgroup: 12 warps.
+inline constexpr GemmConfig kMatmulPingPong = {
+    .bm = 128, .bn = 128, .bk = 64, .out = bf16, .stages = 4, .warp_specialize = true};
+inline constexpr int kMatmulPingPongWarps = 12;
 inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") { return gemm_kernel(kMatmul, std::move(name)); }
 // The sample's GEMM on AMD GPUs (gfx942): tiles that fit in 64 KiB of LDS,
 // on four wavefronts; no pipeline (AMD has no asynchronous TMA).

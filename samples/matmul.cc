@@ -4,8 +4,8 @@
 // from an f32 accumulator. Programs walk output tiles in groups of 8 tile
 // rows; the K loop loads swizzled TMA boxes three stages ahead and runs
 // dot on wgmma on sm_90a (a loop on the host). On a GPU, tessel::autotune
-// picks between two tile configurations for the shape. It checks C against
-// a double reference.
+// picks among three configurations for the shape (one warp-specialized).
+// It checks C against a double reference.
 #include <cstdio>
 
 #include "common.h"
@@ -15,13 +15,16 @@ using namespace tessel;
 
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
-  // Two tile configurations: on a GPU the autotuner picks one for this
-  // shape (and remembers it on disk, so a second run times nothing); the
-  // host runs the first.
-  const std::vector<samples::GemmConfig> configs = {samples::kMatmul, samples::kMatmulNarrow};
+  // Three configurations: on a GPU the autotuner picks one for this shape
+  // (and remembers it on disk, so a second run times nothing); the host
+  // runs the first.
+  const std::vector<samples::GemmConfig> configs = {samples::kMatmul, samples::kMatmulNarrow,
+                                                    samples::kMatmulPingPong};
+  const std::vector<int> warps = {samples::kMatmulWarps, samples::kMatmulWarps, samples::kMatmulPingPongWarps};
+  const char* names[] = {"matmul", "matmul_narrow", "matmul_pingpong"};
   std::vector<Kernel> kernels;
   for (size_t i = 0; i < configs.size(); ++i) {
-    kernels.push_back(samples::value_or_die(samples::gemm_kernel(configs[i], i == 0 ? "matmul" : "matmul_narrow"), "build"));
+    kernels.push_back(samples::value_or_die(samples::gemm_kernel(configs[i], names[i]), "build"));
   }
   CompileOptions options = samples::compile_options(args);
   options.num_warps = samples::kMatmulWarps;  // two warpgroups, 64 rows of the tile each
@@ -50,12 +53,13 @@ int main(int argc, char** argv) {
   samples::ok_or_die(device.copy_to_device(da, ha.data(), ha.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(db, hb.data(), hb.size() * 2), "copy");
   auto run = [&](size_t i) -> absl::Status {
-    absl::StatusOr<Function> f = device.compile(kernels[i], options);  // compiled once, then cached
+    CompileOptions with_warps = options;
+    with_warps.num_warps = warps[i];
+    absl::StatusOr<Function> f = device.compile(kernels[i], with_warps);  // compiled once, then cached
     if (!f.ok()) return f.status();
     absl::StatusOr<samples::GemmMaps> maps = samples::gemm_maps(device, configs[i], da, db, dc, m, n, k);
     if (!maps.ok()) return maps.status();
-    return f->launch({.grid = device.num_compute_units(), .num_warps = options.num_warps}, maps->a, maps->b, maps->c,
-                     m, n, k);
+    return f->launch({.grid = device.num_compute_units(), .num_warps = warps[i]}, maps->a, maps->b, maps->c, m, n, k);
   };
   size_t pick = 0;
   if (device.kind() == DeviceKind::kCuda) {
