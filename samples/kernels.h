@@ -402,7 +402,11 @@ inline constexpr int kMatmulAmdWarps = 4;
 // rounded to bf16) taken from the registers S was computed in.
 inline constexpr int kAttnBM = 64, kAttnBN = 64;
 
-inline absl::StatusOr<Kernel> attention_kernel(int64_t d = 64, std::string name = "attention") {
+// With `warp_specialize` (12 warps), two consumer warpgroups take Q's
+// blocks in turn and a producer warpgroup loads K and V for both
+// (LoopOptions::warp_specialize); each consumer loads its own Q block.
+inline absl::StatusOr<Kernel> attention_kernel(int64_t d = 64, std::string name = "attention",
+                                               bool warp_specialize = false) {
   KernelBuilder k(std::move(name));
   Value q = k.tensor_map(bf16, {kAttnBM, d}, "q", Swizzle::k128B);
   Value kt = k.tensor_map(bf16, {kAttnBN, d}, "k", Swizzle::k128B);
@@ -427,7 +431,7 @@ inline absl::StatusOr<Kernel> attention_kernel(int64_t d = 64, std::string name 
       m = m_new;
     });
     tma_store(o, {row, 0}, acc / expand_dims(l, 1));
-  });
+  }, {.warp_specialize = warp_specialize});
   return k.build();
 }
 

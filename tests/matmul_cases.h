@@ -146,12 +146,14 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   return c;
 }
 
-// Attention on `device` (samples::attention_kernel, 4 warps): O [len, d] f32.
+// Attention on `device` (samples::attention_kernel, 4 warps, or 12
+// warp-specialized): O [len, d] f32.
 inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, int64_t len, int64_t d, float scale,
-                                                        const Operand& q, const Operand& k, const Operand& v) {
+                                                        const Operand& q, const Operand& k, const Operand& v,
+                                                        bool warp_specialize = false) {
   CompileOptions options;
-  options.num_warps = 4;
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(d));
+  options.num_warps = warp_specialize ? 12 : 4;
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(d, "attention", warp_specialize));
   TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
   TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q.bytes.data(), q.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
@@ -165,7 +167,8 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, in
   TESSEL_ASSIGN_OR_RETURN(TensorMap om, device.tensor_map(f32, ob, {len, d}, {samples::kAttnBM, d}));
   const int64_t tiles = (len + samples::kAttnBM - 1) / samples::kAttnBM;
   TESSEL_RETURN_IF_ERROR(
-      fn.launch({.grid = grid_for(device, tiles), .num_warps = 4}, qm, km, vm, om, static_cast<int32_t>(len), scale));
+      fn.launch({.grid = grid_for(device, tiles), .num_warps = options.num_warps}, qm, km, vm, om,
+                static_cast<int32_t>(len), scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, o.size() * 4));
   return o;

@@ -40,6 +40,26 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
   }
 }
 
+// Warp-specialized, each consumer computes its Q blocks exactly as a
+// program of its own would (its own Q load and barrier): the same bits, on
+// more blocks than SMs so that both consumers take some.
+TEST(Attention, WarpSpecializedAgreesBitForBit) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (int64_t len : {200, 9000}) {
+    SCOPED_TRACE(len);
+    const int64_t d = 64;
+    Operand q = random_operand(bf16, len * d, rng.gen()), k = random_operand(bf16, len * d, rng.gen()),
+            v = random_operand(bf16, len * d, rng.gen());
+    absl::StatusOr<std::vector<float>> plain = matmul_cases::run_attention(device, len, d, 0.125f, q, k, v);
+    absl::StatusOr<std::vector<float>> ws = matmul_cases::run_attention(device, len, d, 0.125f, q, k, v, true);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(ws.ok()) << ws.status();
+    EXPECT_TRUE(all_close(*ws, *plain, 0));
+  }
+}
+
 // C [m, n] = A @ B^T, 64 x 64 tiles over K in steps of 64, one warpgroup;
 // with `through_registers` A is widened to f32 and rounded back (the same
 // values) first, which leaves it in registers: wgmma's register-A form.
