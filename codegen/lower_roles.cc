@@ -22,12 +22,10 @@ absl::Status Lowering::plan_roles() {
   if (specialized_ == nullptr) return absl::OkStatus();
   const int warps = target_.register_tile_threads() / target_.warp_size();
   if (target_.split_program(kConsumers) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel '", ir_.name, "': the warp-specialized loop at ", specialized_->loc.file_name(), ":",
-                     specialized_->loc.line(),
-                     " needs a producer warpgroup and two consumer groups of whole warpgroups "
-                     "(num_warps = 12, 20 or 28); the program has ",
-                     warps, " warps"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", ir_.name, "': the warp-specialized loop at ", specialized_->loc.file_name(), ":",
+        specialized_->loc.line(),
+        " needs a producer warpgroup and two consumer warpgroups (num_warps = 12); the program has ", warps, " warps"));
   }
   // Each thread's shared memory is its consumer's region (the producer's
   // threads, which use only the ring, take the last one's).

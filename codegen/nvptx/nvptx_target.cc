@@ -337,14 +337,15 @@ class NvptxTarget final : public GpuTarget {
     barrier(b);  // the buffers may be written again
   }
 
-  // Consumer groups of whole warpgroups, and a producer warpgroup after
-  // them. Of the registers a program of this size has at entry (ptxas must
-  // know them: .maxnreg), the producer gives up all but 40, which the
-  // consumers take with setmaxnreg where the chip has it (sm_90a).
+  // A warpgroup per consumer and a producer warpgroup after them. Of the
+  // registers a program of this size has at entry (ptxas must know them:
+  // .maxnreg), the producer gives up all but 40, which the consumers take
+  // with setmaxnreg where the chip has it (sm_90a). (Larger consumers
+  // would be left too few registers for a wgmma accumulator.)
   int split_program(int consumers) override {
     const int rest = program_threads_ - kWarpgroup;
-    if (consumers < 1 || rest <= 0 || rest % (consumers * kWarpgroup) != 0) return 0;
-    threads_ = rest / consumers;
+    if (consumers < 1 || rest != consumers * kWarpgroup) return 0;
+    threads_ = kWarpgroup;
     const int entry = std::min(kMaxRegisters, kRegisterFile / program_threads_ / 8 * 8);
     producer_registers_ = kProducerRegisters;
     consumer_registers_ =

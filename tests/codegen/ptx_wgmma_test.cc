@@ -251,7 +251,9 @@ TEST(Wgmma, WarpSpecializedGemmSplitsTheProgramIntoRoles) {
 TEST(Wgmma, WarpSpecializationNeedsItsShape) {
   auto refused = [](const Kernel& k, int nw) { return compile_ptx(k, warps(nw)).status(); };
   const GemmConfig g = {.bm = 128, .bn = 128, .out = bf16, .stages = 4, .warp_specialize = true};
-  EXPECT_THAT(refused(gemm(g), 8).message(), HasSubstr("needs a producer warpgroup and two consumer groups"));
+  for (int nw : {8, 20}) {
+    EXPECT_THAT(refused(gemm(g), nw).message(), HasSubstr("needs a producer warpgroup and two consumer warpgroups"));
+  }
   // A loop without a pipelined loop of tma_loads inside.
   {
     KernelBuilder k("no_pipeline");
