@@ -336,6 +336,13 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     Value first_m = t / per_group * g.group_m;
     Value group_rows = minimum(tiles_m - first_m, g.group_m);
     Value row = (first_m + t % per_group % group_rows) * g.bm, col = t % per_group / group_rows * g.bn;
+    // The epilogue's operands are read before the K loop, which hides their latency.
+    Value scale = g.scaled ? load(scale_a) * load(scale_b) : Value();  // f32
+    Value bias_row;                                                      // [BN] f32
+    if (g.bias_gelu) {
+      Value cols = col + k.arange(0, g.bn);  // [BN] i32
+      bias_row = cast(load(bias + cols, cols < n, 0.0), f32);
+    }
     Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
     k.for_range(
         0, kdim, g.bk,
@@ -346,12 +353,8 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
         },
         {.stages = g.stages});
     Value out = acc;  // [BM, BN] f32, registers
-    if (g.scaled) out = out * (load(scale_a) * load(scale_b));
-    if (g.bias_gelu) {
-      Value cols = col + k.arange(0, g.bn);                       // [BN] i32
-      Value b = cast(load(bias + cols, cols < n, 0.0), f32);      // [BN] f32
-      out = gelu(out + expand_dims(b, 0));
-    }
+    if (g.scaled) out = out * scale;
+    if (g.bias_gelu) out = gelu(out + expand_dims(bias_row, 0));
     tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
   }, {.warp_specialize = g.warp_specialize});
   return k.build();
