@@ -54,8 +54,8 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
     plan_pipelines();
     if (specialized_ != nullptr) {
       TESSEL_RETURN_IF_ERROR(check_roles());
-      llvm::Value* group = target_.group_of_thread(b_, thread_, threads_);
-      smem_base_ = consumer_smem(b_.CreateSelect(b_.CreateICmpULT(group, b_.getInt64(kConsumers)), group,
+      group_ = target_.group_of_thread(b_, thread_, threads_);
+      smem_base_ = consumer_smem(b_.CreateSelect(b_.CreateICmpULT(group_, b_.getInt64(kConsumers)), group_,
                                                  b_.getInt64(kConsumers - 1)));
     }
     want_slices();
@@ -68,8 +68,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   b_.CreateRetVoid();
   int64_t bytes = smem_peak_;
   if (consumer_span_ != nullptr) {
-    const int64_t align = tma::kSwizzledTileAlignment;
-    const int64_t span = (smem_peak_ - consumer_region_ + align - 1) / align * align;
+    const int64_t span = round_up(smem_peak_ - consumer_region_, tma::kSwizzledTileAlignment);
     consumer_span_->replaceAllUsesWith(b_.getInt64(span));
     consumer_span_->eraseFromParent();
     bytes = consumer_region_ + kConsumers * span;
@@ -158,10 +157,10 @@ llvm::Value* Lowering::smem_alloc(int64_t bytes, int64_t align) {
   for (const auto& [ptr, buf] : shared_) taken.push_back({buf.offset, buf.offset + buf.bytes});
   std::sort(taken.begin(), taken.end());
   // Every buffer may be a TMA box's tile: at least kSharedTileAlignment.
-  int64_t offset = (smem_reserved_ + align - 1) / align * align;
+  int64_t offset = round_up(smem_reserved_, align);
   for (const auto& [begin, end] : taken) {
     if (offset + bytes <= begin) break;
-    offset = std::max(offset, (end + align - 1) / align * align);
+    offset = std::max(offset, round_up(end, align));
   }
   if (offset < smem_peak_) target_.program_barrier(b_);  // reusing memory others may still read
   smem_peak_ = std::max(smem_peak_, offset + bytes);

@@ -10,9 +10,7 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   if (&o == specialized_ && lo_from == nullptr) return specialized_for(o);
   const Block& body = ir_.blocks[o.blocks[0]];
   const Op& yield = ir_.ops[body.ops.back()];
-  DType d = ir_.type(o.operands[0]).dtype();
-  bool s = d.is_signed();
-  llvm::Type* it = reg_type(d);
+  llvm::Type* it = reg_type(ir_.type(o.operands[0]).dtype());
   llvm::Value* lo = val(o.operands[0]);
   llvm::Value* hi = val(o.operands[1]);
   llvm::Value* step = val(o.operands[2]);
@@ -42,15 +40,14 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   // A step <= 0 runs no iteration rather than forever. The induction
   // variable is kept in i64 so that iv + step cannot wrap.
   llvm::Value* positive = b_.CreateICmpSGT(step, llvm::ConstantInt::get(it, 0));
-  auto to64 = [&](llvm::Value* v) { return s ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty()); };
-  llvm::Value* lo64 = lo_from != nullptr ? lo_from : to64(lo);
-  llvm::Value* hi64 = to64(hi);
-  llvm::Value* step64 = step_by != nullptr ? step_by : to64(step);
+  llvm::Value* lo64 = lo_from != nullptr ? lo_from : widen(o, lo);
+  llvm::Value* hi64 = widen(o, hi);
+  llvm::Value* step64 = step_by != nullptr ? step_by : widen(o, step);
   // (A specialized loop's producer issues the loads its ring would.)
   const bool pipelined = pipelines_.contains(&o), outer = outer_pipelines_.contains(&o) && &o != specialized_;
   llvm::Value* trips = nullptr;
   if (pipelined) {
-    trips = trip_count(lo, hi, step, s);
+    trips = trip_count(lo64, hi64, step64);
     begin_pipeline(o, lo, step, trips);
     pre = b_.GetInsertBlock();
   }

@@ -153,11 +153,7 @@ void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::V
   target_.tma_issue(b_, barrier, p.bytes, copies);
 }
 
-llvm::Value* Lowering::trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value* step, bool is_signed) {
-  auto to64 = [&](llvm::Value* v) {
-    return is_signed ? b_.CreateSExt(v, b_.getInt64Ty()) : b_.CreateZExt(v, b_.getInt64Ty());
-  };
-  llvm::Value *lo64 = to64(lo), *hi64 = to64(hi), *step64 = to64(step);
+llvm::Value* Lowering::trip_count(llvm::Value* lo64, llvm::Value* hi64, llvm::Value* step64) {
   llvm::Value* ahead = b_.CreateAnd(b_.CreateICmpSGT(step64, b_.getInt64(0)), b_.CreateICmpSGT(hi64, lo64));
   llvm::Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi64, lo64), b_.CreateSub(step64, b_.getInt64(1))), step64);
   return b_.CreateSelect(ahead, count, b_.getInt64(0));
@@ -166,7 +162,7 @@ llvm::Value* Lowering::trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value*
 Lowering::Run Lowering::run_in(const Op& loop, const Op& outer, llvm::Value* outer_iv) {
   auto bound = [&](int k) { return value_in_iteration(outer, loop.operands[k], outer_iv); };
   Run run{bound(0), bound(2), nullptr};
-  run.trips = trip_count(run.lo, bound(1), run.step, ir_.type(loop.operands[0]).dtype().is_signed());
+  run.trips = trip_count(widen(loop, run.lo), widen(loop, bound(1)), widen(loop, run.step));
   return run;
 }
 
@@ -194,7 +190,7 @@ void Lowering::allocate_rings(Pipeline& p, const std::function<llvm::Value*(int6
     const Type& t = ir_.type(l->results[0]);
     const int64_t bytes = t.numel() * t.dtype().bytes();
     const int64_t align = swizzled(ir_.type(l->operands[0])) ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment;
-    const int64_t stride = (bytes + align - 1) / align * align;
+    const int64_t stride = round_up(bytes, align);
     p.rings.push_back(alloc(stride * p.stages, align));
     p.strides.push_back(stride);
     p.bytes += bytes;

@@ -84,7 +84,7 @@ void Lowering::reserve_producer_ring() {
   p.turns = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 16 * p.stages);
   int64_t offset = 16 * p.stages + 8 * kConsumers;
   allocate_rings(p, [&](int64_t bytes, int64_t align) {
-    offset = (offset + align - 1) / align * align;
+    offset = round_up(offset, align);
     llvm::Value* ring = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, offset);
     offset += bytes;
     return ring;
@@ -92,8 +92,7 @@ void Lowering::reserve_producer_ring() {
   target_.init_tma_barriers(b_, p.barriers, p.stages, 1);
   target_.init_tma_barriers(b_, p.empty, p.stages, threads_);
   target_.init_tma_barriers(b_, p.turns, kConsumers, threads_);
-  const int64_t align = tma::kSwizzledTileAlignment;
-  consumer_region_ = smem_reserved_ = smem_peak_ = (offset + align - 1) / align * align;
+  consumer_region_ = smem_reserved_ = smem_peak_ = round_up(offset, tma::kSwizzledTileAlignment);
   p.used = stack_slot(b_.getInt64Ty());
   p.turns_taken = stack_slot(b_.getInt64Ty());
 }
@@ -103,14 +102,14 @@ void Lowering::take_turn(Pipeline& p) {
   // k-th hand-over); consumer 0's first passes at once (the phase before
   // phase 0 counts as complete), its k-th is phase k - 1.
   llvm::Value* k = b_.CreateLoad(b_.getInt64Ty(), p.turns_taken);
-  llvm::Value* first = b_.CreateZExt(b_.CreateICmpEQ(consumer_, b_.getInt64(0)), b_.getInt64Ty());
+  llvm::Value* first = b_.CreateZExt(b_.CreateICmpEQ(group_, b_.getInt64(0)), b_.getInt64Ty());
   llvm::Value* parity = b_.CreateTrunc(b_.CreateAnd(b_.CreateXor(k, first), 1), b_.getInt32Ty());
-  target_.tma_wait(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.turns, b_.CreateMul(consumer_, b_.getInt64(8))), parity);
+  target_.tma_wait(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.turns, b_.CreateMul(group_, b_.getInt64(8))), parity);
   b_.CreateStore(b_.CreateAdd(k, b_.getInt64(1)), p.turns_taken);
 }
 
 void Lowering::pass_turn(Pipeline& p) {
-  llvm::Value* next = b_.CreateURem(b_.CreateAdd(consumer_, b_.getInt64(1)), b_.getInt64(kConsumers));
+  llvm::Value* next = b_.CreateURem(b_.CreateAdd(group_, b_.getInt64(1)), b_.getInt64(kConsumers));
   target_.barrier_arrive(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.turns, b_.CreateMul(next, b_.getInt64(8))));
 }
 
@@ -166,18 +165,16 @@ absl::Status Lowering::specialized_for(const Op& o) {
   Pipeline& p = pipelines_.at(outer_pipelines_.at(&o));
   const Op& loop = *outer_pipelines_.at(&o);
   llvm::Value* program_thread = thread_;
-  llvm::Value* group = target_.group_of_thread(b_, thread_, threads_);
-  emit_if(b_, b_.CreateICmpEQ(group, b_.getInt64(kConsumers)), [&] {
-    target_.enter_group(b_, group, /*producer=*/true);
+  emit_if(b_, b_.CreateICmpEQ(group_, b_.getInt64(kConsumers)), [&] {
+    target_.enter_group(b_, group_, /*producer=*/true);
     thread_ = target_.thread_index(b_);
     emit_if(b_, b_.CreateICmpEQ(thread_, b_.getInt64(0)), [&] { produce(o, p); });
     target_.leave_group();
   });
   absl::Status status;
-  emit_if(b_, b_.CreateICmpULT(group, b_.getInt64(kConsumers)), [&] {
-    target_.enter_group(b_, group, /*producer=*/false);
+  emit_if(b_, b_.CreateICmpULT(group_, b_.getInt64(kConsumers)), [&] {
+    target_.enter_group(b_, group_, /*producer=*/false);
     thread_ = target_.thread_index(b_);
-    consumer_ = group;
     b_.CreateStore(b_.getInt64(0), p.turns_taken);
     // Consumer c runs iterations c, c + kConsumers, ...; the ring positions
     // of the iterations before its first are the others'.
@@ -186,13 +183,12 @@ absl::Status Lowering::specialized_for(const Op& o) {
     llvm::Value* used = b_.getInt64(0);
     for (int k = 0; k + 1 < kConsumers; ++k) {
       llvm::Value* uses = ring_uses(o, loop, b_.CreateAdd(lo, b_.CreateMul(step, b_.getInt64(k))));
-      used = b_.CreateAdd(used, b_.CreateSelect(b_.CreateICmpULT(b_.getInt64(k), group), uses, b_.getInt64(0)));
+      used = b_.CreateAdd(used, b_.CreateSelect(b_.CreateICmpULT(b_.getInt64(k), group_), uses, b_.getInt64(0)));
     }
     b_.CreateStore(used, p.used);
-    status = for_op(o, b_.CreateAdd(lo, b_.CreateMul(step, group)), b_.CreateMul(step, b_.getInt64(kConsumers)));
+    status = for_op(o, b_.CreateAdd(lo, b_.CreateMul(step, group_)), b_.CreateMul(step, b_.getInt64(kConsumers)));
     target_.epilogue(b_);  // this consumer's stores are its own
     target_.leave_group();
-    consumer_ = nullptr;
   });
   thread_ = program_thread;
   return status;

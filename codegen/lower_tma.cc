@@ -41,8 +41,7 @@ void Lowering::reserve_tma_barriers() {
   for (const Op& o : ir_.ops) {
     if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
     const Type& t = ir_.type(o.operands[1]);
-    const int64_t offset = (smem_reserved_ + tma::kSwizzledTileAlignment - 1) / tma::kSwizzledTileAlignment *
-                           tma::kSwizzledTileAlignment;
+    const int64_t offset = round_up(smem_reserved_, tma::kSwizzledTileAlignment);
     store_tiles_[&o] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
     smem_reserved_ = smem_peak_ = offset + t.numel() * t.dtype().bytes();
   }

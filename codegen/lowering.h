@@ -86,6 +86,8 @@ class Lowering {
   // while another may still read it. Host tiles other than TMA boxes live on
   // the stack.
   llvm::Value* smem_alloc(int64_t bytes, int64_t align = tma::kSharedTileAlignment);
+  // `bytes` rounded up to a multiple of `align`.
+  static int64_t round_up(int64_t bytes, int64_t align) { return (bytes + align - 1) / align * align; }
   // Frees the buffers of this block that no value used after op `position` holds.
   void release_dead_buffers(const std::vector<int>& last_use, int position);
   // A slot in this thread's stack, at the function's entry (as a flat
@@ -465,8 +467,8 @@ class Lowering {
   // Issues the loads of the iteration with induction variable `iv` into
   // stage `stage` (i64), in the outer loop's iteration `outer_iv` if given.
   void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv = nullptr);
-  // The iterations (i64) of a loop from lo to hi by step (its type).
-  llvm::Value* trip_count(llvm::Value* lo, llvm::Value* hi, llvm::Value* step, bool is_signed);
+  // The iterations (i64) of a loop from lo to hi by step (all i64).
+  llvm::Value* trip_count(llvm::Value* lo64, llvm::Value* hi64, llvm::Value* step64);
   // A run of a loop: its first induction variable and step (the loop's
   // type) and its trip count (i64).
   struct Run {
@@ -492,17 +494,6 @@ class Lowering {
   // A consumer is done with iteration `i` (i64) of the current run's stage
   // (Pipeline::empty).
   void release_stage(Pipeline& p, llvm::Value* i);
-  // The consumers run their loops on the ring in turn, in the order of
-  // the ring's stages: consumer c waits for its turn before its loop and
-  // hands the next turn to consumer c + 1 (mod kConsumers) once its loop
-  // has issued its last products. A consumer that waited for a stage far
-  // ahead of the ring would see an earlier phase of the same parity
-  // complete; in turn, it waits at most a round ahead. (This is CUTLASS's
-  // ping-pong order: one consumer's products run while the other's
-  // epilogue does.)
-  void take_turn(Pipeline& p);
-  void pass_turn(Pipeline& p);
-  llvm::Value* consumer_ = nullptr;  // in a consumer group: its index (i64)
   // Rings of stage buffers for p's loads, each `alloc(bytes, align)`'s.
   void allocate_rings(Pipeline& p, const std::function<llvm::Value*(int64_t, int64_t)>& alloc);
   // The loop around loops whose rings run across its iterations (Pipeline::outer):
@@ -546,6 +537,17 @@ class Lowering {
   llvm::Value* ring_uses(const Op& outer, const Op& loop, llvm::Value* iv);
   // Shared memory of consumer `c`'s region.
   llvm::Value* consumer_smem(llvm::Value* c);
+  // The consumers run their loops on the ring in turn, in the order of
+  // the ring's stages: consumer c waits for its turn before its loop and
+  // hands the next turn to consumer c + 1 (mod kConsumers) once its loop
+  // has issued its last products. A consumer that waited for a stage far
+  // ahead of the ring would see an earlier phase of the same parity
+  // complete; in turn, it waits at most a round ahead. (This is CUTLASS's
+  // ping-pong order: one consumer's products run while the other's
+  // epilogue does.)
+  void take_turn(Pipeline& p);
+  void pass_turn(Pipeline& p);
+  llvm::Value* group_ = nullptr;  // this thread's group (i64: a consumer's index, or the producer's kConsumers)
   // While set, values of the outer loop's body that value_in_iteration
   // takes from here: the producer computes a tile's coordinates once,
   // before its loop over the tile's stages (LLVM does not hoist their

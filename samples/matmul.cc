@@ -18,14 +18,16 @@ int main(int argc, char** argv) {
   // Three configurations: on a GPU the autotuner picks one for this shape
   // (and remembers it on disk, so a second run times nothing); the host
   // runs the first.
-  const std::vector<samples::GemmConfig> configs = {samples::kMatmul, samples::kMatmulNarrow,
-                                                    samples::kMatmulPingPong};
-  const std::vector<int> warps = {samples::kMatmulWarps, samples::kMatmulWarps, samples::kMatmulPingPongWarps};
-  const char* names[] = {"matmul", "matmul_narrow", "matmul_pingpong"};
+  struct Form {
+    samples::GemmConfig config;
+    int warps;
+    const char* name;
+  };
+  const std::vector<Form> forms = {{samples::kMatmul, samples::kMatmulWarps, "matmul"},
+                                   {samples::kMatmulNarrow, samples::kMatmulWarps, "matmul_narrow"},
+                                   {samples::kMatmulPingPong, samples::kMatmulPingPongWarps, "matmul_pingpong"}};
   std::vector<Kernel> kernels;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    kernels.push_back(samples::value_or_die(samples::gemm_kernel(configs[i], names[i]), "build"));
-  }
+  for (const Form& f : forms) kernels.push_back(samples::value_or_die(samples::gemm_kernel(f.config, f.name), "build"));
   CompileOptions options = samples::compile_options(args);
   options.num_warps = samples::kMatmulWarps;  // two warpgroups, 64 rows of the tile each
   if (args.target.rfind("gfx", 0) == 0) {     // AMD: tiles for 64 KiB of LDS, MFMA
@@ -54,17 +56,18 @@ int main(int argc, char** argv) {
   samples::ok_or_die(device.copy_to_device(db, hb.data(), hb.size() * 2), "copy");
   auto run = [&](size_t i) -> absl::Status {
     CompileOptions with_warps = options;
-    with_warps.num_warps = warps[i];
+    with_warps.num_warps = forms[i].warps;
     absl::StatusOr<Function> f = device.compile(kernels[i], with_warps);  // compiled once, then cached
     if (!f.ok()) return f.status();
-    absl::StatusOr<samples::GemmMaps> maps = samples::gemm_maps(device, configs[i], da, db, dc, m, n, k);
+    absl::StatusOr<samples::GemmMaps> maps = samples::gemm_maps(device, forms[i].config, da, db, dc, m, n, k);
     if (!maps.ok()) return maps.status();
-    return f->launch({.grid = device.num_compute_units(), .num_warps = warps[i]}, maps->a, maps->b, maps->c, m, n, k);
+    return f->launch({.grid = device.num_compute_units(), .num_warps = forms[i].warps}, maps->a, maps->b, maps->c, m,
+                     n, k);
   };
   size_t pick = 0;
   if (device.kind() == DeviceKind::kCuda) {
     std::vector<TuneCandidate> candidates;
-    for (size_t i = 0; i < configs.size(); ++i) {
+    for (size_t i = 0; i < forms.size(); ++i) {
       candidates.push_back({std::string(kernels[i].name()), [&run, i] { return run(i); }});
     }
     AutotuneResult tuned =

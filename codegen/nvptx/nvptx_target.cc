@@ -347,7 +347,6 @@ class NvptxTarget final : public GpuTarget {
     if (consumers < 1 || rest != consumers * kWarpgroup) return 0;
     threads_ = kWarpgroup;
     const int entry = std::min(kMaxRegisters, kRegisterFile / program_threads_ / 8 * 8);
-    producer_registers_ = kProducerRegisters;
     consumer_registers_ =
         std::min(kMaxRegisters, (entry + (entry - kProducerRegisters) * kWarpgroup / rest) / 8 * 8);
     llvm::LLVMContext& ctx = fn_->getContext();
@@ -361,7 +360,7 @@ class NvptxTarget final : public GpuTarget {
     if (!tm_->getTargetCPU().ends_with("a")) return;
     b.CreateIntrinsic(producer ? llvm::Intrinsic::nvvm_setmaxnreg_dec_sync_aligned_u32
                                : llvm::Intrinsic::nvvm_setmaxnreg_inc_sync_aligned_u32,
-                      {}, {b.getInt32(producer ? producer_registers_ : consumer_registers_)});
+                      {}, {b.getInt32(producer ? kProducerRegisters : consumer_registers_)});
   }
 
   llvm::Value* group_of_thread(llvm::IRBuilder<>& b, llvm::Value* thread, int threads) override {
@@ -459,7 +458,7 @@ class NvptxTarget final : public GpuTarget {
   }
 
   static constexpr int kWarpgroup = 128, kRegisterFile = 65536, kMaxRegisters = 240, kProducerRegisters = 40;
-  int producer_registers_ = 0, consumer_registers_ = 0;
+  int consumer_registers_ = 0;  // what split_program gave each consumer thread
   std::unique_ptr<llvm::TargetMachine> tm_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
