@@ -120,11 +120,13 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
 }
 
 // C (f32, g.out must be f32) = gemm_kernel(g) on `device`, with `scales`
-// (scale_a, scale_b) where g.scaled; C starts as NaN, so an element the
-// kernel misses shows.
+// (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
+// g.bias_gelu; C starts as NaN, so an element the kernel misses shows.
 inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
                                                    int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
-                                                   std::pair<float, float> scales = {1, 1}) {
+                                                   std::pair<float, float> scales = {1, 1},
+                                                   const Operand* bias = nullptr) {
+  if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
   CompileOptions options;
   options.num_warps = warps;
   TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
@@ -135,12 +137,21 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c.data(), c.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &scales.first, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, bias->bytes.data(), bias->bytes.size())
+                                                    : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
   const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
   const LaunchConfig launch = {.grid = grid_for(device, tiles), .num_warps = warps};
   const int32_t m32 = static_cast<int32_t>(m), n32 = static_cast<int32_t>(n), k32 = static_cast<int32_t>(k);
-  TESSEL_RETURN_IF_ERROR(g.scaled ? fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, sa, sb)
-                                  : fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32));
+  if (g.bias_gelu && g.scaled) {
+    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, biasb, sa, sb));
+  } else if (g.bias_gelu) {
+    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, biasb));
+  } else if (g.scaled) {
+    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, sa, sb));
+  } else {
+    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32));
+  }
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
   return c;

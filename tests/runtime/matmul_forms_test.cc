@@ -51,6 +51,32 @@ TEST(MatmulForms, Fp8GemmWithScalesMatchesADoubleReference) {
   }
 }
 
+TEST(MatmulForms, Fp8GemmWithScalesAndBiasGeluMatchesADoubleReference) {
+  // C = gelu(scale_a scale_b (A @ B^T) + bias): the scales and the bias meet
+  // in one fused multiply-add (samples::gemm_kernel).
+  std::mt19937 gen(11);
+  const int64_t m = 150, n = 136, k = 272;
+  GemmConfig g = {.bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .stages = 2, .scaled = true};
+  g.bias_gelu = true;
+  Operand a = random_operand(f8e4m3, m * k, gen), b = random_operand(f8e4m3, n * k, gen);
+  Operand bias = random_operand(f8e4m3, n, gen);
+  absl::StatusOr<std::vector<float>> c =
+      matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b, {0.5f, 0.25f}, &bias);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const matmul_cases::Dot d = matmul_cases::dot_at(a.values, b.values, m, n, k, g.a_mk, g.b_nk, i, j);
+      const double want = samples::gelu_reference(0.125 * d.sum + bias.values[j]);
+      const double got = (*c)[i * n + j];
+      if (!(std::abs(got - want) <= 1e-5 * (0.125 * d.size + std::abs(bias.values[j]) + 1)) && bad++ < 5) {
+        ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", want " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(MatmulForms, UnpaddedFp8RowsGiveTheStrideError) {
   std::mt19937 gen(1);
   const GemmConfig g = {.bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .scaled = true};
