@@ -3,6 +3,7 @@
 
   launch_descriptors   host µs per Triton launch: 3 host TensorDescriptors vs 3 plain pointers
   cold_compile_matmul  Triton's cold compile of its TMA persistent matmul (fresh cache, in a subprocess)
+  fused_epilogue       cuBLAS's bias + GELU epilogue (torch._addmm_activation) vs its plain GEMM, bf16
   matmul_tflops        Triton TMA persistent matmul (best of MM_CONFIGS) vs torch.matmul (cuBLAS), bf16 and f16
                        in and out; fp8 e4m3 in, bf16 out vs torch._scaled_mm (per-tensor scales of 1,
                        use_fast_accum=True) and the same Triton kernel at MM_CONFIGS_FP8; on
@@ -372,6 +373,37 @@ def matmul_tflops(args):
             "shapes": rows}
 
 
+def fused_epilogue(args):
+    """cuBLAS's own bias + GELU epilogue (cublasLt GELU_BIAS, tanh form, through torch._addmm_activation)
+    against its plain GEMM on the same tensors, and the unfused three kernels users would write first."""
+    rows = []
+    for M, N, K in MM_SHAPES:
+        row = {"M": M, "N": N, "K": K}
+        try:
+            a, b, row["inputs"] = _gemm_inputs(args, M, N, K, torch.bfloat16)
+            bias = b.reshape(-1)[:N].contiguous()  # B's first N elements, as bench/gemm_bench takes them
+            plain = lambda: torch.matmul(a, b.T)
+            fused = lambda: torch._addmm_activation(bias, a, b.T, use_gelu=True)
+            unfused = lambda: torch.nn.functional.gelu(torch.matmul(a, b.T) + bias, approximate="tanh")
+            reference = torch.nn.functional.gelu(torch.matmul(a.float(), b.float().T) + bias.float(),
+                                                 approximate="tanh")
+            row["fused_rel_err"] = _rel_err(fused(), reference)
+            row["ok"] = row["fused_rel_err"] < 1e-2
+            for name, fn in (("plain", plain), ("fused", fused), ("unfused", unfused)):
+                row[name + "_ms"] = _bench_ms(fn)
+            row["fused_over_plain"] = row["fused_ms"] / row["plain_ms"]
+            row["unfused_over_plain"] = row["unfused_ms"] / row["plain_ms"]
+        except Exception as e:
+            row["error"] = _err(e)
+        finally:
+            a = b = bias = None
+            _free()
+        rows.append(row)
+        print(f"  {M}x{N}x{K}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                            for k, v in row.items() if k not in ("M", "N", "K")), flush=True)
+    return {"layout": "C = gelu_tanh(A @ B.T + bias), bf16, A (M,K), B (N,K), bias (N)", "shapes": rows}
+
+
 def copy_bandwidth(args):
     src = dst = None
     try:
@@ -402,8 +434,8 @@ def elementwise_bandwidth(args):
         _free()
 
 
-MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, copy_bandwidth,
-                                        elementwise_bandwidth)}
+MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, fused_epilogue,
+                                        copy_bandwidth, elementwise_bandwidth)}
 
 
 # ---------------------------------------------------------------------------- report
@@ -465,6 +497,16 @@ def print_table(res):
                         f" {'ok' if row.get('ok') else 'FAIL'}"))
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
+    r = res.get("fused_epilogue")
+    if r is not None:
+        for row in r.get("shapes", []):
+            label = f"cublas bias+gelu {row['M']}x{row['N']}x{row['K']} bf16"
+            if "error" in row:
+                out.append((label, "ERROR " + row["error"][:100]))
+                continue
+            out.append((label, f"fused {_f(row, 'fused_ms', '.4f')} ms  plain {_f(row, 'plain_ms', '.4f')} ms"
+                        f"  ratio {_f(row, 'fused_over_plain', '.3f')}  unfused {_f(row, 'unfused_over_plain', '.3f')}"
+                        f"  err {_f(row, 'fused_rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}"))
     r = res.get("copy_bandwidth")
     if r is not None:
         out.append(("copy 1 GiB bf16, read+write", _f(r, "gb_per_s", ".1f") + " GB/s"
