@@ -466,6 +466,12 @@ def _f(d, key, fmt):
     return "missing"
 
 
+def _shape_lines(out, r, label, line):
+    """A line per shape of measurement `r`: line(row), or the error that row recorded."""
+    for row in r.get("shapes", []):
+        out.append((label(row), "ERROR " + row["error"][:100] if "error" in row else line(row)))
+
+
 def print_table(res):
     h, out = res["header"], []
     print(f"\n== Triton baselines: {h.get('device')}  torch {h['torch']}  triton {h['triton']} ==")
@@ -487,26 +493,20 @@ def print_table(res):
                 ("  new process, disk-cache hit", _f(r.get("disk_cache_hit", {}), "load_s", ".3f") + " s")]
     r = res.get("matmul_tflops")
     if r is not None:
-        for row in r.get("shapes", []):
-            label = f"matmul {row['M']}x{row['N']}x{row['K']} {row.get('dtype', '').replace('float8_e4m3fn', 'f8e4m3')}"
-            if "error" in row:
-                out.append((label, "ERROR " + row["error"][:100]))
-                continue
-            out.append((label, f"triton {_f(row, 'triton_tflops', '.1f')}  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
-                        f"  ratio {_f(row, 'triton_over_cublas', '.3f')}  err {_f(row, 'rel_err', '.1e')}"
-                        f" {'ok' if row.get('ok') else 'FAIL'}"))
+        _shape_lines(out, r, lambda row: f"matmul {row['M']}x{row['N']}x{row['K']} "
+                                         f"{row.get('dtype', '').replace('float8_e4m3fn', 'f8e4m3')}",
+                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')}  cublas {_f(row, 'cublas_tflops', '.1f')}"
+                                 f" TFLOP/s  ratio {_f(row, 'triton_over_cublas', '.3f')}"
+                                 f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
     r = res.get("fused_epilogue")
     if r is not None:
-        for row in r.get("shapes", []):
-            label = f"cublas bias+gelu {row['M']}x{row['N']}x{row['K']} bf16"
-            if "error" in row:
-                out.append((label, "ERROR " + row["error"][:100]))
-                continue
-            out.append((label, f"fused {_f(row, 'fused_ms', '.4f')} ms  plain {_f(row, 'plain_ms', '.4f')} ms"
-                        f"  ratio {_f(row, 'fused_over_plain', '.3f')}  unfused {_f(row, 'unfused_over_plain', '.3f')}"
-                        f"  err {_f(row, 'fused_rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}"))
+        _shape_lines(out, r, lambda row: f"cublas bias+gelu {row['M']}x{row['N']}x{row['K']}",
+                     lambda row: f"fused {_f(row, 'fused_ms', '.4f')} ms  plain {_f(row, 'plain_ms', '.4f')} ms"
+                                 f"  ratio {_f(row, 'fused_over_plain', '.3f')}"
+                                 f"  unfused {_f(row, 'unfused_over_plain', '.3f')}"
+                                 f"  err {_f(row, 'fused_rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
     r = res.get("copy_bandwidth")
     if r is not None:
         out.append(("copy 1 GiB bf16, read+write", _f(r, "gb_per_s", ".1f") + " GB/s"
