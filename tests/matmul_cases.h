@@ -143,15 +143,11 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
   const LaunchConfig launch = {.grid = grid_for(device, tiles), .num_warps = warps};
   const int32_t m32 = static_cast<int32_t>(m), n32 = static_cast<int32_t>(n), k32 = static_cast<int32_t>(k);
-  if (g.bias_gelu && g.scaled) {
-    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, biasb, sa, sb));
-  } else if (g.bias_gelu) {
-    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, biasb));
-  } else if (g.scaled) {
-    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32, sa, sb));
-  } else {
-    TESSEL_RETURN_IF_ERROR(fn.launch(launch, maps.a, maps.b, maps.c, m32, n32, k32));
-  }
+  // gemm_kernel's arguments: the bias, then the scales, after the problem's.
+  std::vector<KernelArg> args = {maps.a, maps.b, maps.c, m32, n32, k32};
+  if (g.bias_gelu) args.push_back(biasb);
+  if (g.scaled) args.insert(args.end(), {sa, sb});
+  TESSEL_RETURN_IF_ERROR(fn.launch_packed(launch, args));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
   return c;
