@@ -320,6 +320,14 @@ def _gemm_inputs(args, M, N, K, dtype):
     return rand(M, K), rand(N, K), "randn"
 
 
+def _add_row(rows, row):
+    """Keeps a shape's row and prints it as it is measured."""
+    rows.append(row)
+    print(f"  {row['M']}x{row['N']}x{row['K']}: " + ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if k not in ("M", "N", "K")),
+        flush=True)
+
+
 def matmul_tflops(args):
     rows = []
     for (M, N, K), dtype in [(shape, t) for t in MM_DTYPES for shape in MM_SHAPES]:
@@ -366,9 +374,7 @@ def matmul_tflops(args):
         finally:
             a = b = c = None
             _free()
-        rows.append(row)
-        print(f"  {M}x{N}x{K}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                            for k, v in row.items() if k not in ("M", "N", "K")), flush=True)
+        _add_row(rows, row)
     return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C in the inputs' dtype",
             "shapes": rows}
 
@@ -398,9 +404,7 @@ def fused_epilogue(args):
         finally:
             a = b = bias = None
             _free()
-        rows.append(row)
-        print(f"  {M}x{N}x{K}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                            for k, v in row.items() if k not in ("M", "N", "K")), flush=True)
+        _add_row(rows, row)
     return {"layout": "C = gelu_tanh(A @ B.T + bias), bf16, A (M,K), B (N,K), bias (N)", "shapes": rows}
 
 
