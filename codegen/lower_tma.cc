@@ -96,8 +96,9 @@ absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
 
 absl::Status Lowering::tma_store(const Op& o) {
   const Type& map_type = ir_.type(o.operands[0]);
+  const bool add = !o.ints.empty();  // tma_reduce (AtomicOp::kAdd, the one it takes)
   if (!swizzled(map_type)) {
-    target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), val(o.operands[1]));
+    target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), val(o.operands[1]), add);
     return absl::OkStatus();
   }
   // The copy engine reads the tile as the map swizzles it: written so, from
@@ -122,9 +123,9 @@ absl::Status Lowering::tma_store(const Op& o) {
     });
   }
   if (held) {
-    target_.tma_store_async(b_, map_type, val(o.operands[0]), coords(o, 2), staged);
+    target_.tma_store_async(b_, map_type, val(o.operands[0]), coords(o, 2), staged, add);
   } else {
-    target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged);
+    target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged, add);
   }
   return absl::OkStatus();
 }
@@ -137,9 +138,12 @@ namespace {
 // from the map's host form when the kernel runs. The program's threads each
 // take elements of the box (its static shape bounds the tile, which element
 // strides above 1 make smaller); an element outside the tile does nothing,
-// and one outside the tensor reads as the fill and is not stored.
+// and one outside the tensor reads as the fill and is not stored. kAdd adds
+// each element into the tensor atomically, at device scope.
+enum class BoxCopy { kLoad, kStore, kAdd };
 void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Value* map,
-              const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool load) {
+              const std::vector<llvm::Value*>& coords, llvm::Value* smem, BoxCopy copy) {
+  const bool load = copy == BoxCopy::kLoad;
   const Shape& box = map_type.shape();
   const int rank = static_cast<int>(box.size());
   const int64_t elem = map_type.dtype().bytes();
@@ -200,6 +204,16 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
     emit_if(b, p.in_tile, [&] {
       llvm::Value* shared = b.CreateInBoundsGEP(et, smem, p.slot);
       llvm::Value* global = b.CreateGEP(b.getInt8Ty(), base, p.offset);
+      if (copy == BoxCopy::kAdd) {
+        emit_if(b, p.in_tensor, [&] {
+          const DType d = map_type.dtype();
+          llvm::Type* t = d == f32 ? b.getFloatTy() : d == f16 ? b.getHalfTy() : d == bf16 ? b.getBFloatTy() : et;
+          b.CreateAtomicRMW(t == et ? llvm::AtomicRMWInst::Add : llvm::AtomicRMWInst::FAdd, global,
+                            b.CreateAlignedLoad(t, shared, llvm::Align(elem)), llvm::MaybeAlign(elem),
+                            llvm::AtomicOrdering::Monotonic, target.device_scope(b.getContext()));
+        });
+        return;
+      }
       if (!load) {
         emit_if(b, p.in_tensor, [&] {
           b.CreateAlignedStore(b.CreateAlignedLoad(et, shared, llvm::Align(elem)), global, llvm::Align(elem));
@@ -224,7 +238,7 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
   // wholly in the tile and the tensor, contiguous (element stride 1) and
   // aligned in global memory; other runs element by element.
   const int64_t run = 16 / elem;
-  if (elem > 16 || box.back() % run != 0) {
+  if (elem > 16 || box.back() % run != 0 || copy == BoxCopy::kAdd) {
     target.tile_loop(b, numel(box), copy_element);
     return;
   }
@@ -257,15 +271,15 @@ void TargetInfo::tma_load(IRBuilder<>& b, const Type& map_type, llvm::Value* map
                           const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t, llvm::Value*,
                           llvm::Value*) {
   program_barrier(b);  // every thread is done with the buffer's previous contents
-  copy_box(*this, b, map_type, map, coords, smem, /*load=*/true);
+  copy_box(*this, b, map_type, map, coords, smem, BoxCopy::kLoad);
 }
 
 void TargetInfo::tma_store(IRBuilder<>& b, const Type& map_type, llvm::Value* map,
-                           const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
+                           const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool add) {
   // Every thread's writes to the tile come first; the tile loop's own
   // barrier lets the buffer be reused.
   program_barrier(b);
-  copy_box(*this, b, map_type, map, coords, smem, /*load=*/false);
+  copy_box(*this, b, map_type, map, coords, smem, add ? BoxCopy::kAdd : BoxCopy::kStore);
 }
 
 }  // namespace tessel::codegen

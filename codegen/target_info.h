@@ -236,15 +236,16 @@ class TargetInfo {
   }
   // Writes the tile at `smem` to the box at `coords`, once every thread of
   // the program has written its part of it; the default drops
-  // out-of-bounds elements, like the host copy engine.
+  // out-of-bounds elements, like the host copy engine. With `add`
+  // (tma_reduce), adds each element into the box's atomically instead.
   virtual void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
-                         const std::vector<llvm::Value*>& coords, llvm::Value* smem);
+                         const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool add);
   // The same, left running: the tile at `smem` is read until the next
   // tma_store_wait, and the kernel's epilogue waits for the writes. Targets
   // without asynchronous stores copy at once.
   virtual void tma_store_async(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
-                               const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
-    tma_store(b, map_type, map, coords, smem);
+                               const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool add) {
+    tma_store(b, map_type, map, coords, smem, add);
   }
   // Arrives on mbarrier `barrier` (each thread that runs it counts once).
   virtual void barrier_arrive(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/) {

@@ -629,26 +629,59 @@ Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc) {
   return s->emit1(OpCode::kTmaLoad, operands, Type::tile(mt.dtype(), mt.shape()), loc);
 }
 
-void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc) {
-  tma_store(map, std::vector<Operand>(coords), tile, loc);
-}
+namespace {
 
-void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc) {
+// tma_store and tma_reduce: a kTmaStore, with the reduction's AtomicOp in
+// its ints where there is one.
+void tma_write(const Value& map, const std::vector<Operand>& coords, const Value& tile, const AtomicOp* op,
+               absl::string_view what, Loc loc) {
   BuilderState* s = map.state();
   if (s == nullptr) return;
-  int im = s->use(map, "tma_store", loc);
-  int it = im < 0 ? -1 : s->use(tile, "tma_store", loc);
+  int im = s->use(map, what, loc);
+  int it = im < 0 ? -1 : s->use(tile, what, loc);
   if (it < 0) return;
   std::vector<int> operands = {im, it};
-  if (!tma_coords(*s, im, coords, "tma_store", loc, operands)) return;
+  if (!tma_coords(*s, im, coords, what, loc, operands)) return;
   const Type& mt = s->type(im);
   Type want = Type::tile(mt.dtype(), mt.shape());
   if (s->type(it) != want) {
-    s->fail(loc, absl::StrCat("tma_store: the tile ", s->type(it).str(), " does not match the tensor map's box ",
+    s->fail(loc, absl::StrCat(what, ": the tile ", s->type(it).str(), " does not match the tensor map's box ",
                               want.str()));
     return;
   }
-  s->emit(OpCode::kTmaStore, operands, {}, loc);
+  std::vector<int64_t> ints;
+  if (op != nullptr) {
+    if (*op != AtomicOp::kAdd) {
+      static constexpr const char* kNames[] = {"add", "min", "max", "and", "or", "xor", "exchange"};
+      s->fail(loc, absl::StrCat(what, ": only AtomicOp::kAdd is supported, got ", kNames[static_cast<int>(*op)]));
+      return;
+    }
+    const DType d = mt.dtype();
+    if (!(d == f32 || d == f16 || d == bf16 || d == i32)) {
+      s->fail(loc, absl::StrCat(what, ": adds into f32, f16, bf16 or i32 tensor maps, got ", d.name()));
+      return;
+    }
+    ints.push_back(static_cast<int64_t>(*op));
+  }
+  s->emit(OpCode::kTmaStore, operands, {}, loc, ints);
+}
+
+}  // namespace
+
+void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc) {
+  tma_write(map, std::vector<Operand>(coords), tile, nullptr, "tma_store", loc);
+}
+
+void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc) {
+  tma_write(map, coords, tile, nullptr, "tma_store", loc);
+}
+
+void tma_reduce(AtomicOp op, const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc) {
+  tma_write(map, std::vector<Operand>(coords), tile, &op, "tma_reduce", loc);
+}
+
+void tma_reduce(AtomicOp op, const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc) {
+  tma_write(map, coords, tile, &op, "tma_reduce", loc);
 }
 
 Value dot(const Value& a, const Value& b, const Value& acc, Loc loc) { return dot(a, b, acc, Precision::kIeee, loc); }

@@ -96,6 +96,16 @@ Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc 
 Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc = Loc::current());
 void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc = Loc::current());
 void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc = Loc::current());
+// The same, combining the tile into the box's elements instead of
+// replacing them (only AtomicOp::kAdd, into f32, f16, bf16 or i32 maps):
+// each element's add is atomic, so programs may reduce into the same box,
+// in no set order (float sums may differ in their last bits between runs).
+// On NVIDIA the copy engine adds (cp.reduce.async.bulk.tensor); elsewhere,
+// atomic adds. A split-K GEMM's programs add their partial tiles this way.
+void tma_reduce(AtomicOp op, const Value& map, std::initializer_list<Operand> coords, const Value& tile,
+                Loc loc = Loc::current());
+void tma_reduce(AtomicOp op, const Value& map, const std::vector<Operand>& coords, const Value& tile,
+                Loc loc = Loc::current());
 
 // How a dot multiplies f32 operands: exactly (kIeee), or with each operand
 // rounded to tf32 first (10 mantissa bits, f32's range), which Hopper's

@@ -88,10 +88,11 @@ class HostTarget final : public TargetInfo {
       call_tma(b, kHostTmaLoad, map, coords, smem);
     }
   }
+  // The host copy engine only copies; tma_reduce's adds are the software copy's.
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                 llvm::Value* smem) override {
-    if (tma_ == HostTma::kSoftware) {
-      TargetInfo::tma_store(b, map_type, map, coords, smem);
+                 llvm::Value* smem, bool add) override {
+    if (tma_ == HostTma::kSoftware || add) {
+      TargetInfo::tma_store(b, map_type, map, coords, smem, add);
     } else {
       call_tma(b, kHostTmaStore, map, coords, smem);
     }

@@ -311,12 +311,12 @@ class NvptxTarget final : public GpuTarget {
   }
 
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                 llvm::Value* smem) override {
-    tma_store_async(b, map_type, map, coords, smem);
+                 llvm::Value* smem, bool add) override {
+    tma_store_async(b, map_type, map, coords, smem, add);
     tma_store_wait(b);
   }
   void tma_store_async(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
-                       const std::vector<llvm::Value*>& coords, llvm::Value* smem) override {
+                       const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool add) override {
     // The tile was written through the generic proxy; the copy engine reads
     // through the async proxy.
     inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
@@ -324,7 +324,10 @@ class NvptxTarget final : public GpuTarget {
     single_thread(b, [&] {
       for_each_panel(b, map_type, coords, smem, [&](const std::vector<llvm::Value*>& at, llvm::Value* panel) {
         std::vector<llvm::Value*> args = {map, shared32(b, panel)};
-        std::string text = absl::StrCat("cp.async.bulk.tensor.", at.size(), "d.global.shared::cta.bulk_group [$0, {",
+        // The copy engine adds into the tensor for tma_reduce (its type is the map's).
+        std::string text = absl::StrCat(add ? "cp.reduce.async.bulk.tensor." : "cp.async.bulk.tensor.", at.size(),
+                                        add ? "d.global.shared::cta.add.tile.bulk_group [$0, {"
+                                            : "d.global.shared::cta.bulk_group [$0, {",
                                         coord_list(2, at.size()), "}], [$1];");
         append_reversed(args, at);
         inline_asm(b, b.getVoidTy(), text, constraints("l,r", at.size()), args);

@@ -225,6 +225,27 @@ TEST(Ptx, SwizzledMapsCopyThroughThePattern) {
   expect_ptxas_accepts(code->binary);
 }
 
+// tma_reduce is the copy engine's add into the tensor (its dtype the map's),
+// straight from the tile or staged through a swizzled one.
+TEST(Ptx, TmaReduceAddsThroughTheCopyEngine) {
+  for (Swizzle swizzle : {Swizzle::kNone, Swizzle::k128B}) {
+    KernelBuilder k("tile_add");
+    Value src = k.tensor_map(f32, {32, 32}, "src", swizzle);
+    Value dst = k.tensor_map(f32, {32, 32}, "dst", swizzle);
+    Value tiles = k.arg(i32, "tiles");
+    k.for_each_tile(tiles, [&](Value t) {
+      tma_reduce(AtomicOp::kAdd, dst, {t * 32, 0}, tma_load(src, {t * 32, 0}) * 2.0f);
+    });
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"));
+    EXPECT_THAT(code->binary, Not(HasSubstr("cp.async.bulk.tensor.2d.global")));
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
 TEST(Ptx, SwizzledBoxesNarrowerThanTheSwizzleAreRefused) {
   KernelBuilder k("narrow");
   Value src = k.tensor_map(bf16, {16, 32}, "src", Swizzle::k128B);  // rows of 64 bytes

@@ -1,7 +1,9 @@
 // tma_load / tma_store through TensorMap::tiled on the host target, in a
 // persistent loop over a matrix whose sizes are not multiples of the box:
 // every in-bounds element is copied, out-of-bounds parts of a box read zero
-// (also at negative coordinates), and stores are clipped to the tensor.
+// (also at negative coordinates), and stores are clipped to the tensor;
+// tma_reduce adds boxes into it.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -86,6 +88,54 @@ TYPED_TEST(TmaTest, PersistentCopyCoversRaggedEdges) {
           << "shifted box " << t << " at [" << rs << ", " << cs << "]";
     }
   }
+}
+
+// tma_reduce adds boxes into the tensor: `repeats` programs' worth of adds
+// of every box, from programs running at once (the host runs four), land
+// whole on every in-bounds element, none past the edges. Small integers, so
+// that every order of the float sums is exact.
+template <class T>
+class TmaReduceTest : public ::testing::Test {};
+using TmaReduceTypes = ::testing::Types<int32_t, float, BFloat16>;
+TYPED_TEST_SUITE(TmaReduceTest, TmaReduceTypes);
+
+TYPED_TEST(TmaReduceTest, AddsEveryBoxIntoTheTensor) {
+  using T = TypeParam;
+  constexpr DType kD = dtype_v<T>();
+  constexpr int kBoxRows = 8, kBoxCols = 64 / static_cast<int>(sizeof(T));
+  constexpr int kColStep = 16 / static_cast<int>(sizeof(T));
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  KernelBuilder k("tma_reduce");
+  Value src = k.tensor_map(kD, {kBoxRows, kBoxCols}, "src"), dst = k.tensor_map(kD, {kBoxRows, kBoxCols}, "dst");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), times = k.arg(i32, "repeats");
+  Value col_tiles = cdiv(n, kBoxCols), tiles = cdiv(m, kBoxRows) * col_tiles;
+  k.for_each_tile(tiles * times, [&](Value t) {
+    Value box = t % tiles;
+    Value row = box / col_tiles * kBoxRows, col = box % col_tiles * kBoxCols;
+    tma_reduce(AtomicOp::kAdd, dst, {row, col}, tma_load(src, {row, col}));
+  });
+
+  const int rows = static_cast<int>(kBoxRows * rng.uniform(0, 3) + rng.uniform(1, kBoxRows - 1));
+  const int cols = static_cast<int>(kBoxCols * rng.uniform(0, 2) + kColStep * rng.uniform(1, kBoxCols / kColStep - 1));
+  const int repeats = static_cast<int>(rng.uniform(1, 6));
+  const int grid = static_cast<int>(rng.uniform(1, 8));
+  SCOPED_TRACE(absl::StrCat(rows, " x ", cols, ", each box ", repeats, " times on ", grid, " programs"));
+  auto small = [&] { return from_f64<T>(static_cast<double>(rng.uniform(0, 16)) - 8); };
+  std::vector<T> in = make_vector<T>(rows * cols, small);
+  std::vector<T> init = make_vector<T>(rows * cols, small);
+  std::vector<T> out = poisoned<T>(rows * cols + kBoxRows * kBoxCols);
+  std::copy(init.begin(), init.end(), out.begin());
+  absl::StatusOr<TensorMap> src_map = TensorMap::tiled(kD, in.data(), {rows, cols}, {kBoxRows, kBoxCols});
+  absl::StatusOr<TensorMap> dst_map = TensorMap::tiled(kD, out.data(), {rows, cols}, {kBoxRows, kBoxCols});
+  TESSEL_ASSERT_OK(src_map.status());
+  TESSEL_ASSERT_OK(dst_map.status());
+  TESSEL_ASSERT_OK(run(k, grid, *src_map, *dst_map, rows, cols, repeats));
+  for (int i = 0; i < rows * cols; ++i) {
+    const T want = from_f64<T>(to_f64(init[i]) + repeats * to_f64(in[i]));
+    ASSERT_TRUE(same(out[i], want)) << "element [" << i / cols << ", " << i % cols << "]";
+  }
+  for (size_t i = rows * cols; i < out.size(); ++i) ASSERT_TRUE(is_poison(out[i])) << "add not clipped at " << i;
 }
 
 // The matmul pattern: per output tile, a K loop feeds TMA boxes of A and B

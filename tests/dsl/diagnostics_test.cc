@@ -151,6 +151,32 @@ TEST(Diagnostics, TmaStoreTileNotMatchingBox) {
                       "tile<bf16>[64,128]"));
 }
 
+TEST(Diagnostics, TmaReduceTakesAddIntoItsTypes) {
+  {
+    KernelBuilder k("k");
+    Value map = k.tensor_map(f32, {64, 32}, "a");
+    const int line = __LINE__ + 1;
+    tma_reduce(AtomicOp::kMax, map, {0, 0}, k.zeros({64, 32}, f32));
+    EXPECT_TRUE(FailsAt(k, line, "tma_reduce: only AtomicOp::kAdd is supported, got max"));
+  }
+  {
+    KernelBuilder k("k");
+    Value map = k.tensor_map(i8, {64, 32}, "a");
+    const int line = __LINE__ + 1;
+    tma_reduce(AtomicOp::kAdd, map, {0, 0}, k.zeros({64, 32}, i8));
+    EXPECT_TRUE(FailsAt(k, line, "tma_reduce: adds into f32, f16, bf16 or i32 tensor maps, got i8"));
+  }
+  {
+    KernelBuilder k("k");
+    Value map = k.tensor_map(f32, {64, 32}, "a");
+    const int line = __LINE__ + 1;
+    tma_reduce(AtomicOp::kAdd, map, {0, 0}, k.zeros({64, 32}, bf16));
+    EXPECT_TRUE(FailsAt(k, line,
+                        "tma_reduce: the tile tile<bf16>[64,32] does not match the tensor map's box "
+                        "tile<f32>[64,32]"));
+  }
+}
+
 TEST(Diagnostics, ValueFromAnotherKernel) {
   KernelBuilder other("other");
   Value foreign = other.arg(i32, "n");

@@ -207,8 +207,9 @@ class Case {
   }
   // A tensor map of `box` over an array holding a row-major tensor of `dims`.
   Value tensor_map(DType d, Bytes init, Shape dims, const Shape& box, std::string what = "",
-                   Swizzle swizzle = Swizzle::kNone) {
-    Value map = add(d, std::move(init), k_.tensor_map(d, box, name(), swizzle), std::move(what), {}, std::move(dims), box);
+                   Swizzle swizzle = Swizzle::kNone, Tolerance tol = {}) {
+    Value map = add(d, std::move(init), k_.tensor_map(d, box, name(), swizzle), std::move(what), tol, std::move(dims),
+                    box);
     args_.back().swizzle = swizzle;
     return map;
   }
@@ -731,6 +732,43 @@ TEST_F(OpsAgree, TmaPersistentCopyOverRaggedEdges) {
       store(shifted + t * box_size + in_box, tma_load(src, {row - kBoxRows / 2, col - box_cols / 2}));
     });
     run(c, grid);
+  }
+}
+
+// tma_reduce: programs add every box of a matrix into it `repeats` times
+// over (on the GPU the copy engine adds, in dtype of the map), through
+// plain and swizzled maps, clipped at the ragged edges. Positive terms, so
+// that any order of the float sums is within the bound below.
+TEST_F(OpsAgree, TmaReduceAddsBoxesFromManyPrograms) {
+  constexpr int kBoxRows = 16, kBoxBytes = 128;
+  TESSEL_TRACE_SEED(rng_);
+  const Draw positive = {.max_exp = 0, .edges = false, .negatives = false};
+  for (Swizzle swizzle : {Swizzle::kNone, Swizzle::k128B}) {
+    for (DType d : {i32, f32, f16, bf16}) {
+      const int box_cols = kBoxBytes / d.bytes(), col_step = 16 / d.bytes();
+      const int rows = rng_.uniform_int(kBoxRows + 1, 4 * kBoxRows),
+                cols = col_step * rng_.uniform_int(box_cols / col_step + 1, 3 * box_cols / col_step);
+      const int repeats = rng_.uniform_int(2, 5), grid = rng_.uniform_int(4, 24);
+      SCOPED_TRACE(absl::StrCat(swizzle_name(swizzle), " ", d.name(), " ", rows, "x", cols, ", ", repeats,
+                                " adds of each box on ", grid, " programs"));
+      // Each device's sum of 1 + repeats positive terms, rounded each time, is
+      // within `repeats` roundings of the exact one.
+      const double ulp = d == f32 ? std::ldexp(1.0, -23) : d == f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+      const Shape dims = {rows, cols}, box = {kBoxRows, box_cols};
+      Case c("tma_reduce");
+      KernelBuilder& k = c.k();
+      Value src = c.tensor_map(d, random_array(d, rows * cols, rng_, positive), dims, box, "", swizzle);
+      Value dst = c.tensor_map(d, random_array(d, rows * cols, rng_, positive), dims, box, "tma_reduce", swizzle,
+                               {.rel = d.is_int() ? 0 : 2 * repeats * ulp});
+      Value m = c.scalar(rows), n = c.scalar(cols), times = c.scalar(repeats);
+      Value col_tiles = cdiv(n, box_cols), tiles = cdiv(m, kBoxRows) * col_tiles;
+      k.for_each_tile(tiles * times, [&](Value t) {
+        Value at = t % tiles;
+        Value row = at / col_tiles * kBoxRows, col = at % col_tiles * box_cols;
+        tma_reduce(AtomicOp::kAdd, dst, {row, col}, tma_load(src, {row, col}));
+      });
+      run(c, grid);
+    }
   }
 }
 
