@@ -300,6 +300,13 @@ struct GemmConfig {
   // each of two consumer warpgroups computes whole bm x bn tiles, and a
   // producer warpgroup loads for both; the program takes 12 warps.
   bool warp_specialize = false;
+  // Split-K: each output tile's K range is cut into `split_k` parts, each a
+  // program's own work (split_k times the tiles to spread over the SMs),
+  // and the programs add their partial tiles into C with tma_reduce: C
+  // must be f32 and zero before the launch (splitk_finish_kernel rounds it
+  // to `out` and zeroes it again), and the epilogue must be linear (scales,
+  // not bias + GELU). For shapes with fewer tiles than SMs and a long K.
+  int split_k = 1;
 
   DType b_type() const { return in_b.value_or(in); }
 };
@@ -322,6 +329,19 @@ inline Value gelu_of_half(const Value& h) {
 inline double gelu_reference(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
 inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
+  if (g.split_k < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k must be >= 1, got ", g.split_k));
+  }
+  if (g.split_k > 1 && g.out != f32) {
+    return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
+                                                   " adds partial tiles into C, which must then be f32, got ",
+                                                   g.out.name()));
+  }
+  if (g.split_k > 1 && g.bias_gelu) {
+    return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
+                                                   " sums partial tiles, so the epilogue must be linear; bias + GELU "
+                                                   "is not"));
+  }
   KernelBuilder k(std::move(name));
   Value a = g.a_mk ? k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle)   // A [M, K]
                    : k.tensor_map(g.in, {g.bk, g.bm}, "a", g.swizzle);  // A [K, M]
@@ -334,7 +354,17 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
   Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
   Value per_group = tiles_n * g.group_m;
-  k.for_each_tile(tiles_m * tiles_n, [&](Value t) {
+  Value tiles = tiles_m * tiles_n;
+  // With split_k, program work w is part w / tiles of tile w % tiles: the
+  // programs running at once share their K range (and A's and B's tiles in L2).
+  k.for_each_tile(g.split_k > 1 ? tiles * g.split_k : tiles, [&](Value w) {
+    Value t = g.split_k > 1 ? w % tiles : w;
+    Value k_lo = k.constant(0, i32), k_hi = kdim;
+    if (g.split_k > 1) {
+      Value span = cdiv(cdiv(kdim, g.bk), g.split_k) * g.bk;  // whole BK blocks
+      k_lo = w / tiles * span;
+      k_hi = minimum(k_lo + span, kdim);
+    }
     Value first_m = t / per_group * g.group_m;
     Value group_rows = minimum(tiles_m - first_m, g.group_m);
     Value row = (first_m + t % per_group % group_rows) * g.bm, col = t % per_group / group_rows * g.bn;
@@ -347,7 +377,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     }
     Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
     k.for_range(
-        0, kdim, g.bk,
+        k_lo, k_hi, g.bk,
         [&](Value kk) {
           Value at = g.a_mk ? tma_load(a, {row, kk}) : trans(tma_load(a, {kk, row}));  // [BM, BK], smem
           Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
@@ -362,7 +392,11 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     } else if (g.scaled) {
       out = out * scale;
     }
-    tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
+    if (g.split_k > 1) {
+      tma_reduce(AtomicOp::kAdd, c, {row, col}, out);
+    } else {
+      tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
+    }
   }, {.warp_specialize = g.warp_specialize});
   return k.build();
 }
@@ -383,6 +417,23 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
   absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.swizzle);
   if (!cm.ok()) return cm.status();
   return GemmMaps{*am, *bm, *cm};
+}
+
+// After a split-K GEMM (GemmConfig::split_k): dst [count] = acc [count] (C,
+// f32) rounded to `out`, and acc zeroed for the next split-K GEMM, so that a
+// workspace zeroed once stays ready.
+inline constexpr int kFinishBlock = 2048;
+inline absl::StatusOr<Kernel> splitk_finish_kernel(DType out) {
+  KernelBuilder k("splitk_finish");
+  Value acc = k.arg(ptr(f32), "acc"), dst = k.arg(ptr(out), "dst");
+  Value count = k.arg(i32, "count");
+  k.for_each_tile(cdiv(count, kFinishBlock), [&](Value t) {
+    Value offs = t * kFinishBlock + k.arange(0, kFinishBlock);  // [B] i32
+    Value mask = offs < count;
+    store(dst + offs, cast(load(acc + offs, mask, 0.0f), out), mask);
+    store(acc + offs, k.zeros({kFinishBlock}, f32), mask);
+  });
+  return k.build();
 }
 
 // The main sample's GEMM (samples/matmul.cc), which the GPU benchmarks time

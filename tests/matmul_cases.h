@@ -121,7 +121,8 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
 
 // C (f32, g.out must be f32) = gemm_kernel(g) on `device`, with `scales`
 // (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
-// g.bias_gelu; C starts as NaN, so an element the kernel misses shows.
+// g.bias_gelu; C starts as NaN, so an element the kernel misses shows
+// (with split-K, which adds into C, as zero).
 inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
                                                    int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
                                                    std::pair<float, float> scales = {1, 1},
@@ -133,14 +134,14 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
   TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a.bytes.data(), a.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b.bytes.data(), b.bytes.size()));
-  std::vector<float> c(m * n, std::nanf(""));
+  std::vector<float> c(m * n, g.split_k > 1 ? 0.0f : std::nanf(""));
   TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c.data(), c.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &scales.first, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, bias->bytes.data(), bias->bytes.size())
                                                     : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
-  const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
+  const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn) * g.split_k;
   const LaunchConfig launch = {.grid = grid_for(device, tiles), .num_warps = warps};
   const int32_t m32 = static_cast<int32_t>(m), n32 = static_cast<int32_t>(n), k32 = static_cast<int32_t>(k);
   // gemm_kernel's arguments: the bias, then the scales, after the problem's.

@@ -170,6 +170,24 @@ TEST(Wgmma, EpilogueStoresPanelsAsynchronously) {
   EXPECT_NE(f32_c->binary.find("st.shared.v2.f32"), std::string::npos);
 }
 
+// Split-K: each program's K range is its part's (the pipeline starts at
+// a run-time k), and its partial tile goes out through the copy engine's
+// add, cooperative and warp-specialized alike.
+TEST(Wgmma, SplitKPartsAddThroughTheCopyEngine) {
+  const GemmConfig split = {.bm = 128, .bn = 128, .stages = 4, .split_k = 4};
+  const GemmConfig ws = {.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true, .split_k = 2};
+  for (auto [g, nw] : {std::pair{split, 8}, std::pair{ws, 12}}) {
+    SCOPED_TRACE(nw);
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(nw));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_NE(code->binary.find("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"),
+              std::string::npos);
+    EXPECT_EQ(code->binary.find("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"), std::string::npos);
+    EXPECT_NE(code->binary.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
+    expect_ptxas_clean(code->binary);
+  }
+}
+
 // A fused epilogue (bias + GELU) computes on the accumulator in its
 // registers: the bias reaches each slot from a small buffer, no tile of
 // the accumulator's size goes through shared memory, and GELU's one special

@@ -33,18 +33,21 @@ struct Problem {
   std::optional<DType> in_b = std::nullopt;  // with fp8, B's may be the other kind
   bool tf32 = false;  // f32 operands multiplied as tf32
   bool ws = false;    // warp-specialized (12 warps: a producer and two consumers of 128 x bn tiles)
+  int split_k = 1;    // K cut into parts whose programs add into C
 };
 
 std::string name(const Problem& p) {
   return absl::StrCat(p.in.name(), p.in_b ? absl::StrCat(" x ", p.in_b->name()) : "", p.tf32 ? " as tf32" : "",
                       " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
                       p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x", p.bk, ", ", p.warps,
-                      " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "");
+                      " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "",
+                      p.split_k > 1 ? absl::StrCat(", split-K ", p.split_k) : "");
 }
 
 samples::GemmConfig config(const Problem& p) {
   return {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .in_b = p.in_b, .b_nk = p.b_nk, .a_mk = p.a_mk,
-          .stages = p.stages, .scaled = p.in.is_float8(), .tf32 = p.tf32, .warp_specialize = p.ws};
+          .stages = p.stages, .scaled = p.in.is_float8(), .tf32 = p.tf32, .warp_specialize = p.ws,
+          .split_k = p.split_k};
 }
 
 struct Inputs {
@@ -130,7 +133,6 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 1000, .n = 712, .k = 600, .in = f32, .bk = 32, .tf32 = true},
       {.m = 4095, .n = 4104, .k = 1032, .in = f32, .bk = 32, .tf32 = true},
       // Warp-specialized: one tile (the second consumer idle), runs shorter
-      // than the ring, and many tiles per program for both consumers.
       // than the ring, and many tiles per program for both consumers (C in
       // f32: two 64 KiB staging tiles leave room for 3 stages).
       {.m = 1, .n = 8, .k = 8, .warps = 12, .stages = 3, .ws = true},
@@ -140,6 +142,13 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 4095, .n = 4104, .k = 1032, .in = f16, .b_nk = false, .warps = 12, .stages = 3, .ws = true},
       {.m = 4095, .n = 4104, .k = 1040, .in = f8e4m3, .bk = 128, .warps = 12, .stages = 3, .ws = true},
       {.m = 8192, .n = 8192, .k = 8192, .warps = 12, .stages = 3, .ws = true},
+      // Split-K: parts of 4, 3 and 2 BK blocks (the last part shorter), few
+      // tiles and a long K, small M, warp-specialized, fp8 with its scales.
+      {.m = 1000, .n = 712, .k = 600, .split_k = 3},
+      {.m = 1024, .n = 1024, .k = 16384, .stages = 4, .split_k = 4},
+      {.m = 32, .n = 4096, .k = 8192, .bm = 64, .warps = 4, .split_k = 4},
+      {.m = 1000, .n = 712, .k = 600, .warps = 12, .stages = 3, .ws = true, .split_k = 2},
+      {.m = 1000, .n = 712, .k = 1040, .in = f8e4m3, .bk = 128, .split_k = 3},
   };
   for (const Problem& p : problems) {
     SCOPED_TRACE(name(p));
@@ -158,7 +167,8 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   TESSEL_TRACE_SEED(rng);
   for (const Problem& p : {Problem{.m = 200, .n = 136, .k = 200}, Problem{.m = 200, .n = 136, .k = 256, .in = f8e4m3, .bk = 128},
                           Problem{.m = 200, .n = 136, .k = 200, .in = f32, .bk = 32, .tf32 = true},
-                          Problem{.m = 1000, .n = 712, .k = 200, .warps = 12, .stages = 3, .ws = true}}) {
+                          Problem{.m = 1000, .n = 712, .k = 200, .warps = 12, .stages = 3, .ws = true},
+                          Problem{.m = 200, .n = 136, .k = 520, .split_k = 3}}) {
     SCOPED_TRACE(name(p));
     Inputs in = random_inputs(p, rng);
     absl::StatusOr<std::vector<float>> gpu = run_gemm(device, p, in);

@@ -155,6 +155,74 @@ TEST(MatmulForms, TheWarpSpecializedGemmMatchesOnTheHost) {
   expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
 }
 
+// Split-K: the programs of a tile's K parts add into C (K = 200 is four
+// BK blocks: in three parts of two, the last part is empty), also
+// warp-specialized and with fp8 scales, which apply to each part.
+TEST(MatmulForms, SplitKGemmMatchesADoubleReference) {
+  std::mt19937 gen(13);
+  const int64_t m = 300, n = 264, k = 200;
+  struct Case {
+    GemmConfig g;
+    int warps;
+  };
+  for (const Case& c : {Case{{.bm = 128, .bn = 128, .stages = 3, .split_k = 2}, 4},
+                        Case{{.bm = 64, .bn = 64, .stages = 2, .split_k = 3}, 4},
+                        Case{{.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true, .split_k = 2}, 12}}) {
+    SCOPED_TRACE(absl::StrCat("split_k ", c.g.split_k, c.g.warp_specialize ? ", warp-specialized" : ""));
+    Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
+    absl::StatusOr<std::vector<float>> got = matmul_cases::run_gemm(host(), c.g, c.warps, m, n, k, a, b);
+    ASSERT_TRUE(got.ok()) << got.status();
+    expect_gemm_matches(c.g, m, n, k, a, b, *got, 1.0, 1e-6);
+  }
+  const GemmConfig fp8 = {.bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .scaled = true, .split_k = 2};
+  const int64_t k8 = 512;
+  Operand a = random_operand(f8e4m3, m * k8, gen), b = random_operand(f8e4m3, n * k8, gen);
+  absl::StatusOr<std::vector<float>> got = matmul_cases::run_gemm(host(), fp8, 4, m, n, k8, a, b, {0.5f, 0.25f});
+  ASSERT_TRUE(got.ok()) << got.status();
+  expect_gemm_matches(fp8, m, n, k8, a, b, *got, 0.125, 1e-6);
+}
+
+TEST(MatmulForms, SplitKNeedsAnF32CAndALinearEpilogue) {
+  absl::StatusOr<Kernel> zero = samples::gemm_kernel({.split_k = 0});
+  EXPECT_THAT(zero.status().message(), HasSubstr("gemm_kernel: split_k must be >= 1, got 0"));
+  absl::StatusOr<Kernel> narrow = samples::gemm_kernel({.out = bf16, .split_k = 2});
+  EXPECT_THAT(narrow.status().message(),
+              HasSubstr("split_k = 2 adds partial tiles into C, which must then be f32, got bf16"));
+  absl::StatusOr<Kernel> gelu = samples::gemm_kernel({.bias_gelu = true, .split_k = 4});
+  EXPECT_THAT(gelu.status().message(),
+              HasSubstr("split_k = 4 sums partial tiles, so the epilogue must be linear; bias + GELU is not"));
+}
+
+// The finish rounds C to bf16 and leaves the workspace zero.
+TEST(MatmulForms, SplitKFinishRoundsAndClearsTheWorkspace) {
+  const Device dev = host();
+  const int count = 2 * samples::kFinishBlock + 37;
+  std::vector<float> acc(count);
+  for (int i = 0; i < count; ++i) acc[i] = 1.0f + static_cast<float>(i) / 3.0f;
+  absl::StatusOr<Kernel> kernel = samples::splitk_finish_kernel(bf16);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<Function> fn = dev.compile(*kernel);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  absl::StatusOr<Buffer> accb = matmul_cases::put(dev, acc.data(), count * 4);
+  ASSERT_TRUE(accb.ok()) << accb.status();
+  std::vector<uint16_t> out(count + 8, 0xFFFF);
+  absl::StatusOr<Buffer> outb = matmul_cases::put(dev, out.data(), out.size() * 2);
+  ASSERT_TRUE(outb.ok()) << outb.status();
+  ASSERT_TRUE(fn->launch({.grid = 2}, *accb, *outb, count).ok());
+  ASSERT_TRUE(dev.synchronize().ok());
+  std::vector<float> cleared(count, 1.0f);
+  ASSERT_TRUE(dev.copy_to_host(cleared.data(), *accb, count * 4).ok());
+  ASSERT_TRUE(dev.copy_to_host(out.data(), *outb, out.size() * 2).ok());
+  for (int i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &acc[i], 4);
+    const auto want = static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // to nearest even
+    ASSERT_EQ(out[i], want) << "element " << i;
+    ASSERT_EQ(cleared[i], 0.0f) << "element " << i;
+  }
+  for (int i = count; i < count + 8; ++i) ASSERT_EQ(out[i], 0xFFFF) << "written past the end at " << i;
+}
+
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
   std::mt19937 gen(11);
   for (int64_t len : {64, 200}) {  // 200: the last K/V block is masked
