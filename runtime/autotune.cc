@@ -51,8 +51,10 @@ int index_of(const std::vector<TuneCandidate>& candidates, const std::string& la
   return -1;
 }
 
-// Median seconds of `reps` runs, each followed by a synchronize.
-absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, const AutotuneOptions& options) {
+// Median seconds of `reps` runs, each after options.before_each and
+// followed by a synchronize. A failure of before_each goes to `hook`.
+absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, const AutotuneOptions& options,
+                                 absl::Status& hook) {
   using Clock = std::chrono::steady_clock;
   for (int i = 0; i < options.warmup; ++i) {
     TESSEL_RETURN_IF_ERROR(c.run());
@@ -60,6 +62,11 @@ absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, c
   }
   std::vector<double> seconds;
   for (int i = 0; i < options.reps; ++i) {
+    if (options.before_each) {
+      hook = options.before_each();
+      if (hook.ok()) hook = device.synchronize();
+      if (!hook.ok()) return hook;
+    }
     const Clock::time_point t0 = Clock::now();
     TESSEL_RETURN_IF_ERROR(c.run());
     TESSEL_RETURN_IF_ERROR(device.synchronize());
@@ -112,7 +119,12 @@ absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string&
   result.seconds.assign(candidates.size(), std::numeric_limits<double>::infinity());
   result.errors.assign(candidates.size(), "");
   for (size_t i = 0; i < candidates.size(); ++i) {
-    absl::StatusOr<double> s = time_runs(device, candidates[i], options);
+    absl::Status hook;
+    absl::StatusOr<double> s = time_runs(device, candidates[i], options, hook);
+    if (!hook.ok()) {
+      return absl::Status(hook.code(), absl::StrCat(where, ": before_each failed before timing '", candidates[i].label,
+                                                    "': ", hook.message()));
+    }
     if (!s.ok()) {
       result.errors[i] = std::string(s.status().message());
       continue;

@@ -38,6 +38,11 @@ struct AutotuneOptions {
   int reps = 10;        // timed runs of each; the median counts
   bool memory = true;   // consult and keep the choice in this process
   bool disk = true;     // consult and keep the choice in the disk cache
+  // Runs before each timed run, untimed (its work is synchronized before
+  // the clock starts): flushing the GPU's L2, as Triton's do_bench does,
+  // times every candidate from cold caches, as a kernel between others
+  // runs. An error from it ends the tuning with that error.
+  std::function<absl::Status()> before_each;
 };
 
 struct AutotuneResult {

@@ -87,6 +87,27 @@ TEST(Autotune, PicksTheFastestAndRemembersIt) {
   EXPECT_EQ(s.total(), 12);
 }
 
+// before_each runs before every timed run (not the warmups), and its
+// failure ends the tuning, naming the candidate it was to time.
+TEST(Autotune, BeforeEachRunsBeforeEveryTimedRun) {
+  ScopedCacheDir dir;
+  Sleepers s({1, 2});
+  int hooks = 0;
+  AutotuneOptions options = {.warmup = 2, .reps = 3, .memory = false, .disk = false};
+  options.before_each = [&] {
+    ++hooks;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<AutotuneResult> r = autotune(host(), unique_key("hook"), s.candidates, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(hooks, 6);
+  EXPECT_EQ(s.runs, std::vector<int>({5, 5}));
+  options.before_each = [&] { return hooks++ < 8 ? absl::OkStatus() : absl::UnavailableError("no flush"); };
+  absl::StatusOr<AutotuneResult> failed = autotune(host(), unique_key("hook"), s.candidates, options);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed.status().message(), HasSubstr("before_each failed before timing 'sleep 1 ms': no flush"));
+}
+
 TEST(Autotune, TheDiskKeepsTheChoiceForAnotherProcess) {
   ScopedCacheDir dir;
   Sleepers s({3, 1});
