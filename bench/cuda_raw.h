@@ -155,6 +155,10 @@ class FlushedTimer {
     cu.check(cu.cuEventCreate(&e1_, 0), "cuEventCreate");
   }
 
+  // Queues a copy larger than L2 on the stream: what ran before leaves no
+  // lines there for what runs next.
+  void flush() { cu_.check(cu_.cuMemcpyDtoDAsync(dst_, src_, kFlushBytes, stream_), "flush L2"); }
+
   // Median milliseconds of `reps` runs of `work` (which queues on the
   // stream), after one untimed run.
   template <class Work>
@@ -162,7 +166,7 @@ class FlushedTimer {
     work();
     std::vector<double> ms;
     for (int rep = 0; rep < reps; ++rep) {
-      cu_.check(cu_.cuMemcpyDtoDAsync(dst_, src_, kFlushBytes, stream_), "flush L2");
+      flush();
       ms.push_back(cu_.event_ms(stream_, e0_, e1_, work));
     }
     std::sort(ms.begin(), ms.end());

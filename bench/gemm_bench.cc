@@ -3,8 +3,9 @@
 // N x K for each tile configuration tried, then the two best-known
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
 // (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, and
-// the autotuner's pick (tessel::autotune)
-// on 3000 x 5000 x 712 against the best of timing every configuration.
+// the autotuner's pick (tessel::autotune) among the bf16 configurations and
+// split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names,
+// then alone) against the best of timing every configuration.
 // Its baselines, cuBLAS (torch.matmul, torch._scaled_mm for fp8) and
 // Triton's TMA persistent matmul,
 // come from bench/triton_compare.py's matmul_tflops in the same run of
@@ -21,6 +22,7 @@
 #include <optional>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,24 @@ struct Config {
 
 std::string label(const Config& c) {
   return std::to_string(c.gemm.bm) + "x" + std::to_string(c.gemm.bn) + "x" + std::to_string(c.gemm.bk) + " s" +
-         std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps) + (c.gemm.warp_specialize ? " ws" : "");
+         std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps) + (c.gemm.warp_specialize ? " ws" : "") +
+         (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "");
+}
+
+// Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
+// 16-byte strides need for 16-bit operands) into `shapes`; false on anything else.
+bool parse_shapes(const std::string& text, std::vector<std::array<int64_t, 3>>& shapes) {
+  shapes.clear();
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    std::array<int64_t, 3> s{};
+    char x1 = 0, x2 = 0;
+    std::stringstream one(item);
+    if (!(one >> s[0] >> x1 >> s[1] >> x2 >> s[2]) || x1 != 'x' || x2 != 'x' || !one.eof()) return false;
+    if (s[0] <= 0 || s[1] <= 0 || s[2] <= 0 || s[1] % 8 != 0 || s[2] % 8 != 0) return false;
+    shapes.push_back(s);
+  }
+  return !shapes.empty();
 }
 
 }  // namespace
@@ -50,14 +69,19 @@ std::string label(const Config& c) {
 int main(int argc, char** argv) {
   std::string inputs;  // where to leave the inputs for the baselines
   std::string only;    // run only the configurations whose label holds this
+  // The shapes the autotuner is measured on; given, they are all that runs.
+  std::vector<std::array<int64_t, 3>> tune_shapes = {{3000, 5000, 712}};
+  bool tune_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--inputs=", 0) == 0) {
       inputs = arg.substr(9);
     } else if (arg.rfind("--only=", 0) == 0) {
       only = arg.substr(7);
+    } else if (arg.rfind("--tune-shapes=", 0) == 0 && parse_shapes(arg.substr(14), tune_shapes)) {
+      tune_only = true;
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--inputs=DIR] [--only=TEXT]\n");
+      std::fprintf(stderr, "usage: gemm_bench [--inputs=DIR] [--only=TEXT] [--tune-shapes=MxNxK,...]\n");
       return 2;
     }
   }
@@ -93,6 +117,18 @@ int main(int argc, char** argv) {
   for (auto [bm, bn, stages] : std::vector<std::array<int, 3>>{{128, 256, 3}, {128, 128, 4}}) {
     configs.push_back(config(bm, bn, stages, 8, f8e4m3, true));
   }
+  // Split-K (partial tiles added into an f32 workspace, then rounded to bf16 by
+  // samples::splitk_finish_kernel, both timed): for few tiles and a long K,
+  // so the autotuner's shapes only.
+  // (An f32 C's staging tile takes shared memory from the stages.)
+  for (auto [bm, bn, stages, warps, split] : std::vector<std::array<int, 5>>{
+           {128, 128, 4, 8, 2}, {128, 128, 4, 8, 4}, {128, 256, 2, 8, 2}, {128, 256, 2, 8, 4},
+           {128, 128, 3, 12, 2}, {64, 128, 4, 4, 4}, {64, 128, 4, 4, 8}}) {
+    configs.push_back(config(bm, bn, stages, warps, bf16, true));
+    configs.back().gemm.out = f32;
+    configs.back().gemm.split_k = split;
+    configs.back().gemm.warp_specialize = warps == 12;
+  }
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
   configs.push_back(config(128, 256, 3, 8, bf16, true));
   configs.back().gemm.bias_gelu = true;
@@ -112,21 +148,35 @@ int main(int argc, char** argv) {
       std::printf("gemm %s: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
       return std::nullopt;
     }
-    samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, cb, m, n, k), "maps");
-    const int64_t tiles = (m + c.gemm.bm - 1) / c.gemm.bm * ((n + c.gemm.bn - 1) / c.gemm.bn);
+    // Split-K adds into an f32 workspace, zero to start with; the finish rounds it into C and zeroes it again.
+    const bool split = c.gemm.split_k > 1;
+    Buffer acc = split ? must(dev.allocate(m * n * 4), "allocate") : cb;
+    std::optional<Function> finish;
+    if (split) {
+      must(dev.copy_to_device(acc, std::vector<float>(m * n, 0.0f).data(), m * n * 4), "copy");
+      finish = must(dev.compile(must(samples::splitk_finish_kernel(bf16), "build")), "compile");
+    }
+    samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, acc, m, n, k), "maps");
+    const int64_t tiles = (m + c.gemm.bm - 1) / c.gemm.bm * ((n + c.gemm.bn - 1) / c.gemm.bn) * c.gemm.split_k;
     const int grid = static_cast<int>(std::min<int64_t>(tiles, dev.num_compute_units()));
     const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
+    const int64_t blocks = (m * n + samples::kFinishBlock - 1) / samples::kFinishBlock;
+    const LaunchConfig finish_lc = {.grid = static_cast<int>(std::min<int64_t>(blocks, 4 * dev.num_compute_units())),
+                                    .stream = &stream};
     const auto mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n), ki = static_cast<int32_t>(k);
-    return [fn = *compiled, maps, lc, mi, ni, ki, c, biasb, scaleb] {
-      must(c.gemm.bias_gelu ? fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki, biasb)
-           : c.gemm.scaled  ? fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki, scaleb, scaleb)
-                            : fn.launch(lc, maps.a, maps.b, maps.c, mi, ni, ki),
-           "launch");
+    return [fn = *compiled, maps, lc, mi, ni, ki, c, biasb, scaleb, finish, finish_lc, acc, cb] {
+      // gemm_kernel's arguments: the bias, then the scales, after the problem's.
+      std::vector<KernelArg> args = {maps.a, maps.b, maps.c, mi, ni, ki};
+      if (c.gemm.bias_gelu) args.push_back(biasb);
+      if (c.gemm.scaled) args.insert(args.end(), {scaleb, scaleb});
+      must(fn.launch_packed(lc, args), "launch");
+      if (finish) must(finish->launch(finish_lc, acc, cb, mi * ni), "finish");
     };
   };
   // Median ms of 15 single launches, each after an L2 flush.
   auto time_ms = [&](const std::function<void()>& launch) { return timer.median_ms(launch); };
-  const std::vector<std::array<int64_t, 3>> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 1024}};
+  std::vector<std::array<int64_t, 3>> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {8192, 8192, 1024}};
+  if (tune_only) shapes.clear();
   std::mt19937 gen(1);
   // Per-tensor scales of 1 for the fp8 configurations (both scales read the same one).
   const float one = 1.0f;
@@ -172,6 +222,7 @@ int main(int argc, char** argv) {
     DType loaded;
     bool loaded_nk = true;
     for (const Config& c : configs) {
+      if (c.gemm.split_k > 1) continue;  // the autotuner's alone
       const DType in = c.gemm.in;
       if (!(loaded == in) || loaded_nk != c.gemm.b_nk) {
         const auto& [a, b] = host[in.kind];
@@ -198,8 +249,8 @@ int main(int argc, char** argv) {
   }
   // The autotuner on a shape none of the configurations was chosen for (K = 712: rows of 16-byte
   // multiples, as TMA needs), bf16 with B as N x K: its pick against the best of timing them all.
-  {
-    const int64_t m = 3000, n = 5000, k = 712;
+  for (const auto& [m, n, k] : tune_shapes) {
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
     std::uniform_int_distribution<int> bits(0x3C00, 0x3F80);
     std::vector<uint16_t> a(m * k), b(n * k);
     for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
@@ -226,15 +277,23 @@ int main(int argc, char** argv) {
                             }});
     }
     const AutotuneResult pick =
-        must(autotune(dev, "gemm_bench 3000x5000x712 bf16", candidates, {.memory = false, .disk = false}), "autotune");
+        must(autotune(dev, "gemm_bench " + shape + " bf16", candidates,
+                      {.memory = false,
+                       .disk = false,
+                       .before_each =
+                           [&] {
+                             timer.flush();  // timed from a cold L2, as the comparison below times them
+                             return absl::OkStatus();
+                           }}),
+             "autotune");
     std::vector<double> ms;
     for (const auto& launch : launches) ms.push_back(time_ms(launch));
     const size_t best = std::min_element(ms.begin(), ms.end()) - ms.begin();
-    report("gemm 3000x5000x712 bf16, best of all (" + label(tried[best]) + ")", 2.0 * m * n * k / ms[best] / 1e9,
+    report("gemm " + shape + " bf16, best of all (" + label(tried[best]) + ")", 2.0 * m * n * k / ms[best] / 1e9,
            "TFLOP/s", std::to_string(ms[best]) + " ms");
     char ratio[64];
     std::snprintf(ratio, sizeof ratio, "ratio %.3f (target <= 1.05 x best)", ms[pick.index] / ms[best]);
-    report("gemm 3000x5000x712 bf16, autotuned (" + label(tried[pick.index]) + ")",
+    report("gemm " + shape + " bf16, autotuned (" + label(tried[pick.index]) + ")",
            2.0 * m * n * k / ms[pick.index] / 1e9, "TFLOP/s", ratio);
   }
   return 0;

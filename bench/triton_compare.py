@@ -8,11 +8,12 @@
                        in and out; fp8 e4m3 in, bf16 out vs torch._scaled_mm (per-tensor scales of 1,
                        use_fast_accum=True) and the same Triton kernel at MM_CONFIGS_FP8; on
                        bench/gemm_bench's tensors with --gemm-inputs DIR
+  matmul_shapes        the same for bf16 at the shapes of --tune-shapes (bench/gemm_bench's autotuned shapes)
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
   elementwise_bandwidth torch.add on 64 Mi f32, GB/s (row kernels: bench/norm_compare.py)
 
 Usage: python3 bench/triton_compare.py [--json PATH] [--only NAME,...] [--launches N] [--cold-runs N]
-                                      [--gemm-inputs DIR]
+                                      [--gemm-inputs DIR] [--tune-shapes MxNxK,...]
 The JSON goes to --json, else $OUT/triton.json when $OUT is set, else ./triton.json; it is rewritten
 after every measurement. A failed measurement records its error string and the others still run.
 """
@@ -320,6 +321,17 @@ def _gemm_inputs(args, M, N, K, dtype):
     return rand(M, K), rand(N, K), "randn"
 
 
+def _shapes(text):
+    """"MxNxK,..." as a list of (M, N, K)."""
+    try:
+        shapes = [tuple(int(x) for x in item.split("x")) for item in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(s) != 3 or min(s) <= 0 for s in shapes):
+        raise argparse.ArgumentTypeError(f"want MxNxK,... with positive sizes, got {text!r}")
+    return shapes
+
+
 def _add_row(rows, row):
     """Keeps a shape's row and prints it as it is measured."""
     rows.append(row)
@@ -328,55 +340,74 @@ def _add_row(rows, row):
         flush=True)
 
 
+def _matmul_row(args, M, N, K, dtype, inputs=None):
+    """cuBLAS and Triton (at its best config) on A (M, K) @ B (N, K).T: one row of the table."""
+    row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
+    fp8 = dtype == torch.float8_e4m3fn
+    try:
+        a, b, row["inputs"] = inputs() if inputs else _gemm_inputs(args, M, N, K, dtype)
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16 if fp8 else dtype)
+        if fp8:  # cuBLAS's fp8 GEMM: B column-major (b.T of the N x K tensor), bf16 out
+            one = torch.ones((), device="cuda", dtype=torch.float32)
+            baseline = lambda: torch._scaled_mm(a, b.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                use_fast_accum=True)
+            reference = torch.matmul(a.float(), b.float().T)
+        else:
+            baseline = lambda: torch.matmul(a, b.T)
+            reference = baseline()
+        triton_matmul(a, b, c, (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS)[0])
+        row["rel_err"] = _rel_err(c, reference)  # Triton's, against cuBLAS's result (fp8: the f32 product)
+        row["ok"] = row["rel_err"] < 1e-2  # False for NaN too
+        if fp8:
+            # Against the f32 product: fp8 tensor-core sums lose bits as K grows (cuBLAS's too).
+            row["cublas_rel_err"] = _rel_err(baseline(), reference)
+            row["ok"] = row["rel_err"] <= max(1e-2, 1.5 * row["cublas_rel_err"])
+        flop = 2.0 * M * N * K
+        try:
+            ms = _bench_ms(baseline)
+            row["cublas_ms"] = ms
+            row["cublas_tflops"] = flop / ms / 1e9
+        except Exception as e:
+            row["cublas_error"] = _err(e)
+        for cfg in (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS):
+            name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
+            try:
+                ms = _bench_ms(lambda: triton_matmul(a, b, c, cfg))
+                row["triton " + name + " tflops"] = flop / ms / 1e9
+                if ms < row.get("triton_ms", float("inf")):
+                    row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
+            except Exception as e:
+                row["triton " + name + " error"] = _err(e)
+        if "triton_tflops" in row and "cublas_tflops" in row:
+            row["triton_over_cublas"] = row["triton_tflops"] / row["cublas_tflops"]
+    except Exception as e:
+        row["error"] = _err(e)
+    finally:
+        a = b = c = None
+        _free()
+    return row
+
+
 def matmul_tflops(args):
     rows = []
     for (M, N, K), dtype in [(shape, t) for t in MM_DTYPES for shape in MM_SHAPES]:
-        row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
-        fp8 = dtype == torch.float8_e4m3fn
-        try:
-            a, b, row["inputs"] = _gemm_inputs(args, M, N, K, dtype)
-            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16 if fp8 else dtype)
-            if fp8:  # cuBLAS's fp8 GEMM: B column-major (b.T of the N x K tensor), bf16 out
-                one = torch.ones((), device="cuda", dtype=torch.float32)
-                baseline = lambda: torch._scaled_mm(a, b.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                                                    use_fast_accum=True)
-                reference = torch.matmul(a.float(), b.float().T)
-            else:
-                baseline = lambda: torch.matmul(a, b.T)
-                reference = baseline()
-            triton_matmul(a, b, c, (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS)[0])
-            row["rel_err"] = _rel_err(c, reference)  # Triton's, against cuBLAS's result (fp8: the f32 product)
-            row["ok"] = row["rel_err"] < 1e-2  # False for NaN too
-            if fp8:
-                # Against the f32 product: fp8 tensor-core sums lose bits as K grows (cuBLAS's too).
-                row["cublas_rel_err"] = _rel_err(baseline(), reference)
-                row["ok"] = row["rel_err"] <= max(1e-2, 1.5 * row["cublas_rel_err"])
-            flop = 2.0 * M * N * K
-            try:
-                ms = _bench_ms(baseline)
-                row["cublas_ms"] = ms
-                row["cublas_tflops"] = flop / ms / 1e9
-            except Exception as e:
-                row["cublas_error"] = _err(e)
-            for cfg in (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS):
-                name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
-                try:
-                    ms = _bench_ms(lambda: triton_matmul(a, b, c, cfg))
-                    row["triton " + name + " tflops"] = flop / ms / 1e9
-                    if ms < row.get("triton_ms", float("inf")):
-                        row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
-                except Exception as e:
-                    row["triton " + name + " error"] = _err(e)
-            if "triton_tflops" in row and "cublas_tflops" in row:
-                row["triton_over_cublas"] = row["triton_tflops"] / row["cublas_tflops"]
-        except Exception as e:
-            row["error"] = _err(e)
-        finally:
-            a = b = c = None
-            _free()
-        _add_row(rows, row)
+        _add_row(rows, _matmul_row(args, M, N, K, dtype))
     return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C in the inputs' dtype",
             "shapes": rows}
+
+
+def matmul_shapes(args):
+    """bf16 at the shapes bench/gemm_bench --tune-shapes autotunes (--tune-shapes here), on operands drawn as
+    gemm_bench draws them: bf16 bits uniform in [0x3C00, 0x3F80] (values in [1/128, 1])."""
+    rows = []
+    for M, N, K in args.tune_shapes:
+        def inputs():
+            def bits(rows_, cols):
+                raw = torch.randint(0x3C00, 0x3F81, (rows_, cols), device="cuda", dtype=torch.int32)
+                return raw.to(torch.int16).view(torch.bfloat16)
+            return bits(M, K), bits(N, K), "uniform bits"
+        _add_row(rows, _matmul_row(args, M, N, K, torch.bfloat16, inputs))
+    return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C bf16", "shapes": rows}
 
 
 def fused_epilogue(args):
@@ -438,8 +469,8 @@ def elementwise_bandwidth(args):
         _free()
 
 
-MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, fused_epilogue,
-                                        copy_bandwidth, elementwise_bandwidth)}
+MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, matmul_shapes,
+                                        fused_epilogue, copy_bandwidth, elementwise_bandwidth)}
 
 
 # ---------------------------------------------------------------------------- report
@@ -504,6 +535,12 @@ def print_table(res):
                                  f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
+    r = res.get("matmul_shapes")
+    if r is not None:
+        _shape_lines(out, r, lambda row: f"matmul bf16 {row['M']}x{row['N']}x{row['K']}",
+                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+                                 f"  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
+                                 f"  {_f(row, 'cublas_ms', '.4f')} ms")
     r = res.get("fused_epilogue")
     if r is not None:
         _shape_lines(out, r, lambda row: f"cublas bias+gelu {row['M']}x{row['N']}x{row['K']}",
@@ -530,6 +567,8 @@ def main():
     ap.add_argument("--cold-runs", type=int, default=3, help="fresh-cache compile runs (one process each)")
     ap.add_argument("--child-timeout", type=float, default=240, help="seconds per cold-compile child")
     ap.add_argument("--gemm-inputs", help="directory where bench/gemm_bench --inputs left the GEMM's tensors")
+    ap.add_argument("--tune-shapes", type=_shapes, default=[(3000, 5000, 712)],
+                    help="MxNxK,... for matmul_shapes (bench/gemm_bench's --tune-shapes)")
     ap.add_argument("--child", choices=["cold_compile"], help=argparse.SUPPRESS)
     ap.add_argument("--cache-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -11,15 +11,20 @@
 #                    latency and overlap against raw copies
 #   nccl_rN          producer + NCCL all-gather at N ranks
 #   gemm_bench       the tensor-core GEMM at the target shapes, per tile configuration
+#   gemm_shapes      the GEMM autotuned (split-K among the candidates) at the shapes of
+#   triton_shapes    $GEMM_SHAPES, then cuBLAS and Triton at the same shapes
 #   cache_bench      first compile in a new process, disk cache empty and filled
 #   norm_bench       row softmax, layer norm and RMS norm against a device copy, then
 #   norm_compare     torch eager, torch.compile and Triton on the same shapes, with the ratios
-# PARTS (default "gpu gemm triton norm plan nccl cache") picks which to run.
+# PARTS (default "gpu gemm triton shapes norm plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu gemm triton norm plan nccl cache}
+parts=${PARTS:-gpu gemm triton shapes norm plan nccl cache}
+# Few tiles and a long K, small M, and shapes of no fixed configuration's choosing.
+default_shapes=1024x1024x16384,128x8192x8192,32x8192x8192,1024x1024x1024,2048x2048x8192,4096x4096x512,3000x5000x712
+shapes=${GEMM_SHAPES:-$default_shapes}
 mkdir -p "$OUT"
 inputs=/tmp/tessel-gemm-inputs  # the GEMM's tensors, shared by gemm_bench and the baselines
 mkdir -p "$inputs"
@@ -60,10 +65,15 @@ for part in $parts; do
       ;;
     cache) bench cache_bench "$root/bin/cache_bench" ;;
     gemm) bench gemm_bench "$root/bin/gemm_bench" --inputs="$inputs" ;;
+    shapes)
+      bench gemm_shapes "$root/bin/gemm_bench" --tune-shapes="$shapes"
+      bench triton_shapes python3 bench/triton_compare.py --only matmul_shapes --tune-shapes "$shapes" \
+        --json "$OUT/triton_shapes.json"
+      ;;
     norm)
       bench norm_bench "$root/bin/norm_bench" --json="$OUT/norm_bench.json"
       bench norm_compare python3 bench/norm_compare.py --tessel "$OUT/norm_bench.json" --json "$OUT/norm_compare.json"
       ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, plan, nccl, cache, gemm, norm)" >&2 ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm)" >&2 ;;
   esac
 done
