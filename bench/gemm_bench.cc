@@ -157,20 +157,15 @@ int main(int argc, char** argv) {
       finish = must(dev.compile(must(samples::splitk_finish_kernel(bf16), "build")), "compile");
     }
     samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, acc, m, n, k), "maps");
-    const int64_t tiles = (m + c.gemm.bm - 1) / c.gemm.bm * ((n + c.gemm.bn - 1) / c.gemm.bn) * c.gemm.split_k;
-    const int grid = static_cast<int>(std::min<int64_t>(tiles, dev.num_compute_units()));
+    const int grid = static_cast<int>(std::min<int64_t>(samples::gemm_work(c.gemm, m, n), dev.num_compute_units()));
     const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
     const int64_t blocks = (m * n + samples::kFinishBlock - 1) / samples::kFinishBlock;
     const LaunchConfig finish_lc = {.grid = static_cast<int>(std::min<int64_t>(blocks, 4 * dev.num_compute_units())),
                                     .stream = &stream};
-    const auto mi = static_cast<int32_t>(m), ni = static_cast<int32_t>(n), ki = static_cast<int32_t>(k);
-    return [fn = *compiled, maps, lc, mi, ni, ki, c, biasb, scaleb, finish, finish_lc, acc, cb] {
-      // gemm_kernel's arguments: the bias, then the scales, after the problem's.
-      std::vector<KernelArg> args = {maps.a, maps.b, maps.c, mi, ni, ki};
-      if (c.gemm.bias_gelu) args.push_back(biasb);
-      if (c.gemm.scaled) args.insert(args.end(), {scaleb, scaleb});
-      must(fn.launch_packed(lc, args), "launch");
-      if (finish) must(finish->launch(finish_lc, acc, cb, mi * ni), "finish");
+    const auto count = static_cast<int32_t>(m * n);
+    return [fn = *compiled, maps, lc, m, n, k, c, biasb, scaleb, finish, finish_lc, acc, cb, count] {
+      must(fn.launch_packed(lc, samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb)), "launch");
+      if (finish) must(finish->launch(finish_lc, acc, cb, count), "finish");
     };
   };
   // Median ms of 15 single launches, each after an L2 flush.

@@ -419,6 +419,24 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
   return GemmMaps{*am, *bm, *cm};
 }
 
+// The units of work gemm_kernel(g) spreads over its programs for an m x n
+// C: its tiles, each split_k times.
+inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) {
+  return (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn) * g.split_k;
+}
+
+// gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`
+// where g.bias_gelu and the scales where g.scaled. They point into `maps`,
+// which must outlive them.
+inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& maps, int64_t m, int64_t n, int64_t k,
+                                        const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b) {
+  std::vector<KernelArg> args = {maps.a, maps.b, maps.c, static_cast<int32_t>(m), static_cast<int32_t>(n),
+                                 static_cast<int32_t>(k)};
+  if (g.bias_gelu) args.push_back(bias);
+  if (g.scaled) args.insert(args.end(), {scale_a, scale_b});
+  return args;
+}
+
 // After a split-K GEMM (GemmConfig::split_k): dst [count] = acc [count] (C,
 // f32) rounded to `out`, and acc zeroed for the next split-K GEMM, so that a
 // workspace zeroed once stays ready.

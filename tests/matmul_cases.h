@@ -141,14 +141,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, bias->bytes.data(), bias->bytes.size())
                                                     : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
-  const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn) * g.split_k;
-  const LaunchConfig launch = {.grid = grid_for(device, tiles), .num_warps = warps};
-  const int32_t m32 = static_cast<int32_t>(m), n32 = static_cast<int32_t>(n), k32 = static_cast<int32_t>(k);
-  // gemm_kernel's arguments: the bias, then the scales, after the problem's.
-  std::vector<KernelArg> args = {maps.a, maps.b, maps.c, m32, n32, k32};
-  if (g.bias_gelu) args.push_back(biasb);
-  if (g.scaled) args.insert(args.end(), {sa, sb});
-  TESSEL_RETURN_IF_ERROR(fn.launch_packed(launch, args));
+  const LaunchConfig launch = {.grid = grid_for(device, samples::gemm_work(g, m, n)), .num_warps = warps};
+  TESSEL_RETURN_IF_ERROR(fn.launch_packed(launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
   return c;
