@@ -7,6 +7,9 @@
 namespace tessel::codegen {
 
 llvm::Function* GpuTarget::create_kernel(llvm::Module& module, const KernelIR& ir) {
+  // A kernel lowered again (a smaller overlap choice) starts unsplit.
+  threads_ = program_threads_;
+  group_ = program_tid_ = nullptr;
   llvm::IRBuilder<> b(module.getContext());
   std::vector<llvm::Type*> types;
   for (const Param& p : ir.params) types.push_back(param_type(b, p.type));

@@ -48,7 +48,8 @@ class GpuTarget : public TargetInfo {
   // The same for a scalar parameter, alike on every GPU target: i1 travels
   // as a byte, 16-bit floats as their bits.
   static llvm::Type* scalar_param_type(llvm::IRBuilder<>& b, DType dtype);
-  // The kernel function, its parameters typed and named (declare_kernel's start).
+  // The kernel function, its parameters typed and named (declare_kernel's
+  // start, which also undoes a split of the kernel lowered before).
   llvm::Function* create_kernel(llvm::Module& module, const KernelIR& ir);
 
   // The scratch array, or while in a group, the group's slots of it.

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -25,6 +26,9 @@
 #include "llvm/IR/IRBuilder.h"
 
 namespace tessel::codegen {
+
+// Which slots of a layout a store writes (all where empty).
+using SlotFilter = std::function<bool(int64_t slot)>;
 
 class Layout {
  public:

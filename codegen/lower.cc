@@ -193,7 +193,8 @@ llvm::Value* Lowering::val(int id) {
   return buf;
 }
 
-void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address, bool barrier) {
+void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address, bool barrier,
+                          const SlotFilter& keep) {
   const RegTile& r = regs_[id];
   const Layout& layout = *r.layout;
   llvm::Type* mt = elem_mem_type(ir_.type(id));
@@ -211,7 +212,8 @@ void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)
   };
   const uint64_t bytes = mt->getPrimitiveSizeInBits() / 8;
   for (int64_t slot = 0; slot < layout.slots(); ++slot) {
-    if (pair(slot)) {
+    if (keep && !keep(slot)) continue;
+    if (pair(slot) && (!keep || keep(slot + 1))) {
       llvm::Value* both = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, 2));
       both = b_.CreateInsertElement(both, stored(slot), uint64_t{0});
       both = b_.CreateInsertElement(both, stored(slot + 1), uint64_t{1});
@@ -344,10 +346,16 @@ absl::Status Lowering::op(const Op& o) {
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts, int64_t shared_limit) {
   // The most overlap that fits: held store tiles and rings across loops,
-  // then one of them, then neither (a kernel that overlaps nothing is as
-  // small as it gets: the last choice always returns).
-  static constexpr Lowering::Overlap kChoices[] = {{true, true}, {true, false}, {false, true}, {false, false}};
+  // the same with tiles staged a panel at a time, then one of them, then
+  // neither (a kernel that overlaps nothing is as small as it gets: the
+  // last choice always returns).
+  static constexpr Lowering::Overlap kChoices[] = {
+      {true, true, false}, {true, true, true}, {true, false, false}, {false, true, false}, {false, false, false}};
+  const bool panelled = target.swizzles_shared_tiles() && std::any_of(ir.ops.begin(), ir.ops.end(), [&](const Op& o) {
+    return o.op == OpCode::kTmaStore && store_panels(ir, o) > 2;
+  });
   for (const Lowering::Overlap& overlap : kChoices) {
+    if (overlap.stage_panels && !panelled) continue;
     TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
     if (shared_limit == 0 || lowered.shared_bytes <= shared_limit || !lowered.overlapped) return lowered;
   }

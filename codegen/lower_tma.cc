@@ -41,10 +41,17 @@ void Lowering::reserve_tma_barriers() {
   for (const Op& o : ir_.ops) {
     if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
     const Type& t = ir_.type(o.operands[1]);
+    const int64_t panels = overlap_.stage_panels && store_panels(ir_, o) > 2 ? store_panels(ir_, o) : 1;
     const int64_t offset = round_up(smem_reserved_, tma::kSwizzledTileAlignment);
-    store_tiles_[&o] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
-    smem_reserved_ = smem_peak_ = offset + t.numel() * t.dtype().bytes();
+    store_tiles_[&o] = {b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset), panels};
+    smem_reserved_ = smem_peak_ = offset + t.numel() * t.dtype().bytes() / panels * std::min<int64_t>(panels, 2);
   }
+}
+
+int64_t store_panels(const KernelIR& ir, const Op& o) {
+  const Type& map_type = ir.type(o.operands[0]);
+  const int64_t inner = map_type.shape().back();
+  return inner / tma::panel_elems(inner, map_type.dtype().bytes(), map_type.swizzle());
 }
 
 llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
@@ -108,12 +115,17 @@ absl::Status Lowering::tma_store(const Op& o) {
   const Type& t = ir_.type(id);
   llvm::Type* et = elem_mem_type(t);
   const bool held = store_tiles_.contains(&o);
-  llvm::Value* staged = held ? store_tiles_.at(&o) : smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
-  if (held) target_.tma_store_wait(b_);
+  if (held && store_tiles_.at(&o).panels > 1) {
+    tma_store_panels(o, store_tiles_.at(&o).buffer, store_tiles_.at(&o).panels);
+    return absl::OkStatus();
+  }
+  llvm::Value* staged =
+      held ? store_tiles_.at(&o).buffer : smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
+  if (held) target_.tma_store_wait(b_, 0);
   if (!regs_[id].slots.empty()) {
     // The store's issue synchronizes the program after its proxy fence.
     auto at = [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); };
-    if (!target_.store_matrix(b_, *regs_[id].layout, regs_[id].slots, t.shape().back(), at)) {
+    if (!target_.store_matrix(b_, *regs_[id].layout, regs_[id].slots, t.shape().back(), at, {})) {
       store_regs(id, at, /*barrier=*/false);
     }
   } else {
@@ -128,6 +140,63 @@ absl::Status Lowering::tma_store(const Op& o) {
     target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged, add);
   }
   return absl::OkStatus();
+}
+
+void Lowering::tma_store_panels(const Op& o, llvm::Value* buffers, int64_t panels) {
+  const Type& map_type = ir_.type(o.operands[0]);
+  const int id = o.operands[1];
+  const Type& t = ir_.type(id);
+  const int64_t inner = t.shape().back(), width = inner / panels, rows = t.numel() / inner;
+  Shape box = map_type.shape();
+  box.back() = width;
+  const Type panel_map = Type::tensor_map(map_type.dtype(), box, map_type.swizzle());
+  const Type panel_tile = Type::tile(t.dtype(), {rows, width});
+  const int64_t panel_bytes = panel_tile.numel() * t.dtype().bytes();
+  // The panel of each register slot's element, -1 where threads differ
+  // (then the tile goes through its buffer).
+  std::vector<int64_t> slot_panel;
+  bool by_slot = !regs_[id].slots.empty();
+  for (int64_t s = 0; by_slot && s < regs_[id].layout->slots(); ++s) {
+    int64_t panel = -1;
+    for (int th = 0; th < regs_[id].layout->threads(); ++th) {
+      const int64_t e = regs_[id].layout->element_at(th, s);
+      if (e < 0) continue;
+      if (panel == -1) panel = e % inner / width;
+      by_slot = by_slot && panel == e % inner / width;
+    }
+    slot_panel.push_back(panel);
+  }
+  llvm::Value* src = by_slot ? nullptr : val(id);
+  llvm::Type* et = elem_mem_type(t);
+  const std::vector<llvm::Value*> at = coords(o, 2);
+  for (int64_t p = 0; p < panels; ++p) {
+    // The buffer was last read by the store two panels back (by the last
+    // one, at an odd count's first panel).
+    target_.tma_store_wait(b_, p == 0 && panels % 2 == 1 ? 0 : 1);
+    llvm::Value* buf = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), buffers, p % 2 * panel_bytes);
+    // Element i of the tile, in the panel at `buf`.
+    auto address = [&](llvm::Value* i) {
+      llvm::Value* row = b_.CreateUDiv(i, b_.getInt64(inner));
+      llvm::Value* col = b_.CreateSub(b_.CreateURem(i, b_.getInt64(inner)), b_.getInt64(p * width));
+      return swizzled_elem(buf, panel_tile, b_.CreateAdd(b_.CreateMul(row, b_.getInt64(width)), col),
+                           map_type.swizzle());
+    };
+    if (src == nullptr) {
+      const SlotFilter keep = [&](int64_t s) { return slot_panel[s] == p; };
+      if (!target_.store_matrix(b_, *regs_[id].layout, regs_[id].slots, inner, address, keep)) {
+        store_regs(id, address, /*barrier=*/false, keep);
+      }
+    } else {
+      tile_loop(rows * width, [&](llvm::Value* j) {
+        llvm::Value* i = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(j, b_.getInt64(width)), b_.getInt64(inner)),
+                                      b_.CreateAdd(b_.CreateURem(j, b_.getInt64(width)), b_.getInt64(p * width)));
+        b_.CreateStore(b_.CreateLoad(et, b_.CreateInBoundsGEP(et, src, i)), address(i));
+      });
+    }
+    std::vector<llvm::Value*> panel_at = at;
+    panel_at.back() = b_.CreateAdd(at.back(), llvm::ConstantInt::get(at.back()->getType(), p * width));
+    target_.tma_store_async(b_, panel_map, val(o.operands[0]), panel_at, buf, !o.ints.empty());
+  }
 }
 
 namespace {

@@ -36,6 +36,10 @@
 
 namespace tessel::codegen {
 
+// The panels of tma_store `o`'s tile when its map is swizzled (boxes wider
+// than their swizzle are copied a panel at a time), else 1.
+int64_t store_panels(const KernelIR& ir, const Op& o);
+
 class Lowering {
  public:
   // What a kernel may spend shared memory on to overlap copies with work.
@@ -45,6 +49,10 @@ class Lowering {
     bool hold_store_tiles = true;
     // Pipelined loops' rings run across the loop around them (Pipeline::outer).
     bool rings_across = true;
+    // Held tiles of more than two panels (a box wider than its swizzle)
+    // stage one panel at a time through two panel buffers, each panel's
+    // store issued before the next panel is written.
+    bool stage_panels = false;
   };
   Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts, Overlap overlap)
       : ir_(ir),
@@ -214,8 +222,10 @@ class Lowering {
   // address(i), then a barrier: all threads see the whole tile. A thread
   // holding an even element and the next writes both at once, so for even
   // i, address(i + 1) must follow address(i), both aligned for the pair.
-  // Without `barrier`, the caller synchronizes the program.
-  void store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address, bool barrier = true);
+  // Without `barrier`, the caller synchronizes the program. With `keep`,
+  // only the slots it keeps.
+  void store_regs(int id, const std::function<llvm::Value*(llvm::Value*)>& address, bool barrier = true,
+                  const SlotFilter& keep = {});
   void set(const Op& o, llvm::Value* v) { vals_[o.results[0]] = v; }
   // Results of register-tile ops take their planned layout.
   void set_regs(const Op& o, std::vector<llvm::Value*> r) {
@@ -565,6 +575,9 @@ class Lowering {
   }
   // The address of element `i` (i64) of a tile stored swizzled at `buf`.
   llvm::Value* swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle);
+  // Stages held tma_store `o`'s tile a panel at a time through the two
+  // panel buffers at `buffers`, issuing each panel's store.
+  void tma_store_panels(const Op& o, llvm::Value* buffers, int64_t panels);
 
   // Carried scalars are phis, and so are the slots of carried tiles that fit
   // in registers (in the result's layout). Larger carried tiles live in a
@@ -621,9 +634,14 @@ class Lowering {
   };
   std::map<const Op*, TmaBarrier> tma_barriers_;
   // Swizzled tma_stores' staging tiles, held for the whole kernel so that a
-  // store may still read one while the program goes on.
+  // store may still read one while the program goes on: the whole tile, or
+  // two of its `panels` (Overlap::stage_panels).
   Overlap overlap_;
-  std::map<const Op*, llvm::Value*> store_tiles_;
+  struct HeldTile {
+    llvm::Value* buffer;
+    int64_t panels = 1;
+  };
+  std::map<const Op*, HeldTile> store_tiles_;
   std::map<const Op*, MmaDot> mma_dots_;
   std::map<const Op*, Pipeline> pipelines_;                  // by loop
   std::map<const Op*, const Op*> outer_pipelines_;           // outer loop -> the pipelined loop in it

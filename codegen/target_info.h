@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "dsl/ir.h"
 #include "base/status.h"
+#include "codegen/layout.h"
+#include "dsl/ir.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Target/TargetMachine.h"
@@ -24,8 +25,6 @@ struct MatrixTile {
   int64_t row_stride = 0;  // elements from one row to the next: cols when dense
   bool tf32 = false;       // f32 elements read rounded to tf32 (Precision::kTf32)
 };
-
-class Layout;
 
 // A matrix multiply-accumulate a target may run on its matrix instructions
 // (tensor cores): acc [m, n] += a [m, k] @ b [k, n].
@@ -180,11 +179,13 @@ class TargetInfo {
   // Writes `slots`, this thread's part of a tile of `cols` columns of 16-bit
   // elements held in `layout`, to shared memory with the target's matrix
   // stores, element i at address(i) (i64; the 8 elements of every aligned
-  // run of 8 in a row contiguous): true, or false and nothing emitted where
-  // it has none for that layout. Every thread of the program calls it.
+  // run of 8 in a row contiguous), only the slots `keep` keeps (all without
+  // it): true, or false and nothing emitted where it has none for that
+  // layout. Every thread of the program calls it.
   virtual bool store_matrix(llvm::IRBuilder<>& /*b*/, const Layout& /*layout*/,
                             const std::vector<llvm::Value*>& /*slots*/, int64_t /*cols*/,
-                            const std::function<llvm::Value*(llvm::Value*)>& /*address*/) {
+                            const std::function<llvm::Value*(llvm::Value*)>& /*address*/,
+                            const SlotFilter& /*keep*/) {
     return false;
   }
   // Whether tiles a TMA copy leaves in shared memory hold their rows
@@ -251,8 +252,9 @@ class TargetInfo {
   virtual void barrier_arrive(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/) {
     TESSEL_CHECK(false, "barrier_arrive() on a target without asynchronous TMA");
   }
-  // Waits until the tiles of every tma_store_async may be written again.
-  virtual void tma_store_wait(llvm::IRBuilder<>& /*b*/) {}
+  // Waits until the tiles of every tma_store_async but the `pending` last
+  // issued may be written again.
+  virtual void tma_store_wait(llvm::IRBuilder<>& /*b*/, int /*pending*/) {}
   // In the thread that single_thread runs: waits until the writes of every
   // tma_store it issued are done and visible to it (before a release that
   // must carry them).

@@ -119,8 +119,8 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
   return b;
 }
 
-// C (f32, g.out must be f32) = gemm_kernel(g) on `device`, with `scales`
-// (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
+// C = gemm_kernel(g) on `device` (g.out f32, or bf16 returned as f32), with
+// `scales` (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
 // g.bias_gelu; C starts as NaN, so an element the kernel misses shows
 // (with split-K, which adds into C, as zero).
 inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
@@ -128,6 +128,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
                                                    std::pair<float, float> scales = {1, 1},
                                                    const Operand* bias = nullptr) {
   if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
+  if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_gemm: C must be f32 or bf16");
+  const bool half = g.out == bf16;
   CompileOptions options;
   options.num_warps = warps;
   TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
@@ -135,7 +137,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a.bytes.data(), a.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b.bytes.data(), b.bytes.size()));
   std::vector<float> c(m * n, g.split_k > 1 ? 0.0f : std::nanf(""));
-  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c.data(), c.size() * 4));
+  std::vector<uint16_t> c16(half ? m * n : 0, 0x7FC0);  // bf16's quiet NaN
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, half ? put(device, c16.data(), c16.size() * 2) : put(device, c.data(), c.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &scales.first, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, bias->bytes.data(), bias->bytes.size())
@@ -144,7 +147,12 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   const LaunchConfig launch = {.grid = grid_for(device, samples::gemm_work(g, m, n)), .num_warps = warps};
   TESSEL_RETURN_IF_ERROR(fn.launch_packed(launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
-  TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
+  if (!half) {
+    TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
+    return c;
+  }
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(c16.data(), cb, c16.size() * 2));
+  for (size_t i = 0; i < c.size(); ++i) c[i] = bf16_to_float(c16[i]);
   return c;
 }
 

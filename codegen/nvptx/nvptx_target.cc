@@ -248,8 +248,8 @@ class NvptxTarget final : public GpuTarget {
     return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_, in_flight);
   }
   bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
-                    const std::function<llvm::Value*(llvm::Value*)>& address) override {
-    return nvptx::emit_stmatrix(b, layout, slots, cols, tid_, address);
+                    const std::function<llvm::Value*(llvm::Value*)>& address, const SlotFilter& keep) override {
+    return nvptx::emit_stmatrix(b, layout, slots, cols, tid_, address, keep);
   }
   std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
     return nvptx::wgmma_wait(b, std::move(acc), 0);
@@ -313,7 +313,7 @@ class NvptxTarget final : public GpuTarget {
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem, bool add) override {
     tma_store_async(b, map_type, map, coords, smem, add);
-    tma_store_wait(b);
+    tma_store_wait(b, 0);
   }
   void tma_store_async(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
                        const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool add) override {
@@ -335,8 +335,10 @@ class NvptxTarget final : public GpuTarget {
       inline_asm(b, b.getVoidTy(), "cp.async.bulk.commit_group;", "~{memory}", {});
     });
   }
-  void tma_store_wait(llvm::IRBuilder<>& b) override {
-    single_thread(b, [&] { inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group.read 0;", "~{memory}", {}); });
+  void tma_store_wait(llvm::IRBuilder<>& b, int pending) override {
+    single_thread(b, [&] {
+      inline_asm(b, b.getVoidTy(), absl::StrCat("cp.async.bulk.wait_group.read ", pending, ";"), "~{memory}", {});
+    });
     barrier(b);  // the buffers may be written again
   }
 

@@ -245,9 +245,16 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
 }
 
 bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
-                   llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address) {
+                   llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address,
+                   const SlotFilter& keep) {
   const auto* wgmma = dynamic_cast<const WgmmaLayout*>(&layout);
   if (wgmma == nullptr || cols % 16 != 0 || slots.empty() || slots[0]->getType() != b.getInt16Ty()) return false;
+  auto kept = [&](size_t slot) { return !keep || keep(static_cast<int64_t>(slot)); };
+  for (size_t first = 0; first + 8 <= slots.size(); first += 8) {
+    for (size_t s = first + 1; s < first + 8; ++s) {
+      if (kept(s) != kept(first)) return false;
+    }
+  }
   // Slots 8g .. 8g+7 of a row block hold, in pairs, the four 8 x 8 matrices
   // of a 16 x 16 block: (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8).
   // Lane l gives row l % 8 of matrix l / 8: the row lane 4 (l % 8) holds,
@@ -258,6 +265,7 @@ bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector
   llvm::Value* offset = b.CreateAdd(b.CreateMul(b.CreateAnd(matrix, 1), b.getInt64(8 * cols)),
                                     b.CreateMul(b.CreateLShr(matrix, 1), b.getInt64(8)));
   for (size_t first = 0; first + 8 <= slots.size(); first += 8) {
+    if (!kept(first)) continue;
     llvm::Value* at = address(b.CreateAdd(layout.element(b, row_lane, static_cast<int64_t>(first)), offset));
     std::vector<llvm::Value*> args = {shared32(b, at)};
     for (size_t q = 0; q < 4; ++q) args.push_back(pack_b16(b, slots[first + 2 * q], slots[first + 2 * q + 1]));

@@ -49,10 +49,12 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& shape
 
 // Writes the 16-bit `slots` of an accumulator layout of wgmma_layout()'s
 // with stmatrix (a 16 x 16 block per warp and instruction, each lane giving
-// one 16-byte row's address); false where `layout` is not one or `cols` is
-// not a multiple of 16.
+// one 16-byte row's address), the blocks whose slots `keep` keeps (all
+// where empty); false where `layout` is not one, `cols` is not a multiple
+// of 16, or `keep` splits a block.
 bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
-                   llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address);
+                   llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address,
+                   const SlotFilter& keep = {});
 
 // Waits until at most `in_flight` wgmma groups run, the accumulators tied.
 std::vector<llvm::Value*> wgmma_wait(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc, int in_flight);

@@ -118,6 +118,48 @@ TEST(Wgmma, StagesArePerLoop) {
                                        "or fewer stages in pipelined loops)"));
 }
 
+// A held staging tile of an f32 C 256 wide (128 KiB) does not fit beside
+// three stages of 128 x 256 x 64 (144 KiB): it stages its eight 32-column
+// panels through two 16 KiB buffers instead, each panel's store issued
+// before the next is written, the buffer's last store read first; a bf16 C
+// does so with stmatrix where a fourth stage leaves no room for the whole
+// tile, and each consumer of the warp-specialized kernel with its own
+// f32 tile beside 4 stages of 128 x 128 x 64.
+TEST(Wgmma, StagingTilesTooLargeGoAPanelAtATime) {
+  auto count = [](const std::string& text, const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const GemmConfig ws = {.bm = 128, .bn = 128, .stages = 4, .warp_specialize = true};
+  for (auto [g, panels, nw] : {std::tuple{GemmConfig{.bm = 128, .bn = 256, .stages = 3}, 8, 8},
+                               std::tuple{GemmConfig{.bm = 128, .bn = 256, .out = bf16, .stages = 4}, 4, 8},
+                               std::tuple{GemmConfig{.bm = 128, .bn = 256, .stages = 3, .split_k = 2}, 8, 8},
+                               std::tuple{ws, 4, 12}}) {
+    SCOPED_TRACE(absl::StrCat(g.out.name(), " ", g.stages, " stages, ", nw, " warps"));
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(nw));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    const int64_t panel_bytes = 128 * 128;  // 128 rows of a 128-byte swizzle
+    const int64_t ring = g.stages * (g.bm + g.bn) * g.bk * 2, staging = (nw == 12 ? 2 : 1) * 2 * panel_bytes;
+    EXPECT_GE(code->shared_bytes, ring + staging);
+    EXPECT_LT(code->shared_bytes, ring + staging + panel_bytes);
+    EXPECT_EQ(count(ptx, g.split_k > 1 ? "cp.reduce.async.bulk.tensor.2d" : "cp.async.bulk.tensor.2d.global.shared"),
+              panels);
+    EXPECT_EQ(count(ptx, "cp.async.bulk.commit_group"), panels);
+    EXPECT_GE(count(ptx, "cp.async.bulk.wait_group.read 1"), panels - 1);
+    EXPECT_EQ(count(ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16") > 0, g.out == bf16);
+    // Lowered again after the whole tiles did not fit: still every thread.
+    EXPECT_THAT(ptx, HasSubstr(absl::StrCat(".maxntid ", 32 * nw, ",")));
+    expect_ptxas_clean(ptx);
+  }
+  // Where the whole tile fits, it is staged whole: one commit for its panels.
+  absl::StatusOr<DeviceCode> whole = compile_ptx(gemm({.bm = 128, .bn = 256, .out = bf16, .stages = 3}), warps(8));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(count(whole->binary, "cp.async.bulk.commit_group"), 1);
+  EXPECT_EQ(count(whole->binary, "cp.async.bulk.wait_group.read 1"), 0);
+}
+
 TEST(Wgmma, StageCountsOutsideTheRangeAreRefused) {
   KernelBuilder k("stages");
   k.for_range(0, 4, 1, [&](Value) {}, {.stages = 9});
