@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Config> configs;
   for (auto [bm, bn, stages, warps] : std::vector<std::array<int, 4>>{
-           {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 128, 4, 4}}) {
+           {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 256, 4, 8}, {128, 128, 4, 4}}) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
   }
   // Warp-specialized: a producer warpgroup and two consumers of bm x bn tiles each.
@@ -120,18 +120,20 @@ int main(int argc, char** argv) {
   // Split-K (partial tiles added into an f32 workspace, then rounded to bf16 by
   // samples::splitk_finish_kernel, both timed): for few tiles and a long K,
   // so the autotuner's shapes only.
-  // (An f32 C's staging tile takes shared memory from the stages.)
+  // (An f32 C's staging tile 256 wide goes a panel at a time beside 3 or 4 stages.)
   for (auto [bm, bn, stages, warps, split] : std::vector<std::array<int, 5>>{
-           {128, 128, 4, 8, 2}, {128, 128, 4, 8, 4}, {128, 256, 2, 8, 2}, {128, 256, 2, 8, 4},
-           {128, 128, 3, 12, 2}, {64, 128, 4, 4, 4}, {64, 128, 4, 4, 8}}) {
+           {128, 128, 4, 8, 2}, {128, 128, 4, 8, 4}, {128, 256, 3, 8, 4}, {128, 256, 4, 8, 2}, {128, 256, 4, 8, 4},
+           {128, 128, 3, 12, 2}, {128, 128, 4, 12, 2}, {64, 128, 4, 4, 4}, {64, 128, 4, 4, 8}}) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
     configs.back().gemm.out = f32;
     configs.back().gemm.split_k = split;
     configs.back().gemm.warp_specialize = warps == 12;
   }
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
-  configs.push_back(config(128, 256, 3, 8, bf16, true));
-  configs.back().gemm.bias_gelu = true;
+  for (int stages : {3, 4}) {
+    configs.push_back(config(128, 256, stages, 8, bf16, true));
+    configs.back().gemm.bias_gelu = true;
+  }
   configs.push_back(config(128, 128, 4, 12, bf16, true));
   configs.back().gemm.bias_gelu = configs.back().gemm.warp_specialize = true;
   std::erase_if(configs, [&](const Config& c) {
@@ -282,7 +284,11 @@ int main(int argc, char** argv) {
                            }}),
              "autotune");
     std::vector<double> ms;
-    for (const auto& launch : launches) ms.push_back(time_ms(launch));
+    for (size_t i = 0; i < launches.size(); ++i) {
+      ms.push_back(time_ms(launches[i]));
+      report("gemm " + shape + " bf16, " + label(tried[i]), 2.0 * m * n * k / ms.back() / 1e9, "TFLOP/s",
+             std::to_string(ms.back()) + " ms");
+    }
     const size_t best = std::min_element(ms.begin(), ms.end()) - ms.begin();
     report("gemm " + shape + " bf16, best of all (" + label(tried[best]) + ")", 2.0 * m * n * k / ms[best] / 1e9,
            "TFLOP/s", std::to_string(ms[best]) + " ms");
