@@ -275,13 +275,15 @@ int main(int argc, char** argv) {
     }
     const AutotuneResult pick =
         must(autotune(dev, "gemm_bench " + shape + " bf16", candidates,
-                      {.memory = false,
+                      {.reps = 15,  // as many as time_ms below
+                       .memory = false,
                        .disk = false,
                        .before_each =
                            [&] {
                              timer.flush();  // timed from a cold L2, as the comparison below times them
                              return absl::OkStatus();
-                           }}),
+                           },
+                       .stream = &stream}),
              "autotune");
     std::vector<double> ms;
     for (size_t i = 0; i < launches.size(); ++i) {

@@ -1,7 +1,6 @@
 #include "runtime/autotune.h"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
@@ -51,11 +50,10 @@ int index_of(const std::vector<TuneCandidate>& candidates, const std::string& la
   return -1;
 }
 
-// Median seconds of `reps` runs, each after options.before_each and
-// followed by a synchronize. A failure of before_each goes to `hook`.
+// Median seconds of `reps` runs (Device::time), each after
+// options.before_each. A failure of before_each goes to `hook`.
 absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, const AutotuneOptions& options,
                                  absl::Status& hook) {
-  using Clock = std::chrono::steady_clock;
   for (int i = 0; i < options.warmup; ++i) {
     TESSEL_RETURN_IF_ERROR(c.run());
     TESSEL_RETURN_IF_ERROR(device.synchronize());
@@ -64,13 +62,10 @@ absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, c
   for (int i = 0; i < options.reps; ++i) {
     if (options.before_each) {
       hook = options.before_each();
-      if (hook.ok()) hook = device.synchronize();
       if (!hook.ok()) return hook;
     }
-    const Clock::time_point t0 = Clock::now();
-    TESSEL_RETURN_IF_ERROR(c.run());
-    TESSEL_RETURN_IF_ERROR(device.synchronize());
-    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    TESSEL_ASSIGN_OR_RETURN(double s, device.time(c.run, options.stream));
+    seconds.push_back(s);
   }
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];

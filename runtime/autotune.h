@@ -38,11 +38,16 @@ struct AutotuneOptions {
   int reps = 10;        // timed runs of each; the median counts
   bool memory = true;   // consult and keep the choice in this process
   bool disk = true;     // consult and keep the choice in the disk cache
-  // Runs before each timed run, untimed (its work is synchronized before
-  // the clock starts): flushing the GPU's L2, as Triton's do_bench does,
-  // times every candidate from cold caches, as a kernel between others
-  // runs. An error from it ends the tuning with that error.
+  // Runs before each timed run, untimed (Device::time starts at the end of
+  // the work it queues on the default stream): flushing the GPU's L2, as
+  // Triton's do_bench does, times every candidate from cold caches, as a
+  // kernel between others runs, and on a CUDA device keeps the host's
+  // launch costs out of the time. An error from it ends the tuning with
+  // that error.
   std::function<absl::Status()> before_each;
+  // The stream the candidates and before_each queue their work on (the
+  // default stream where null): where the runs are timed.
+  const Stream* stream = nullptr;
 };
 
 struct AutotuneResult {
@@ -55,7 +60,7 @@ struct AutotuneResult {
 };
 
 // The fastest of `candidates` for `key` on `device`. Each is run `warmup`
-// times, then timed `reps` times (run, then device.synchronize()). A
+// times, then timed `reps` times (Device::time of one run). A
 // candidate whose run fails is passed over; an error if every one fails
 // (naming each failure), if there are none, if two share a label or if
 // warmup < 0 or reps < 1.

@@ -1,6 +1,7 @@
 #include "runtime/device.h"
 
 #include <bit>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -116,6 +117,10 @@ std::string Device::arch() const { return impl_->arch(); }
 int Device::num_compute_units() const { return impl_->num_compute_units(); }
 absl::StatusOr<Buffer> Device::allocate(size_t bytes) const { return impl_->allocate(bytes); }
 absl::Status Device::synchronize() const { return impl_->synchronize(); }
+absl::StatusOr<double> Device::time(const std::function<absl::Status()>& work, const Stream* stream) const {
+  if (!work) return absl::InvalidArgumentError(absl::StrCat("Device::time on ", impl_->name(), ": no work to time"));
+  return impl_->time(work, stream == nullptr ? nullptr : stream->impl());
+}
 
 absl::StatusOr<Stream> Device::create_stream() const {
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<StreamImpl> impl, impl_->create_stream());
@@ -155,6 +160,15 @@ absl::Status empty_stream(absl::string_view what) {
 
 absl::StatusOr<std::shared_ptr<StreamImpl>> DeviceImpl::create_stream() {
   return std::make_shared<SynchronousStream>(kind(), name());
+}
+
+absl::StatusOr<double> DeviceImpl::time(const std::function<absl::Status()>& work, StreamImpl*) {
+  using Clock = std::chrono::steady_clock;
+  TESSEL_RETURN_IF_ERROR(synchronize());
+  const Clock::time_point t0 = Clock::now();
+  TESSEL_RETURN_IF_ERROR(work());
+  TESSEL_RETURN_IF_ERROR(synchronize());
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 absl::Status Stream::synchronize() const {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -185,6 +186,16 @@ class Device {
   // Waits for all work on the device (every stream), then reports any error a
   // kernel recorded in a bounded wait ("kernel 'x' timed out ...").
   absl::Status synchronize() const;
+  // Seconds the device spends on the work `work` queues on `stream` (the
+  // default stream where null), from the end of the work queued there
+  // before it to the end of its own; returns once that work is done, with
+  // `work`'s error, or the device's (as synchronize() reports it). On a
+  // CUDA device, between events recorded on the stream around it: the
+  // host's launch costs stay out wherever earlier work keeps the device
+  // busy while `work` queues (an L2 flush before a benchmark's run does).
+  // Elsewhere, the host's clock around `work` and a synchronize, after
+  // waiting for the work before it.
+  absl::StatusOr<double> time(const std::function<absl::Status()>& work, const Stream* stream = nullptr) const;
 
   // A new stream of this device.
   absl::StatusOr<Stream> create_stream() const;

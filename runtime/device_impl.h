@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -82,6 +83,9 @@ class DeviceImpl {
   virtual absl::Status copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status synchronize() = 0;
+  // Device::time; by default the host's clock around `work` and a
+  // synchronize, once the work queued before it is done.
+  virtual absl::StatusOr<double> time(const std::function<absl::Status()>& work, StreamImpl* stream);
   // By default a stream whose work is already done when it is queued, for
   // backends that run launches synchronously (the host).
   virtual absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream();

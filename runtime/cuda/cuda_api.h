@@ -104,6 +104,7 @@ enum CUstream_flags : int {
   CU_STREAM_NON_BLOCKING = 0x1,
 };
 enum CUevent_flags : int {
+  CU_EVENT_DEFAULT = 0x0,
   CU_EVENT_DISABLE_TIMING = 0x2,
 };
 enum CUstreamWaitValue_flags : int {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <span>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -256,6 +257,33 @@ class CudaDevice final : public DeviceImpl {
     }
     if (!status.ok()) return prefixed(absl::StrCat(name(), ": synchronize"), status);
     return context_->check_device_errors();
+  }
+
+  // Between two events recorded on the stream around `work`.
+  absl::StatusOr<double> time(const std::function<absl::Status()>& work, StreamImpl* stream) override {
+    absl::StatusOr<CUstream> on = cuda::resolve_stream(*context_, stream, nullptr);
+    if (!on.ok()) return prefixed(absl::StrCat(name(), ": time"), on.status());
+    ContextScope scope(*context_);
+    TESSEL_RETURN_IF_ERROR(scope.status());
+    const Driver& d = context_->driver();
+    std::array<cuda::CUevent, 2> events = {nullptr, nullptr};
+    absl::Cleanup destroy = [&] {
+      for (cuda::CUevent e : events) {
+        if (e != nullptr) d.event_destroy.raw(e);
+      }
+    };
+    float ms = 0;
+    absl::Status status = d.event_create(&events[0], cuda::CU_EVENT_DEFAULT);
+    if (status.ok()) status = d.event_create(&events[1], cuda::CU_EVENT_DEFAULT);
+    if (status.ok()) status = d.event_record(events[0], *on);
+    if (!status.ok()) return prefixed(absl::StrCat(name(), ": time"), status);
+    TESSEL_RETURN_IF_ERROR(work());
+    status = d.event_record(events[1], *on);
+    if (status.ok()) status = d.event_synchronize(events[1]);
+    if (status.ok()) status = d.event_elapsed_time(&ms, events[0], events[1]);
+    if (!status.ok()) return prefixed(absl::StrCat(name(), ": time"), status);
+    TESSEL_RETURN_IF_ERROR(synchronize());  // the device's own errors
+    return ms / 1e3;
   }
 
   absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream() override {

@@ -3,6 +3,7 @@
 // driver-facing mistake a user can make.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "base/status.h"
 #include "runtime/device.h"
 #include "runtime/device_impl.h"
 #include "samples/kernels.h"
@@ -285,6 +287,57 @@ TEST(CudaStream, LaunchesOnStreamsRunInOrder) {
 
   EXPECT_THAT(Stream().synchronize().message(), HasSubstr("the Stream is empty"));
   EXPECT_THAT(s1->end_capture().status().message(), HasSubstr("the stream is not capturing"));
+}
+
+// Device::time counts the device's time on the work queued inside it,
+// from the end of the work queued before it: a small launch queued behind
+// a long run of large ones takes microseconds, though the call waits for
+// all of them. A stream of another device, and the work's own error, are
+// reported.
+TEST(CudaDevice, TimeStartsWhereTheWorkBeforeItEnds) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Kernel> acc_kernel = accumulate_kernel(), add_kernel = vector_add_kernel();
+  ASSERT_TRUE(acc_kernel.ok() && add_kernel.ok());
+  absl::StatusOr<Function> acc = device.compile(*acc_kernel), add = device.compile(*add_kernel);
+  ASSERT_TRUE(acc.ok() && add.ok()) << acc.status() << add.status();
+  const int n = 64 << 20, small = 4096;
+  absl::StatusOr<Buffer> x = device.allocate(size_t{4} * n), y = device.allocate(size_t{4} * n);
+  absl::StatusOr<Buffer> a = device.allocate(4 * small), b = device.allocate(4 * small);
+  ASSERT_TRUE(x.ok() && y.ok() && a.ok() && b.ok());
+  auto large = [&] { return acc->launch({.grid = n / kAddBlock}, *x, *y, n); };
+  auto busy = [&] {
+    for (int i = 0; i < 20; ++i) TESSEL_RETURN_IF_ERROR(large());
+    return absl::OkStatus();
+  };
+  auto little = [&] { return add->launch({.grid = small / kAddBlock}, *a, *a, *b, small); };
+  // The first launches compile the variants for aligned pointers.
+  ASSERT_TRUE(large().ok() && little().ok() && device.synchronize().ok());
+  absl::StatusOr<double> one = device.time(large), twenty = device.time(busy);
+  ASSERT_TRUE(one.ok() && twenty.ok()) << one.status() << twenty.status();
+  EXPECT_GT(*twenty, 10 * *one);
+  ASSERT_TRUE(busy().ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<double> behind = device.time(little);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_GT(waited, *twenty / 2);  // the large launches were still running
+  EXPECT_LT(*behind, *twenty / 20);
+  EXPECT_GT(*behind, 0);
+  // On a stream of this device; not on one of another.
+  absl::StatusOr<Stream> stream = device.create_stream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::StatusOr<double> on_stream =
+      device.time([&] { return add->launch({.grid = small / kAddBlock, .stream = &*stream}, *a, *a, *b, small); },
+                  &*stream);
+  ASSERT_TRUE(on_stream.ok()) << on_stream.status();
+  absl::StatusOr<Device> host = Device::open("host:1");
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<Stream> host_stream = host->create_stream();
+  ASSERT_TRUE(host_stream.ok()) << host_stream.status();
+  EXPECT_THAT(device.time(little, &*host_stream).status().message(),
+              HasSubstr(": time: the stream belongs to a device of another kind"));
+  EXPECT_THAT(device.time([] { return absl::DataLossError("the work broke"); }).status().message(),
+              HasSubstr("the work broke"));
 }
 
 TEST(CudaCompile, DumpsEveryStageForTheGpu) {

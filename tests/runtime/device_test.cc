@@ -1,6 +1,8 @@
 #include "runtime/device.h"
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
@@ -25,6 +27,26 @@ TEST(Device, RejectsUnknownNames) {
   EXPECT_THAT(d.status().message(), HasSubstr("unknown device"));
   d = Device::open("host:0");
   EXPECT_THAT(d.status().message(), HasSubstr("thread count must be 1 to 1024"));
+}
+
+// On the host, Device::time is the clock around the work: it counts what
+// the work does, and passes the work's error on.
+TEST(Device, TimeCountsTheWorkAndPassesItsErrorOn) {
+  absl::StatusOr<Device> d = Device::open("host:2");
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<double> slept = d->time([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(slept.ok()) << slept.status();
+  EXPECT_GE(*slept, 0.02);
+  EXPECT_LT(*slept, 10.0);
+  absl::StatusOr<double> failed = d->time([] { return absl::DataLossError("the work broke"); });
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(failed.status().message(), HasSubstr("the work broke"));
+  absl::StatusOr<double> none = d->time(nullptr);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(none.status().message(), HasSubstr("Device::time on host:2: no work to time"));
 }
 
 TEST(Device, TheHostRunsOnlyHostCode) {
