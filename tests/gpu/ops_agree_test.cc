@@ -808,5 +808,31 @@ TEST_F(OpsAgree, TmaSwizzledBoxesReadAndWriteLikePlainOnes) {
   }
 }
 
+// Two stores of a 64 x 256 f32 box under the 128B swizzle (eight panels):
+// the box, its plain copy and two whole staging tiles (64 KiB each) do not
+// fit in shared memory, so each store stages its panels two at a time,
+// copied from the plain tile; at three programs, each stores several boxes.
+TEST_F(OpsAgree, TmaStoresTooLargeToStageWholeGoAPanelAtATime) {
+  TESSEL_TRACE_SEED(rng_);
+  constexpr int kBoxRows = 64, kBoxCols = 256;
+  const int rows = rng_.uniform_int(kBoxRows + 1, 6 * kBoxRows), cols = 4 * rng_.uniform_int(kBoxCols / 4 + 1, 200);
+  SCOPED_TRACE(absl::StrCat(rows, "x", cols));
+  const Shape dims = {rows, cols}, box = {kBoxRows, kBoxCols};
+  Case c("tma_panels");
+  KernelBuilder& k = c.k();
+  Value src = c.tensor_map(f32, random_array(f32, rows * cols, rng_), dims, box, "", Swizzle::k128B);
+  Value dst = c.tensor_map(f32, Bytes(rows * cols * 4, kPoison), dims, box, "tma_store", Swizzle::k128B);
+  Value dst2 = c.tensor_map(f32, Bytes(rows * cols * 4, kPoison), dims, box, "tma_store", Swizzle::k128B);
+  Value m = c.scalar(rows), n = c.scalar(cols);
+  Value col_tiles = cdiv(n, kBoxCols);
+  k.for_each_tile(cdiv(m, kBoxRows) * col_tiles, [&](Value t) {
+    Value row = t / col_tiles * kBoxRows, col = t % col_tiles * kBoxCols;
+    Value tile = tma_load(src, {row, col});
+    tma_store(dst, {row, col}, tile);
+    tma_store(dst2, {row, col}, tile);
+  });
+  run(c, 3);
+}
+
 }  // namespace
 }  // namespace tessel::gpu_test
