@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Config> configs;
   for (auto [bm, bn, stages, warps] : std::vector<std::array<int, 4>>{
-           {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 256, 4, 8}, {128, 128, 4, 4}}) {
+           {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 256, 4, 8}, {128, 128, 4, 4},
+           {64, 128, 6, 4}, {64, 128, 8, 4}}) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
   }
   // Warp-specialized: a producer warpgroup and two consumers of bm x bn tiles each.

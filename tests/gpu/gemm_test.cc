@@ -162,6 +162,9 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 1000, .n = 712, .k = 600, .bn = 256, .stages = 4, .out = bf16},
       {.m = 4095, .n = 4104, .k = 1032, .warps = 12, .stages = 4, .ws = true},
       {.m = 8192, .n = 8192, .k = 8192, .bn = 256, .out = bf16},
+      // One warpgroup's 64 x 128 tiles in 8 stages, the deepest ring (small M, long K).
+      {.m = 128, .n = 8192, .k = 8192, .bm = 64, .warps = 4, .stages = 8, .out = bf16},
+      {.m = 1000, .n = 712, .k = 600, .bm = 64, .warps = 4, .stages = 8},
   };
   for (const Problem& p : problems) {
     SCOPED_TRACE(name(p));
