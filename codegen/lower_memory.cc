@@ -224,60 +224,12 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   const Type& pt = ir_.type(o.operands[0]);
   DType d = rt.dtype();
   auto kind = static_cast<AtomicOp>(o.ints[0]);
-  llvm::AtomicRMWInst::BinOp bin;
-  switch (kind) {
-    case AtomicOp::kAdd:
-      bin = d.is_float() ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
-      break;
-    case AtomicOp::kMin:
-      bin = d.is_signed() ? llvm::AtomicRMWInst::Min : llvm::AtomicRMWInst::UMin;
-      break;
-    case AtomicOp::kMax:
-      bin = d.is_signed() ? llvm::AtomicRMWInst::Max : llvm::AtomicRMWInst::UMax;
-      break;
-    case AtomicOp::kAnd:
-      bin = llvm::AtomicRMWInst::And;
-      break;
-    case AtomicOp::kOr:
-      bin = llvm::AtomicRMWInst::Or;
-      break;
-    case AtomicOp::kXor:
-      bin = llvm::AtomicRMWInst::Xor;
-      break;
-    default:
-      bin = llvm::AtomicRMWInst::Xchg;
-      break;
-  }
   bool masked = o.operands.size() == 3;
-  llvm::Type* t = reg_type(d);
   const llvm::SyncScope::ID scope = target_.device_scope(ctx_);
-  // f16 and bf16 values are i16 bits: their atomic add is a compare-and-swap
-  // loop around the same rounded add as elementwise code (an atomicrmw fadd
-  // of half/bfloat needs libcalls such as __truncsfbf2 on x86, which a JIT-ed
-  // kernel cannot count on finding).
-  auto rmw = [&](llvm::Value* p, llvm::Value* v) -> llvm::Value* {
-    if (!(is_narrow_float(d) && kind == AtomicOp::kAdd)) {
-      return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::AcquireRelease, scope);
-    }
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(d.bytes()));
-    first->setAtomic(llvm::AtomicOrdering::Monotonic, scope);
-    llvm::BasicBlock* retry = llvm::BasicBlock::Create(ctx_, "atomic.retry", fn_);
-    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "atomic.done", fn_);
-    b_.CreateBr(retry);
-    b_.SetInsertPoint(retry);
-    llvm::PHINode* old = b_.CreatePHI(t, 2);
-    old->addIncoming(first, pre);
-    auto* cx = b_.CreateAtomicCmpXchg(p, old, ops_.binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(d.bytes()),
-                                      llvm::AtomicOrdering::AcquireRelease, llvm::AtomicOrdering::Monotonic, scope);
-    old->addIncoming(b_.CreateExtractValue(cx, 0), retry);
-    b_.CreateCondBr(b_.CreateExtractValue(cx, 1), done, retry);
-    b_.SetInsertPoint(done);
-    return old;
-  };
   // A masked-off lane returns 0 and touches nothing.
   auto one = [&](llvm::Value* p, llvm::Value* v, llvm::Value* mask) -> llvm::Value* {
-    return guarded_value(checked(o, p, d.bytes(), mask), [&] { return rmw(p, v); });
+    return guarded_value(checked(o, p, d.bytes(), mask),
+                         [&] { return ops_.atomic_rmw(kind, d, p, v, llvm::AtomicOrdering::AcquireRelease, scope); });
   };
   if (!pt.is_tile()) {
     // One thread of the program does a scalar atomic; all see its result.

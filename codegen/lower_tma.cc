@@ -275,11 +275,10 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
       llvm::Value* global = b.CreateGEP(b.getInt8Ty(), base, p.offset);
       if (copy == BoxCopy::kAdd) {
         emit_if(b, p.in_tensor, [&] {
+          ScalarOps ops(b, target);
           const DType d = map_type.dtype();
-          llvm::Type* t = d == f32 ? b.getFloatTy() : d == f16 ? b.getHalfTy() : d == bf16 ? b.getBFloatTy() : et;
-          b.CreateAtomicRMW(t == et ? llvm::AtomicRMWInst::Add : llvm::AtomicRMWInst::FAdd, global,
-                            b.CreateAlignedLoad(t, shared, llvm::Align(elem)), llvm::MaybeAlign(elem),
-                            llvm::AtomicOrdering::Monotonic, target.device_scope(b.getContext()));
+          ops.atomic_rmw(AtomicOp::kAdd, d, global, b.CreateAlignedLoad(ops.reg_type(d), shared, llvm::Align(elem)),
+                         llvm::AtomicOrdering::Monotonic, target.device_scope(b.getContext()));
         });
         return;
       }

@@ -387,4 +387,52 @@ llvm::Value* ScalarOps::fma(DType d, llvm::Value* a, llvm::Value* b, llvm::Value
   return narrow(f64_to_f32_odd(to_odd(s, inexact, away)), d);
 }
 
+llvm::Value* ScalarOps::atomic_rmw(AtomicOp op, DType d, llvm::Value* p, llvm::Value* v, llvm::AtomicOrdering order,
+                                   llvm::SyncScope::ID scope) {
+  llvm::AtomicRMWInst::BinOp bin;
+  switch (op) {
+    case AtomicOp::kAdd:
+      bin = d.is_float() ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
+      break;
+    case AtomicOp::kMin:
+      bin = d.is_signed() ? llvm::AtomicRMWInst::Min : llvm::AtomicRMWInst::UMin;
+      break;
+    case AtomicOp::kMax:
+      bin = d.is_signed() ? llvm::AtomicRMWInst::Max : llvm::AtomicRMWInst::UMax;
+      break;
+    case AtomicOp::kAnd:
+      bin = llvm::AtomicRMWInst::And;
+      break;
+    case AtomicOp::kOr:
+      bin = llvm::AtomicRMWInst::Or;
+      break;
+    case AtomicOp::kXor:
+      bin = llvm::AtomicRMWInst::Xor;
+      break;
+    default:
+      bin = llvm::AtomicRMWInst::Xchg;
+      break;
+  }
+  if (!(is_narrow_float(d) && op == AtomicOp::kAdd)) {
+    return b_.CreateAtomicRMW(bin, p, v, llvm::MaybeAlign(d.bytes()), order, scope);
+  }
+  llvm::Type* t = reg_type(d);
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::Function* fn = pre->getParent();
+  llvm::LoadInst* first = b_.CreateAlignedLoad(t, p, llvm::MaybeAlign(d.bytes()));
+  first->setAtomic(llvm::AtomicOrdering::Monotonic, scope);
+  llvm::BasicBlock* retry = llvm::BasicBlock::Create(b_.getContext(), "atomic.retry", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "atomic.done", fn);
+  b_.CreateBr(retry);
+  b_.SetInsertPoint(retry);
+  llvm::PHINode* old = b_.CreatePHI(t, 2);
+  old->addIncoming(first, pre);
+  auto* cx = b_.CreateAtomicCmpXchg(p, old, binary(OpCode::kAdd, d, old, v), llvm::MaybeAlign(d.bytes()), order,
+                                    llvm::AtomicOrdering::Monotonic, scope);
+  old->addIncoming(b_.CreateExtractValue(cx, 0), retry);
+  b_.CreateCondBr(b_.CreateExtractValue(cx, 1), done, retry);
+  b_.SetInsertPoint(done);
+  return old;
+}
+
 }  // namespace tessel::codegen

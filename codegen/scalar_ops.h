@@ -9,6 +9,7 @@
 
 #include "codegen/target_info.h"
 #include "dsl/ir.h"
+#include "dsl/ops.h"
 #include "llvm/IR/IRBuilder.h"
 
 namespace tessel::codegen {
@@ -38,6 +39,13 @@ class ScalarOps {
   // a * b + c rounded once.
   llvm::Value* fma(DType d, llvm::Value* a, llvm::Value* b, llvm::Value* c);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args);
+  // *p = *p `op` v for dtype `d`, atomically at `scope` with `order`;
+  // returns the old value. f16 and bf16 adds are a compare-and-swap loop
+  // around binary()'s add (an atomicrmw fadd of half/bfloat needs libcalls
+  // such as __truncsfbf2 on x86, which a JIT-ed kernel cannot count on
+  // finding).
+  llvm::Value* atomic_rmw(AtomicOp op, DType d, llvm::Value* p, llvm::Value* v, llvm::AtomicOrdering order,
+                          llvm::SyncScope::ID scope);
 
  private:
   llvm::Value* to_odd(llvm::Value* r, llvm::Value* inexact, llvm::Value* away);
