@@ -263,6 +263,12 @@ class TargetInfo {
   // The scope of the DSL's atomics ("at device scope"): where the target
   // names one, the device's; the default is the whole system.
   virtual llvm::SyncScope::ID device_scope(llvm::LLVMContext&) const { return llvm::SyncScope::System; }
+  // A fence at device scope in the thread that runs it, around the DSL's
+  // atomics (relaxed themselves): with `release`, the memory accesses
+  // before it, and those of other threads it has met at a barrier, happen
+  // before the atomics after it; otherwise (acquire) the accesses after it,
+  // TMA loads included, happen after the atomics before it.
+  virtual void device_fence(llvm::IRBuilder<>& b, bool release) = 0;
 
   // Memory ordering for triggered views: a barrier of the whole program
   // after its stores, an acq_rel fetch-add and exchange at device scope

@@ -41,8 +41,8 @@ enum class OpCode : uint8_t {
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]
-  kAtomic,   // ints[0] = AtomicOp (dsl/ops.h); operands ptrs, value [, mask]
-  kAtomicCas,  // operands ptr, compare, value
+  kAtomic,   // ints = AtomicOp, MemoryOrder (dsl/ops.h); operands ptrs, value [, mask]
+  kAtomicCas,  // ints = MemoryOrder; operands ptr, compare, value
   kTmaLoad,   // operands: map, coords...; result: shared tile of the box
   kTmaStore,  // operands: map, tile, coords...
   kDot,       // operands: a, b, acc

@@ -565,10 +565,33 @@ void store(const Operand& ptrs, const Operand& value, const Operand& mask, Loc l
 
 namespace {
 
-Value atomic(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand* mask, Loc loc) {
+// The ints of an atomic that `order` qualifies: AtomicOp then MemoryOrder
+// for kAtomic, MemoryOrder for kAtomicCas. False (and the builder failed)
+// where either is not one of its enum's values.
+bool atomic_ints(BuilderState& s, const char* what, const AtomicOp* op, MemoryOrder order, Loc loc,
+                 std::vector<int64_t>& ints) {
+  if (op != nullptr) {
+    if (static_cast<int>(*op) < 0 || *op > AtomicOp::kExchange) {
+      s.fail(loc, absl::StrCat(what, ": AtomicOp ", static_cast<int>(*op), " is not an operation (kAdd to kExchange)"));
+      return false;
+    }
+    ints.push_back(static_cast<int64_t>(*op));
+  }
+  if (static_cast<int>(order) < 0 || order > MemoryOrder::kAcqRel) {
+    s.fail(loc, absl::StrCat(what, ": MemoryOrder ", static_cast<int>(order),
+                             " is not an order (kRelaxed, kAcquire, kRelease or kAcqRel)"));
+    return false;
+  }
+  ints.push_back(static_cast<int64_t>(order));
+  return true;
+}
+
+Value atomic(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand* mask, MemoryOrder order, Loc loc) {
   BuilderState* s = detail::state_of({&ptrs});
   int ip;
   if (s == nullptr || !pointer_operand(*s, ptrs, "atomic_rmw", loc, ip)) return Value();
+  std::vector<int64_t> ints;
+  if (!atomic_ints(*s, "atomic_rmw", &op, order, loc, ints)) return Value();
   DType d = s->type(ip).dtype();
   bool bitwise = op == AtomicOp::kAnd || op == AtomicOp::kOr || op == AtomicOp::kXor;
   bool minmax = op == AtomicOp::kMin || op == AtomicOp::kMax;
@@ -586,25 +609,40 @@ Value atomic(AtomicOp op, const Operand& ptrs, const Operand& value, const Opera
     if (im < 0) return Value();
     operands.push_back(im);
   }
-  return s->emit1(OpCode::kAtomic, operands, loaded_type(s->type(ip)), loc, {static_cast<int64_t>(op)});
+  return s->emit1(OpCode::kAtomic, operands, loaded_type(s->type(ip)), loc, std::move(ints));
 }
 
 }  // namespace
 
 Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, Loc loc) {
-  return atomic(op, ptrs, value, nullptr, loc);
+  return atomic(op, ptrs, value, nullptr, MemoryOrder::kAcqRel, loc);
+}
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, MemoryOrder order, Loc loc) {
+  return atomic(op, ptrs, value, nullptr, order, loc);
 }
 Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand& mask, Loc loc) {
-  return atomic(op, ptrs, value, &mask, loc);
+  return atomic(op, ptrs, value, &mask, MemoryOrder::kAcqRel, loc);
+}
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand& mask, MemoryOrder order,
+                 Loc loc) {
+  return atomic(op, ptrs, value, &mask, order, loc);
 }
 Value atomic_add(const Operand& ptrs, const Operand& value, Loc loc) {
-  return atomic(AtomicOp::kAdd, ptrs, value, nullptr, loc);
+  return atomic(AtomicOp::kAdd, ptrs, value, nullptr, MemoryOrder::kAcqRel, loc);
+}
+Value atomic_add(const Operand& ptrs, const Operand& value, MemoryOrder order, Loc loc) {
+  return atomic(AtomicOp::kAdd, ptrs, value, nullptr, order, loc);
 }
 
 Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, Loc loc) {
+  return atomic_cas(ptr, compare, value, MemoryOrder::kAcqRel, loc);
+}
+Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, MemoryOrder order, Loc loc) {
   BuilderState* s = detail::state_of({&ptr});
   int ip;
   if (s == nullptr || !pointer_operand(*s, ptr, "atomic_cas", loc, ip)) return Value();
+  std::vector<int64_t> ints;
+  if (!atomic_ints(*s, "atomic_cas", nullptr, order, loc, ints)) return Value();
   Type pt = s->type(ip);  // a copy: element_operand may grow the value table
   if (!pt.is_pointer() || !pt.dtype().is_int() || pt.dtype().bits() < 32) {
     return s->fail(loc, absl::StrCat("atomic_cas: needs one pointer to a 32- or 64-bit integer, got ", pt.str()));
@@ -612,7 +650,7 @@ Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& valu
   int ic = element_operand(*s, ip, compare, "atomic_cas", "compare", loc);
   int iv = ic < 0 ? -1 : element_operand(*s, ip, value, "atomic_cas", "value", loc);
   if (iv < 0) return Value();
-  return s->emit1(OpCode::kAtomicCas, {ip, ic, iv}, Type(pt.dtype()), loc);
+  return s->emit1(OpCode::kAtomicCas, {ip, ic, iv}, Type(pt.dtype()), loc, std::move(ints));
 }
 
 Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc) {

@@ -82,13 +82,30 @@ void store(const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
 void store(const Operand& ptrs, const Operand& value, const Operand& mask, Loc loc = Loc::current());
 
 enum class AtomicOp { kAdd, kMin, kMax, kAnd, kOr, kXor, kExchange };
+// How an atomic orders the program's other memory accesses, at device
+// scope. The order is the whole program's, not one thread's: with
+// kRelease (or kAcqRel), everything the program wrote before the atomic
+// (stores, tma_store and tma_reduce included) is visible to any program
+// that reads the atomic's result, or a later value of the same location,
+// with kAcquire (or kAcqRel); with kAcquire, the program's reads after the
+// atomic (loads and tma_load) see what such a release made visible.
+// kRelaxed only makes the update atomic: a work counter, a histogram.
+// A program that counts itself into a shared counter and, when it is the
+// last, reads what every program wrote, needs the default kAcqRel.
+enum class MemoryOrder { kRelaxed, kAcquire, kRelease, kAcqRel };
 // Atomically combines `value` into memory at device scope; returns the old values.
 Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, MemoryOrder order, Loc loc = Loc::current());
 Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand& mask,
                  Loc loc = Loc::current());
+Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, const Operand& mask, MemoryOrder order,
+                 Loc loc = Loc::current());
 Value atomic_add(const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
+Value atomic_add(const Operand& ptrs, const Operand& value, MemoryOrder order, Loc loc = Loc::current());
 // Compare-and-swap on one scalar pointer; returns the old value.
 Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, Loc loc = Loc::current());
+Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, MemoryOrder order,
+                 Loc loc = Loc::current());
 
 // TMA: coordinates are outermost first, like the box. Out-of-bounds parts
 // of a box read zeros and are clipped on store.

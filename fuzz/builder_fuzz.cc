@@ -324,14 +324,16 @@ class Program {
         break;
       }
       case 18: {
-        const auto how = static_cast<AtomicOp>(r_.below(7));
+        const auto how = static_cast<AtomicOp>(r_.below(8));  // 7: not an operation
+        const auto order = static_cast<MemoryOrder>(r_.below(5));  // 4: not an order
         const Operand ptrs = operand();
-        keep(atomic_rmw(how, ptrs, operand()));
+        keep(atomic_rmw(how, ptrs, operand(), order));
         break;
       }
       case 19: {
+        const auto order = static_cast<MemoryOrder>(r_.below(5));
         const Operand ptr = operand(), compare = operand();
-        keep(atomic_cas(ptr, compare, operand()));
+        keep(atomic_cas(ptr, compare, operand(), order));
         break;
       }
       case 20: {

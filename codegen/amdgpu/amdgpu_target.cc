@@ -137,6 +137,10 @@ class AmdgpuTarget final : public GpuTarget {
     return ctx.getOrInsertSyncScopeID("agent");
   }
 
+  void device_fence(llvm::IRBuilder<>& b, bool release) override {
+    b.CreateFence(release ? llvm::AtomicOrdering::Release : llvm::AtomicOrdering::Acquire, agent(b));
+  }
+
   // Triggered views. MI300X's ordering for a gate: every wavefront waits
   // for its own global stores (s_waitcnt vmcnt(0); a workgroup-scope fence
   // does not), the workgroup meets at a barrier, then one thread releases

@@ -101,6 +101,9 @@ class HostTarget final : public TargetInfo {
   // A host program is one thread: no barrier is needed, and x86's ordering
   // of atomics is what the GPU's scoped operations promise.
   void program_barrier(llvm::IRBuilder<>&) override {}
+  void device_fence(llvm::IRBuilder<>& b, bool release) override {
+    b.CreateFence(release ? llvm::AtomicOrdering::Release : llvm::AtomicOrdering::Acquire);
+  }
   llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     return b.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, v, llvm::MaybeAlign(8),
                              llvm::AtomicOrdering::AcquireRelease);

@@ -376,6 +376,16 @@ class NvptxTarget final : public GpuTarget {
   }
 
   void program_barrier(llvm::IRBuilder<>& b) override { barrier(b); }
+  // LLVM 19's NVPTX emits its atomics relaxed whatever their ordering, and
+  // cannot select a scoped fence: the fence is PTX's. Where the copy
+  // engine writes (tma_store) or reads (tma_load) global memory it does so
+  // through the async proxy, which a proxy fence orders with the generic
+  // one on either side.
+  void device_fence(llvm::IRBuilder<>& b, bool release) override {
+    inline_asm(b, b.getVoidTy(),
+               release ? "fence.proxy.async.global; fence.acq_rel.gpu;" : "fence.acq_rel.gpu; fence.proxy.async.global;",
+               "~{memory}", {});
+  }
   llvm::Value* atomic_add_acq_rel_gpu(llvm::IRBuilder<>& b, llvm::Value* ptr, llvm::Value* v) override {
     return inline_asm(b, b.getInt64Ty(), "atom.acq_rel.gpu.add.u64 $0, [$1], $2;", "=l,l,l,~{memory}", {ptr, v});
   }

@@ -129,6 +129,29 @@ TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
       std::regex(R"(global_load_dwordx2 [^\n]* sc0 sc1\s+s_waitcnt vmcnt\(0\)\s+buffer_inv sc0 sc1)")));
 }
 
+// An acq_rel scalar atomic: every wavefront's stores done and the
+// workgroup met, an agent-scope release (L2 written back) before the add
+// and an acquire (L2 invalidated) after it. A relaxed one has neither.
+TEST(Amdgpu, AtomicsFenceTheWholeProgramAsTheirOrderSays) {
+  KernelBuilder k("orders");
+  Value c = k.arg(ptr(i32), "counter"), out = k.arg(ptr(f32), "out");
+  store(out + k.arange(0, 256), k.zeros({256}, f32));
+  Value last = atomic_add(c, 1);
+  store(out, cast(atomic_add(c + 1, last, MemoryOrder::kRelaxed), f32));
+  absl::StatusOr<Compiled> compiled = compile_gfx942(*k.build());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const std::string& s = compiled->artifacts.assembly;
+  EXPECT_TRUE(std::regex_search(
+      s, std::regex(R"(s_waitcnt vmcnt\(0\)\s+s_barrier[^]*buffer_wbl2 sc1[^]*global_atomic_add v\d+, v\d+, v\d+, )"
+                    R"(s\[\d+:\d+\] sc0\n[^]*buffer_inv sc1[^]*offset:4 sc0)")));
+  const size_t relaxed = s.find("offset:4 sc0");
+  ASSERT_NE(relaxed, std::string::npos);
+  const size_t before = s.rfind("s_barrier", relaxed), after = s.find("s_barrier", relaxed);
+  const std::string around = s.substr(before, after - before);
+  EXPECT_THAT(around, Not(HasSubstr("buffer_wbl2")));
+  EXPECT_THAT(around, Not(HasSubstr("buffer_inv")));
+}
+
 TEST(Amdgpu, AtomicsAreDeviceScoped) {
   KernelBuilder k("histogram");
   Value counts = k.arg(ptr(i32), "counts"), keys = k.arg(ptr(i32), "keys");

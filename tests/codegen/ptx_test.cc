@@ -116,6 +116,38 @@ CHECK: ld.acquire.sys.u64
 )");
 }
 
+// An acq_rel scalar atomic after a tma_store: the store's writes done, the
+// program's threads met, a release fence (async proxy, then device scope),
+// the atomic in one thread, an acquire fence, and the barrier that hands its
+// result (and what it acquired) to every thread. A relaxed atomic has no
+// fence. A tile's acquire fences every thread, then meets them.
+TEST(Ptx, AtomicsFenceTheWholeProgramAsTheirOrderSays) {
+  KernelBuilder k("orders");
+  Value map = k.tensor_map(f32, {8, 32}, "map");
+  Value c = k.arg(ptr(i32), "counter");
+  tma_store(map, {k.program_id() * 8, 0}, k.zeros({8, 32}, f32));
+  Value last = atomic_add(c, 1);
+  Value claimed = atomic_add(c + 1, last, MemoryOrder::kRelaxed);
+  atomic_rmw(AtomicOp::kMax, c + 2 + k.arange(0, 4), claimed, MemoryOrder::kAcquire);
+  expect_ptx_matches(k, R"(
+CHECK: cp.async.bulk.tensor.2d.global.shared::cta.bulk_group
+CHECK: cp.async.bulk.wait_group 0;
+CHECK: bar.sync
+CHECK: fence.proxy.async.global; fence.acq_rel.gpu;
+CHECK-NEXT: // end inline asm
+CHECK-NEXT: atom.global.add.u32
+CHECK-NEXT: // begin inline asm
+CHECK-NEXT: fence.acq_rel.gpu; fence.proxy.async.global;
+CHECK: bar.sync
+CHECK-NOT: fence
+CHECK: atom.global.add.u32
+CHECK-NOT: fence
+CHECK: atom{{(.global)?}}.max.s32
+CHECK: fence.acq_rel.gpu; fence.proxy.async.global;
+CHECK: bar.sync
+)");
+}
+
 // A deferring publish looks at the carry word (relaxed), counts, takes out
 // and releases what it found, then either releases its own batch or
 // exchanges it into the carry word, releasing what that took out.

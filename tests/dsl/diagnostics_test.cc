@@ -469,6 +469,26 @@ TEST(Diagnostics, AtomicCasOnFloat) {
   EXPECT_TRUE(FailsAt(k, line, "atomic_cas: needs one pointer to a 32- or 64-bit integer, got ptr<f32>"));
 }
 
+TEST(Diagnostics, AtomicWithAnOpOutsideItsEnum) {
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(i32), "p");
+  const int line = __LINE__ + 1;
+  atomic_rmw(static_cast<AtomicOp>(7), p, 1);
+  EXPECT_TRUE(FailsAt(k, line, "atomic_rmw: AtomicOp 7 is not an operation (kAdd to kExchange)"));
+}
+
+TEST(Diagnostics, AtomicsWithAnOrderOutsideItsEnum) {
+  for (bool cas : {false, true}) {
+    KernelBuilder k("k");
+    Value p = k.arg(ptr(i32), "p");
+    const int line = __LINE__ + 1;
+    cas ? atomic_cas(p, 0, 1, static_cast<MemoryOrder>(4)) : atomic_add(p, 1, static_cast<MemoryOrder>(-1));
+    EXPECT_TRUE(FailsAt(k, line,
+                        cas ? "atomic_cas: MemoryOrder 4 is not an order (kRelaxed, kAcquire, kRelease or kAcqRel)"
+                            : "atomic_rmw: MemoryOrder -1 is not an order (kRelaxed, kAcquire, kRelease or kAcqRel)"));
+  }
+}
+
 TEST(Diagnostics, PointerMinusPointer) {
   KernelBuilder k("k");
   Value p = k.arg(ptr(f32), "p");

@@ -186,6 +186,8 @@ TEST(Printer, TmaViewsReductionsAndAtomics) {
   max(wide, 1);
   view.publish(0);
   atomic_add(counter, 1);
+  atomic_rmw(AtomicOp::kMax, counter, 2, MemoryOrder::kRelaxed);
+  atomic_cas(counter, 0, 3, MemoryOrder::kAcquire);
   EXPECT_EQ(Build(k).str(),
             R"(kernel misc(%0 a: tensor_map<bf16>[64,64] swizzle=128B, %1 plan: triggered_view, %2 counter: ptr<i32>) {
   %3 = constant [0] : i32
@@ -197,7 +199,12 @@ TEST(Printer, TmaViewsReductionsAndAtomics) {
   %9 = constant [0] : i32
   publish %1, %9
   %10 = constant [1] : i32
-  %11 = atomic %2, %10 [0] : i32
+  %11 = atomic %2, %10 add acq_rel : i32
+  %12 = constant [2] : i32
+  %13 = atomic %2, %12 max relaxed : i32
+  %14 = constant [0] : i32
+  %15 = constant [3] : i32
+  %16 = atomic_cas %2, %14, %15 acquire : i32
 }
 )");
 }

@@ -595,6 +595,42 @@ TEST_F(OpsAgree, AtomicCasHasOneWinnerPerSlot) {
   }
 }
 
+// Each program writes a tile with tma_store (on NVIDIA still on its way to
+// memory when the store returns) and another with plain stores from all its
+// threads, then counts itself in with a scalar atomic; the last one to count
+// reads every program's tiles. A scalar atomic orders all the program's
+// writes before it and its reads after it, so the sums hold every tile.
+TEST_F(OpsAgree, LastProgramToCountReadsEveryProgramsTiles) {
+  constexpr int kRows = 64, kCols = 64;
+  TESSEL_TRACE_SEED(rng_);
+  for (int run_index = 0; run_index < 4; ++run_index) {
+    const int grid = rng_.uniform_int(132, 400);
+    SCOPED_TRACE(absl::StrCat(grid, " programs"));
+    Case c("last_program");
+    KernelBuilder& k = c.k();
+    const Bytes zeros(size_t{4} * grid * kRows * kCols, 0);
+    Value staged = c.tensor_map(f32, zeros, {grid * kRows, kCols}, {kRows, kCols});
+    Value plain = c.array(f32, zeros);
+    Value counter = c.array(i32, Bytes(4, 0), "counter");
+    Value sums = c.output(f32, 2 * kRows * kCols, "the last program's sums");
+    Value pid = k.program_id(), idx = index_tile(k, {kRows, kCols});
+    Value tile = cast(idx % 7 + pid, f32);  // exact sums
+    tma_store(staged, {pid * kRows, 0}, tile);
+    store(plain + pid * (kRows * kCols) + idx, tile + 1);
+    Value old = atomic_add(counter, 1);
+    k.if_(old == grid - 1, [&] {
+      Var from_tma = k.var(k.zeros({kRows, kCols}, f32)), from_stores = k.var(k.zeros({kRows, kCols}, f32));
+      k.for_range(0, grid, 1, [&](Value p) {
+        from_tma = from_tma + tma_load(staged, {p * kRows, 0});
+        from_stores = from_stores + load(plain + p * (kRows * kCols) + idx);
+      });
+      store(sums + idx, from_tma);
+      store(sums + kRows * kCols + idx, from_stores);
+    });
+    run(c, grid);
+  }
+}
+
 // for_range with a scalar and a tile Var, an if_ with an else inside it, a
 // nested loop whose trip count (0 to 3) depends on the outer index, and a
 // loop that runs only when the main one runs zero times; launched with
