@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/tma_rules.h"
 #include "base/float8.h"
+#include "codegen/hazards.h"
 #include "codegen/lowering.h"
 
 #include "dsl/printer.h"
@@ -63,6 +64,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   alloca_point_ = b_.CreateBr(body);
   b_.SetInsertPoint(body);
   reserve_tma_barriers();
+  hazards_ = hazard_barriers(ir_);
   TESSEL_RETURN_IF_ERROR(block(0));
   target_.epilogue(b_);
   b_.CreateRetVoid();
@@ -144,6 +146,7 @@ absl::Status Lowering::block(int b) {
   };
   for (size_t i = 0; i < ops.size(); ++i) mark(ops[i], static_cast<int>(i));
   for (size_t i = 0; i < ops.size(); ++i) {
+    if (hazards_.contains(ops[i])) target_.program_barrier(b_);
     TESSEL_RETURN_IF_ERROR(op(ir_.ops[ops[i]]));
     release_dead_buffers(last_use, static_cast<int>(i));
   }

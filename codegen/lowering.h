@@ -204,6 +204,8 @@ class Lowering {
   // transpose `o`.
   ElemIndex& operand_index(const Op& o, ElemIndex& at);
   std::vector<bool> inline_;  // per value
+  // The ops the program's threads meet before (codegen/hazards.h).
+  std::set<int> hazards_;
 
   // A kConstant's value.
   llvm::Value* constant(const Op& o);

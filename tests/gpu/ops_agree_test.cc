@@ -631,6 +631,25 @@ TEST_F(OpsAgree, LastProgramToCountReadsEveryProgramsTiles) {
   }
 }
 
+// A program reads back, transposed, what it stored (other threads' elements
+// mostly), then overwrites what it read, transposed again: its loads see its
+// earlier stores and not its later ones, as on the host.
+TEST_F(OpsAgree, ProgramsReadTheirOwnStoresAndNotTheirLaterOnes) {
+  constexpr int kN = 128;
+  TESSEL_TRACE_SEED(rng_);
+  const int grid = rng_.uniform_int(1, 8);
+  Case c("read_after_write");
+  KernelBuilder& k = c.k();
+  Value scratch = c.array(f32, Bytes(size_t{4} * grid * kN * kN, kPoison), "scratch");
+  Value base = scratch + k.program_id() * (kN * kN);
+  Value idx = index_tile(k, {kN, kN}), transposed = trans(idx);
+  store(base + idx, cast(idx, f32));
+  Value back = load(base + transposed);  // mostly other threads' stores
+  store(base + idx, back * 2);           // over elements other threads read
+  store(base + idx, load(base + transposed) + 1);
+  run(c, grid);
+}
+
 // for_range with a scalar and a tile Var, an if_ with an else inside it, a
 // nested loop whose trip count (0 to 3) depends on the outer index, and a
 // loop that runs only when the main one runs zero times; launched with
