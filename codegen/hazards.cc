@@ -1,6 +1,7 @@
 #include "codegen/hazards.h"
 
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "dsl/ops.h"
@@ -8,7 +9,7 @@
 namespace tessel::codegen {
 namespace {
 
-constexpr int kUnknown = -1;  // a pointer that may be any parameter's
+constexpr int kUnknown = kAnyParameter;
 constexpr int kUnset = -2;
 
 // The parameters a stretch of the program has read and written through
@@ -34,9 +35,9 @@ bool touches(const std::map<int, std::set<int>>& by, int base) {
   return false;
 }
 
-class Hazards {
+class Origins {
  public:
-  explicit Hazards(const KernelIR& ir) : ir_(ir), owner_(ir.blocks.size(), -1) {
+  explicit Origins(const KernelIR& ir) : ir_(ir), owner_(ir.blocks.size(), -1) {
     for (const Param& p : ir.params) params_.insert(p.value);
     for (size_t i = 0; i < ir.ops.size(); ++i) {
       for (int b : ir.ops[i].blocks) owner_[b] = static_cast<int>(i);
@@ -44,11 +45,7 @@ class Hazards {
     resolve_bases();
   }
 
-  std::set<int> run() {
-    Touched t;
-    walk(0, t);
-    return barriers_;
-  }
+  std::vector<int> bases() && { return std::move(base_); }
 
  private:
   // Every value's parameter, assuming first that each loop-carried pointer
@@ -115,8 +112,29 @@ class Hazards {
   }
   static int same(int a, int b) { return a == b ? a : kUnknown; }
 
+  const KernelIR& ir_;
+  std::set<int> params_;
+  std::vector<int> owner_;      // block -> the op that holds it
+  std::vector<int> base_;       // value -> parameter, kUnknown
+  std::map<int, int> carried_;  // a loop's carried argument -> the value its yield passes on
+  std::set<int> unknown_;       // carried arguments whose loop changes their parameter
+};
+
+class Hazards {
+ public:
+  explicit Hazards(const KernelIR& ir) : ir_(ir), base_(Origins(ir).bases()) {}
+
+  std::set<int> run() {
+    Touched t;
+    walk(0, t);
+    return barriers_;
+  }
+
+ private:
+  int base(int v) const { return base_[v]; }
+
   // What op `id` reads and writes through pointers.
-  Touched access(int id) {
+  Touched access(int id) const {
     const Op& o = ir_.ops[id];
     Touched t;
     switch (o.op) {
@@ -184,15 +202,13 @@ class Hazards {
   }
 
   const KernelIR& ir_;
-  std::set<int> params_;
-  std::vector<int> owner_;        // block -> the op that holds it
-  std::vector<int> base_;         // value -> parameter, kUnknown
-  std::map<int, int> carried_;    // a loop's carried argument -> the value its yield passes on
-  std::set<int> unknown_;         // carried arguments whose loop changes their parameter
+  std::vector<int> base_;  // value -> parameter, kUnknown
   std::set<int> barriers_;
 };
 
 }  // namespace
+
+std::vector<int> pointer_parameters(const KernelIR& ir) { return Origins(ir).bases(); }
 
 std::set<int> hazard_barriers(const KernelIR& ir) { return Hazards(ir).run(); }
 

@@ -20,11 +20,18 @@
 #pragma once
 
 #include <set>
+#include <vector>
 
 #include "codegen/api.h"
 #include "dsl/ir.h"
 
 namespace tessel::codegen {
+
+// Per value of `ir`: the parameter (its value id) a pointer derives from,
+// or kAnyParameter where it may be several parameters' (and for values that
+// are not pointers).
+inline constexpr int kAnyParameter = -1;
+TESSEL_CODEGEN_API std::vector<int> pointer_parameters(const KernelIR& ir);
 
 // The ops (indices into ir.ops) that need a barrier of the whole program
 // before them. Scalar atomics meet the program's threads themselves.

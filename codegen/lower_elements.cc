@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/status.h"
+#include "codegen/hazards.h"
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -67,6 +68,14 @@ bool orders_loads(const KernelIR& ir, const Op& o) {
     }
   }
   return false;
+}
+
+// Whether `writer` (a store or atomic) may write what `load` reads: through
+// a pointer of the same parameter, or of one it cannot tell.
+bool may_overwrite(const Op& writer, const Op& load, const std::vector<int>& params) {
+  if (writer.op != OpCode::kStore && writer.op != OpCode::kAtomic) return false;
+  const int w = params[writer.operands[0]], r = params[load.operands[0]];
+  return w == r || w == kAnyParameter || r == kAnyParameter;
 }
 
 }  // namespace
@@ -153,6 +162,7 @@ void Lowering::plan_inline() {
   // recomputed in a loop's body, they keep the body's addresses visibly
   // consecutive where a buffer would hide them.
   std::vector<bool> index(ir_.values.size(), false);
+  const std::vector<int> params = pointer_parameters(ir_);
   for (const Op& o : ir_.ops) {
     if (!inlinable(ir_, o) || o.op == OpCode::kLoad || costly(o)) continue;
     bool ok = true;
@@ -196,6 +206,9 @@ void Lowering::plan_inline() {
       }
       ok = ok && n <= kInlineLoops && !(costly(o) && elements > ir_.type(r).numel());
       if (o.op == OpCode::kLoad && orders[end] > orders[i + 1]) ok = false;
+      // Nor into the loop of a store that may overwrite what it reads: the
+      // store would read elements it has already written.
+      if (o.op == OpCode::kLoad && end > i && may_overwrite(ir_.ops[ops[end]], o, params)) ok = false;
       if (!ok) continue;
       inline_[r] = true;
       computed[r] = elements;

@@ -275,5 +275,23 @@ TEST(Atomics, MaskedLanesTouchNothingAndReturnZero) {
   for (int p = 1; p < kGrid; p += 2) EXPECT_EQ(got_scalar[p], 0) << "masked-off scalar atomic, program " << p;
 }
 
+// A store over what the program read through the same pointer, transposed:
+// every element read before any is overwritten (a load is not computed in
+// the loop of a store that may write what it reads), as on a GPU.
+TEST(LoadStore, AStoreOverWhatWasReadTransposedReadsItAllFirst) {
+  constexpr int kN = 16;
+  KernelBuilder k("transpose_in_place");
+  Value p = k.arg(ptr(i32), "p");
+  Value r = k.arange(0, kN), c = k.arange(0, kN);
+  Value idx = broadcast_to(expand_dims(r, 1) * kN + expand_dims(c, 0), {kN, kN});
+  store(p + idx, load(p + trans(idx)) * 2);
+  std::vector<int32_t> m(kN * kN);
+  for (int i = 0; i < kN * kN; ++i) m[i] = i;
+  TESSEL_ASSERT_OK(run(k, 1, m.data()));
+  for (int i = 0; i < kN; ++i) {
+    for (int j = 0; j < kN; ++j) ASSERT_EQ(m[i * kN + j], 2 * (j * kN + i)) << "element " << i << ", " << j;
+  }
+}
+
 }  // namespace
 }  // namespace tessel::testing

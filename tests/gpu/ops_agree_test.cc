@@ -635,7 +635,7 @@ TEST_F(OpsAgree, LastProgramToCountReadsEveryProgramsTiles) {
 // mostly), then overwrites what it read, transposed again: its loads see its
 // earlier stores and not its later ones, as on the host.
 TEST_F(OpsAgree, ProgramsReadTheirOwnStoresAndNotTheirLaterOnes) {
-  constexpr int kN = 128;
+  constexpr int kN = 64;
   TESSEL_TRACE_SEED(rng_);
   const int grid = rng_.uniform_int(1, 8);
   Case c("read_after_write");
