@@ -46,6 +46,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   TESSEL_RETURN_IF_ERROR(plan_roles());
   threads_ = target_.register_tile_threads();
   blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size());
+  pointer_params_ = pointer_parameters(ir_);
   plan_inline();
   wanted_.assign(ir_.values.size(), nullptr);
   mma_only_.assign(ir_.values.size(), false);

@@ -162,7 +162,6 @@ void Lowering::plan_inline() {
   // recomputed in a loop's body, they keep the body's addresses visibly
   // consecutive where a buffer would hide them.
   std::vector<bool> index(ir_.values.size(), false);
-  const std::vector<int> params = pointer_parameters(ir_);
   for (const Op& o : ir_.ops) {
     if (!inlinable(ir_, o) || o.op == OpCode::kLoad || costly(o)) continue;
     bool ok = true;
@@ -208,7 +207,7 @@ void Lowering::plan_inline() {
       if (o.op == OpCode::kLoad && orders[end] > orders[i + 1]) ok = false;
       // Nor into the loop of a store that may overwrite what it reads: the
       // store would read elements it has already written.
-      if (o.op == OpCode::kLoad && end > i && may_overwrite(ir_.ops[ops[end]], o, params)) ok = false;
+      if (o.op == OpCode::kLoad && end > i && may_overwrite(ir_.ops[ops[end]], o, pointer_params_)) ok = false;
       if (!ok) continue;
       inline_[r] = true;
       computed[r] = elements;

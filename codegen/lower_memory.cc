@@ -56,29 +56,9 @@ llvm::Value* Lowering::checked(const Op& o, llvm::Value* p, int64_t bytes, llvm:
 }
 
 int Lowering::root_param(int v) const {
-  for (int hops = 0; hops < 256; ++hops) {
-    for (size_t i = 0; i < ir_.params.size(); ++i) {
-      if (ir_.params[i].value == v) return static_cast<int>(i);
-    }
-    const ValueInfo& info = ir_.values[v];
-    if (info.def_op < 0) return -1;  // a loop-carried or branch value
-    const Op& d = ir_.ops[info.def_op];
-    switch (d.op) {
-      case OpCode::kPtrAdd:
-      case OpCode::kSplat:
-      case OpCode::kBroadcast:
-      case OpCode::kExpandDims:
-      case OpCode::kReshape:
-      case OpCode::kTrans:
-        v = d.operands[0];
-        break;
-      case OpCode::kSelect: {
-        const int a = root_param(d.operands[1]);
-        return a == root_param(d.operands[2]) ? a : -1;
-      }
-      default:
-        return -1;
-    }
+  const int param = pointer_params_[v];
+  for (size_t i = 0; i < ir_.params.size(); ++i) {
+    if (ir_.params[i].value == param) return static_cast<int>(i);
   }
   return -1;
 }

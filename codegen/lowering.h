@@ -204,8 +204,10 @@ class Lowering {
   // transpose `o`.
   ElemIndex& operand_index(const Op& o, ElemIndex& at);
   std::vector<bool> inline_;  // per value
-  // The ops the program's threads meet before (codegen/hazards.h).
+  // The ops the program's threads meet before, and the parameter each
+  // pointer derives from (codegen/hazards.h).
   std::set<int> hazards_;
+  std::vector<int> pointer_params_;
 
   // A kConstant's value.
   llvm::Value* constant(const Op& o);
@@ -389,8 +391,8 @@ class Lowering {
   // within the argument its pointer came from; masked-off lanes are not
   // asked about. Elsewhere `mask` itself.
   llvm::Value* checked(const Op& o, llvm::Value* p, int64_t bytes, llvm::Value* mask);
-  // The parameter pointer value `v` is derived from (through ptr_add, shape
-  // ops and selects between one parameter's pointers), or -1.
+  // The parameter pointer value `v` is derived from, as an index into
+  // ir_.params (pointer_parameters in codegen/hazards.h), or -1.
   int root_param(int v) const;
 
   absl::Status store(const Op& o);
