@@ -13,26 +13,23 @@ constexpr int kUnknown = kAnyParameter;
 constexpr int kUnset = -2;
 
 // The parameters a stretch of the program has read and written through
-// since its threads last met (kUnknown: possibly any), and the ops that did.
+// since its threads last met (kUnknown: possibly any).
 struct Touched {
-  std::map<int, std::set<int>> reads, writes;
+  std::set<int> reads, writes;
 
   void clear() {
     reads.clear();
     writes.clear();
   }
   void add(const Touched& o) {
-    for (const auto& [base, ops] : o.reads) reads[base].insert(ops.begin(), ops.end());
-    for (const auto& [base, ops] : o.writes) writes[base].insert(ops.begin(), ops.end());
+    reads.insert(o.reads.begin(), o.reads.end());
+    writes.insert(o.writes.begin(), o.writes.end());
   }
 };
 
 // Whether `by` holds an access of what `base` may be.
-bool touches(const std::map<int, std::set<int>>& by, int base) {
-  for (const auto& [b, ops] : by) {
-    if (b == base || b == kUnknown || base == kUnknown) return true;
-  }
-  return false;
+bool touches(const std::set<int>& by, int base) {
+  return by.contains(base) || by.contains(kUnknown) || (base == kUnknown && !by.empty());
 }
 
 class Origins {
@@ -122,7 +119,7 @@ class Origins {
 
 class Hazards {
  public:
-  explicit Hazards(const KernelIR& ir) : ir_(ir), base_(Origins(ir).bases()) {}
+  Hazards(const KernelIR& ir, const std::vector<int>& params) : ir_(ir), base_(params) {}
 
   std::set<int> run() {
     Touched t;
@@ -139,15 +136,15 @@ class Hazards {
     Touched t;
     switch (o.op) {
       case OpCode::kLoad:
-        t.reads[base(o.operands[0])].insert(id);
+        t.reads.insert(base(o.operands[0]));
         break;
       case OpCode::kStore:
-        t.writes[base(o.operands[0])].insert(id);
+        t.writes.insert(base(o.operands[0]));
         break;
       case OpCode::kAtomic:
       case OpCode::kAtomicCas:
-        t.reads[base(o.operands[0])].insert(id);
-        t.writes[base(o.operands[0])].insert(id);
+        t.reads.insert(base(o.operands[0]));
+        t.writes.insert(base(o.operands[0]));
         break;
       default:
         break;
@@ -161,8 +158,7 @@ class Hazards {
     if (o.op != OpCode::kAtomic && o.op != OpCode::kAtomicCas) return {o.op == OpCode::kPublish, false};
     const auto order = static_cast<MemoryOrder>(o.op == OpCode::kAtomic ? o.ints[1] : o.ints[0]);
     const bool scalar = o.op == OpCode::kAtomicCas || !ir_.type(o.operands[0]).is_tile();
-    return {order == MemoryOrder::kRelease || order == MemoryOrder::kAcqRel,
-            scalar || order == MemoryOrder::kAcquire || order == MemoryOrder::kAcqRel};
+    return {releases(order), scalar || acquires(order)};
   }
 
   void walk(int block, Touched& t) {
@@ -190,8 +186,8 @@ class Hazards {
       if (before) t.clear();
       const Touched mine = access(id);
       bool hazard = false;
-      for (const auto& [b, ops] : mine.reads) hazard = hazard || touches(t.writes, b);
-      for (const auto& [b, ops] : mine.writes) hazard = hazard || touches(t.writes, b) || touches(t.reads, b);
+      for (int b : mine.reads) hazard = hazard || touches(t.writes, b);
+      for (int b : mine.writes) hazard = hazard || touches(t.writes, b) || touches(t.reads, b);
       if (hazard) {
         barriers_.insert(id);
         t.clear();
@@ -202,7 +198,7 @@ class Hazards {
   }
 
   const KernelIR& ir_;
-  std::vector<int> base_;  // value -> parameter, kUnknown
+  const std::vector<int>& base_;  // value -> parameter, kUnknown
   std::set<int> barriers_;
 };
 
@@ -210,6 +206,8 @@ class Hazards {
 
 std::vector<int> pointer_parameters(const KernelIR& ir) { return Origins(ir).bases(); }
 
-std::set<int> hazard_barriers(const KernelIR& ir) { return Hazards(ir).run(); }
+std::set<int> hazard_barriers(const KernelIR& ir, const std::vector<int>& params) {
+  return Hazards(ir, params).run();
+}
 
 }  // namespace tessel::codegen

@@ -34,7 +34,8 @@ inline constexpr int kAnyParameter = -1;
 TESSEL_CODEGEN_API std::vector<int> pointer_parameters(const KernelIR& ir);
 
 // The ops (indices into ir.ops) that need a barrier of the whole program
-// before them. Scalar atomics meet the program's threads themselves.
-TESSEL_CODEGEN_API std::set<int> hazard_barriers(const KernelIR& ir);
+// before them, given pointer_parameters(ir). Scalar atomics meet the
+// program's threads themselves.
+TESSEL_CODEGEN_API std::set<int> hazard_barriers(const KernelIR& ir, const std::vector<int>& params);
 
 }  // namespace tessel::codegen

@@ -47,6 +47,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   threads_ = target_.register_tile_threads();
   blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size());
   pointer_params_ = pointer_parameters(ir_);
+  hazards_ = hazard_barriers(ir_, pointer_params_);
   plan_inline();
   wanted_.assign(ir_.values.size(), nullptr);
   mma_only_.assign(ir_.values.size(), false);
@@ -65,7 +66,6 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   alloca_point_ = b_.CreateBr(body);
   b_.SetInsertPoint(body);
   reserve_tma_barriers();
-  hazards_ = hazard_barriers(ir_);
   TESSEL_RETURN_IF_ERROR(block(0));
   target_.epilogue(b_);
   b_.CreateRetVoid();

@@ -204,11 +204,6 @@ absl::Status Lowering::store(const Op& o) {
 // thread's earlier writes, and the TMA stores still on their way, visible
 // before the atomic; an acquire makes every thread's later reads see what
 // was released to it. The atomics themselves are relaxed, between fences.
-Lowering::Ordered Lowering::ordered(int64_t order) const {
-  const auto o = static_cast<MemoryOrder>(order);
-  return {o == MemoryOrder::kRelease || o == MemoryOrder::kAcqRel, o == MemoryOrder::kAcquire || o == MemoryOrder::kAcqRel};
-}
-
 void Lowering::release_program() {
   target_.single_thread(b_, [&] { target_.tma_store_flush(b_); });
   target_.program_barrier(b_);
@@ -218,7 +213,7 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   const Type& pt = ir_.type(o.operands[0]);
   DType d = rt.dtype();
   auto kind = static_cast<AtomicOp>(o.ints[0]);
-  const Ordered order = ordered(o.ints[1]);
+  const auto order = static_cast<MemoryOrder>(o.ints[1]);
   bool masked = o.operands.size() == 3;
   const llvm::SyncScope::ID scope = target_.device_scope(ctx_);
   // A masked-off lane returns 0 and touches nothing.
@@ -226,14 +221,14 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
     return guarded_value(checked(o, p, d.bytes(), mask),
                          [&] { return ops_.atomic_rmw(kind, d, p, v, llvm::AtomicOrdering::Monotonic, scope); });
   };
-  if (order.release) release_program();
+  if (releases(order)) release_program();
   if (!pt.is_tile()) {
     // One thread of the program does a scalar atomic; all see its result
     // (after the barrier that carries its acquire to them).
     set(o, target_.uniform(b_, [&] {
-      if (order.release) target_.device_fence(b_, true);
+      if (releases(order)) target_.device_fence(b_, true);
       llvm::Value* old = one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
-      if (order.acquire) target_.device_fence(b_, false);
+      if (acquires(order)) target_.device_fence(b_, false);
       return old;
     }));
     return absl::OkStatus();
@@ -242,13 +237,13 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
   llvm::Value* values = val(o.operands[1]);
   llvm::Value* masks = masked ? val(o.operands[2]) : nullptr;
   llvm::Value* out = new_buffer(rt);
-  if (order.release) target_.device_fence(b_, true);
+  if (releases(order)) target_.device_fence(b_, true);
   tile_loop(pt.numel(), [&](llvm::Value* i) {
     llvm::Value* r = one(load_elem(ptrs, pt, i), load_elem(values, rt, i),
                          masked ? load_elem(masks, ir_.type(o.operands[2]), i) : nullptr);
     store_elem(out, rt, i, r);
   });
-  if (order.acquire) {
+  if (acquires(order)) {
     target_.device_fence(b_, false);
     target_.program_barrier(b_);  // what one thread acquired, all read after
   }
@@ -258,18 +253,18 @@ absl::Status Lowering::atomic(const Op& o, const Type& rt) {
 
 absl::Status Lowering::atomic_cas(const Op& o, const Type& rt) {
   DType d = rt.dtype();
-  const Ordered order = ordered(o.ints[0]);
-  if (order.release) release_program();
+  const auto order = static_cast<MemoryOrder>(o.ints[0]);
+  if (releases(order)) release_program();
   // Out of bounds in checked code: 0, and memory untouched.
   set(o, target_.uniform(b_, [&] {
-    if (order.release) target_.device_fence(b_, true);
+    if (releases(order)) target_.device_fence(b_, true);
     llvm::Value* old = guarded_value(checked(o, val(o.operands[0]), d.bytes(), nullptr), [&] {
       auto* cx = b_.CreateAtomicCmpXchg(val(o.operands[0]), val(o.operands[1]), val(o.operands[2]),
                                         llvm::MaybeAlign(d.bytes()), llvm::AtomicOrdering::Monotonic,
                                         llvm::AtomicOrdering::Monotonic, target_.device_scope(ctx_));
       return b_.CreateExtractValue(cx, 0);
     });
-    if (order.acquire) target_.device_fence(b_, false);
+    if (acquires(order)) target_.device_fence(b_, false);
     return old;
   }));
   return absl::OkStatus();

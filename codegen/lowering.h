@@ -398,11 +398,6 @@ class Lowering {
   absl::Status store(const Op& o);
 
   absl::Status atomic(const Op& o, const Type& rt);
-  // Which sides of the program a MemoryOrder fences.
-  struct Ordered {
-    bool release, acquire;
-  };
-  Ordered ordered(int64_t order) const;
   // Before a release: the program's TMA stores written and its threads met.
   void release_program();
   // A scalar compare-and-swap, done by one thread; all see the old value.

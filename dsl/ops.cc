@@ -563,6 +563,17 @@ void store(const Operand& ptrs, const Operand& value, const Operand& mask, Loc l
   if (im >= 0) s->emit(OpCode::kStore, {ip, iv, im}, {}, loc);
 }
 
+const char* atomic_op_name(AtomicOp op) {
+  static constexpr const char* kNames[] = {"add", "min", "max", "and", "or", "xor", "exchange"};
+  const int i = static_cast<int>(op);
+  return i >= 0 && i <= static_cast<int>(AtomicOp::kExchange) ? kNames[i] : "?";
+}
+const char* memory_order_name(MemoryOrder order) {
+  static constexpr const char* kNames[] = {"relaxed", "acquire", "release", "acq_rel"};
+  const int i = static_cast<int>(order);
+  return i >= 0 && i <= static_cast<int>(MemoryOrder::kAcqRel) ? kNames[i] : "?";
+}
+
 namespace {
 
 // The ints of an atomic that `order` qualifies: AtomicOp then MemoryOrder
@@ -690,8 +701,7 @@ void tma_write(const Value& map, const std::vector<Operand>& coords, const Value
   std::vector<int64_t> ints;
   if (op != nullptr) {
     if (*op != AtomicOp::kAdd) {
-      static constexpr const char* kNames[] = {"add", "min", "max", "and", "or", "xor", "exchange"};
-      s->fail(loc, absl::StrCat(what, ": only AtomicOp::kAdd is supported, got ", kNames[static_cast<int>(*op)]));
+      s->fail(loc, absl::StrCat(what, ": only AtomicOp::kAdd is supported, got ", atomic_op_name(*op)));
       return;
     }
     const DType d = mt.dtype();

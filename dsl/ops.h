@@ -93,6 +93,12 @@ enum class AtomicOp { kAdd, kMin, kMax, kAnd, kOr, kXor, kExchange };
 // A program that counts itself into a shared counter and, when it is the
 // last, reads what every program wrote, needs the default kAcqRel.
 enum class MemoryOrder { kRelaxed, kAcquire, kRelease, kAcqRel };
+inline bool releases(MemoryOrder o) { return o == MemoryOrder::kRelease || o == MemoryOrder::kAcqRel; }
+inline bool acquires(MemoryOrder o) { return o == MemoryOrder::kAcquire || o == MemoryOrder::kAcqRel; }
+// "add", ..., "exchange" and "relaxed", ..., "acq_rel" (as printed in the IR);
+// "?" for a value outside the enum.
+const char* atomic_op_name(AtomicOp op);
+const char* memory_order_name(MemoryOrder order);
 // Atomically combines `value` into memory at device scope; returns the old values.
 Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, Loc loc = Loc::current());
 Value atomic_rmw(AtomicOp op, const Operand& ptrs, const Operand& value, MemoryOrder order, Loc loc = Loc::current());

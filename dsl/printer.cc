@@ -5,19 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "dsl/ops.h"
 
 namespace tessel {
 
 namespace {
-
-const char* atomic_op_name(int64_t op) {
-  static constexpr const char* kNames[] = {"add", "min", "max", "and", "or", "xor", "exchange"};
-  return kNames[op];
-}
-const char* memory_order_name(int64_t order) {
-  static constexpr const char* kNames[] = {"relaxed", "acquire", "release", "acq_rel"};
-  return kNames[order];
-}
 
 // Prints values renumbered in order of definition, so that the text does not
 // depend on values the builder made and passes dropped.
@@ -68,9 +60,10 @@ class Printer {
       absl::StrAppend(&out_, " axis=", o.ints[0], " ",
                       opcode_name(static_cast<OpCode>(o.ints[1])));
     } else if (o.op == OpCode::kAtomic) {
-      absl::StrAppend(&out_, " ", atomic_op_name(o.ints[0]), " ", memory_order_name(o.ints[1]));
+      absl::StrAppend(&out_, " ", atomic_op_name(static_cast<AtomicOp>(o.ints[0])), " ",
+                      memory_order_name(static_cast<MemoryOrder>(o.ints[1])));
     } else if (o.op == OpCode::kAtomicCas) {
-      absl::StrAppend(&out_, " ", memory_order_name(o.ints[0]));
+      absl::StrAppend(&out_, " ", memory_order_name(static_cast<MemoryOrder>(o.ints[0])));
     } else if (!o.ints.empty()) {
       absl::StrAppend(&out_, " [", absl::StrJoin(o.ints, ","), "]");
     }

@@ -23,7 +23,7 @@ Kernel built(KernelBuilder& k) {
 // The opcodes of the ops a barrier goes before, in program order.
 std::vector<OpCode> barriers_before(const Kernel& k) {
   std::vector<OpCode> ops;
-  for (int id : hazard_barriers(k.ir())) ops.push_back(k.ir().ops[id].op);
+  for (int id : hazard_barriers(k.ir(), pointer_parameters(k.ir()))) ops.push_back(k.ir().ops[id].op);
   return ops;
 }
 
@@ -128,7 +128,7 @@ TEST(Hazards, TheSamplesKernelsNeedNone) {
       samples::allgather_check_kernel()};
   for (const absl::StatusOr<Kernel>& k : kernels) {
     ASSERT_TRUE(k.ok()) << k.status();
-    EXPECT_TRUE(hazard_barriers(k->ir()).empty()) << k->name();
+    EXPECT_TRUE(hazard_barriers(k->ir(), pointer_parameters(k->ir())).empty()) << k->name();
   }
 }
 
