@@ -156,7 +156,7 @@ absl::Status Lowering::if_op(const Op& o) {
   };
   for (size_t r = 0; r < n; ++r) {
     const Type& t = ir_.type(o.results[r]);
-    if (t.is_tile() && carried_in_registers(t, yields(r))) {
+    if (t.is_tile() && (wanted_[o.results[r]] != nullptr || carried_in_registers(t, yields(r)))) {
       in_regs[r] = layout(o.results[r]);
     } else if (t.is_tile()) {
       bufs[r] = new_buffer(t);

@@ -11,6 +11,25 @@ void Lowering::want_slices() {
   auto wish = [&](int v, const std::shared_ptr<const Layout>& l) {
     if (ir_.type(v).is_tile() && wanted_[v] == nullptr) wanted_[v] = l;
   };
+  // A branch's tile result takes the layout a tile it merges wants (an
+  // accumulator), and so do the tiles the other branch yields there (a
+  // partial sum loaded back computes in the accumulator's registers).
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const Op& o : ir_.ops) {
+      if (o.op != OpCode::kIf) continue;
+      for (size_t r = 0; r < o.results.size(); ++r) {
+        std::vector<int> merged = {o.results[r]};
+        for (int b : o.blocks) merged.push_back(ir_.ops[ir_.blocks[b].ops.back()].operands[r]);
+        std::shared_ptr<const Layout> l;
+        for (int v : merged) l = l != nullptr ? l : wanted_[v];
+        for (int v : merged) {
+          grew = grew || (l != nullptr && ir_.type(v).is_tile() && wanted_[v] == nullptr);
+          if (l != nullptr) wish(v, l);
+        }
+      }
+    }
+  }
   // An elementwise op on a tile that wants a layout (an accumulator) computes
   // in it, whatever its size: the epilogue of a matrix product stays in the
   // product's registers.
@@ -36,6 +55,11 @@ void Lowering::want_slices() {
     } else if (wanted_[r] != nullptr && (is_elementwise(o->op) || op_traits(o->op).view || o->op == OpCode::kLoad)) {
       for (int v : o->operands) wish(v, wanted_[r]);
     }
+  }
+  // A store through pointers wanted in a layout takes its values there.
+  for (const Op& o : ir_.ops) {
+    if (o.op != OpCode::kStore || wanted_[o.operands[0]] == nullptr) continue;
+    for (size_t i = 1; i < o.operands.size(); ++i) wish(o.operands[i], wanted_[o.operands[0]]);
   }
 }
 

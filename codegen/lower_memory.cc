@@ -36,10 +36,26 @@ llvm::Value* Lowering::affine_base(const Affine& a, const Type& t) {
 
 std::vector<llvm::Value*> Lowering::register_addresses(int id, const Layout& l) {
   if (!analysis_.affine(id)) return regs(id, l);
-  std::function<llvm::Value*(ElemIndex&)> address = addresses(id);
+  const Affine& a = *analysis_.affine(id);
+  const Type& t = ir_.type(id);
+  // Strides that are the tile's own row-major ones times s: the address is
+  // base + s * element, and a layout's element (a thread's part plus the
+  // slot's constant) leaves each slot one constant offset from the others.
+  const std::vector<int64_t> own = strides(t.shape());
+  bool scaled = true;
+  for (size_t d = 0; d < own.size(); ++d) scaled = scaled && a.strides[d] == a.strides.back() * own[d];
   std::vector<llvm::Value*> out;
+  if (scaled) {
+    llvm::Value* base = affine_base(a, t);
+    for (int64_t slot = 0; slot < l.slots(); ++slot) {
+      llvm::Value* e = b_.CreateMul(l.element(b_, thread_, slot), b_.getInt64(a.strides.back()));
+      out.push_back(b_.CreateGEP(elem_mem_type(Type(t.dtype())), base, e));
+    }
+    return out;
+  }
+  std::function<llvm::Value*(ElemIndex&)> address = addresses(id);
   for (int64_t slot = 0; slot < l.slots(); ++slot) {
-    ElemIndex at = at_linear(ir_.type(id).shape(), l.element(b_, thread_, slot));
+    ElemIndex at = at_linear(t.shape(), l.element(b_, thread_, slot));
     out.push_back(address(at));
   }
   return out;
@@ -65,7 +81,9 @@ int Lowering::root_param(int v) const {
 
 absl::Status Lowering::load(const Op& o, const Type& rt) {
   if (ir_.type(o.operands[0]).is_tile()) {
-    if (in_registers(rt)) return load_registers(o, rt);
+    // (A tile wanted in a register layout, an accumulator's, is loaded
+    // there whatever its size.)
+    if (in_registers(rt) || wanted_[o.results[0]] != nullptr) return load_registers(o, rt);
     define_elements(o);
     return absl::OkStatus();
   }
@@ -168,7 +186,7 @@ absl::Status Lowering::store(const Op& o) {
     one(val(o.operands[0]), val(o.operands[1]), masked ? val(o.operands[2]) : nullptr);
     return absl::OkStatus();
   }
-  if (in_registers(pt)) {
+  if (in_registers(pt) || wanted_[o.operands[0]] != nullptr) {
     // Values held in a slice are stored from it: threads holding the same
     // element write the same value, which costs less than a conversion.
     const RegTile& held = regs_[o.operands[1]];

@@ -23,18 +23,21 @@ class WgmmaLayout final : public Layout {
   int64_t numel() const override { return m_ * n_; }
   int threads() const override { return warpgroups_ * kWarpgroup; }
   int64_t slots() const override { return m_ / 64 / warpgroups_ * (n_ / 2); }
+  // The thread's part, the same for every slot (so that LLVM computes it
+  // once), plus the slot's constant: each slot's address is then one base
+  // and an immediate offset.
   llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override {
     const int64_t j = slot / (n_ / 2), i = slot % (n_ / 2);
     llvm::Value* group = b.CreateLShr(thread, 7);
     llvm::Value* warp = b.CreateAnd(b.CreateLShr(thread, 5), 3);
     llvm::Value* lane = b.CreateAnd(thread, 31);
-    // row = 64 * (j * warpgroups + group) + 16 * warp + lane / 4 + 8 * (i / 2 % 2)
+    // row = 64 * group + 16 * warp + lane / 4, + 64 * j * warpgroups + 8 * (i / 2 % 2)
     llvm::Value* row = b.CreateAdd(b.CreateMul(group, b.getInt64(64)), b.CreateMul(warp, b.getInt64(16)));
     row = b.CreateAdd(row, b.CreateLShr(lane, 2));
-    row = b.CreateAdd(row, b.getInt64(64 * j * warpgroups_ + 8 * (i / 2 % 2)));
-    // col = 8 * (i / 4) + 2 * (lane % 4) + i % 2
-    llvm::Value* col = b.CreateAdd(b.CreateMul(b.CreateAnd(lane, 3), b.getInt64(2)), b.getInt64(8 * (i / 4) + i % 2));
-    return b.CreateAdd(b.CreateMul(row, b.getInt64(n_)), col);
+    // col = 2 * (lane % 4), + 8 * (i / 4) + i % 2
+    llvm::Value* col = b.CreateMul(b.CreateAnd(lane, 3), b.getInt64(2));
+    llvm::Value* own = b.CreateAdd(b.CreateMul(row, b.getInt64(n_)), col);
+    return b.CreateAdd(own, b.getInt64((64 * j * warpgroups_ + 8 * (i / 2 % 2)) * n_ + 8 * (i / 4) + i % 2));
   }
   llvm::Value* valid(llvm::IRBuilder<>&, llvm::Value*, int64_t) const override { return nullptr; }
   int64_t element_at(int64_t thread, int64_t slot) const override {

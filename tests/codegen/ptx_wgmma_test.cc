@@ -247,6 +247,45 @@ TEST(Wgmma, FusedEpilogueStaysInTheAccumulatorsRegisters) {
   expect_ptxas_clean(code->binary);
 }
 
+// A branch that yields either the accumulator or a tile loaded from memory
+// merges them in the accumulator's registers: the loaded tile is loaded in
+// that layout (one base register, each element an immediate offset from
+// it), so no tile goes through shared memory and the epilogue after the
+// branch is the plain one.
+TEST(Wgmma, ABranchMergesALoadedTileInTheAccumulatorsRegisters) {
+  auto kernel = [](bool branch) {
+    KernelBuilder k("merge");
+    Value a = k.tensor_map(bf16, {128, 64}, "a", Swizzle::k128B), b = k.tensor_map(bf16, {256, 64}, "b", Swizzle::k128B);
+    Value c = k.tensor_map(bf16, {128, 256}, "c", Swizzle::k128B);
+    Value saved = k.arg(ptr(f32), "saved");
+    Value kdim = k.arg(i32, "k"), flag = k.arg(i32, "flag");
+    Var acc = k.var(k.zeros({128, 256}, f32));
+    k.for_range(0, kdim, 64, [&](Value kk) { acc = dot(tma_load(a, {0, kk}), trans(tma_load(b, {0, kk})), acc); });
+    Var out = k.var(acc.get());
+    if (branch) {
+      k.if_(flag != 0, [&] {
+        out = load(saved + expand_dims(k.arange(0, 128), 1) * 256 + expand_dims(k.arange(0, 256), 0));
+      });
+    }
+    tma_store(c, {0, 0}, cast(out.get(), bf16));
+    return *k.build();
+  };
+  absl::StatusOr<DeviceCode> plain = compile_ptx(kernel(false), warps(8));
+  absl::StatusOr<DeviceCode> code = compile_ptx(kernel(true), warps(8));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(code->shared_bytes, plain->shared_bytes);
+  std::set<std::string> bases;
+  int loads = 0;
+  for (size_t at = 0; (at = code->binary.find("ld.global.f32", at)) != std::string::npos; ++at, ++loads) {
+    const size_t open = code->binary.find('[', at), end = code->binary.find_first_of("+]", open);
+    bases.insert(code->binary.substr(open + 1, end - open - 1));
+  }
+  EXPECT_EQ(loads, 128 * 256 / 256);
+  EXPECT_EQ(bases.size(), 1u);
+  expect_ptxas_clean(code->binary);
+}
+
 // A pipelined loop inside a persistent loop loads the first stages of the
 // next tile while this one finishes: more TMA issue sites (the next run's
 // loads in the loop's last iterations, and after a short run) than where
