@@ -2,6 +2,10 @@
 // stages - 1 iterations ahead, one mbarrier per stage (see lowering.h).
 #include "codegen/lowering.h"
 
+#include <algorithm>
+
+#include "codegen/hazards.h"
+
 namespace tessel::codegen {
 
 namespace {
@@ -121,8 +125,10 @@ const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& lo
   }
   if (outer == nullptr) return nullptr;
   // The next run's bounds and loads computable ahead of it; and no store
-  // in the outer body that a load run ahead could miss (TMA stores are
-  // asynchronous anyway: a program's loads do not wait for them).
+  // in the outer body that a load run ahead could miss: TMA stores are
+  // asynchronous anyway (a program's loads do not wait for them), and
+  // stores and atomics through another parameter's pointers touch other
+  // memory (parameters do not overlap; codegen/hazards.h).
   for (int k = 0; k < 3; ++k) {
     if (!per_iteration(*outer, loop.operands[k])) return nullptr;
   }
@@ -131,10 +137,14 @@ const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& lo
       if (!per_iteration(loop, l->operands[c], outer)) return nullptr;
     }
   }
-  if (any_op(ir_, outer->blocks[0],
-             [](const Op& o) { return op_traits(o.op).writes_memory && o.op != OpCode::kTmaStore; })) {
-    return nullptr;
-  }
+  auto may_reach_loads = [&](const Op& o) {
+    if (!op_traits(o.op).writes_memory || o.op == OpCode::kTmaStore) return false;
+    if (o.op != OpCode::kStore && o.op != OpCode::kAtomic && o.op != OpCode::kAtomicCas) return true;
+    const int param = pointer_params_[o.operands[0]];
+    return param == kAnyParameter ||
+           std::any_of(loads.begin(), loads.end(), [&](const Op* l) { return l->operands[0] == param; });
+  };
+  if (any_op(ir_, outer->blocks[0], may_reach_loads)) return nullptr;
   return outer;
 }
 

@@ -288,20 +288,24 @@ TEST(Wgmma, ABranchMergesALoadedTileInTheAccumulatorsRegisters) {
 
 // A pipelined loop inside a persistent loop loads the first stages of the
 // next tile while this one finishes: more TMA issue sites (the next run's
-// loads in the loop's last iterations, and after a short run) than where
-// a plain store in the persistent loop keeps each run's ring to itself.
+// loads in the loop's last iterations, and after a short run) than where a
+// store that may reach the loaded memory (through a pointer that may be any
+// parameter's) keeps each run's ring to itself. An atomic through another
+// parameter's pointer touches other memory and keeps the ring across.
 TEST(Wgmma, RingsRunAcrossThePersistentLoop) {
-  auto issues = [](bool plain_store) {
+  enum class Write { kNone, kOtherParameter, kAnyParameter };
+  auto issues = [](Write write) {
     KernelBuilder k("rings");
     Value a = k.tensor_map(f32, {32, 32}, "a");
     Value c = k.tensor_map(f32, {32, 32}, "c");
-    Value count = k.arg(ptr(i32), "count");
+    Value count = k.arg(ptr(i32), "count"), other = k.arg(ptr(i32), "other");
     Value tiles = k.arg(i32, "tiles"), kdim = k.arg(i32, "k");
     k.for_each_tile(tiles, [&](Value t) {
       Var acc = k.var(k.zeros({32, 32}, f32));
       k.for_range(0, kdim, 32, [&](Value kk) { acc = acc + tma_load(a, {t * 32, kk}); });
       tma_store(c, {t * 32, 0}, acc);
-      if (plain_store) atomic_add(count, t);
+      if (write == Write::kOtherParameter) atomic_add(count, t);
+      if (write == Write::kAnyParameter) store(select(t > 2, count, other), t);
     });
     absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), warps(4));
     EXPECT_TRUE(code.ok()) << code.status();
@@ -313,7 +317,8 @@ TEST(Wgmma, RingsRunAcrossThePersistentLoop) {
     }
     return n;
   };
-  EXPECT_GT(issues(false), issues(true));
+  EXPECT_GT(issues(Write::kNone), issues(Write::kAnyParameter));
+  EXPECT_EQ(issues(Write::kNone), issues(Write::kOtherParameter));
 }
 
 // Shapes and layouts wgmma does not take keep the generic loop, correct
