@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -45,7 +46,7 @@ struct Config {
 std::string label(const Config& c) {
   return std::to_string(c.gemm.bm) + "x" + std::to_string(c.gemm.bn) + "x" + std::to_string(c.gemm.bk) + " s" +
          std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps) + (c.gemm.warp_specialize ? " ws" : "") +
-         (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "");
+         (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") + (c.gemm.stream_k ? " stream-K" : "");
 }
 
 // Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
@@ -130,6 +131,13 @@ int main(int argc, char** argv) {
     configs.back().gemm.split_k = split;
     configs.back().gemm.warp_specialize = warps == 12;
   }
+  // Stream-K (the last wave's K steps shared by every program, partial tiles
+  // summed in a workspace the kernel leaves zero): the autotuner's shapes only.
+  for (auto [bm, bn, stages, warps] :
+       std::vector<std::array<int, 4>>{{128, 256, 3, 8}, {128, 256, 4, 8}, {128, 128, 4, 8}, {64, 128, 8, 4}}) {
+    configs.push_back(config(bm, bn, stages, warps, bf16, true));
+    configs.back().gemm.stream_k = true;
+  }
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
   for (int stages : {3, 4}) {
     configs.push_back(config(128, 256, stages, 8, bf16, true));
@@ -160,14 +168,22 @@ int main(int argc, char** argv) {
       finish = must(dev.compile(must(samples::splitk_finish_kernel(bf16), "build")), "compile");
     }
     samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, acc, m, n, k), "maps");
-    const int grid = static_cast<int>(std::min<int64_t>(samples::gemm_work(c.gemm, m, n), dev.num_compute_units()));
+    const int grid = c.gemm.stream_k ? dev.num_compute_units()
+                                     : static_cast<int>(std::min<int64_t>(samples::gemm_work(c.gemm, m, n),
+                                                                          dev.num_compute_units()));
+    std::shared_ptr<const samples::GemmWorkspace> ws;
+    if (c.gemm.stream_k) {
+      ws = std::make_shared<const samples::GemmWorkspace>(must(
+          samples::gemm_workspace(dev, c.gemm, samples::gemm_stream_k_slots(c.gemm, m, n, grid)), "workspace"));
+    }
     const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
     const int64_t blocks = (m * n + samples::kFinishBlock - 1) / samples::kFinishBlock;
     const LaunchConfig finish_lc = {.grid = static_cast<int>(std::min<int64_t>(blocks, 4 * dev.num_compute_units())),
                                     .stream = &stream};
     const auto count = static_cast<int32_t>(m * n);
-    return [fn = *compiled, maps, lc, m, n, k, c, biasb, scaleb, finish, finish_lc, acc, cb, count] {
-      must(fn.launch_packed(lc, samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb)), "launch");
+    return [fn = *compiled, maps, lc, m, n, k, c, biasb, scaleb, finish, finish_lc, acc, cb, count, ws] {
+      must(fn.launch_packed(lc, samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get())),
+           "launch");
       if (finish) must(finish->launch(finish_lc, acc, cb, count), "finish");
     };
   };
@@ -220,7 +236,7 @@ int main(int argc, char** argv) {
     DType loaded;
     bool loaded_nk = true;
     for (const Config& c : configs) {
-      if (c.gemm.split_k > 1) continue;  // the autotuner's alone
+      if (c.gemm.split_k > 1 || c.gemm.stream_k) continue;  // the autotuner's alone
       const DType in = c.gemm.in;
       if (!(loaded == in) || loaded_nk != c.gemm.b_nk) {
         const auto& [a, b] = host[in.kind];

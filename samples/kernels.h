@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dsl/builder.h"
@@ -307,6 +308,24 @@ struct GemmConfig {
   // to `out` and zeroes it again), and the epilogue must be linear (scales,
   // not bias + GELU). For shapes with fewer tiles than SMs and a long K.
   int split_k = 1;
+  // Stream-K: the programs share the K steps of the last tiles evenly
+  // instead of taking them a whole tile at a time, so no SM idles through a
+  // last, partial wave. Of T tiles over P programs, the first T - S are
+  // whole tiles as usual, where S = T when T <= P, else the last wave's
+  // T % P where that is at least half a wave, else it and a whole wave
+  // before it (so that no program's share is a sliver; 0 when P divides
+  // T); program v's share of the S tiles' steps is [v I / P,
+  // (v + 1) I / P) of their I = S * ceil(K / BK) steps, at most a segment
+  // a tile it touches. A segment short of a whole tile adds its partial
+  // tile into a workspace slot with tma_reduce (f32) and counts its steps
+  // into the slot's counter (acq_rel); the segment that completes the
+  // count reads the sum, runs the epilogue and stores C, and leaves slot
+  // and counter zero for the next launch. The kernel takes the slots as a
+  // map and a pointer and the counters after the other arguments
+  // (gemm_workspace makes them, zero, for the grid that
+  // gemm_stream_k_slots was asked about: launch on that many programs). Not
+  // with split_k or warp_specialize.
+  bool stream_k = false;
 
   DType b_type() const { return in_b.value_or(in); }
 };
@@ -337,6 +356,10 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                                                    " adds partial tiles into C, which must then be f32, got ",
                                                    g.out.name()));
   }
+  if (g.stream_k && (g.split_k > 1 || g.warp_specialize)) {
+    return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: stream_k takes neither split_k (got ", g.split_k,
+                                                   ") nor warp_specialize (got ", g.warp_specialize, ")"));
+  }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
                                                    " sums partial tiles, so the epilogue must be linear; bias + GELU "
@@ -352,18 +375,55 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
   Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
   Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
+  Value slots = g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.swizzle) : Value();  // [S * BM, BN] f32
+  Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
+  Value counts = g.stream_k ? k.arg(ptr(i32), "counts") : Value();                          // [S] i32
   Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
   Value per_group = tiles_n * g.group_m;
   Value tiles = tiles_m * tiles_n;
+  Value work = g.split_k > 1 ? tiles * g.split_k : tiles;
+  // Stream-K: `whole` tiles, then `shared` ones, whose steps [lo, hi) are
+  // this program's, from the shared tile first_slot on.
+  Value steps_per_tile, programs, whole, lo, hi, first_slot;
+  if (g.stream_k) {
+    steps_per_tile = cdiv(kdim, g.bk);
+    programs = k.num_programs();
+    Value rest = tiles % programs;
+    Value shared = select(tiles <= programs, tiles,
+                          select(rest * 2 >= programs, rest, select(rest == 0, 0, rest + programs)));
+    whole = tiles - shared;  // a multiple of P: work w >= whole is this program's share
+    Value steps = cast(shared * steps_per_tile, i64), p = cast(programs, i64), v = cast(k.program_id(), i64);
+    // (In i64: v * steps may pass 2^31 where K is long.)
+    lo = cast(v * steps / p, i32);
+    hi = cast((v + 1) * steps / p, i32);
+    first_slot = lo / steps_per_tile;
+    Value segments = cdiv(cdiv(cast(steps, i32), programs), steps_per_tile) + 1;
+    work = whole + select(shared > 0, segments * programs, 0);
+  }
   // With split_k, program work w is part w / tiles of tile w % tiles: the
   // programs running at once share their K range (and A's and B's tiles in L2).
-  k.for_each_tile(g.split_k > 1 ? tiles * g.split_k : tiles, [&](Value w) {
+  // With stream_k, work w >= whole is segment (w - whole) / P of this
+  // program's share; its bounds come from outside the loop, so that
+  // computing the next tile's ahead costs no more than the plain GEMM's.
+  k.for_each_tile(work, [&](Value w) {
     Value t = g.split_k > 1 ? w % tiles : w;
     Value k_lo = k.constant(0, i32), k_hi = kdim;
     if (g.split_k > 1) {
       Value span = cdiv(cdiv(kdim, g.bk), g.split_k) * g.bk;  // whole BK blocks
       k_lo = w / tiles * span;
       k_hi = minimum(k_lo + span, kdim);
+    }
+    Value slot, first, last, is_whole;  // stream-K: the segment's tile among the shared, its steps [first, last)
+    if (g.stream_k) {
+      slot = first_slot + maximum(w - whole, 0) / programs;
+      Value base = slot * steps_per_tile;
+      first = maximum(lo, base);
+      last = minimum(hi, base + steps_per_tile);
+      Value whole_tile = w < whole;
+      t = select(whole_tile, w, whole + slot);
+      k_lo = select(whole_tile, 0, (first - base) * g.bk);
+      k_hi = select(whole_tile, kdim, select(first < last, minimum((last - base) * g.bk, kdim), k_lo));
+      is_whole = whole_tile | ((first == base) & (last == base + steps_per_tile));
     }
     Value first_m = t / per_group * g.group_m;
     Value group_rows = minimum(tiles_m - first_m, g.group_m);
@@ -384,19 +444,40 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
           acc = dot(at, bt, acc, g.tf32 ? Precision::kTf32 : Precision::kIeee);
         },
         {.stages = g.stages});
-    Value out = acc;  // [BM, BN] f32, registers
-    if (g.bias_gelu) {
-      // h = (out + bias) / 2 in one fused multiply-add; see gelu_of_half.
-      Value hb = expand_dims(half_bias, 0);  // [1, BN]
-      out = gelu_of_half(g.scaled ? fma(out, scale * 0.5, hb) : fma(out, 0.5, hb));
-    } else if (g.scaled) {
-      out = out * scale;
+    auto epilogue = [&](Value out) {  // [BM, BN] f32, registers
+      if (g.bias_gelu) {
+        // h = (out + bias) / 2 in one fused multiply-add; see gelu_of_half.
+        Value hb = expand_dims(half_bias, 0);  // [1, BN]
+        out = gelu_of_half(g.scaled ? fma(out, scale * 0.5, hb) : fma(out, 0.5, hb));
+      } else if (g.scaled) {
+        out = out * scale;
+      }
+      if (g.split_k > 1) {
+        tma_reduce(AtomicOp::kAdd, c, {row, col}, out);
+      } else {
+        tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
+      }
+    };
+    if (!g.stream_k) {
+      epilogue(acc);
+      return;
     }
-    if (g.split_k > 1) {
-      tma_reduce(AtomicOp::kAdd, c, {row, col}, out);
-    } else {
-      tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
-    }
+    // A part of a shared tile: add it to the tile's slot; the part that
+    // completes the tile's count finishes it.
+    Var sum = k.var(acc), done = k.var(is_whole);
+    k.if_(!is_whole & (first < last), [&] {
+      tma_reduce(AtomicOp::kAdd, slots, {slot * g.bm, 0}, acc);
+      Value taken = last - first;
+      k.if_(atomic_add(counts + slot, taken) + taken == steps_per_tile, [&] {
+        Value at = slot_ptr + (slot * g.bm + expand_dims(k.arange(0, g.bm), 1)) * g.bn +
+                   expand_dims(k.arange(0, g.bn), 0);  // [BM, BN]
+        sum = load(at);
+        store(at, k.zeros({g.bm, g.bn}, f32));
+        store(counts + slot, k.constant(0, i32));
+        done = true;
+      });
+    });
+    k.if_(done, [&] { epilogue(sum); });
   }, {.warp_specialize = g.warp_specialize});
   return k.build();
 }
@@ -425,15 +506,47 @@ inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) {
   return (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn) * g.split_k;
 }
 
+// The shared tiles (and so the workspace slots) of a stream-K GEMM
+// (GemmConfig::stream_k) of an m x n C on `programs` programs.
+inline int64_t gemm_stream_k_slots(const GemmConfig& g, int64_t m, int64_t n, int64_t programs) {
+  const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
+  if (tiles <= programs) return tiles;
+  const int64_t rest = tiles % programs;
+  return rest == 0 || rest * 2 >= programs ? rest : rest + programs;
+}
+
+// A stream-K GEMM's workspace: `slots` f32 tiles of bm x bn and as many
+// i32 counters, all zero before the first launch (the kernel leaves them
+// zero), and the map over the tiles that the kernel takes.
+struct GemmWorkspace {
+  Buffer tiles, counts;
+  TensorMap map;
+};
+inline absl::StatusOr<GemmWorkspace> gemm_workspace(const Device& device, const GemmConfig& g, int64_t slots) {
+  slots = std::max<int64_t>(slots, 1);
+  const std::vector<float> zeros(slots * g.bm * g.bn, 0.0f);
+  absl::StatusOr<Buffer> tiles = device.allocate(zeros.size() * 4);
+  if (!tiles.ok()) return tiles.status();
+  absl::StatusOr<Buffer> counts = device.allocate(slots * 4);
+  if (!counts.ok()) return counts.status();
+  if (absl::Status s = device.copy_to_device(*tiles, zeros.data(), zeros.size() * 4); !s.ok()) return s;
+  if (absl::Status s = device.copy_to_device(*counts, zeros.data(), slots * 4); !s.ok()) return s;
+  absl::StatusOr<TensorMap> map = device.tensor_map(f32, *tiles, {slots * g.bm, g.bn}, {g.bm, g.bn}, g.swizzle);
+  if (!map.ok()) return map.status();
+  return GemmWorkspace{*std::move(tiles), *std::move(counts), *map};
+}
+
 // gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`
-// where g.bias_gelu and the scales where g.scaled. They point into `maps`,
-// which must outlive them.
+// where g.bias_gelu, the scales where g.scaled and the workspace where
+// g.stream_k. They point into `maps` and `ws`, which must outlive them.
 inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& maps, int64_t m, int64_t n, int64_t k,
-                                        const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b) {
+                                        const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b,
+                                        const GemmWorkspace* ws = nullptr) {
   std::vector<KernelArg> args = {maps.a, maps.b, maps.c, static_cast<int32_t>(m), static_cast<int32_t>(n),
                                  static_cast<int32_t>(k)};
   if (g.bias_gelu) args.push_back(bias);
   if (g.scaled) args.insert(args.end(), {scale_a, scale_b});
+  if (g.stream_k && ws != nullptr) args.insert(args.end(), {ws->map, ws->tiles, ws->counts});
   return args;
 }
 

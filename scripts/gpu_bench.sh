@@ -23,7 +23,7 @@ OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
 parts=${PARTS:-gpu gemm triton shapes norm plan nccl cache}
 # Few tiles and a long K, small M, and shapes of no fixed configuration's choosing.
-default_shapes=1024x1024x16384,128x8192x8192,32x8192x8192,1024x1024x1024,2048x2048x8192,4096x4096x512,3000x5000x712
+default_shapes=1024x1024x16384,128x8192x8192,32x8192x8192,1024x1024x1024,2048x2048x8192,4096x4096x512,3000x5000x712,896x4864x8192
 shapes=${GEMM_SHAPES:-$default_shapes}
 mkdir -p "$OUT"
 inputs=/tmp/tessel-gemm-inputs  # the GEMM's tensors, shared by gemm_bench and the baselines

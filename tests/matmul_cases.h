@@ -122,11 +122,14 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
 // C = gemm_kernel(g) on `device` (g.out f32, or bf16 returned as f32), with
 // `scales` (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
 // g.bias_gelu; C starts as NaN, so an element the kernel misses shows
-// (with split-K, which adds into C, as zero).
+// (with split-K, which adds into C, as zero). On `programs` programs where
+// given, else one a tile (stream-K: one a compute unit) up to the device's
+// compute units. Stream-K launches twice, C back to NaN in between, and
+// returns the second C: its workspace is the one the first launch left.
 inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
                                                    int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
                                                    std::pair<float, float> scales = {1, 1},
-                                                   const Operand* bias = nullptr) {
+                                                   const Operand* bias = nullptr, int programs = 0) {
   if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
   if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_gemm: C must be f32 or bf16");
   const bool half = g.out == bf16;
@@ -144,9 +147,23 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, bias->bytes.data(), bias->bytes.size())
                                                     : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
-  const LaunchConfig launch = {.grid = grid_for(device, samples::gemm_work(g, m, n)), .num_warps = warps};
-  TESSEL_RETURN_IF_ERROR(fn.launch_packed(launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb)));
-  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  const int grid = programs > 0  ? programs
+                   : g.stream_k ? device.num_compute_units()
+                                : grid_for(device, samples::gemm_work(g, m, n));
+  std::optional<samples::GemmWorkspace> ws;
+  if (g.stream_k) {
+    TESSEL_ASSIGN_OR_RETURN(ws, samples::gemm_workspace(device, g, samples::gemm_stream_k_slots(g, m, n, grid)));
+  }
+  const LaunchConfig launch = {.grid = grid, .num_warps = warps};
+  for (int launches = g.stream_k ? 2 : 1; launches > 0; --launches) {
+    if (launches == 1 && g.stream_k) {
+      TESSEL_RETURN_IF_ERROR(half ? device.copy_to_device(cb, c16.data(), c16.size() * 2)
+                                  : device.copy_to_device(cb, c.data(), c.size() * 4));
+    }
+    TESSEL_RETURN_IF_ERROR(
+        fn.launch_packed(launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb, ws ? &*ws : nullptr)));
+    TESSEL_RETURN_IF_ERROR(device.synchronize());
+  }
   if (!half) {
     TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
     return c;

@@ -321,6 +321,47 @@ TEST(Wgmma, RingsRunAcrossThePersistentLoop) {
   EXPECT_EQ(issues(Write::kNone), issues(Write::kOtherParameter));
 }
 
+// Stream-K's epilogue: a partial tile added into its slot through the copy
+// engine, the count (an atomic), and the finished sum loaded back into the
+// accumulator's registers (its own layout, so no tile goes through shared
+// memory; each element one base and an immediate offset) and merged with
+// the accumulator of a whole tile before the one epilogue. The ring still
+// runs across the persistent loop, and ptxas takes it without spilling.
+TEST(Wgmma, StreamKFinishesSharedTilesInTheAccumulatorsRegisters) {
+  for (const GemmConfig& plain : {samples::kMatmul, samples::kMatmulNarrow}) {
+    GemmConfig sk = plain;
+    sk.stream_k = true;
+    SCOPED_TRACE(absl::StrCat(plain.bm, "x", plain.bn));
+    absl::StatusOr<DeviceCode> base = compile_ptx(gemm(plain), warps(8));
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(sk), warps(8));
+    ASSERT_TRUE(base.ok()) << base.status();
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_THAT(ptx, HasSubstr("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"));
+    EXPECT_THAT(ptx, HasSubstr("atom.global.add.u32"));
+    // The reduce's staging tile goes a panel at a time beside the C store's.
+    EXPECT_LE(code->shared_bytes, 227 * 1024);
+    // Every workspace load of the finish: a base register and an immediate offset.
+    std::set<std::string> bases;
+    int loads = 0;
+    for (size_t at = 0; (at = ptx.find("ld.global.f32", at)) != std::string::npos; ++at, ++loads) {
+      const size_t open = ptx.find('[', at), end = ptx.find_first_of("+]", open);
+      bases.insert(ptx.substr(open + 1, end - open - 1));
+    }
+    EXPECT_EQ(loads, plain.bm * plain.bn / 256);
+    EXPECT_LE(bases.size(), 2u);
+    // At least the plain kernel's TMA issue sites (whose ring runs across
+    // the persistent loop; a ring to each run has fewer): the ring runs across.
+    auto count = [](const std::string& text) {
+      int n = 0;
+      for (size_t at = 0; (at = text.find("cp.async.bulk.tensor.2d.shared::cluster", at)) != std::string::npos; ++at) ++n;
+      return n;
+    };
+    EXPECT_GE(count(ptx), count(base->binary));
+    expect_ptxas_clean(ptx);
+  }
+}
+
 // Shapes and layouts wgmma does not take keep the generic loop, correct
 // on every target.
 // Warp specialization: 384 threads, a producer warpgroup that gives its

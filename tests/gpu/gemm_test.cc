@@ -35,6 +35,8 @@ struct Problem {
   bool ws = false;    // warp-specialized (12 warps: a producer and two consumers of 128 x bn tiles)
   int split_k = 1;    // K cut into parts whose programs add into C
   DType out = f32;    // C's dtype: f32 or bf16
+  bool stream_k = false;  // the last tiles' K steps shared by every program
+  int programs = 0;       // the grid where not the default
 };
 
 std::string name(const Problem& p) {
@@ -42,13 +44,14 @@ std::string name(const Problem& p) {
                       " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
                       p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x", p.bk, ", ", p.warps,
                       " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "",
-                      p.split_k > 1 ? absl::StrCat(", split-K ", p.split_k) : "", ", C in ", p.out.name());
+                      p.split_k > 1 ? absl::StrCat(", split-K ", p.split_k) : "", p.stream_k ? ", stream-K" : "",
+                      p.programs > 0 ? absl::StrCat(" on ", p.programs, " programs") : "", ", C in ", p.out.name());
 }
 
 samples::GemmConfig config(const Problem& p) {
   return {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .in_b = p.in_b, .out = p.out, .b_nk = p.b_nk,
           .a_mk = p.a_mk, .stages = p.stages, .scaled = p.in.is_float8(), .tf32 = p.tf32,
-          .warp_specialize = p.ws, .split_k = p.split_k};
+          .warp_specialize = p.ws, .split_k = p.split_k, .stream_k = p.stream_k};
 }
 
 struct Inputs {
@@ -65,7 +68,7 @@ constexpr std::pair<float, float> kFp8Scales = {0.5f, 0.25f};
 
 absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem& p, const Inputs& in) {
   return matmul_cases::run_gemm(device, config(p), p.warps, p.m, p.n, p.k, in.a, in.b,
-                                p.in.is_float8() ? kFp8Scales : std::pair{1.0f, 1.0f});
+                                p.in.is_float8() ? kFp8Scales : std::pair{1.0f, 1.0f}, nullptr, p.programs);
 }
 
 // Every element when there are few, else a sample (and every corner), against
@@ -165,6 +168,18 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       // One warpgroup's 64 x 128 tiles in 8 stages, the deepest ring (small M, long K).
       {.m = 128, .n = 8192, .k = 8192, .bm = 64, .warps = 4, .stages = 8, .out = bf16},
       {.m = 1000, .n = 712, .k = 600, .bm = 64, .warps = 4, .stages = 8},
+      // Stream-K: fewer tiles than SMs (each split among programs), a last
+      // partial wave (one whole wave and the rest shared), tiles a multiple
+      // of the programs (none shared), an odd program count, 128 x 256
+      // tiles with a bf16 C, fp8 with its scales, K shorter than a step a
+      // program; each run twice on one workspace.
+      {.m = 1024, .n = 1024, .k = 16384, .stages = 4, .stream_k = true},
+      {.m = 3000, .n = 5000, .k = 712, .bn = 256, .stages = 4, .out = bf16, .stream_k = true},
+      {.m = 1000, .n = 712, .k = 600, .stream_k = true, .programs = 48},
+      {.m = 1000, .n = 712, .k = 600, .stream_k = true, .programs = 37},
+      {.m = 4095, .n = 4104, .k = 1032, .bn = 256, .stages = 3, .out = bf16, .stream_k = true},
+      {.m = 1000, .n = 712, .k = 1040, .in = f8e4m3, .bk = 128, .stream_k = true},
+      {.m = 640, .n = 512, .k = 64, .bm = 64, .warps = 4, .stream_k = true},
   };
   for (const Problem& p : problems) {
     SCOPED_TRACE(name(p));
@@ -184,7 +199,8 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   for (const Problem& p : {Problem{.m = 200, .n = 136, .k = 200}, Problem{.m = 200, .n = 136, .k = 256, .in = f8e4m3, .bk = 128},
                           Problem{.m = 200, .n = 136, .k = 200, .in = f32, .bk = 32, .tf32 = true},
                           Problem{.m = 1000, .n = 712, .k = 200, .warps = 12, .stages = 3, .ws = true},
-                          Problem{.m = 200, .n = 136, .k = 520, .split_k = 3}}) {
+                          Problem{.m = 200, .n = 136, .k = 520, .split_k = 3},
+                          Problem{.m = 1000, .n = 712, .k = 200, .stream_k = true, .programs = 37}}) {
     SCOPED_TRACE(name(p));
     Inputs in = random_inputs(p, rng);
     absl::StatusOr<std::vector<float>> gpu = run_gemm(device, p, in);

@@ -193,6 +193,67 @@ TEST(MatmulForms, SplitKNeedsAnF32CAndALinearEpilogue) {
               HasSubstr("split_k = 4 sums partial tiles, so the epilogue must be linear; bias + GELU is not"));
 }
 
+// Stream-K on programs that split the tiles every way: fewer tiles than
+// programs, a last partial wave, a multiple of the programs (nothing
+// shared), one program; steps a program shorter than a tile and longer;
+// bias + GELU and fp8 scales applied once a shared tile is whole. run_gemm
+// launches twice on one workspace: the second C is checked, so a slot or
+// counter left dirty shows.
+TEST(MatmulForms, StreamKGemmMatchesADoubleReference) {
+  std::mt19937 gen(17);
+  struct Case {
+    int64_t m, n, k;
+    int programs;
+  };
+  const GemmConfig g = {.bm = 64, .bn = 64, .stages = 2, .stream_k = true};
+  for (const Case& c : {Case{150, 136, 520, 5}, Case{300, 200, 72, 3}, Case{64, 64, 1000, 7}, Case{256, 256, 192, 4},
+                        Case{1, 8, 8, 3}, Case{200, 136, 520, 1}, Case{330, 264, 200, 13}}) {
+    SCOPED_TRACE(absl::StrCat(c.m, "x", c.n, "x", c.k, " on ", c.programs, " programs, ",
+                              samples::gemm_stream_k_slots(g, c.m, c.n, c.programs), " shared tiles"));
+    Operand a = random_operand(bf16, c.m * c.k, gen), b = random_operand(bf16, c.n * c.k, gen);
+    absl::StatusOr<std::vector<float>> got =
+        matmul_cases::run_gemm(host(), g, 4, c.m, c.n, c.k, a, b, {1, 1}, nullptr, c.programs);
+    ASSERT_TRUE(got.ok()) << got.status();
+    expect_gemm_matches(g, c.m, c.n, c.k, a, b, *got, 1.0, 1e-6);
+  }
+  const int64_t m = 150, n = 136, k = 272;
+  GemmConfig fused = {.bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .stages = 2, .scaled = true, .stream_k = true};
+  fused.bias_gelu = true;
+  Operand a = random_operand(f8e4m3, m * k, gen), b = random_operand(f8e4m3, n * k, gen);
+  Operand bias = random_operand(f8e4m3, n, gen);
+  absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), fused, 4, m, n, k, a, b, {0.5f, 0.25f}, &bias, 4);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const matmul_cases::Dot d = matmul_cases::dot_at(a.values, b.values, m, n, k, true, true, i, j);
+      const double want = samples::gelu_reference(0.125 * d.sum + bias.values[j]);
+      if (!(std::abs((*c)[i * n + j] - want) <= 1e-5 * (0.125 * d.size + std::abs(bias.values[j]) + 1)) &&
+          bad++ < 5) {
+        ADD_FAILURE() << "C[" << i << ", " << j << "] = " << (*c)[i * n + j] << ", want " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(MatmulForms, StreamKTakesNeitherSplitKNorWarpSpecialization) {
+  absl::StatusOr<Kernel> split = samples::gemm_kernel({.split_k = 2, .stream_k = true});
+  EXPECT_THAT(split.status().message(),
+              HasSubstr("gemm_kernel: stream_k takes neither split_k (got 2) nor warp_specialize (got 0)"));
+  absl::StatusOr<Kernel> ws = samples::gemm_kernel({.warp_specialize = true, .stream_k = true});
+  EXPECT_THAT(ws.status().message(), HasSubstr("nor warp_specialize (got 1)"));
+}
+
+TEST(MatmulForms, StreamKSharesTheLastWaveOrItAndAWholeOne) {
+  const GemmConfig g = {.bm = 128, .bn = 256, .stream_k = true};
+  EXPECT_EQ(samples::gemm_stream_k_slots(g, 1024, 1024, 132), 32);  // 32 tiles: all
+  EXPECT_EQ(samples::gemm_stream_k_slots(g, 3000, 5000, 132), 84);  // 480 = 3 * 132 + 84
+  EXPECT_EQ(samples::gemm_stream_k_slots(g, 4096, 4096, 132), 116);  // 512 = 3 * 132 + 116
+  EXPECT_EQ(samples::gemm_stream_k_slots(g, 1536, 4096, 132), 192);  // 192 = 132 + 60: 60 and a wave
+  EXPECT_EQ(samples::gemm_stream_k_slots(g, 4224, 8192, 132), 0);   // 33 * 32 = 8 * 132
+}
+
 // The finish rounds C to bf16 and leaves the workspace zero.
 TEST(MatmulForms, SplitKFinishRoundsAndClearsTheWorkspace) {
   const Device dev = host();
