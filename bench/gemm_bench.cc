@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
                                                                           dev.num_compute_units()));
     std::shared_ptr<const samples::GemmWorkspace> ws;
     if (c.gemm.stream_k) {
-      ws = std::make_shared<const samples::GemmWorkspace>(must(
-          samples::gemm_workspace(dev, c.gemm, samples::gemm_stream_k_slots(c.gemm, m, n, grid)), "workspace"));
+      ws = std::make_shared<const samples::GemmWorkspace>(
+          must(samples::gemm_workspace(dev, c.gemm, m, n, grid), "workspace"));
     }
     const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
     const int64_t blocks = (m * n + samples::kFinishBlock - 1) / samples::kFinishBlock;

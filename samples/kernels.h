@@ -322,9 +322,8 @@ struct GemmConfig {
   // count reads the sum, runs the epilogue and stores C, and leaves slot
   // and counter zero for the next launch. The kernel takes the slots as a
   // map and a pointer and the counters after the other arguments
-  // (gemm_workspace makes them, zero, for the grid that
-  // gemm_stream_k_slots was asked about: launch on that many programs). Not
-  // with split_k or warp_specialize.
+  // (gemm_workspace makes them, zero, for a shape and a grid: launch on
+  // GemmWorkspace::programs programs). Not with split_k or warp_specialize.
   bool stream_k = false;
 
   DType b_type() const { return in_b.value_or(in); }
@@ -515,15 +514,21 @@ inline int64_t gemm_stream_k_slots(const GemmConfig& g, int64_t m, int64_t n, in
   return rest == 0 || rest * 2 >= programs ? rest : rest + programs;
 }
 
-// A stream-K GEMM's workspace: `slots` f32 tiles of bm x bn and as many
-// i32 counters, all zero before the first launch (the kernel leaves them
-// zero), and the map over the tiles that the kernel takes.
+// A stream-K GEMM's workspace for an m x n C on `programs` programs: an f32
+// bm x bn slot and an i32 counter per shared tile, all zero before the first
+// launch (the kernel leaves them zero), the map over the slots that the
+// kernel takes, and the grid to launch on (the shares depend on it).
 struct GemmWorkspace {
   Buffer tiles, counts;
   TensorMap map;
+  int programs = 0;
 };
-inline absl::StatusOr<GemmWorkspace> gemm_workspace(const Device& device, const GemmConfig& g, int64_t slots) {
-  slots = std::max<int64_t>(slots, 1);
+inline absl::StatusOr<GemmWorkspace> gemm_workspace(const Device& device, const GemmConfig& g, int64_t m, int64_t n,
+                                                    int programs) {
+  if (programs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("gemm_workspace: programs must be >= 1, got ", programs));
+  }
+  const int64_t slots = std::max<int64_t>(gemm_stream_k_slots(g, m, n, programs), 1);
   const std::vector<float> zeros(slots * g.bm * g.bn, 0.0f);
   absl::StatusOr<Buffer> tiles = device.allocate(zeros.size() * 4);
   if (!tiles.ok()) return tiles.status();
@@ -533,7 +538,7 @@ inline absl::StatusOr<GemmWorkspace> gemm_workspace(const Device& device, const 
   if (absl::Status s = device.copy_to_device(*counts, zeros.data(), slots * 4); !s.ok()) return s;
   absl::StatusOr<TensorMap> map = device.tensor_map(f32, *tiles, {slots * g.bm, g.bn}, {g.bm, g.bn}, g.swizzle);
   if (!map.ok()) return map.status();
-  return GemmWorkspace{*std::move(tiles), *std::move(counts), *map};
+  return GemmWorkspace{*std::move(tiles), *std::move(counts), *map, programs};
 }
 
 // gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`

@@ -152,9 +152,9 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
                                 : grid_for(device, samples::gemm_work(g, m, n));
   std::optional<samples::GemmWorkspace> ws;
   if (g.stream_k) {
-    TESSEL_ASSIGN_OR_RETURN(ws, samples::gemm_workspace(device, g, samples::gemm_stream_k_slots(g, m, n, grid)));
+    TESSEL_ASSIGN_OR_RETURN(ws, samples::gemm_workspace(device, g, m, n, grid));
   }
-  const LaunchConfig launch = {.grid = grid, .num_warps = warps};
+  const LaunchConfig launch = {.grid = ws ? ws->programs : grid, .num_warps = warps};
   for (int launches = g.stream_k ? 2 : 1; launches > 0; --launches) {
     if (launches == 1 && g.stream_k) {
       TESSEL_RETURN_IF_ERROR(half ? device.copy_to_device(cb, c16.data(), c16.size() * 2)

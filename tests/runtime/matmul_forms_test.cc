@@ -245,6 +245,11 @@ TEST(MatmulForms, StreamKTakesNeitherSplitKNorWarpSpecialization) {
   EXPECT_THAT(ws.status().message(), HasSubstr("nor warp_specialize (got 1)"));
 }
 
+TEST(MatmulForms, StreamKWorkspaceNeedsAGrid) {
+  absl::StatusOr<samples::GemmWorkspace> ws = samples::gemm_workspace(host(), {.stream_k = true}, 100, 100, 0);
+  EXPECT_THAT(ws.status().message(), HasSubstr("gemm_workspace: programs must be >= 1, got 0"));
+}
+
 TEST(MatmulForms, StreamKSharesTheLastWaveOrItAndAWholeOne) {
   const GemmConfig g = {.bm = 128, .bn = 256, .stream_k = true};
   EXPECT_EQ(samples::gemm_stream_k_slots(g, 1024, 1024, 132), 32);  // 32 tiles: all
