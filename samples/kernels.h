@@ -499,16 +499,19 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
   return GemmMaps{*am, *bm, *cm};
 }
 
+// The bm x bn tiles of an m x n C.
+inline int64_t gemm_tiles(const GemmConfig& g, int64_t m, int64_t n) {
+  return (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
+}
+
 // The units of work gemm_kernel(g) spreads over its programs for an m x n
 // C: its tiles, each split_k times.
-inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) {
-  return (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn) * g.split_k;
-}
+inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) { return gemm_tiles(g, m, n) * g.split_k; }
 
 // The shared tiles (and so the workspace slots) of a stream-K GEMM
 // (GemmConfig::stream_k) of an m x n C on `programs` programs.
 inline int64_t gemm_stream_k_slots(const GemmConfig& g, int64_t m, int64_t n, int64_t programs) {
-  const int64_t tiles = (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
+  const int64_t tiles = gemm_tiles(g, m, n);
   if (tiles <= programs) return tiles;
   const int64_t rest = tiles % programs;
   return rest == 0 || rest * 2 >= programs ? rest : rest + programs;
