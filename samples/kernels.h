@@ -464,7 +464,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     // A part of a shared tile: add it to the tile's slot; the part that
     // completes the tile's count finishes it.
     Var sum = k.var(acc), done = k.var(is_whole);
-    k.if_(!is_whole & (first < last), [&] {
+    k.if_((!is_whole) & (first < last), [&] {
       tma_reduce(AtomicOp::kAdd, slots, {slot * g.bm, 0}, acc);
       Value taken = last - first;
       k.if_(atomic_add(counts + slot, taken) + taken == steps_per_tile, [&] {
