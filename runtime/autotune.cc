@@ -1,7 +1,10 @@
 #include "runtime/autotune.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -71,6 +74,29 @@ absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, c
   return seconds[seconds.size() / 2];
 }
 
+// Runs every candidate's prepare, on up to `threads` threads at once (0:
+// one per core); each one's status lands in `status`. Returns the wall time.
+double prepare_all(const std::vector<TuneCandidate>& candidates, int threads, std::vector<absl::Status>& status) {
+  status.assign(candidates.size(), absl::OkStatus());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].prepare) todo.push_back(i);
+  }
+  if (todo.empty()) return 0;
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<size_t>(threads, todo.size()));
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t t; (t = next.fetch_add(1)) < todo.size();) status[todo[t]] = candidates[todo[t]].prepare();
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string& key,
@@ -81,6 +107,10 @@ absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string&
   if (options.warmup < 0 || options.reps < 1) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": warmup = ", options.warmup, " and reps = ", options.reps,
                                                    " (need warmup >= 0 and reps >= 1)"));
+  }
+  if (options.prepare_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": prepare_threads = ", options.prepare_threads, " (need 0 for one per core, or more)"));
   }
   absl::flat_hash_set<std::string> labels;
   for (const TuneCandidate& c : candidates) {
@@ -113,7 +143,13 @@ absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string&
   AutotuneResult result;
   result.seconds.assign(candidates.size(), std::numeric_limits<double>::infinity());
   result.errors.assign(candidates.size(), "");
+  std::vector<absl::Status> prepared;
+  result.prepare_seconds = prepare_all(candidates, options.prepare_threads, prepared);
   for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!prepared[i].ok()) {
+      result.errors[i] = absl::StrCat("prepare: ", prepared[i].message());
+      continue;
+    }
     absl::Status hook;
     absl::StatusOr<double> s = time_runs(device, candidates[i], options, hook);
     if (!hook.ok()) {

@@ -28,9 +28,15 @@ namespace tessel {
 // One configuration to try: a label naming it (unique among the
 // candidates; it is what the cache keeps) and what runs it once on the
 // device (compile on first use, launch, no synchronization needed).
+// `prepare`, where given, readies what `run` launches (compiles its
+// kernels: Device::compile, then Function::prepare with the launch's
+// arguments), so that the tuner can compile every candidate at once on
+// several threads before it times any; it must be safe to call from any
+// thread and alongside the other candidates' prepares.
 struct TuneCandidate {
   std::string label;
-  std::function<absl::Status()> run;
+  std::function<absl::Status()> run = nullptr;
+  std::function<absl::Status()> prepare = nullptr;
 };
 
 struct AutotuneOptions {
@@ -44,10 +50,13 @@ struct AutotuneOptions {
   // kernel between others runs, and on a CUDA device keeps the host's
   // launch costs out of the time. An error from it ends the tuning with
   // that error.
-  std::function<absl::Status()> before_each;
+  std::function<absl::Status()> before_each = nullptr;
   // The stream the candidates and before_each queue their work on (the
   // default stream where null): where the runs are timed.
   const Stream* stream = nullptr;
+  // Threads the candidates' prepares run on at once: 0 for one per core
+  // (never more than there are candidates), 1 for one after another.
+  int prepare_threads = 0;
 };
 
 struct AutotuneResult {
@@ -57,13 +66,17 @@ struct AutotuneResult {
   // run failed; the failures' messages in `errors`, by candidate.
   std::vector<double> seconds;
   std::vector<std::string> errors;
+  // When timed: the wall time of the candidates' prepares, all of them
+  // (0 where none has one).
+  double prepare_seconds = 0;
 };
 
-// The fastest of `candidates` for `key` on `device`. Each is run `warmup`
-// times, then timed `reps` times (Device::time of one run). A
-// candidate whose run fails is passed over; an error if every one fails
-// (naming each failure), if there are none, if two share a label or if
-// warmup < 0 or reps < 1.
+// The fastest of `candidates` for `key` on `device`. Their prepares run
+// first, all at once (AutotuneOptions::prepare_threads); then each
+// candidate is run `warmup` times and timed `reps` times (Device::time of
+// one run). A candidate whose prepare or run fails is passed over; an
+// error if every one fails (naming each failure), if there are none, if
+// two share a label, if warmup < 0, reps < 1 or prepare_threads < 0.
 absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string& key,
                                         const std::vector<TuneCandidate>& candidates,
                                         const AutotuneOptions& options = {});

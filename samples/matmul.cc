@@ -4,7 +4,8 @@
 // from an f32 accumulator. Programs walk output tiles in groups of 8 tile
 // rows; the K loop loads swizzled TMA boxes three stages ahead and runs
 // dot on wgmma on sm_90a (a loop on the host). On a GPU, tessel::autotune
-// picks among three configurations for the shape (one warp-specialized).
+// picks among three configurations for the shape (one warp-specialized),
+// compiling them at once on several threads.
 // It checks C against a double reference.
 #include <cstdio>
 
@@ -54,21 +55,27 @@ int main(int argc, char** argv) {
   Buffer dc = samples::value_or_die(device.allocate(hc.size() * 2), "allocate");
   samples::ok_or_die(device.copy_to_device(da, ha.data(), ha.size() * 2), "copy");
   samples::ok_or_die(device.copy_to_device(db, hb.data(), hb.size() * 2), "copy");
-  auto run = [&](size_t i) -> absl::Status {
+  // Configuration i's function (compiled once, then cached) and its maps;
+  // `prepare` compiles the variant its launches take, `run` launches it.
+  auto with = [&](size_t i, bool launch) -> absl::Status {
     CompileOptions with_warps = options;
     with_warps.num_warps = forms[i].warps;
-    absl::StatusOr<Function> f = device.compile(kernels[i], with_warps);  // compiled once, then cached
+    absl::StatusOr<Function> f = device.compile(kernels[i], with_warps);
     if (!f.ok()) return f.status();
     absl::StatusOr<samples::GemmMaps> maps = samples::gemm_maps(device, forms[i].config, da, db, dc, m, n, k);
     if (!maps.ok()) return maps.status();
+    if (!launch) return f->prepare(maps->a, maps->b, maps->c, m, n, k);
     return f->launch({.grid = device.num_compute_units(), .num_warps = forms[i].warps}, maps->a, maps->b, maps->c, m,
                      n, k);
   };
+  auto run = [&](size_t i) { return with(i, true); };
   size_t pick = 0;
   if (device.kind() == DeviceKind::kCuda) {
+    // The candidates compile on several threads at once, then each is timed.
     std::vector<TuneCandidate> candidates;
     for (size_t i = 0; i < forms.size(); ++i) {
-      candidates.push_back({std::string(kernels[i].name()), [&run, i] { return run(i); }});
+      candidates.push_back(
+          {std::string(kernels[i].name()), [&run, i] { return run(i); }, [&with, i] { return with(i, false); }});
     }
     AutotuneResult tuned =
         samples::value_or_die(autotune(device, "samples/matmul 1000x712x600 bf16", candidates), "autotune");

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
 root=$repo/build-tsan
-tests=${1:-Concurrency|Concurrent|ThreadsCompiling|PointersSurviveGrowthAndThreads|LaunchesRacing|KernelsPublishAndWait}
+tests=${1:-Autotune|Concurrency|Concurrent|ThreadsCompiling|PointersSurviveGrowthAndThreads|LaunchesRacing|KernelsPublishAndWait}
 
 if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then
   cat > /etc/apt/sources.list.d/tessel-src.sources <<'SRC'

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -160,7 +161,74 @@ TEST(Autotune, InputItCannotTuneIsRefused) {
   EXPECT_EQ(message(autotune(host(), "k", empty)), "autotune 'k': candidate 'nothing' has nothing to run");
   EXPECT_EQ(message(autotune(host(), "k", s.candidates, {.reps = 0})),
             "autotune 'k': warmup = 1 and reps = 0 (need warmup >= 0 and reps >= 1)");
+  EXPECT_EQ(message(autotune(host(), "k", s.candidates, {.prepare_threads = -1})),
+            "autotune 'k': prepare_threads = -1 (need 0 for one per core, or more)");
   EXPECT_EQ(s.total(), 0);
+}
+
+// Prepares that sleep `ms` each, noting how many ran at once at most and
+// whether any ran after a candidate's first run.
+struct Preparers {
+  std::atomic<int> now{0}, most{0}, prepared{0};
+  std::atomic<bool> after_a_run{false};
+  Sleepers s;
+  Preparers(int candidates, int ms) : s(std::vector<int>(candidates, 1)) {
+    for (size_t i = 0; i < s.candidates.size(); ++i) {
+      s.candidates[i].label = absl::StrCat("candidate ", i);
+      s.candidates[i].prepare = [this, ms] {
+        const int in = ++now;
+        for (int m = most; in > m && !most.compare_exchange_weak(m, in);) {
+        }
+        if (s.total() > 0) after_a_run = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        --now;
+        ++prepared;
+        return absl::OkStatus();
+      };
+    }
+  }
+};
+
+TEST(Autotune, PreparesRunAllAtOnceBeforeAnyRun) {
+  Preparers p(6, 40);
+  AutotuneOptions options = {.warmup = 0, .reps = 1, .memory = false, .disk = false, .prepare_threads = 3};
+  absl::StatusOr<AutotuneResult> r = autotune(host(), unique_key("prepare"), p.s.candidates, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(p.prepared, 6);
+  EXPECT_GE(p.most, 2);  // six sleeps of 40 ms on three threads overlap
+  EXPECT_LE(p.most, 3);
+  EXPECT_FALSE(p.after_a_run);
+  EXPECT_GT(r->prepare_seconds, 0.079);  // two rounds of 40 ms at least
+  EXPECT_EQ(p.s.total(), 6);
+  // One thread: one after another.
+  Preparers q(3, 5);
+  options.prepare_threads = 1;
+  ASSERT_TRUE(autotune(host(), unique_key("prepare"), q.s.candidates, options).ok());
+  EXPECT_EQ(q.prepared, 3);
+  EXPECT_EQ(q.most, 1);
+  // Without prepares there is nothing to wait for.
+  Sleepers plain({1});
+  absl::StatusOr<AutotuneResult> none = autotune(host(), unique_key("prepare"), plain.candidates, options);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->prepare_seconds, 0);
+}
+
+TEST(Autotune, AFailingPrepareNeverRuns) {
+  Sleepers s({1, 2});
+  s.candidates[0].prepare = [] { return absl::ResourceExhaustedError("too many registers"); };
+  s.candidates[1].prepare = [] { return absl::OkStatus(); };
+  absl::StatusOr<AutotuneResult> r =
+      autotune(host(), unique_key("prepare fails"), s.candidates, {.reps = 2, .memory = false, .disk = false});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->index, 1);
+  EXPECT_EQ(r->errors[0], "prepare: too many registers");
+  EXPECT_TRUE(std::isinf(r->seconds[0]));
+  EXPECT_EQ(s.runs, std::vector<int>({0, 3}));
+  s.candidates[1].prepare = [] { return absl::InvalidArgumentError("bad tile"); };
+  absl::Status all = autotune(host(), unique_key("prepares fail"), s.candidates, {.memory = false}).status();
+  EXPECT_EQ(all.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(all.message(), HasSubstr("every candidate failed (sleep 1 ms: prepare: too many registers; sleep 2 ms: "
+                                       "prepare: bad tile)"));
 }
 
 }  // namespace

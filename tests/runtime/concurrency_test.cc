@@ -3,12 +3,14 @@
 // maps, and running triggered plans, all at once. The results must be
 // right; scripts/tsan.sh runs these under ThreadSanitizer.
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/autotune.h"
 #include "runtime/plans/plan.h"
 #include "samples/kernels.h"
 #include "tessel/tessel.h"
@@ -52,6 +54,39 @@ TEST(Concurrency, ThreadsCompileLaunchAndCacheMapsOnOneDevice) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// The autotuner's prepares compile their candidates' kernels on several
+// threads at once; each candidate then runs the function it compiled.
+TEST(Concurrency, AutotuneCompilesItsCandidatesOnSeveralThreads) {
+  Device d = *Device::open("host:2");
+  constexpr int kCandidates = 6, n = 4096;
+  std::vector<float> x(n, 2.0f), y(n, 1.0f);
+  std::vector<std::vector<float>> z(kCandidates, std::vector<float>(n, 0.0f));
+  std::vector<std::optional<Function>> fns(kCandidates);
+  const LaunchConfig config = {.grid = (n + samples::kAddBlock - 1) / samples::kAddBlock};
+  std::vector<TuneCandidate> candidates;
+  for (int i = 0; i < kCandidates; ++i) {
+    candidates.push_back(
+        {absl::StrCat("add ", i),
+         [&, i] { return fns[i]->launch(config, x.data(), y.data(), z[i].data(), n); },
+         [&, i]() -> absl::Status {
+           absl::StatusOr<Kernel> k = samples::vector_add_kernel(absl::StrCat("tuned_add_", i));
+           if (!k.ok()) return k.status();
+           absl::StatusOr<Function> fn = d.compile(*k);
+           if (!fn.ok()) return fn.status();
+           fns[i] = *fn;
+           return fns[i]->prepare(x.data(), y.data(), z[i].data(), n);
+         }});
+  }
+  absl::StatusOr<AutotuneResult> r =
+      autotune(d, "concurrent prepares", candidates,
+               {.warmup = 0, .reps = 1, .memory = false, .disk = false, .prepare_threads = 3});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int i = 0; i < kCandidates; ++i) {
+    EXPECT_EQ(r->errors[i], "") << i;
+    EXPECT_EQ(z[i], std::vector<float>(n, 3.0f)) << i;
+  }
 }
 
 TEST(Concurrency, PlansRunFromSeveralThreads) {
