@@ -402,6 +402,34 @@ Value sum(const Value& x, int axis, Loc loc) { return reduce(OpCode::kAdd, x, ax
 Value max(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMax, x, axis, "max", loc); }
 Value min(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMin, x, axis, "min", loc); }
 
+namespace {
+
+// The position along `axis` of the first element equal to the combiner's
+// result (max or min, whose NaN loses to a number): two reductions, so
+// every dtype and target takes the paths sum, max and min take.
+Value arg_reduce(OpCode combiner, const Value& x, int axis, absl::string_view what, Loc loc) {
+  Value best = reduce(combiner, x, axis, what, loc);
+  if (!best.valid()) return Value();
+  BuilderState& s = *x.state();
+  const Type& t = s.type(s.use(x, what, loc));
+  const Shape& shape = t.shape();
+  const int64_t n = shape[axis];
+  Value at = broadcast_to(shape.size() == 1 ? best : expand_dims(best, axis, loc), shape, loc);
+  Shape along(shape.size(), 1);
+  along[axis] = n;
+  Value positions = s.emit1(OpCode::kArange, {}, Type::tile(i32, {n}), loc, {0, n});
+  Value pos = broadcast_to(reshape(positions, along, loc), shape, loc);
+  Value first = reduce(OpCode::kMin, where(x == at, pos, static_cast<int32_t>(n), loc), axis, what, loc);
+  // No element equals the result only where every one is NaN (the result
+  // is then the combiner's identity): the first is the answer.
+  return where(first == static_cast<int32_t>(n), 0, first, loc);
+}
+
+}  // namespace
+
+Value argmax(const Value& x, int axis, Loc loc) { return arg_reduce(OpCode::kMax, x, axis, "argmax", loc); }
+Value argmin(const Value& x, int axis, Loc loc) { return arg_reduce(OpCode::kMin, x, axis, "argmin", loc); }
+
 Value cast(const Operand& x, DType to, Loc loc) {
   BuilderState* s = detail::state_of({&x});
   if (s == nullptr) return Value();

@@ -29,6 +29,11 @@ Value trans(const Value& x, std::vector<int64_t> perm = {}, Loc loc = Loc::curre
 Value sum(const Value& x, int axis, Loc loc = Loc::current());
 Value max(const Value& x, int axis, Loc loc = Loc::current());
 Value min(const Value& x, int axis, Loc loc = Loc::current());
+// The i32 position along `axis` (removed) of the first greatest (least)
+// element: ties go to the lowest position, a NaN loses to a number as in
+// max and min, and where every element is NaN the answer is 0.
+Value argmax(const Value& x, int axis, Loc loc = Loc::current());
+Value argmin(const Value& x, int axis, Loc loc = Loc::current());
 
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());

@@ -1,5 +1,5 @@
-// sum, max and min along every axis of 1-D, 2-D and 3-D tiles on the host
-// target. Integer sums wrap and max/min are exact; float sums are compared
+// sum, max and min (and argmax and argmin) along every axis of 1-D, 2-D and
+// 3-D tiles on the host target. Integer sums wrap and max/min are exact; float sums are compared
 // with an f64 reference within the error bound of f32 (or f64) accumulation,
 // and f16/bf16 sums, accumulated in f32, within one ulp of their type more.
 #include <cmath>
@@ -156,6 +156,66 @@ TYPED_TEST(ReduceTest, AlongEveryAxisMatchesTheReference) {
   }
 }
 
+// argmax and argmin along each axis of the same tiles, into i32 positions:
+// the first greatest (least) element, a NaN losing to any number. Narrow
+// random values make ties common.
+TYPED_TEST(ReduceTest, ArgMaxAndArgMinFindTheFirstBest) {
+  using T = TypeParam;
+  constexpr DType kD = dtype_v<T>();
+  constexpr int kSize = 512;
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  struct ArgCase {
+    Shape in;
+    int axis;
+    bool is_max;
+    int offset;
+  };
+  std::vector<ArgCase> cases;
+  for (const Shape& in : {Shape{kSize}, Shape{16, 32}, Shape{4, 8, 16}}) {
+    for (int axis = 0; axis < static_cast<int>(in.size()); ++axis) {
+      for (bool is_max : {true, false}) cases.push_back({in, axis, is_max, static_cast<int>(cases.size()) * kSize});
+    }
+  }
+  KernelBuilder k("arg_reduce");
+  Value x = k.arg(ptr(kD), "x"), out = k.arg(ptr(i32), "out");
+  Value flat = load(x + k.arange(0, kSize));  // [512]
+  std::map<Shape, Value> index_tiles;
+  for (const ArgCase& c : cases) {
+    Value t = c.in.size() == 1 ? flat : reshape(flat, c.in);
+    Value r = c.is_max ? argmax(t, c.axis) : argmin(t, c.axis);
+    Shape rs = reduced(c.in, c.axis);
+    if (rs.empty()) {
+      store(out + c.offset, r);
+      continue;
+    }
+    if (!index_tiles.contains(rs)) index_tiles[rs] = index_tile(k, rs);
+    store(out + c.offset + index_tiles[rs], r);
+  }
+  std::vector<T> xs = make_vector<T>(kSize, [&] {
+    if constexpr (kIsFloat<T>)
+      return from_f64<T>(rng.chance(1.0 / 16) ? NAN : static_cast<double>(rng.uniform(-6, 6)) / 2);
+    else
+      return static_cast<T>(rng.uniform(0, 9));
+  });
+  std::vector<int32_t> got = poisoned<int32_t>(cases.size() * kSize);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  for (const ArgCase& c : cases) {
+    for_each_result(c.in, c.axis, [&](int64_t o, const std::vector<int64_t>& along) {
+      int32_t want = -1;
+      double best = 0;
+      for (size_t i = 0; i < along.size(); ++i) {
+        const double v = to_f64(xs[along[i]]);
+        if (std::isnan(v)) continue;
+        if (want < 0 || (c.is_max ? v > best : v < best)) want = static_cast<int32_t>(i), best = v;
+      }
+      if (want < 0) want = 0;  // every element NaN
+      ASSERT_EQ(got[c.offset + o], want) << (c.is_max ? "argmax" : "argmin") << " of " << shape_str(c.in)
+                                         << " along axis " << c.axis << ", result element " << o;
+    });
+  }
+}
+
 // Float max and min skip NaN (like the GPU's max/min), and infinities win.
 TEST(Reduce, FloatMaxMinIgnoreNanAndKeepInfinities) {
   KernelBuilder k("reduce_specials");
@@ -167,6 +227,20 @@ TEST(Reduce, FloatMaxMinIgnoreNanAndKeepInfinities) {
   std::vector<float> got = poisoned<float>(4);
   TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
   EXPECT_EQ(got, (std::vector<float>{1, INFINITY, -2, -INFINITY}));
+}
+
+// Ties of -0 and +0 are ties; NaN loses to infinities; a row of NaN gives 0.
+TEST(Reduce, ArgMaxAndArgMinOfSpecials) {
+  KernelBuilder k("arg_specials");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(i32), "out");
+  Value t = load(x + index_tile(k, {4, 4}));  // [4, 4]
+  store(out + k.arange(0, 4), argmax(t, 1));
+  store(out + 4 + k.arange(0, 4), argmin(t, 1));
+  std::vector<float> xs = {-0.0f, 0.0f, -1, NAN,  NAN, -INFINITY, NAN, INFINITY,
+                           NAN,   NAN,  NAN, NAN, 2,   2,         -3,  -3};
+  std::vector<int32_t> got = poisoned<int32_t>(8);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 3, 0, 0, 2, 1, 0, 2}));
 }
 
 // A reduction along an axis of size 1 copies; one over a [1, N] tile's

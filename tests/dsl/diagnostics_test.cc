@@ -351,6 +351,30 @@ TEST(Diagnostics, ReductionAxisOutOfRange) {
   EXPECT_TRUE(FailsAt(k, line, "sum: axis 2 is out of range for tile<f32>[64,32]"));
 }
 
+TEST(Diagnostics, ArgReductionsNameWhatTheyNeed) {
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({64, 32}, f32);
+    const int line = __LINE__ + 1;
+    argmax(x, -1);
+    EXPECT_TRUE(FailsAt(k, line, "argmax: axis -1 is out of range for tile<f32>[64,32]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value flags = k.arange(0, 64) < 3;
+    const int line = __LINE__ + 1;
+    argmin(flags, 0);
+    EXPECT_TRUE(FailsAt(k, line, "argmin: not defined on i1 tiles"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.constant(1.0f, f32);
+    const int line = __LINE__ + 1;
+    argmax(x, 0);
+    EXPECT_TRUE(FailsAt(k, line, "argmax: needs a tile of numbers, got f32"));
+  }
+}
+
 TEST(Diagnostics, ExpandDimsAxisOutOfRange) {
   KernelBuilder k("k");
   Value x = k.arange(0, 64);

@@ -464,8 +464,8 @@ TEST_P(PerDtype, CastsToEveryDtype) {
   run(e, e.grid());
 }
 
-// sum, max and min of a random [P, Q, R] tile along each of its axes, of
-// its [P*Q, R] reshape and of its flattened form (to a scalar).
+// sum, max, min, argmax and argmin of a random [P, Q, R] tile along each of
+// its axes, of its [P*Q, R] reshape and of its flattened form (to a scalar).
 TEST_P(PerDtype, ReductionsAlongEveryAxis) {
   const DType d = GetParam();
   TESSEL_TRACE_SEED(rng_);
@@ -483,6 +483,8 @@ TEST_P(PerDtype, ReductionsAlongEveryAxis) {
       c.out("sum" + where, sum(x, axis), d.is_float() ? summed(d) : Tolerance{});
       c.out("max" + where, max(m, axis), {.any_zero_sign = true});
       c.out("min" + where, min(m, axis), {.any_zero_sign = true});
+      c.out("argmax" + where, argmax(m, axis));
+      c.out("argmin" + where, argmin(m, axis));
     }
   }
   run(c, 1);
