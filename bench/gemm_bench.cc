@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <map>
 #include <memory>
@@ -148,10 +149,14 @@ int main(int argc, char** argv) {
   std::erase_if(configs, [&](const Config& c) {
     return (label(c) + (c.gemm.bias_gelu ? " +bias+gelu" : "")).find(only) == std::string::npos;
   });
-  // A launch of configuration `c` on the buffers, its kernel compiled and its maps made; nullopt (reported)
-  // where it does not compile.
+  // A launch of configuration `c` on the buffers, its kernel compiled and its maps made, and what compiles
+  // the variant its launches take; nullopt (reported) where it does not compile.
+  struct Launch {
+    std::function<void()> run;
+    std::function<absl::Status()> ready;
+  };
   auto prepare = [&](const Config& c, int64_t m, int64_t n, int64_t k, const Buffer& ab, const Buffer& bb,
-                     const Buffer& cb, const Buffer& biasb, const Buffer& scaleb) -> std::optional<std::function<void()>> {
+                     const Buffer& cb, const Buffer& biasb, const Buffer& scaleb) -> std::optional<Launch> {
     CompileOptions options;
     options.num_warps = c.warps;
     absl::StatusOr<Function> compiled = dev.compile(must(samples::gemm_kernel(c.gemm), "build"), options);
@@ -181,11 +186,17 @@ int main(int argc, char** argv) {
     const LaunchConfig finish_lc = {.grid = static_cast<int>(std::min<int64_t>(blocks, 4 * dev.num_compute_units())),
                                     .stream = &stream};
     const auto count = static_cast<int32_t>(m * n);
-    return [fn = *compiled, maps, lc, m, n, k, c, biasb, scaleb, finish, finish_lc, acc, cb, count, ws] {
-      must(fn.launch_packed(lc, samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get())),
-           "launch");
-      if (finish) must(finish->launch(finish_lc, acc, cb, count), "finish");
+    auto args = [maps, m, n, k, c, biasb, scaleb, ws] {
+      return samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get());
     };
+    return Launch{[fn = *compiled, lc, args, finish, finish_lc, acc, cb, count] {
+                    must(fn.launch_packed(lc, args()), "launch");
+                    if (finish) must(finish->launch(finish_lc, acc, cb, count), "finish");
+                  },
+                  [fn = *compiled, args, finish, acc, cb, count]() -> absl::Status {
+                    absl::Status done = finish ? finish->prepare(acc, cb, count) : absl::OkStatus();
+                    return done.ok() ? fn.prepare_packed(args()) : done;
+                  }};
   };
   // Median ms of 15 single launches, each after an L2 flush.
   auto time_ms = [&](const std::function<void()>& launch) { return timer.median_ms(launch); };
@@ -252,9 +263,9 @@ int main(int argc, char** argv) {
         loaded = in;
         loaded_nk = c.gemm.b_nk;
       }
-      std::optional<std::function<void()>> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb);
+      std::optional<Launch> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb);
       if (!launch) continue;
-      const double t = time_ms(*launch);
+      const double t = time_ms(launch->run);
       report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
                  std::string(in.name()) + (c.gemm.b_nk ? " B NxK, " : " B KxN, ") + label(c) +
                  (c.gemm.bias_gelu ? " +bias+gelu" : ""),
@@ -273,21 +284,24 @@ int main(int argc, char** argv) {
     Buffer cb = must(dev.allocate(m * n * 2), "allocate"), biasb = must(dev.allocate(n * 2), "allocate");
     must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
     must(dev.copy_to_device(bb, b.data(), b.size() * 2), "copy");
+    // The candidates compile in the autotuner's prepares, on every core at once.
     std::vector<Config> tried;
-    std::vector<std::function<void()>> launches;
     for (const Config& c : configs) {
-      if (!(c.gemm.in == bf16) || !c.gemm.b_nk || c.gemm.bias_gelu) continue;
-      if (std::optional<std::function<void()>> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb)) {
-        tried.push_back(c);
-        launches.push_back(*launch);
-      }
+      if (c.gemm.in == bf16 && c.gemm.b_nk && !c.gemm.bias_gelu) tried.push_back(c);
     }
     if (tried.empty()) return 0;  // --only left none
+    std::vector<std::optional<Launch>> launches(tried.size());
     std::vector<TuneCandidate> candidates;
     for (size_t i = 0; i < tried.size(); ++i) {
-      candidates.push_back({label(tried[i]), [&launches, i] {
-                              launches[i]();
+      candidates.push_back({label(tried[i]),
+                            [&launches, i] {
+                              launches[i]->run();
                               return absl::OkStatus();
+                            },
+                            [&, i]() -> absl::Status {
+                              launches[i] = prepare(tried[i], m, n, k, ab, bb, cb, biasb, scaleb);
+                              if (!launches[i]) return absl::InvalidArgumentError("does not compile");
+                              return launches[i]->ready();
                             }});
     }
     const AutotuneResult pick =
@@ -302,9 +316,12 @@ int main(int argc, char** argv) {
                            },
                        .stream = &stream}),
              "autotune");
+    report("gemm " + shape + " bf16, the autotuner's compiles of " + std::to_string(tried.size()) + " configurations",
+           pick.prepare_seconds * 1e3, "ms");
     std::vector<double> ms;
     for (size_t i = 0; i < launches.size(); ++i) {
-      ms.push_back(time_ms(launches[i]));
+      ms.push_back(launches[i] ? time_ms(launches[i]->run) : std::numeric_limits<double>::infinity());
+      if (!launches[i]) continue;
       report("gemm " + shape + " bf16, " + label(tried[i]), 2.0 * m * n * k / ms.back() / 1e9, "TFLOP/s",
              std::to_string(ms.back()) + " ms");
     }

@@ -8,7 +8,10 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "cuda_raw.h"
 #include "report.h"
@@ -165,6 +168,49 @@ int main() {
     must(dev.compile(must(samples::matmul_kernel("matmul_cold_0"), "build"), matmul_options), "compile");
   }
   report("JIT cache hit including the builder", seconds_since(t0) * 1e6 / 200, "us");
+
+  // The autotuner's compiles: the GEMM's bf16 tile configurations (those
+  // gemm_bench tunes over, stream-K and split-K aside), each kernel new to
+  // the caches, compiled by tessel::autotune's prepares one after another
+  // and then on every core at once (its default); and the three that
+  // bench/triton_compare.py's cold compile times Triton on, one after
+  // another as Triton's autotuner compiles them.
+  struct TileConfig {
+    int64_t bm, bn;
+    int stages, warps;
+  };
+  auto compile_ms = [&](const std::vector<TileConfig>& tiles, int threads, const std::string& tag) {
+    std::vector<TuneCandidate> candidates;
+    for (const TileConfig& c : tiles) {
+      const std::string name = absl::StrCat("gemm_", c.bm, "x", c.bn, "_s", c.stages, "_w", c.warps, "_", tag);
+      candidates.push_back({name, [] { return absl::OkStatus(); }, [&dev, c, name]() -> absl::Status {
+                              samples::GemmConfig g = {.bm = c.bm, .bn = c.bn, .bk = 64, .out = bf16,
+                                                       .stages = c.stages, .warp_specialize = c.warps == 12};
+                              absl::StatusOr<Kernel> k = samples::gemm_kernel(g, name);
+                              if (!k.ok()) return k.status();
+                              CompileOptions options;
+                              options.num_warps = c.warps;
+                              return dev.compile(*k, options).status();
+                            }});
+    }
+    AutotuneResult r = must(autotune(dev, "gpu_bench compiles " + tag, candidates,
+                                     {.warmup = 0, .reps = 1, .memory = false, .disk = false,
+                                      .prepare_threads = threads}),
+                            "autotune");
+    for (const std::string& e : r.errors) {
+      if (!e.empty()) std::printf("  a candidate failed: %s\n", e.c_str());
+    }
+    return r.prepare_seconds * 1e3;
+  };
+  const std::vector<TileConfig> tiles = {{128, 128, 3, 8},  {128, 128, 4, 8},  {128, 256, 2, 8}, {128, 256, 3, 8},
+                                         {128, 256, 4, 8},  {128, 128, 4, 4},  {64, 128, 6, 4},  {64, 128, 8, 4},
+                                         {128, 128, 4, 12}, {128, 128, 5, 12}, {64, 256, 4, 12}};
+  const double one = compile_ms(tiles, 1, "serial"), all = compile_ms(tiles, 0, "all");
+  const std::string cores = absl::StrCat(std::thread::hardware_concurrency(), " cores");
+  report(absl::StrCat("autotune's compiles of ", tiles.size(), " GEMM configurations, one after another"), one, "ms");
+  report(absl::StrCat("  the same on every core (", cores, ")"), all, "ms", ratio(all / one, "< 1"));
+  report("autotune's compiles of Triton's 3 configurations, every core (compare Triton's compiles of them)",
+         compile_ms({{128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 3, 8}}, 0, "triton"), "ms");
 
   // ---- TMA tile copy bandwidth ------------------------------------------
   constexpr int kM = 16384, kN = 16384;

@@ -253,6 +253,20 @@ def child_cold_compile():
         out["first_minus_warm_s"] = out["first_call_s"] - statistics.median(warm)
         out["cache_files_after"] = sum(len(f) for _, _, f in os.walk(cache_dir))
         out["rel_err_vs_cublas"] = _rel_err(c, torch.matmul(a, b.T))
+        # The rest of MM_CONFIGS, each compiled on its first call as Triton's autotuner compiles its
+        # configurations: what tuning over all of them costs in compiles (the first one's above).
+        configs_cold = [out["first_minus_warm_s"]]
+        for cfg in MM_CONFIGS[1:]:
+            t0 = time.perf_counter()
+            triton_matmul(a, b, c, cfg)
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            triton_matmul(a, b, c, cfg)
+            torch.cuda.synchronize()
+            configs_cold.append(first - (time.perf_counter() - t0))
+        out["configs_cold_s"] = configs_cold
+        out["configs_cold_total_s"] = sum(configs_cold)
     except Exception as e:
         out["error"] = _err(e)
     print(CHILD_MARK + json.dumps(_clean(out)), flush=True)
@@ -285,7 +299,7 @@ def cold_compile_matmul(args):
                   + (f"{r['cold_s']:.3f} s" if "cold_s" in r else r.get("error", "?")), flush=True)
         ok = [r for r in res["runs"] if "cold_s" in r]
         if ok:
-            for key in ("cold_s", "warm_call_ms", "warm_launch_host_us", "driver_init_s"):
+            for key in ("cold_s", "warm_call_ms", "warm_launch_host_us", "driver_init_s", "configs_cold_total_s"):
                 vals = [r[key] for r in ok if key in r]
                 if vals:
                     res[key + "_median"] = statistics.median(vals)
@@ -525,7 +539,9 @@ def print_table(res):
                  f"{_f(r, 'cold_s_median', '.3f')} s median of {n_ok}, min {_f(r, 'cold_s_min', '.3f')} s"),
                 ("  warm call, in-process", f"{_f(r, 'warm_launch_host_us_median', '.1f')} us host, "
                                             f"{_f(r, 'warm_call_ms_median', '.3f')} ms to sync"),
-                ("  new process, disk-cache hit", _f(r.get("disk_cache_hit", {}), "load_s", ".3f") + " s")]
+                ("  new process, disk-cache hit", _f(r.get("disk_cache_hit", {}), "load_s", ".3f") + " s"),
+                (f"  compiles of its {len(MM_CONFIGS)} configurations", _f(r, "configs_cold_total_s_median", ".3f")
+                 + " s median")]
     r = res.get("matmul_tflops")
     if r is not None:
         _shape_lines(out, r, lambda row: f"matmul {row['M']}x{row['N']}x{row['K']} "

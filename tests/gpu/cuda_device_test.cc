@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -338,6 +340,38 @@ TEST(CudaDevice, TimeStartsWhereTheWorkBeforeItEnds) {
               HasSubstr(": time: the stream belongs to a device of another kind"));
   EXPECT_THAT(device.time([] { return absl::DataLossError("the work broke"); }).status().message(),
               HasSubstr("the work broke"));
+}
+
+// Threads compiling different kernels at once (as the autotuner's prepares
+// do) each get a loaded function that computes the right thing.
+TEST(CudaCompile, ThreadsCompileAndLoadAtOnce) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  constexpr int kThreads = 8, n = 1 << 16;
+  std::vector<float> x(n, 2.0f), y(n, 1.0f);
+  absl::StatusOr<Buffer> dx = device.allocate(n * 4), dy = device.allocate(n * 4);
+  ASSERT_TRUE(dx.ok() && dy.ok());
+  ASSERT_TRUE(device.copy_to_device(*dx, x.data(), n * 4).ok());
+  ASSERT_TRUE(device.copy_to_device(*dy, y.data(), n * 4).ok());
+  std::vector<absl::Status> status(kThreads);
+  std::vector<std::vector<float>> got(kThreads, std::vector<float>(n, 0.0f));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      status[t] = [&]() -> absl::Status {
+        TESSEL_ASSIGN_OR_RETURN(Kernel k, samples::vector_add_kernel("threads_add_" + std::to_string(t)));
+        TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(k));
+        TESSEL_ASSIGN_OR_RETURN(Buffer dz, device.allocate(n * 4));
+        TESSEL_RETURN_IF_ERROR(fn.launch({.grid = (n + samples::kAddBlock - 1) / samples::kAddBlock}, *dx, *dy, dz, n));
+        TESSEL_RETURN_IF_ERROR(device.synchronize());
+        return device.copy_to_host(got[t].data(), dz, n * 4);
+      }();
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(status[t].ok()) << t << ": " << status[t];
+    EXPECT_EQ(got[t], std::vector<float>(n, 3.0f)) << t;
+  }
 }
 
 TEST(CudaCompile, DumpsEveryStageForTheGpu) {
