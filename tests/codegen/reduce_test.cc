@@ -12,9 +12,11 @@
 namespace tessel::testing {
 namespace {
 
-enum class Red { kSum, kMax, kMin };
-constexpr Red kReds[] = {Red::kSum, Red::kMax, Red::kMin};
-const char* name(Red r) { return r == Red::kSum ? "sum" : r == Red::kMax ? "max" : "min"; }
+enum class Red { kSum, kMax, kMin, kArgMax, kArgMin };
+const char* name(Red r) {
+  static constexpr const char* kNames[] = {"sum", "max", "min", "argmax", "argmin"};
+  return kNames[static_cast<int>(r)];
+}
 
 Value apply(Red r, const Value& x, int axis) {
   switch (r) {
@@ -24,6 +26,10 @@ Value apply(Red r, const Value& x, int axis) {
       return max(x, axis);
     case Red::kMin:
       return min(x, axis);
+    case Red::kArgMax:
+      return argmax(x, axis);
+    case Red::kArgMin:
+      return argmin(x, axis);
   }
   return Value();
 }
@@ -107,27 +113,24 @@ void check(const Case& c, const std::vector<T>& xs, const std::vector<T>& got) {
   });
 }
 
-template <class T>
-class ReduceTest : public ::testing::Test {};
-using ReduceTypes = ::testing::Types<int8_t, int32_t, uint8_t, int64_t, uint64_t, Half, BFloat16, float, double>;
-TYPED_TEST_SUITE(ReduceTest, ReduceTypes);
+constexpr int kSize = 512;
 
-// One kernel reduces a [512] tile to a scalar, and its [16,32] and [4,8,16]
-// reshapes along each axis, with each combiner.
-TYPED_TEST(ReduceTest, AlongEveryAxisMatchesTheReference) {
-  using T = TypeParam;
-  constexpr DType kD = dtype_v<T>();
-  constexpr int kSize = 512;
-  Rng rng;
-  SCOPED_TRACE(rng.trace());
+// Each of `reds` along each axis of a [512] tile and of its [16,32] and
+// [4,8,16] reshapes, each result at its own offset of the output.
+std::vector<Case> cases_of(std::initializer_list<Red> reds) {
   std::vector<Case> cases;
   for (const Shape& in : {Shape{kSize}, Shape{16, 32}, Shape{4, 8, 16}}) {
     for (int axis = 0; axis < static_cast<int>(in.size()); ++axis) {
-      for (Red r : kReds) cases.push_back({in, axis, r, static_cast<int>(cases.size()) * kSize});
+      for (Red r : reds) cases.push_back({in, axis, r, static_cast<int>(cases.size()) * kSize});
     }
   }
-  KernelBuilder k("reduce");
-  Value x = k.arg(ptr(kD), "x"), out = k.arg(ptr(kD), "out");
+  return cases;
+}
+
+// The kernel's body: x [512] of `in` in, every case's result into out (of
+// `out_d`).
+void reduce_cases(KernelBuilder& k, DType in, DType out_d, const std::vector<Case>& cases) {
+  Value x = k.arg(ptr(in), "x"), out = k.arg(ptr(out_d), "out");
   Value flat = load(x + k.arange(0, kSize));  // [512]
   std::map<Shape, Value> index_tiles;         // of the results' shapes
   for (const Case& c : cases) {
@@ -140,6 +143,22 @@ TYPED_TEST(ReduceTest, AlongEveryAxisMatchesTheReference) {
     if (!index_tiles.contains(rs)) index_tiles[rs] = index_tile(k, rs);
     store(out + c.offset + index_tiles[rs], r);
   }
+}
+
+template <class T>
+class ReduceTest : public ::testing::Test {};
+using ReduceTypes = ::testing::Types<int8_t, int32_t, uint8_t, int64_t, uint64_t, Half, BFloat16, float, double>;
+TYPED_TEST_SUITE(ReduceTest, ReduceTypes);
+
+// One kernel reduces a [512] tile to a scalar, and its [16,32] and [4,8,16]
+// reshapes along each axis, with each combiner.
+TYPED_TEST(ReduceTest, AlongEveryAxisMatchesTheReference) {
+  using T = TypeParam;
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const std::vector<Case> cases = cases_of({Red::kSum, Red::kMax, Red::kMin});
+  KernelBuilder k("reduce");
+  reduce_cases(k, dtype_v<T>(), dtype_v<T>(), cases);
 
   std::vector<T> xs = make_vector<T>(kSize, [&] {
     if constexpr (kIsFloat<T>)
@@ -161,37 +180,11 @@ TYPED_TEST(ReduceTest, AlongEveryAxisMatchesTheReference) {
 // random values make ties common.
 TYPED_TEST(ReduceTest, ArgMaxAndArgMinFindTheFirstBest) {
   using T = TypeParam;
-  constexpr DType kD = dtype_v<T>();
-  constexpr int kSize = 512;
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  struct ArgCase {
-    Shape in;
-    int axis;
-    bool is_max;
-    int offset;
-  };
-  std::vector<ArgCase> cases;
-  for (const Shape& in : {Shape{kSize}, Shape{16, 32}, Shape{4, 8, 16}}) {
-    for (int axis = 0; axis < static_cast<int>(in.size()); ++axis) {
-      for (bool is_max : {true, false}) cases.push_back({in, axis, is_max, static_cast<int>(cases.size()) * kSize});
-    }
-  }
+  const std::vector<Case> cases = cases_of({Red::kArgMax, Red::kArgMin});
   KernelBuilder k("arg_reduce");
-  Value x = k.arg(ptr(kD), "x"), out = k.arg(ptr(i32), "out");
-  Value flat = load(x + k.arange(0, kSize));  // [512]
-  std::map<Shape, Value> index_tiles;
-  for (const ArgCase& c : cases) {
-    Value t = c.in.size() == 1 ? flat : reshape(flat, c.in);
-    Value r = c.is_max ? argmax(t, c.axis) : argmin(t, c.axis);
-    Shape rs = reduced(c.in, c.axis);
-    if (rs.empty()) {
-      store(out + c.offset, r);
-      continue;
-    }
-    if (!index_tiles.contains(rs)) index_tiles[rs] = index_tile(k, rs);
-    store(out + c.offset + index_tiles[rs], r);
-  }
+  reduce_cases(k, dtype_v<T>(), i32, cases);
   std::vector<T> xs = make_vector<T>(kSize, [&] {
     if constexpr (kIsFloat<T>)
       return from_f64<T>(rng.chance(1.0 / 16) ? NAN : static_cast<double>(rng.uniform(-6, 6)) / 2);
@@ -200,17 +193,18 @@ TYPED_TEST(ReduceTest, ArgMaxAndArgMinFindTheFirstBest) {
   });
   std::vector<int32_t> got = poisoned<int32_t>(cases.size() * kSize);
   TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
-  for (const ArgCase& c : cases) {
+  for (const Case& c : cases) {
+    const bool is_max = c.red == Red::kArgMax;
     for_each_result(c.in, c.axis, [&](int64_t o, const std::vector<int64_t>& along) {
       int32_t want = -1;
       double best = 0;
       for (size_t i = 0; i < along.size(); ++i) {
         const double v = to_f64(xs[along[i]]);
         if (std::isnan(v)) continue;
-        if (want < 0 || (c.is_max ? v > best : v < best)) want = static_cast<int32_t>(i), best = v;
+        if (want < 0 || (is_max ? v > best : v < best)) want = static_cast<int32_t>(i), best = v;
       }
       if (want < 0) want = 0;  // every element NaN
-      ASSERT_EQ(got[c.offset + o], want) << (c.is_max ? "argmax" : "argmin") << " of " << shape_str(c.in)
+      ASSERT_EQ(got[c.offset + o], want) << name(c.red) << " of " << shape_str(c.in)
                                          << " along axis " << c.axis << ", result element " << o;
     });
   }
