@@ -70,7 +70,9 @@ TEST(MathIsa, AmdgpuFastFormsUseTheTranscendentalUnit) {
     for (const char* unit : {"v_exp_f32", "v_log_f32", "v_sin_f32", "v_cos_f32"}) {
       EXPECT_THAT(accurate_asm.assembly, Not(HasSubstr(unit)));
     }
-    if (*f.amd != '\0') EXPECT_THAT(fast_asm.assembly, HasSubstr(f.amd));
+    if (*f.amd != '\0') {
+      EXPECT_THAT(fast_asm.assembly, HasSubstr(f.amd));
+    }
   }
 }
 
@@ -99,7 +101,9 @@ TEST(MathIsa, FastDivisionIsTheGpusApproximateQuotient) {
   EXPECT_THAT(amd_accurate.assembly, HasSubstr("v_div_fixup_f32"));
   EXPECT_THAT(amd_fast.assembly, HasSubstr("v_rcp_f32"));
   EXPECT_THAT(amd_fast.assembly, Not(HasSubstr("v_div_fixup_f32")));
-  if (have_ptxas()) EXPECT_EQ(ptxas(accurate->binary), 0);
+  if (have_ptxas()) {
+    EXPECT_EQ(ptxas(accurate->binary), 0);
+  }
   expect_ptxas_accepts(fast->binary);
 }
 
