@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "fuzz/reader.h"
@@ -59,7 +60,7 @@ class Program {
   }
 
   void param(int i) {
-    const std::string name = "p" + std::to_string(i);
+    const std::string name = absl::StrCat("p", i);
     switch (r_.below(3)) {
       case 0:
         keep(k_.arg(Type::pointer(dtype()), name));

@@ -41,7 +41,9 @@ void expect_nearest(float x, To to, From from) {
     if (std::isnan(other) || std::signbit(other) != std::signbit(got)) continue;
     const double mine = std::fabs(got - x), theirs = std::fabs(other - x);
     EXPECT_LE(mine, theirs) << x;
-    if (mine == theirs) EXPECT_EQ(r & 1, 0) << x << " is a tie";
+    if (mine == theirs) {
+      EXPECT_EQ(r & 1, 0) << x << " is a tie";
+    }
   }
 }
 
