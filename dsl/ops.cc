@@ -411,8 +411,7 @@ Value arg_reduce(OpCode combiner, const Value& x, int axis, absl::string_view wh
   Value best = reduce(combiner, x, axis, what, loc);
   if (!best.valid()) return Value();
   BuilderState& s = *x.state();
-  const Type& t = s.type(s.use(x, what, loc));
-  const Shape& shape = t.shape();
+  const Shape shape = s.type(s.use(x, what, loc)).shape();  // a copy: emitting ops below moves the types
   const int64_t n = shape[axis];
   Value at = broadcast_to(shape.size() == 1 ? best : expand_dims(best, axis, loc), shape, loc);
   Shape along(shape.size(), 1);
