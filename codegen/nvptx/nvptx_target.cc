@@ -27,6 +27,9 @@ namespace {
 // kDeviceTimeout instead of hanging the GPU.
 constexpr int64_t kWaitLimitNs = int64_t{10} * 1000 * 1000 * 1000;
 
+// Where dynamic shared memory is sure to start: a multiple of 16 bytes.
+constexpr int64_t kDynamicSharedAlignment = 16;
+
 using nvptx::inline_asm;
 using nvptx::kGlobal;
 using nvptx::kShared;
@@ -101,6 +104,7 @@ class NvptxTarget final : public GpuTarget {
     std::vector<llvm::Metadata*> grid_constants;
     for (size_t i = 0; i < ir.params.size(); ++i) {
       if (!ir.params[i].type.is_tensor_map()) continue;
+      tensor_maps_ = true;
       swizzled_ = swizzled_ || ir.params[i].type.swizzle() != Swizzle::kNone;
       fn_->addParamAttr(
           i, llvm::Attribute::getWithByValType(ctx, llvm::ArrayType::get(b.getInt8Ty(), kTensorMapBytes)));
@@ -125,7 +129,7 @@ class NvptxTarget final : public GpuTarget {
     smem_ = new llvm::GlobalVariable(module, llvm::ArrayType::get(b.getInt8Ty(), 0), false,
                                      llvm::GlobalValue::ExternalLinkage, nullptr, "tessel_smem", nullptr,
                                      llvm::GlobalValue::NotThreadLocal, kShared);
-    smem_->setAlignment(llvm::Align(tma::kSharedTileAlignment));
+    smem_->setAlignment(llvm::Align(kDynamicSharedAlignment));
     error_ = new llvm::GlobalVariable(module, b.getInt32Ty(), false, llvm::GlobalValue::ExternalLinkage,
                                       b.getInt32(0), kNvptxErrorSymbol, nullptr, llvm::GlobalValue::NotThreadLocal,
                                       kGlobal);
@@ -155,17 +159,20 @@ class NvptxTarget final : public GpuTarget {
                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z};
     return sreg(b, kIds[axis]);
   }
-  // With swizzled maps, tiles align to where the swizzle pattern starts over,
-  // which the start of dynamic shared memory need not be: it is rounded up.
+  // The copy engine's tiles start at a multiple of 128 bytes, and with
+  // swizzled maps of 1024 (where the swizzle pattern starts over); all else
+  // in shared memory needs 16 at most. Dynamic shared memory is only sure to
+  // start at a multiple of 16: the driver's JIT linker places it right after
+  // the static shared memory, whatever alignment the PTX declares. So with
+  // tensor maps the start is rounded up at run time.
   llvm::Value* shared_base(llvm::IRBuilder<>& b) override {
     llvm::Value* base = b.CreateAddrSpaceCast(smem_, b.getPtrTy());
-    if (!swizzled_) return base;
+    if (tile_alignment() == kDynamicSharedAlignment) return base;
     llvm::Value* start = shared32(b, base);
-    const int64_t align = tma::kSwizzledTileAlignment;
-    llvm::Value* pad = b.CreateAnd(b.CreateSub(b.getInt32(0), start), b.getInt32(align - 1));
+    llvm::Value* pad = b.CreateAnd(b.CreateSub(b.getInt32(0), start), b.getInt32(tile_alignment() - 1));
     return b.CreateInBoundsGEP(b.getInt8Ty(), base, pad);
   }
-  int64_t shared_base_slack() const override { return swizzled_ ? tma::kSwizzledTileAlignment : 0; }
+  int64_t shared_base_slack() const override { return tile_alignment() - kDynamicSharedAlignment; }
 
   // The SFU's approximations (what Triton's tl.exp and tl.log use): base-2
   // exp and log, sin and cos, tanh (sm_75 on). exp and log add the rounding
@@ -415,6 +422,10 @@ class NvptxTarget final : public GpuTarget {
     return scalar_param_type(b, t.dtype());
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
+  int64_t tile_alignment() const {
+    if (swizzled_) return tma::kSwizzledTileAlignment;
+    return tensor_maps_ ? tma::kSharedTileAlignment : kDynamicSharedAlignment;
+  }
   // The whole CTA's barrier 0, or in a group the group's own named barrier.
   void barrier(llvm::IRBuilder<>& b) override {
     if (group_ == nullptr) {
@@ -479,7 +490,8 @@ class NvptxTarget final : public GpuTarget {
   llvm::GlobalVariable* smem_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
   llvm::GlobalVariable* error_ = nullptr;
-  bool swizzled_ = false;  // a tensor-map parameter is swizzled
+  bool tensor_maps_ = false;  // the kernel has tensor-map parameters
+  bool swizzled_ = false;     // a tensor-map parameter is swizzled
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
@@ -13,6 +14,7 @@
 namespace tessel {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -255,6 +257,20 @@ TEST(Ptx, SwizzledMapsCopyThroughThePattern) {
   EXPECT_THAT(code->binary, HasSubstr("xor.b"));
   EXPECT_GE(code->shared_bytes, plain->shared_bytes + 1024);
   expect_ptxas_accepts(code->binary);
+}
+
+// Dynamic shared memory is only sure to start at a multiple of 16 bytes (the
+// driver's JIT linker puts it right after the static shared memory), so the
+// kernel rounds its start up to the tiles' alignment at run time: 128 bytes,
+// or 1024 with swizzled maps, never assuming the PTX declaration's.
+TEST(Ptx, SharedTilesAlignWhereverDynamicSharedMemoryStarts) {
+  for (auto [swizzle, mask] : {std::pair{Swizzle::kNone, 112}, std::pair{Swizzle::k128B, 1008}}) {
+    absl::StatusOr<DeviceCode> code = compile_ptx(tile_copy(swizzle), {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(".extern .shared .align 16 .b8 tessel_smem[];"));
+    EXPECT_THAT(code->binary, ContainsRegex(absl::StrCat("and\\.b32[ \t]+%r[0-9]+, %r[0-9]+, ", mask, ";")));
+    expect_ptxas_accepts(code->binary);
+  }
 }
 
 // tma_reduce is the copy engine's add into the tensor (its dtype the map's),
