@@ -333,6 +333,10 @@ absl::StatusOr<TensorMap> CudaDevice::encode_tensor_map(const TensorMapSpec& spe
   // Our checks name the rule that failed; the driver only says INVALID_VALUE.
   TESSEL_RETURN_IF_ERROR(validate(spec, cc_));
   const TensorMapSpec s = normalize(spec);
+  // The driver encodes in the current context: a thread of the caller's
+  // (an autotuner's prepare) may have none.
+  ContextScope scope(*context_);
+  TESSEL_RETURN_IF_ERROR(scope.status());
   CUtensorMap map;
   absl::Status status = cuda::encode_tiled(context_->driver(), cuda::tiled_encoding(s), &map);
   if (!status.ok()) {

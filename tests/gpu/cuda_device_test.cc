@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -194,6 +195,26 @@ TEST(CudaTensorMap, TheDriverEncodesValidSpecs) {
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->encoding(), TensorMapEncoding::kCuda);
   EXPECT_EQ(full->spec().element_strides, (std::vector<int64_t>{1, 1, 1}));
+}
+
+// A new thread has no current CUDA context (an autotuner's prepares make their
+// maps on such threads): the device encodes in its own, to the same bytes.
+TEST(CudaTensorMap, ThreadsWithoutAContextEncodeMaps) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Buffer> buf = device.allocate(size_t{1000} * 1496 * 2);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  TensorMapSpec spec;
+  spec.dtype = bf16;
+  spec.address = buf->data();
+  spec.dims = {1000, 1496};
+  spec.box = {64, 128};
+  spec.swizzle = Swizzle::k128B;
+  std::optional<absl::StatusOr<TensorMap>> there;
+  std::thread([&] { there = device.impl().encode_tensor_map(spec); }).join();
+  ASSERT_TRUE(there->ok()) << there->status();
+  absl::StatusOr<TensorMap> here = device.impl().encode_tensor_map(spec);
+  ASSERT_TRUE(here.ok()) << here.status();
+  EXPECT_EQ(here->bytes(), (*there)->bytes());
 }
 
 // SMs times the driver's occupancy: a small kernel fits many programs on
