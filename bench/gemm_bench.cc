@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "cuda_raw.h"
 #include "report.h"
 #include "samples/kernels.h"
@@ -150,36 +151,35 @@ int main(int argc, char** argv) {
     return (label(c) + (c.gemm.bias_gelu ? " +bias+gelu" : "")).find(only) == std::string::npos;
   });
   // A launch of configuration `c` on the buffers, its kernel compiled and its maps made, and what compiles
-  // the variant its launches take; nullopt (reported) where it does not compile.
+  // the variant its launches take; or why not. It may run on any thread (the autotuner's prepares).
   struct Launch {
     std::function<void()> run;
     std::function<absl::Status()> ready;
   };
   auto prepare = [&](const Config& c, int64_t m, int64_t n, int64_t k, const Buffer& ab, const Buffer& bb,
-                     const Buffer& cb, const Buffer& biasb, const Buffer& scaleb) -> std::optional<Launch> {
+                     const Buffer& cb, const Buffer& biasb, const Buffer& scaleb) -> absl::StatusOr<Launch> {
     CompileOptions options;
     options.num_warps = c.warps;
-    absl::StatusOr<Function> compiled = dev.compile(must(samples::gemm_kernel(c.gemm), "build"), options);
-    if (!compiled.ok()) {
-      std::printf("gemm %s: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
-      return std::nullopt;
-    }
+    TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(c.gemm));
+    TESSEL_ASSIGN_OR_RETURN(Function compiled, dev.compile(kernel, options));
     // Split-K adds into an f32 workspace, zero to start with; the finish rounds it into C and zeroes it again.
     const bool split = c.gemm.split_k > 1;
-    Buffer acc = split ? must(dev.allocate(m * n * 4), "allocate") : cb;
+    Buffer acc = cb;
     std::optional<Function> finish;
     if (split) {
-      must(dev.copy_to_device(acc, std::vector<float>(m * n, 0.0f).data(), m * n * 4), "copy");
-      finish = must(dev.compile(must(samples::splitk_finish_kernel(bf16), "build")), "compile");
+      TESSEL_ASSIGN_OR_RETURN(acc, dev.allocate(m * n * 4));
+      TESSEL_RETURN_IF_ERROR(dev.copy_to_device(acc, std::vector<float>(m * n, 0.0f).data(), m * n * 4));
+      TESSEL_ASSIGN_OR_RETURN(Kernel finish_kernel, samples::splitk_finish_kernel(bf16));
+      TESSEL_ASSIGN_OR_RETURN(finish, dev.compile(finish_kernel));
     }
-    samples::GemmMaps maps = must(samples::gemm_maps(dev, c.gemm, ab, bb, acc, m, n, k), "maps");
+    TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(dev, c.gemm, ab, bb, acc, m, n, k));
     const int grid = c.gemm.stream_k ? dev.num_compute_units()
                                      : static_cast<int>(std::min<int64_t>(samples::gemm_work(c.gemm, m, n),
                                                                           dev.num_compute_units()));
     std::shared_ptr<const samples::GemmWorkspace> ws;
     if (c.gemm.stream_k) {
-      ws = std::make_shared<const samples::GemmWorkspace>(
-          must(samples::gemm_workspace(dev, c.gemm, m, n, grid), "workspace"));
+      TESSEL_ASSIGN_OR_RETURN(samples::GemmWorkspace w, samples::gemm_workspace(dev, c.gemm, m, n, grid));
+      ws = std::make_shared<const samples::GemmWorkspace>(std::move(w));
     }
     const LaunchConfig lc = {.grid = grid, .num_warps = c.warps, .stream = &stream};
     const int64_t blocks = (m * n + samples::kFinishBlock - 1) / samples::kFinishBlock;
@@ -189,11 +189,11 @@ int main(int argc, char** argv) {
     auto args = [maps, m, n, k, c, biasb, scaleb, ws] {
       return samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get());
     };
-    return Launch{[fn = *compiled, lc, args, finish, finish_lc, acc, cb, count] {
+    return Launch{[fn = compiled, lc, args, finish, finish_lc, acc, cb, count] {
                     must(fn.launch_packed(lc, args()), "launch");
                     if (finish) must(finish->launch(finish_lc, acc, cb, count), "finish");
                   },
-                  [fn = *compiled, args, finish, acc, cb, count]() -> absl::Status {
+                  [fn = compiled, args, finish, acc, cb, count]() -> absl::Status {
                     absl::Status done = finish ? finish->prepare(acc, cb, count) : absl::OkStatus();
                     return done.ok() ? fn.prepare_packed(args()) : done;
                   }};
@@ -263,8 +263,11 @@ int main(int argc, char** argv) {
         loaded = in;
         loaded_nk = c.gemm.b_nk;
       }
-      std::optional<Launch> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb);
-      if (!launch) continue;
+      absl::StatusOr<Launch> launch = prepare(c, m, n, k, ab, bb, cb, biasb, scaleb);
+      if (!launch.ok()) {
+        std::printf("gemm %s: %s\n", label(c).c_str(), std::string(launch.status().message()).c_str());
+        continue;
+      }
       const double t = time_ms(launch->run);
       report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
                  std::string(in.name()) + (c.gemm.b_nk ? " B NxK, " : " B KxN, ") + label(c) +
@@ -299,8 +302,8 @@ int main(int argc, char** argv) {
                               return absl::OkStatus();
                             },
                             [&, i]() -> absl::Status {
-                              launches[i] = prepare(tried[i], m, n, k, ab, bb, cb, biasb, scaleb);
-                              if (!launches[i]) return absl::InvalidArgumentError("does not compile");
+                              TESSEL_ASSIGN_OR_RETURN(launches[i],
+                                                      prepare(tried[i], m, n, k, ab, bb, cb, biasb, scaleb));
                               return launches[i]->ready();
                             }});
     }
