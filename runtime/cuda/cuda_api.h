@@ -40,6 +40,7 @@ struct CUevent_st;
 struct CUstream_st;
 struct CUgraph_st;
 struct CUgraphExec_st;
+struct CUlinkState_st;
 using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
@@ -48,6 +49,7 @@ using CUevent = CUevent_st*;
 using CUstream = CUstream_st*;
 using CUgraph = CUgraph_st*;
 using CUgraphExec = CUgraphExec_st*;
+using CUlinkState = CUlinkState_st*;
 
 // Every enum has int as its underlying type, the size of a C enum: the driver
 // may hand back values tessel does not list (a newer error code), and those
@@ -96,6 +98,10 @@ enum CUfunction_attribute : int {
 enum CUjit_option : int {
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
+
+enum CUjitInputType : int {
+  CU_JIT_INPUT_PTX = 1,
 };
 
 // Flags of cuStreamCreate, cuEventCreate, cuStreamWaitValue64 and
@@ -358,6 +364,13 @@ using PFN_cuStreamBatchMemOp_v11070 = CUresult(CUDAAPI*)(CUstream stream, unsign
 using PFN_cuModuleLoadData_v2000 = CUresult(CUDAAPI*)(CUmodule* module, const void* image);
 using PFN_cuModuleLoadDataEx_v2010 = CUresult(CUDAAPI*)(CUmodule* module, const void* image, unsigned int numOptions,
                                                         CUjit_option* options, void** optionValues);
+using PFN_cuLinkCreate_v6050 = CUresult(CUDAAPI*)(unsigned int numOptions, CUjit_option* options, void** optionValues,
+                                                   CUlinkState* stateOut);
+using PFN_cuLinkAddData_v6050 = CUresult(CUDAAPI*)(CUlinkState state, CUjitInputType type, void* data, size_t size,
+                                                    const char* name, unsigned int numOptions, CUjit_option* options,
+                                                    void** optionValues);
+using PFN_cuLinkComplete_v5050 = CUresult(CUDAAPI*)(CUlinkState state, void** cubinOut, size_t* sizeOut);
+using PFN_cuLinkDestroy_v5050 = CUresult(CUDAAPI*)(CUlinkState state);
 using PFN_cuModuleGetFunction_v2000 = CUresult(CUDAAPI*)(CUfunction* hfunc, CUmodule hmod, const char* name);
 using PFN_cuModuleGetGlobal_v3020 = CUresult(CUDAAPI*)(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod,
                                                        const char* name);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <span>
 
 #include "absl/cleanup/cleanup.h"
@@ -38,6 +39,7 @@ using cuda::Module;
 using cuda::CUdeviceptr;
 using cuda::CUfunction;
 using cuda::CUjit_option;
+using cuda::CUlinkState;
 using cuda::CUmodule;
 using cuda::CUstream;
 using cuda::CUtensorMap;
@@ -49,6 +51,7 @@ using cuda::cuuint64_t;
 using enum cuda::CUdevice_attribute;
 using enum cuda::CUfunction_attribute;
 using enum cuda::CUjit_option;
+using enum cuda::CUjitInputType;
 using enum cuda::CUtensorMapDataType;
 using enum cuda::CUtensorMapFloatOOBfill;
 using enum cuda::CUtensorMapInterleave;
@@ -108,6 +111,74 @@ absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, co
 std::string jit_log(const std::array<char, kJitLogBytes>& log) {
   std::string text(log.data(), strnlen(log.data(), log.size()));
   return std::string(absl::StripTrailingAsciiWhitespace(text));
+}
+
+// The JIT options that collect the driver's error log into `log`.
+struct JitLogOptions {
+  explicit JitLogOptions(std::array<char, kJitLogBytes>& log)
+      : values{log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))} {}
+  unsigned count() const { return static_cast<unsigned>(keys.size()); }
+  std::array<CUjit_option, 2> keys = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  std::array<void*, 2> values;
+};
+
+// `status` with the driver's error log appended, where it wrote one.
+absl::Status with_log(const absl::Status& status, const std::array<char, kJitLogBytes>& log) {
+  std::string text = jit_log(log);
+  if (text.empty()) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), ": ", text));
+}
+
+// PTX compiled to a cubin by the driver's JIT linker, in the current
+// context. The linker places dynamic shared memory right after the static
+// (codegen rounds tiles up at run time).
+absl::StatusOr<std::string> link_ptx(const Driver& d, const std::string& ptx, const std::string& name) {
+  std::array<char, kJitLogBytes> log{};
+  JitLogOptions options(log);
+  CUlinkState link = nullptr;
+  TESSEL_RETURN_IF_ERROR(d.link_create(options.count(), options.keys.data(), options.values.data(), &link));
+  absl::Cleanup destroy = [&] { d.link_destroy.raw(link); };
+  absl::Status status = d.link_add_data(link, CU_JIT_INPUT_PTX, const_cast<char*>(ptx.c_str()), ptx.size() + 1,
+                                        name.c_str(), 0, nullptr, nullptr);
+  void* cubin = nullptr;
+  size_t bytes = 0;
+  if (status.ok()) status = d.link_complete(link, &cubin, &bytes);
+  if (!status.ok()) return with_log(status, log);
+  return std::string(static_cast<const char*>(cubin), bytes);
+}
+
+// The cache space of the linker's cubins.
+constexpr const char* kCubinCacheSpace = "cubins";
+
+// `ptx` loaded as a module of the current context (the device's `arch`).
+//
+// Most kernels go through the driver's JIT linker: a module load of PTX
+// compiles under a lock of the driver's, so threads compiling at once take
+// turns, while the linker's compiles run side by side. The linker's cubin is
+// kept in the disk cache (its key names the PTX, the arch and the driver's
+// version), so a process that finds the kernel's PTX there skips the
+// driver's compile too. The linker compiles relocatable code, in which ptxas
+// ignores setmaxnreg and then serializes a warp-specialized kernel's wgmma
+// (half the speed); kernels with setmaxnreg load as whole programs.
+absl::StatusOr<CUmodule> load_module(const DiskCache& cache, const Driver& d, const std::string& arch,
+                                     const std::string& ptx, const std::string& name) {
+  CUmodule module = nullptr;
+  if (ptx.find("setmaxnreg") != std::string::npos) {
+    std::array<char, kJitLogBytes> log{};
+    JitLogOptions options(log);
+    absl::Status status =
+        d.module_load_data_ex(&module, ptx.c_str(), options.count(), options.keys.data(), options.values.data());
+    if (!status.ok()) return with_log(status, log);
+    return module;
+  }
+  const std::string key = absl::StrCat("cubin of ptx ", sha256_hex(ptx), " for ", arch, " by driver ", d.version());
+  std::optional<std::string> cubin = cache.read(kCubinCacheSpace, key);
+  if (!cubin.has_value()) {
+    TESSEL_ASSIGN_OR_RETURN(cubin, link_ptx(d, ptx, name));
+    cache.write(kCubinCacheSpace, key, *cubin).IgnoreError();  // a cache problem never fails the load
+  }
+  TESSEL_RETURN_IF_ERROR(d.module_load_data_ex(&module, cubin->data(), 0, nullptr, nullptr));
+  return module;
 }
 
 // The driver's CUtensorMap is what kernels receive by value; its bytes are
@@ -380,17 +451,7 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& ker
   ContextScope scope(*context_);
   TESSEL_RETURN_IF_ERROR(scope.status());
 
-  std::array<char, kJitLogBytes> log{};
-  std::array<CUjit_option, 2> keys = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  std::array<void*, 2> values = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
-  CUmodule raw_module = nullptr;
-  absl::Status status = d.module_load_data_ex(&raw_module, code.binary.c_str(), static_cast<unsigned>(keys.size()),
-                                              keys.data(), values.data());
-  if (!status.ok()) {
-    std::string text = jit_log(log);
-    if (text.empty()) return status;
-    return absl::Status(status.code(), absl::StrCat(status.message(), ": ", text));
-  }
+  TESSEL_ASSIGN_OR_RETURN(CUmodule raw_module, load_module(*disk_cache(), d, arch(), code.binary, kernel.name()));
   auto module = std::make_shared<Module>(context_, raw_module, kernel.name());
 
   CUfunction function = nullptr;

@@ -92,6 +92,10 @@ class Entry<CUresult(CUDAAPI*)(Args...)> {
   X(event_elapsed_time, cuEventElapsedTime, PFN_cuEventElapsedTime_v2000, 12000, true)                   \
   X(event_destroy, cuEventDestroy, PFN_cuEventDestroy_v4000, 12000, true)                                \
   X(module_load_data_ex, cuModuleLoadDataEx, PFN_cuModuleLoadDataEx_v2010, 12000, true)                  \
+  X(link_create, cuLinkCreate, PFN_cuLinkCreate_v6050, 12000, true)                                     \
+  X(link_add_data, cuLinkAddData, PFN_cuLinkAddData_v6050, 12000, true)                                  \
+  X(link_complete, cuLinkComplete, PFN_cuLinkComplete_v5050, 12000, true)                                \
+  X(link_destroy, cuLinkDestroy, PFN_cuLinkDestroy_v5050, 12000, true)                                   \
   X(module_get_function, cuModuleGetFunction, PFN_cuModuleGetFunction_v2000, 12000, true)                \
   X(module_get_global, cuModuleGetGlobal, PFN_cuModuleGetGlobal_v3020, 12000, true)                      \
   X(module_unload, cuModuleUnload, PFN_cuModuleUnload_v2000, 12000, true)                                \

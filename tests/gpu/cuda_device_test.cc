@@ -395,6 +395,58 @@ TEST(CudaCompile, ThreadsCompileAndLoadAtOnce) {
   }
 }
 
+// The driver's cubin is cached beside the kernel's PTX: a later compile that
+// misses the in-memory cache (a new process, as a second disk cache object
+// stands for here) finds both on disk, compiles nothing and runs the kernel.
+TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tessel_cubin_cache_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  auto first = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.string()});
+  auto second = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.string()});
+  absl::StatusOr<Kernel> k = samples::vector_add_kernel("cubin_cached_add");
+  ASSERT_TRUE(k.ok()) << k.status();
+  device.impl().set_disk_cache(first);
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> uncached = device.impl().compile_uncached(*k, CompileOptions{});
+  ASSERT_TRUE(uncached.ok()) << uncached.status();
+  EXPECT_EQ(first->stats().writes, 2);  // the PTX and the cubin
+  auto entries = [&](const char* space) {
+    return std::distance(std::filesystem::directory_iterator(dir / space), std::filesystem::directory_iterator());
+  };
+  EXPECT_EQ(entries("kernels"), 1);
+  EXPECT_EQ(entries("cubins"), 1);
+  // A warp-specialized kernel (setmaxnreg) loads as a whole program, whose
+  // cubin the driver keeps to itself.
+  absl::StatusOr<Kernel> ws = samples::gemm_kernel(
+      {.bm = 128, .bn = 128, .out = bf16, .stages = 4, .warp_specialize = true});
+  ASSERT_TRUE(ws.ok()) << ws.status();
+  CompileOptions twelve;
+  twelve.num_warps = 12;
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> whole = device.impl().compile_uncached(*ws, twelve);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(entries("kernels"), 2);
+  EXPECT_EQ(entries("cubins"), 1);
+
+  device.impl().set_disk_cache(second);
+  absl::StatusOr<Function> fn = device.compile(*k);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  EXPECT_EQ(second->stats().hits, 2);
+  EXPECT_EQ(second->stats().writes, 0);
+  constexpr int n = 4096;
+  std::vector<float> x(n, 2.0f), y(n, 1.0f), z(n, 0.0f);
+  absl::StatusOr<Buffer> dx = device.allocate(n * 4), dy = device.allocate(n * 4), dz = device.allocate(n * 4);
+  ASSERT_TRUE(dx.ok() && dy.ok() && dz.ok());
+  ASSERT_TRUE(device.copy_to_device(*dx, x.data(), n * 4).ok());
+  ASSERT_TRUE(device.copy_to_device(*dy, y.data(), n * 4).ok());
+  ASSERT_TRUE(fn->launch({.grid = n / samples::kAddBlock}, *dx, *dy, *dz, n).ok());
+  ASSERT_TRUE(device.synchronize().ok());
+  ASSERT_TRUE(device.copy_to_host(z.data(), *dz, n * 4).ok());
+  EXPECT_EQ(z, std::vector<float>(n, 3.0f));
+  device.impl().set_disk_cache(nullptr);  // the environment's again
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CudaCompile, DumpsEveryStageForTheGpu) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
