@@ -11,6 +11,7 @@ set(TESSEL_PUBLIC_HEADER_ROOTS
   runtime/autotune.h
   dsl/builder.h
   dsl/ops.h
+  dsl/random.h
   runtime/device.h
   runtime/plans/group.h
   runtime/plans/plan.h

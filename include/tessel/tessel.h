@@ -10,6 +10,7 @@
 #include "codegen/compiler.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "dsl/random.h"
 #include "runtime/autotune.h"
 #include "runtime/device.h"
 #include "runtime/plans/group.h"

@@ -10,6 +10,7 @@
 #include "codegen/amdgpu/mfma_fragment.h"
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
+#include "dsl/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "samples/kernels.h"
@@ -65,6 +66,18 @@ TEST(Amdgpu, EverySampleKernelIsAGfx942CodeObject) {
     // No calls: exp, log and everything else are inline, no device library.
     EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("s_swappc")));
   }
+}
+
+// Philox's 32x32 -> 64-bit products: a v_mul_hi_u32 and a v_mul_lo_u32 each.
+TEST(Amdgpu, RandomNumbersMultiplyInHalves) {
+  KernelBuilder k("dropout_mask");
+  Value seed = k.arg(u64, "seed"), out = k.arg(ptr(f32), "out");
+  Value idx = k.program_id() * 256 + k.arange(0, 256);
+  store(out + idx, randn(seed, idx));
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr("v_mul_hi_u32"));
+  EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("s_swappc")));
 }
 
 TEST(Amdgpu, DescriptorAndMetadataDescribeTheKernarg) {

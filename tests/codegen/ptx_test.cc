@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
+#include "dsl/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/codegen/ptx_test_util.h"
@@ -271,6 +272,24 @@ TEST(Ptx, SharedTilesAlignWhereverDynamicSharedMemoryStarts) {
     EXPECT_THAT(code->binary, ContainsRegex(absl::StrCat("and\\.b32[ \t]+%r[0-9]+, %r[0-9]+, ", mask, ";")));
     expect_ptxas_accepts(code->binary);
   }
+}
+
+// Philox's rounds take each product's high half from one mul.hi.u32 (LLVM
+// may widen the first two rounds, whose words it knows to be narrow).
+TEST(Ptx, RandomNumbersMultiplyInHalves) {
+  KernelBuilder k("dropout_mask");
+  Value seed = k.arg(u64, "seed"), out = k.arg(ptr(f32), "out");
+  Value idx = k.program_id() * 256 + k.arange(0, 256);
+  store(out + idx, rand(seed, idx));
+  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = 0; (at = code->binary.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_GE(count("mul.hi.u32"), 2 * (kPhiloxRounds - 2));
+  expect_ptxas_accepts(code->binary);
 }
 
 // tma_reduce is the copy engine's add into the tensor (its dtype the map's),

@@ -1,5 +1,5 @@
 // docs/ops.md against the headers it documents: every free function of
-// dsl/ops.h and every public method of KernelBuilder (dsl/builder.h) and
+// dsl/ops.h and dsl/random.h and every public method of KernelBuilder (dsl/builder.h) and
 // TriggeredView is named in the reference as `name(`.
 #include <fstream>
 #include <regex>
@@ -34,6 +34,11 @@ TEST(OpsReference, NamesEveryBuilderCall) {
   const std::string reference = read("docs/ops.md");
   ASSERT_FALSE(reference.empty()) << "docs/ops.md is missing";
   std::set<std::string> names = declared("dsl/ops.h", std::regex(R"(^(?:Value|void) ([a-z_0-9]+)\()"));
+  const size_t random_before = names.size();
+  for (const std::string& n : declared("dsl/random.h", std::regex(R"(^(?:Value|std::array<Value, 4>) ([a-z_0-9]+)\()"))) {
+    names.insert(n);
+  }
+  EXPECT_EQ(names.size(), random_before + 8);  // umulhi, philox and the six draws
   for (const std::string& n : declared(
            "dsl/builder.h",
            std::regex(

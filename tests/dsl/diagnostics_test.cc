@@ -1,5 +1,6 @@
 // Builder diagnostics: each mistake yields kInvalidArgument with the file and
 // line of the user's call and a message naming what went wrong.
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "dsl/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -651,6 +653,41 @@ TEST(Diagnostics, BuilderCallsAfterAnErrorDoNotCrash) {
   select(bad, bad, bad);
   view.wait(view.arrived(bad));
   EXPECT_TRUE(FailsAt(k, line, "arange(4, 0): hi must exceed lo"));
+}
+
+TEST(Diagnostics, RandomNumbersNeedIntegerSeedsAndOffsets) {
+  // Each case's call is two lines after its `line`.
+  auto fails = [](int line, const char* words, const std::function<void(KernelBuilder&)>& call) {
+    KernelBuilder k("k");
+    call(k);
+    EXPECT_TRUE(FailsAt(k, line, words)) << words;
+  };
+  int line = __LINE__ + 2;
+  fails(line, "rand: the seed must be an integer scalar, got tile<i32>[64]", [](KernelBuilder& k) {
+    rand(k.arange(0, 64), k.arange(0, 64));
+  });
+  line = __LINE__ + 2;
+  fails(line, "randn: the seed must be an integer scalar, got f32", [](KernelBuilder& k) {
+    randn(k.arg(f32, "s"), 0);
+  });
+  line = __LINE__ + 2;
+  fails(line, "randint: the offsets must be integers, got tile<f32>[64]", [](KernelBuilder& k) {
+    randint(7, cast(k.arange(0, 64), f32));
+  });
+  line = __LINE__ + 2;
+  fails(line, "rand4x: needs at least one Philox round, got 0", [](KernelBuilder& k) {
+    rand4x(7, k.arange(0, 64), 0);
+  });
+  line = __LINE__ + 2;
+  fails(line, "philox: the counter's words must be integers, got ptr<u32>", [](KernelBuilder& k) {
+    philox(1, {0, 0, k.arg(ptr(u32), "p"), 0});
+  });
+  line = __LINE__ + 2;
+  fails(line, "umulhi: needs two 32-bit integers of one dtype (i32 or u32), got tile<i64>[64] and tile<i64>[64]",
+        [](KernelBuilder& k) { umulhi(cast(k.arange(0, 64), i64), cast(k.arange(0, 64), i64)); });
+  line = __LINE__ + 2;
+  fails(line, "umulhi: needs two 32-bit integers of one dtype (i32 or u32), got tile<i32>[64] and u32",
+        [](KernelBuilder& k) { umulhi(k.arange(0, 64), k.arg(u32, "x")); });
 }
 
 }  // namespace

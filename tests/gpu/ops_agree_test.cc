@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "dsl/random.h"
 #include "base/status.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
@@ -738,6 +739,23 @@ TEST_F(OpsAgree, ProgramIdsOn2DAnd3DGrids) {
     for (int f = 0; f < 6; ++f) store(base + f, fields[f]);
     run(c, g);
   }
+}
+
+// Philox's words (i32 and i64 offsets, a full 64-bit seed), the uniform
+// floats and the normals (the accurate log, sqrt, cos and sin) are the
+// same bits on both devices.
+TEST_F(OpsAgree, RandomNumbersAreTheSameBits) {
+  TESSEL_TRACE_SEED(rng_);
+  Elementwise c("random", rng_);
+  Value seed = c.scalar(KernelArg(random_bits(rng_)));
+  Value wide = cast(c.offs(), i64) + c.scalar(KernelArg(static_cast<int64_t>(random_bits(rng_) >> 1)));
+  std::array<Value, 4> w = randint4x(seed, c.offs()), u = rand4x(seed, wide), n = randn4x(seed, c.offs(), 7);
+  for (int i = 0; i < 4; ++i) {
+    c.out(absl::StrCat("randint4x word ", i), w[i]);
+    c.out(absl::StrCat("rand4x ", i), u[i]);
+    c.out(absl::StrCat("randn4x (7 rounds) ", i), n[i]);
+  }
+  run(c, c.grid());
 }
 
 // dot(a, b, acc) into f32 accumulators from f32, bf16 and f16 operands.
