@@ -1,8 +1,8 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
 // parameters (pointers, scalars, tensor maps), then up to 48 builder calls
-// (tiles, arithmetic, math, casts, shape ops, reductions, dot, loads and
-// stores, atomics, TMA, loops, branches, vars) on values made earlier,
-// many of them ill-typed on purpose. build() must answer with a kernel
+// (tiles, arithmetic, math, random numbers, casts, shape ops, reductions
+// and arg-reductions, dot, loads and stores, atomics, TMA, loops, branches,
+// vars) on values made earlier, many of them ill-typed on purpose. build() must answer with a kernel
 // that verified or with a Status; nothing may crash, abort or hang. A
 // kernel that builds prints and rebuilds to the same text. Where the
 // harness links the whole library (the regression replay, TESSEL_FUZZ_HOST
@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "dsl/random.h"
 #include "fuzz/reader.h"
 #ifdef TESSEL_FUZZ_HOST
 #include "tessel/tessel.h"
@@ -208,7 +209,8 @@ class Program {
           case 11: {
             const Operand b = operand();
             const Operand c = operand();
-            switch (r_.below(4)) {
+            const int rounds = static_cast<int>(r_.below(12));  // 0 is refused
+            switch (r_.below(8)) {
               case 0:
                 keep(pow(a, b));
                 break;
@@ -217,6 +219,18 @@ class Program {
                 break;
               case 2:
                 keep(div(a, b, r_.below(2) == 0 ? MathForm::kAccurate : MathForm::kFast));
+                break;
+              case 3:
+                keep(umulhi(a, b));
+                break;
+              case 4:
+                keep(rand(a, b, rounds));
+                break;
+              case 5:
+                keep(randn(a, b, rounds));
+                break;
+              case 6:
+                keep(randint4x(a, b, rounds)[r_.below(4)]);
                 break;
               default:
                 keep(where(a, b, c));
@@ -285,12 +299,18 @@ class Program {
       case 14: {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
-        switch (r_.below(3)) {
+        switch (r_.below(5)) {
           case 0:
             keep(sum(x, axis));
             break;
           case 1:
             keep(max(x, axis));
+            break;
+          case 2:
+            keep(argmax(x, axis));
+            break;
+          case 3:
+            keep(argmin(x, axis));
             break;
           default:
             keep(min(x, axis));
