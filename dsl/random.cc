@@ -42,6 +42,7 @@ std::optional<std::array<Value, 2>> key_of(BuilderState& s, const Operand& seed,
   return words(v, loc);
 }
 
+// `rounds` rounds of the Philox4x32 bijection on the counter `c` under `key`.
 std::array<Value, 4> rounds_of(BuilderState& s, std::array<Value, 2> key, std::array<Value, 4> c, int rounds,
                                absl::string_view what, Loc loc) {
   if (rounds < 1) {
@@ -59,6 +60,7 @@ std::array<Value, 4> rounds_of(BuilderState& s, std::array<Value, 2> key, std::a
   return c;
 }
 
+// The block of each offset (the counter's first two words) under the seed.
 std::array<Value, 4> block(const Operand& seed, const Operand& offsets, int rounds, absl::string_view what,
                            Loc loc) {
   BuilderState* s = detail::state_of({&seed, &offsets});
