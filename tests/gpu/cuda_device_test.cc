@@ -20,6 +20,7 @@
 #include "samples/kernels.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/sample_kernels.h"
+#include "tests/runtime/temp_dir.h"
 
 namespace tessel::gpu_test {
 namespace {
@@ -363,35 +364,38 @@ TEST(CudaDevice, TimeStartsWhereTheWorkBeforeItEnds) {
               HasSubstr("the work broke"));
 }
 
+// vector_add's `fn` on n elements: 2 + 1 each, the sums downloaded.
+absl::StatusOr<std::vector<float>> add_twos_and_ones(const Device& device, const Function& fn, int n) {
+  TESSEL_ASSIGN_OR_RETURN(Buffer dx, upload(device, std::vector<float>(n, 2.0f)));
+  TESSEL_ASSIGN_OR_RETURN(Buffer dy, upload(device, std::vector<float>(n, 1.0f)));
+  TESSEL_ASSIGN_OR_RETURN(Buffer dz, device.allocate(n * sizeof(float)));
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = (n + samples::kAddBlock - 1) / samples::kAddBlock}, dx, dy, dz, n));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  return download<float>(device, dz, n);
+}
+
 // Threads compiling different kernels at once (as the autotuner's prepares
 // do) each get a loaded function that computes the right thing.
 TEST(CudaCompile, ThreadsCompileAndLoadAtOnce) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   constexpr int kThreads = 8, n = 1 << 16;
-  std::vector<float> x(n, 2.0f), y(n, 1.0f);
-  absl::StatusOr<Buffer> dx = device.allocate(n * 4), dy = device.allocate(n * 4);
-  ASSERT_TRUE(dx.ok() && dy.ok());
-  ASSERT_TRUE(device.copy_to_device(*dx, x.data(), n * 4).ok());
-  ASSERT_TRUE(device.copy_to_device(*dy, y.data(), n * 4).ok());
-  std::vector<absl::Status> status(kThreads);
-  std::vector<std::vector<float>> got(kThreads, std::vector<float>(n, 0.0f));
+  std::vector<absl::StatusOr<std::vector<float>>> got(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      status[t] = [&]() -> absl::Status {
+      got[t] = [&]() -> absl::StatusOr<std::vector<float>> {
         TESSEL_ASSIGN_OR_RETURN(Kernel k, samples::vector_add_kernel("threads_add_" + std::to_string(t)));
         TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(k));
-        TESSEL_ASSIGN_OR_RETURN(Buffer dz, device.allocate(n * 4));
-        TESSEL_RETURN_IF_ERROR(fn.launch({.grid = (n + samples::kAddBlock - 1) / samples::kAddBlock}, *dx, *dy, dz, n));
-        TESSEL_RETURN_IF_ERROR(device.synchronize());
-        return device.copy_to_host(got[t].data(), dz, n * 4);
+        return add_twos_and_ones(device, fn, n);
       }();
     });
   }
   for (std::thread& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) {
-    EXPECT_TRUE(status[t].ok()) << t << ": " << status[t];
-    EXPECT_EQ(got[t], std::vector<float>(n, 3.0f)) << t;
+    EXPECT_TRUE(got[t].ok()) << t << ": " << got[t].status();
+    if (got[t].ok()) {
+      EXPECT_EQ(*got[t], std::vector<float>(n, 3.0f)) << t;
+    }
   }
 }
 
@@ -400,11 +404,9 @@ TEST(CudaCompile, ThreadsCompileAndLoadAtOnce) {
 // stands for here) finds both on disk, compiles nothing and runs the kernel.
 TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("tessel_cubin_cache_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  auto first = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.string()});
-  auto second = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.string()});
+  TempDir dir("tessel_cubin_cache_");
+  auto first = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.str()});
+  auto second = std::make_shared<DiskCache>(DiskCacheConfig{.dir = dir.str()});
   absl::StatusOr<Kernel> k = samples::vector_add_kernel("cubin_cached_add");
   ASSERT_TRUE(k.ok()) << k.status();
   device.impl().set_disk_cache(first);
@@ -412,7 +414,8 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   ASSERT_TRUE(uncached.ok()) << uncached.status();
   EXPECT_EQ(first->stats().writes, 2);  // the PTX and the cubin
   auto entries = [&](const char* space) {
-    return std::distance(std::filesystem::directory_iterator(dir / space), std::filesystem::directory_iterator());
+    namespace fs = std::filesystem;
+    return std::distance(fs::directory_iterator(dir.path() / space), fs::directory_iterator());
   };
   EXPECT_EQ(entries("kernels"), 1);
   EXPECT_EQ(entries("cubins"), 1);
@@ -433,18 +436,10 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   ASSERT_TRUE(fn.ok()) << fn.status();
   EXPECT_EQ(second->stats().hits, 2);
   EXPECT_EQ(second->stats().writes, 0);
-  constexpr int n = 4096;
-  std::vector<float> x(n, 2.0f), y(n, 1.0f), z(n, 0.0f);
-  absl::StatusOr<Buffer> dx = device.allocate(n * 4), dy = device.allocate(n * 4), dz = device.allocate(n * 4);
-  ASSERT_TRUE(dx.ok() && dy.ok() && dz.ok());
-  ASSERT_TRUE(device.copy_to_device(*dx, x.data(), n * 4).ok());
-  ASSERT_TRUE(device.copy_to_device(*dy, y.data(), n * 4).ok());
-  ASSERT_TRUE(fn->launch({.grid = n / samples::kAddBlock}, *dx, *dy, *dz, n).ok());
-  ASSERT_TRUE(device.synchronize().ok());
-  ASSERT_TRUE(device.copy_to_host(z.data(), *dz, n * 4).ok());
-  EXPECT_EQ(z, std::vector<float>(n, 3.0f));
+  absl::StatusOr<std::vector<float>> sums = add_twos_and_ones(device, *fn, 4096);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, std::vector<float>(4096, 3.0f));
   device.impl().set_disk_cache(nullptr);  // the environment's again
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CudaCompile, DumpsEveryStageForTheGpu) {
