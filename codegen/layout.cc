@@ -1,5 +1,7 @@
 #include "codegen/layout.h"
 
+#include <algorithm>
+#include <bit>
 #include <map>
 
 #include "base/status.h"
@@ -194,6 +196,73 @@ std::optional<int> butterfly_lanes(const Layout& l, int warp_size) {
   std::optional<int> bits = holder_bits(l);
   if (!bits.has_value() || (*bits & ~(warp_size - 1)) != 0) return std::nullopt;
   return bits;
+}
+
+std::optional<ScanPlan> scan_plan(const Layout& l, const std::vector<int64_t>& shape, int axis) {
+  const int threads = l.threads();
+  const int64_t slots = l.slots(), numel = l.numel(), n = shape[axis];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  if (threads * slots != numel) return std::nullopt;
+  auto coord = [&](int64_t e) { return e / inner % n; };
+  auto line = [&](int64_t e) { return e / (inner * n) * inner + e % inner; };
+  auto line_at = [&](int t, int64_t s) {
+    int64_t e = l.element_at(t, s);
+    return e < 0 ? -1 : line(e);
+  };
+  ScanPlan plan;
+  for (int bit = 1; bit < threads; bit *= 2) {
+    bool same = true;
+    for (int64_t s = 0; s < slots && same; ++s) same = line_at(bit, s) == line_at(0, s);
+    if (same) plan.holder_bits |= bit;
+  }
+  const int64_t holders = int64_t{1} << std::popcount(static_cast<unsigned>(plan.holder_bits));
+  if (n % holders != 0) return std::nullopt;
+  // Thread 0's lines, in order of their first slot, and its elements of the first.
+  std::vector<int64_t> lines;
+  std::vector<bool> first_line(n, false);
+  for (int64_t s = 0; s < slots; ++s) {
+    int64_t e = l.element_at(0, s);
+    if (e < 0) return std::nullopt;
+    if (std::find(lines.begin(), lines.end(), line(e)) == lines.end()) lines.push_back(line(e));
+    if (line(e) == lines[0]) first_line[coord(e)] = true;
+  }
+  while (plan.run < n && first_line[plan.run]) ++plan.run;
+  if ((n / holders) % plan.run != 0) return std::nullopt;
+  plan.rounds = n / holders / plan.run;
+  const int64_t stride = holders * plan.run;
+  plan.slots.assign(lines.size(), std::vector<std::vector<int64_t>>(plan.rounds, std::vector<int64_t>(plan.run, -1)));
+  std::vector<int64_t> group(slots), round(slots), index(slots);
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t e = l.element_at(0, s), c = coord(e);
+    group[s] = std::find(lines.begin(), lines.end(), line(e)) - lines.begin();
+    round[s] = c / stride;
+    index[s] = c % stride;
+    if (index[s] >= plan.run) return std::nullopt;
+    int64_t& slot = plan.slots[group[s]][round[s]][index[s]];
+    if (slot >= 0) return std::nullopt;
+    slot = s;
+  }
+  // Every thread holds its lines' elements where the plan says, and every
+  // element is held once.
+  std::vector<bool> held(numel, false);
+  for (int t = 0; t < threads; ++t) {
+    int64_t rank = 0;
+    for (int bit = 1, r = 1; bit < threads; bit *= 2) {
+      if ((plan.holder_bits & bit) == 0) continue;
+      if ((t & bit) != 0) rank |= r;
+      r *= 2;
+    }
+    const int base = t & ~plan.holder_bits;
+    for (int64_t s = 0; s < slots; ++s) {
+      const int64_t e = l.element_at(t, s);
+      if (e < 0 || held[e]) return std::nullopt;
+      held[e] = true;
+      if (coord(e) != (round[s] * holders + rank) * plan.run + index[s]) return std::nullopt;
+      if (line(e) != line_at(base, s) || line(e) != line_at(t, plan.slots[group[s]][0][0])) return std::nullopt;
+    }
+  }
+  return plan;
 }
 
 }  // namespace tessel::codegen

@@ -111,4 +111,8 @@ std::optional<int> holder_bits(const Layout& l);
 // within each warp), else nullopt.
 std::optional<int> butterfly_lanes(const Layout& l, int warp_size);
 
+// The ScanPlan (codegen/blocking.h) of layout `l` for a tile of `shape`
+// scanned along `axis`, or nullopt where `l` is not of its form.
+std::optional<ScanPlan> scan_plan(const Layout& l, const std::vector<int64_t>& shape, int axis);
+
 }  // namespace tessel::codegen

@@ -48,4 +48,11 @@ LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int thre
   return table;
 }
 
+std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis, int threads,
+                                             Blocking blocking) {
+  int64_t numel = 1;
+  for (int64_t n : shape) numel *= n;
+  return scan_plan(*blocked_layout(numel, threads, blocking), shape, axis);
+}
+
 }  // namespace tessel::codegen

@@ -29,4 +29,8 @@ TESSEL_CODEGEN_API LayoutTable tabulate_blocked(int64_t numel, int threads, Bloc
 TESSEL_CODEGEN_API LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads,
                                               Blocking blocking, int warp_size);
 
+// scan_plan of blocked_layout(numel(shape), threads, blocking) along `axis`.
+TESSEL_CODEGEN_API std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis,
+                                                                int threads, Blocking blocking);
+
 }  // namespace tessel::codegen

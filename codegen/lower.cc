@@ -310,6 +310,8 @@ absl::Status Lowering::op(const Op& o) {
       return permute(o, rt);
     case OpCode::kReduce:
       return reduce(o, rt);
+    case OpCode::kScan:
+      return scan(o, rt);
     case OpCode::kLoad:
       return load(o, rt);
     case OpCode::kStore:

@@ -32,6 +32,7 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
     case OpCode::kStore:
       return ir.type(o.operands[0]).is_tile();
     case OpCode::kReduce:
+    case OpCode::kScan:
       return o.operands[0] == v;
     default:
       return false;

@@ -7,6 +7,21 @@ namespace tessel::codegen {
 
 using llvm::IRBuilder;
 
+std::vector<int> Lowering::submasks(int bits) {
+  std::vector<int> masks;
+  for (int m = 0;; m = (m - bits) & bits) {
+    masks.push_back(m);
+    if (((m - bits) & bits) == 0) break;
+  }
+  return masks;
+}
+
+bool Lowering::across_warps_fits(const Type& in, llvm::Type* acc_t, int64_t chunks) {
+  const llvm::DataLayout& dl = module_->getDataLayout();
+  return target_.tiles_in_shared() &&
+         threads_ * chunks * dl.getTypeAllocSize(acc_t) <= in.numel() * dl.getTypeAllocSize(elem_mem_type(in));
+}
+
 void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
                              const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
   const int64_t slots = static_cast<int64_t>(acc.size());
@@ -21,11 +36,7 @@ void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
   // Every holder reads the same threads' parts in the same order (lowest
   // thread first), so all of them compute the same bits.
   llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
-  std::vector<int> parts;
-  for (int m = 0;; m = (m - warp_bits) & warp_bits) {
-    parts.push_back(m);
-    if (((m - warp_bits) & warp_bits) == 0) break;
-  }
+  const std::vector<int> parts = submasks(warp_bits);
   for (int64_t s = 0; s < slots; ++s) {
     llvm::Value* all = nullptr;
     for (int m : parts) {
@@ -62,10 +73,12 @@ llvm::Value* Lowering::combine_parts(llvm::Value* identity, std::vector<llvm::Va
 llvm::Value* Lowering::reduce_identity(OpCode combiner, DType d, llvm::Type* t) {
   if (d.is_float()) {
     if (combiner == OpCode::kAdd) return llvm::ConstantFP::get(t, 0.0);
+    if (combiner == OpCode::kMul) return llvm::ConstantFP::get(t, 1.0);
     return llvm::ConstantFP::getInfinity(t, combiner == OpCode::kMax);
   }
   unsigned bits = t->getIntegerBitWidth();
   if (combiner == OpCode::kAdd) return llvm::ConstantInt::get(t, 0);
+  if (combiner == OpCode::kMul) return llvm::ConstantInt::get(t, 1);
   bool s = d.is_signed();
   if (combiner == OpCode::kMax) {
     return llvm::ConstantInt::get(t, s ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits));
@@ -105,11 +118,7 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
     // Across warps only where the scratch area is no larger than the
     // operand's buffer would be (f16 accumulates in f32, for instance).
-    const bool across_warps_fits =
-        target_.tiles_in_shared() &&
-        threads_ * slice->slots() * module_->getDataLayout().getTypeAllocSize(acc_t) <=
-            in.numel() * module_->getDataLayout().getTypeAllocSize(elem_mem_type(in));
-    if (holders.has_value() && (warp_bits == 0 || across_warps_fits)) {
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(in, acc_t, slice->slots()))) {
       const int lanes = *holders & (target_.warp_size() - 1);
       const Layout& l = slice->parent();
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);

@@ -6,6 +6,7 @@
 //                        and the slices broadcasts want (want_slices)
 //   lower_views.cc       expand_dims, reshape, broadcast, trans
 //   lower_reduce.cc      reductions
+//   lower_scan.cc        scans
 //   lower_dot.cc         dot, and TargetInfo::dot's default
 //   lower_memory.cc      loads, stores and atomics
 //   lower_tma.cc         tma_load, tma_store and their mbarriers, and
@@ -360,6 +361,22 @@ class Lowering {
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
+  // The sub-masks of `bits`, ascending (holders above the lanes, lowest rank first).
+  static std::vector<int> submasks(int bits);
+  // Whether `chunks` values per thread in `acc_t`, exchanged across warps
+  // through shared memory, take no more of it than tile `in` would.
+  bool across_warps_fits(const Type& in, llvm::Type* acc_t, int64_t chunks);
+
+  // Inclusive scans (lower_scan.cc): f16 and bf16 accumulate in f32 and
+  // round each result.
+  using Combine = std::function<llvm::Value*(llvm::Value*, llvm::Value*)>;
+  absl::Status scan(const Op& o, const Type& rt);
+  // In registers of `l`, the operand's layout, following `plan`: each
+  // thread scans its chunks, a butterfly over the lanes and an exchange
+  // over the warps give each chunk what precedes it, then the rounds follow
+  // one another.
+  void scan_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan, llvm::Value* identity,
+                      const Combine& combine);
 
   absl::Status load(const Op& o, const Type& rt);
   // One element of load `o` at `at` (a scalar load's, `at` empty): a

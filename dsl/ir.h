@@ -38,6 +38,7 @@ enum class OpCode : uint8_t {
   kCast,
   kSelect,
   kReduce,  // ints = {axis, combiner opcode}
+  kScan,    // ints = {axis, combiner opcode, reverse}: inclusive, the shape kept
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

@@ -99,6 +99,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kCast, "cast", C::kOtherElementwise, R::kOne, kElementwise | kI1),
     row(OpCode::kSelect, "select", C::kOtherElementwise, R::kOne, kElementwise | kI1),
     row(OpCode::kReduce, "reduce", C::kReduction, R::kOne),
+    row(OpCode::kScan, "scan", C::kReduction, R::kOne),
     row(OpCode::kLoad, "load", C::kMemory, R::kOne, kReads),
     row(OpCode::kStore, "store", C::kMemory, R::kNone, kWrites),
     row(OpCode::kAtomic, "atomic", C::kMemory, R::kOne, kReads | kWrites),

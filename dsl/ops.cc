@@ -230,23 +230,46 @@ Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_loc
   return s.emit1(op, {ix}, t, loc);
 }
 
+// The operand of a reduction or scan along `axis`: a tile of numbers (not
+// i1) with that axis; -1 after reporting what is wrong.
+int along_axis_operand(BuilderState& s, const Value& x, int axis, absl::string_view what, std::source_location loc) {
+  int ix = s.use(x, what, loc);
+  if (ix < 0) return -1;
+  const Type& t = s.type(ix);
+  if (!t.is_tile() || t.elements_are_pointers()) {
+    s.fail(loc, absl::StrCat(what, ": needs a tile of numbers, got ", t.str()));
+    return -1;
+  }
+  if (axis < 0 || axis >= t.rank()) {
+    s.fail(loc, absl::StrCat(what, ": axis ", axis, " is out of range for ", t.str()));
+    return -1;
+  }
+  if (t.dtype().is_bool()) {
+    s.fail(loc, absl::StrCat(what, ": not defined on i1 tiles"));
+    return -1;
+  }
+  return ix;
+}
+
 Value reduce(OpCode combiner, const Value& x, int axis, absl::string_view what, std::source_location loc) {
   BuilderState* s = x.state();
   if (s == nullptr) return Value();
-  int ix = s->use(x, what, loc);
+  int ix = along_axis_operand(*s, x, axis, what, loc);
   if (ix < 0) return Value();
   const Type& t = s->type(ix);
-  if (!t.is_tile() || t.elements_are_pointers()) {
-    return s->fail(loc, absl::StrCat(what, ": needs a tile of numbers, got ", t.str()));
-  }
-  if (axis < 0 || axis >= t.rank()) {
-    return s->fail(loc, absl::StrCat(what, ": axis ", axis, " is out of range for ", t.str()));
-  }
-  if (t.dtype().is_bool()) return s->fail(loc, absl::StrCat(what, ": not defined on i1 tiles"));
   Shape shape = t.shape();
   shape.erase(shape.begin() + axis);
   Type result = shape.empty() ? Type(t.dtype()) : Type::tile(t.dtype(), shape);
   return s->emit1(OpCode::kReduce, {ix}, result, loc, {axis, static_cast<int64_t>(combiner)});
+}
+
+Value scan(OpCode combiner, const Value& x, int axis, bool reverse, absl::string_view what, std::source_location loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = along_axis_operand(*s, x, axis, what, loc);
+  if (ix < 0) return Value();
+  Type result = s->type(ix);  // a copy: emitting moves the types
+  return s->emit1(OpCode::kScan, {ix}, result, loc, {axis, static_cast<int64_t>(combiner), reverse ? 1 : 0});
 }
 
 // The pointee dtype and shape behind a pointer operand.
@@ -401,6 +424,19 @@ Value cdiv(const Operand& a, const Operand& b, Loc loc) {
 Value sum(const Value& x, int axis, Loc loc) { return reduce(OpCode::kAdd, x, axis, "sum", loc); }
 Value max(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMax, x, axis, "max", loc); }
 Value min(const Value& x, int axis, Loc loc) { return reduce(OpCode::kMin, x, axis, "min", loc); }
+
+Value cumsum(const Value& x, int axis, bool reverse, Loc loc) {
+  return scan(OpCode::kAdd, x, axis, reverse, "cumsum", loc);
+}
+Value cumprod(const Value& x, int axis, bool reverse, Loc loc) {
+  return scan(OpCode::kMul, x, axis, reverse, "cumprod", loc);
+}
+Value cummax(const Value& x, int axis, bool reverse, Loc loc) {
+  return scan(OpCode::kMax, x, axis, reverse, "cummax", loc);
+}
+Value cummin(const Value& x, int axis, bool reverse, Loc loc) {
+  return scan(OpCode::kMin, x, axis, reverse, "cummin", loc);
+}
 
 namespace {
 

@@ -35,6 +35,16 @@ Value min(const Value& x, int axis, Loc loc = Loc::current());
 Value argmax(const Value& x, int axis, Loc loc = Loc::current());
 Value argmin(const Value& x, int axis, Loc loc = Loc::current());
 
+// Inclusive scans along `axis` (the shape kept): element i along the axis
+// combines elements 0 to i in order, or with `reverse` elements i to the
+// last. Integers wrap; f16 and bf16 accumulate in f32 and round each
+// result; in cummax and cummin a NaN loses to a number, and a run of NaNs
+// at the start gives -inf (+inf), as max and min of them do.
+Value cumsum(const Value& x, int axis, bool reverse = false, Loc loc = Loc::current());
+Value cumprod(const Value& x, int axis, bool reverse = false, Loc loc = Loc::current());
+Value cummax(const Value& x, int axis, bool reverse = false, Loc loc = Loc::current());
+Value cummin(const Value& x, int axis, bool reverse = false, Loc loc = Loc::current());
+
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());
 Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());

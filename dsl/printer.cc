@@ -56,9 +56,10 @@ class Printer {
     if (!operands.empty()) absl::StrAppend(&out_, " ", absl::StrJoin(operands, ", "));
     if (o.op == OpCode::kConstant && ir_.type(o.results[0]).dtype().is_float()) {
       absl::StrAppend(&out_, " ", absl::StrFormat("%.17g", o.fval));
-    } else if (o.op == OpCode::kReduce) {
+    } else if (o.op == OpCode::kReduce || o.op == OpCode::kScan) {
       absl::StrAppend(&out_, " axis=", o.ints[0], " ",
                       opcode_name(static_cast<OpCode>(o.ints[1])));
+      if (o.op == OpCode::kScan && o.ints[2] != 0) absl::StrAppend(&out_, " reverse");
     } else if (o.op == OpCode::kAtomic) {
       absl::StrAppend(&out_, " ", atomic_op_name(static_cast<AtomicOp>(o.ints[0])), " ",
                       memory_order_name(static_cast<MemoryOrder>(o.ints[1])));

@@ -108,6 +108,18 @@ class Verifier {
         }
         break;
       }
+      case OpCode::kScan: {
+        if (o.operands.size() != 1 || o.ints.size() != 3 || !type(0).is_tile() || ir_.type(o.results[0]) != type(0)) {
+          return fail(o, "malformed");
+        }
+        const auto combiner = static_cast<OpCode>(o.ints[1]);
+        if (o.ints[0] < 0 || o.ints[0] >= type(0).rank() || (o.ints[2] != 0 && o.ints[2] != 1) ||
+            (combiner != OpCode::kAdd && combiner != OpCode::kMul && combiner != OpCode::kMax &&
+             combiner != OpCode::kMin)) {
+          return fail(o, "needs an axis of its operand, a combiner of add, mul, max or min, and a reverse flag");
+        }
+        break;
+      }
       case OpCode::kDot:
         if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2) || o.ints.size() > 1) return fail(o, "malformed");
         if (!o.ints.empty() && (o.ints[0] != static_cast<int64_t>(Precision::kTf32) || type(0).dtype() != f32)) {

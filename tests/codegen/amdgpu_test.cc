@@ -117,6 +117,16 @@ TEST(Amdgpu, ReductionsPermuteAcrossLanesAndBarriersWaitForLds) {
   EXPECT_TRUE(std::regex_search(s, std::regex(R"(s_waitcnt (vmcnt\(0\) )?lgkmcnt\(0\)\s+s_barrier)")));
 }
 
+TEST(Amdgpu, ScansPermuteAcrossLanes) {
+  KernelBuilder k("row_scan");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+  Value offs = expand_dims(k.arange(0, 4), 1) * 1024 + expand_dims(k.arange(0, 1024), 0);
+  store(out + offs, cumsum(load(x + offs), 1));
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->artifacts.assembly, HasSubstr("ds_bpermute_b32"));
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -223,5 +223,137 @@ TEST(Layout, PositionsCombineOverTheThreadsThatHoldThem) {
   EXPECT_FALSE(tabulate_slice({16, 64}, 1, 128, {.per_thread = 4}, 1).butterfly.has_value());
 }
 
+// A scan along `axis` of a tile of `shape` in blocked layout `k` by `plan`,
+// as a GPU would run it on random integers (sums, wrapping): each thread's
+// chunks, the butterfly over the holder lanes, the exchange over the holder
+// warps and the rounds in turn. Checks every element's prefix.
+void check_scan(const ScanPlan& plan, const std::vector<int64_t>& shape, int axis, int threads, Blocking k,
+                bool reverse, std::mt19937& gen) {
+  const LayoutTable table = tabulate_blocked(product(shape), threads, k, 32);
+  const int64_t slots = table.slots, lines = static_cast<int64_t>(plan.slots.size()), chunks = lines * plan.rounds;
+  std::vector<uint64_t> value(product(shape)), want(product(shape));
+  for (uint64_t& v : value) v = gen();
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[axis];
+  for (int64_t line = 0; line < product(shape) / n; ++line) {
+    uint64_t acc = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = reverse ? n - 1 - j : j, e = (line / inner * n + i) * inner + line % inner;
+      want[e] = acc += value[e];
+    }
+  }
+  std::vector<uint64_t> out(threads * slots), total(threads * chunks), before(threads * chunks, 0);
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t g = 0; g < lines; ++g) {
+      for (int64_t r = 0; r < plan.rounds; ++r) {
+        uint64_t acc = 0;
+        for (int64_t j = 0; j < plan.run; ++j) {
+          const int64_t s = plan.slots[g][r][reverse ? plan.run - 1 - j : j];
+          out[t * slots + s] = acc += value[table.at[t * slots + s]];
+        }
+        total[t * chunks + g * plan.rounds + r] = acc;
+      }
+    }
+  }
+  const int lanes = plan.holder_bits & 31, warps = plan.holder_bits & ~31;
+  for (int bit = 1; bit <= lanes; bit *= 2) {
+    if ((lanes & bit) == 0) continue;
+    const std::vector<uint64_t> was = total;
+    for (int t = 0; t < threads; ++t) {
+      const bool partner_first = ((t & bit) != 0) != reverse;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const uint64_t theirs = was[(t ^ bit) * chunks + c];
+        if (partner_first) before[t * chunks + c] += theirs;
+        total[t * chunks + c] += theirs;
+      }
+    }
+  }
+  if (warps != 0) {
+    const std::vector<uint64_t> was = total;
+    for (int t = 0; t < threads; ++t) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        uint64_t earlier = 0, all = 0;
+        for (int m = warps;; m = (m - 1) & warps) {
+          const uint64_t theirs = was[((t & ~warps) | m) * chunks + c];
+          if (reverse ? m > (t & warps) : m < (t & warps)) earlier += theirs;
+          all += theirs;
+          if (m == 0) break;
+        }
+        before[t * chunks + c] += earlier;
+        total[t * chunks + c] = all;
+      }
+    }
+  }
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t g = 0; g < lines; ++g) {
+      uint64_t carry = 0;
+      for (int64_t step = 0; step < plan.rounds; ++step) {
+        const int64_t r = reverse ? plan.rounds - 1 - step : step, c = t * chunks + g * plan.rounds + r;
+        for (int64_t s : plan.slots[g][r]) {
+          ASSERT_EQ(out[t * slots + s] + carry + before[c], want[table.at[t * slots + s]])
+              << "thread " << t << " slot " << s;
+        }
+        carry += total[c];
+      }
+    }
+  }
+}
+
+TEST(Layout, ScanPlansGiveEveryPrefix) {
+  std::mt19937 gen(std::random_device{}());
+  int planned = 0, over_warps = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int rank = 1 + gen() % 3, threads = 32 << (gen() % 3), p = 1 << (gen() % 3);
+    std::vector<int64_t> shape(rank);
+    for (int64_t& d : shape) d = 1 << (gen() % 6);
+    if (product(shape) < threads) shape[0] *= threads;
+    int axis = static_cast<int>(gen() % rank);
+    ::testing::Message trace;
+    trace << "shape";
+    for (int64_t d : shape) trace << " " << d;
+    trace << " axis " << axis << " threads " << threads << " per_thread " << p;
+    Blocking k{.per_thread = static_cast<int>(std::min<int64_t>(p, product(shape) / threads))};
+    if (gen() % 2 && shape.back() % k.per_thread == 0) {
+      k.inner = shape.back();
+      k.threads_inner = 1 << (gen() % 6);
+      trace << " threads per row " << k.threads_inner;
+    }
+    SCOPED_TRACE(trace);
+    std::optional<ScanPlan> plan = scan_plan_of_blocked(shape, axis, threads, k);
+    if (!plan.has_value()) continue;
+    ++planned;
+    over_warps += (plan->holder_bits & ~31) != 0;
+    for (bool reverse : {false, true}) check_scan(*plan, shape, axis, threads, k, reverse, gen);
+  }
+  EXPECT_GT(planned, 150);
+  EXPECT_GT(over_warps, 30);
+}
+
+TEST(Layout, ScanPlansOfCommonTiles) {
+  // [1024] in runs of 4 over 128 threads: every thread holds two chunks.
+  std::optional<ScanPlan> flat = scan_plan_of_blocked({1024}, 0, 128, {.per_thread = 4});
+  ASSERT_TRUE(flat.has_value());
+  EXPECT_EQ(flat->holder_bits, 127);
+  EXPECT_EQ(flat->run, 4);
+  EXPECT_EQ(flat->rounds, 2);
+  // Rows of 1024 a warp each: a butterfly over the lanes, eight rounds.
+  std::optional<ScanPlan> rows =
+      scan_plan_of_blocked({4, 1024}, 1, 128, {.per_thread = 4, .inner = 1024, .threads_inner = 32});
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->holder_bits, 31);
+  EXPECT_EQ(rows->rounds, 8);
+  // Columns of [16, 64] in runs of 4: four columns a thread, rows over the
+  // threads' bits 4 to 6, twice.
+  std::optional<ScanPlan> columns = scan_plan_of_blocked({16, 64}, 0, 128, {.per_thread = 4});
+  ASSERT_TRUE(columns.has_value());
+  EXPECT_EQ(columns->holder_bits, 16 | 32 | 64);
+  EXPECT_EQ(columns->slots.size(), 4u);
+  EXPECT_EQ(columns->run, 1);
+  EXPECT_EQ(columns->rounds, 2);
+  // Fewer elements than threads: some threads hold none, so no plan.
+  EXPECT_FALSE(scan_plan_of_blocked({64}, 0, 128, {.per_thread = 1}).has_value());
+}
+
 }  // namespace
 }  // namespace tessel::codegen

@@ -377,6 +377,38 @@ TEST(Diagnostics, ArgReductionsNameWhatTheyNeed) {
   }
 }
 
+TEST(Diagnostics, ScansNameWhatTheyNeed) {
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({64, 32}, f32);
+    const int line = __LINE__ + 1;
+    cumsum(x, 2);
+    EXPECT_TRUE(FailsAt(k, line, "cumsum: axis 2 is out of range for tile<f32>[64,32]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value flags = k.arange(0, 64) < 3;
+    const int line = __LINE__ + 1;
+    cumprod(flags, 0);
+    EXPECT_TRUE(FailsAt(k, line, "cumprod: not defined on i1 tiles"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.constant(1.0f, f32);
+    const int line = __LINE__ + 1;
+    cummax(x, 0);
+    EXPECT_TRUE(FailsAt(k, line, "cummax: needs a tile of numbers, got f32"));
+  }
+  {
+    KernelBuilder k("k");
+    Value p = k.arg(ptr(f32), "p");
+    Value ptrs = p + k.arange(0, 16);
+    const int line = __LINE__ + 1;
+    cummin(ptrs, 0, /*reverse=*/true);
+    EXPECT_TRUE(FailsAt(k, line, "cummin: needs a tile of numbers, got tile<ptr<f32>>[16]"));
+  }
+}
+
 TEST(Diagnostics, ExpandDimsAxisOutOfRange) {
   KernelBuilder k("k");
   Value x = k.arange(0, 64);

@@ -175,7 +175,7 @@ TEST(Printer, ConstantsOfEveryKind) {
 )");
 }
 
-TEST(Printer, TmaViewsReductionsAndAtomics) {
+TEST(Printer, TmaViewsReductionsScansAndAtomics) {
   KernelBuilder k("misc");
   Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
   TriggeredView view = k.triggered_view("plan");
@@ -184,6 +184,8 @@ TEST(Printer, TmaViewsReductionsAndAtomics) {
   Value t = trans(tile);
   Value wide = cast(t, f32);
   max(wide, 1);
+  cumsum(wide, 0, /*reverse=*/true);
+  cummin(wide, 1);
   view.publish(0);
   atomic_add(counter, 1);
   atomic_rmw(AtomicOp::kMax, counter, 2, MemoryOrder::kRelaxed);
@@ -196,15 +198,17 @@ TEST(Printer, TmaViewsReductionsAndAtomics) {
   %6 = trans %5 [1,0] : tile<bf16>[64,64]
   %7 = cast %6 : tile<f32>[64,64]
   %8 = reduce %7 axis=1 max : tile<f32>[64]
-  %9 = constant [0] : i32
-  publish %1, %9
-  %10 = constant [1] : i32
-  %11 = atomic %2, %10 add acq_rel : i32
-  %12 = constant [2] : i32
-  %13 = atomic %2, %12 max relaxed : i32
-  %14 = constant [0] : i32
-  %15 = constant [3] : i32
-  %16 = atomic_cas %2, %14, %15 acquire : i32
+  %9 = scan %7 axis=0 add reverse : tile<f32>[64,64]
+  %10 = scan %7 axis=1 min : tile<f32>[64,64]
+  %11 = constant [0] : i32
+  publish %1, %11
+  %12 = constant [1] : i32
+  %13 = atomic %2, %12 add acq_rel : i32
+  %14 = constant [2] : i32
+  %15 = atomic %2, %14 max relaxed : i32
+  %16 = constant [0] : i32
+  %17 = constant [3] : i32
+  %18 = atomic_cas %2, %16, %17 acquire : i32
 }
 )");
 }

@@ -249,6 +249,29 @@ TEST(Verifier, RejectsADotWhoseResultIsNotTheAccumulatorType) {
   ExpectInvalid(h, "dot: malformed");
 }
 
+TEST(Verifier, RejectsMalformedScans) {
+  const int64_t add = static_cast<int64_t>(OpCode::kAdd), sub = static_cast<int64_t>(OpCode::kSub);
+  const Type tile = Type::tile(f32, {4, 8});
+  const char* kNeeds = "scan: needs an axis of its operand, a combiner of add, mul, max or min, and a reverse flag";
+  for (auto [ints, result, error] : std::vector<std::tuple<std::vector<int64_t>, Type, const char*>>{
+           {{1, add, 1}, tile, nullptr},
+           {{1, add}, tile, "scan: malformed"},
+           {{0, add, 0}, Type::tile(f32, {8}), "scan: malformed"},
+           {{2, add, 0}, tile, kNeeds},
+           {{0, sub, 0}, tile, kNeeds},
+           {{0, add, 2}, tile, kNeeds},
+       }) {
+    HandIr h("k");
+    int x = h.value(0, OpCode::kConstant, {}, tile);
+    h.set_ints(h.op(0, OpCode::kScan, {x}, {result}), ints);
+    if (error == nullptr) {
+      EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());
+    } else {
+      ExpectInvalid(h, error);
+    }
+  }
+}
+
 TEST(Verifier, MathFormsOnlyWhereTheFunctionHasOne) {
   const int64_t fast = static_cast<int64_t>(MathForm::kFast);
   for (auto [code, ints, error] : std::vector<std::tuple<OpCode, std::vector<int64_t>, const char*>>{
@@ -343,6 +366,12 @@ std::vector<std::pair<std::string, KernelMaker>> Makers() {
            k.for_range(0, kk, 32, [&](Value s) { acc = dot(tma_load(a, {t * 64, s}), tma_load(b, {s, 0}), acc); });
            tma_store(c, {t * 64, 0}, acc);
          });
+       }},
+      {"scans",
+       [](KernelBuilder& k) {
+         Value x = k.arg(ptr(f32), "x");
+         Value t = load(x + k.arange(0, 64));
+         store(x + k.arange(0, 64), cumsum(t, 0) + reshape(cummax(reshape(t, {8, 8}), 1, true), {64}));
        }},
       {"triggered_view",
        [](KernelBuilder& k) {

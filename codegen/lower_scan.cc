@@ -1,0 +1,137 @@
+// Inclusive scans along one axis: in registers where the operand's layout
+// holds each line in chunks its holders take in turn (ScanPlan,
+// codegen/blocking.h), else one thread walking each line over buffers.
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+void Lowering::scan_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan, llvm::Value* identity,
+                              const Combine& combine) {
+  const DType d = ir_.type(o.operands[0]).dtype();
+  const bool reverse = o.ints[2] != 0;
+  const int64_t lines = static_cast<int64_t>(plan.slots.size()), rounds = plan.rounds, run = plan.run;
+  std::vector<llvm::Value*> elems = regs(o.operands[0], *l);
+  // Each chunk a thread holds, scanned from the identity (as the buffer
+  // path starts: a max over NaNs alone is -inf, a sum of -0 is +0). Chunk
+  // k = line * rounds + round.
+  std::vector<llvm::Value*> out(l->slots()), total(lines * rounds), before(lines * rounds, identity);
+  for (int64_t g = 0; g < lines; ++g) {
+    for (int64_t r = 0; r < rounds; ++r) {
+      llvm::Value* acc = identity;
+      for (int64_t j = 0; j < run; ++j) {
+        const int64_t s = plan.slots[g][r][reverse ? run - 1 - j : j];
+        acc = combine(acc, ops_.widen(elems[s], d));
+        out[s] = acc;
+      }
+      total[g * rounds + r] = acc;
+    }
+  }
+  // The holders' chunks of one round, across lanes: a butterfly that keeps
+  // each thread's group total and what precedes the thread within it (the
+  // chunks of lower ranks, or of higher ones in reverse).
+  const int lanes = plan.holder_bits & (target_.warp_size() - 1);
+  for (int bit = 1; bit <= lanes; bit *= 2) {
+    if ((lanes & bit) == 0) continue;
+    llvm::Value* upper = b_.CreateICmpNE(b_.CreateAnd(thread_, b_.getInt64(bit)), b_.getInt64(0));
+    llvm::Value* partner_first = reverse ? b_.CreateNot(upper) : upper;
+    for (size_t k = 0; k < total.size(); ++k) {
+      llvm::Value* theirs = target_.shuffle_xor(b_, total[k], bit);
+      before[k] = b_.CreateSelect(partner_first, combine(theirs, before[k]), before[k]);
+      total[k] = combine(total[k], theirs);
+    }
+  }
+  // Across warps, through shared memory: every thread reads the group
+  // totals of the warps holding its lines, in the same order.
+  if (const int warps = plan.holder_bits & ~(target_.warp_size() - 1); warps != 0) {
+    const int64_t chunks = static_cast<int64_t>(total.size());
+    llvm::Type* t = total[0]->getType();
+    llvm::Value* scratch = smem_alloc(threads_ * chunks * module_->getDataLayout().getTypeAllocSize(t));
+    auto at = [&](llvm::Value* thread, int64_t k) {
+      return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(k * threads_)));
+    };
+    for (int64_t k = 0; k < chunks; ++k) b_.CreateStore(total[k], at(thread_, k));
+    target_.program_barrier(b_);
+    llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warps)));
+    llvm::Value* mine = b_.CreateAnd(thread_, b_.getInt64(warps));
+    std::vector<llvm::Value*> earlier(chunks, identity), all(chunks, nullptr);
+    for (int m : submasks(warps)) {
+      llvm::Value* first = reverse ? b_.CreateICmpUGT(b_.getInt64(m), mine) : b_.CreateICmpULT(b_.getInt64(m), mine);
+      for (int64_t k = 0; k < chunks; ++k) {
+        llvm::Value* theirs = b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), k));
+        earlier[k] = b_.CreateSelect(first, combine(earlier[k], theirs), earlier[k]);
+        all[k] = all[k] == nullptr ? theirs : combine(all[k], theirs);
+      }
+    }
+    for (int64_t k = 0; k < chunks; ++k) {
+      before[k] = combine(earlier[k], before[k]);
+      total[k] = all[k];
+    }
+    // Freed at once; whatever reuses the memory waits for these reads first.
+    shared_.erase(scratch);
+  }
+  // The rounds in order: each chunk's elements take everything before it.
+  for (int64_t g = 0; g < lines; ++g) {
+    llvm::Value* carry = identity;
+    for (int64_t step = 0; step < rounds; ++step) {
+      const int64_t r = reverse ? rounds - 1 - step : step, k = g * rounds + r;
+      llvm::Value* prefix = combine(carry, before[k]);
+      for (int64_t s : plan.slots[g][r]) out[s] = ops_.narrow(combine(prefix, out[s]), d);
+      carry = combine(carry, total[k]);
+    }
+  }
+  regs_[o.results[0]] = {std::move(l), std::move(out)};
+}
+
+absl::Status Lowering::scan(const Op& o, const Type& rt) {
+  const Type& in = ir_.type(o.operands[0]);
+  const int axis = static_cast<int>(o.ints[0]);
+  const auto combiner = static_cast<OpCode>(o.ints[1]);
+  const bool reverse = o.ints[2] != 0;
+  const DType d = in.dtype(), acc_d = is_narrow_float(d) ? f32 : d;
+  llvm::Type* acc_t = reg_type(acc_d);
+  llvm::Value* identity = reduce_identity(combiner, acc_d, acc_t);
+  auto combine = [&](llvm::Value* x, llvm::Value* y) { return ops_.binary(combiner, acc_d, x, y); };
+  if (in_registers(in)) {
+    std::shared_ptr<const Layout> l = layout(o.operands[0]);
+    std::optional<ScanPlan> plan = scan_plan(*l, in.shape(), axis);
+    if (plan.has_value() && ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 ||
+                             across_warps_fits(in, acc_t, static_cast<int64_t>(plan->slots.size()) * plan->rounds))) {
+      scan_registers(o, std::move(l), *plan, identity, combine);
+      return absl::OkStatus();
+    }
+  }
+  hold(o);
+  Shape outer = in.shape();
+  outer.erase(outer.begin() + axis);
+  const int64_t n = in.shape()[axis];
+  llvm::Value* out = new_buffer(rt);
+  // Combines element k along the axis (counted from the end in reverse) at
+  // position `at` of the other axes into the accumulator `slot`, and stores
+  // the result there.
+  auto step = [&](llvm::Value* slot, ElemIndex& at, llvm::Value* k) {
+    std::vector<llvm::Value*> dims = at.dims;
+    dims.insert(dims.begin() + axis, reverse ? b_.CreateSub(b_.getInt64(n - 1), k) : k);
+    ElemIndex along = at_dims(in.shape(), std::move(dims));
+    llvm::Value* next = combine(b_.CreateLoad(acc_t, slot), ops_.widen(element(o.operands[0], along), d));
+    b_.CreateStore(next, slot);
+    store_elem(out, rt, along.linear, ops_.narrow(next, d));
+  };
+  if (walks_alone() && axis + 1 < in.rank()) {
+    // One thread walking the tile: the scanned axis outermost, so that the
+    // innermost loop runs over consecutive elements (and vectorizes).
+    llvm::Value* accs = stack_slot(acc_t, numel(outer), 64);
+    auto slot = [&](ElemIndex& at) { return b_.CreateInBoundsGEP(acc_t, accs, at.linear); };
+    each_element(outer, [&](ElemIndex& at) { b_.CreateStore(identity, slot(at)); });
+    loop(n, [&](llvm::Value* k) { each_element(outer, [&](ElemIndex& at) { step(slot(at), at, k); }); });
+  } else {
+    each_element(outer, [&](ElemIndex& at) {
+      llvm::Value* slot = stack_slot(acc_t);
+      b_.CreateStore(identity, slot);
+      loop(n, [&](llvm::Value* k) { step(slot, at, k); });
+    });
+  }
+  set(o, out);
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen

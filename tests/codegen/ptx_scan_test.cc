@@ -1,0 +1,68 @@
+// Scans of register tiles on NVPTX: rows that lie within a warp scan per
+// thread and through shfl.sync.bfly without touching shared memory; lines
+// over several warps add one exchange of the warps' totals; a tile whose
+// threads do not all hold elements takes the buffer path. Everything
+// assembles.
+#include <string>
+
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/codegen/ptx_test_util.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// x [rows, cols] (row-major, at the start of x) scanned along `axis` into out.
+Kernel scan_kernel(DType d, int rows, int cols, int axis, bool reverse) {
+  KernelBuilder k("scan");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
+  Value offs = expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0);
+  store(out + offs, cumsum(load(x + offs), axis, reverse));
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
+std::string ptx_of(const Kernel& kernel) {
+  CompileOptions options;
+  options.num_warps = 4;
+  absl::StatusOr<DeviceCode> code = compile_ptx(kernel, options);
+  EXPECT_TRUE(code.ok()) << code.status();
+  return code.ok() ? code->binary : "";
+}
+
+TEST(PtxScan, RowsWithinAWarpShuffleAndNeedNoSharedMemory) {
+  // [4, 1024] f32 over 128 threads: a warp per row.
+  const std::string ptx = ptx_of(scan_kernel(f32, 4, 1024, 1, false));
+  EXPECT_THAT(ptx, HasSubstr("shfl.sync.bfly.b32"));
+  EXPECT_THAT(ptx, Not(HasSubstr("st.shared")));
+  EXPECT_THAT(ptx, Not(HasSubstr("bar.sync")));
+  expect_ptxas_accepts(ptx);
+}
+
+TEST(PtxScan, LinesOverWarpsExchangeTheirTotalsOnce) {
+  // [1, 1024] i32 in reverse: the row spans the four warps.
+  const std::string ptx = ptx_of(scan_kernel(i32, 1, 1024, 1, true));
+  EXPECT_THAT(ptx, HasSubstr("shfl.sync.bfly.b32"));
+  EXPECT_THAT(ptx, HasSubstr("st.shared"));
+  int barriers = 0;
+  for (size_t p = ptx.find("bar.sync"); p != std::string::npos; p = ptx.find("bar.sync", p + 1)) ++barriers;
+  EXPECT_EQ(barriers, 1);
+  expect_ptxas_accepts(ptx);
+}
+
+TEST(PtxScan, SmallTilesTakeTheBufferPath) {
+  // [8, 8] over 128 threads: half the threads hold nothing.
+  const std::string ptx = ptx_of(scan_kernel(bf16, 8, 8, 0, false));
+  EXPECT_THAT(ptx, Not(HasSubstr("shfl.sync")));
+  EXPECT_THAT(ptx, HasSubstr("bar.sync"));
+  expect_ptxas_accepts(ptx);
+}
+
+}  // namespace
+}  // namespace tessel
