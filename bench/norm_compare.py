@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The baselines of bench/norm_bench: row softmax, layer norm and RMS norm as tessel's users would
-otherwise run them, on the same GPU, shapes and dtypes (16384 x 1024 and 4096 x 8192, f32 and bf16):
+"""The baselines of bench/norm_bench: row softmax, layer norm, RMS norm and prefix sums as tessel's
+users would otherwise run them, on the same GPU, shapes and dtypes (16384 x 1024 and 4096 x 8192, f32
+and bf16):
 
-  eager     torch.softmax, F.layer_norm, F.rms_norm
+  eager     torch.softmax, F.layer_norm, F.rms_norm, torch.cumsum
   compile   the same through torch.compile (Inductor's generated Triton kernels)
   triton    a Triton kernel per op in the style of Triton's tutorials (one row per program, the row
             in registers), at the fastest of num_warps 1 to 16
@@ -12,7 +13,7 @@ Timed with triton.testing.do_bench (median, L2 flushed before each run), as norm
 With --tessel PATH (norm_bench's JSON from the same run) it prints each baseline's time over tessel's
 (above 1: tessel is faster) and tessel's bandwidth over the device copy's (norm_bench's own copy).
 
-Usage: python3 bench/norm_compare.py [--tessel PATH] [--json PATH]
+Usage: python3 bench/norm_compare.py [--tessel PATH] [--json PATH] [--only OP]
 """
 import argparse
 import json
@@ -27,7 +28,7 @@ import triton.testing
 
 SHAPES = [(16384, 1024), (4096, 8192)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-OPS = ["softmax", "layer_norm", "rms_norm"]
+OPS = ["softmax", "layer_norm", "rms_norm", "cumsum"]
 EPS = 1e-5
 WARPS = [1, 2, 4, 8, 16]
 
@@ -67,7 +68,18 @@ def rms_norm_kernel(x_ptr, y_ptr, w_ptr, cols, eps, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * cols + c, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def cumsum_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * cols + c, tl.cumsum(x, axis=0).to(y_ptr.dtype.element_ty), mask=mask)
+
+
 def eager(op, x, w, b):
+    if op == "cumsum":
+        return lambda: torch.cumsum(x, dim=-1)
     if op == "softmax":
         return lambda: torch.softmax(x, dim=-1)
     if op == "layer_norm":
@@ -76,6 +88,9 @@ def eager(op, x, w, b):
 
 
 def compiled(op, x, w, b):
+    if op == "cumsum":
+        fn = torch.compile(lambda x: torch.cumsum(x, dim=-1), fullgraph=True, dynamic=False)
+        return lambda: fn(x)
     if op == "softmax":
         fn = torch.compile(lambda x: torch.softmax(x, dim=-1), fullgraph=True, dynamic=False)
         return lambda: fn(x)
@@ -89,6 +104,8 @@ def compiled(op, x, w, b):
 def triton_launch(op, x, y, w, b, warps):
     rows, cols = x.shape
     block = triton.next_power_of_2(cols)
+    if op == "cumsum":
+        return lambda: cumsum_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
     if op == "softmax":
         return lambda: softmax_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
     if op == "layer_norm":
@@ -100,7 +117,7 @@ def bench_ms(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def measure():
+def measure(ops):
     out = []
     gen = torch.Generator(device="cuda").manual_seed(1)
     for rows, cols in SHAPES:
@@ -110,7 +127,7 @@ def measure():
             b = (0.1 * torch.randn(cols, device="cuda", generator=gen)).to(dtype)
             y = torch.empty_like(x)
             copy_ms = bench_ms(lambda: y.copy_(x))
-            for op in OPS:
+            for op in ops:
                 want = eager(op, x, w, b)().float()
                 case = {"op": op, "dtype": dname, "rows": rows, "cols": cols,
                         "torch_copy_gb_per_s": 2 * x.nbytes / (copy_ms * 1e-3) / 1e9}
@@ -158,10 +175,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel", help="norm_bench's JSON from the same run")
     ap.add_argument("--json", help="where to write the baselines' JSON")
+    ap.add_argument("--only", choices=OPS, help="measure this op alone")
     args = ap.parse_args()
     print(f"norm_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}",
           flush=True)
-    cases = measure()
+    cases = measure([args.only] if args.only else OPS)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "cases": cases}, f, indent=2)

@@ -1,6 +1,8 @@
 // Inclusive scans along one axis: in registers where the operand's layout
 // holds each line in chunks its holders take in turn (ScanPlan,
-// codegen/blocking.h), else one thread walking each line over buffers.
+// codegen/blocking.h), else over buffers: on GPUs each line in segments
+// over the program's threads where there are fewer lines than threads,
+// otherwise (and on the host) one thread walking each line.
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -82,6 +84,57 @@ void Lowering::scan_registers(const Op& o, std::shared_ptr<const Layout> l, cons
   regs_[o.results[0]] = {std::move(l), std::move(out)};
 }
 
+void Lowering::scan_segments(const Op& o, const Shape& outer, int64_t parts, llvm::Value* out, llvm::Value* identity,
+                             const Combine& combine) {
+  const Type& in = ir_.type(o.operands[0]);
+  const Type& rt = ir_.type(o.results[0]);
+  const int axis = static_cast<int>(o.ints[0]);
+  const bool reverse = o.ints[2] != 0;
+  const DType d = in.dtype();
+  const int64_t n = in.shape()[axis], len = n / parts;
+  llvm::Type* acc_t = identity->getType();
+  llvm::Value* totals =
+      smem_alloc(numel(outer) * parts * module_->getDataLayout().getTypeAllocSize(acc_t), /*align=*/16);
+  // Thread t takes segment t % parts of line t / parts; segment 0 comes
+  // first in the scan's order (last along the axis in reverse).
+  llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(parts));
+  llvm::Value* part = b_.CreateURem(thread_, b_.getInt64(parts));
+  llvm::Value* active = b_.CreateICmpULT(thread_, b_.getInt64(numel(outer) * parts));
+  // Runs `body` on each element of the thread's segment in order, with the
+  // accumulator `acc` (a stack slot) combined with it.
+  auto walk = [&](llvm::Value* acc, const std::function<void(ElemIndex&, llvm::Value*)>& body) {
+    std::vector<llvm::Value*> line_dims = unravel(line, outer);
+    loop(len, [&](llvm::Value* k) {
+      llvm::Value* i = b_.CreateAdd(b_.CreateMul(part, b_.getInt64(len)), k);
+      std::vector<llvm::Value*> dims = line_dims;
+      dims.insert(dims.begin() + axis, reverse ? b_.CreateSub(b_.getInt64(n - 1), i) : i);
+      ElemIndex at = at_dims(in.shape(), std::move(dims));
+      llvm::Value* next = combine(b_.CreateLoad(acc_t, acc), ops_.widen(element(o.operands[0], at), d));
+      b_.CreateStore(next, acc);
+      body(at, next);
+    });
+  };
+  guarded(active, [&] {
+    llvm::Value* acc = stack_slot(acc_t);
+    b_.CreateStore(identity, acc);
+    walk(acc, [](ElemIndex&, llvm::Value*) {});
+    b_.CreateStore(b_.CreateLoad(acc_t, acc), b_.CreateGEP(acc_t, totals, thread_));
+  });
+  target_.program_barrier(b_);
+  guarded(active, [&] {
+    llvm::Value* acc = stack_slot(acc_t);
+    b_.CreateStore(identity, acc);
+    llvm::Value* first = b_.CreateSub(thread_, part);
+    emit_loop(b_, b_.getInt64(0), part, b_.getInt64(1), [&](llvm::Value* j) {
+      llvm::Value* theirs = b_.CreateLoad(acc_t, b_.CreateGEP(acc_t, totals, b_.CreateAdd(first, j)));
+      b_.CreateStore(combine(b_.CreateLoad(acc_t, acc), theirs), acc);
+    });
+    walk(acc, [&](ElemIndex& at, llvm::Value* v) { store_elem(out, rt, at.linear, ops_.narrow(v, d)); });
+  });
+  target_.program_barrier(b_);
+  shared_.erase(totals);
+}
+
 absl::Status Lowering::scan(const Op& o, const Type& rt) {
   const Type& in = ir_.type(o.operands[0]);
   const int axis = static_cast<int>(o.ints[0]);
@@ -105,6 +158,17 @@ absl::Status Lowering::scan(const Op& o, const Type& rt) {
   outer.erase(outer.begin() + axis);
   const int64_t n = in.shape()[axis];
   llvm::Value* out = new_buffer(rt);
+  if (!walks_alone() && threads_ > 0) {
+    // Fewer lines than threads: each line in as many segments as keep the
+    // threads busy.
+    int64_t parts = 1;
+    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= n) parts *= 2;
+    if (parts > 1) {
+      scan_segments(o, outer, parts, out, identity, combine);
+      set(o, out);
+      return absl::OkStatus();
+    }
+  }
   // Combines element k along the axis (counted from the end in reverse) at
   // position `at` of the other axes into the accumulator `slot`, and stores
   // the result there.

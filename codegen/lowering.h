@@ -377,6 +377,11 @@ class Lowering {
   // one another.
   void scan_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan, llvm::Value* identity,
                       const Combine& combine);
+  // Over buffers on a GPU, the lines (positions in `outer`) in `parts`
+  // segments each, a thread per segment: each combines its segment, then
+  // scans it again from the totals of the segments before it into `out`.
+  void scan_segments(const Op& o, const Shape& outer, int64_t parts, llvm::Value* out, llvm::Value* identity,
+                     const Combine& combine);
 
   absl::Status load(const Op& o, const Type& rt);
   // One element of load `o` at `at` (a scalar load's, `at` empty): a

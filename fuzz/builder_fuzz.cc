@@ -299,7 +299,8 @@ class Program {
       case 14: {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
-        switch (r_.below(5)) {
+        const bool reverse = r_.flip();
+        switch (r_.below(9)) {
           case 0:
             keep(sum(x, axis));
             break;
@@ -311,6 +312,18 @@ class Program {
             break;
           case 3:
             keep(argmin(x, axis));
+            break;
+          case 4:
+            keep(cumsum(x, axis, reverse));
+            break;
+          case 5:
+            keep(cumprod(x, axis, reverse));
+            break;
+          case 6:
+            keep(cummax(x, axis, reverse));
+            break;
+          case 7:
+            keep(cummin(x, axis, reverse));
             break;
           default:
             keep(min(x, axis));

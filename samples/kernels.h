@@ -153,10 +153,21 @@ inline absl::StatusOr<Kernel> rms_norm_kernel(RowBlock block, DType d = f32) {
   return k.build();
 }
 
-// The three row kernels by name, for the sample, the tests and the benchmark.
-enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm };
+// Prefix sums along each row, in f32: args x, y, rows, cols.
+inline absl::StatusOr<Kernel> row_cumsum_kernel(RowBlock block, DType d = f32) {
+  KernelBuilder k("row_cumsum");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  RowTile t = row_tile(k, rows, cols, block);
+  store_as(y + t.offs, cumsum(load_f32(x + t.offs, t.mask, 0.0f), 1), t.mask);
+  return k.build();
+}
+
+// The row kernels by name, for the samples, the tests and the benchmark.
+enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum };
 inline const char* row_op_name(RowOp op) {
-  return op == RowOp::kSoftmax ? "softmax" : op == RowOp::kLayerNorm ? "layer_norm" : "rms_norm";
+  static constexpr const char* kNames[] = {"softmax", "layer_norm", "rms_norm", "cumsum"};
+  return kNames[static_cast<int>(op)];
 }
 inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
   switch (op) {
@@ -166,6 +177,8 @@ inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
       return layer_norm_kernel(block, d);
     case RowOp::kRmsNorm:
       return rms_norm_kernel(block, d);
+    case RowOp::kCumsum:
+      return row_cumsum_kernel(block, d);
   }
   return absl::InvalidArgumentError("not a row kernel");
 }
@@ -175,6 +188,7 @@ absl::Status launch_row_kernel(const Function& fn, const LaunchConfig& config, R
                                const Buf& w, const Buf& b, int rows, int cols) {
   switch (op) {
     case RowOp::kSoftmax:
+    case RowOp::kCumsum:
       return fn.launch(config, x, y, rows, cols);
     case RowOp::kLayerNorm:
       return fn.launch(config, x, y, w, b, rows, cols);
@@ -186,6 +200,11 @@ absl::Status launch_row_kernel(const Function& fn, const LaunchConfig& config, R
 // One row of the op's result in double, from the inputs the kernel read.
 inline std::vector<double> row_reference(RowOp op, const float* row, const float* w, const float* b, int64_t cols) {
   std::vector<double> out(cols);
+  if (op == RowOp::kCumsum) {
+    double s = 0;
+    for (int64_t j = 0; j < cols; ++j) out[j] = s += row[j];
+    return out;
+  }
   if (op == RowOp::kSoftmax) {
     double m = -INFINITY, s = 0;
     for (int64_t j = 0; j < cols; ++j) m = std::max(m, double{row[j]});

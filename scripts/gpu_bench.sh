@@ -14,7 +14,7 @@
 #   gemm_shapes      the GEMM autotuned (split-K among the candidates) at the shapes of
 #   triton_shapes    $GEMM_SHAPES, then cuBLAS and Triton at the same shapes
 #   cache_bench      first compile in a new process, disk cache empty and filled
-#   norm_bench       row softmax, layer norm and RMS norm against a device copy, then
+#   norm_bench       row softmax, layer norm, RMS norm and prefix sums against a device copy, then
 #   norm_compare     torch eager, torch.compile and Triton on the same shapes, with the ratios
 # PARTS (default "gpu gemm triton shapes norm plan nccl cache") picks which to run.
 set -uo pipefail
