@@ -22,31 +22,32 @@ bool Lowering::across_warps_fits(const Type& in, llvm::Type* acc_t, int64_t chun
          threads_ * chunks * dl.getTypeAllocSize(acc_t) <= in.numel() * dl.getTypeAllocSize(elem_mem_type(in));
 }
 
-void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
-                             const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
-  const int64_t slots = static_cast<int64_t>(acc.size());
-  llvm::Type* t = acc[0]->getType();
+void Lowering::exchange_warps(const std::vector<llvm::Value*>& values, int warp_bits,
+                              const std::function<void(int, int64_t, llvm::Value*)>& read) {
+  const int64_t slots = static_cast<int64_t>(values.size());
+  llvm::Type* t = values[0]->getType();
   llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
   // Slot-major: the lanes of a warp touch consecutive words (no bank conflicts).
   auto at = [&](llvm::Value* thread, int64_t slot) {
     return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(slot * threads_)));
   };
-  for (int64_t s = 0; s < slots; ++s) b_.CreateStore(acc[s], at(thread_, s));
+  for (int64_t s = 0; s < slots; ++s) b_.CreateStore(values[s], at(thread_, s));
   target_.program_barrier(b_);
-  // Every holder reads the same threads' parts in the same order (lowest
-  // thread first), so all of them compute the same bits.
   llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
-  const std::vector<int> parts = submasks(warp_bits);
-  for (int64_t s = 0; s < slots; ++s) {
-    llvm::Value* all = nullptr;
-    for (int m : parts) {
-      llvm::Value* part = b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), s));
-      all = all == nullptr ? part : combine(all, part);
-    }
-    acc[s] = all;
+  for (int m : submasks(warp_bits)) {
+    for (int64_t s = 0; s < slots; ++s) read(m, s, b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), s)));
   }
   // Freed at once; whatever reuses the memory waits for these reads first.
   shared_.erase(scratch);
+}
+
+void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits, const Combine& combine) {
+  // Every holder reads the same threads' parts in the same order (lowest
+  // thread first), so all of them compute the same bits.
+  std::vector<llvm::Value*> all(acc.size(), nullptr);
+  exchange_warps(acc, warp_bits,
+                 [&](int, int64_t s, llvm::Value* part) { all[s] = all[s] == nullptr ? part : combine(all[s], part); });
+  acc = std::move(all);
 }
 
 llvm::Value* Lowering::reduce_part(const Layout& l, int64_t slot, llvm::Value* elem, DType d, llvm::Value* identity) {
@@ -55,8 +56,7 @@ llvm::Value* Lowering::reduce_part(const Layout& l, int64_t slot, llvm::Value* e
   return valid == nullptr ? v : b_.CreateSelect(valid, v, identity);
 }
 
-llvm::Value* Lowering::combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts,
-                                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine) {
+llvm::Value* Lowering::combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts, const Combine& combine) {
   // Neighbours first, level by level: a balanced tree, so that its
   // combines do not wait on each other in one long chain. Min and max
   // (NaN loses to a number) give the same result in any order; sums round

@@ -45,31 +45,15 @@ void Lowering::scan_registers(const Op& o, std::shared_ptr<const Layout> l, cons
   // Across warps, through shared memory: every thread reads the group
   // totals of the warps holding its lines, in the same order.
   if (const int warps = plan.holder_bits & ~(target_.warp_size() - 1); warps != 0) {
-    const int64_t chunks = static_cast<int64_t>(total.size());
-    llvm::Type* t = total[0]->getType();
-    llvm::Value* scratch = smem_alloc(threads_ * chunks * module_->getDataLayout().getTypeAllocSize(t));
-    auto at = [&](llvm::Value* thread, int64_t k) {
-      return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(k * threads_)));
-    };
-    for (int64_t k = 0; k < chunks; ++k) b_.CreateStore(total[k], at(thread_, k));
-    target_.program_barrier(b_);
-    llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warps)));
     llvm::Value* mine = b_.CreateAnd(thread_, b_.getInt64(warps));
-    std::vector<llvm::Value*> earlier(chunks, identity), all(chunks, nullptr);
-    for (int m : submasks(warps)) {
+    std::vector<llvm::Value*> earlier(total.size(), identity), all(total.size(), nullptr);
+    exchange_warps(total, warps, [&](int m, int64_t k, llvm::Value* theirs) {
       llvm::Value* first = reverse ? b_.CreateICmpUGT(b_.getInt64(m), mine) : b_.CreateICmpULT(b_.getInt64(m), mine);
-      for (int64_t k = 0; k < chunks; ++k) {
-        llvm::Value* theirs = b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), k));
-        earlier[k] = b_.CreateSelect(first, combine(earlier[k], theirs), earlier[k]);
-        all[k] = all[k] == nullptr ? theirs : combine(all[k], theirs);
-      }
-    }
-    for (int64_t k = 0; k < chunks; ++k) {
-      before[k] = combine(earlier[k], before[k]);
-      total[k] = all[k];
-    }
-    // Freed at once; whatever reuses the memory waits for these reads first.
-    shared_.erase(scratch);
+      earlier[k] = b_.CreateSelect(first, combine(earlier[k], theirs), earlier[k]);
+      all[k] = all[k] == nullptr ? theirs : combine(all[k], theirs);
+    });
+    for (size_t k = 0; k < total.size(); ++k) before[k] = combine(earlier[k], before[k]);
+    total = std::move(all);
   }
   // The rounds in order: each chunk's elements take everything before it.
   for (int64_t g = 0; g < lines; ++g) {

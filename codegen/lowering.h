@@ -343,6 +343,7 @@ class Lowering {
   // Triggered-view ops, with the view header's fields loaded in the entry block.
   ViewLowering views() { return ViewLowering(b_, target_, alloca_point_, view_header_); }
 
+  using Combine = std::function<llvm::Value*(llvm::Value*, llvm::Value*)>;
   llvm::Value* reduce_identity(OpCode combiner, DType d, llvm::Type* t);
   // Element `elem` (of dtype `d`) of `slot` in layout `l`, widened to the
   // reduction's accumulator, or `identity` where the slot holds nothing.
@@ -351,13 +352,17 @@ class Lowering {
   // in a balanced tree. Starting from the identity, as the buffer path's
   // loop does, keeps the results the same: max over NaNs alone is -inf, a
   // sum of -0 is +0.
-  llvm::Value* combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts,
-                             const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
+  llvm::Value* combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts, const Combine& combine);
+  // Writes this thread's `values` to a scratch area in shared memory, meets
+  // the program, and calls read(m, k, theirs) with value k of thread
+  // (this thread & ~warp_bits) | m for each sub-mask m of `warp_bits`,
+  // ascending (submasks); the area is free again after.
+  void exchange_warps(const std::vector<llvm::Value*>& values, int warp_bits,
+                      const std::function<void(int, int64_t, llvm::Value*)>& read);
   // Combines each slot's part across the warps that hold its position (the
   // thread bits `warp_bits`) through shared memory; every holder gets the
   // same result.
-  void combine_warps(std::vector<llvm::Value*>& acc, int warp_bits,
-                     const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& combine);
+  void combine_warps(std::vector<llvm::Value*>& acc, int warp_bits, const Combine& combine);
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
@@ -369,7 +374,6 @@ class Lowering {
 
   // Inclusive scans (lower_scan.cc): f16 and bf16 accumulate in f32 and
   // round each result.
-  using Combine = std::function<llvm::Value*(llvm::Value*, llvm::Value*)>;
   absl::Status scan(const Op& o, const Type& rt);
   // In registers of `l`, the operand's layout, following `plan`: each
   // thread scans its chunks, a butterfly over the lanes and an exchange

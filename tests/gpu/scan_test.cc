@@ -70,10 +70,10 @@ class Scan : public AgreeTest {
     Rng rng;
     TESSEL_TRACE_SEED(rng);
     for (int trial = 0; trial < 32; ++trial) {
-      // Blocks of up to 16384 elements: up to 512 per thread with one warp
+      // Blocks of up to 4096 elements: up to 128 per thread with one warp
       // (over 64 the block stays in shared memory).
       const int log_rows = rng.uniform_int(0, 7);
-      const int br = 1 << log_rows, bc = 1 << rng.uniform_int(0, 14 - log_rows);
+      const int br = 1 << log_rows, bc = 1 << rng.uniform_int(0, 12 - log_rows);
       const int axis = rng.uniform_int(0, 1), num_warps = std::vector<int>{1, 4, 8}[rng.uniform_int(0, 2)];
       const auto c = static_cast<Combiner>(rng.uniform_int(0, 3));
       const bool reverse = rng.uniform_int(0, 1) == 1;
@@ -107,7 +107,7 @@ class Scan : public AgreeTest {
         outs.push_back(*std::move(got));
       }
       if (std::is_floating_point_v<T> && (c == kSum || c == kProd)) {
-        // Up to 16384 terms summed (or multiplied) in another order.
+        // Up to 4096 terms summed (or multiplied) in another order.
         EXPECT_TRUE(all_close(outs[0], outs[1], 3e-3));
       } else {
         EXPECT_TRUE(bit_equal(outs[0], outs[1]));
