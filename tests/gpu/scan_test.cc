@@ -116,6 +116,52 @@ class Scan : public AgreeTest {
   }
 };
 
+// Stream compaction (docs/examples.md): one program walks x in blocks,
+// places each positive element at the count so far plus its block's
+// cumsum, and carries the count to the next block.
+TEST_F(Scan, CompactionInALoopAgreesWithTheHost) {
+  constexpr int kBlock = 1024;
+  KernelBuilder k("compact");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out"), count = k.arg(ptr(i32), "count");
+  Value n = k.arg(i32, "n");
+  Var kept = k.var(k.constant(0, i32));
+  k.for_range(0, cdiv(n, kBlock), 1, [&](Value block) {
+    Value i = block * kBlock + k.arange(0, kBlock);
+    Value v = load(x + i, i < n, 0.0f);
+    Value ones = cast(v > 0.0f, i32);
+    store(out + (kept + cumsum(ones, 0) - 1), v, v > 0.0f);
+    kept = kept + sum(ones, 0);
+  });
+  store(count, kept);
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  const int total = rng.uniform_int(1, 5000);
+  SCOPED_TRACE(::testing::Message() << total << " elements");
+  std::vector<float> xs(total);
+  for (float& v : xs) v = rng.uniform(-1, 1);
+  std::vector<std::vector<float>> outs;
+  std::vector<std::vector<int32_t>> counts;
+  for (const Device& dev : devices_) {
+    absl::StatusOr<Function> fn = dev.compile(*kernel);
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    absl::StatusOr<Buffer> bx = upload(dev, xs), bout = dev.allocate(xs.size() * sizeof(float)),
+                           bcount = dev.allocate(sizeof(int32_t));
+    ASSERT_TRUE(bx.ok() && bout.ok() && bcount.ok());
+    ASSERT_TRUE(poison<float>(dev, *bout, xs.size(), NAN).ok());
+    ASSERT_TRUE(fn->launch({.grid = 1}, *bx, *bout, *bcount, total).ok());
+    ASSERT_TRUE(dev.synchronize().ok());
+    absl::StatusOr<std::vector<float>> got = download<float>(dev, *bout, xs.size());
+    absl::StatusOr<std::vector<int32_t>> n_got = download<int32_t>(dev, *bcount, 1);
+    ASSERT_TRUE(got.ok() && n_got.ok());
+    outs.push_back(*std::move(got));
+    counts.push_back(*std::move(n_got));
+  }
+  EXPECT_EQ(counts[0], counts[1]);
+  EXPECT_TRUE(bit_equal(outs[0], outs[1]));
+}
+
 TEST_F(Scan, F32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<float>(f32); }
 
 TEST_F(Scan, I32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<int32_t>(i32); }
