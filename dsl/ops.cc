@@ -245,7 +245,7 @@ int along_axis_operand(BuilderState& s, const Value& x, int axis, absl::string_v
     return -1;
   }
   if (t.dtype().is_bool()) {
-    s.fail(loc, absl::StrCat(what, ": not defined on i1 tiles"));
+    s.fail(loc, absl::StrCat(what, ": not defined on i1 tiles; cast them to an integer type first"));
     return -1;
   }
   return ix;
