@@ -117,14 +117,23 @@ TEST(Amdgpu, ReductionsPermuteAcrossLanesAndBarriersWaitForLds) {
   EXPECT_TRUE(std::regex_search(s, std::regex(R"(s_waitcnt (vmcnt\(0\) )?lgkmcnt\(0\)\s+s_barrier)")));
 }
 
-TEST(Amdgpu, ScansPermuteAcrossLanes) {
+TEST(Amdgpu, ScansPermuteAcrossLanesAndMeetAcrossWavesInLds) {
   KernelBuilder k("row_scan");
   Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
   Value offs = expand_dims(k.arange(0, 4), 1) * 1024 + expand_dims(k.arange(0, 1024), 0);
   store(out + offs, cumsum(load(x + offs), 1));
-  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(c->artifacts.assembly, HasSubstr("ds_bpermute_b32"));
+  absl::StatusOr<Compiled> rows = compile_gfx942(*k.build());
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_THAT(rows->artifacts.assembly, HasSubstr("ds_bpermute_b32"));
+  EXPECT_THAT(rows->artifacts.assembly, Not(HasSubstr("s_barrier")));
+  // One line of 4096 over the four waves: their totals meet once in LDS.
+  KernelBuilder line("line_scan");
+  Value y = line.arg(ptr(i32), "y");
+  store(y + line.arange(0, 4096), cumsum(load(y + line.arange(0, 4096)), 0, /*reverse=*/true));
+  absl::StatusOr<Compiled> waves = compile_gfx942(*line.build());
+  ASSERT_TRUE(waves.ok()) << waves.status();
+  EXPECT_THAT(waves->artifacts.assembly, HasSubstr("ds_bpermute_b32"));
+  EXPECT_THAT(waves->artifacts.assembly, HasSubstr("s_barrier"));
 }
 
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
