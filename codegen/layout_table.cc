@@ -1,6 +1,7 @@
 #include "codegen/layout_table.h"
 
 #include "codegen/layout.h"
+#include "dsl/types.h"
 #include "llvm/IR/Constants.h"
 
 namespace tessel::codegen {
@@ -40,9 +41,7 @@ LayoutTable tabulate_blocked(int64_t numel, int threads, Blocking blocking, int 
 
 LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads, Blocking blocking,
                            int warp_size) {
-  int64_t numel = 1;
-  for (int64_t n : shape) numel *= n;
-  SliceLayout slice(blocked_layout(numel, threads, blocking), shape, axis);
+  SliceLayout slice(blocked_layout(numel(shape), threads, blocking), shape, axis);
   LayoutTable table = tabulate(slice, warp_size);
   for (int64_t s = 0; s < slice.parent().slots(); ++s) table.slot_of.push_back(slice.slot_of(s));
   return table;
@@ -50,9 +49,7 @@ LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int thre
 
 std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis, int threads,
                                              Blocking blocking) {
-  int64_t numel = 1;
-  for (int64_t n : shape) numel *= n;
-  return scan_plan(*blocked_layout(numel, threads, blocking), shape, axis);
+  return scan_plan(*blocked_layout(numel(shape), threads, blocking), shape, axis);
 }
 
 }  // namespace tessel::codegen

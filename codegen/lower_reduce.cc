@@ -148,11 +148,8 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   // Combines element k along the axis of output position `at` into the
   // accumulator at `slot`.
   auto accumulate = [&](llvm::Value* slot, ElemIndex& at, llvm::Value* k) {
-    std::vector<llvm::Value*> dims = at.dims;
-    dims.insert(dims.begin() + axis, k);
-    ElemIndex along = at_dims(in.shape(), std::move(dims));
-    llvm::Value* e = element(o.operands[0], along);
-    llvm::Value* next = combine(b_.CreateLoad(acc_t, slot), ops_.widen(e, d));
+    ElemIndex along = at_axis(in.shape(), axis, at.dims, k);
+    llvm::Value* next = combine(b_.CreateLoad(acc_t, slot), ops_.widen(element(o.operands[0], along), d));
     // One thread walking the tile may sum in any order, as the GPUs'
     // trees do: the vectorizer then keeps a partial sum per lane.
     if (auto* add = llvm::dyn_cast<llvm::BinaryOperator>(next);
@@ -171,26 +168,37 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     return absl::OkStatus();
   }
   llvm::Value* out = new_buffer(rt);
-  if (walks_alone() && axis + 1 < in.rank()) {
-    // One thread walking the tile: the reduced axis outermost, so that the
-    // innermost loop runs over consecutive elements and outputs (and
-    // vectorizes across the outputs); each output still combines its
-    // elements in order.
+  each_line(outer, n, axis + 1 == in.rank(), acc_t, identity, accumulate,
+            [&](llvm::Value* slot, ElemIndex& at) { store_elem(out, rt, at.linear, result(slot)); });
+  set(o, out);
+  return absl::OkStatus();
+}
+
+Lowering::ElemIndex Lowering::at_axis(const Shape& shape, int axis, std::vector<llvm::Value*> others, llvm::Value* k) {
+  others.insert(others.begin() + axis, k);
+  return at_dims(shape, std::move(others));
+}
+
+void Lowering::each_line(const Shape& outer, int64_t n, bool axis_is_last, llvm::Type* acc_t, llvm::Value* identity,
+                         const std::function<void(llvm::Value*, ElemIndex&, llvm::Value*)>& body,
+                         const std::function<void(llvm::Value*, ElemIndex&)>& done) {
+  if (walks_alone() && !axis_is_last) {
+    // One thread walking the tile: the axis outermost, so that the
+    // innermost loop runs over consecutive lines (and vectorizes across
+    // them); each line still takes its elements in order.
     llvm::Value* accs = stack_slot(acc_t, numel(outer), 64);
     auto slot = [&](ElemIndex& at) { return b_.CreateInBoundsGEP(acc_t, accs, at.linear); };
     each_element(outer, [&](ElemIndex& at) { b_.CreateStore(identity, slot(at)); });
-    loop(n, [&](llvm::Value* k) { each_element(outer, [&](ElemIndex& at) { accumulate(slot(at), at, k); }); });
-    each_element(outer, [&](ElemIndex& at) { store_elem(out, rt, at.linear, result(slot(at))); });
-  } else {
-    each_element(outer, [&](ElemIndex& at) {
-      llvm::Value* slot = stack_slot(acc_t);
-      b_.CreateStore(identity, slot);
-      loop(n, [&](llvm::Value* k) { accumulate(slot, at, k); });
-      store_elem(out, rt, at.linear, result(slot));
-    });
+    loop(n, [&](llvm::Value* k) { each_element(outer, [&](ElemIndex& at) { body(slot(at), at, k); }); });
+    if (done) each_element(outer, [&](ElemIndex& at) { done(slot(at), at); });
+    return;
   }
-  set(o, out);
-  return absl::OkStatus();
+  each_element(outer, [&](ElemIndex& at) {
+    llvm::Value* slot = stack_slot(acc_t);
+    b_.CreateStore(identity, slot);
+    loop(n, [&](llvm::Value* k) { body(slot, at, k); });
+    if (done) done(slot, at);
+  });
 }
 
 }  // namespace tessel::codegen

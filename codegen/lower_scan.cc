@@ -90,9 +90,7 @@ void Lowering::scan_segments(const Op& o, const Shape& outer, int64_t parts, llv
     std::vector<llvm::Value*> line_dims = unravel(line, outer);
     loop(len, [&](llvm::Value* k) {
       llvm::Value* i = b_.CreateAdd(b_.CreateMul(part, b_.getInt64(len)), k);
-      std::vector<llvm::Value*> dims = line_dims;
-      dims.insert(dims.begin() + axis, reverse ? b_.CreateSub(b_.getInt64(n - 1), i) : i);
-      ElemIndex at = at_dims(in.shape(), std::move(dims));
+      ElemIndex at = at_axis(in.shape(), axis, line_dims, reverse ? b_.CreateSub(b_.getInt64(n - 1), i) : i);
       llvm::Value* next = combine(b_.CreateLoad(acc_t, acc), ops_.widen(element(o.operands[0], at), d));
       b_.CreateStore(next, acc);
       body(at, next);
@@ -157,27 +155,12 @@ absl::Status Lowering::scan(const Op& o, const Type& rt) {
   // position `at` of the other axes into the accumulator `slot`, and stores
   // the result there.
   auto step = [&](llvm::Value* slot, ElemIndex& at, llvm::Value* k) {
-    std::vector<llvm::Value*> dims = at.dims;
-    dims.insert(dims.begin() + axis, reverse ? b_.CreateSub(b_.getInt64(n - 1), k) : k);
-    ElemIndex along = at_dims(in.shape(), std::move(dims));
+    ElemIndex along = at_axis(in.shape(), axis, at.dims, reverse ? b_.CreateSub(b_.getInt64(n - 1), k) : k);
     llvm::Value* next = combine(b_.CreateLoad(acc_t, slot), ops_.widen(element(o.operands[0], along), d));
     b_.CreateStore(next, slot);
     store_elem(out, rt, along.linear, ops_.narrow(next, d));
   };
-  if (walks_alone() && axis + 1 < in.rank()) {
-    // One thread walking the tile: the scanned axis outermost, so that the
-    // innermost loop runs over consecutive elements (and vectorizes).
-    llvm::Value* accs = stack_slot(acc_t, numel(outer), 64);
-    auto slot = [&](ElemIndex& at) { return b_.CreateInBoundsGEP(acc_t, accs, at.linear); };
-    each_element(outer, [&](ElemIndex& at) { b_.CreateStore(identity, slot(at)); });
-    loop(n, [&](llvm::Value* k) { each_element(outer, [&](ElemIndex& at) { step(slot(at), at, k); }); });
-  } else {
-    each_element(outer, [&](ElemIndex& at) {
-      llvm::Value* slot = stack_slot(acc_t);
-      b_.CreateStore(identity, slot);
-      loop(n, [&](llvm::Value* k) { step(slot, at, k); });
-    });
-  }
+  each_line(outer, n, axis + 1 == in.rank(), acc_t, identity, step);
   set(o, out);
   return absl::OkStatus();
 }

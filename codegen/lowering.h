@@ -366,6 +366,18 @@ class Lowering {
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
+  // The position of element k along `axis` of a tile of `shape`, at
+  // `others` (the indices along the other axes).
+  ElemIndex at_axis(const Shape& shape, int axis, std::vector<llvm::Value*> others, llvm::Value* k);
+  // The lines of a tile along an axis of n elements (one per position of
+  // `outer`, the other axes), each with an accumulator (a stack slot) set
+  // to `identity`: body(slot, at, k) for element k of the line at `at`, in
+  // order, then done(slot, at). One thread walking the tile takes the axis
+  // outermost where it is not the last; otherwise the lines are spread
+  // over the program's threads (each_element), each walked in turn.
+  void each_line(const Shape& outer, int64_t n, bool axis_is_last, llvm::Type* acc_t, llvm::Value* identity,
+                 const std::function<void(llvm::Value*, ElemIndex&, llvm::Value*)>& body,
+                 const std::function<void(llvm::Value*, ElemIndex&)>& done = {});
   // The sub-masks of `bits`, ascending (holders above the lanes, lowest rank first).
   static std::vector<int> submasks(int bits);
   // Whether `chunks` values per thread in `acc_t`, exchanged across warps
