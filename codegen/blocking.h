@@ -28,14 +28,14 @@ struct Blocking {
 
 // How the threads of a layout (codegen/layout.h) hold the lines of a tile
 // along the axis of a scan (each line: the elements that differ only in
-// their index along it), where they do so regularly enough to scan them in registers: every
-// slot of every thread holds an element, and each line is cut into chunks
-// of `run` consecutive elements that its holders (the threads that differ
-// from one another only in `holder_bits`) take in turn, lowest holder
-// first, `rounds` times over. So slot slots[g][r][i] of thread t holds
-// element i of chunk r * H + rank(t) of the thread's g-th line, where H is
-// the number of holders and rank(t) is t's holder bits packed together
-// (the lowest bit lowest).
+// their index along it), where they do so regularly enough to scan them in
+// registers: every slot of every thread holds an element, and each line is
+// cut into chunks of `run` consecutive elements that its holders (the
+// threads that differ from one another only in `holder_bits`) take in
+// turn, lowest holder first, `rounds` times over. So slot slots[g][r][i] of
+// thread t holds element i of chunk r * H + rank(t) of the thread's g-th
+// line, where H is the number of holders and rank(t) is t's holder bits
+// packed together (the lowest bit lowest).
 struct ScanPlan {
   int holder_bits = 0;
   int64_t run = 1;
