@@ -128,7 +128,21 @@ int64_t SliceLayout::element_at(int64_t thread, int64_t slot) const {
 
 bool SliceLayout::same_as(const Layout& other) const {
   auto* o = dynamic_cast<const SliceLayout*>(&other);
-  return o != nullptr && o->axis_ == axis_ && o->shape_ == shape_ && o->parent_->same_as(*parent_);
+  if (o == nullptr) return false;
+  if (o->axis_ == axis_ && o->shape_ == shape_ && o->parent_->same_as(*parent_)) return true;
+  // Slices of different parents that put every position in the same slot
+  // of the same threads (the row statistics of an online softmax, sliced
+  // from the scores' fragment and from the output's) are one layout.
+  std::vector<int64_t> kept = shape_, other_kept = o->shape_;
+  kept.erase(kept.begin() + axis_);
+  other_kept.erase(other_kept.begin() + o->axis_);
+  if (kept != other_kept || o->threads() != threads() || o->slots() != slots()) return false;
+  for (int t = 0; t < threads(); ++t) {
+    for (int64_t slot = 0; slot < slots(); ++slot) {
+      if (o->element_at(t, slot) != element_at(t, slot)) return false;
+    }
+  }
+  return true;
 }
 
 int64_t contiguous_run(const Layout& l, int64_t limit) {

@@ -4,6 +4,7 @@
 // TMA copy left in shared memory in a form the target's matrix instructions
 // read run on those instead (TargetInfo::mma), with the accumulator in the
 // instructions' register layout from one iteration to the next.
+#include <algorithm>
 #include <optional>
 
 #include "codegen/lowering.h"
@@ -46,6 +47,16 @@ absl::Status Lowering::plan_mma() {
         v = ir_.ops[def].operands[0];
         k_major = !k_major;
       }
+      // A box of a map of higher rank (one head of [heads, rows, cols]),
+      // its leading unit dimensions dropped: the same bytes.
+      if (int r = ir_.values[v].def_op; r >= 0 && ir_.ops[r].op == OpCode::kReshape) {
+        const Shape& from = ir_.type(ir_.ops[r].operands[0]).shape();
+        const Shape& to = ir_.type(v).shape();
+        if (from.size() >= to.size() && std::equal(to.begin(), to.end(), from.end() - to.size()) &&
+            std::all_of(from.begin(), from.end() - to.size(), [](int64_t n) { return n == 1; })) {
+          v = ir_.ops[r].operands[0];
+        }
+      }
       const Op* load = tma_tile(v);
       if (load == nullptr) return std::nullopt;
       *tile = v;
@@ -82,6 +93,10 @@ absl::Status Lowering::plan_mma() {
     }
     mma_dots_[&o] = MmaDot{shape, *a, *b, a_tile, b_tile, layout, a_layout};
     wanted_[o.results[0]] = layout;
+    // A splat to start from (zeros) goes straight into the registers, however large.
+    if (const int c = ir_.values[o.operands[2]].def_op; c >= 0 && ir_.ops[c].op == OpCode::kSplat) {
+      wanted_[o.operands[2]] = layout;
+    }
     if (a_layout != nullptr) wanted_[o.operands[0]] = a_layout;
   }
   if (mma_dots_.empty()) return absl::OkStatus();
@@ -109,7 +124,8 @@ absl::Status Lowering::plan_mma() {
     if (users[v].empty()) return false;
     for (const Op* u : users[v]) {
       bool operand = mma_dots_.contains(u) && (u->operands[0] == v || u->operands[1] == v);
-      if (!operand && !(u->op == OpCode::kTrans && only(u->results[0]))) return false;
+      const bool view = u->op == OpCode::kTrans || u->op == OpCode::kReshape;
+      if (!operand && !(view && only(u->results[0]))) return false;
     }
     return true;
   };

@@ -8,53 +8,71 @@
 namespace tessel::codegen {
 
 void Lowering::want_slices() {
+  bool grew = true;
   auto wish = [&](int v, const std::shared_ptr<const Layout>& l) {
-    if (ir_.type(v).is_tile() && wanted_[v] == nullptr) wanted_[v] = l;
+    if (l == nullptr || !ir_.type(v).is_tile() || wanted_[v] != nullptr) return;
+    wanted_[v] = l;
+    grew = true;
   };
-  // A branch's tile result takes the layout a tile it merges wants (an
-  // accumulator), and so do the tiles the other branch yields there (a
-  // partial sum loaded back computes in the accumulator's registers).
-  for (bool grew = true; grew;) {
+  // Values that are one tile at different points (a branch's result and
+  // what its branches yield; a loop's result, its body's argument and what
+  // the body yields) take one layout: the first any of them wants.
+  auto merge = [&](const std::vector<int>& same) {
+    std::shared_ptr<const Layout> l;
+    for (int v : same) l = l != nullptr ? l : wanted_[v];
+    for (int v : same) wish(v, l);
+  };
+  // Wishes spread along ops until none is added: an accumulator's
+  // products, the row statistics a loop carries beside it (the running
+  // maximum of an online softmax) and the slices broadcasts read.
+  // A broadcast's operand takes the slice of its result's wanted layout;
+  // only once no wanted layout spreads further, of its planned one.
+  bool planned_slices = false;
+  for (bool settled = false; !settled;) {
+    if (!grew) planned_slices = true;
     grew = false;
     for (const Op& o : ir_.ops) {
-      if (o.op != OpCode::kIf) continue;
-      for (size_t r = 0; r < o.results.size(); ++r) {
-        std::vector<int> merged = {o.results[r]};
-        for (int b : o.blocks) merged.push_back(ir_.ops[ir_.blocks[b].ops.back()].operands[r]);
-        std::shared_ptr<const Layout> l;
-        for (int v : merged) l = l != nullptr ? l : wanted_[v];
-        for (int v : merged) {
-          grew = grew || (l != nullptr && ir_.type(v).is_tile() && wanted_[v] == nullptr);
-          if (l != nullptr) wish(v, l);
+      if (o.op == OpCode::kIf) {
+        for (size_t r = 0; r < o.results.size(); ++r) {
+          std::vector<int> same = {o.results[r]};
+          for (int b : o.blocks) same.push_back(ir_.ops[ir_.blocks[b].ops.back()].operands[r]);
+          merge(same);
+        }
+      } else if (o.op == OpCode::kFor) {
+        const Block& body = ir_.blocks[o.blocks[0]];
+        const Op& yield = ir_.ops[body.ops.back()];
+        for (size_t r = 0; r < o.results.size(); ++r) merge({o.results[r], body.args[1 + r], yield.operands[r]});
+      }
+    }
+    // An elementwise op on a tile that wants a layout (an accumulator)
+    // computes in it, whatever its size: the epilogue of a matrix product
+    // stays in the product's registers.
+    for (const Op& o : ir_.ops) {
+      if (!is_elementwise(o.op) || o.results.empty() || !ir_.type(o.results[0]).is_tile()) continue;
+      for (int v : o.operands) {
+        if (wanted_[v] != nullptr && ir_.type(v).shape() == ir_.type(o.results[0]).shape()) {
+          wish(o.results[0], wanted_[v]);
         }
       }
     }
-  }
-  // An elementwise op on a tile that wants a layout (an accumulator) computes
-  // in it, whatever its size: the epilogue of a matrix product stays in the
-  // product's registers.
-  for (const Op& o : ir_.ops) {
-    if (!is_elementwise(o.op) || o.results.empty() || !ir_.type(o.results[0]).is_tile()) continue;
-    for (int v : o.operands) {
-      if (wanted_[v] != nullptr && ir_.type(v).shape() == ir_.type(o.results[0]).shape()) {
-        wish(o.results[0], wanted_[v]);
+    for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
+      if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
+      int r = o->results[0];
+      const Type& rt = ir_.type(r);
+      if (o->op == OpCode::kBroadcast && (in_registers(rt) || wanted_[r] != nullptr)) {
+        const Shape& from = ir_.type(o->operands[0]).shape();
+        std::vector<int> stretched;
+        for (int d = 0; d < rt.rank(); ++d) {
+          if (from[d] != rt.shape()[d]) stretched.push_back(d);
+        }
+        if (stretched.size() == 1 && (wanted_[r] != nullptr || planned_slices)) {
+          wish(o->operands[0], std::make_shared<SliceLayout>(layout(r), rt.shape(), stretched[0]));
+        }
+      } else if (wanted_[r] != nullptr && (is_elementwise(o->op) || op_traits(o->op).view || o->op == OpCode::kLoad)) {
+        for (int v : o->operands) wish(v, wanted_[r]);
       }
     }
-  }
-  for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
-    if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
-    int r = o->results[0];
-    const Type& rt = ir_.type(r);
-    if (o->op == OpCode::kBroadcast && in_registers(rt)) {
-      const Shape& from = ir_.type(o->operands[0]).shape();
-      std::vector<int> stretched;
-      for (int d = 0; d < rt.rank(); ++d) {
-        if (from[d] != rt.shape()[d]) stretched.push_back(d);
-      }
-      if (stretched.size() == 1) wish(o->operands[0], std::make_shared<SliceLayout>(layout(r), rt.shape(), stretched[0]));
-    } else if (wanted_[r] != nullptr && (is_elementwise(o->op) || op_traits(o->op).view || o->op == OpCode::kLoad)) {
-      for (int v : o->operands) wish(v, wanted_[r]);
-    }
+    settled = planned_slices && !grew;
   }
   // A store through pointers wanted in a layout takes its values there.
   for (const Op& o : ir_.ops) {

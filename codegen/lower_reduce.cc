@@ -107,13 +107,17 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     set(o, ops_.narrow(all, d));
     return absl::OkStatus();
   }
-  if (rt.is_tile() && in_registers(in)) {
+  if (rt.is_tile() && (in_registers(in) || wanted_[o.operands[0]] != nullptr)) {
     // Along one axis, in the slice of the operand's layout: each thread
     // combines its own parts of each position, then a butterfly of
     // shuffles combines the parts other lanes hold, then (for positions
     // spread over warps) the warps' parts meet in a small scratch area.
     // Positions over several slots of a thread take the buffer path below.
-    auto slice = std::make_shared<SliceLayout>(planned(o.operands[0]), in.shape(), axis);
+    // The operand's own layout (an accumulator's fragment stays where the
+    // product left it) unless it is a slice, whose threads may share elements.
+    std::shared_ptr<const Layout> from = layout(o.operands[0]);
+    if (dynamic_cast<const SliceLayout*>(from.get()) != nullptr) from = planned(o.operands[0]);
+    auto slice = std::make_shared<SliceLayout>(from, in.shape(), axis);
     std::optional<int> holders = holder_bits(*slice);
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
     // Across warps only where the scratch area is no larger than the

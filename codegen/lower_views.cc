@@ -19,18 +19,22 @@ absl::Status Lowering::view(const Op& o) {
 
 absl::Status Lowering::permute(const Op& o, const Type& rt) {
   const Type& in = ir_.type(o.operands[0]);
-  if (o.op == OpCode::kBroadcast && in_registers(rt) && !regs_[o.operands[0]].slots.empty()) {
+  if (o.op == OpCode::kBroadcast && (in_registers(rt) || wanted_[o.results[0]] != nullptr) &&
+      !regs_[o.operands[0]].slots.empty()) {
     // A slice broadcast back along its axis to its parent layout: each slot
     // takes its row's value from this thread's own registers.
+    // (Held in the slice of another parent that puts each position where
+    // this one does, it reads the same registers.)
     const RegTile& src = regs_[o.operands[0]];
     auto* slice = dynamic_cast<const SliceLayout*>(src.layout.get());
-    const Layout& want = *layout(o.results[0]);
-    if (slice != nullptr && slice->shape() == rt.shape() && slice->parent().same_as(want)) {
+    const std::shared_ptr<const Layout>& want = layout(o.results[0]);
+    if (slice != nullptr && slice->axis() < rt.rank()) {
       Shape kept = rt.shape();
       kept[slice->axis()] = 1;
-      if (in.shape() == kept) {
+      const SliceLayout into(want, rt.shape(), slice->axis());
+      if (in.shape() == kept && slice->same_as(into)) {
         std::vector<llvm::Value*> out;
-        for (int64_t slot = 0; slot < want.slots(); ++slot) out.push_back(src.slots[slice->slot_of(slot)]);
+        for (int64_t slot = 0; slot < want->slots(); ++slot) out.push_back(src.slots[into.slot_of(slot)]);
         set_regs(o, std::move(out));
         return absl::OkStatus();
       }

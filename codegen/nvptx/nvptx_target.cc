@@ -176,23 +176,26 @@ class NvptxTarget final : public GpuTarget {
 
   // The SFU's approximations (what Triton's tl.exp and tl.log use): base-2
   // exp and log, sin and cos, tanh (sm_75 on). exp and log add the rounding
-  // of their scaling, which grows with the argument.
+  // of their scaling, which grows with the argument. Subnormal arguments and
+  // results flush to zero (the .ftz forms): without it ptxas wraps each in
+  // a range check and two scalings, which in an attention kernel's softmax
+  // is half again its arithmetic.
   llvm::Value* fast_math(llvm::IRBuilder<>& b, OpCode op, llvm::Value* x) override {
     auto sfu = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b.CreateIntrinsic(id, {}, {v}); };
     auto times = [&](llvm::Value* v, double k) { return b.CreateFMul(v, llvm::ConstantFP::get(x->getType(), k)); };
     switch (op) {
       case OpCode::kExp:
-        return sfu(llvm::Intrinsic::nvvm_ex2_approx_f, times(x, M_LOG2E));
+        return sfu(llvm::Intrinsic::nvvm_ex2_approx_ftz_f, times(x, M_LOG2E));
       case OpCode::kExp2:
-        return sfu(llvm::Intrinsic::nvvm_ex2_approx_f, x);
+        return sfu(llvm::Intrinsic::nvvm_ex2_approx_ftz_f, x);
       case OpCode::kLog:
-        return times(sfu(llvm::Intrinsic::nvvm_lg2_approx_f, x), M_LN2);
+        return times(sfu(llvm::Intrinsic::nvvm_lg2_approx_ftz_f, x), M_LN2);
       case OpCode::kLog2:
-        return sfu(llvm::Intrinsic::nvvm_lg2_approx_f, x);
+        return sfu(llvm::Intrinsic::nvvm_lg2_approx_ftz_f, x);
       case OpCode::kSin:
-        return sfu(llvm::Intrinsic::nvvm_sin_approx_f, x);
+        return sfu(llvm::Intrinsic::nvvm_sin_approx_ftz_f, x);
       case OpCode::kCos:
-        return sfu(llvm::Intrinsic::nvvm_cos_approx_f, x);
+        return sfu(llvm::Intrinsic::nvvm_cos_approx_ftz_f, x);
       case OpCode::kTanh:
         return pure_asm(b, x->getType(), "tanh.approx.f32 $0, $1;", "=f,f", {x});
       default:

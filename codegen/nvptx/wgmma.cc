@@ -173,8 +173,30 @@ OperandSteps operand_steps(const SharedMatrix& op, const Form& f) {
   return {64 / elems * panel, [=](int64_t kk) { return step * kk * width; }, static_cast<uint64_t>(panel)};
 }
 
+// The f32 value a 16-bit float was rounded from (a cast's fptrunc, seen
+// through the bitcast to its bits), or nullptr.
+llvm::Value* rounded_from_f32(llvm::Value* v, llvm::Type** to) {
+  if (auto* bits = llvm::dyn_cast<llvm::BitCastInst>(v)) v = bits->getOperand(0);
+  auto* round = llvm::dyn_cast<llvm::FPTruncInst>(v);
+  if (round == nullptr || !round->getSrcTy()->isFloatTy()) return nullptr;
+  *to = round->getDestTy();
+  return round->getOperand(0);
+}
+
 // Two 16-bit values as one b32 register, as mov.b32 {lo, hi} makes it.
+// Two f32 values rounded to one 16-bit type are rounded as a pair (one
+// cvt.rn.bf16x2.f32 or cvt.rn.f16x2.f32 instead of two and a move): P of
+// an attention kernel, cast from its exponentials.
 llvm::Value* pack_b16(llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi) {
+  llvm::Type *lo_to = nullptr, *hi_to = nullptr;
+  llvm::Value* lo_f32 = rounded_from_f32(lo, &lo_to);
+  llvm::Value* hi_f32 = rounded_from_f32(hi, &hi_to);
+  if (lo_f32 != nullptr && hi_f32 != nullptr && lo_to == hi_to && (lo_to->isBFloatTy() || lo_to->isHalfTy())) {
+    // (LLVM 19's NVPTX splits a <2 x float> fptrunc into two.) The first
+    // source goes to the upper half.
+    const char* text = lo_to->isBFloatTy() ? "cvt.rn.bf16x2.f32 $0, $1, $2;" : "cvt.rn.f16x2.f32 $0, $1, $2;";
+    return pure_asm(b, b.getInt32Ty(), text, "=r,f,f", {hi_f32, lo_f32});
+  }
   llvm::Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(b.getInt16Ty(), 2));
   pair = b.CreateInsertElement(b.CreateInsertElement(pair, lo, uint64_t{0}), hi, uint64_t{1});
   return b.CreateBitCast(pair, b.getInt32Ty());

@@ -34,9 +34,9 @@ struct Form {
   const char* amd;  // AMD's, or "" where the accurate form serves
 };
 const Form kForms[] = {
-    {"exp", exp, "ex2.approx.f32", "v_exp_f32"}, {"exp2", exp2, "ex2.approx.f32", "v_exp_f32"},
-    {"log", log, "lg2.approx.f32", "v_log_f32"}, {"log2", log2, "lg2.approx.f32", "v_log_f32"},
-    {"sin", sin, "sin.approx.f32", "v_sin_f32"}, {"cos", cos, "cos.approx.f32", "v_cos_f32"},
+    {"exp", exp, "ex2.approx.ftz.f32", "v_exp_f32"}, {"exp2", exp2, "ex2.approx.ftz.f32", "v_exp_f32"},
+    {"log", log, "lg2.approx.ftz.f32", "v_log_f32"}, {"log2", log2, "lg2.approx.ftz.f32", "v_log_f32"},
+    {"sin", sin, "sin.approx.ftz.f32", "v_sin_f32"}, {"cos", cos, "cos.approx.ftz.f32", "v_cos_f32"},
     {"tanh", tanh, "tanh.approx.f32", ""},
 };
 

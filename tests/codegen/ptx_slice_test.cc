@@ -88,7 +88,7 @@ TEST_F(PtxSlice, RowSoftmaxRunsInRegistersAndShuffles) {
     EXPECT_EQ(file_check(code.binary, R"(
 CHECK: ld.global
 CHECK: shfl.sync.bfly.b32
-CHECK: ex2.approx.f32
+CHECK: ex2.approx.ftz.f32
 CHECK: shfl.sync.bfly.b32
 CHECK: st.global
 )"),
