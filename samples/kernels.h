@@ -613,45 +613,137 @@ inline absl::StatusOr<Kernel> matmul_kernel(std::string name = "matmul") { retur
 inline constexpr GemmConfig kMatmulAmd = {.bm = 64, .bn = 64, .bk = 64, .out = bf16, .stages = 1};
 inline constexpr int kMatmulAmdWarps = 4;
 
-// --- Attention forward, one head: O [L, D] (f32) = softmax(Q K^T * scale)
-// V for Q, K, V [L, D] (bf16), with the row softmax kept online (running
-// maximum and sum, flash-attention style) over [kAttnBN, D] blocks of K and
-// V. Each program takes [kAttnBM, D] blocks of Q. On sm_90a both dots run
-// on wgmma: S = Q K^T from shared memory, and P V with P (S's exponentials
-// rounded to bf16) taken from the registers S was computed in.
-inline constexpr int kAttnBM = 64, kAttnBN = 64;
+// --- Attention forward (flash attention): O = softmax(Q K^T * scale) V for
+// each of `heads` heads, Q, K, V and O [heads, len, d] row-major. Each
+// program takes [bm, d] blocks of one head's queries and walks that head's
+// keys in [bn, d] blocks, keeping the row softmax online (a running maximum
+// m and sum l, the output rescaled as m grows). On sm_90a both dots run on
+// wgmma: S = Q K^T from shared memory, and P V with P (S's exponentials
+// rounded to `in`) taken from the registers S was computed in; S, P, m and
+// l never leave registers. The key blocks that every query of the block
+// sees in full run first, without masks; the rest (the last, ragged block;
+// with `causal`, the blocks across the diagonal) after them, masked. With
+// `causal` the query blocks are taken last first, the longest first.
+struct AttnConfig {
+  int64_t d = 64;              // head dimension
+  int64_t bm = 128, bn = 128;  // query rows per program, keys per step
+  DType in = bf16;             // Q, K and V: bf16 or f16
+  DType out = bf16;            // O
+  bool causal = false;         // query i sees keys 0..i
+  int stages = 2;              // of the key loops' pipelines
+  // Warp-specialized (12 warps): two consumer warpgroups take query blocks
+  // of bm = 64 rows in turn, and a producer warpgroup loads their keys
+  // and values (LoopOptions::warp_specialize), in one key loop whose
+  // every block is masked.
+  bool warp_specialize = false;
+  // Warps of a program that is not warp-specialized: 0 for one warpgroup
+  // per 64 query rows; 4 puts a 128-row block on one warpgroup (twice the
+  // registers a thread, programs half as large: two of them share an SM,
+  // one's softmax under the other's products).
+  int warps = 0;
+};
+inline int attention_warps(const AttnConfig& c) {
+  return c.warp_specialize ? 12 : c.warps > 0 ? c.warps : static_cast<int>(c.bm / 16);
+}
+// The configuration the benchmark found fastest on one H200 at most
+// shapes: 128 x 128 blocks, on one warpgroup where the head dimension
+// leaves it the registers (d <= 64), else on two.
+inline AttnConfig attention_config(int64_t d, bool causal = false) {
+  return {.d = d, .causal = causal, .warps = d <= 64 ? 4 : 0};
+}
 
-// With `warp_specialize` (12 warps), two consumer warpgroups take Q's
-// blocks in turn and a producer warpgroup loads K and V for both
-// (LoopOptions::warp_specialize); each consumer loads its own Q block.
-inline absl::StatusOr<Kernel> attention_kernel(int64_t d = 64, std::string name = "attention",
-                                               bool warp_specialize = false) {
+inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string name = "attention") {
   KernelBuilder k(std::move(name));
-  Value q = k.tensor_map(bf16, {kAttnBM, d}, "q", Swizzle::k128B);
-  Value kt = k.tensor_map(bf16, {kAttnBN, d}, "k", Swizzle::k128B);
-  Value v = k.tensor_map(bf16, {kAttnBN, d}, "v", Swizzle::k128B);
-  Value o = k.tensor_map(f32, {kAttnBM, d}, "o");
-  Value len = k.arg(i32, "len");
+  Value q = k.tensor_map(c.in, {1, c.bm, c.d}, "q", Swizzle::k128B);
+  Value kt = k.tensor_map(c.in, {1, c.bn, c.d}, "k", Swizzle::k128B);
+  Value v = k.tensor_map(c.in, {1, c.bn, c.d}, "v", Swizzle::k128B);
+  Value o = k.tensor_map(c.out, {1, c.bm, c.d}, "o", Swizzle::k128B);
+  Value len = k.arg(i32, "len"), heads = k.arg(i32, "heads");
   Value scale = k.arg(f32, "scale");
-  k.for_each_tile(cdiv(len, kAttnBM), [&](Value t) {
-    Value row = t * kAttnBM;
-    Value qt = tma_load(q, {row, 0});                                  // [BM, D] bf16, smem
-    Var m = k.var(k.full({kAttnBM}, -INFINITY, f32));                  // [BM] running maximum
-    Var l = k.var(k.zeros({kAttnBM}, f32));                            // [BM] running sum
-    Var acc = k.var(k.zeros({kAttnBM, d}, f32));                       // [BM, D] f32, registers
-    k.for_range(0, len, kAttnBN, [&](Value j) {
-      Value s = dot(qt, trans(tma_load(kt, {j, 0})), k.zeros({kAttnBM, kAttnBN}, f32)) * scale;  // [BM, BN]
-      s = select(expand_dims(j + k.arange(0, kAttnBN) < len, 0), s, -INFINITY);
-      Value m_new = maximum(m, max(s, 1));                             // [BM]
-      Value p = exp(s - expand_dims(m_new, 1), MathForm::kFast);       // [BM, BN] f32
-      Value alpha = exp(m - m_new, MathForm::kFast);                   // [BM]
-      l = l * alpha + sum(p, 1);
-      acc = dot(cast(p, bf16), tma_load(v, {j, 0}), acc * expand_dims(alpha, 1));  // P from registers
-      m = m_new;
-    });
-    tma_store(o, {row, 0}, acc / expand_dims(l, 1));
-  }, {.warp_specialize = warp_specialize});
+  Value log2_scale = scale * static_cast<float>(M_LOG2E);  // exp(x * scale) = exp2(x * log2_scale)
+  Value blocks = cdiv(len, c.bm);
+  k.for_each_tile(
+      heads * blocks,
+      [&](Value t) {
+        Value h = t / blocks;
+        Value row = (c.causal ? blocks - 1 - t % blocks : t % blocks) * c.bm;
+        Value qt = reshape(tma_load(q, {h, row, 0}), {c.bm, c.d});  // [bm, d], shared memory
+        Var m = k.var(k.full({c.bm}, -INFINITY, f32));              // [bm] running maximum
+        Var l = k.var(k.zeros({c.bm}, f32));                        // [bm] running sum
+        Var acc = k.var(k.zeros({c.bm, c.d}, f32));                 // [bm, d], registers
+        auto step = [&](Value j, bool masked) {
+          Value s = dot(qt, trans(reshape(tma_load(kt, {h, j, 0}), {c.bn, c.d})), k.zeros({c.bm, c.bn}, f32));
+          if (masked) {
+            Value key = expand_dims(j + k.arange(0, c.bn), 0);  // [1, bn]
+            Value seen = key < len;
+            if (c.causal) seen = seen & (key <= expand_dims(row + k.arange(0, c.bm), 1));
+            s = select(seen, s, -INFINITY);
+          }
+          Value m_new = maximum(m, max(s, 1));
+          Value m_scaled = m_new * log2_scale;
+          Value p = exp2(fma(s, log2_scale, expand_dims(-m_scaled, 1)), MathForm::kFast);  // [bm, bn] f32
+          Value alpha = exp2(m * log2_scale - m_scaled, MathForm::kFast);                  // [bm]
+          l = l * alpha + sum(p, 1);
+          acc = dot(cast(p, c.in), reshape(tma_load(v, {h, j, 0}), {c.bn, c.d}), acc * expand_dims(alpha, 1));
+          m = m_new;
+        };
+        // Keys below `full` are seen by every query of the block. (The
+        // producer of a warp-specialized loop runs one key loop: all masked.)
+        Value end = c.causal ? minimum(len, row + c.bm) : len;
+        if (c.warp_specialize) {
+          k.for_range(0, end, c.bn, [&](Value j) { step(j, true); }, {.stages = c.stages});
+        } else {
+          Value full = (c.causal ? row : len) / c.bn * c.bn;
+          k.for_range(0, full, c.bn, [&](Value j) { step(j, false); }, {.stages = c.stages});
+          k.for_range(full, end, c.bn, [&](Value j) { step(j, true); }, {.stages = c.stages});
+        }
+        tma_store(o, {h, row, 0}, reshape(cast(acc * expand_dims(1.0f / l, 1), c.out), {1, c.bm, c.d}));
+      },
+      {.warp_specialize = c.warp_specialize});
   return k.build();
+}
+
+// The attention kernel's maps of Q, K, V and O [heads, len, d] in `q`,
+// `k`, `v` and `o`.
+struct AttnMaps {
+  TensorMap q, k, v, o;
+};
+inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnConfig& c, const Buffer& q,
+                                               const Buffer& k, const Buffer& v, const Buffer& o, int64_t heads,
+                                               int64_t len) {
+  const std::vector<int64_t> shape = {heads, len, c.d};
+  auto map = [&](DType dtype, const Buffer& buf, int64_t rows) {
+    return device.tensor_map(dtype, buf, shape, {1, rows, c.d}, Swizzle::k128B);
+  };
+  absl::StatusOr<TensorMap> qm = map(c.in, q, c.bm), km = map(c.in, k, c.bn), vm = map(c.in, v, c.bn),
+                            om = map(c.out, o, c.bm);
+  for (const absl::StatusOr<TensorMap>* m : {&qm, &km, &vm, &om}) {
+    if (!m->ok()) return m->status();
+  }
+  return AttnMaps{*qm, *km, *vm, *om};
+}
+// The [bm, d] query blocks of all heads: the persistent loop's tiles.
+inline int64_t attention_tiles(const AttnConfig& c, int64_t heads, int64_t len) {
+  return heads * ((len + c.bm - 1) / c.bm);
+}
+
+// softmax(Q K^T * scale) V of query `i` of one head (Q, K, V [len, d]
+// row-major, as doubles) into out[0, d); with `causal`, over keys 0..i.
+inline void attention_row(const double* q, const double* k, const double* v, int64_t len, int64_t d, double scale,
+                          bool causal, int64_t i, double* out) {
+  const int64_t keys = causal ? i + 1 : len;
+  std::vector<double> s(keys);
+  double top = -INFINITY, total = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    s[j] = 0;
+    for (int64_t c = 0; c < d; ++c) s[j] += q[i * d + c] * k[j * d + c];
+    top = std::max(top, s[j] *= scale);
+  }
+  for (int64_t j = 0; j < keys; ++j) total += s[j] = std::exp(s[j] - top);
+  for (int64_t c = 0; c < d; ++c) out[c] = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    for (int64_t c = 0; c < d; ++c) out[c] += s[j] / total * v[j * d + c];
+  }
 }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:

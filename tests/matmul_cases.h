@@ -88,21 +88,16 @@ inline Dot dot_at(const std::vector<double>& a, const std::vector<double>& b, in
   return d;
 }
 
-// softmax(Q K^T * scale) V in double for Q, K, V [len, d] row-major.
+// softmax(Q K^T * scale) V in double for Q, K, V [heads, len, d]
+// row-major (with `causal`, query i over keys 0..i).
 inline std::vector<double> attention(const std::vector<double>& q, const std::vector<double>& k,
-                                     const std::vector<double>& v, int64_t len, int64_t d, double scale) {
-  std::vector<double> out(len * d, 0.0), s(len);
-  for (int64_t i = 0; i < len; ++i) {
-    double top = -std::numeric_limits<double>::infinity(), total = 0;
-    for (int64_t j = 0; j < len; ++j) {
-      s[j] = 0;
-      for (int64_t c = 0; c < d; ++c) s[j] += q[i * d + c] * k[j * d + c];
-      s[j] *= scale;
-      top = std::max(top, s[j]);
-    }
-    for (int64_t j = 0; j < len; ++j) total += s[j] = std::exp(s[j] - top);
-    for (int64_t j = 0; j < len; ++j) {
-      for (int64_t c = 0; c < d; ++c) out[i * d + c] += s[j] / total * v[j * d + c];
+                                     const std::vector<double>& v, int64_t heads, int64_t len, int64_t d, double scale,
+                                     bool causal = false) {
+  std::vector<double> out(heads * len * d);
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t at = h * len * d;
+    for (int64_t i = 0; i < len; ++i) {
+      samples::attention_row(&q[at], &k[at], &v[at], len, d, scale, causal, i, &out[at + i * d]);
     }
   }
   return out;
@@ -173,31 +168,36 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   return c;
 }
 
-// Attention on `device` (samples::attention_kernel, 4 warps, or 12
-// warp-specialized): O [len, d] f32.
-inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, int64_t len, int64_t d, float scale,
-                                                        const Operand& q, const Operand& k, const Operand& v,
-                                                        bool warp_specialize = false) {
+// Attention on `device` (samples::attention_kernel(c), as many warps as it
+// takes): O [heads, len, d] of c.out (f32, or bf16 returned as f32), NaN
+// where the kernel wrote nothing.
+inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, const samples::AttnConfig& c,
+                                                        int64_t heads, int64_t len, float scale, const Operand& q,
+                                                        const Operand& k, const Operand& v) {
+  if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention: O must be f32 or bf16");
+  const bool half = c.out == bf16;
   CompileOptions options;
-  options.num_warps = warp_specialize ? 12 : 4;
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(d, "attention", warp_specialize));
+  options.num_warps = samples::attention_warps(c);
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(c));
   TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
   TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q.bytes.data(), q.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
-  std::vector<float> o(len * d, std::nanf(""));
-  TESSEL_ASSIGN_OR_RETURN(Buffer ob, put(device, o.data(), o.size() * 4));
-  const Swizzle sw = Swizzle::k128B;
-  TESSEL_ASSIGN_OR_RETURN(TensorMap qm, device.tensor_map(bf16, qb, {len, d}, {samples::kAttnBM, d}, sw));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap km, device.tensor_map(bf16, kb, {len, d}, {samples::kAttnBN, d}, sw));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap vm, device.tensor_map(bf16, vb, {len, d}, {samples::kAttnBN, d}, sw));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap om, device.tensor_map(f32, ob, {len, d}, {samples::kAttnBM, d}));
-  const int64_t tiles = (len + samples::kAttnBM - 1) / samples::kAttnBM;
+  const int64_t n = heads * len * c.d;
+  std::vector<float> o(n, std::nanf(""));
+  std::vector<uint16_t> o16(half ? n : 0, 0x7FC0);  // bf16's quiet NaN
+  TESSEL_ASSIGN_OR_RETURN(Buffer ob, half ? put(device, o16.data(), n * 2) : put(device, o.data(), n * 4));
+  TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps maps, samples::attention_maps(device, c, qb, kb, vb, ob, heads, len));
   TESSEL_RETURN_IF_ERROR(
-      fn.launch({.grid = grid_for(device, tiles), .num_warps = options.num_warps}, qm, km, vm, om,
-                static_cast<int32_t>(len), scale));
+      fn.launch({.grid = grid_for(device, samples::attention_tiles(c, heads, len)), .num_warps = options.num_warps},
+                maps.q, maps.k, maps.v, maps.o, static_cast<int32_t>(len), static_cast<int32_t>(heads), scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
-  TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, o.size() * 4));
+  if (!half) {
+    TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, n * 4));
+    return o;
+  }
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(o16.data(), ob, n * 2));
+  for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(o16[i]);
   return o;
 }
 

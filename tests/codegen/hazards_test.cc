@@ -111,21 +111,22 @@ TEST(Hazards, ScalarAtomicsMeetTheThreadsThemselves) {
 }
 
 TEST(Hazards, TheSamplesKernelsNeedNone) {
-  std::vector<absl::StatusOr<Kernel>> kernels = {
-      samples::vector_add_kernel(),
-      samples::softmax_kernel(),
-      samples::row_softmax_kernel(),
-      samples::layer_norm_kernel({}),
-      samples::rms_norm_kernel({}, bf16),
-      samples::matrix_reduce_kernel(0, samples::Reduction::kSum, {}),
-      samples::tile_copy_kernel(),
-      samples::tile_transpose_kernel(),
-      samples::matmul_kernel(),
-      samples::gemm_kernel({.bias_gelu = true, .warp_specialize = true}),
-      samples::gemm_kernel({.split_k = 2}),
-      samples::attention_kernel(),
-      samples::allgather_producer_kernel(),
-      samples::allgather_check_kernel()};
+  std::vector<absl::StatusOr<Kernel>> kernels = {samples::vector_add_kernel(),
+                                                 samples::softmax_kernel(),
+                                                 samples::row_softmax_kernel(),
+                                                 samples::layer_norm_kernel({}),
+                                                 samples::rms_norm_kernel({}, bf16),
+                                                 samples::matrix_reduce_kernel(0, samples::Reduction::kSum, {}),
+                                                 samples::tile_copy_kernel(),
+                                                 samples::tile_transpose_kernel(),
+                                                 samples::matmul_kernel(),
+                                                 samples::gemm_kernel({.bias_gelu = true, .warp_specialize = true}),
+                                                 samples::gemm_kernel({.split_k = 2}),
+                                                 samples::attention_kernel({}),
+                                                 samples::attention_kernel({.causal = true}),
+                                                 samples::attention_kernel({.bm = 64, .warp_specialize = true}),
+                                                 samples::allgather_producer_kernel(),
+                                                 samples::allgather_check_kernel()};
   for (const absl::StatusOr<Kernel>& k : kernels) {
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_TRUE(hazard_barriers(k->ir(), pointer_parameters(k->ir())).empty()) << k->name();

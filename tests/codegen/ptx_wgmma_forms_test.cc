@@ -104,18 +104,45 @@ TEST(WgmmaForms, MixedDtypesOtherThanFp8AreRefused) {
 }
 
 TEST(WgmmaForms, AttentionTakesPFromRegisters) {
-  absl::StatusOr<Kernel> kernel = samples::attention_kernel();
+  absl::StatusOr<Kernel> kernel = samples::attention_kernel({});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(8));
   ASSERT_TRUE(code.ok()) << code.status();
   const std::string& ptx = code->binary;
-  // S = Q K^T: both operands descriptors, K read K-major.
+  // S = Q K^T: both operands descriptors, K read K-major; each warpgroup
+  // computes 64 of the 128 rows.
   EXPECT_TRUE(
-      std::regex_search(ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
+      std::regex_search(ptx, std::regex(R"(m64n128k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)")));
   // P V: A as four b32 registers, V ([k, n] as stored) through the transpose bit.
   EXPECT_TRUE(std::regex_search(
       ptx, std::regex(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;)")));
   expect_ptxas_clean(ptx);
+}
+
+// The online softmax keeps S, P, the running maximum and sum and the output
+// in the products' registers: no shared memory but the TMA boxes (read by
+// wgmma) and the output's staging (written by stmatrix), whatever the head
+// dimension, mask and schedule.
+TEST(WgmmaForms, AttentionKeepsItsSoftmaxInRegisters) {
+  for (samples::AttnConfig c :
+       {samples::AttnConfig{}, samples::AttnConfig{.d = 128, .bn = 64, .causal = true},
+        samples::AttnConfig{.bm = 64, .warp_specialize = true}, samples::AttnConfig{.stages = 3, .warps = 4}}) {
+    SCOPED_TRACE(testing::Message() << "d " << c.d << " causal " << c.causal << " ws " << c.warp_specialize);
+    absl::StatusOr<Kernel> kernel = samples::attention_kernel(c);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(samples::attention_warps(c)));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_EQ(ptx.find("ld.shared"), std::string::npos);
+    EXPECT_EQ(ptx.find("st.shared"), std::string::npos);
+    EXPECT_NE(ptx.find("stmatrix"), std::string::npos);
+    EXPECT_NE(ptx.find("shfl.sync.bfly"), std::string::npos);  // the rows' maxima and sums
+    // P rounded two values at a time, its exponentials without subnormals.
+    EXPECT_NE(ptx.find("cvt.rn.bf16x2.f32"), std::string::npos);
+    EXPECT_EQ(ptx.find("cvt.rn.bf16.f32"), std::string::npos);
+    EXPECT_NE(ptx.find("ex2.approx.ftz.f32"), std::string::npos);
+    expect_ptxas_clean(ptx);
+  }
 }
 
 }  // namespace

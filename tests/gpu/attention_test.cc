@@ -16,27 +16,50 @@ namespace {
 using matmul_cases::Operand;
 using matmul_cases::random_operand;
 
+// Every configuration the benchmark tries, causal or not, several heads,
+// lengths with and without a ragged last block: against a double
+// reference, and against the host where the host is quick enough.
 TEST(Attention, MatchesADoubleReferenceAndTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   absl::StatusOr<Device> host = Device::open("host");
   ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  for (int64_t len : {64, 200, 1000}) {
-    SCOPED_TRACE(len);
-    const int64_t d = 64;
-    const float scale = 1.0f / 8;
-    Operand q = random_operand(bf16, len * d, rng.gen()), k = random_operand(bf16, len * d, rng.gen()),
-            v = random_operand(bf16, len * d, rng.gen());
-    absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_attention(device, len, d, scale, q, k, v);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const std::vector<double> want = matmul_cases::attention(q.values, k.values, v.values, len, d, scale);
-    // P is rounded to bf16 before P V (2^-8 relative on weights summing to 1, |v| <= 1).
-    EXPECT_TRUE(all_close(*gpu, want, 4e-3));
-    if (len > 200) continue;
-    absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_attention(*host, len, d, scale, q, k, v);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    EXPECT_TRUE(all_close(*gpu, *cpu, 1e-4));
+  const samples::AttnConfig configs[] = {
+      {},
+      {.bn = 64},
+      {.stages = 3},
+      {.stages = 3, .warps = 4},
+      {.d = 128, .bn = 64, .stages = 4},
+      {.d = 128},
+      {.d = 128, .bn = 64, .in = f16, .out = f32},
+      {.bm = 64, .warp_specialize = true},
+      {.d = 128, .bm = 64, .bn = 64, .warp_specialize = true},
+  };
+  for (samples::AttnConfig c : configs) {
+    for (bool causal : {false, true}) {
+      for (int64_t len : {64, 200, 1000, 1024}) {
+        c.causal = causal;
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", " << c.bm << "x" << c.bn << " s" << c.stages << ", causal "
+                                        << causal << ", ws " << c.warp_specialize << ", len " << len);
+        const int64_t heads = 3, n = heads * len * c.d;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+        Operand q = random_operand(c.in, n, rng.gen()), k = random_operand(c.in, n, rng.gen()),
+                v = random_operand(c.in, n, rng.gen());
+        absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_attention(device, c, heads, len, scale, q, k, v);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        const std::vector<double> want =
+            matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, causal);
+        // P is rounded to bf16 (f16) before P V (2^-8 relative on weights
+        // summing to 1, |v| <= 1); a bf16 O rounds once more.
+        EXPECT_TRUE(all_close(*gpu, want, c.out == bf16 ? 8e-3 : 4e-3));
+        if (len > 200) continue;
+        absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_attention(*host, c, heads, len, scale, q, k, v);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        // exp2's hardware approximation against the host's expansion.
+        EXPECT_TRUE(all_close(*gpu, *cpu, c.out == bf16 ? 8e-3 : 1e-4));
+      }
+    }
   }
 }
 
@@ -52,11 +75,14 @@ TEST(Attention, WarpSpecializedAgreesBitForBit) {
     const int64_t d = 64;
     Operand q = random_operand(bf16, len * d, rng.gen()), k = random_operand(bf16, len * d, rng.gen()),
             v = random_operand(bf16, len * d, rng.gen());
-    absl::StatusOr<std::vector<float>> plain = matmul_cases::run_attention(device, len, d, 0.125f, q, k, v);
-    absl::StatusOr<std::vector<float>> ws = matmul_cases::run_attention(device, len, d, 0.125f, q, k, v, true);
-    ASSERT_TRUE(plain.ok()) << plain.status();
-    ASSERT_TRUE(ws.ok()) << ws.status();
-    EXPECT_TRUE(all_close(*ws, *plain, 0));
+    const samples::AttnConfig plain = {.bm = 64, .out = f32}, ws = {.bm = 64, .out = f32, .warp_specialize = true};
+    // The plain kernel's unmasked loop computes what the warp-specialized
+    // one's masked loop does where every key is seen.
+    absl::StatusOr<std::vector<float>> a = matmul_cases::run_attention(device, plain, 1, len, 0.125f, q, k, v);
+    absl::StatusOr<std::vector<float>> b = matmul_cases::run_attention(device, ws, 1, len, 0.125f, q, k, v);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(all_close(*b, *a, 0));
   }
 }
 

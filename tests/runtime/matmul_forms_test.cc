@@ -289,21 +289,39 @@ TEST(MatmulForms, SplitKFinishRoundsAndClearsTheWorkspace) {
   for (int i = count; i < count + 8; ++i) ASSERT_EQ(out[i], 0xFFFF) << "written past the end at " << i;
 }
 
+// Every configuration the benchmark tries, causal or not, over heads whose
+// lengths leave ragged last blocks (200, 130) or none (256), in bf16 and f16.
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
   std::mt19937 gen(11);
-  for (int64_t len : {64, 200}) {  // 200: the last K/V block is masked
-    SCOPED_TRACE(len);
-    const int64_t d = 64;
-    const float scale = 1.0f / 8;
-    Operand q = random_operand(bf16, len * d, gen), k = random_operand(bf16, len * d, gen),
-            v = random_operand(bf16, len * d, gen);
-    absl::StatusOr<std::vector<float>> o = matmul_cases::run_attention(host(), len, d, scale, q, k, v);
-    ASSERT_TRUE(o.ok()) << o.status();
-    const std::vector<double> want = matmul_cases::attention(q.values, k.values, v.values, len, d, scale);
-    // P is rounded to bf16 before P V: 2^-8 relative on weights that sum to 1, |v| <= 1.
-    double worst = 0;
-    for (int64_t i = 0; i < len * d; ++i) worst = std::max(worst, std::abs((*o)[i] - want[i]));
-    EXPECT_LE(worst, 4e-3);
+  const samples::AttnConfig configs[] = {
+      {},
+      {.bn = 64},
+      {.d = 128, .bm = 64, .bn = 64, .in = f16, .out = f32},
+      {.bm = 64, .warp_specialize = true},
+  };
+  for (samples::AttnConfig c : configs) {
+    for (bool causal : {false, true}) {
+      for (int64_t len : {200, 256, 130}) {
+        c.causal = causal;
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", " << c.bm << "x" << c.bn << ", causal " << causal
+                                        << ", ws " << c.warp_specialize << ", len " << len);
+        const int64_t heads = 2, n = heads * len * c.d;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+        Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n, gen), v = random_operand(c.in, n, gen);
+        absl::StatusOr<std::vector<float>> o = matmul_cases::run_attention(host(), c, heads, len, scale, q, k, v);
+        ASSERT_TRUE(o.ok()) << o.status();
+        const std::vector<double> want =
+            matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, causal);
+        // P is rounded to bf16 (f16) before P V: 2^-8 relative on weights
+        // that sum to 1, |v| <= 1; a bf16 O rounds once more.
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double e = std::abs((*o)[i] - want[i]);
+          worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        }
+        EXPECT_LE(worst, c.out == bf16 ? 8e-3 : 4e-3);
+      }
+    }
   }
 }
 
