@@ -16,12 +16,14 @@
 #   cache_bench      first compile in a new process, disk cache empty and filled
 #   norm_bench       row softmax, layer norm, RMS norm and prefix sums against a device copy, then
 #   norm_compare     torch eager, torch.compile and Triton on the same shapes, with the ratios
-# PARTS (default "gpu gemm triton shapes norm plan nccl cache") picks which to run.
+#   attn_bench       attention forward (4 x 32 heads, lengths 1024 to 16384, d 64 and 128, causal
+#   attn_compare     or not), then torch's scaled_dot_product_attention backends and Triton
+# PARTS (default "gpu gemm triton shapes norm attn plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu gemm triton shapes norm plan nccl cache}
+parts=${PARTS:-gpu gemm triton shapes norm attn plan nccl cache}
 # Few tiles and a long K, small M, and shapes of no fixed configuration's choosing.
 default_shapes=1024x1024x16384,128x8192x8192,32x8192x8192,1024x1024x1024,2048x2048x8192,4096x4096x512,3000x5000x712,896x4864x8192
 shapes=${GEMM_SHAPES:-$default_shapes}
@@ -74,6 +76,10 @@ for part in $parts; do
       bench norm_bench "$root/bin/norm_bench" --json="$OUT/norm_bench.json"
       bench norm_compare python3 bench/norm_compare.py --tessel "$OUT/norm_bench.json" --json "$OUT/norm_compare.json"
       ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm)" >&2 ;;
+    attn)
+      bench attn_bench "$root/bin/attn_bench" --json="$OUT/attn_bench.json"
+      bench attn_compare python3 bench/attn_compare.py --tessel "$OUT/attn_bench.json" --json "$OUT/attn_compare.json"
+      ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm, attn)" >&2 ;;
   esac
 done

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""The baselines of bench/attn_bench: attention forward as tessel's users would otherwise run it, on the
+same GPU and shapes (4 x 32 heads, sequence lengths 1024, 4096 and 16384, head dimensions 64 and 128,
+bf16, with and without the causal mask):
+
+  sdpa-flash   torch.nn.functional.scaled_dot_product_attention on its flash-attention backend
+  sdpa-cudnn   the same on cuDNN's backend
+  sdpa-mem     the same on the memory-efficient backend
+  triton       a flash-attention kernel in Triton (online softmax, the blocks every query sees first
+               and unmasked, the rest masked), at the fastest of its block sizes, stages and warps
+
+Timed with triton.testing.do_bench (median, L2 flushed before each run), as attn_bench times tessel.
+Each result is checked against torch's math backend on a sample of heads. With --tessel PATH
+(attn_bench's JSON from the same run) it prints each baseline's time over tessel's (above 1: tessel
+is faster).
+
+Usage: python3 bench/attn_compare.py [--tessel PATH] [--json PATH] [--only TEXT]
+"""
+import argparse
+import itertools
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BATCH, HEADS = 4, 32
+LENS = [1024, 4096, 16384]
+DIMS = [64, 128]
+BACKENDS = {
+    "sdpa-flash": SDPBackend.FLASH_ATTENTION,
+    "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+    "sdpa-mem": SDPBackend.EFFICIENT_ATTENTION,
+}
+
+
+@triton.jit
+def _attend(acc, m, l, q, k_ptr, v_ptr, rows, lo, hi, length, log2_scale, D: tl.constexpr, BN: tl.constexpr,
+            MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    dims = tl.arange(0, D)
+    for start in range(lo, hi, BN):
+        keys = start + tl.arange(0, BN)
+        kt = tl.load(k_ptr + keys[None, :] * D + dims[:, None], mask=keys[None, :] < length, other=0.0)
+        s = tl.dot(q, kt)
+        if MASKED:
+            seen = keys[None, :] < length
+            if CAUSAL:
+                seen = seen & (keys[None, :] <= rows[:, None])
+            s = tl.where(seen, s, -float("inf"))
+        m_new = tl.maximum(m, tl.max(s, 1))
+        p = tl.math.exp2(s * log2_scale - (m_new * log2_scale)[:, None])
+        alpha = tl.math.exp2((m - m_new) * log2_scale)
+        l = l * alpha + tl.sum(p, 1)
+        v = tl.load(v_ptr + keys[:, None] * D + dims[None, :], mask=keys[:, None] < length, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m = m_new
+    return acc, m, l
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, length, scale, D: tl.constexpr, BM: tl.constexpr,
+                     BN: tl.constexpr, CAUSAL: tl.constexpr):
+    block = tl.program_id(0)
+    head = tl.program_id(1).to(tl.int64)
+    base = head * length * D
+    rows = block * BM + tl.arange(0, BM)
+    dims = tl.arange(0, D)
+    q = tl.load(q_ptr + base + rows[:, None] * D + dims[None, :], mask=rows[:, None] < length, other=0.0)
+    m = tl.full([BM], -float("inf"), tl.float32)
+    l = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    log2_scale = scale * 1.4426950408889634
+    if CAUSAL:
+        full = block * BM // BN * BN
+        end = tl.minimum((block + 1) * BM, length)
+    else:
+        full = length // BN * BN
+        end = length
+    acc, m, l = _attend(acc, m, l, q, k_ptr + base, v_ptr + base, rows, 0, full, length, log2_scale, D, BN,
+                        False, CAUSAL)
+    acc, m, l = _attend(acc, m, l, q, k_ptr + base, v_ptr + base, rows, full, end, length, log2_scale, D, BN,
+                        True, CAUSAL)
+    o = acc / l[:, None]
+    tl.store(o_ptr + base + rows[:, None] * D + dims[None, :], o.to(o_ptr.dtype.element_ty),
+             mask=rows[:, None] < length)
+
+
+TRITON_CONFIGS = [(bm, bn, stages, warps) for bm, bn, stages, warps in
+                  itertools.product([64, 128], [64, 128], [2, 3], [4, 8])]
+
+
+def triton_attention(q, k, v, causal, config):
+    bm, bn, stages, warps = config
+    o = torch.empty_like(q)
+    length, d = q.shape[-2], q.shape[-1]
+    grid = (triton.cdiv(length, bm), q.shape[0] * q.shape[1])
+
+    def run():
+        attention_kernel[grid](q, k, v, o, length, 1.0 / math.sqrt(d), D=d, BM=bm, BN=bn, CAUSAL=causal,
+                               num_stages=stages, num_warps=warps)
+        return o
+    return run
+
+
+def time_ms(fn):
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def error(got, want):
+    """The largest absolute difference over heads 0, 65 and 127 (all rows)."""
+    heads = [0, HEADS * BATCH // 2 + 1, HEADS * BATCH - 1]
+    g = got.reshape(-1, *got.shape[-2:])[heads].float()
+    w = want.reshape(-1, *want.shape[-2:])[heads].float()
+    return (g - w).abs().max().item()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tessel", help="attn_bench's JSON from the same run")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--only", default="", help="cases whose name contains this text")
+    args = parser.parse_args()
+    tessel = {}
+    if args.tessel:
+        with open(args.tessel) as f:
+            for case in json.load(f)["cases"]:
+                tessel[(case["len"], case["d"], case["causal"])] = case
+    print(f"attn_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    results = []
+    for d in DIMS:
+        for length in LENS:
+            for causal in (False, True):
+                name = f"len {length}, d {d}" + (", causal" if causal else "")
+                if args.only not in name:
+                    continue
+                gen = torch.Generator(device="cuda").manual_seed(length + d)
+                shape = (BATCH, HEADS, length, d)
+                q, k, v = (torch.rand(shape, device="cuda", dtype=torch.bfloat16, generator=gen) * 2 - 1
+                           for _ in range(3))
+                with sdpa_kernel(SDPBackend.MATH):
+                    heads = [0, HEADS * BATCH // 2 + 1, HEADS * BATCH - 1]
+                    flat = [t.reshape(-1, length, d)[heads].float() for t in (q, k, v)]
+                    want = torch.zeros(BATCH * HEADS, length, d, device="cuda")
+                    want[heads] = F.scaled_dot_product_attention(*flat, is_causal=causal)
+                flops = 4.0 * BATCH * HEADS * length * length * d * (0.5 if causal else 1.0)
+                row = {"len": length, "d": d, "causal": causal, "baselines": {}}
+                for label, backend in BACKENDS.items():
+                    try:
+                        with sdpa_kernel(backend):
+                            run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            err = error(run(), want)
+                            ms = time_ms(run)
+                    except RuntimeError as e:
+                        row["baselines"][label] = {"error": str(e).splitlines()[0][:120]}
+                        continue
+                    row["baselines"][label] = {"us": ms * 1e3, "max_error": err}
+                best = None
+                for config in TRITON_CONFIGS:
+                    try:
+                        run = triton_attention(q, k, v, causal, config)
+                        err = error(run(), want)
+                        if err > 2e-2:
+                            continue
+                        ms = time_ms(run)
+                    except Exception:  # configurations that do not fit in shared memory or registers
+                        continue
+                    if best is None or ms < best[0]:
+                        best = (ms, config, err)
+                if best is not None:
+                    bm, bn, stages, warps = best[1]
+                    row["baselines"]["triton"] = {"us": best[0] * 1e3, "max_error": best[2],
+                                                  "config": f"{bm}x{bn} s{stages} w{warps}"}
+                line = f"{name:28s}"
+                mine = tessel.get((length, d, causal))
+                if mine:
+                    line += f" tessel {mine['us']:9.1f} us {flops / mine['us'] / 1e6:6.1f} TFLOP/s |"
+                for label, r in row["baselines"].items():
+                    if "us" not in r:
+                        line += f" {label}: -"
+                        continue
+                    line += f" {label} {r['us']:9.1f} us {flops / r['us'] / 1e6:6.1f}"
+                    if mine:
+                        line += f" ({r['us'] / mine['us']:.2f}x)"
+                    if "config" in r:
+                        line += f" [{r['config']}]"
+                print(line, flush=True)
+                results.append(row)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "cases": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
