@@ -107,16 +107,20 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     set(o, ops_.narrow(all, d));
     return absl::OkStatus();
   }
-  if (rt.is_tile() && (in_registers(in) || wanted_[o.operands[0]] != nullptr)) {
-    // Along one axis, in the slice of the operand's layout: each thread
-    // combines its own parts of each position, then a butterfly of
-    // shuffles combines the parts other lanes hold, then (for positions
-    // spread over warps) the warps' parts meet in a small scratch area.
-    // Positions over several slots of a thread take the buffer path below.
-    // The operand's own layout (an accumulator's fragment stays where the
-    // product left it) unless it is a slice, whose threads may share elements.
-    std::shared_ptr<const Layout> from = layout(o.operands[0]);
-    if (dynamic_cast<const SliceLayout*>(from.get()) != nullptr) from = planned(o.operands[0]);
+  // Along one axis, in the slice of the operand's layout: each thread
+  // combines its own parts of each position, then a butterfly of shuffles
+  // combines the parts other lanes hold, then (for positions spread over
+  // warps) the warps' parts meet in a small scratch area. Positions over
+  // several slots of a thread take the buffer path below. The operand's own
+  // layout (an accumulator's fragment stays where the product left it,
+  // however large) unless it is a slice, whose threads may share elements.
+  auto in_layout = [&]() -> std::shared_ptr<const Layout> {
+    if (!rt.is_tile() || threads_ <= 0) return nullptr;
+    std::shared_ptr<const Layout> l = layout(o.operands[0]);
+    if (dynamic_cast<const SliceLayout*>(l.get()) != nullptr) l = planned(o.operands[0]);
+    return in_registers(in) || l == wanted_[o.operands[0]] ? l : nullptr;
+  };
+  if (std::shared_ptr<const Layout> from = in_layout(); from != nullptr) {
     auto slice = std::make_shared<SliceLayout>(from, in.shape(), axis);
     std::optional<int> holders = holder_bits(*slice);
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
