@@ -71,23 +71,10 @@ std::vector<double> head_of(const std::vector<uint16_t>& bits, int64_t h, int64_
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path, only;
-  bool default_only = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--json=", 0) == 0) {
-      json_path = arg.substr(7);
-    } else if (arg.rfind("--only=", 0) == 0) {
-      only = arg.substr(7);
-    } else if (arg == "--default") {
-      default_only = true;
-    } else {
-      std::fprintf(stderr,
-                   "attn_bench: unknown argument '%s' (usage: attn_bench [--json=PATH] [--only=TEXT] [--default])\n",
-                   arg.c_str());
-      return 2;
-    }
-  }
+  bench::Flags flags;  // --default: attention_config's configuration alone
+  if (!bench::parse_flags("attn_bench", "default", argc, argv, flags)) return 2;
+  const std::string &json_path = flags.json, &only = flags.only;
+  const bool default_only = flags.on;
   bench::CudaRaw cu;
   std::optional<Device> opened = bench::open_cuda("attn_bench", cu);
   if (!opened.has_value()) return 0;

@@ -77,23 +77,10 @@ std::vector<float> upload(const Device& dev, const Buffer& dst, DType d, size_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path, only;
-  bool pick_only = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--json=", 0) == 0) {
-      json_path = arg.substr(7);
-    } else if (arg.rfind("--only=", 0) == 0) {
-      only = arg.substr(7);
-    } else if (arg == "--pick") {
-      pick_only = true;
-    } else {
-      std::fprintf(stderr,
-                   "norm_bench: unknown argument '%s' (usage: norm_bench [--json=PATH] [--only=TEXT] [--pick])\n",
-                   arg.c_str());
-      return 2;
-    }
-  }
+  bench::Flags flags;  // --pick: row_block's pick alone
+  if (!bench::parse_flags("norm_bench", "pick", argc, argv, flags)) return 2;
+  const std::string &json_path = flags.json, &only = flags.only;
+  const bool pick_only = flags.on;
   bench::CudaRaw cu;
   std::optional<Device> opened = bench::open_cuda("norm_bench", cu);
   if (!opened.has_value()) return 0;

@@ -45,6 +45,32 @@ inline void report(const std::string& what, double value, const std::string& uni
   std::fflush(stdout);
 }
 
+// The flags a benchmark takes: --json=PATH and --only=TEXT, and one switch
+// (--NAME). False, after printing "PROGRAM: unknown argument '...'" with the
+// usage, for anything else.
+struct Flags {
+  std::string json, only;
+  bool on = false;
+};
+inline bool parse_flags(const char* program, const char* switch_name, int argc, char** argv, Flags& flags) {
+  const std::string toggle = std::string("--") + switch_name;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--json=", 0) == 0) {
+      flags.json = arg.substr(7);
+    } else if (arg.rfind("--only=", 0) == 0) {
+      flags.only = arg.substr(7);
+    } else if (arg == toggle) {
+      flags.on = true;
+    } else {
+      std::fprintf(stderr, "%s: unknown argument '%s' (usage: %s [--json=PATH] [--only=TEXT] [%s])\n", program,
+                   arg.c_str(), program, toggle.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 inline std::string ratio(double r, const char* target) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "ratio %.3f (target %s)", r, target);
