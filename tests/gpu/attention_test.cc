@@ -16,9 +16,11 @@ namespace {
 using matmul_cases::Operand;
 using matmul_cases::random_operand;
 
-// Every configuration the benchmark tries, causal or not, several heads,
-// lengths with and without a ragged last block: against a double
-// reference, and against the host where the host is quick enough.
+// Each kind of configuration the benchmark tries (block sizes, stages, one
+// or two warpgroups a block, head dimensions, dtypes, warp-specialized),
+// causal or not, several heads, lengths with and without a ragged last
+// block: against a double reference, and against the host where the host
+// is quick enough.
 TEST(Attention, MatchesADoubleReferenceAndTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   absl::StatusOr<Device> host = Device::open("host");

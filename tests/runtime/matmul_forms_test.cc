@@ -289,8 +289,9 @@ TEST(MatmulForms, SplitKFinishRoundsAndClearsTheWorkspace) {
   for (int i = count; i < count + 8; ++i) ASSERT_EQ(out[i], 0xFFFF) << "written past the end at " << i;
 }
 
-// Every configuration the benchmark tries, causal or not, over heads whose
-// lengths leave ragged last blocks (200, 130) or none (256), in bf16 and f16.
+// Block sizes, head dimensions, dtypes and the warp-specialized form,
+// causal or not, over heads whose lengths leave ragged last blocks (200,
+// 130) or none (256).
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
   std::mt19937 gen(11);
   const samples::AttnConfig configs[] = {
