@@ -129,18 +129,11 @@ int main(int argc, char** argv) {
           options.num_warps = samples::attention_warps(c);
           Function fn = must(dev.compile(must(samples::attention_kernel(c), "build"), options), "compile");
           const samples::AttnMaps maps = must(samples::attention_maps(dev, c, q, k, v, o, kHeads, len), "maps");
-          const int64_t tiles = samples::attention_tiles(c, kHeads, len);
-          const LaunchConfig lc = {
-              .grid = static_cast<int>(std::min<int64_t>(tiles, must(fn.persistent_grid(), "grid"))),
-              .num_warps = options.num_warps,
-              .stream = &stream};
+          const LaunchConfig lc = must(samples::attention_launch(fn, c, kHeads, len, &stream), "grid");
           must(dev.synchronize(), "sync");
           cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(o.data()), 0xFF, bytes), "clear o");
-          const double ms = timer.median_ms([&] {
-            must(fn.launch(lc, maps.q, maps.k, maps.v, maps.o, static_cast<int32_t>(len), static_cast<int32_t>(kHeads),
-                           scale),
-                 "launch");
-          });
+          const double ms =
+              timer.median_ms([&] { must(samples::launch_attention(fn, lc, maps, kHeads, len, scale), "launch"); });
           worst = std::max(worst, check());
           if (default_ms == INFINITY) default_ms = ms;
           if (ms < best_ms) best_ms = ms, best = c;

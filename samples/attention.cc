@@ -61,11 +61,8 @@ int main(int argc, char** argv) {
     if (!args.emit_dir.empty()) continue;
     samples::AttnMaps maps =
         samples::value_or_die(samples::attention_maps(device, c, bq, bk, bv, bo, heads, len), "maps");
-    const int64_t tiles = samples::attention_tiles(c, heads, len);
-    const int grid = static_cast<int>(std::min<int64_t>(tiles, samples::value_or_die(fn.persistent_grid(), "grid")));
-    samples::ok_or_die(fn.launch({.grid = grid, .num_warps = o.num_warps}, maps.q, maps.k, maps.v, maps.o,
-                                 static_cast<int32_t>(len), static_cast<int32_t>(heads), scale),
-                       "launch");
+    const LaunchConfig launch = samples::value_or_die(samples::attention_launch(fn, c, heads, len), "grid");
+    samples::ok_or_die(samples::launch_attention(fn, launch, maps, heads, len, scale), "launch");
     std::vector<uint16_t> out(n);
     samples::ok_or_die(device.copy_to_host(out.data(), bo, n * 2), "copy back");
     std::vector<float> got;

@@ -726,6 +726,23 @@ inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnC
 inline int64_t attention_tiles(const AttnConfig& c, int64_t heads, int64_t len) {
   return heads * ((len + c.bm - 1) / c.bm);
 }
+// How attention_kernel(c), compiled to `fn` with attention_warps(c) warps,
+// runs over `heads` heads of `len` rows: as many programs as fit on the
+// device at once (Function::persistent_grid), at most one a query block.
+inline absl::StatusOr<LaunchConfig> attention_launch(const Function& fn, const AttnConfig& c, int64_t heads,
+                                                     int64_t len, const Stream* stream = nullptr) {
+  absl::StatusOr<int> programs = fn.persistent_grid();
+  if (!programs.ok()) return programs.status();
+  return LaunchConfig{.grid = static_cast<int>(std::min<int64_t>(attention_tiles(c, heads, len), *programs)),
+                      .num_warps = attention_warps(c),
+                      .stream = stream};
+}
+// Launches it with its arguments in the kernel's order.
+inline absl::Status launch_attention(const Function& fn, const LaunchConfig& config, const AttnMaps& maps,
+                                     int64_t heads, int64_t len, float scale) {
+  return fn.launch(config, maps.q, maps.k, maps.v, maps.o, static_cast<int32_t>(len), static_cast<int32_t>(heads),
+                   scale);
+}
 
 // softmax(Q K^T * scale) V of query `i` of one head (Q, K, V [len, d]
 // row-major, as doubles) into out[0, d); with `causal`, over keys 0..i.

@@ -188,9 +188,8 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, co
   std::vector<uint16_t> o16(half ? n : 0, 0x7FC0);  // bf16's quiet NaN
   TESSEL_ASSIGN_OR_RETURN(Buffer ob, half ? put(device, o16.data(), n * 2) : put(device, o.data(), n * 4));
   TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps maps, samples::attention_maps(device, c, qb, kb, vb, ob, heads, len));
-  TESSEL_RETURN_IF_ERROR(
-      fn.launch({.grid = grid_for(device, samples::attention_tiles(c, heads, len)), .num_warps = options.num_warps},
-                maps.q, maps.k, maps.v, maps.o, static_cast<int32_t>(len), static_cast<int32_t>(heads), scale));
+  TESSEL_ASSIGN_OR_RETURN(LaunchConfig launch, samples::attention_launch(fn, c, heads, len));
+  TESSEL_RETURN_IF_ERROR(samples::launch_attention(fn, launch, maps, heads, len, scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   if (!half) {
     TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, n * 4));
