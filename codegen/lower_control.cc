@@ -55,7 +55,23 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     begin_outer_pipeline(o, lo, b_.CreateAnd(positive, b_.CreateICmpSLT(lo64, hi64)));
     pre = b_.GetInsertBlock();
   }
-  b_.CreateBr(head);
+  // Products left in flight by the last iteration are waited for before
+  // anything reads them, on the way out of a loop that ran. Such a loop is
+  // rotated (tested before its first iteration and after each), so that
+  // every path to the wait runs a product: ptxas takes a path that reaches
+  // the wait without one, or reads the registers without the wait, as an
+  // ill-formed pipeline, and serializes every wgmma.
+  std::vector<bool> drained(n, false);
+  for (size_t i = 0; pipelined && i < n; ++i) {
+    const int def = ir_.values[yield.operands[i]].def_op;
+    drained[i] = def >= 0 && in_flight(ir_.ops[def]) > 0;
+  }
+  const bool rotated = std::find(drained.begin(), drained.end(), true) != drained.end();
+  if (rotated) {
+    b_.CreateCondBr(b_.CreateAnd(positive, b_.CreateICmpSLT(lo64, hi64)), head, exit);
+  } else {
+    b_.CreateBr(head);
+  }
   b_.SetInsertPoint(head);
   llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
   iv64->addIncoming(lo64, pre);
@@ -67,19 +83,22 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     }
   }
   // A carried value is its buffer or its phis, inside the loop and after it.
-  auto carried = [&](size_t i, int id) {
+  auto carried = [&](size_t i, int id, const std::vector<llvm::PHINode*>& from) {
     if (in_regs[i] != nullptr) {
-      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(phis[i].begin(), phis[i].end())};
+      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(from.begin(), from.end())};
       vals_[id] = nullptr;
     } else {
-      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i][0];
+      vals_[id] = bufs[i] != nullptr ? bufs[i] : from[0];
     }
   };
-  llvm::Value* go = b_.CreateAnd(positive, b_.CreateICmpSLT(iv64, hi64));
-  b_.CreateCondBr(go, loop_body, exit);
+  if (rotated) {
+    b_.CreateBr(loop_body);
+  } else {
+    b_.CreateCondBr(b_.CreateAnd(positive, b_.CreateICmpSLT(iv64, hi64)), loop_body, exit);
+  }
   b_.SetInsertPoint(loop_body);
   vals_[body.args[0]] = b_.CreateTrunc(iv64, it);
-  for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i]);
+  for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i], phis[i]);
   llvm::Value* index = pipelined ? b_.CreateSDiv(b_.CreateSub(iv64, lo64), step64) : nullptr;
   if (pipelined) enter_stage(o, index);
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
@@ -90,38 +109,37 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
   }
   llvm::BasicBlock* latch = b_.GetInsertBlock();
-  iv64->addIncoming(b_.CreateAdd(iv64, step64), latch);
+  llvm::Value* iv_next = b_.CreateAdd(iv64, step64);
+  iv64->addIncoming(iv_next, latch);
   for (size_t i = 0; i < n; ++i) {
     for (size_t slot = 0; slot < phis[i].size(); ++slot) phis[i][slot]->addIncoming(next[i][slot], latch);
   }
-  b_.CreateBr(head);
-  b_.SetInsertPoint(exit);
-  for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
+  if (!rotated) {
+    b_.CreateBr(head);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < n; ++i) carried(i, o.results[i], phis[i]);
+  } else {
+    llvm::BasicBlock* ran = llvm::BasicBlock::Create(ctx_, "for.ran", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv_next, hi64), head, ran);
+    b_.SetInsertPoint(ran);
+    for (size_t i = 0; i < n; ++i) {
+      if (drained[i]) next[i] = target_.mma_drain(b_, next[i]);
+    }
+    llvm::BasicBlock* ran_end = b_.GetInsertBlock();
+    b_.CreateBr(exit);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<llvm::PHINode*> out;
+      for (size_t slot = 0; slot < init[i].size(); ++slot) {
+        out.push_back(b_.CreatePHI(init[i][slot]->getType(), 2));
+        out.back()->addIncoming(init[i][slot], pre);
+        out.back()->addIncoming(next[i][slot], ran_end);
+      }
+      carried(i, o.results[i], out);
+    }
+  }
   if (pipelined) {
     if (pipelines_.at(&o).empty != nullptr) pass_turn(pipelines_.at(&o));
-    // Products left in flight are waited for before anything reads them,
-    // where the loop ran (ptxas takes a wait on registers that no matrix
-    // instruction wrote as an ill-formed pipeline, and serializes it).
-    for (size_t i = 0; i < n; ++i) {
-      int def = ir_.values[yield.operands[i]].def_op;
-      if (def < 0 || in_flight(ir_.ops[def]) == 0) continue;
-      std::vector<llvm::Value*>& acc = regs_[o.results[i]].slots;
-      llvm::BasicBlock* skipped = b_.GetInsertBlock();
-      llvm::BasicBlock* drain = llvm::BasicBlock::Create(ctx_, "drain", fn_);
-      llvm::BasicBlock* drained = llvm::BasicBlock::Create(ctx_, "drained", fn_);
-      b_.CreateCondBr(b_.CreateICmpSGT(trips, b_.getInt64(0)), drain, drained);
-      b_.SetInsertPoint(drain);
-      std::vector<llvm::Value*> waited = target_.mma_drain(b_, acc);
-      llvm::BasicBlock* drain_end = b_.GetInsertBlock();
-      b_.CreateBr(drained);
-      b_.SetInsertPoint(drained);
-      for (size_t slot = 0; slot < acc.size(); ++slot) {
-        llvm::PHINode* phi = b_.CreatePHI(acc[slot]->getType(), 2);
-        phi->addIncoming(acc[slot], skipped);
-        phi->addIncoming(waited[slot], drain_end);
-        acc[slot] = phi;
-      }
-    }
     end_pipeline(o, trips);
   }
   if (outer) end_outer_pipeline(o);
