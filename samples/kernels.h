@@ -646,10 +646,12 @@ inline int attention_warps(const AttnConfig& c) {
   return c.warp_specialize ? 12 : c.warps > 0 ? c.warps : static_cast<int>(c.bm / 16);
 }
 // The configuration the benchmark found fastest on one H200 at most
-// shapes: 128 x 128 blocks, on one warpgroup where the head dimension
-// leaves it the registers (d <= 64), else on two.
+// shapes: 128 query rows on two warpgroups, with the deepest key pipeline
+// that fits: 64 keys a step in four stages for d <= 64, else 128 in three
+// (which leave no room to hold the output's staging tile from one block
+// to the next: each block's store is staged afresh).
 inline AttnConfig attention_config(int64_t d, bool causal = false) {
-  return {.d = d, .causal = causal, .warps = d <= 64 ? 4 : 0};
+  return {.d = d, .bn = d <= 64 ? 64 : 128, .causal = causal, .stages = d <= 64 ? 4 : 3};
 }
 
 inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string name = "attention") {

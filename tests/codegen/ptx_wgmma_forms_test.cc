@@ -126,7 +126,8 @@ TEST(WgmmaForms, AttentionTakesPFromRegisters) {
 TEST(WgmmaForms, AttentionKeepsItsSoftmaxInRegisters) {
   for (samples::AttnConfig c :
        {samples::AttnConfig{}, samples::AttnConfig{.d = 128, .bn = 64, .causal = true},
-        samples::AttnConfig{.bm = 64, .warp_specialize = true}, samples::AttnConfig{.stages = 3, .warps = 4}}) {
+        samples::AttnConfig{.bm = 64, .warp_specialize = true}, samples::AttnConfig{.stages = 3, .warps = 4},
+        samples::attention_config(64), samples::attention_config(128)}) {
     SCOPED_TRACE(testing::Message() << "d " << c.d << " causal " << c.causal << " ws " << c.warp_specialize);
     absl::StatusOr<Kernel> kernel = samples::attention_kernel(c);
     ASSERT_TRUE(kernel.ok()) << kernel.status();

@@ -30,10 +30,12 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
   const samples::AttnConfig configs[] = {
       {},
       {.bn = 64},
+      {.bn = 64, .stages = 4},
       {.stages = 3},
       {.stages = 3, .warps = 4},
       {.d = 128, .bn = 64, .stages = 4},
       {.d = 128},
+      {.d = 128, .stages = 3},
       {.d = 128, .bn = 64, .in = f16, .out = f32},
       {.bm = 64, .warp_specialize = true},
       {.d = 128, .bm = 64, .bn = 64, .warp_specialize = true},
