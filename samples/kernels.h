@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -641,6 +642,10 @@ struct AttnConfig {
   // registers a thread, programs half as large: two of them share an SM,
   // one's softmax under the other's products).
   int warps = 0;
+  // Also writes each query's log2-sum-exp, log2 sum_j exp(q k_j * scale)
+  // (f32 [heads, len], the kernel's last argument): what the backward pass
+  // (attention_bwd_kernel) recomputes P from.
+  bool lse = false;
 };
 inline int attention_warps(const AttnConfig& c) {
   return c.warp_specialize ? 12 : c.warps > 0 ? c.warps : static_cast<int>(c.bm / 16);
@@ -662,6 +667,7 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
   Value o = k.tensor_map(c.out, {1, c.bm, c.d}, "o", Swizzle::k128B);
   Value len = k.arg(i32, "len"), heads = k.arg(i32, "heads");
   Value scale = k.arg(f32, "scale");
+  Value lse = c.lse ? k.arg(ptr(f32), "lse") : Value();
   Value log2_scale = scale * static_cast<float>(M_LOG2E);  // exp(x * scale) = exp2(x * log2_scale)
   Value blocks = cdiv(len, c.bm);
   k.for_each_tile(
@@ -700,6 +706,10 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
           k.for_range(full, end, c.bn, [&](Value j) { step(j, true); }, {.stages = c.stages});
         }
         tma_store(o, {h, row, 0}, reshape(cast(acc * expand_dims(1.0f / l, 1), c.out), {1, c.bm, c.d}));
+        if (c.lse) {
+          Value query = row + k.arange(0, c.bm);
+          store(lse + h * len + query, m * log2_scale + log2(l), query < len);
+        }
       },
       {.warp_specialize = c.warp_specialize});
   return k.build();
@@ -739,11 +749,13 @@ inline absl::StatusOr<LaunchConfig> attention_launch(const Function& fn, const A
                       .num_warps = attention_warps(c),
                       .stream = stream};
 }
-// Launches it with its arguments in the kernel's order.
+// Launches it with its arguments in the kernel's order (`lse`: the
+// log2-sum-exp's f32 [heads, len] where the kernel has AttnConfig::lse).
 inline absl::Status launch_attention(const Function& fn, const LaunchConfig& config, const AttnMaps& maps,
-                                     int64_t heads, int64_t len, float scale) {
-  return fn.launch(config, maps.q, maps.k, maps.v, maps.o, static_cast<int32_t>(len), static_cast<int32_t>(heads),
-                   scale);
+                                     int64_t heads, int64_t len, float scale, const Buffer* lse = nullptr) {
+  const int32_t n = static_cast<int32_t>(len), h = static_cast<int32_t>(heads);
+  if (lse != nullptr) return fn.launch(config, maps.q, maps.k, maps.v, maps.o, n, h, scale, *lse);
+  return fn.launch(config, maps.q, maps.k, maps.v, maps.o, n, h, scale);
 }
 
 // softmax(Q K^T * scale) V of query `i` of one head (Q, K, V [len, d]
@@ -763,6 +775,148 @@ inline void attention_row(const double* q, const double* k, const double* v, int
   for (int64_t j = 0; j < keys; ++j) {
     for (int64_t c = 0; c < d; ++c) out[c] += s[j] / total * v[j * d + c];
   }
+}
+
+// --- Attention's backward pass. Given dO, the gradient of a loss with
+// respect to O = softmax(Q K^T * scale) V, it computes dQ, dK and dV, each
+// [heads, len, d]. Per query i and key j, with P = softmax(S * scale) from
+// the forward's log2-sum-exp (AttnConfig::lse) and D_i = sum_c dO_ic O_ic:
+//   dV = P^T dO,  dS = P * (dO V^T - D),  dQ = dS K * scale,  dK = dS^T Q * scale.
+// Two kernels: attention_bwd_delta_kernel for D, then attention_bwd_kernel.
+struct AttnBwdConfig {
+  int64_t d = 64;      // head dimension
+  int64_t block = 64;  // query and key rows per block: one warpgroup per 64
+  DType in = bf16;     // Q, K, V, O and dO: bf16 or f16
+  DType out = bf16;    // dQ, dK and dV
+  bool causal = false;
+  int stages = 2;  // of the loops' pipelines
+};
+inline int attention_bwd_warps(const AttnBwdConfig& c) { return static_cast<int>(c.block / 16); }
+
+// D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in.
+inline constexpr int kAttnDeltaRows = 32;
+inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c) {
+  KernelBuilder k("attention_bwd_delta");
+  Value dout = k.arg(ptr(c.in), "dout"), out = k.arg(ptr(c.in), "o"), delta = k.arg(ptr(f32), "delta");
+  Value rows = k.arg(i32, "rows");
+  k.for_each_tile(cdiv(rows, kAttnDeltaRows), [&](Value t) {
+    Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);                    // [R]
+    Value offs = expand_dims(r, 1) * static_cast<int32_t>(c.d) + expand_dims(k.arange(0, c.d), 0);  // [R, d]
+    Value inside = offs < rows * static_cast<int32_t>(c.d);
+    Value prod = cast(load(dout + offs, inside, 0), f32) * cast(load(out + offs, inside, 0), f32);
+    store(delta + r, sum(prod, 1), r < rows);
+  });
+  return k.build();
+}
+
+// Each program takes key block b of a head for dK and dV (a loop over the
+// query blocks that see it) and query block b for dQ (a loop over the key
+// blocks it sees): S and dP are recomputed in both, so that every product
+// takes its first operand from registers and nothing is added atomically.
+// S^T and dP^T are computed as [keys, queries] in the first loop, so that
+// P^T and dS^T are already in the layout their products read.
+inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
+  KernelBuilder k(std::move(name));
+  const int64_t n = c.block;
+  auto map = [&](DType dtype, const char* arg) { return k.tensor_map(dtype, {1, n, c.d}, arg, Swizzle::k128B); };
+  Value q = map(c.in, "q"), kt = map(c.in, "k"), v = map(c.in, "v"), dout = map(c.in, "dout");
+  Value dq = map(c.out, "dq"), dk = map(c.out, "dk"), dv = map(c.out, "dv");
+  Value len = k.arg(i32, "len"), heads = k.arg(i32, "heads");
+  Value scale = k.arg(f32, "scale");
+  Value lse = k.arg(ptr(f32), "lse"), delta = k.arg(ptr(f32), "delta");
+  Value log2_scale = scale * static_cast<float>(M_LOG2E);
+  Value blocks = cdiv(len, n);
+  auto box = [&](Value m, Value h, Value row) { return reshape(tma_load(m, {h, row, 0}), {n, c.d}); };
+  auto store_block = [&](Value m, Value h, Value row, Value x) {
+    tma_store(m, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
+  };
+  k.for_each_tile(heads * blocks, [&](Value t) {
+    Value h = t / blocks, b0 = t % blocks * n;
+    // Per query row of a block from `row`: its log2-sum-exp and D.
+    auto row_stats = [&](Value row) {
+      Value query = row + k.arange(0, n), inside = query < len;
+      return std::pair{load(lse + h * len + query, inside, 0.0f), load(delta + h * len + query, inside, 0.0f)};
+    };
+    {  // dK and dV of keys b0 .. b0 + n
+      Value kb = box(kt, h, b0), vb = box(v, h, b0);
+      Value key = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
+      Var dkb = k.var(k.zeros({n, c.d}, f32)), dvb = k.var(k.zeros({n, c.d}, f32));
+      k.for_range(
+          c.causal ? b0 : Value(k.constant(0, i32)), len, n,
+          [&](Value i0) {
+            Value qb = box(q, h, i0), dob = box(dout, h, i0);
+            auto [lse_i, d_i] = row_stats(i0);
+            Value query = expand_dims(i0 + k.arange(0, n), 0);  // [1, n]
+            Value seen = query < len;
+            if (c.causal) seen = seen & (key <= query);
+            Value st = dot(kb, trans(qb), k.zeros({n, n}, f32));  // S^T [keys, queries]
+            Value pt = select(seen, exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast), 0.0f);
+            dvb = dot(cast(pt, c.in), dob, dvb);
+            Value dpt = dot(vb, trans(dob), k.zeros({n, n}, f32));  // dP^T
+            dkb = dot(cast(pt * (dpt - expand_dims(d_i, 0)), c.in), qb, dkb);
+          },
+          {.stages = c.stages});
+      store_block(dk, h, b0, dkb * scale);
+      store_block(dv, h, b0, dvb);
+    }
+    {  // dQ of queries b0 .. b0 + n
+      Value qb = box(q, h, b0), dob = box(dout, h, b0);
+      auto [lse_i, d_i] = row_stats(b0);
+      Value query = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
+      Var dqb = k.var(k.zeros({n, c.d}, f32));
+      k.for_range(
+          0, c.causal ? minimum(len, b0 + n) : len, n,
+          [&](Value j0) {
+            Value kb = box(kt, h, j0), vb = box(v, h, j0);
+            Value key = expand_dims(j0 + k.arange(0, n), 0);  // [1, n]
+            Value seen = key < len;
+            if (c.causal) seen = seen & (key <= query);
+            Value s = dot(qb, trans(kb), k.zeros({n, n}, f32));
+            Value p = select(seen, exp2(fma(s, log2_scale, expand_dims(-lse_i, 1)), MathForm::kFast), 0.0f);
+            Value dp = dot(dob, trans(vb), k.zeros({n, n}, f32));
+            dqb = dot(cast(p * (dp - expand_dims(d_i, 1)), c.in), kb, dqb);
+          },
+          {.stages = c.stages});
+      store_block(dq, h, b0, dqb * scale);
+    }
+  });
+  return k.build();
+}
+
+// The backward kernel's maps: Q, K, V, dO, dQ, dK and dV [heads, len, d].
+struct AttnBwdMaps {
+  TensorMap q, k, v, dout, dq, dk, dv;
+};
+inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, const AttnBwdConfig& c,
+                                                      const std::vector<const Buffer*>& buffers, int64_t heads,
+                                                      int64_t len) {
+  if (buffers.size() != 7) return absl::InvalidArgumentError("attention_bwd_maps: needs Q, K, V, dO, dQ, dK and dV");
+  std::vector<TensorMap> maps;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    absl::StatusOr<TensorMap> m =
+        device.tensor_map(i < 4 ? c.in : c.out, *buffers[i], {heads, len, c.d}, {1, c.block, c.d}, Swizzle::k128B);
+    if (!m.ok()) return m.status();
+    maps.push_back(*m);
+  }
+  return AttnBwdMaps{maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6]};
+}
+// How attention_bwd_kernel(c), compiled to `fn` with attention_bwd_warps(c)
+// warps, runs over `heads` heads of `len` rows: persistent, at most one
+// program a block.
+inline absl::StatusOr<LaunchConfig> attention_bwd_launch(const Function& fn, const AttnBwdConfig& c, int64_t heads,
+                                                         int64_t len, const Stream* stream = nullptr) {
+  absl::StatusOr<int> programs = fn.persistent_grid();
+  if (!programs.ok()) return programs.status();
+  const int64_t tiles = heads * ((len + c.block - 1) / c.block);
+  return LaunchConfig{.grid = static_cast<int>(std::min<int64_t>(tiles, *programs)),
+                      .num_warps = attention_bwd_warps(c),
+                      .stream = stream};
+}
+inline absl::Status launch_attention_bwd(const Function& fn, const LaunchConfig& config, const AttnBwdMaps& maps,
+                                         int64_t heads, int64_t len, float scale, const Buffer& lse,
+                                         const Buffer& delta) {
+  return fn.launch(config, maps.q, maps.k, maps.v, maps.dout, maps.dq, maps.dk, maps.dv, static_cast<int32_t>(len),
+                   static_cast<int32_t>(heads), scale, lse, delta);
 }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:

@@ -103,6 +103,66 @@ inline std::vector<double> attention(const std::vector<double>& q, const std::ve
   return out;
 }
 
+// Attention's gradients in double for Q, K, V and dO [heads, len, d]
+// row-major, with log2 sum_j exp(q_i k_j * scale) per query (lse2).
+struct AttnGrads {
+  std::vector<double> dq, dk, dv, lse2;
+};
+inline AttnGrads attention_grads(const std::vector<double>& q, const std::vector<double>& k,
+                                 const std::vector<double>& v, const std::vector<double>& dout, int64_t heads,
+                                 int64_t len, int64_t d, double scale, bool causal) {
+  AttnGrads g{std::vector<double>(heads * len * d), std::vector<double>(heads * len * d),
+              std::vector<double>(heads * len * d), std::vector<double>(heads * len)};
+  std::vector<double> p(len * len), ds(len * len);
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t at = h * len * d;
+    auto row = [&](const std::vector<double>& x, int64_t i) { return &x[at + i * d]; };
+    auto dot = [&](const double* a, const double* b) {
+      double s = 0;
+      for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+      return s;
+    };
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t keys = causal ? i + 1 : len;
+      double top = -INFINITY, total = 0;
+      for (int64_t j = 0; j < keys; ++j) top = std::max(top, p[i * len + j] = dot(row(q, i), row(k, j)) * scale);
+      for (int64_t j = 0; j < keys; ++j) total += p[i * len + j] = std::exp(p[i * len + j] - top);
+      for (int64_t j = 0; j < len; ++j) p[i * len + j] = j < keys ? p[i * len + j] / total : 0;
+      g.lse2[h * len + i] = (top + std::log(total)) / std::log(2.0);
+      // D_i = dO_i . O_i, O_i = sum_j P_ij v_j.
+      double di = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < keys; ++j) o += p[i * len + j] * row(v, j)[c];
+        di += row(dout, i)[c] * o;
+      }
+      for (int64_t j = 0; j < len; ++j) ds[i * len + j] = p[i * len + j] * (dot(row(dout, i), row(v, j)) - di);
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      for (int64_t j = 0; j < len; ++j) {
+        for (int64_t c = 0; c < d; ++c) {
+          g.dq[at + i * d + c] += ds[i * len + j] * row(k, j)[c] * scale;
+          g.dk[at + j * d + c] += ds[i * len + j] * row(q, i)[c] * scale;
+          g.dv[at + j * d + c] += p[i * len + j] * row(dout, i)[c];
+        }
+      }
+    }
+  }
+  return g;
+}
+
+// The largest |got - want| over the largest |want|: NaN (a value the
+// kernel did not write) counts as infinite.
+inline double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0, size = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::abs(got[i] - want[i]);
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+    size = std::max(size, std::abs(want[i]));
+  }
+  return worst / size;
+}
+
 // The kernel's grid on `device`: one program per tile, at most one per SM.
 inline int grid_for(const Device& device, int64_t tiles) {
   return static_cast<int>(std::min<int64_t>(tiles, device.num_compute_units()));
@@ -198,6 +258,87 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, co
   TESSEL_RETURN_IF_ERROR(device.copy_to_host(o16.data(), ob, n * 2));
   for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(o16[i]);
   return o;
+}
+
+// The backward pass on `device` as a framework runs it: the forward
+// (attention_config's, with c's dtypes, O rounded to c.in and the
+// log2-sum-exp kept), D from O and dO, then the gradients (c.out, returned
+// as f32; NaN where the kernel wrote nothing) and the forward's lse.
+struct AttnGradsF {
+  std::vector<float> dq, dk, dv, lse2;
+};
+inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const samples::AttnBwdConfig& c,
+                                                    int64_t heads, int64_t len, float scale, const Operand& q,
+                                                    const Operand& k, const Operand& v, const Operand& dout) {
+  if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention_bwd: dQ must be f32 or bf16");
+  const int64_t n = heads * len * c.d, esize = c.in.bytes(), osize = c.out.bytes();
+  samples::AttnConfig fc = samples::attention_config(c.d, c.causal);
+  fc.in = fc.out = c.in;
+  fc.lse = true;
+  CompileOptions options;
+  options.num_warps = samples::attention_warps(fc);
+  TESSEL_ASSIGN_OR_RETURN(Kernel fk, samples::attention_kernel(fc));
+  TESSEL_ASSIGN_OR_RETURN(Function forward, device.compile(fk, options));
+  options.num_warps = 4;
+  TESSEL_ASSIGN_OR_RETURN(Kernel dkern, samples::attention_bwd_delta_kernel(c));
+  TESSEL_ASSIGN_OR_RETURN(Function delta_fn, device.compile(dkern, options));
+  options.num_warps = samples::attention_bwd_warps(c);
+  TESSEL_ASSIGN_OR_RETURN(Kernel bk, samples::attention_bwd_kernel(c));
+  TESSEL_ASSIGN_OR_RETURN(Function backward, device.compile(bk, options));
+
+  TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q.bytes.data(), q.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer dob, put(device, dout.bytes.data(), dout.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ob, device.allocate(n * esize));
+  std::vector<float> lse(heads * len, std::nanf("")), delta(heads * len, std::nanf(""));
+  TESSEL_ASSIGN_OR_RETURN(Buffer lseb, put(device, lse.data(), lse.size() * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer deltab, put(device, delta.data(), delta.size() * 4));
+  std::vector<uint8_t> nans(n * osize);
+  for (int64_t i = 0; i < n; ++i) {
+    const float nan = std::nanf("");
+    const uint16_t nan16 = 0x7FC0;  // bf16's quiet NaN
+    std::memcpy(&nans[i * osize], osize == 4 ? static_cast<const void*>(&nan) : &nan16, osize);
+  }
+  std::vector<Buffer> grads;
+  for (int g = 0; g < 3; ++g) {
+    TESSEL_ASSIGN_OR_RETURN(Buffer b, put(device, nans.data(), nans.size()));
+    grads.push_back(std::move(b));
+  }
+
+  TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps fmaps, samples::attention_maps(device, fc, qb, kb, vb, ob, heads, len));
+  TESSEL_ASSIGN_OR_RETURN(LaunchConfig flaunch, samples::attention_launch(forward, fc, heads, len));
+  TESSEL_RETURN_IF_ERROR(samples::launch_attention(forward, flaunch, fmaps, heads, len, scale, &lseb));
+  const int32_t rows = static_cast<int32_t>(heads * len);
+  TESSEL_RETURN_IF_ERROR(delta_fn.launch(
+      {.grid = grid_for(device, (rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows), .num_warps = 4}, dob,
+      ob, deltab, rows));
+  TESSEL_ASSIGN_OR_RETURN(samples::AttnBwdMaps bmaps,
+                          samples::attention_bwd_maps(device, c, {&qb, &kb, &vb, &dob, &grads[0], &grads[1], &grads[2]},
+                                                      heads, len));
+  TESSEL_ASSIGN_OR_RETURN(LaunchConfig blaunch, samples::attention_bwd_launch(backward, c, heads, len));
+  TESSEL_RETURN_IF_ERROR(samples::launch_attention_bwd(backward, blaunch, bmaps, heads, len, scale, lseb, deltab));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+
+  AttnGradsF out;
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(lse.data(), lseb, lse.size() * 4));
+  out.lse2 = lse;
+  for (int g = 0; g < 3; ++g) {
+    std::vector<uint8_t> bytes(n * osize);
+    TESSEL_RETURN_IF_ERROR(device.copy_to_host(bytes.data(), grads[g], bytes.size()));
+    std::vector<float> f(n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (osize == 4) {
+        std::memcpy(&f[i], &bytes[i * 4], 4);
+      } else {
+        uint16_t b;
+        std::memcpy(&b, &bytes[i * 2], 2);
+        f[i] = bf16_to_float(b);
+      }
+    }
+    (g == 0 ? out.dq : g == 1 ? out.dk : out.dv) = std::move(f);
+  }
+  return out;
 }
 
 }  // namespace tessel::matmul_cases

@@ -125,6 +125,9 @@ TEST(Hazards, TheSamplesKernelsNeedNone) {
                                                  samples::attention_kernel({}),
                                                  samples::attention_kernel({.causal = true}),
                                                  samples::attention_kernel({.bm = 64, .warp_specialize = true}),
+                                                 samples::attention_kernel({.lse = true}),
+                                                 samples::attention_bwd_delta_kernel({}),
+                                                 samples::attention_bwd_kernel({.causal = true}),
                                                  samples::allgather_producer_kernel(),
                                                  samples::allgather_check_kernel()};
   for (const absl::StatusOr<Kernel>& k : kernels) {

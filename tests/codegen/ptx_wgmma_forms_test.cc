@@ -119,6 +119,31 @@ TEST(WgmmaForms, AttentionTakesPFromRegisters) {
   expect_ptxas_clean(ptx);
 }
 
+// The backward pass's seven products per pair of blocks: S^T, dP^T, S and
+// dP from two descriptors; dV, dK and dQ with P^T, dS^T and dS from
+// registers (64 x 64 blocks: four k16 steps each). Nothing else touches
+// shared memory, and at d = 64 ptxas needs no spill.
+TEST(WgmmaForms, AttentionBackwardTakesProbabilitiesFromRegisters) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel({.causal = causal});
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    const std::regex from_registers(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)");
+    const std::regex from_shared(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+)");
+    auto count = [&](const std::regex& re) {
+      return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re), std::sregex_iterator());
+    };
+    EXPECT_EQ(count(from_registers), 3 * 4);
+    EXPECT_EQ(count(from_shared), 4 * 4);
+    EXPECT_EQ(ptx.find("ld.shared"), std::string::npos);
+    EXPECT_EQ(ptx.find("st.shared"), std::string::npos);
+    expect_ptxas_clean(ptx);
+  }
+}
+
 // The online softmax keeps S, P, the running maximum and sum and the output
 // in the products' registers: no shared memory but the TMA boxes (read by
 // wgmma) and the output's staging (written by stmatrix), whatever the head

@@ -67,6 +67,51 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
   }
 }
 
+// The backward pass (the forward with its log2-sum-exp, D, then dQ, dK and
+// dV) against double gradients and against the host.
+TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  const samples::AttnBwdConfig configs[] = {
+      {}, {.stages = 3}, {.d = 128, .in = f16, .out = f32}, {.block = 128, .out = f32}};
+  for (samples::AttnBwdConfig c : configs) {
+    for (bool causal : {false, true}) {
+      for (int64_t len : {64, 200, 1000}) {
+        c.causal = causal;
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " s" << c.stages << ", causal "
+                                        << causal << ", len " << len);
+        const int64_t heads = 3, n = heads * len * c.d;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+        Operand q = random_operand(c.in, n, rng.gen()), k = random_operand(c.in, n, rng.gen()),
+                v = random_operand(c.in, n, rng.gen()), dout = random_operand(c.in, n, rng.gen());
+        absl::StatusOr<matmul_cases::AttnGradsF> gpu =
+            matmul_cases::run_attention_bwd(device, c, heads, len, scale, q, k, v, dout);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        const matmul_cases::AttnGrads want = matmul_cases::attention_grads(q.values, k.values, v.values, dout.values,
+                                                                           heads, len, c.d, scale, causal);
+        // As the host suite's test: relative to the largest gradient.
+        const double tolerance = c.in == bf16 ? 1e-2 : 1e-3;
+        EXPECT_LE(matmul_cases::relative_error(gpu->dq, want.dq), tolerance);
+        EXPECT_LE(matmul_cases::relative_error(gpu->dk, want.dk), tolerance);
+        EXPECT_LE(matmul_cases::relative_error(gpu->dv, want.dv), tolerance);
+        EXPECT_LE(matmul_cases::relative_error(gpu->lse2, want.lse2), 1e-6);
+        if (len > 200) continue;
+        absl::StatusOr<matmul_cases::AttnGradsF> cpu =
+            matmul_cases::run_attention_bwd(*host, c, heads, len, scale, q, k, v, dout);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        // exp2's hardware approximation against the host's expansion, P and
+        // dS each rounded to c.in before the products that read them.
+        EXPECT_TRUE(all_close(gpu->dq, cpu->dq, tolerance));
+        EXPECT_TRUE(all_close(gpu->dk, cpu->dk, tolerance));
+        EXPECT_TRUE(all_close(gpu->dv, cpu->dv, tolerance));
+      }
+    }
+  }
+}
+
 // Warp-specialized, each consumer computes its Q blocks exactly as a
 // program of its own would (its own Q load and barrier): the same bits, on
 // more blocks than SMs so that both consumers take some.
