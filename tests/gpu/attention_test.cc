@@ -92,11 +92,8 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
         ASSERT_TRUE(gpu.ok()) << gpu.status();
         const matmul_cases::AttnGrads want = matmul_cases::attention_grads(q.values, k.values, v.values, dout.values,
                                                                            heads, len, c.d, scale, causal);
-        // As the host suite's test: relative to the largest gradient.
-        const double tolerance = c.in == bf16 ? 1e-2 : 1e-3;
-        EXPECT_LE(matmul_cases::relative_error(gpu->dq, want.dq), tolerance);
-        EXPECT_LE(matmul_cases::relative_error(gpu->dk, want.dk), tolerance);
-        EXPECT_LE(matmul_cases::relative_error(gpu->dv, want.dv), tolerance);
+        const double tolerance = matmul_cases::gradient_tolerance(c.in);
+        EXPECT_LE(matmul_cases::gradient_error(gpu->dq, gpu->dk, gpu->dv, want), tolerance);
         EXPECT_LE(matmul_cases::relative_error(gpu->lse2, want.lse2), 1e-6);
         if (len > 200) continue;
         absl::StatusOr<matmul_cases::AttnGradsF> cpu =
