@@ -18,12 +18,14 @@
 #   norm_compare     torch eager, torch.compile and Triton on the same shapes, with the ratios
 #   attn_bench       attention forward (4 x 32 heads, lengths 1024 to 16384, d 64 and 128, causal
 #   attn_compare     or not), then torch's scaled_dot_product_attention backends and Triton
-# PARTS (default "gpu gemm triton shapes norm attn plan nccl cache") picks which to run.
+#   attn_bwd_bench   attention's backward pass at the same shapes, then the backward of
+#   attn_bwd_compare torch's scaled_dot_product_attention backends
+# PARTS (default "gpu gemm triton shapes norm attn attn_bwd plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu gemm triton shapes norm attn plan nccl cache}
+parts=${PARTS:-gpu gemm triton shapes norm attn attn_bwd plan nccl cache}
 # Few tiles and a long K, small M, and shapes of no fixed configuration's choosing.
 default_shapes=1024x1024x16384,128x8192x8192,32x8192x8192,1024x1024x1024,2048x2048x8192,4096x4096x512,3000x5000x712,896x4864x8192
 shapes=${GEMM_SHAPES:-$default_shapes}
@@ -80,6 +82,11 @@ for part in $parts; do
       bench attn_bench "$root/bin/attn_bench" --json="$OUT/attn_bench.json"
       bench attn_compare python3 bench/attn_compare.py --tessel "$OUT/attn_bench.json" --json "$OUT/attn_compare.json"
       ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm, attn)" >&2 ;;
+    attn_bwd)
+      bench attn_bwd_bench "$root/bin/attn_bwd_bench" --json="$OUT/attn_bwd_bench.json"
+      bench attn_bwd_compare python3 bench/attn_bwd_compare.py --tessel "$OUT/attn_bwd_bench.json" \
+        --json "$OUT/attn_bwd_compare.json"
+      ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm, attn, attn_bwd)" >&2 ;;
   esac
 done

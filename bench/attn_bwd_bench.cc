@@ -1,0 +1,252 @@
+// tessel's attention backward pass (samples::attention_bwd_delta_kernel,
+// then samples::attention_bwd_kernel) on an NVIDIA GPU at attn_bench's
+// shapes: 4 x 32 heads, lengths 1024 to 16384, d 64 and 128, bf16, with
+// and without the causal mask. The forward (attention_config's, keeping its
+// log2-sum-exp) runs once per case; each configuration's D and gradient
+// kernels are then timed together and the fastest is reported beside the
+// first's. TFLOP/s count 10 * heads * len^2 * d (half of it with the mask):
+// the five products of FlashAttention-2's backward, which is how its
+// figures are quoted (this kernel does seven). Sampled rows of dQ, dK and
+// dV are checked in double (dK's and dV's from the device's log2-sum-exp
+// and D, which are checked at the sampled query rows). The baselines
+// (torch's scaled_dot_product_attention backward on each backend) come
+// from bench/attn_bwd_compare.py, which reads the JSON this writes
+// (--json=PATH). --only=TEXT runs the cases whose name contains TEXT;
+// --default, the first configuration alone.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/float16.h"
+#include "cuda_raw.h"
+#include "report.h"
+#include "samples/kernels.h"
+#include "tessel/tessel.h"
+
+using namespace tessel;
+using bench::must;
+using samples::AttnBwdConfig;
+
+namespace {
+
+constexpr int64_t kHeads = 4 * 32;
+
+std::string label(const AttnBwdConfig& c) {
+  return std::to_string(c.block) + "x" + std::to_string(c.block) + " s" + std::to_string(c.stages) + " w" +
+         std::to_string(samples::attention_bwd_warps(c));
+}
+
+std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
+  std::vector<AttnBwdConfig> out;
+  for (auto [block, stages] : {std::pair{64, 2}, std::pair{64, 3}, std::pair{128, 2}}) {
+    out.push_back({.d = d, .block = block, .causal = causal, .stages = stages});
+  }
+  return out;
+}
+
+// Deterministic values in [-1, 1), as bf16 bits (splitmix64 of the index).
+std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t z = (i + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+    out[i] = float_to_bf16(static_cast<float>((z >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f);
+  }
+  return out;
+}
+
+// One head's tensors as doubles, and its device-side statistics.
+struct Head {
+  int64_t len, d;
+  double scale;
+  bool causal;
+  std::vector<double> q, k, v, dout;
+  std::vector<float> lse2, delta;  // from the device
+  const double* row(const std::vector<double>& x, int64_t i) const { return &x[i * d]; }
+  double dot(const double* a, const double* b) const {
+    double s = 0;
+    for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+    return s;
+  }
+  bool sees(int64_t i, int64_t j) const { return !causal || j <= i; }
+  // P_ij from the device's log2-sum-exp.
+  double p(int64_t i, int64_t j) const {
+    return sees(i, j) ? std::exp2(dot(row(q, i), row(k, j)) * scale * M_LOG2E - lse2[i]) : 0.0;
+  }
+};
+
+// dQ of query i in double, with its exact log2-sum-exp and D; the largest
+// differences of those two from the device's go to `stats_error`.
+std::vector<double> dq_row(const Head& h, int64_t i, double& stats_error) {
+  std::vector<double> s(h.len, -INFINITY);
+  double top = -INFINITY, total = 0, di = 0;
+  for (int64_t j = 0; j < h.len; ++j) {
+    if (h.sees(i, j)) top = std::max(top, s[j] = h.dot(h.row(h.q, i), h.row(h.k, j)) * h.scale);
+  }
+  for (int64_t j = 0; j < h.len; ++j) total += s[j] = std::exp(s[j] - top);
+  std::vector<double> o(h.d, 0.0), dq(h.d, 0.0);
+  for (int64_t j = 0; j < h.len; ++j) {
+    for (int64_t c = 0; c < h.d; ++c) o[c] += s[j] / total * h.row(h.v, j)[c];
+  }
+  for (int64_t c = 0; c < h.d; ++c) di += h.row(h.dout, i)[c] * o[c];
+  stats_error = std::max({stats_error, std::abs((top + std::log(total)) / std::log(2.0) - h.lse2[i]),
+                          std::abs(di - h.delta[i])});
+  for (int64_t j = 0; j < h.len; ++j) {
+    const double ds = s[j] / total * (h.dot(h.row(h.dout, i), h.row(h.v, j)) - di);
+    for (int64_t c = 0; c < h.d; ++c) dq[c] += ds * h.row(h.k, j)[c] * h.scale;
+  }
+  return dq;
+}
+
+// dK and dV of key j in double, from the device's statistics.
+std::pair<std::vector<double>, std::vector<double>> dkv_row(const Head& h, int64_t j) {
+  std::vector<double> dk(h.d, 0.0), dv(h.d, 0.0);
+  for (int64_t i = 0; i < h.len; ++i) {
+    const double p = h.p(i, j);
+    if (p == 0) continue;
+    const double ds = p * (h.dot(h.row(h.dout, i), h.row(h.v, j)) - h.delta[i]);
+    for (int64_t c = 0; c < h.d; ++c) {
+      dv[c] += p * h.row(h.dout, i)[c];
+      dk[c] += ds * h.row(h.q, i)[c] * h.scale;
+    }
+  }
+  return {dk, dv};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags;  // --default: the first configuration alone
+  if (!bench::parse_flags("attn_bwd_bench", "default", argc, argv, flags)) return 2;
+  bench::CudaRaw cu;
+  std::optional<Device> opened = bench::open_cuda("attn_bwd_bench", cu);
+  if (!opened.has_value()) return 0;
+  Device dev = *opened;
+  std::printf("attn_bwd_bench on %s\n", dev.description().c_str());
+  Stream stream = must(dev.create_stream(), "stream");
+  bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
+  std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"heads\": " + std::to_string(kHeads) +
+                     ",\n  \"cases\": [";
+  bool first_case = true;
+  int failures = 0;
+  for (int64_t d : {64, 128}) {
+    for (int64_t len : {1024, 4096, 16384}) {
+      for (bool causal : {false, true}) {
+        const std::string name = "len " + std::to_string(len) + ", d " + std::to_string(d) + (causal ? ", causal" : "");
+        if (name.find(flags.only) == std::string::npos) continue;
+        const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2, rows = kHeads * len;
+        const std::vector<uint16_t> hq = random_bf16(n, 1), hk = random_bf16(n, 2), hv = random_bf16(n, 3),
+                                    hdo = random_bf16(n, 4);
+        auto upload = [&](const std::vector<uint16_t>& host) {
+          Buffer b = must(dev.allocate(bytes), "allocate");
+          must(dev.copy_to_device(b, host.data(), bytes), "upload");
+          return b;
+        };
+        Buffer q = upload(hq), k = upload(hk), v = upload(hv), dout = upload(hdo);
+        Buffer o = must(dev.allocate(bytes), "allocate"), dq = must(dev.allocate(bytes), "allocate");
+        Buffer dk = must(dev.allocate(bytes), "allocate"), dv = must(dev.allocate(bytes), "allocate");
+        Buffer lse = must(dev.allocate(rows * 4), "allocate"), delta = must(dev.allocate(rows * 4), "allocate");
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+
+        samples::AttnConfig fc = samples::attention_config(d, causal);
+        fc.lse = true;
+        CompileOptions options;
+        options.num_warps = samples::attention_warps(fc);
+        Function forward = must(dev.compile(must(samples::attention_kernel(fc), "build"), options), "compile");
+        const samples::AttnMaps fmaps = must(samples::attention_maps(dev, fc, q, k, v, o, kHeads, len), "maps");
+        const LaunchConfig flc = must(samples::attention_launch(forward, fc, kHeads, len, &stream), "grid");
+        must(samples::launch_attention(forward, flc, fmaps, kHeads, len, scale, &lse), "forward");
+
+        const double flops = 10.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
+        double best_ms = INFINITY, first_ms = INFINITY, worst = 0;
+        AttnBwdConfig best;
+        std::vector<AttnBwdConfig> tried = configs(d, causal);
+        if (flags.on) tried.resize(1);
+        for (const AttnBwdConfig& c : tried) {
+          options.num_warps = 4;
+          Function delta_fn =
+              must(dev.compile(must(samples::attention_bwd_delta_kernel(c), "build"), options), "compile");
+          options.num_warps = samples::attention_bwd_warps(c);
+          absl::StatusOr<Function> compiled = dev.compile(must(samples::attention_bwd_kernel(c), "build"), options);
+          if (absl::IsResourceExhausted(compiled.status())) {
+            std::printf("  %-16s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
+            continue;
+          }
+          Function backward = must(std::move(compiled), "compile");
+          const samples::AttnBwdMaps maps =
+              must(samples::attention_bwd_maps(dev, c, {&q, &k, &v, &dout, &dq, &dk, &dv}, kHeads, len), "maps");
+          const LaunchConfig blc = must(samples::attention_bwd_launch(backward, c, kHeads, len, &stream), "grid");
+          const LaunchConfig dlc = {
+              .grid = static_cast<int>(std::min<int64_t>((rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows,
+                                                         dev.num_compute_units() * 8)),
+              .num_warps = 4,
+              .stream = &stream};
+          const double ms = timer.median_ms([&] {
+            must(delta_fn.launch(dlc, dout, o, delta, static_cast<int32_t>(rows)), "delta");
+            must(samples::launch_attention_bwd(backward, blc, maps, kHeads, len, scale, lse, delta), "backward");
+          });
+          must(stream.synchronize(), "sync");
+          // The largest error over sampled rows of heads 0 and the last,
+          // relative to the largest reference value.
+          std::vector<float> all_lse(rows), all_delta(rows);
+          must(dev.copy_to_host(all_lse.data(), lse, rows * 4), "download");
+          must(dev.copy_to_host(all_delta.data(), delta, rows * 4), "download");
+          std::vector<uint16_t> gq(n), gk(n), gv(n);
+          for (auto [host, grad] : {std::pair{&gq, &dq}, {&gk, &dk}, {&gv, &dv}}) {
+            must(dev.copy_to_host(host->data(), *grad, bytes), "download");
+          }
+          double err = 0, size = 0, stats_error = 0;
+          for (int64_t hi : {int64_t{0}, kHeads - 1}) {
+            Head h{len, d, scale, causal, {}, {}, {}, {}, {}, {}};
+            for (auto [bits, values] : {std::pair{&hq, &h.q}, {&hk, &h.k}, {&hv, &h.v}, {&hdo, &h.dout}}) {
+              for (int64_t i = 0; i < len * d; ++i) values->push_back(bf16_to_float((*bits)[hi * len * d + i]));
+            }
+            h.lse2.assign(all_lse.begin() + hi * len, all_lse.begin() + (hi + 1) * len);
+            h.delta.assign(all_delta.begin() + hi * len, all_delta.begin() + (hi + 1) * len);
+            auto compare = [&](const std::vector<uint16_t>& grad, int64_t r, const std::vector<double>& want) {
+              for (int64_t c = 0; c < d; ++c) {
+                const double e = std::abs(bf16_to_float(grad[(hi * len + r) * d + c]) - want[c]);
+                err = std::isnan(e) ? INFINITY : std::max(err, e);
+                size = std::max(size, std::abs(want[c]));
+              }
+            };
+            for (int64_t r : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 1}) {
+              compare(gq, r, dq_row(h, r, stats_error));
+              auto [wk, wv] = dkv_row(h, r);
+              compare(gk, r, wk);
+              compare(gv, r, wv);
+            }
+          }
+          worst = std::max({worst, err / size, stats_error});
+          std::printf("  %-16s %.1f us\n", label(c).c_str(), ms * 1e3);
+          if (first_ms == INFINITY) first_ms = ms;
+          if (ms < best_ms) best_ms = ms, best = c;
+        }
+        // bf16 gradients from P and dS rounded to bf16 (matmul_cases::gradient_tolerance).
+        const bool ok = worst <= 2e-2;
+        failures += ok ? 0 : 1;
+        const double tflops = flops / (best_ms * 1e9);
+        char note[200];
+        std::snprintf(note, sizeof note, "%.1f us; config %s (first %s: %.1f us); error %.1e%s", best_ms * 1e3,
+                      label(best).c_str(), label(tried[0]).c_str(), first_ms * 1e3, worst, ok ? "" : " FAILED");
+        bench::report("attention backward, " + name, tflops, "TFLOP/s", note);
+        char entry[400];
+        std::snprintf(entry, sizeof entry,
+                      "%s\n    {\"len\": %lld, \"d\": %lld, \"causal\": %s, \"us\": %.3f, \"config\": \"%s\", "
+                      "\"tflops\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
+                      first_case ? "" : ",", static_cast<long long>(len), static_cast<long long>(d),
+                      causal ? "true" : "false", best_ms * 1e3, label(best).c_str(), tflops, worst,
+                      ok ? "true" : "false");
+        json += entry;
+        first_case = false;
+      }
+    }
+  }
+  json += "\n  ]\n}\n";
+  if (!flags.json.empty()) std::ofstream(flags.json) << json;
+  if (failures > 0) std::printf("attn_bwd_bench: %d results outside their tolerance\n", failures);
+  return failures > 0 ? 1 : 0;
+}
