@@ -92,8 +92,8 @@ std::vector<double> dq_row(const Head& h, int64_t i, double& stats_error) {
     for (int64_t c = 0; c < h.d; ++c) o[c] += s[j] / total * h.row(h.v, j)[c];
   }
   for (int64_t c = 0; c < h.d; ++c) di += h.row(h.dout, i)[c] * o[c];
-  stats_error = std::max({stats_error, std::abs((top + std::log(total)) / std::log(2.0) - h.lse2[i]),
-                          std::abs(di - h.delta[i])});
+  stats_error =
+      std::max({stats_error, std::abs((top + std::log(total)) / std::log(2.0) - h.lse2[i]), std::abs(di - h.delta[i])});
   for (int64_t j = 0; j < h.len; ++j) {
     const double ds = s[j] / total * (h.dot(h.row(h.dout, i), h.row(h.v, j)) - di);
     for (int64_t c = 0; c < h.d; ++c) dq[c] += ds * h.row(h.k, j)[c] * h.scale;
@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
   std::printf("attn_bwd_bench on %s\n", dev.description().c_str());
   Stream stream = must(dev.create_stream(), "stream");
   bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
-  std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"heads\": " + std::to_string(kHeads) +
-                     ",\n  \"cases\": [";
+  std::string json =
+      "{\n  \"device\": \"" + dev.description() + "\",\n  \"heads\": " + std::to_string(kHeads) + ",\n  \"cases\": [";
   bool first_case = true;
   int failures = 0;
   for (int64_t d : {64, 128}) {

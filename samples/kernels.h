@@ -800,7 +800,7 @@ inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c)
   Value dout = k.arg(ptr(c.in), "dout"), out = k.arg(ptr(c.in), "o"), delta = k.arg(ptr(f32), "delta");
   Value rows = k.arg(i32, "rows");
   k.for_each_tile(cdiv(rows, kAttnDeltaRows), [&](Value t) {
-    Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);                    // [R]
+    Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);                                     // [R]
     Value offs = expand_dims(r, 1) * static_cast<int32_t>(c.d) + expand_dims(k.arange(0, c.d), 0);  // [R, d]
     Value inside = offs < rows * static_cast<int32_t>(c.d);
     Value prod = cast(load(dout + offs, inside, 0), f32) * cast(load(out + offs, inside, 0), f32);
@@ -841,21 +841,20 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
       Value kb = box(kt, h, b0), vb = box(v, h, b0);
       Value key = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dkb = k.var(k.zeros({n, c.d}, f32)), dvb = k.var(k.zeros({n, c.d}, f32));
-      k.for_range(
-          c.causal ? b0 : Value(k.constant(0, i32)), len, n,
-          [&](Value i0) {
-            Value qb = box(q, h, i0), dob = box(dout, h, i0);
-            auto [lse_i, d_i] = row_stats(i0);
-            Value query = expand_dims(i0 + k.arange(0, n), 0);  // [1, n]
-            Value seen = query < len;
-            if (c.causal) seen = seen & (key <= query);
-            Value st = dot(kb, trans(qb), k.zeros({n, n}, f32));  // S^T [keys, queries]
-            Value pt = select(seen, exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast), 0.0f);
-            dvb = dot(cast(pt, c.in), dob, dvb);
-            Value dpt = dot(vb, trans(dob), k.zeros({n, n}, f32));  // dP^T
-            dkb = dot(cast(pt * (dpt - expand_dims(d_i, 0)), c.in), qb, dkb);
-          },
-          {.stages = c.stages});
+      k.for_range(c.causal ? b0 : Value(k.constant(0, i32)), len, n,
+                  [&](Value i0) {
+                    Value qb = box(q, h, i0), dob = box(dout, h, i0);
+                    auto [lse_i, d_i] = row_stats(i0);
+                    Value query = expand_dims(i0 + k.arange(0, n), 0);  // [1, n]
+                    Value seen = query < len;
+                    if (c.causal) seen = seen & (key <= query);
+                    Value st = dot(kb, trans(qb), k.zeros({n, n}, f32));  // S^T [keys, queries]
+                    Value pt = select(seen, exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast), 0.0f);
+                    dvb = dot(cast(pt, c.in), dob, dvb);
+                    Value dpt = dot(vb, trans(dob), k.zeros({n, n}, f32));  // dP^T
+                    dkb = dot(cast(pt * (dpt - expand_dims(d_i, 0)), c.in), qb, dkb);
+                  },
+                  {.stages = c.stages});
       store_block(dk, h, b0, dkb * scale);
       store_block(dv, h, b0, dvb);
     }
@@ -864,19 +863,18 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
       auto [lse_i, d_i] = row_stats(b0);
       Value query = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dqb = k.var(k.zeros({n, c.d}, f32));
-      k.for_range(
-          0, c.causal ? minimum(len, b0 + n) : len, n,
-          [&](Value j0) {
-            Value kb = box(kt, h, j0), vb = box(v, h, j0);
-            Value key = expand_dims(j0 + k.arange(0, n), 0);  // [1, n]
-            Value seen = key < len;
-            if (c.causal) seen = seen & (key <= query);
-            Value s = dot(qb, trans(kb), k.zeros({n, n}, f32));
-            Value p = select(seen, exp2(fma(s, log2_scale, expand_dims(-lse_i, 1)), MathForm::kFast), 0.0f);
-            Value dp = dot(dob, trans(vb), k.zeros({n, n}, f32));
-            dqb = dot(cast(p * (dp - expand_dims(d_i, 1)), c.in), kb, dqb);
-          },
-          {.stages = c.stages});
+      k.for_range(0, c.causal ? minimum(len, b0 + n) : len, n,
+                  [&](Value j0) {
+                    Value kb = box(kt, h, j0), vb = box(v, h, j0);
+                    Value key = expand_dims(j0 + k.arange(0, n), 0);  // [1, n]
+                    Value seen = key < len;
+                    if (c.causal) seen = seen & (key <= query);
+                    Value s = dot(qb, trans(kb), k.zeros({n, n}, f32));
+                    Value p = select(seen, exp2(fma(s, log2_scale, expand_dims(-lse_i, 1)), MathForm::kFast), 0.0f);
+                    Value dp = dot(dob, trans(vb), k.zeros({n, n}, f32));
+                    dqb = dot(cast(p * (dp - expand_dims(d_i, 1)), c.in), kb, dqb);
+                  },
+                  {.stages = c.stages});
       store_block(dq, h, b0, dqb * scale);
     }
   });

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/float16.h"
 #include "base/float8.h"
 #include "base/status.h"
 #include "dsl/types.h"
 #include "runtime/device.h"
 #include "samples/kernels.h"
-#include "base/float16.h"
 
 namespace tessel::matmul_cases {
 
@@ -325,9 +325,9 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   TESSEL_RETURN_IF_ERROR(delta_fn.launch(
       {.grid = grid_for(device, (rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows), .num_warps = 4}, dob,
       ob, deltab, rows));
-  TESSEL_ASSIGN_OR_RETURN(samples::AttnBwdMaps bmaps,
-                          samples::attention_bwd_maps(device, c, {&qb, &kb, &vb, &dob, &grads[0], &grads[1], &grads[2]},
-                                                      heads, len));
+  TESSEL_ASSIGN_OR_RETURN(
+      samples::AttnBwdMaps bmaps,
+      samples::attention_bwd_maps(device, c, {&qb, &kb, &vb, &dob, &grads[0], &grads[1], &grads[2]}, heads, len));
   TESSEL_ASSIGN_OR_RETURN(LaunchConfig blaunch, samples::attention_bwd_launch(backward, c, heads, len));
   TESSEL_RETURN_IF_ERROR(samples::launch_attention_bwd(backward, blaunch, bmaps, heads, len, scale, lseb, deltab));
   TESSEL_RETURN_IF_ERROR(device.synchronize());

@@ -90,8 +90,8 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
         absl::StatusOr<matmul_cases::AttnGradsF> gpu =
             matmul_cases::run_attention_bwd(device, c, heads, len, scale, q, k, v, dout);
         ASSERT_TRUE(gpu.ok()) << gpu.status();
-        const matmul_cases::AttnGrads want = matmul_cases::attention_grads(q.values, k.values, v.values, dout.values,
-                                                                           heads, len, c.d, scale, causal);
+        const matmul_cases::AttnGrads want =
+            matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads, len, c.d, scale, causal);
         const double tolerance = matmul_cases::gradient_tolerance(c.in);
         EXPECT_LE(matmul_cases::gradient_error(gpu->dq, gpu->dk, gpu->dv, want), tolerance);
         EXPECT_LE(matmul_cases::relative_error(gpu->lse2, want.lse2), 1e-6);

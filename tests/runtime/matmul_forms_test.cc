@@ -349,8 +349,8 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
         absl::StatusOr<matmul_cases::AttnGradsF> got =
             matmul_cases::run_attention_bwd(host(), c, heads, len, scale, q, k, v, dout);
         ASSERT_TRUE(got.ok()) << got.status();
-        const matmul_cases::AttnGrads want = matmul_cases::attention_grads(q.values, k.values, v.values, dout.values,
-                                                                           heads, len, c.d, scale, causal);
+        const matmul_cases::AttnGrads want =
+            matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads, len, c.d, scale, causal);
         EXPECT_LE(matmul_cases::gradient_error(got->dq, got->dk, got->dv, want),
                   matmul_cases::gradient_tolerance(c.in));
         EXPECT_LE(matmul_cases::relative_error(got->lse2, want.lse2), 1e-6);
