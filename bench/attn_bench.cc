@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "attn_cases.h"
 #include "base/float16.h"
 #include "cuda_raw.h"
 #include "report.h"
@@ -28,7 +29,7 @@ using samples::AttnConfig;
 
 namespace {
 
-constexpr int64_t kHeads = 4 * 32;
+constexpr int64_t kHeads = bench::kAttnHeads;
 
 std::string label(const AttnConfig& c) {
   return std::to_string(c.bm) + "x" + std::to_string(c.bn) + " s" + std::to_string(c.stages) + " w" +
@@ -53,17 +54,6 @@ std::vector<AttnConfig> configs(int64_t d, bool causal) {
   return out;
 }
 
-// Deterministic values in [-1, 1), rounded to bf16 (splitmix64 of the index).
-std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::vector<uint16_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t z = (i + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
-    out[i] = float_to_bf16(static_cast<float>((z >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f);
-  }
-  return out;
-}
-
 std::vector<double> head_of(const std::vector<uint16_t>& bits, int64_t h, int64_t len, int64_t d) {
   std::vector<double> out(len * d);
   for (int64_t i = 0; i < len * d; ++i) out[i] = bf16_to_float(bits[h * len * d + i]);
@@ -84,91 +74,66 @@ int main(int argc, char** argv) {
   std::printf("attn_bench on %s\n", dev.description().c_str());
   Stream stream = must(dev.create_stream(), "stream");
   bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
-  std::string json =
-      "{\n  \"device\": \"" + dev.description() + "\",\n  \"heads\": " + std::to_string(kHeads) + ",\n  \"cases\": [";
-  bool first_case = true;
-  int failures = 0;
-  for (int64_t d : {64, 128}) {
-    for (int64_t len : {1024, 4096, 16384}) {
-      for (bool causal : {false, true}) {
-        const std::string name = "len " + std::to_string(len) + ", d " + std::to_string(d) + (causal ? ", causal" : "");
-        if (name.find(only) == std::string::npos) continue;
-        const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2;
-        const std::vector<uint16_t> hq = random_bf16(n, 1), hk = random_bf16(n, 2), hv = random_bf16(n, 3);
-        Buffer q = must(dev.allocate(bytes), "allocate"), k = must(dev.allocate(bytes), "allocate");
-        Buffer v = must(dev.allocate(bytes), "allocate"), o = must(dev.allocate(bytes), "allocate");
-        must(dev.copy_to_device(q, hq.data(), bytes), "upload");
-        must(dev.copy_to_device(k, hk.data(), bytes), "upload");
-        must(dev.copy_to_device(v, hv.data(), bytes), "upload");
-        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-        // The largest error over a sample of heads and rows.
-        auto check = [&] {
-          must(stream.synchronize(), "sync");
-          std::vector<uint16_t> got(n);
-          must(dev.copy_to_host(got.data(), o, bytes), "download");
-          double worst = 0;
-          std::vector<double> want(d);
-          for (int64_t h : {int64_t{0}, kHeads / 2 + 1, kHeads - 1}) {
-            const std::vector<double> qh = head_of(hq, h, len, d), kh = head_of(hk, h, len, d),
-                                      vh = head_of(hv, h, len, d);
-            for (int64_t i : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 2, len - 1}) {
-              samples::attention_row(qh.data(), kh.data(), vh.data(), len, d, scale, causal, i, want.data());
-              for (int64_t c = 0; c < d; ++c) {
-                const double e = std::fabs(bf16_to_float(got[(h * len + i) * d + c]) - want[c]);
-                worst = std::isnan(e) ? INFINITY : std::max(worst, e);
-              }
-            }
+  bench::AttnLog log("attn_bench", dev.description());
+  for (const bench::AttnCase& ac : bench::attn_cases(only)) {
+    const int64_t len = ac.len, d = ac.d;
+    const bool causal = ac.causal;
+    const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2;
+    const std::vector<uint16_t> hq = bench::random_bf16(n, 1), hk = bench::random_bf16(n, 2),
+                                hv = bench::random_bf16(n, 3);
+    Buffer q = must(dev.allocate(bytes), "allocate"), k = must(dev.allocate(bytes), "allocate");
+    Buffer v = must(dev.allocate(bytes), "allocate"), o = must(dev.allocate(bytes), "allocate");
+    must(dev.copy_to_device(q, hq.data(), bytes), "upload");
+    must(dev.copy_to_device(k, hk.data(), bytes), "upload");
+    must(dev.copy_to_device(v, hv.data(), bytes), "upload");
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    // The largest error over a sample of heads and rows.
+    auto check = [&] {
+      must(stream.synchronize(), "sync");
+      std::vector<uint16_t> got(n);
+      must(dev.copy_to_host(got.data(), o, bytes), "download");
+      double worst = 0;
+      std::vector<double> want(d);
+      for (int64_t h : {int64_t{0}, kHeads / 2 + 1, kHeads - 1}) {
+        const std::vector<double> qh = head_of(hq, h, len, d), kh = head_of(hk, h, len, d), vh = head_of(hv, h, len, d);
+        for (int64_t i : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 2, len - 1}) {
+          samples::attention_row(qh.data(), kh.data(), vh.data(), len, d, scale, causal, i, want.data());
+          for (int64_t c = 0; c < d; ++c) {
+            const double e = std::fabs(bf16_to_float(got[(h * len + i) * d + c]) - want[c]);
+            worst = std::isnan(e) ? INFINITY : std::max(worst, e);
           }
-          return worst;
-        };
-        const double flops = 4.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
-        double best_ms = INFINITY, default_ms = INFINITY, worst = 0;
-        AttnConfig best;
-        std::vector<AttnConfig> tried = configs(d, causal);
-        if (default_only) tried.resize(1);
-        for (const AttnConfig& c : tried) {
-          CompileOptions options;
-          options.num_warps = samples::attention_warps(c);
-          absl::StatusOr<Function> compiled = dev.compile(must(samples::attention_kernel(c), "build"), options);
-          // (A configuration over the shared memory a program may have is skipped.)
-          if (absl::IsResourceExhausted(compiled.status())) {
-            std::printf("  %-24s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
-            continue;
-          }
-          Function fn = must(std::move(compiled), "compile");
-          const samples::AttnMaps maps = must(samples::attention_maps(dev, c, q, k, v, o, kHeads, len), "maps");
-          const LaunchConfig lc = must(samples::attention_launch(fn, c, kHeads, len, &stream), "grid");
-          must(dev.synchronize(), "sync");
-          cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(o.data()), 0xFF, bytes), "clear o");
-          const double ms =
-              timer.median_ms([&] { must(samples::launch_attention(fn, lc, maps, kHeads, len, scale), "launch"); });
-          worst = std::max(worst, check());
-          std::printf("  %-24s %.1f us\n", label(c).c_str(), ms * 1e3);
-          if (default_ms == INFINITY) default_ms = ms;
-          if (ms < best_ms) best_ms = ms, best = c;
         }
-        // bf16 output of values within [-1, 1), P rounded to bf16.
-        const bool ok = worst <= 1.5e-2;
-        failures += ok ? 0 : 1;
-        const double tflops = flops / (best_ms * 1e9);
-        char note[200];
-        std::snprintf(note, sizeof note, "%.1f us; config %s (default %s: %.1f us); error %.1e%s", best_ms * 1e3,
-                      label(best).c_str(), label(tried[0]).c_str(), default_ms * 1e3, worst, ok ? "" : " FAILED");
-        bench::report("attention, " + name, tflops, "TFLOP/s", note);
-        char entry[400];
-        std::snprintf(entry, sizeof entry,
-                      "%s\n    {\"len\": %lld, \"d\": %lld, \"causal\": %s, \"us\": %.3f, \"default_us\": %.3f, "
-                      "\"config\": \"%s\", \"tflops\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
-                      first_case ? "" : ",", static_cast<long long>(len), static_cast<long long>(d),
-                      causal ? "true" : "false", best_ms * 1e3, default_ms * 1e3, label(best).c_str(), tflops, worst,
-                      ok ? "true" : "false");
-        json += entry;
-        first_case = false;
       }
+      return worst;
+    };
+    const double flops = 4.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
+    double best_ms = INFINITY, default_ms = INFINITY, worst = 0;
+    AttnConfig best;
+    std::vector<AttnConfig> tried = configs(d, causal);
+    if (default_only) tried.resize(1);
+    for (const AttnConfig& c : tried) {
+      CompileOptions options;
+      options.num_warps = samples::attention_warps(c);
+      absl::StatusOr<Function> compiled = dev.compile(must(samples::attention_kernel(c), "build"), options);
+      // (A configuration over the shared memory a program may have is skipped.)
+      if (absl::IsResourceExhausted(compiled.status())) {
+        std::printf("  %-24s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
+        continue;
+      }
+      Function fn = must(std::move(compiled), "compile");
+      const samples::AttnMaps maps = must(samples::attention_maps(dev, c, q, k, v, o, kHeads, len), "maps");
+      const LaunchConfig lc = must(samples::attention_launch(fn, c, kHeads, len, &stream), "grid");
+      must(dev.synchronize(), "sync");
+      cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(o.data()), 0xFF, bytes), "clear o");
+      const double ms =
+          timer.median_ms([&] { must(samples::launch_attention(fn, lc, maps, kHeads, len, scale), "launch"); });
+      worst = std::max(worst, check());
+      std::printf("  %-24s %.1f us\n", label(c).c_str(), ms * 1e3);
+      if (default_ms == INFINITY) default_ms = ms;
+      if (ms < best_ms) best_ms = ms, best = c;
     }
+    // bf16 output of values within [-1, 1), P rounded to bf16.
+    log.add("attention", ac, flops, best_ms, label(best), default_ms, label(tried[0]), worst, 1.5e-2);
   }
-  json += "\n  ]\n}\n";
-  if (!json_path.empty()) std::ofstream(json_path) << json;
-  if (failures > 0) std::printf("attn_bench: %d results outside their tolerance\n", failures);
-  return failures > 0 ? 1 : 0;
+  return log.finish(json_path);
 }

@@ -12,14 +12,14 @@
 // (torch's scaled_dot_product_attention backward on each backend) come
 // from bench/attn_bwd_compare.py, which reads the JSON this writes
 // (--json=PATH). --only=TEXT runs the cases whose name contains TEXT;
-// --default, the first configuration alone.
+// --default, the first configuration (AttnBwdConfig's defaults) alone.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "attn_cases.h"
 #include "base/float16.h"
 #include "cuda_raw.h"
 #include "report.h"
@@ -32,7 +32,7 @@ using samples::AttnBwdConfig;
 
 namespace {
 
-constexpr int64_t kHeads = 4 * 32;
+constexpr int64_t kHeads = bench::kAttnHeads;
 
 std::string label(const AttnBwdConfig& c) {
   return std::to_string(c.block) + "x" + std::to_string(c.block) + " s" + std::to_string(c.stages) + " w" +
@@ -43,17 +43,6 @@ std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
   std::vector<AttnBwdConfig> out;
   for (auto [block, stages] : {std::pair{64, 2}, std::pair{64, 3}, std::pair{128, 2}}) {
     out.push_back({.d = d, .block = block, .causal = causal, .stages = stages});
-  }
-  return out;
-}
-
-// Deterministic values in [-1, 1), as bf16 bits (splitmix64 of the index).
-std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::vector<uint16_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t z = (i + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
-    out[i] = float_to_bf16(static_cast<float>((z >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f);
   }
   return out;
 }
@@ -128,125 +117,99 @@ int main(int argc, char** argv) {
   std::printf("attn_bwd_bench on %s\n", dev.description().c_str());
   Stream stream = must(dev.create_stream(), "stream");
   bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
-  std::string json =
-      "{\n  \"device\": \"" + dev.description() + "\",\n  \"heads\": " + std::to_string(kHeads) + ",\n  \"cases\": [";
-  bool first_case = true;
-  int failures = 0;
-  for (int64_t d : {64, 128}) {
-    for (int64_t len : {1024, 4096, 16384}) {
-      for (bool causal : {false, true}) {
-        const std::string name = "len " + std::to_string(len) + ", d " + std::to_string(d) + (causal ? ", causal" : "");
-        if (name.find(flags.only) == std::string::npos) continue;
-        const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2, rows = kHeads * len;
-        const std::vector<uint16_t> hq = random_bf16(n, 1), hk = random_bf16(n, 2), hv = random_bf16(n, 3),
-                                    hdo = random_bf16(n, 4);
-        auto upload = [&](const std::vector<uint16_t>& host) {
-          Buffer b = must(dev.allocate(bytes), "allocate");
-          must(dev.copy_to_device(b, host.data(), bytes), "upload");
-          return b;
-        };
-        Buffer q = upload(hq), k = upload(hk), v = upload(hv), dout = upload(hdo);
-        Buffer o = must(dev.allocate(bytes), "allocate"), dq = must(dev.allocate(bytes), "allocate");
-        Buffer dk = must(dev.allocate(bytes), "allocate"), dv = must(dev.allocate(bytes), "allocate");
-        Buffer lse = must(dev.allocate(rows * 4), "allocate"), delta = must(dev.allocate(rows * 4), "allocate");
-        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  bench::AttnLog log("attn_bwd_bench", dev.description());
+  for (const bench::AttnCase& ac : bench::attn_cases(flags.only)) {
+    const int64_t len = ac.len, d = ac.d;
+    const bool causal = ac.causal;
+    const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2, rows = kHeads * len;
+    const std::vector<uint16_t> hq = bench::random_bf16(n, 1), hk = bench::random_bf16(n, 2),
+                                hv = bench::random_bf16(n, 3), hdo = bench::random_bf16(n, 4);
+    auto upload = [&](const std::vector<uint16_t>& host) {
+      Buffer b = must(dev.allocate(bytes), "allocate");
+      must(dev.copy_to_device(b, host.data(), bytes), "upload");
+      return b;
+    };
+    Buffer q = upload(hq), k = upload(hk), v = upload(hv), dout = upload(hdo);
+    Buffer o = must(dev.allocate(bytes), "allocate"), dq = must(dev.allocate(bytes), "allocate");
+    Buffer dk = must(dev.allocate(bytes), "allocate"), dv = must(dev.allocate(bytes), "allocate");
+    Buffer lse = must(dev.allocate(rows * 4), "allocate"), delta = must(dev.allocate(rows * 4), "allocate");
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
-        samples::AttnConfig fc = samples::attention_config(d, causal);
-        fc.lse = true;
-        CompileOptions options;
-        options.num_warps = samples::attention_warps(fc);
-        Function forward = must(dev.compile(must(samples::attention_kernel(fc), "build"), options), "compile");
-        const samples::AttnMaps fmaps = must(samples::attention_maps(dev, fc, q, k, v, o, kHeads, len), "maps");
-        const LaunchConfig flc = must(samples::attention_launch(forward, fc, kHeads, len, &stream), "grid");
-        must(samples::launch_attention(forward, flc, fmaps, kHeads, len, scale, &lse), "forward");
+    samples::AttnConfig fc = samples::attention_config(d, causal);
+    fc.lse = true;
+    CompileOptions options;
+    options.num_warps = samples::attention_warps(fc);
+    Function forward = must(dev.compile(must(samples::attention_kernel(fc), "build"), options), "compile");
+    const samples::AttnMaps fmaps = must(samples::attention_maps(dev, fc, q, k, v, o, kHeads, len), "maps");
+    const LaunchConfig flc = must(samples::attention_launch(forward, fc, kHeads, len, &stream), "grid");
+    must(samples::launch_attention(forward, flc, fmaps, kHeads, len, scale, &lse), "forward");
 
-        const double flops = 10.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
-        double best_ms = INFINITY, first_ms = INFINITY, worst = 0;
-        AttnBwdConfig best;
-        std::vector<AttnBwdConfig> tried = configs(d, causal);
-        if (flags.on) tried.resize(1);
-        for (const AttnBwdConfig& c : tried) {
-          options.num_warps = 4;
-          Function delta_fn =
-              must(dev.compile(must(samples::attention_bwd_delta_kernel(c), "build"), options), "compile");
-          options.num_warps = samples::attention_bwd_warps(c);
-          absl::StatusOr<Function> compiled = dev.compile(must(samples::attention_bwd_kernel(c), "build"), options);
-          if (absl::IsResourceExhausted(compiled.status())) {
-            std::printf("  %-16s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
-            continue;
-          }
-          Function backward = must(std::move(compiled), "compile");
-          const samples::AttnBwdMaps maps =
-              must(samples::attention_bwd_maps(dev, c, {&q, &k, &v, &dout, &dq, &dk, &dv}, kHeads, len), "maps");
-          const LaunchConfig blc = must(samples::attention_bwd_launch(backward, c, kHeads, len, &stream), "grid");
-          const LaunchConfig dlc = {
-              .grid = static_cast<int>(std::min<int64_t>((rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows,
-                                                         dev.num_compute_units() * 8)),
-              .num_warps = 4,
-              .stream = &stream};
-          const double ms = timer.median_ms([&] {
-            must(delta_fn.launch(dlc, dout, o, delta, static_cast<int32_t>(rows)), "delta");
-            must(samples::launch_attention_bwd(backward, blc, maps, kHeads, len, scale, lse, delta), "backward");
-          });
-          must(stream.synchronize(), "sync");
-          // The largest error over sampled rows of heads 0 and the last,
-          // relative to the largest reference value.
-          std::vector<float> all_lse(rows), all_delta(rows);
-          must(dev.copy_to_host(all_lse.data(), lse, rows * 4), "download");
-          must(dev.copy_to_host(all_delta.data(), delta, rows * 4), "download");
-          std::vector<uint16_t> gq(n), gk(n), gv(n);
-          for (auto [host, grad] : {std::pair{&gq, &dq}, {&gk, &dk}, {&gv, &dv}}) {
-            must(dev.copy_to_host(host->data(), *grad, bytes), "download");
-          }
-          double err = 0, size = 0, stats_error = 0;
-          for (int64_t hi : {int64_t{0}, kHeads - 1}) {
-            Head h{len, d, scale, causal, {}, {}, {}, {}, {}, {}};
-            for (auto [bits, values] : {std::pair{&hq, &h.q}, {&hk, &h.k}, {&hv, &h.v}, {&hdo, &h.dout}}) {
-              for (int64_t i = 0; i < len * d; ++i) values->push_back(bf16_to_float((*bits)[hi * len * d + i]));
-            }
-            h.lse2.assign(all_lse.begin() + hi * len, all_lse.begin() + (hi + 1) * len);
-            h.delta.assign(all_delta.begin() + hi * len, all_delta.begin() + (hi + 1) * len);
-            auto compare = [&](const std::vector<uint16_t>& grad, int64_t r, const std::vector<double>& want) {
-              for (int64_t c = 0; c < d; ++c) {
-                const double e = std::abs(bf16_to_float(grad[(hi * len + r) * d + c]) - want[c]);
-                err = std::isnan(e) ? INFINITY : std::max(err, e);
-                size = std::max(size, std::abs(want[c]));
-              }
-            };
-            for (int64_t r : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 1}) {
-              compare(gq, r, dq_row(h, r, stats_error));
-              auto [wk, wv] = dkv_row(h, r);
-              compare(gk, r, wk);
-              compare(gv, r, wv);
-            }
-          }
-          worst = std::max({worst, err / size, stats_error});
-          std::printf("  %-16s %.1f us\n", label(c).c_str(), ms * 1e3);
-          if (first_ms == INFINITY) first_ms = ms;
-          if (ms < best_ms) best_ms = ms, best = c;
-        }
-        // bf16 gradients from P and dS rounded to bf16 (matmul_cases::gradient_tolerance).
-        const bool ok = worst <= 2e-2;
-        failures += ok ? 0 : 1;
-        const double tflops = flops / (best_ms * 1e9);
-        char note[200];
-        std::snprintf(note, sizeof note, "%.1f us; config %s (first %s: %.1f us); error %.1e%s", best_ms * 1e3,
-                      label(best).c_str(), label(tried[0]).c_str(), first_ms * 1e3, worst, ok ? "" : " FAILED");
-        bench::report("attention backward, " + name, tflops, "TFLOP/s", note);
-        char entry[400];
-        std::snprintf(entry, sizeof entry,
-                      "%s\n    {\"len\": %lld, \"d\": %lld, \"causal\": %s, \"us\": %.3f, \"config\": \"%s\", "
-                      "\"tflops\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
-                      first_case ? "" : ",", static_cast<long long>(len), static_cast<long long>(d),
-                      causal ? "true" : "false", best_ms * 1e3, label(best).c_str(), tflops, worst,
-                      ok ? "true" : "false");
-        json += entry;
-        first_case = false;
+    const double flops = 10.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
+    double best_ms = INFINITY, default_ms = INFINITY, worst = 0;
+    AttnBwdConfig best;
+    std::vector<AttnBwdConfig> tried = configs(d, causal);
+    if (flags.on) tried.resize(1);
+    for (const AttnBwdConfig& c : tried) {
+      options.num_warps = 4;
+      Function delta_fn = must(dev.compile(must(samples::attention_bwd_delta_kernel(c), "build"), options), "compile");
+      options.num_warps = samples::attention_bwd_warps(c);
+      absl::StatusOr<Function> compiled = dev.compile(must(samples::attention_bwd_kernel(c), "build"), options);
+      if (absl::IsResourceExhausted(compiled.status())) {
+        std::printf("  %-16s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
+        continue;
       }
+      Function backward = must(std::move(compiled), "compile");
+      const samples::AttnBwdMaps maps =
+          must(samples::attention_bwd_maps(dev, c, {&q, &k, &v, &dout, &dq, &dk, &dv}, kHeads, len), "maps");
+      const LaunchConfig blc = must(samples::attention_bwd_launch(backward, c, kHeads, len, &stream), "grid");
+      const LaunchConfig dlc = {
+          .grid = static_cast<int>(std::min<int64_t>((rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows,
+                                                     dev.num_compute_units() * 8)),
+          .num_warps = 4,
+          .stream = &stream};
+      const double ms = timer.median_ms([&] {
+        must(delta_fn.launch(dlc, dout, o, delta, static_cast<int32_t>(rows)), "delta");
+        must(samples::launch_attention_bwd(backward, blc, maps, kHeads, len, scale, lse, delta), "backward");
+      });
+      must(stream.synchronize(), "sync");
+      // The largest error over sampled rows of heads 0 and the last,
+      // relative to the largest reference value.
+      std::vector<float> all_lse(rows), all_delta(rows);
+      must(dev.copy_to_host(all_lse.data(), lse, rows * 4), "download");
+      must(dev.copy_to_host(all_delta.data(), delta, rows * 4), "download");
+      std::vector<uint16_t> gq(n), gk(n), gv(n);
+      for (auto [host, grad] : {std::pair{&gq, &dq}, {&gk, &dk}, {&gv, &dv}}) {
+        must(dev.copy_to_host(host->data(), *grad, bytes), "download");
+      }
+      double err = 0, size = 0, stats_error = 0;
+      for (int64_t hi : {int64_t{0}, kHeads - 1}) {
+        Head h{len, d, scale, causal, {}, {}, {}, {}, {}, {}};
+        for (auto [bits, values] : {std::pair{&hq, &h.q}, {&hk, &h.k}, {&hv, &h.v}, {&hdo, &h.dout}}) {
+          for (int64_t i = 0; i < len * d; ++i) values->push_back(bf16_to_float((*bits)[hi * len * d + i]));
+        }
+        h.lse2.assign(all_lse.begin() + hi * len, all_lse.begin() + (hi + 1) * len);
+        h.delta.assign(all_delta.begin() + hi * len, all_delta.begin() + (hi + 1) * len);
+        auto compare = [&](const std::vector<uint16_t>& grad, int64_t r, const std::vector<double>& want) {
+          for (int64_t c = 0; c < d; ++c) {
+            const double e = std::abs(bf16_to_float(grad[(hi * len + r) * d + c]) - want[c]);
+            err = std::isnan(e) ? INFINITY : std::max(err, e);
+            size = std::max(size, std::abs(want[c]));
+          }
+        };
+        for (int64_t r : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 1}) {
+          compare(gq, r, dq_row(h, r, stats_error));
+          auto [wk, wv] = dkv_row(h, r);
+          compare(gk, r, wk);
+          compare(gv, r, wv);
+        }
+      }
+      worst = std::max({worst, err / size, stats_error});
+      std::printf("  %-16s %.1f us\n", label(c).c_str(), ms * 1e3);
+      if (default_ms == INFINITY) default_ms = ms;
+      if (ms < best_ms) best_ms = ms, best = c;
     }
+    // bf16 gradients from P and dS rounded to bf16 (matmul_cases::gradient_tolerance).
+    log.add("attention backward", ac, flops, best_ms, label(best), default_ms, label(tried[0]), worst, 2e-2);
   }
-  json += "\n  ]\n}\n";
-  if (!flags.json.empty()) std::ofstream(flags.json) << json;
-  if (failures > 0) std::printf("attn_bwd_bench: %d results outside their tolerance\n", failures);
-  return failures > 0 ? 1 : 0;
+  return log.finish(flags.json);
 }

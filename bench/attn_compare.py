@@ -16,9 +16,7 @@ is faster).
 
 Usage: python3 bench/attn_compare.py [--tessel PATH] [--json PATH] [--only TEXT]
 """
-import argparse
 import itertools
-import json
 import math
 
 import torch
@@ -28,9 +26,7 @@ import triton.language as tl
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-BATCH, HEADS = 4, 32
-LENS = [1024, 4096, 16384]
-DIMS = [64, 128]
+from attn_common import BATCH, HEADS, cases, parse_args, print_case, random_inputs, tessel_results, write_json
 BACKENDS = {
     "sdpa-flash": SDPBackend.FLASH_ATTENTION,
     "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -119,79 +115,48 @@ def error(got, want):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tessel", help="attn_bench's JSON from the same run")
-    parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--only", default="", help="cases whose name contains this text")
-    args = parser.parse_args()
-    tessel = {}
-    if args.tessel:
-        with open(args.tessel) as f:
-            for case in json.load(f)["cases"]:
-                tessel[(case["len"], case["d"], case["causal"])] = case
+    args = parse_args("attn_bench")
+    tessel = tessel_results(args.tessel)
     print(f"attn_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     results = []
-    for d in DIMS:
-        for length in LENS:
-            for causal in (False, True):
-                name = f"len {length}, d {d}" + (", causal" if causal else "")
-                if args.only not in name:
+    for length, d, causal, name in cases(args.only):
+        q, k, v = random_inputs(length, d, 3)
+        with sdpa_kernel(SDPBackend.MATH):
+            heads = [0, HEADS * BATCH // 2 + 1, HEADS * BATCH - 1]
+            flat = [t.reshape(-1, length, d)[heads].float() for t in (q, k, v)]
+            want = torch.zeros(BATCH * HEADS, length, d, device="cuda")
+            want[heads] = F.scaled_dot_product_attention(*flat, is_causal=causal)
+        flops = 4.0 * BATCH * HEADS * length * length * d * (0.5 if causal else 1.0)
+        row = {"len": length, "d": d, "causal": causal, "baselines": {}}
+        for label, backend in BACKENDS.items():
+            try:
+                with sdpa_kernel(backend):
+                    run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    err = error(run(), want)
+                    ms = time_ms(run)
+            except RuntimeError as e:
+                row["baselines"][label] = {"error": str(e).splitlines()[0][:120]}
+                continue
+            row["baselines"][label] = {"us": ms * 1e3, "max_error": err}
+        best = None
+        for config in TRITON_CONFIGS:
+            try:
+                run = triton_attention(q, k, v, causal, config)
+                err = error(run(), want)
+                if err > 2e-2:
                     continue
-                gen = torch.Generator(device="cuda").manual_seed(length + d)
-                shape = (BATCH, HEADS, length, d)
-                q, k, v = (torch.rand(shape, device="cuda", dtype=torch.bfloat16, generator=gen) * 2 - 1
-                           for _ in range(3))
-                with sdpa_kernel(SDPBackend.MATH):
-                    heads = [0, HEADS * BATCH // 2 + 1, HEADS * BATCH - 1]
-                    flat = [t.reshape(-1, length, d)[heads].float() for t in (q, k, v)]
-                    want = torch.zeros(BATCH * HEADS, length, d, device="cuda")
-                    want[heads] = F.scaled_dot_product_attention(*flat, is_causal=causal)
-                flops = 4.0 * BATCH * HEADS * length * length * d * (0.5 if causal else 1.0)
-                row = {"len": length, "d": d, "causal": causal, "baselines": {}}
-                for label, backend in BACKENDS.items():
-                    try:
-                        with sdpa_kernel(backend):
-                            run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                            err = error(run(), want)
-                            ms = time_ms(run)
-                    except RuntimeError as e:
-                        row["baselines"][label] = {"error": str(e).splitlines()[0][:120]}
-                        continue
-                    row["baselines"][label] = {"us": ms * 1e3, "max_error": err}
-                best = None
-                for config in TRITON_CONFIGS:
-                    try:
-                        run = triton_attention(q, k, v, causal, config)
-                        err = error(run(), want)
-                        if err > 2e-2:
-                            continue
-                        ms = time_ms(run)
-                    except Exception:  # configurations that do not fit in shared memory or registers
-                        continue
-                    if best is None or ms < best[0]:
-                        best = (ms, config, err)
-                if best is not None:
-                    bm, bn, stages, warps = best[1]
-                    row["baselines"]["triton"] = {"us": best[0] * 1e3, "max_error": best[2],
-                                                  "config": f"{bm}x{bn} s{stages} w{warps}"}
-                line = f"{name:28s}"
-                mine = tessel.get((length, d, causal))
-                if mine:
-                    line += f" tessel {mine['us']:9.1f} us {flops / mine['us'] / 1e6:6.1f} TFLOP/s |"
-                for label, r in row["baselines"].items():
-                    if "us" not in r:
-                        line += f" {label}: -"
-                        continue
-                    line += f" {label} {r['us']:9.1f} us {flops / r['us'] / 1e6:6.1f}"
-                    if mine:
-                        line += f" ({r['us'] / mine['us']:.2f}x)"
-                    if "config" in r:
-                        line += f" [{r['config']}]"
-                print(line, flush=True)
-                results.append(row)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "cases": results}, f, indent=1)
+                ms = time_ms(run)
+            except Exception:  # configurations that do not fit in shared memory or registers
+                continue
+            if best is None or ms < best[0]:
+                best = (ms, config, err)
+        if best is not None:
+            bm, bn, stages, warps = best[1]
+            row["baselines"]["triton"] = {"us": best[0] * 1e3, "max_error": best[2],
+                                          "config": f"{bm}x{bn} s{stages} w{warps}"}
+        print_case(name, flops, tessel.get((length, d, causal)), row["baselines"])
+        results.append(row)
+    write_json(args.json, torch.cuda.get_device_name(), results)
 
 
 if __name__ == "__main__":
