@@ -186,6 +186,31 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
   return b;
 }
 
+// `n` NaNs of `dtype` (f32 or bf16) in a new buffer: a value a kernel does
+// not write shows.
+inline absl::StatusOr<Buffer> nan_buffer(const Device& device, DType dtype, int64_t n) {
+  if (dtype == bf16) {
+    const std::vector<uint16_t> bits(n, 0x7FC0);  // bf16's quiet NaN
+    return put(device, bits.data(), n * 2);
+  }
+  const std::vector<float> values(n, std::nanf(""));
+  return put(device, values.data(), n * 4);
+}
+
+// `n` values of `dtype` (f32 or bf16) from `src`, as f32.
+inline absl::StatusOr<std::vector<float>> download_f32(const Device& device, const Buffer& src, DType dtype,
+                                                       int64_t n) {
+  std::vector<float> out(n);
+  if (dtype != bf16) {
+    TESSEL_RETURN_IF_ERROR(device.copy_to_host(out.data(), src, n * 4));
+    return out;
+  }
+  std::vector<uint16_t> bits(n);
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(bits.data(), src, n * 2));
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
 // C = gemm_kernel(g) on `device` (g.out f32, or bf16 returned as f32), with
 // `scales` (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
 // g.bias_gelu; C starts as NaN, so an element the kernel misses shows
@@ -231,13 +256,7 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
         fn.launch_packed(launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb, ws ? &*ws : nullptr)));
     TESSEL_RETURN_IF_ERROR(device.synchronize());
   }
-  if (!half) {
-    TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
-    return c;
-  }
-  TESSEL_RETURN_IF_ERROR(device.copy_to_host(c16.data(), cb, c16.size() * 2));
-  for (size_t i = 0; i < c.size(); ++i) c[i] = bf16_to_float(c16[i]);
-  return c;
+  return download_f32(device, cb, g.out, m * n);
 }
 
 // Attention on `device` (samples::attention_kernel(c), as many warps as it
@@ -247,7 +266,6 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, co
                                                         int64_t heads, int64_t len, float scale, const Operand& q,
                                                         const Operand& k, const Operand& v) {
   if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention: O must be f32 or bf16");
-  const bool half = c.out == bf16;
   CompileOptions options;
   options.num_warps = samples::attention_warps(c);
   TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(c));
@@ -256,20 +274,12 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, co
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
   const int64_t n = heads * len * c.d;
-  std::vector<float> o(n, std::nanf(""));
-  std::vector<uint16_t> o16(half ? n : 0, 0x7FC0);  // bf16's quiet NaN
-  TESSEL_ASSIGN_OR_RETURN(Buffer ob, half ? put(device, o16.data(), n * 2) : put(device, o.data(), n * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ob, nan_buffer(device, c.out, n));
   TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps maps, samples::attention_maps(device, c, qb, kb, vb, ob, heads, len));
   TESSEL_ASSIGN_OR_RETURN(LaunchConfig launch, samples::attention_launch(fn, c, heads, len));
   TESSEL_RETURN_IF_ERROR(samples::launch_attention(fn, launch, maps, heads, len, scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
-  if (!half) {
-    TESSEL_RETURN_IF_ERROR(device.copy_to_host(o.data(), ob, n * 4));
-    return o;
-  }
-  TESSEL_RETURN_IF_ERROR(device.copy_to_host(o16.data(), ob, n * 2));
-  for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(o16[i]);
-  return o;
+  return download_f32(device, ob, c.out, n);
 }
 
 // The backward pass on `device` as a framework runs it: the forward
@@ -283,7 +293,7 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
                                                     int64_t heads, int64_t len, float scale, const Operand& q,
                                                     const Operand& k, const Operand& v, const Operand& dout) {
   if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention_bwd: dQ must be f32 or bf16");
-  const int64_t n = heads * len * c.d, esize = c.in.bytes(), osize = c.out.bytes();
+  const int64_t n = heads * len * c.d;
   samples::AttnConfig fc = samples::attention_config(c.d, c.causal);
   fc.in = fc.out = c.in;
   fc.lse = true;
@@ -302,19 +312,12 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
   TESSEL_ASSIGN_OR_RETURN(Buffer dob, put(device, dout.bytes.data(), dout.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer ob, device.allocate(n * esize));
-  std::vector<float> lse(heads * len, std::nanf("")), delta(heads * len, std::nanf(""));
-  TESSEL_ASSIGN_OR_RETURN(Buffer lseb, put(device, lse.data(), lse.size() * 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer deltab, put(device, delta.data(), delta.size() * 4));
-  std::vector<uint8_t> nans(n * osize);
-  for (int64_t i = 0; i < n; ++i) {
-    const float nan = std::nanf("");
-    const uint16_t nan16 = 0x7FC0;  // bf16's quiet NaN
-    std::memcpy(&nans[i * osize], osize == 4 ? static_cast<const void*>(&nan) : &nan16, osize);
-  }
+  TESSEL_ASSIGN_OR_RETURN(Buffer ob, device.allocate(n * c.in.bytes()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer lseb, nan_buffer(device, f32, heads * len));
+  TESSEL_ASSIGN_OR_RETURN(Buffer deltab, nan_buffer(device, f32, heads * len));
   std::vector<Buffer> grads;
   for (int g = 0; g < 3; ++g) {
-    TESSEL_ASSIGN_OR_RETURN(Buffer b, put(device, nans.data(), nans.size()));
+    TESSEL_ASSIGN_OR_RETURN(Buffer b, nan_buffer(device, c.out, n));
     grads.push_back(std::move(b));
   }
 
@@ -333,23 +336,10 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   TESSEL_RETURN_IF_ERROR(device.synchronize());
 
   AttnGradsF out;
-  TESSEL_RETURN_IF_ERROR(device.copy_to_host(lse.data(), lseb, lse.size() * 4));
-  out.lse2 = lse;
-  for (int g = 0; g < 3; ++g) {
-    std::vector<uint8_t> bytes(n * osize);
-    TESSEL_RETURN_IF_ERROR(device.copy_to_host(bytes.data(), grads[g], bytes.size()));
-    std::vector<float> f(n);
-    for (int64_t i = 0; i < n; ++i) {
-      if (osize == 4) {
-        std::memcpy(&f[i], &bytes[i * 4], 4);
-      } else {
-        uint16_t b;
-        std::memcpy(&b, &bytes[i * 2], 2);
-        f[i] = bf16_to_float(b);
-      }
-    }
-    (g == 0 ? out.dq : g == 1 ? out.dk : out.dv) = std::move(f);
-  }
+  TESSEL_ASSIGN_OR_RETURN(out.lse2, download_f32(device, lseb, f32, heads * len));
+  TESSEL_ASSIGN_OR_RETURN(out.dq, download_f32(device, grads[0], c.out, n));
+  TESSEL_ASSIGN_OR_RETURN(out.dk, download_f32(device, grads[1], c.out, n));
+  TESSEL_ASSIGN_OR_RETURN(out.dv, download_f32(device, grads[2], c.out, n));
   return out;
 }
 
