@@ -12,7 +12,7 @@
 // (torch's scaled_dot_product_attention backward on each backend) come
 // from bench/attn_bwd_compare.py, which reads the JSON this writes
 // (--json=PATH). --only=TEXT runs the cases whose name contains TEXT;
-// --default, the first configuration (AttnBwdConfig's defaults) alone.
+// --default, the first configuration (attention_bwd_config's) alone.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,10 +39,13 @@ std::string label(const AttnBwdConfig& c) {
          std::to_string(samples::attention_bwd_warps(c));
 }
 
+// attention_bwd_config's pick first.
 std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
-  std::vector<AttnBwdConfig> out;
+  std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal)};
   for (auto [block, stages] : {std::pair{64, 2}, std::pair{64, 3}, std::pair{128, 2}}) {
-    out.push_back({.d = d, .block = block, .causal = causal, .stages = stages});
+    if (block != out[0].block || stages != out[0].stages) {
+      out.push_back({.d = d, .block = block, .causal = causal, .stages = stages});
+    }
   }
   return out;
 }
