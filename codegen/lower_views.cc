@@ -40,10 +40,13 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
       }
     }
   }
-  if (o.op == OpCode::kBroadcast && wanted_[o.results[0]] != nullptr && !in_registers(rt)) {
-    // A tile too large for registers by itself, but wanted in a register
-    // layout (an accumulator's, for the epilogue): each slot reads its
-    // element from the operand's buffer.
+  if (wanted_[o.results[0]] != nullptr &&
+      ((o.op == OpCode::kBroadcast && !in_registers(rt)) || o.op == OpCode::kTrans)) {
+    // Wanted in a register layout: a broadcast tile too large for registers
+    // by itself (in an accumulator's layout, for the epilogue), or a
+    // transpose (in the layout of a product's register operand, dS of
+    // dS @ K when dS^T is what the registers hold). Each slot reads its
+    // element from the operand's buffer: no copy of the whole tile.
     const Layout& want = *wanted_[o.results[0]];
     hold(o);
     std::vector<llvm::Value*> out;

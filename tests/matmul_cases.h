@@ -211,6 +211,45 @@ inline absl::StatusOr<std::vector<float>> download_f32(const Device& device, con
   return out;
 }
 
+// Y = (A B^T)^T C per 64-row block of A and C ([rows, 64] bf16; B [64, 64]
+// bf16; Y [rows, 64] f32): the second product's A is the transpose of the
+// first's result, rounded to bf16, as dS of dS K is when the registers hold
+// dS^T. On tensor cores it takes that operand in the register form.
+inline absl::StatusOr<Kernel> transposed_product_kernel() {
+  KernelBuilder k("transposed_product");
+  Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
+  Value b = k.tensor_map(bf16, {64, 64}, "b", Swizzle::k128B);
+  Value c = k.tensor_map(bf16, {64, 64}, "c", Swizzle::k128B);
+  Value y = k.tensor_map(f32, {64, 64}, "y");
+  Value rows = k.arg(i32, "rows");
+  k.for_each_tile(cdiv(rows, 64), [&](Value t) {
+    Value x = dot(tma_load(a, {t * 64, 0}), trans(tma_load(b, {0, 0})), k.zeros({64, 64}, f32));
+    tma_store(y, {t * 64, 0}, dot(trans(cast(x, bf16)), tma_load(c, {t * 64, 0}), k.zeros({64, 64}, f32)));
+  });
+  return k.build();
+}
+
+// transposed_product_kernel on `device` over `rows` rows of A and C.
+inline absl::StatusOr<std::vector<float>> run_transposed_product(const Device& device, int64_t rows, const Operand& a,
+                                                                 const Operand& b, const Operand& c) {
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, transposed_product_kernel());
+  CompileOptions options;
+  options.num_warps = 4;
+  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a.bytes.data(), a.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b.bytes.data(), b.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c.bytes.data(), c.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer yb, nan_buffer(device, f32, rows * 64));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap am, device.tensor_map(bf16, ab, {rows, 64}, {64, 64}, Swizzle::k128B));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap bm, device.tensor_map(bf16, bb, {64, 64}, {64, 64}, Swizzle::k128B));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap cm, device.tensor_map(bf16, cb, {rows, 64}, {64, 64}, Swizzle::k128B));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap ym, device.tensor_map(f32, yb, {rows, 64}, {64, 64}));
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid_for(device, (rows + 63) / 64), .num_warps = 4}, am, bm, cm, ym,
+                                   static_cast<int32_t>(rows)));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  return download_f32(device, yb, f32, rows * 64);
+}
+
 // C = gemm_kernel(g) on `device` (g.out f32, or bf16 returned as f32), with
 // `scales` (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
 // g.bias_gelu; C starts as NaN, so an element the kernel misses shows

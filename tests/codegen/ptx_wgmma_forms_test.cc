@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "ptx_test_util.h"
 #include "samples/kernels.h"
+#include "tests/matmul_cases.h"
 
 namespace tessel {
 namespace {
@@ -142,6 +143,24 @@ TEST(WgmmaForms, AttentionBackwardTakesProbabilitiesFromRegisters) {
     EXPECT_EQ(ptx.find("st.shared"), std::string::npos);
     expect_ptxas_clean(ptx);
   }
+}
+
+// The transpose of a product's result feeds the next product in wgmma's
+// register form, each thread reading its operand's elements from the
+// result's registers as written to shared memory (in pairs): no copy of
+// the transposed tile, whose 16-bit stores would conflict on every bank.
+TEST(WgmmaForms, TransposedResultFeedsTheRegisterForm) {
+  absl::StatusOr<Kernel> kernel = matmul_cases::transposed_product_kernel();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  const std::regex from_registers(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), from_registers), std::sregex_iterator()), 4);
+  EXPECT_NE(ptx.find("st.shared.b32"), std::string::npos);
+  EXPECT_EQ(ptx.find("st.shared.u16"), std::string::npos);
+  EXPECT_EQ(ptx.find("st.shared.b16"), std::string::npos);
+  expect_ptxas_clean(ptx);
 }
 
 // The online softmax keeps S, P, the running maximum and sum and the output

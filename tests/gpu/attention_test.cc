@@ -193,5 +193,24 @@ TEST(Attention, RegisterAAgreesWithSharedA) {
   EXPECT_TRUE(all_close(results[0], want, 1e-5));
 }
 
+// (A B^T)^T C with the transpose in wgmma's register form, against the
+// host: the first product rounded to bf16 on both (its sums' order differs,
+// which may move a rounding by one bf16 step).
+TEST(Attention, TransposedResultAgreesWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  const int64_t rows = 200;
+  Operand a = random_operand(bf16, rows * 64, rng.gen()), b = random_operand(bf16, 64 * 64, rng.gen()),
+          c = random_operand(bf16, rows * 64, rng.gen());
+  absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_transposed_product(device, rows, a, b, c);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_transposed_product(*host, rows, a, b, c);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_TRUE(all_close(*gpu, *cpu, 1e-2));
+}
+
 }  // namespace
 }  // namespace tessel::gpu_test
