@@ -185,6 +185,17 @@ inline absl::StatusOr<Buffer> put(const Device& device, const void* data, size_t
   TESSEL_RETURN_IF_ERROR(device.copy_to_device(b, data, bytes));
   return b;
 }
+inline absl::StatusOr<Buffer> put(const Device& device, const Operand& x) {
+  return put(device, x.bytes.data(), x.bytes.size());
+}
+
+// `kernel`, built, compiled on `device` for programs of `warps` warps.
+inline absl::StatusOr<Function> compile_for(const Device& device, absl::StatusOr<Kernel> kernel, int warps) {
+  if (!kernel.ok()) return kernel.status();
+  CompileOptions options;
+  options.num_warps = warps;
+  return device.compile(*kernel, options);
+}
 
 // `n` NaNs of `dtype` (f32 or bf16) in a new buffer: a value a kernel does
 // not write shows.
@@ -232,13 +243,10 @@ inline absl::StatusOr<Kernel> transposed_product_kernel() {
 // transposed_product_kernel on `device` over `rows` rows of A and C.
 inline absl::StatusOr<std::vector<float>> run_transposed_product(const Device& device, int64_t rows, const Operand& a,
                                                                  const Operand& b, const Operand& c) {
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, transposed_product_kernel());
-  CompileOptions options;
-  options.num_warps = 4;
-  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
-  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a.bytes.data(), a.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b.bytes.data(), b.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c.bytes.data(), c.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, transposed_product_kernel(), 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c));
   TESSEL_ASSIGN_OR_RETURN(Buffer yb, nan_buffer(device, f32, rows * 64));
   TESSEL_ASSIGN_OR_RETURN(TensorMap am, device.tensor_map(bf16, ab, {rows, 64}, {64, 64}, Swizzle::k128B));
   TESSEL_ASSIGN_OR_RETURN(TensorMap bm, device.tensor_map(bf16, bb, {64, 64}, {64, 64}, Swizzle::k128B));
@@ -264,19 +272,15 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
   if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_gemm: C must be f32 or bf16");
   const bool half = g.out == bf16;
-  CompileOptions options;
-  options.num_warps = warps;
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::gemm_kernel(g));
-  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
-  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a.bytes.data(), a.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b.bytes.data(), b.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::gemm_kernel(g), warps));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b));
   std::vector<float> c(m * n, g.split_k > 1 ? 0.0f : std::nanf(""));
   std::vector<uint16_t> c16(half ? m * n : 0, 0x7FC0);  // bf16's quiet NaN
   TESSEL_ASSIGN_OR_RETURN(Buffer cb, half ? put(device, c16.data(), c16.size() * 2) : put(device, c.data(), c.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &scales.first, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, bias->bytes.data(), bias->bytes.size())
-                                                    : device.allocate(4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, *bias) : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
   const int grid = programs > 0  ? programs
                    : g.stream_k ? device.num_compute_units()
@@ -305,13 +309,10 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, co
                                                         int64_t heads, int64_t len, float scale, const Operand& q,
                                                         const Operand& k, const Operand& v) {
   if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention: O must be f32 or bf16");
-  CompileOptions options;
-  options.num_warps = samples::attention_warps(c);
-  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::attention_kernel(c));
-  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
-  TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q.bytes.data(), q.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::attention_kernel(c), samples::attention_warps(c)));
+  TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q));
+  TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k));
+  TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v));
   const int64_t n = heads * len * c.d;
   TESSEL_ASSIGN_OR_RETURN(Buffer ob, nan_buffer(device, c.out, n));
   TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps maps, samples::attention_maps(device, c, qb, kb, vb, ob, heads, len));
@@ -336,21 +337,16 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   samples::AttnConfig fc = samples::attention_config(c.d, c.causal);
   fc.in = fc.out = c.in;
   fc.lse = true;
-  CompileOptions options;
-  options.num_warps = samples::attention_warps(fc);
-  TESSEL_ASSIGN_OR_RETURN(Kernel fk, samples::attention_kernel(fc));
-  TESSEL_ASSIGN_OR_RETURN(Function forward, device.compile(fk, options));
-  options.num_warps = 4;
-  TESSEL_ASSIGN_OR_RETURN(Kernel dkern, samples::attention_bwd_delta_kernel(c));
-  TESSEL_ASSIGN_OR_RETURN(Function delta_fn, device.compile(dkern, options));
-  options.num_warps = samples::attention_bwd_warps(c);
-  TESSEL_ASSIGN_OR_RETURN(Kernel bk, samples::attention_bwd_kernel(c));
-  TESSEL_ASSIGN_OR_RETURN(Function backward, device.compile(bk, options));
+  TESSEL_ASSIGN_OR_RETURN(Function forward,
+                          compile_for(device, samples::attention_kernel(fc), samples::attention_warps(fc)));
+  TESSEL_ASSIGN_OR_RETURN(Function delta_fn, compile_for(device, samples::attention_bwd_delta_kernel(c), 4));
+  TESSEL_ASSIGN_OR_RETURN(Function backward,
+                          compile_for(device, samples::attention_bwd_kernel(c), samples::attention_bwd_warps(c)));
 
-  TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q.bytes.data(), q.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k.bytes.data(), k.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v.bytes.data(), v.bytes.size()));
-  TESSEL_ASSIGN_OR_RETURN(Buffer dob, put(device, dout.bytes.data(), dout.bytes.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q));
+  TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k));
+  TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v));
+  TESSEL_ASSIGN_OR_RETURN(Buffer dob, put(device, dout));
   TESSEL_ASSIGN_OR_RETURN(Buffer ob, device.allocate(n * c.in.bytes()));
   TESSEL_ASSIGN_OR_RETURN(Buffer lseb, nan_buffer(device, f32, heads * len));
   TESSEL_ASSIGN_OR_RETURN(Buffer deltab, nan_buffer(device, f32, heads * len));
