@@ -197,12 +197,12 @@ int main(int argc, char** argv) {
         continue;
       }
       Function backward = must(std::move(compiled), "compile");
-      const samples::AttnBwdMaps maps =
-          must(samples::attention_bwd_maps(dev, c, {&q, &k, &v, &dout, &dq, &dk, &dv}, kHeads, len), "maps");
+      const samples::AttnBwdMaps maps = must(
+          samples::attention_bwd_maps(dev, c, {&q, &k, &v, &dout, &dq, &dk, &dv, &lse, &delta}, kHeads, len), "maps");
       const LaunchConfig blc = must(samples::attention_bwd_launch(backward, c, kHeads, len, &stream), "grid");
       const double ms = timer.median_ms([&] {
         run_delta();
-        must(samples::launch_attention_bwd(backward, blc, maps, kHeads, len, scale, lse, delta), "backward");
+        must(samples::launch_attention_bwd(backward, blc, maps, kHeads, len, scale), "backward");
       });
       must(stream.synchronize(), "sync");
       // The largest error at the sampled rows, relative to the largest

@@ -40,11 +40,13 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
       }
     }
   }
+  const bool from_buffer = regs_[o.operands[0]].slots.empty();
   if (wanted_[o.results[0]] != nullptr &&
-      ((o.op == OpCode::kBroadcast && !in_registers(rt)) || o.op == OpCode::kTrans)) {
+      ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) || o.op == OpCode::kTrans)) {
     // Wanted in a register layout: a broadcast tile too large for registers
-    // by itself (in an accumulator's layout, for the epilogue), or a
-    // transpose (in the layout of a product's register operand, dS of
+    // by itself (in an accumulator's layout, for the epilogue) or of a tile
+    // held in shared memory (a row of statistics the copy engine loaded),
+    // or a transpose (in the layout of a product's register operand, dS of
     // dS @ K when dS^T is what the registers hold). Each slot reads its
     // element from the operand's buffer: no copy of the whole tile.
     const Layout& want = *wanted_[o.results[0]];

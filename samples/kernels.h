@@ -829,7 +829,9 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   Value dq = map(c.out, "dq"), dk = map(c.out, "dk"), dv = map(c.out, "dv");
   Value len = k.arg(i32, "len"), heads = k.arg(i32, "heads");
   Value scale = k.arg(f32, "scale");
-  Value lse = k.arg(ptr(f32), "lse"), delta = k.arg(ptr(f32), "delta");
+  // The rows' statistics, [heads * len] f32, read a block at a time by the
+  // copy engine, so that the loops' pipelines fetch them ahead with Q and dO.
+  Value lse = k.tensor_map(f32, {n}, "lse"), delta = k.tensor_map(f32, {n}, "delta");
   Value log2_scale = scale * static_cast<float>(M_LOG2E);
   Value blocks = cdiv(len, n);
   auto box = [&](Value m, Value h, Value row) { return reshape(tma_load(m, {h, row, 0}), {n, c.d}); };
@@ -838,10 +840,10 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   };
   k.for_each_tile(heads * blocks, [&](Value t) {
     Value h = t / blocks, b0 = t % blocks * n;
-    // Per query row of a block from `row`: its log2-sum-exp and D.
+    // Per query row of a block from `row`: its log2-sum-exp and D (rows past
+    // `len` read the next head's or zeros; their columns are masked).
     auto row_stats = [&](Value row) {
-      Value query = row + k.arange(0, n), inside = query < len;
-      return std::pair{load(lse + h * len + query, inside, 0.0f), load(delta + h * len + query, inside, 0.0f)};
+      return std::pair{tma_load(lse, {h * len + row}), tma_load(delta, {h * len + row})};
     };
     {  // dK and dV of keys b0 .. b0 + n
       Value kb = box(kt, h, b0), vb = box(v, h, b0);
@@ -887,22 +889,26 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   return k.build();
 }
 
-// The backward kernel's maps: Q, K, V, dO, dQ, dK and dV [heads, len, d].
+// The backward kernel's maps: Q, K, V, dO, dQ, dK and dV [heads, len, d],
+// and the forward's log2-sum-exp and D [heads, len].
 struct AttnBwdMaps {
-  TensorMap q, k, v, dout, dq, dk, dv;
+  TensorMap q, k, v, dout, dq, dk, dv, lse, delta;
 };
 inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, const AttnBwdConfig& c,
                                                       const std::vector<const Buffer*>& buffers, int64_t heads,
                                                       int64_t len) {
-  if (buffers.size() != 7) return absl::InvalidArgumentError("attention_bwd_maps: needs Q, K, V, dO, dQ, dK and dV");
+  if (buffers.size() != 9) {
+    return absl::InvalidArgumentError("attention_bwd_maps: needs Q, K, V, dO, dQ, dK, dV, the log2-sum-exp and D");
+  }
   std::vector<TensorMap> maps;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    absl::StatusOr<TensorMap> m =
-        device.tensor_map(i < 4 ? c.in : c.out, *buffers[i], {heads, len, c.d}, {1, c.block, c.d}, Swizzle::k128B);
+    absl::StatusOr<TensorMap> m = i < 7 ? device.tensor_map(i < 4 ? c.in : c.out, *buffers[i], {heads, len, c.d},
+                                                            {1, c.block, c.d}, Swizzle::k128B)
+                                        : device.tensor_map(f32, *buffers[i], {heads * len}, {c.block});
     if (!m.ok()) return m.status();
     maps.push_back(*m);
   }
-  return AttnBwdMaps{maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6]};
+  return AttnBwdMaps{maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], maps[7], maps[8]};
 }
 // How attention_bwd_kernel(c), compiled to `fn` with attention_bwd_warps(c)
 // warps, runs over `heads` heads of `len` rows: persistent, at most one
@@ -917,10 +923,9 @@ inline absl::StatusOr<LaunchConfig> attention_bwd_launch(const Function& fn, con
                       .stream = stream};
 }
 inline absl::Status launch_attention_bwd(const Function& fn, const LaunchConfig& config, const AttnBwdMaps& maps,
-                                         int64_t heads, int64_t len, float scale, const Buffer& lse,
-                                         const Buffer& delta) {
+                                         int64_t heads, int64_t len, float scale) {
   return fn.launch(config, maps.q, maps.k, maps.v, maps.dout, maps.dq, maps.dk, maps.dv, static_cast<int32_t>(len),
-                   static_cast<int32_t>(heads), scale, lse, delta);
+                   static_cast<int32_t>(heads), scale, maps.lse, maps.delta);
 }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:

@@ -365,9 +365,10 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
       ob, deltab, rows));
   TESSEL_ASSIGN_OR_RETURN(
       samples::AttnBwdMaps bmaps,
-      samples::attention_bwd_maps(device, c, {&qb, &kb, &vb, &dob, &grads[0], &grads[1], &grads[2]}, heads, len));
+      samples::attention_bwd_maps(device, c, {&qb, &kb, &vb, &dob, &grads[0], &grads[1], &grads[2], &lseb, &deltab},
+                                  heads, len));
   TESSEL_ASSIGN_OR_RETURN(LaunchConfig blaunch, samples::attention_bwd_launch(backward, c, heads, len));
-  TESSEL_RETURN_IF_ERROR(samples::launch_attention_bwd(backward, blaunch, bmaps, heads, len, scale, lseb, deltab));
+  TESSEL_RETURN_IF_ERROR(samples::launch_attention_bwd(backward, blaunch, bmaps, heads, len, scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
 
   AttnGradsF out;
