@@ -792,11 +792,14 @@ struct AttnBwdConfig {
   int stages = 2;  // of the loops' pipelines
 };
 inline int attention_bwd_warps(const AttnBwdConfig& c) { return static_cast<int>(c.block / 16); }
-// The configuration the benchmark found fastest on one H200: 64-row blocks,
-// with three stages at d = 128 (3-16 % faster than two at 5 of the 6
-// benchmarked shapes; at d = 64 two are the fastest everywhere).
+// The configuration the benchmark found fastest on one H200: at d = 64,
+// 128-row blocks on two warpgroups with two stages (2-7 % faster than 64-row
+// blocks from len 4096, within 4 % at 1024); at d = 128, where 128-row
+// blocks do not fit in shared memory, 64-row blocks with three stages (1-21 %
+// faster than two).
 inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false) {
-  return {.d = d, .causal = causal, .stages = d <= 64 ? 2 : 3};
+  if (d <= 64) return {.d = d, .block = 128, .causal = causal, .stages = 2};
+  return {.d = d, .causal = causal, .stages = 3};
 }
 
 // D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in.

@@ -75,8 +75,12 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
   ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  const samples::AttnBwdConfig configs[] = {
-      {}, {.stages = 3}, {.d = 128, .in = f16, .out = f32}, {.block = 128, .out = f32}};
+  const samples::AttnBwdConfig configs[] = {{},
+                                            {.stages = 3},
+                                            {.d = 128, .in = f16, .out = f32},
+                                            {.block = 128, .out = f32},
+                                            samples::attention_bwd_config(64),
+                                            samples::attention_bwd_config(128)};
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {64, 200, 1000}) {

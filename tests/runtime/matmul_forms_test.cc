@@ -335,6 +335,7 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       {},
       {.d = 128, .in = f16, .out = f32},
       {.block = 128, .out = f32, .stages = 3},
+      samples::attention_bwd_config(64),
       samples::attention_bwd_config(128),
   };
   for (samples::AttnBwdConfig c : configs) {
