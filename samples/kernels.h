@@ -793,7 +793,7 @@ struct AttnBwdConfig {
 };
 inline int attention_bwd_warps(const AttnBwdConfig& c) { return static_cast<int>(c.block / 16); }
 // The configuration the benchmark found fastest on one H200: at d = 64,
-// 128-row blocks on two warpgroups with two stages (2-7 % faster than 64-row
+// 128-row blocks on two warpgroups with two stages (1-8 % faster than 64-row
 // blocks from len 4096, within 4 % at 1024); at d = 128, where 128-row
 // blocks do not fit in shared memory, 64-row blocks with three stages (1-21 %
 // faster than two).
