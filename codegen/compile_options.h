@@ -36,11 +36,18 @@ struct CompileOptions {
   // Host only (Device "host:checked"): every load, store and atomic asks
   // the runtime whether it lies within its argument first.
   bool checked = false;
+  // GPUs: programs that should run at once on one compute unit (1 to 32).
+  // The program's shared memory (LDS) is kept within that share of the
+  // unit's, giving up first what it holds only to overlap copies with work
+  // (store tiles held across the kernel, rings that run across loops), and
+  // ptxas is told (.minnctapersm) so that registers fit that many too. A
+  // kernel that does not fit is an error naming its bytes.
+  int min_programs = 1;
 
   // Whether the options change generated code (they key the JIT cache).
   std::string cache_key() const {
     return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch, ";s", absl::Hex(specialization.multiple_of_16),
-                        checked ? ";checked" : "");
+                        checked ? ";checked" : "", min_programs != 1 ? absl::StrCat(";p", min_programs) : "");
   }
 };
 

@@ -41,6 +41,10 @@ std::string compiler_identity(const std::string& arch) {
 
 absl::StatusOr<DeviceCode> compile(const Kernel& kernel, const CompileOptions& options, CompileArtifacts* artifacts) {
   TESSEL_ASSIGN_OR_RETURN(std::string arch, resolve_arch(options.arch));
+  if (options.min_programs < 1 || options.min_programs > 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_programs (programs to run at once on one compute unit) must be 1 to 32, got ", options.min_programs));
+  }
   if (arch == "host") return codegen::compile_host(kernel, options, artifacts);
   if (absl::StartsWith(arch, "gfx")) return codegen::compile_amdgpu(kernel, options, arch, artifacts);
   return codegen::compile_nvptx(kernel, options, arch, artifacts);

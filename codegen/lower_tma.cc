@@ -137,7 +137,10 @@ absl::Status Lowering::tma_store(const Op& o) {
   if (held) {
     target_.tma_store_async(b_, map_type, val(o.operands[0]), coords(o, 2), staged, add);
   } else {
+    // The copy has read the tile when this returns: its buffer is free
+    // (smem_alloc synchronizes the program before reusing it).
     target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), staged, add);
+    shared_.erase(staged);
   }
   return absl::OkStatus();
 }

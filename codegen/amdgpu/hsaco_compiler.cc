@@ -74,12 +74,15 @@ absl::StatusOr<DeviceCode> compile_amdgpu(const Kernel& kernel, const CompileOpt
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
                           make_amdgpu_target(arch, options.num_warps, options.opt_level));
   llvm::LLVMContext ctx;
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered,
-                          lower(kernel.ir(), *target, ctx, options.specialization, kGfx942LdsLimit));
-  if (lowered.shared_bytes > kGfx942LdsLimit) {
-    return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
-                                                     " bytes of LDS per program; ", arch, " allows ", kGfx942LdsLimit,
-                                                     " (use smaller tiles, or fewer stages in pipelined loops)"));
+  // A compute unit's LDS is one program's limit; min_programs share it.
+  const int n = options.min_programs;
+  const int64_t limit = kGfx942LdsLimit / n;
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, limit));
+  if (lowered.shared_bytes > limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes, " bytes of LDS per program; ", arch,
+                     " allows ", limit, n > 1 ? absl::StrCat(" with ", n, " programs on a compute unit") : "",
+                     " (use smaller tiles, or fewer stages in pipelined loops)"));
   }
   optimize(*lowered.module, target->machine(), options.opt_level);
   TESSEL_RETURN_IF_ERROR(record_artifacts(kernel, *lowered.module, target->machine(), "AMDGPU", artifacts));

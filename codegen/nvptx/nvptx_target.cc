@@ -92,7 +92,8 @@ llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) {
 
 class NvptxTarget final : public GpuTarget {
  public:
-  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : GpuTarget(threads), tm_(std::move(tm)) {}
+  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads, int min_programs)
+      : GpuTarget(threads), tm_(std::move(tm)), min_programs_(min_programs) {}
 
   std::string name() const override { return "nvptx"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -118,6 +119,7 @@ class NvptxTarget final : public GpuTarget {
     };
     annotate("kernel", llvm::ConstantAsMetadata::get(b.getInt32(1)));
     annotate("maxntidx", llvm::ConstantAsMetadata::get(b.getInt32(threads_)));
+    if (min_programs_ > 1) annotate("minctasm", llvm::ConstantAsMetadata::get(b.getInt32(min_programs_)));
     if (!grid_constants.empty()) annotate("grid_constant", llvm::MDNode::get(ctx, grid_constants));
     // One 8-byte slot per warp: partial results of combine_threads, and the
     // value of uniform() in slot 0.
@@ -493,14 +495,15 @@ class NvptxTarget final : public GpuTarget {
   llvm::GlobalVariable* smem_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
   llvm::GlobalVariable* error_ = nullptr;
+  int min_programs_ = 1;      // programs to fit on one SM at once
   bool tensor_maps_ = false;  // the kernel has tensor-map parameters
   bool swizzled_ = false;     // a tensor-map parameter is swizzled
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps,
-                                                              int opt_level) {
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps, int opt_level,
+                                                              int min_programs) {
   init_llvm_targets();
   if (num_warps < 1 || num_warps > 32) {
     return absl::InvalidArgumentError(absl::StrCat("num_warps must be 1 to 32, got ", num_warps));
@@ -518,7 +521,7 @@ absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string&
       triple, arch, "+ptx83", options, std::nullopt, std::nullopt,
       opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
   if (tm == nullptr) return absl::InvalidArgumentError(absl::StrCat("NVPTX target: unknown chip '", arch, "'"));
-  return std::unique_ptr<TargetInfo>(new NvptxTarget(std::move(tm), num_warps * 32));
+  return std::unique_ptr<TargetInfo>(new NvptxTarget(std::move(tm), num_warps * 32, min_programs));
 }
 
 }  // namespace tessel::codegen

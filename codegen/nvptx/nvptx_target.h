@@ -12,7 +12,9 @@ namespace tessel::codegen {
 // The name of the device global in which bounded waits record timeouts.
 inline constexpr const char* kNvptxErrorSymbol = "tessel_error";
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps,
-                                                              int opt_level);
+// `min_programs` > 1 asks ptxas to fit that many programs on one SM
+// (.minnctapersm), registers included.
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps, int opt_level,
+                                                              int min_programs = 1);
 
 }  // namespace tessel::codegen

@@ -1,16 +1,21 @@
 // Kernel -> LLVM IR (NVPTX) -> O3 -> PTX text.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "codegen/backends.h"
 #include "codegen/llvm_util.h"
 #include "codegen/lower.h"
 #include "codegen/nvptx/nvptx_target.h"
-#include "base/status.h"
 
 namespace tessel {
 namespace {
 
-// Per-block shared memory an sm_90 kernel may opt in to.
+// Per-block shared memory an sm_90 kernel may opt in to; what one SM has,
+// of which the driver reserves 1 KiB for each resident block.
 constexpr int64_t kSm90SharedLimit = 232448;
+constexpr int64_t kSm90SharedPerSm = 233472;
+constexpr int64_t kSm90ReservedPerBlock = 1024;
 
 // Codegen reads and writes swizzled boxes through the pattern of rows that
 // span the swizzle width (or whole panels of it); where a box's rows are
@@ -37,13 +42,16 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
                                          CompileArtifacts* artifacts) {
   TESSEL_RETURN_IF_ERROR(check_swizzled_boxes(kernel));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
-                          make_nvptx_target(arch, options.num_warps, options.opt_level));
+                          make_nvptx_target(arch, options.num_warps, options.opt_level, options.min_programs));
   llvm::LLVMContext ctx;
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, kSm90SharedLimit));
-  if (lowered.shared_bytes > kSm90SharedLimit) {
+  const int n = options.min_programs;
+  const int64_t limit = std::min(kSm90SharedLimit, kSm90SharedPerSm / n - kSm90ReservedPerBlock);
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, limit));
+  if (lowered.shared_bytes > limit) {
     return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
-                                                     " bytes of shared memory per program; ", arch, " allows ",
-                                                     kSm90SharedLimit, " (use smaller tiles, or fewer stages in pipelined loops)"));
+                                                     " bytes of shared memory per program; ", arch, " allows ", limit,
+                                                     n > 1 ? absl::StrCat(" with ", n, " programs on an SM") : "",
+                                                     " (use smaller tiles, or fewer stages in pipelined loops)"));
   }
   optimize(*lowered.module, target->machine(), options.opt_level);
 

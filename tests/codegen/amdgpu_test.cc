@@ -257,6 +257,20 @@ TEST(Amdgpu, BadOptionsAndOversizedKernelsAreClearErrors) {
   absl::Status big = compile_gfx942(*samples::matmul_kernel(), 8).status();
   EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(big.message(), HasSubstr("bytes of LDS per program; gfx942 allows 65536"));
+  // Four programs on a compute unit share its 64 KiB: the sample GEMM, a
+  // little over 16 KiB, no longer fits.
+  const Kernel gemm = *samples::gemm_kernel(samples::kMatmulAmd, "matmul");
+  CompileOptions two;
+  two.arch = "gfx942";
+  two.num_warps = samples::kMatmulAmdWarps;
+  absl::StatusOr<DeviceCode> alone = compile(gemm, two);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ASSERT_GT(alone->shared_bytes, 16384);
+  two.min_programs = 4;
+  absl::Status shared = compile(gemm, two).status();
+  EXPECT_EQ(shared.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(shared.message(),
+              HasSubstr("bytes of LDS per program; gfx942 allows 16384 with 4 programs on a compute unit"));
 }
 
 }  // namespace

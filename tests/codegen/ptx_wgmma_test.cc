@@ -118,6 +118,40 @@ TEST(Wgmma, StagesArePerLoop) {
                                        "or fewer stages in pipelined loops)"));
 }
 
+// min_programs = 2 keeps a program within half an SM's shared memory
+// (115 712 bytes once the driver's 1 KiB a program is set aside): the
+// attention backward at d = 128 with two stages holds its three 16 KiB
+// staging tiles across the kernel (150 KiB) alone, and gives that up, and
+// each store's staging once the store has read it, to fit twice. ptxas is
+// told, and the JIT cache keys it.
+TEST(Wgmma, MinProgramsKeepsSharedMemoryWithinTheSmsShare) {
+  const Kernel kernel = *samples::attention_bwd_kernel({.d = 128});
+  CompileOptions two = warps(4);
+  two.min_programs = 2;
+  absl::StatusOr<DeviceCode> alone = compile_ptx(kernel, warps(4));
+  absl::StatusOr<DeviceCode> shared = compile_ptx(kernel, two);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_GT(alone->shared_bytes, 115712);
+  EXPECT_LE(shared->shared_bytes, 115712);
+  EXPECT_THAT(shared->binary, HasSubstr(".minnctapersm 2"));
+  EXPECT_THAT(alone->binary, Not(HasSubstr(".minnctapersm")));
+  EXPECT_NE(two.cache_key(), warps(4).cache_key());
+  // Three stages do not fit twice: the error names the share.
+  absl::Status big = compile_ptx(*samples::attention_bwd_kernel({.d = 128, .stages = 3}), two).status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(big.message(),
+              HasSubstr("bytes of shared memory per program; sm_90a allows 115712 with 2 programs on an SM"));
+  for (int bad : {0, 33}) {
+    two.min_programs = bad;
+    absl::Status s = compile_ptx(kernel, two).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("min_programs (programs to run at once on one compute unit) must "
+                                                    "be 1 to 32, got ",
+                                                    bad)));
+  }
+}
+
 // A held staging tile of an f32 C 256 wide (128 KiB) does not fit beside
 // three stages of 128 x 256 x 64 (144 KiB): it stages its eight 32-column
 // panels through two 16 KiB buffers instead, each panel's store issued
