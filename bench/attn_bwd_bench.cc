@@ -36,15 +36,15 @@ constexpr int64_t kHeads = bench::kAttnHeads;
 
 std::string label(const AttnBwdConfig& c) {
   return std::to_string(c.block) + "x" + std::to_string(c.block) + " s" + std::to_string(c.stages) + " w" +
-         std::to_string(samples::attention_bwd_warps(c));
+         std::to_string(samples::attention_bwd_warps(c)) + (c.programs > 1 ? " p" + std::to_string(c.programs) : "");
 }
 
 // attention_bwd_config's pick first.
 std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
   std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal)};
-  for (auto [block, stages] : {std::pair{64, 2}, std::pair{64, 3}, std::pair{128, 2}}) {
-    if (block != out[0].block || stages != out[0].stages) {
-      out.push_back({.d = d, .block = block, .causal = causal, .stages = stages});
+  for (auto [block, stages, programs] : {std::tuple{64, 2, 1}, {64, 3, 1}, {128, 2, 1}, {64, 2, 2}}) {
+    if (block != out[0].block || stages != out[0].stages || programs != out[0].programs) {
+      out.push_back({.d = d, .block = block, .causal = causal, .stages = stages, .programs = programs});
     }
   }
   return out;
@@ -190,8 +190,8 @@ int main(int argc, char** argv) {
     std::vector<AttnBwdConfig> tried = configs(d, causal);
     if (flags.on) tried.resize(1);
     for (const AttnBwdConfig& c : tried) {
-      options.num_warps = samples::attention_bwd_warps(c);
-      absl::StatusOr<Function> compiled = dev.compile(must(samples::attention_bwd_kernel(c), "build"), options);
+      absl::StatusOr<Function> compiled =
+          dev.compile(must(samples::attention_bwd_kernel(c), "build"), samples::attention_bwd_options(c));
       if (absl::IsResourceExhausted(compiled.status())) {
         std::printf("  %-16s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
         continue;

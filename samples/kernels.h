@@ -789,9 +789,17 @@ struct AttnBwdConfig {
   DType in = bf16;     // Q, K, V, O and dO: bf16 or f16
   DType out = bf16;    // dQ, dK and dV
   bool causal = false;
-  int stages = 2;  // of the loops' pipelines
+  int stages = 2;    // of the loops' pipelines
+  int programs = 1;  // to run at once on one SM (CompileOptions::min_programs)
 };
 inline int attention_bwd_warps(const AttnBwdConfig& c) { return static_cast<int>(c.block / 16); }
+// How to compile attention_bwd_kernel(c).
+inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
+  CompileOptions o;
+  o.num_warps = attention_bwd_warps(c);
+  o.min_programs = c.programs;
+  return o;
+}
 // The configuration the benchmark found fastest on one H200: at d = 64,
 // 128-row blocks on two warpgroups with two stages (1-8 % faster than 64-row
 // blocks from len 4096, within 4 % at 1024); at d = 128, where 128-row
@@ -913,8 +921,8 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
   }
   return AttnBwdMaps{maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], maps[7], maps[8]};
 }
-// How attention_bwd_kernel(c), compiled to `fn` with attention_bwd_warps(c)
-// warps, runs over `heads` heads of `len` rows: persistent, at most one
+// How attention_bwd_kernel(c), compiled to `fn` with attention_bwd_options(c),
+// runs over `heads` heads of `len` rows: persistent, at most one
 // program a block.
 inline absl::StatusOr<LaunchConfig> attention_bwd_launch(const Function& fn, const AttnBwdConfig& c, int64_t heads,
                                                          int64_t len, const Stream* stream = nullptr) {

@@ -190,11 +190,15 @@ inline absl::StatusOr<Buffer> put(const Device& device, const Operand& x) {
 }
 
 // `kernel`, built, compiled on `device` for programs of `warps` warps.
-inline absl::StatusOr<Function> compile_for(const Device& device, absl::StatusOr<Kernel> kernel, int warps) {
+inline absl::StatusOr<Function> compile_for(const Device& device, absl::StatusOr<Kernel> kernel,
+                                            const CompileOptions& options) {
   if (!kernel.ok()) return kernel.status();
+  return device.compile(*kernel, options);
+}
+inline absl::StatusOr<Function> compile_for(const Device& device, absl::StatusOr<Kernel> kernel, int warps) {
   CompileOptions options;
   options.num_warps = warps;
-  return device.compile(*kernel, options);
+  return compile_for(device, std::move(kernel), options);
 }
 
 // `n` NaNs of `dtype` (f32 or bf16) in a new buffer: a value a kernel does
@@ -341,7 +345,7 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
                           compile_for(device, samples::attention_kernel(fc), samples::attention_warps(fc)));
   TESSEL_ASSIGN_OR_RETURN(Function delta_fn, compile_for(device, samples::attention_bwd_delta_kernel(c), 4));
   TESSEL_ASSIGN_OR_RETURN(Function backward,
-                          compile_for(device, samples::attention_bwd_kernel(c), samples::attention_bwd_warps(c)));
+                          compile_for(device, samples::attention_bwd_kernel(c), samples::attention_bwd_options(c)));
 
   TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q));
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k));

@@ -80,7 +80,8 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             {.d = 128, .in = f16, .out = f32},
                                             {.block = 128, .out = f32},
                                             samples::attention_bwd_config(64),
-                                            samples::attention_bwd_config(128)};
+                                            samples::attention_bwd_config(128),
+                                            {.d = 128, .programs = 2}};
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {64, 200, 1000}) {

@@ -337,6 +337,7 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       {.block = 128, .out = f32, .stages = 3},
       samples::attention_bwd_config(64),
       samples::attention_bwd_config(128),
+      {.d = 128, .programs = 2},
   };
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
