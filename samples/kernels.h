@@ -800,14 +800,14 @@ inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
   o.min_programs = c.programs;
   return o;
 }
-// The configuration the benchmark found fastest on one H200: at d = 64,
-// 128-row blocks on two warpgroups with two stages (1-8 % faster than 64-row
-// blocks from len 4096, within 4 % at 1024); at d = 128, where 128-row
-// blocks do not fit in shared memory, 64-row blocks with three stages (1-21 %
-// faster than two).
+// The configuration the benchmark found fastest on one H200: 128-row blocks
+// on two warpgroups with two stages. At d = 64, 1-8 % faster than 64-row
+// blocks from len 4096 and within 4 % at 1024; at d = 128 (where they fit
+// since store tiles are freed once copied), 20-31 % faster than 64-row
+// blocks with three stages, and than 64-row blocks two to an SM at three of
+// four shapes (7 % behind them at len 4096 without a mask).
 inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false) {
-  if (d <= 64) return {.d = d, .block = 128, .causal = causal, .stages = 2};
-  return {.d = d, .causal = causal, .stages = 3};
+  return {.d = d, .block = 128, .causal = causal, .stages = 2};
 }
 
 // D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in.
