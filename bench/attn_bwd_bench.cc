@@ -35,16 +35,21 @@ namespace {
 constexpr int64_t kHeads = bench::kAttnHeads;
 
 std::string label(const AttnBwdConfig& c) {
-  return std::to_string(c.block) + "x" + std::to_string(c.block) + " s" + std::to_string(c.stages) + " w" +
-         std::to_string(samples::attention_bwd_warps(c)) + (c.programs > 1 ? " p" + std::to_string(c.programs) : "");
+  return std::to_string(c.block) + "x" + std::to_string(c.step > 0 ? c.step : c.block) + " s" +
+         std::to_string(c.stages) + " w" + std::to_string(samples::attention_bwd_warps(c)) +
+         (c.programs > 1 ? " p" + std::to_string(c.programs) : "");
 }
 
 // attention_bwd_config's pick first.
 std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
   std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal)};
-  for (auto [block, stages, programs] : {std::tuple{64, 2, 1}, {64, 3, 1}, {128, 2, 1}, {64, 2, 2}}) {
-    if (block != out[0].block || stages != out[0].stages || programs != out[0].programs) {
-      out.push_back({.d = d, .block = block, .causal = causal, .stages = stages, .programs = programs});
+  for (auto [block, step, stages, programs] :
+       {std::tuple{64, 64, 2, 1}, {64, 64, 3, 1}, {128, 128, 2, 1}, {64, 64, 2, 2}, {128, 64, 2, 1}, {128, 64, 3, 1}}) {
+    const AttnBwdConfig c = {
+        .d = d, .block = block, .step = step, .causal = causal, .stages = stages, .programs = programs};
+    const int64_t first_step = out[0].step > 0 ? out[0].step : out[0].block;
+    if (block != out[0].block || step != first_step || stages != out[0].stages || programs != out[0].programs) {
+      out.push_back(c);
     }
   }
   return out;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -786,6 +787,7 @@ inline void attention_row(const double* q, const double* k, const double* v, int
 struct AttnBwdConfig {
   int64_t d = 64;      // head dimension
   int64_t block = 64;  // query and key rows per block: one warpgroup per 64
+  int64_t step = 0;    // rows of each loop step (0: the block's), dividing the block
   DType in = bf16;     // Q, K, V, O and dO: bf16 or f16
   DType out = bf16;    // dQ, dK and dV
   bool causal = false;
@@ -833,44 +835,58 @@ inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c)
 // S^T and dP^T are computed as [keys, queries] in the first loop, so that
 // P^T and dS^T are already in the layout their products read.
 inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
+  // A program's block is n rows (its keys in the first loop, its queries in
+  // the second); each loop steps over the other side m rows at a time.
+  const int64_t n = c.block, m = c.step > 0 ? c.step : c.block;
+  if (m % 16 != 0 || n % m != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention_bwd_kernel: step (", m, ") must be a multiple of 16 dividing the block (", n, ")"));
+  }
   KernelBuilder k(std::move(name));
-  const int64_t n = c.block;
-  auto map = [&](DType dtype, const char* arg) { return k.tensor_map(dtype, {1, n, c.d}, arg, Swizzle::k128B); };
-  Value q = map(c.in, "q"), kt = map(c.in, "k"), v = map(c.in, "v"), dout = map(c.in, "dout");
-  Value dq = map(c.out, "dq"), dk = map(c.out, "dk"), dv = map(c.out, "dv");
+  auto map = [&](DType dtype, int64_t rows, const char* arg) {
+    return k.tensor_map(dtype, {1, rows, c.d}, arg, Swizzle::k128B);
+  };
+  Value q = map(c.in, n, "q"), kt = map(c.in, n, "k"), v = map(c.in, n, "v"), dout = map(c.in, n, "dout");
+  Value q_step = map(c.in, m, "q_step"), k_step = map(c.in, m, "k_step"), v_step = map(c.in, m, "v_step"),
+        dout_step = map(c.in, m, "dout_step");
+  Value dq = map(c.out, n, "dq"), dk = map(c.out, n, "dk"), dv = map(c.out, n, "dv");
   Value len = k.arg(i32, "len"), heads = k.arg(i32, "heads");
   Value scale = k.arg(f32, "scale");
-  // The rows' statistics, [heads * len] f32, read a block at a time by the
-  // copy engine, so that the loops' pipelines fetch them ahead with Q and dO.
+  // The rows' statistics, [heads * len] f32, read a block or a step at a
+  // time by the copy engine, so that the first loop's pipeline fetches them
+  // ahead with Q and dO.
   Value lse = k.tensor_map(f32, {n}, "lse"), delta = k.tensor_map(f32, {n}, "delta");
+  Value lse_step = k.tensor_map(f32, {m}, "lse_step"), delta_step = k.tensor_map(f32, {m}, "delta_step");
   Value log2_scale = scale * static_cast<float>(M_LOG2E);
   Value blocks = cdiv(len, n);
-  auto box = [&](Value m, Value h, Value row) { return reshape(tma_load(m, {h, row, 0}), {n, c.d}); };
-  auto store_block = [&](Value m, Value h, Value row, Value x) {
-    tma_store(m, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
+  auto box = [&](Value map, int64_t rows, Value h, Value row) {
+    return reshape(tma_load(map, {h, row, 0}), {rows, c.d});
+  };
+  auto store_block = [&](Value map, Value h, Value row, Value x) {
+    tma_store(map, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
   };
   k.for_each_tile(heads * blocks, [&](Value t) {
     Value h = t / blocks, b0 = t % blocks * n;
-    // Per query row of a block from `row`: its log2-sum-exp and D (rows past
-    // `len` read the next head's or zeros; their columns are masked).
-    auto row_stats = [&](Value row) {
-      return std::pair{tma_load(lse, {h * len + row}), tma_load(delta, {h * len + row})};
+    // Per query row from `row` (rows past `len` read the next head's or
+    // zeros; their columns are masked): its log2-sum-exp and D.
+    auto row_stats = [&](Value lse_map, Value delta_map, Value row) {
+      return std::pair{tma_load(lse_map, {h * len + row}), tma_load(delta_map, {h * len + row})};
     };
     {  // dK and dV of keys b0 .. b0 + n
-      Value kb = box(kt, h, b0), vb = box(v, h, b0);
+      Value kb = box(kt, n, h, b0), vb = box(v, n, h, b0);
       Value key = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dkb = k.var(k.zeros({n, c.d}, f32)), dvb = k.var(k.zeros({n, c.d}, f32));
-      k.for_range(c.causal ? b0 : Value(k.constant(0, i32)), len, n,
+      k.for_range(c.causal ? b0 : Value(k.constant(0, i32)), len, m,
                   [&](Value i0) {
-                    Value qb = box(q, h, i0), dob = box(dout, h, i0);
-                    auto [lse_i, d_i] = row_stats(i0);
-                    Value query = expand_dims(i0 + k.arange(0, n), 0);  // [1, n]
+                    Value qb = box(q_step, m, h, i0), dob = box(dout_step, m, h, i0);
+                    auto [lse_i, d_i] = row_stats(lse_step, delta_step, i0);
+                    Value query = expand_dims(i0 + k.arange(0, m), 0);  // [1, m]
                     Value seen = query < len;
                     if (c.causal) seen = seen & (key <= query);
-                    Value st = dot(kb, trans(qb), k.zeros({n, n}, f32));  // S^T [keys, queries]
+                    Value st = dot(kb, trans(qb), k.zeros({n, m}, f32));  // S^T [keys, queries]
                     Value pt = select(seen, exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast), 0.0f);
                     dvb = dot(cast(pt, c.in), dob, dvb);
-                    Value dpt = dot(vb, trans(dob), k.zeros({n, n}, f32));  // dP^T
+                    Value dpt = dot(vb, trans(dob), k.zeros({n, m}, f32));  // dP^T
                     dkb = dot(cast(pt * (dpt - expand_dims(d_i, 0)), c.in), qb, dkb);
                   },
                   {.stages = c.stages});
@@ -878,19 +894,19 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
       store_block(dv, h, b0, dvb);
     }
     {  // dQ of queries b0 .. b0 + n
-      Value qb = box(q, h, b0), dob = box(dout, h, b0);
-      auto [lse_i, d_i] = row_stats(b0);
+      Value qb = box(q, n, h, b0), dob = box(dout, n, h, b0);
+      auto [lse_i, d_i] = row_stats(lse, delta, b0);
       Value query = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dqb = k.var(k.zeros({n, c.d}, f32));
-      k.for_range(0, c.causal ? minimum(len, b0 + n) : len, n,
+      k.for_range(0, c.causal ? minimum(len, b0 + n) : len, m,
                   [&](Value j0) {
-                    Value kb = box(kt, h, j0), vb = box(v, h, j0);
-                    Value key = expand_dims(j0 + k.arange(0, n), 0);  // [1, n]
+                    Value kb = box(k_step, m, h, j0), vb = box(v_step, m, h, j0);
+                    Value key = expand_dims(j0 + k.arange(0, m), 0);  // [1, m]
                     Value seen = key < len;
                     if (c.causal) seen = seen & (key <= query);
-                    Value s = dot(qb, trans(kb), k.zeros({n, n}, f32));
+                    Value s = dot(qb, trans(kb), k.zeros({n, m}, f32));
                     Value p = select(seen, exp2(fma(s, log2_scale, expand_dims(-lse_i, 1)), MathForm::kFast), 0.0f);
-                    Value dp = dot(dob, trans(vb), k.zeros({n, n}, f32));
+                    Value dp = dot(dob, trans(vb), k.zeros({n, m}, f32));
                     dqb = dot(cast(p * (dp - expand_dims(d_i, 1)), c.in), kb, dqb);
                   },
                   {.stages = c.stages});
@@ -900,10 +916,11 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   return k.build();
 }
 
-// The backward kernel's maps: Q, K, V, dO, dQ, dK and dV [heads, len, d],
-// and the forward's log2-sum-exp and D [heads, len].
+// The backward kernel's maps: Q, K, V and dO [heads, len, d] in boxes of a
+// block's rows and of a step's, dQ, dK and dV in a block's, and the
+// forward's log2-sum-exp and D [heads, len] in both.
 struct AttnBwdMaps {
-  TensorMap q, k, v, dout, dq, dk, dv, lse, delta;
+  TensorMap q, k, v, dout, q_step, k_step, v_step, dout_step, dq, dk, dv, lse, delta, lse_step, delta_step;
 };
 inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, const AttnBwdConfig& c,
                                                       const std::vector<const Buffer*>& buffers, int64_t heads,
@@ -911,15 +928,27 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
   if (buffers.size() != 9) {
     return absl::InvalidArgumentError("attention_bwd_maps: needs Q, K, V, dO, dQ, dK, dV, the log2-sum-exp and D");
   }
+  const int64_t step = c.step > 0 ? c.step : c.block;
   std::vector<TensorMap> maps;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    absl::StatusOr<TensorMap> m = i < 7 ? device.tensor_map(i < 4 ? c.in : c.out, *buffers[i], {heads, len, c.d},
-                                                            {1, c.block, c.d}, Swizzle::k128B)
-                                        : device.tensor_map(f32, *buffers[i], {heads * len}, {c.block});
+  // Each map's buffer, dtype and box rows, in AttnBwdMaps' order: the
+  // statistics ([heads * len]) from the 12th.
+  std::vector<std::tuple<const Buffer*, DType, int64_t>> wanted;
+  for (int64_t r : {c.block, step}) {
+    for (int i = 0; i < 4; ++i) wanted.emplace_back(buffers[i], c.in, r);
+  }
+  for (int i = 4; i < 7; ++i) wanted.emplace_back(buffers[i], c.out, c.block);
+  for (int64_t r : {c.block, step}) {
+    for (int i = 7; i < 9; ++i) wanted.emplace_back(buffers[i], f32, r);
+  }
+  for (const auto& [buffer, dtype, r] : wanted) {
+    absl::StatusOr<TensorMap> m =
+        maps.size() >= 11 ? device.tensor_map(f32, *buffer, {heads * len}, {r})
+                          : device.tensor_map(dtype, *buffer, {heads, len, c.d}, {1, r, c.d}, Swizzle::k128B);
     if (!m.ok()) return m.status();
     maps.push_back(*m);
   }
-  return AttnBwdMaps{maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], maps[7], maps[8]};
+  return AttnBwdMaps{maps[0], maps[1], maps[2],  maps[3],  maps[4],  maps[5],  maps[6], maps[7],
+                     maps[8], maps[9], maps[10], maps[11], maps[12], maps[13], maps[14]};
 }
 // How attention_bwd_kernel(c), compiled to `fn` with attention_bwd_options(c),
 // runs over `heads` heads of `len` rows: persistent, at most one
@@ -935,8 +964,9 @@ inline absl::StatusOr<LaunchConfig> attention_bwd_launch(const Function& fn, con
 }
 inline absl::Status launch_attention_bwd(const Function& fn, const LaunchConfig& config, const AttnBwdMaps& maps,
                                          int64_t heads, int64_t len, float scale) {
-  return fn.launch(config, maps.q, maps.k, maps.v, maps.dout, maps.dq, maps.dk, maps.dv, static_cast<int32_t>(len),
-                   static_cast<int32_t>(heads), scale, maps.lse, maps.delta);
+  return fn.launch(config, maps.q, maps.k, maps.v, maps.dout, maps.q_step, maps.k_step, maps.v_step, maps.dout_step,
+                   maps.dq, maps.dk, maps.dv, static_cast<int32_t>(len), static_cast<int32_t>(heads), scale, maps.lse,
+                   maps.delta, maps.lse_step, maps.delta_step);
 }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:

@@ -81,13 +81,14 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             {.block = 128, .out = f32},
                                             samples::attention_bwd_config(64),
                                             samples::attention_bwd_config(128),
-                                            {.d = 128, .programs = 2}};
+                                            {.d = 128, .programs = 2},
+                                            {.d = 128, .block = 128, .step = 64, .out = f32}};
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {64, 200, 1000}) {
         c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " s" << c.stages << ", causal "
-                                        << causal << ", len " << len);
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << " s"
+                                        << c.stages << ", causal " << causal << ", len " << len);
         const int64_t heads = 3, n = heads * len * c.d;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
         Operand q = random_operand(c.in, n, rng.gen()), k = random_operand(c.in, n, rng.gen()),

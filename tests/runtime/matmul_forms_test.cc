@@ -338,13 +338,15 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       samples::attention_bwd_config(64),
       samples::attention_bwd_config(128),
       {.d = 128, .programs = 2},
+      {.block = 128, .step = 64, .in = f16, .out = f32, .stages = 3},
+      {.d = 128, .block = 128, .step = 64, .out = f32},
   };
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {130, 128, 200}) {
         c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << ", causal " << causal << ", len "
-                                        << len);
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << ", causal "
+                                        << causal << ", len " << len);
         const int64_t heads = 2, n = heads * len * c.d;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
         Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n, gen), v = random_operand(c.in, n, gen),
@@ -390,7 +392,16 @@ TEST(MatmulForms, TransposedResultMatchesADoubleReference) {
   EXPECT_LE(worst / size, 1e-3);
 }
 
-TEST(MatmulForms, AttentionBackwardMapsNeedSevenBuffers) {
+TEST(MatmulForms, AttentionBackwardStepsDivideTheBlock) {
+  for (int64_t step : {48, 40}) {
+    absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel({.block = 128, .step = step});
+    EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(kernel.status().message(),
+                HasSubstr(absl::StrCat("step (", step, ") must be a multiple of 16 dividing the block (128)")));
+  }
+}
+
+TEST(MatmulForms, AttentionBackwardMapsNeedNineBuffers) {
   absl::StatusOr<Buffer> b = host().allocate(64 * 64 * 2);
   ASSERT_TRUE(b.ok()) << b.status();
   absl::StatusOr<samples::AttnBwdMaps> maps = samples::attention_bwd_maps(host(), {}, {&*b, &*b}, 1, 64);
