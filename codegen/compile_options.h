@@ -40,8 +40,9 @@ struct CompileOptions {
   // The program's shared memory (LDS) is kept within that share of the
   // unit's, giving up first what it holds only to overlap copies with work
   // (store tiles held across the kernel, rings that run across loops), and
-  // ptxas is told (.minnctapersm) so that registers fit that many too. A
-  // kernel that does not fit is an error naming its bytes.
+  // the register allocator is told (.minnctapersm for ptxas,
+  // amdgpu-waves-per-eu for AMDGPU) so that registers fit that many too. A
+  // kernel that does not fit is an error naming what it needs.
   int min_programs = 1;
 
   // Whether the options change generated code (they key the JIT cache).

@@ -29,7 +29,8 @@ constexpr int64_t kHiddenBlockCount = 0;
 
 class AmdgpuTarget final : public GpuTarget {
  public:
-  AmdgpuTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads) : GpuTarget(threads), tm_(std::move(tm)) {}
+  AmdgpuTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads, int waves_per_simd)
+      : GpuTarget(threads), tm_(std::move(tm)), waves_per_simd_(waves_per_simd) {}
 
   std::string name() const override { return "amdgpu"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -43,6 +44,7 @@ class AmdgpuTarget final : public GpuTarget {
     fn_->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
     fn_->addFnAttr("amdgpu-flat-work-group-size", absl::StrCat(threads_, ",", threads_));
     fn_->addFnAttr("uniform-work-group-size", "true");
+    if (waves_per_simd_ > 0) fn_->addFnAttr("amdgpu-waves-per-eu", absl::StrCat(waves_per_simd_));
     for (size_t i = 0; i < ir.params.size(); ++i) {
       if (!ir.params[i].type.is_tensor_map()) continue;
       // The map's bytes in the kernarg segment, the argument a pointer to them.
@@ -204,11 +206,13 @@ class AmdgpuTarget final : public GpuTarget {
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* lds_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
+  int waves_per_simd_ = 0;  // wavefronts each SIMD should hold at once (0: no request)
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps, int opt_level) {
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps, int opt_level,
+                                                               int min_programs) {
   init_llvm_targets();
   if (num_warps < 1 || num_warps > 16) {
     return absl::InvalidArgumentError(
@@ -227,7 +231,16 @@ absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string
       target->createTargetMachine(triple, arch, "", options, llvm::Reloc::PIC_, std::nullopt,
                                   opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
   if (tm == nullptr) return absl::InternalError(absl::StrCat("AMDGPU target: cannot make a target machine for ", arch));
-  return std::unique_ptr<TargetInfo>(new AmdgpuTarget(std::move(tm), num_warps * kWave));
+  // A workgroup's wavefronts spread over the compute unit's four SIMDs,
+  // each of which holds at most eight.
+  const int waves_per_simd = min_programs * ((num_warps + 3) / 4);
+  if (waves_per_simd > 8) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("min_programs ", min_programs, " of ", num_warps, " wavefronts would need ", waves_per_simd,
+                     " wavefronts on each SIMD of a compute unit; ", arch, " holds at most 8"));
+  }
+  return std::unique_ptr<TargetInfo>(
+      new AmdgpuTarget(std::move(tm), num_warps * kWave, min_programs > 1 ? waves_per_simd : 0));
 }
 
 }  // namespace tessel::codegen

@@ -16,6 +16,9 @@ inline constexpr int64_t kGfx942LdsLimit = 65536;
 inline constexpr int kWave = 64;
 
 // `num_warps` wavefronts of 64 threads per program.
-absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps, int opt_level);
+// `min_programs` > 1 asks LLVM to fit that many programs on one compute
+// unit (amdgpu-waves-per-eu), registers included.
+absl::StatusOr<std::unique_ptr<TargetInfo>> make_amdgpu_target(const std::string& arch, int num_warps, int opt_level,
+                                                               int min_programs = 1);
 
 }  // namespace tessel::codegen

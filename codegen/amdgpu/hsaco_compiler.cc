@@ -72,7 +72,7 @@ absl::StatusOr<std::string> link_code_object(const std::string& object, const st
 absl::StatusOr<DeviceCode> compile_amdgpu(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
                                           CompileArtifacts* artifacts) {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
-                          make_amdgpu_target(arch, options.num_warps, options.opt_level));
+                          make_amdgpu_target(arch, options.num_warps, options.opt_level, options.min_programs));
   llvm::LLVMContext ctx;
   // A compute unit's LDS is one program's limit; min_programs share it.
   const int n = options.min_programs;

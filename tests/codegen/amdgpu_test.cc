@@ -271,6 +271,19 @@ TEST(Amdgpu, BadOptionsAndOversizedKernelsAreClearErrors) {
   EXPECT_EQ(shared.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(shared.message(),
               HasSubstr("bytes of LDS per program; gfx942 allows 16384 with 4 programs on a compute unit"));
+  // Two fit, and LLVM is asked for registers that let each SIMD hold both
+  // programs' wavefronts (the GEMM's four are one a SIMD).
+  two.min_programs = 2;
+  CompileArtifacts artifacts;
+  ASSERT_TRUE(compile(gemm, two, &artifacts).ok());
+  EXPECT_THAT(artifacts.llvm, HasSubstr("\"amdgpu-waves-per-eu\"=\"2\""));
+  // Three programs of sixteen wavefronts would need twelve on each SIMD.
+  two.num_warps = 16;
+  two.min_programs = 3;
+  absl::Status waves = compile(*samples::vector_add_kernel(), two).status();
+  EXPECT_EQ(waves.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(waves.message(), HasSubstr("min_programs 3 of 16 wavefronts would need 12 wavefronts on each SIMD of a "
+                                         "compute unit; gfx942 holds at most 8"));
 }
 
 }  // namespace
