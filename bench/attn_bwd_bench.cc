@@ -35,7 +35,7 @@ namespace {
 constexpr int64_t kHeads = bench::kAttnHeads;
 
 std::string label(const AttnBwdConfig& c) {
-  return std::to_string(c.block) + "x" + std::to_string(c.step > 0 ? c.step : c.block) + " s" +
+  return std::to_string(c.block) + "x" + std::to_string(samples::attention_bwd_step(c)) + " s" +
          std::to_string(c.stages) + " w" + std::to_string(samples::attention_bwd_warps(c)) +
          (c.programs > 1 ? " p" + std::to_string(c.programs) : "");
 }
@@ -47,10 +47,7 @@ std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
        {std::tuple{64, 64, 2, 1}, {64, 64, 3, 1}, {128, 128, 2, 1}, {64, 64, 2, 2}, {128, 64, 2, 1}, {128, 64, 3, 1}}) {
     const AttnBwdConfig c = {
         .d = d, .block = block, .step = step, .causal = causal, .stages = stages, .programs = programs};
-    const int64_t first_step = out[0].step > 0 ? out[0].step : out[0].block;
-    if (block != out[0].block || step != first_step || stages != out[0].stages || programs != out[0].programs) {
-      out.push_back(c);
-    }
+    if (label(c) != label(out[0])) out.push_back(c);
   }
   return out;
 }

@@ -368,4 +368,13 @@ absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm
   return absl::InternalError("lower: no overlap choice");
 }
 
+absl::Status check_shared_limit(const KernelIR& ir, const LoweredKernel& lowered, const std::string& arch,
+                                int64_t limit, const char* memory, int programs, const char* unit) {
+  if (lowered.shared_bytes <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("kernel '", ir.name, "' needs ", lowered.shared_bytes, " bytes of ", memory, " per program; ", arch,
+                   " allows ", limit, programs > 1 ? absl::StrCat(" with ", programs, " programs on ", unit) : "",
+                   " (use smaller tiles, or fewer stages in pipelined loops)"));
+}
+
 }  // namespace tessel::codegen

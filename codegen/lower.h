@@ -31,4 +31,10 @@ struct LoweredKernel {
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts = {}, int64_t shared_limit = 0);
 
+// OK where `lowered` fits in `limit` bytes of `memory` (the target's name
+// for shared memory) per program on `arch`, the limit of `programs` of
+// them at once on one `unit`; else an error naming the bytes and the way out.
+absl::Status check_shared_limit(const KernelIR& ir, const LoweredKernel& lowered, const std::string& arch,
+                                int64_t limit, const char* memory, int programs, const char* unit);
+
 }  // namespace tessel::codegen

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -795,6 +794,8 @@ struct AttnBwdConfig {
   int programs = 1;  // to run at once on one SM (CompileOptions::min_programs)
 };
 inline int attention_bwd_warps(const AttnBwdConfig& c) { return static_cast<int>(c.block / 16); }
+// The rows of each loop step.
+inline int64_t attention_bwd_step(const AttnBwdConfig& c) { return c.step > 0 ? c.step : c.block; }
 // How to compile attention_bwd_kernel(c).
 inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
   CompileOptions o;
@@ -837,7 +838,7 @@ inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c)
 inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
   // A program's block is n rows (its keys in the first loop, its queries in
   // the second); each loop steps over the other side m rows at a time.
-  const int64_t n = c.block, m = c.step > 0 ? c.step : c.block;
+  const int64_t n = c.block, m = attention_bwd_step(c);
   if (m % 16 != 0 || n % m != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("attention_bwd_kernel: step (", m, ") must be a multiple of 16 dividing the block (", n, ")"));
@@ -928,24 +929,22 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
   if (buffers.size() != 9) {
     return absl::InvalidArgumentError("attention_bwd_maps: needs Q, K, V, dO, dQ, dK, dV, the log2-sum-exp and D");
   }
-  const int64_t step = c.step > 0 ? c.step : c.block;
+  // In AttnBwdMaps' order.
+  std::vector<absl::StatusOr<TensorMap>> made;
+  auto rows = [&](const Buffer* b, DType dtype, int64_t r) {
+    made.push_back(device.tensor_map(dtype, *b, {heads, len, c.d}, {1, r, c.d}, Swizzle::k128B));
+  };
+  for (int64_t r : {c.block, attention_bwd_step(c)}) {
+    for (int i = 0; i < 4; ++i) rows(buffers[i], c.in, r);
+  }
+  for (int i = 4; i < 7; ++i) rows(buffers[i], c.out, c.block);
+  for (int64_t r : {c.block, attention_bwd_step(c)}) {
+    for (int i = 7; i < 9; ++i) made.push_back(device.tensor_map(f32, *buffers[i], {heads * len}, {r}));
+  }
   std::vector<TensorMap> maps;
-  // Each map's buffer, dtype and box rows, in AttnBwdMaps' order: the
-  // statistics ([heads * len]) from the 12th.
-  std::vector<std::tuple<const Buffer*, DType, int64_t>> wanted;
-  for (int64_t r : {c.block, step}) {
-    for (int i = 0; i < 4; ++i) wanted.emplace_back(buffers[i], c.in, r);
-  }
-  for (int i = 4; i < 7; ++i) wanted.emplace_back(buffers[i], c.out, c.block);
-  for (int64_t r : {c.block, step}) {
-    for (int i = 7; i < 9; ++i) wanted.emplace_back(buffers[i], f32, r);
-  }
-  for (const auto& [buffer, dtype, r] : wanted) {
-    absl::StatusOr<TensorMap> m =
-        maps.size() >= 11 ? device.tensor_map(f32, *buffer, {heads * len}, {r})
-                          : device.tensor_map(dtype, *buffer, {heads, len, c.d}, {1, r, c.d}, Swizzle::k128B);
+  for (absl::StatusOr<TensorMap>& m : made) {
     if (!m.ok()) return m.status();
-    maps.push_back(*m);
+    maps.push_back(*std::move(m));
   }
   return AttnBwdMaps{maps[0], maps[1], maps[2],  maps[3],  maps[4],  maps[5],  maps[6], maps[7],
                      maps[8], maps[9], maps[10], maps[11], maps[12], maps[13], maps[14]};

@@ -78,12 +78,7 @@ absl::StatusOr<DeviceCode> compile_amdgpu(const Kernel& kernel, const CompileOpt
   const int n = options.min_programs;
   const int64_t limit = kGfx942LdsLimit / n;
   TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, limit));
-  if (lowered.shared_bytes > limit) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes, " bytes of LDS per program; ", arch,
-                     " allows ", limit, n > 1 ? absl::StrCat(" with ", n, " programs on a compute unit") : "",
-                     " (use smaller tiles, or fewer stages in pipelined loops)"));
-  }
+  TESSEL_RETURN_IF_ERROR(check_shared_limit(kernel.ir(), lowered, arch, limit, "LDS", n, "a compute unit"));
   optimize(*lowered.module, target->machine(), options.opt_level);
   TESSEL_RETURN_IF_ERROR(record_artifacts(kernel, *lowered.module, target->machine(), "AMDGPU", artifacts));
   TESSEL_ASSIGN_OR_RETURN(std::string object,

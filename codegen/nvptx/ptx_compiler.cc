@@ -47,12 +47,7 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
   const int n = options.min_programs;
   const int64_t limit = std::min(kSm90SharedLimit, kSm90SharedPerSm / n - kSm90ReservedPerBlock);
   TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, limit));
-  if (lowered.shared_bytes > limit) {
-    return absl::ResourceExhaustedError(absl::StrCat("kernel '", kernel.name(), "' needs ", lowered.shared_bytes,
-                                                     " bytes of shared memory per program; ", arch, " allows ", limit,
-                                                     n > 1 ? absl::StrCat(" with ", n, " programs on an SM") : "",
-                                                     " (use smaller tiles, or fewer stages in pipelined loops)"));
-  }
+  TESSEL_RETURN_IF_ERROR(check_shared_limit(kernel.ir(), lowered, arch, limit, "shared memory", n, "an SM"));
   optimize(*lowered.module, target->machine(), options.opt_level);
 
   TESSEL_ASSIGN_OR_RETURN(std::string ptx,
