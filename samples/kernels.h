@@ -803,14 +803,13 @@ inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
   o.min_programs = c.programs;
   return o;
 }
-// The configuration the benchmark found fastest on one H200: 128-row blocks
-// on two warpgroups with two stages. At d = 64, 1-8 % faster than 64-row
-// blocks from len 4096 and within 4 % at 1024; at d = 128 (where they fit
-// since store tiles are freed once copied), 20-31 % faster than 64-row
-// blocks with three stages, and than 64-row blocks two to an SM at three of
-// four shapes (7 % behind them at len 4096 without a mask).
+// The configuration the benchmark found fastest on one H200 at every shape
+// it runs: 128-row blocks on two warpgroups, stepped through 64 rows at a
+// time, with three stages. Against 128-row steps with two stages, 5-14 %
+// faster at d = 64 and 21-28 % at d = 128 (fewer live accumulators: no
+// spills at d = 64, a few at d = 128); against 64-row blocks, up to 49 %.
 inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false) {
-  return {.d = d, .block = 128, .causal = causal, .stages = 2};
+  return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3};
 }
 
 // D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in.

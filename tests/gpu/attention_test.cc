@@ -82,7 +82,7 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             samples::attention_bwd_config(64),
                                             samples::attention_bwd_config(128),
                                             {.d = 128, .programs = 2},
-                                            {.d = 128, .block = 128, .step = 64, .out = f32}};
+                                            {.d = 128, .block = 128, .out = f32}};
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {64, 200, 1000}) {

@@ -339,7 +339,7 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       samples::attention_bwd_config(128),
       {.d = 128, .programs = 2},
       {.block = 128, .step = 64, .in = f16, .out = f32, .stages = 3},
-      {.d = 128, .block = 128, .step = 64, .out = f32},
+      {.d = 128, .block = 128, .out = f32},
   };
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
