@@ -16,6 +16,28 @@ namespace {
 using matmul_cases::Operand;
 using matmul_cases::random_operand;
 
+// One case of a configuration: causal or not, a length, its inputs' seed.
+template <class Config>
+struct Case {
+  Config config;
+  int64_t len;
+  unsigned seed;
+};
+
+// Every configuration, causal and not, at every length, each with a seed
+// drawn from `rng`.
+template <class Config, size_t N>
+std::vector<Case<Config>> every_case(const Config (&configs)[N], std::initializer_list<int64_t> lens, Rng& rng) {
+  std::vector<Case<Config>> cases;
+  for (Config c : configs) {
+    for (bool causal : {false, true}) {
+      c.causal = causal;
+      for (int64_t len : lens) cases.push_back({c, len, rng.next_seed()});
+    }
+  }
+  return cases;
+}
+
 // Each kind of configuration the benchmark tries (block sizes, stages, one
 // or two warpgroups a block, head dimensions, dtypes, warp-specialized),
 // causal or not, several heads, lengths with and without a ragged last
@@ -40,31 +62,30 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
       {.bm = 64, .warp_specialize = true},
       {.d = 128, .bm = 64, .bn = 64, .warp_specialize = true},
   };
-  for (samples::AttnConfig c : configs) {
-    for (bool causal : {false, true}) {
-      for (int64_t len : {64, 200, 1000, 1024}) {
-        c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "d " << c.d << ", " << c.bm << "x" << c.bn << " s" << c.stages << ", causal "
-                                        << causal << ", ws " << c.warp_specialize << ", len " << len);
-        const int64_t heads = 3, n = heads * len * c.d;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-        Operand q = random_operand(c.in, n, rng.gen()), k = random_operand(c.in, n, rng.gen()),
-                v = random_operand(c.in, n, rng.gen());
-        absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_attention(device, c, heads, len, scale, q, k, v);
-        ASSERT_TRUE(gpu.ok()) << gpu.status();
-        const std::vector<double> want =
-            matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, causal);
-        // P is rounded to bf16 (f16) before P V (2^-8 relative on weights
-        // summing to 1, |v| <= 1); a bf16 O rounds once more.
-        EXPECT_TRUE(all_close(*gpu, want, c.out == bf16 ? 8e-3 : 4e-3));
-        if (len > 200) continue;
-        absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_attention(*host, c, heads, len, scale, q, k, v);
-        ASSERT_TRUE(cpu.ok()) << cpu.status();
-        // exp2's hardware approximation against the host's expansion.
-        EXPECT_TRUE(all_close(*gpu, *cpu, c.out == bf16 ? 8e-3 : 1e-4));
-      }
-    }
-  }
+  const std::vector<Case<samples::AttnConfig>> cases = every_case(configs, {64, 200, 1000, 1024}, rng);
+  for_each_case(cases.size(), [&](size_t i) {
+    const auto& [c, len, seed] = cases[i];
+    Rng own(seed);
+    SCOPED_TRACE(testing::Message() << "d " << c.d << ", " << c.bm << "x" << c.bn << " s" << c.stages << ", causal "
+                                    << c.causal << ", ws " << c.warp_specialize << ", len " << len << ", random seed "
+                                    << seed);
+    const int64_t heads = 3, n = heads * len * c.d;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n, own.gen()),
+            v = random_operand(c.in, n, own.gen());
+    absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_attention(device, c, heads, len, scale, q, k, v);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const std::vector<double> want =
+        matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, c.causal);
+    // P is rounded to bf16 (f16) before P V (2^-8 relative on weights
+    // summing to 1, |v| <= 1); a bf16 O rounds once more.
+    EXPECT_TRUE(all_close(*gpu, want, c.out == bf16 ? 8e-3 : 4e-3));
+    if (len > 200) return;
+    absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_attention(*host, c, heads, len, scale, q, k, v);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // exp2's hardware approximation against the host's expansion.
+    EXPECT_TRUE(all_close(*gpu, *cpu, c.out == bf16 ? 8e-3 : 1e-4));
+  });
 }
 
 // The backward pass (the forward with its log2-sum-exp, D, then dQ, dK and
@@ -83,36 +104,34 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             samples::attention_bwd_config(128),
                                             {.d = 128, .programs = 2},
                                             {.d = 128, .block = 128, .out = f32}};
-  for (samples::AttnBwdConfig c : configs) {
-    for (bool causal : {false, true}) {
-      for (int64_t len : {64, 200, 1000}) {
-        c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << " s"
-                                        << c.stages << ", causal " << causal << ", len " << len);
-        const int64_t heads = 3, n = heads * len * c.d;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-        Operand q = random_operand(c.in, n, rng.gen()), k = random_operand(c.in, n, rng.gen()),
-                v = random_operand(c.in, n, rng.gen()), dout = random_operand(c.in, n, rng.gen());
-        absl::StatusOr<matmul_cases::AttnGradsF> gpu =
-            matmul_cases::run_attention_bwd(device, c, heads, len, scale, q, k, v, dout);
-        ASSERT_TRUE(gpu.ok()) << gpu.status();
-        const matmul_cases::AttnGrads want =
-            matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads, len, c.d, scale, causal);
-        const double tolerance = matmul_cases::gradient_tolerance(c.in);
-        EXPECT_LE(matmul_cases::gradient_error(gpu->dq, gpu->dk, gpu->dv, want), tolerance);
-        EXPECT_LE(matmul_cases::relative_error(gpu->lse2, want.lse2), 1e-6);
-        if (len > 200) continue;
-        absl::StatusOr<matmul_cases::AttnGradsF> cpu =
-            matmul_cases::run_attention_bwd(*host, c, heads, len, scale, q, k, v, dout);
-        ASSERT_TRUE(cpu.ok()) << cpu.status();
-        // exp2's hardware approximation against the host's expansion, P and
-        // dS each rounded to c.in before the products that read them.
-        EXPECT_TRUE(all_close(gpu->dq, cpu->dq, tolerance));
-        EXPECT_TRUE(all_close(gpu->dk, cpu->dk, tolerance));
-        EXPECT_TRUE(all_close(gpu->dv, cpu->dv, tolerance));
-      }
-    }
-  }
+  const std::vector<Case<samples::AttnBwdConfig>> cases = every_case(configs, {64, 200, 1000}, rng);
+  for_each_case(cases.size(), [&](size_t i) {
+    const auto& [c, len, seed] = cases[i];
+    Rng own(seed);
+    SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << " s" << c.stages
+                                    << ", causal " << c.causal << ", len " << len << ", random seed " << seed);
+    const int64_t heads = 3, n = heads * len * c.d;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n, own.gen()),
+            v = random_operand(c.in, n, own.gen()), dout = random_operand(c.in, n, own.gen());
+    absl::StatusOr<matmul_cases::AttnGradsF> gpu =
+        matmul_cases::run_attention_bwd(device, c, heads, len, scale, q, k, v, dout);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const matmul_cases::AttnGrads want =
+        matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads, len, c.d, scale, c.causal);
+    const double tolerance = matmul_cases::gradient_tolerance(c.in);
+    EXPECT_LE(matmul_cases::gradient_error(gpu->dq, gpu->dk, gpu->dv, want), tolerance);
+    EXPECT_LE(matmul_cases::relative_error(gpu->lse2, want.lse2), 1e-6);
+    if (len > 200) return;
+    absl::StatusOr<matmul_cases::AttnGradsF> cpu =
+        matmul_cases::run_attention_bwd(*host, c, heads, len, scale, q, k, v, dout);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // exp2's hardware approximation against the host's expansion, P and
+    // dS each rounded to c.in before the products that read them.
+    EXPECT_TRUE(all_close(gpu->dq, cpu->dq, tolerance));
+    EXPECT_TRUE(all_close(gpu->dk, cpu->dk, tolerance));
+    EXPECT_TRUE(all_close(gpu->dv, cpu->dv, tolerance));
+  });
 }
 
 // Warp-specialized, each consumer computes its Q blocks exactly as a

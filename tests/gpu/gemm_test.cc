@@ -181,13 +181,17 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 1000, .n = 712, .k = 1040, .in = f8e4m3, .bk = 128, .stream_k = true},
       {.m = 640, .n = 512, .k = 64, .bm = 64, .warps = 4, .stream_k = true},
   };
-  for (const Problem& p : problems) {
-    SCOPED_TRACE(name(p));
-    Inputs in = random_inputs(p, rng);
+  std::vector<unsigned> seeds(problems.size());
+  for (unsigned& seed : seeds) seed = rng.next_seed();
+  for_each_case(problems.size(), [&](size_t i) {
+    const Problem& p = problems[i];
+    Rng own(seeds[i]);
+    SCOPED_TRACE(absl::StrCat(name(p), ", random seed ", own.seed()));
+    Inputs in = random_inputs(p, own);
     absl::StatusOr<std::vector<float>> c = run_gemm(device, p, in);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_TRUE(matches_reference(p, in, *c, rng));
-  }
+    EXPECT_TRUE(matches_reference(p, in, *c, own));
+  });
 }
 
 TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {

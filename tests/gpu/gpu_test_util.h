@@ -5,18 +5,22 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/float16.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
-#include "base/float16.h"
 
 namespace tessel::gpu_test {
 
@@ -59,8 +63,11 @@ class AgreeTest : public ::testing::Test {
 // failure so that it can be replayed.
 class Rng {
  public:
-  Rng() : seed_(std::random_device{}()), gen_(seed_) {}
+  Rng() : Rng(std::random_device{}()) {}
+  explicit Rng(unsigned seed) : seed_(seed), gen_(seed) {}
   unsigned seed() const { return seed_; }
+  // A seed for another Rng (one a case of a test run in parallel).
+  unsigned next_seed() { return static_cast<unsigned>(gen_()); }
   std::mt19937& gen() { return gen_; }
   int uniform_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }
   float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
@@ -70,6 +77,22 @@ class Rng {
   std::mt19937 gen_;
 };
 #define TESSEL_TRACE_SEED(rng) SCOPED_TRACE(::testing::Message() << "random seed " << (rng).seed())
+
+// Runs body(0), ..., body(n - 1) on up to 8 threads, for a test whose cases
+// are independent (their random inputs, compiles and host references then
+// overlap). gtest's assertions may fail on any thread; its traces are per
+// thread, so `body` traces what names its case.
+inline void for_each_case(size_t n, const std::function<void(size_t)>& body) {
+  const size_t threads = std::min<size_t>({n, 8, std::max(1u, std::thread::hardware_concurrency())});
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) body(i);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+}
 
 // A buffer on `device` holding `host`.
 template <class T>
