@@ -72,14 +72,24 @@ void Lowering::plan_pipelines() {
       if (ir_.ops[id].op == OpCode::kTmaLoad) loads.push_back(&ir_.ops[id]);
     }
     if (loads.empty()) continue;
-    // Loads deeper inside, or stores a load ahead could miss, keep the loop as it is.
+    // Loads deeper inside keep the loop as it is, and so do ops that order
+    // the copy engine's reads (atomics and gates; codegen/hazards.h): a load
+    // run ahead would pass them. Stores do not: a loop's iterations touch
+    // different elements, and a TMA store has read its tile before the
+    // program goes on (one held across the kernel stages it in a tile of its
+    // own). A warp-specialized kernel's loops keep to loads alone.
     bool nested = false;
     for (int id : ir_.blocks[body].ops) {
       for (int inner : ir_.ops[id].blocks) nested = nested || any_op(ir_, inner, [](const Op& o) {
         return o.op == OpCode::kTmaLoad;
       });
     }
-    if (nested || any_op(ir_, body, [](const Op& o) { return op_traits(o.op).writes_memory; })) continue;
+    auto orders = [&](const Op& o) {
+      if (specialized_ != nullptr) return op_traits(o.op).writes_memory;
+      return o.op == OpCode::kAtomic || o.op == OpCode::kAtomicCas ||
+             op_traits(o.op).category == OpCategory::kTriggeredView;
+    };
+    if (nested || any_op(ir_, body, orders)) continue;
     bool computable = true;
     for (const Op* l : loads) {
       for (size_t c = 1; c < l->operands.size(); ++c) computable = computable && per_iteration(loop, l->operands[c]);

@@ -479,7 +479,8 @@ class Lowering {
   // ---- Software pipelines (lower_pipeline.cc) --------------------------------------
   // A for loop (LoopOptions::stages) whose body loads TMA boxes at
   // coordinates made from its induction variable and values from outside,
-  // and writes no memory, on a target with asynchronous TMA: iteration i
+  // and takes no atomic or gate (it may store), on a target with
+  // asynchronous TMA: iteration i
   // waits for its stage's mbarrier, runs the body on that stage's buffers,
   // then issues the loads of iteration i + stages - 1 into the stage the
   // iteration before it used, whose readers are done.

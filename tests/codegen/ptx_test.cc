@@ -62,6 +62,50 @@ CHECK: cp.async.bulk.wait_group 0
   expect_ptxas_accepts(code->binary);
 }
 
+// How many times `text` holds `what`.
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// A loop whose body loads and stores boxes is pipelined (a ring of three
+// stages: two loads issued before the loop, one ahead in it); one that also
+// takes an atomic or waits on a gate is not, since a load issued ahead would
+// pass the ordering they give.
+TEST(Ptx, LoopsThatStoreArePipelinedButNotPastAtomicsOrGates) {
+  const std::string load = "cp.async.bulk.tensor.2d.shared::cluster.global";
+  absl::StatusOr<DeviceCode> plain = compile_ptx(tile_copy(), {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(count(plain->binary, "mbarrier.init"), 3);
+  EXPECT_EQ(count(plain->binary, load), 3);
+  EXPECT_GE(plain->shared_bytes, 3 * 64 * 64 * 2);
+  expect_ptxas_accepts(plain->binary);
+  for (bool atomic : {true, false}) {
+    SCOPED_TRACE(atomic ? "atomic" : "gate");
+    KernelBuilder k("tile_copy_ordered");
+    Value src = k.tensor_map(bf16, {64, 64}, "src"), dst = k.tensor_map(bf16, {64, 64}, "dst");
+    Value counter = k.arg(ptr(i32), "counter");
+    TriggeredView view = k.triggered_view("plan");
+    Value m = k.arg(i32, "m");
+    k.for_each_tile(cdiv(m, 64), [&](Value t) {
+      if (atomic) {
+        atomic_add(counter, 1);
+      } else {
+        view.wait(t);
+      }
+      tma_store(dst, {t * 64, 0}, tma_load(src, {t * 64, 0}));
+    });
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(count(code->binary, load), 1);
+    EXPECT_LT(code->shared_bytes, 2 * 64 * 64 * 2);
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
 TEST(Ptx, EveryOpFamilyAssembles) {
   KernelBuilder k("families");
   Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(bf16), "y"), c = k.arg(ptr(i32), "counter");
