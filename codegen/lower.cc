@@ -84,7 +84,8 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   const int64_t shared = bytes > 0 ? bytes + target_.shared_base_slack() : 0;
   // (A warp-specialized loop's ring runs across it whatever the choice.)
   return LoweredKernel{std::move(module), fn_->getName().str(), shared,
-                       !store_tiles_.empty() || (!outer_pipelines_.empty() && specialized_ == nullptr)};
+                       !store_tiles_.empty() || (!outer_pipelines_.empty() && specialized_ == nullptr),
+                       default_stages_};
 }
 
 void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
@@ -353,17 +354,24 @@ absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm
                                     Specialization facts, int64_t shared_limit) {
   // The most overlap that fits: held store tiles and rings across loops,
   // the same with tiles staged a panel at a time, then one of them, then
-  // neither (a kernel that overlaps nothing is as small as it gets: the
-  // last choice always returns).
+  // neither; each with the default stage count, then 2, then 1 (a kernel
+  // that overlaps nothing in loops with no stages of their own is as small
+  // as it gets: the last choice always returns).
   static constexpr Lowering::Overlap kChoices[] = {
       {true, true, false}, {true, true, true}, {true, false, false}, {false, true, false}, {false, false, false}};
   const bool panelled = target.swizzles_shared_tiles() && std::any_of(ir.ops.begin(), ir.ops.end(), [&](const Op& o) {
     return o.op == OpCode::kTmaStore && store_panels(ir, o) > 2;
   });
-  for (const Lowering::Overlap& overlap : kChoices) {
-    if (overlap.stage_panels && !panelled) continue;
-    TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
-    if (shared_limit == 0 || lowered.shared_bytes <= shared_limit || !lowered.overlapped) return lowered;
+  for (int stages = Lowering::kDefaultStages; stages >= 1; --stages) {
+    for (Lowering::Overlap overlap : kChoices) {
+      if (overlap.stage_panels && !panelled) continue;
+      overlap.default_stages = stages;
+      TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
+      if (shared_limit == 0 || lowered.shared_bytes <= shared_limit) return lowered;
+      if (lowered.overlapped) continue;
+      if (!lowered.default_stages) return lowered;
+      break;
+    }
   }
   return absl::InternalError("lower: no overlap choice");
 }

@@ -19,6 +19,9 @@ struct LoweredKernel {
   // Whether shared memory went to overlap (held store tiles, rings across
   // loops), which a kernel over the limit may do without.
   bool overlapped = false;
+  // Whether a loop took the default stage count (LoopOptions::stages = 0)
+  // and was pipelined, which a kernel over the limit may take fewer of.
+  bool default_stages = false;
 };
 
 // `facts` are what the code may assume about the launch's arguments.
@@ -27,7 +30,8 @@ struct LoweredKernel {
 // stages of the next run of the loop around them during this one, where
 // the kernel still fits in `shared_limit` bytes (0: no limit) that way;
 // else with one of the two, or neither (each store waits until the copy
-// engine has read its tile; rings live only while their loop runs).
+// engine has read its tile; rings live only while their loop runs); then
+// the same with 2 stages, then 1, in loops that take the default count.
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts = {}, int64_t shared_limit = 0);
 

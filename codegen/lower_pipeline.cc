@@ -10,8 +10,6 @@ namespace tessel::codegen {
 
 namespace {
 
-constexpr int kDefaultStages = 3;
-
 // Whether any op of `block`, or of the blocks nested in it, satisfies `pred`.
 bool any_op(const KernelIR& ir, int block, const std::function<bool(const Op&)>& pred) {
   for (int id : ir.blocks[block].ops) {
@@ -64,7 +62,8 @@ void Lowering::plan_pipelines() {
   if (!target_.tma_async()) return;
   for (const Op& loop : ir_.ops) {
     if (loop.op != OpCode::kFor) continue;
-    const int stages = loop.ints.empty() || loop.ints[0] == 0 ? kDefaultStages : static_cast<int>(loop.ints[0]);
+    const bool defaulted = loop.ints.empty() || loop.ints[0] == 0;
+    const int stages = defaulted ? overlap_.default_stages : static_cast<int>(loop.ints[0]);
     if (stages < 2) continue;
     const int body = loop.blocks[0];
     std::vector<const Op*> loads;
@@ -97,6 +96,7 @@ void Lowering::plan_pipelines() {
     if (!computable) continue;
     Pipeline& p = pipelines_[&loop];
     p.stages = stages;
+    default_stages_ = default_stages_ || defaulted;
     p.loads = loads;
     // (A warp-specialized loop's producer needs the ring across it.)
     p.outer = overlap_.rings_across || specialized_ != nullptr ? runs_across(loop, loads) : nullptr;

@@ -54,7 +54,10 @@ class Lowering {
     // stage one panel at a time through two panel buffers, each panel's
     // store issued before the next panel is written.
     bool stage_panels = false;
+    // The stages of loops that take the default count.
+    int default_stages = kDefaultStages;
   };
+  static constexpr int kDefaultStages = 3;
   Lowering(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx, Specialization facts, Overlap overlap)
       : ir_(ir),
         target_(target),
@@ -692,6 +695,8 @@ class Lowering {
   std::map<const Op*, const Op*> outer_pipelines_;           // outer loop -> the pipelined loop in it
   std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there
   std::set<const Op*> in_flight_dots_;
+  // Whether a loop that takes the default stage count is pipelined.
+  bool default_stages_ = false;
   // Per value: read by nothing but the operands of mma_dots_ (a tma_load
   // result, or the transpose of one), so it needs no plain copy.
   std::vector<bool> mma_only_;

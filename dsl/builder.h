@@ -66,11 +66,13 @@ class TriggeredView {
 // How a for_range loop is run.
 struct LoopOptions {
   // Software pipelining of a loop whose body loads TMA boxes at coordinates
-  // made from the induction variable (and values from outside the loop) and
-  // stores nothing: its loads run `stages - 1` iterations ahead through a
+  // made from the induction variable (and values from outside the loop), and
+  // no atomic or gate: its loads run `stages - 1` iterations ahead through a
   // ring of `stages` shared-memory buffers, on targets with asynchronous TMA
   // (NVIDIA), and its tensor-core dots overlap the next iteration's wait.
-  // 0 picks the default (3, as Triton's num_stages); 1 turns it off; at most 8.
+  // 0 picks the default: 3 (as Triton's num_stages), or 2, or none, the
+  // most that fits in shared memory; 1 turns it off; at most 8. A count
+  // given here that does not fit is an error naming the bytes.
   int stages = 0;
   // Warp specialization of a persistent loop (for_each_tile's) whose body
   // runs a pipelined loop of tma_loads, on NVIDIA with num_warps = 12: one

@@ -106,6 +106,38 @@ TEST(Ptx, LoopsThatStoreArePipelinedButNotPastAtomicsOrGates) {
   }
 }
 
+// A loop of 64 x 256 f32 boxes (64 KiB) stored twice under the 128B
+// swizzle: three stages do not fit beside the stores' staging, so a loop
+// that takes the default count gets two, and one that asks for three is
+// an error naming the bytes.
+TEST(Ptx, DefaultStagesShrinkToFitButAGivenCountMustFit) {
+  auto kernel = [](int stages) {
+    KernelBuilder k("wide_boxes");
+    Value src = k.tensor_map(f32, {64, 256}, "src", Swizzle::k128B);
+    Value dst = k.tensor_map(f32, {64, 256}, "dst", Swizzle::k128B);
+    Value dst2 = k.tensor_map(f32, {64, 256}, "dst2", Swizzle::k128B);
+    Value m = k.arg(i32, "m");
+    k.for_each_tile(cdiv(m, 64),
+                    [&](Value t) {
+                      Value tile = tma_load(src, {t * 64, 0});
+                      tma_store(dst, {t * 64, 0}, tile);
+                      tma_store(dst2, {t * 64, 0}, tile);
+                    },
+                    {.stages = stages});
+    return *k.build();
+  };
+  absl::StatusOr<DeviceCode> fitted = compile_ptx(kernel(0), {});
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  EXPECT_EQ(count(fitted->binary, "mbarrier.init"), 2);
+  EXPECT_LE(fitted->shared_bytes, 232448);
+  expect_ptxas_accepts(fitted->binary);
+  EXPECT_THAT(std::string(compile_ptx(kernel(3), {}).status().message()),
+              ContainsRegex("needs [0-9]+ bytes of shared memory per program; sm_90a allows 232448"));
+  absl::StatusOr<DeviceCode> unpipelined = compile_ptx(kernel(1), {});
+  ASSERT_TRUE(unpipelined.ok()) << unpipelined.status();
+  EXPECT_EQ(count(unpipelined->binary, "mbarrier.init"), 1);
+}
+
 TEST(Ptx, EveryOpFamilyAssembles) {
   KernelBuilder k("families");
   Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(bf16), "y"), c = k.arg(ptr(i32), "counter");

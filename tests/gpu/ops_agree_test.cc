@@ -884,9 +884,10 @@ TEST_F(OpsAgree, TmaSwizzledBoxesReadAndWriteLikePlainOnes) {
 }
 
 // Two stores of a 64 x 256 f32 box under the 128B swizzle (eight panels):
-// the box, its plain copy and two whole staging tiles (64 KiB each) do not
-// fit in shared memory, so each store stages its panels two at a time,
-// copied from the plain tile; at three programs, each stores several boxes.
+// the box's ring (two stages, the most of the default that fit), its plain
+// copy and two whole staging tiles (64 KiB each) do not fit in shared
+// memory, so each store stages its panels two at a time, copied from the
+// plain tile; at three programs, each stores several boxes.
 TEST_F(OpsAgree, TmaStoresTooLargeToStageWholeGoAPanelAtATime) {
   TESSEL_TRACE_SEED(rng_);
   constexpr int kBoxRows = 64, kBoxCols = 256;
