@@ -60,12 +60,6 @@ class PtxSlice : public ::testing::Test {
   }
 };
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 TEST_F(PtxSlice, RowSoftmaxRunsInRegistersAndShuffles) {
   // Measured before slice layouts (commit 45cf1c9): 8320 bytes of shared
   // memory per program, 70 st.shared, 146 ld.shared and 25 bar.sync; now

@@ -62,13 +62,6 @@ CHECK: cp.async.bulk.wait_group 0
   expect_ptxas_accepts(code->binary);
 }
 
-// How many times `text` holds `what`.
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
 // A loop whose body loads and stores boxes is pipelined (a ring of three
 // stages: two loads issued before the loop, one ahead in it); one that also
 // takes an atomic or waits on a gate is not, since a load issued ahead would

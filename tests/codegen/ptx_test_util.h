@@ -51,6 +51,13 @@ inline int ptxas(const std::string& ptx) {
   return rc;
 }
 
+// How many times `what` occurs in `text`.
+inline int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 inline bool have_tool(const char* path) { return *path && std::filesystem::exists(path); }
 inline bool have_ptxas() { return have_tool(TESSEL_PTXAS); }
 

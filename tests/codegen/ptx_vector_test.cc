@@ -25,12 +25,6 @@ Kernel add_kernel(DType d) {
   return *kernel;
 }
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 std::string ptx(const Kernel& kernel, uint64_t facts) {
   CompileOptions options;
   options.specialization.multiple_of_16 = facts;
