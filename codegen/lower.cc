@@ -85,7 +85,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   // (A warp-specialized loop's ring runs across it whatever the choice.)
   return LoweredKernel{std::move(module), fn_->getName().str(), shared,
                        !store_tiles_.empty() || (!outer_pipelines_.empty() && specialized_ == nullptr),
-                       default_stages_};
+                       pipelined_by_default_};
 }
 
 void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
@@ -369,7 +369,7 @@ absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm
       TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
       if (shared_limit == 0 || lowered.shared_bytes <= shared_limit) return lowered;
       if (lowered.overlapped) continue;
-      if (!lowered.default_stages) return lowered;
+      if (!lowered.pipelined_by_default) return lowered;
       break;
     }
   }

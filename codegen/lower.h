@@ -21,7 +21,7 @@ struct LoweredKernel {
   bool overlapped = false;
   // Whether a loop took the default stage count (LoopOptions::stages = 0)
   // and was pipelined, which a kernel over the limit may take fewer of.
-  bool default_stages = false;
+  bool pipelined_by_default = false;
 };
 
 // `facts` are what the code may assume about the launch's arguments.

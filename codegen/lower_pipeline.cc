@@ -96,7 +96,7 @@ void Lowering::plan_pipelines() {
     if (!computable) continue;
     Pipeline& p = pipelines_[&loop];
     p.stages = stages;
-    default_stages_ = default_stages_ || defaulted;
+    pipelined_by_default_ = pipelined_by_default_ || defaulted;
     p.loads = loads;
     // (A warp-specialized loop's producer needs the ring across it.)
     p.outer = overlap_.rings_across || specialized_ != nullptr ? runs_across(loop, loads) : nullptr;

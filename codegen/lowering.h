@@ -696,7 +696,7 @@ class Lowering {
   std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there
   std::set<const Op*> in_flight_dots_;
   // Whether a loop that takes the default stage count is pipelined.
-  bool default_stages_ = false;
+  bool pipelined_by_default_ = false;
   // Per value: read by nothing but the operands of mma_dots_ (a tma_load
   // result, or the transpose of one), so it needs no plain copy.
   std::vector<bool> mma_only_;
