@@ -1,16 +1,15 @@
 #include "runtime/autotune.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <limits>
-#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/parallel.h"
 #include "base/status.h"
 #include "runtime/compile_cached.h"
 #include "runtime/disk_cache.h"
@@ -83,17 +82,8 @@ double prepare_all(const std::vector<TuneCandidate>& candidates, int threads, st
     if (candidates[i].prepare) todo.push_back(i);
   }
   if (todo.empty()) return 0;
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<size_t>(threads, todo.size()));
   const auto start = std::chrono::steady_clock::now();
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t t; (t = next.fetch_add(1)) < todo.size();) status[todo[t]] = candidates[todo[t]].prepare();
-  };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& h : helpers) h.join();
+  parallel_for(todo.size(), threads, [&](size_t t) { status[todo[t]] = candidates[todo[t]].prepare(); });
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -6,7 +6,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/float16.h"
+#include "base/parallel.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
 
@@ -83,15 +83,7 @@ class Rng {
 // overlap). gtest's assertions may fail on any thread; its traces are per
 // thread, so `body` traces what names its case.
 inline void for_each_case(size_t n, const std::function<void(size_t)>& body) {
-  const size_t threads = std::min<size_t>({n, 8, std::max(1u, std::thread::hardware_concurrency())});
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) body(i);
-  };
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& h : helpers) h.join();
+  parallel_for(n, std::min<size_t>(8, std::max(1u, std::thread::hardware_concurrency())), body);
 }
 
 // A buffer on `device` holding `host`.
