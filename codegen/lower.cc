@@ -58,8 +58,8 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
     if (specialized_ != nullptr) {
       TESSEL_RETURN_IF_ERROR(check_roles());
       group_ = target_.group_of_thread(b_, thread_, threads_);
-      smem_base_ = consumer_smem(b_.CreateSelect(b_.CreateICmpULT(group_, b_.getInt64(kConsumers)), group_,
-                                                 b_.getInt64(kConsumers - 1)));
+      smem_base_ = consumer_smem(
+          b_.CreateSelect(b_.CreateICmpULT(group_, b_.getInt64(consumers_)), group_, b_.getInt64(consumers_ - 1)));
     }
     want_slices();
   }
@@ -74,7 +74,7 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
     const int64_t span = round_up(smem_peak_ - consumer_region_, tma::kSwizzledTileAlignment);
     consumer_span_->replaceAllUsesWith(b_.getInt64(span));
     consumer_span_->eraseFromParent();
-    bytes = consumer_region_ + kConsumers * span;
+    bytes = consumer_region_ + consumers_ * span;
   }
   std::string err;
   llvm::raw_string_ostream os(err);

@@ -139,7 +139,7 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     }
   }
   if (pipelined) {
-    if (pipelines_.at(&o).empty != nullptr) pass_turn(pipelines_.at(&o));
+    if (pipelines_.at(&o).turns != nullptr) pass_turn(pipelines_.at(&o));
     end_pipeline(o, trips);
   }
   if (outer) end_outer_pipeline(o);

@@ -234,7 +234,7 @@ void Lowering::end_outer_pipeline(const Op& outer) {
 
 void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips) {
   Pipeline& p = pipelines_.at(&loop);
-  if (p.empty != nullptr) take_turn(p);
+  if (p.turns != nullptr) take_turn(p);
   if (p.outer != nullptr) {  // the run's first loads are in flight already
     p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
     return;
@@ -312,7 +312,7 @@ void Lowering::end_pipeline(const Op& loop, llvm::Value* trips) {
     llvm::Value* iv = widen(*p.outer, vals_[ir_.blocks[p.outer->blocks[0]].args[0]]);
     llvm::Value* step = widen(*p.outer, val(p.outer->operands[2]));
     llvm::Value* used = b_.CreateAdd(p.first, trips);
-    for (int k = 1; k < kConsumers; ++k) {
+    for (int k = 1; k < consumers_; ++k) {
       used = b_.CreateAdd(used, ring_uses(*p.outer, loop, b_.CreateAdd(iv, b_.CreateMul(step, b_.getInt64(k)))));
     }
     b_.CreateStore(used, p.used);

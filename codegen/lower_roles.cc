@@ -1,6 +1,7 @@
 // Warp specialization (LoopOptions::warp_specialize): a producer group that
 // issues a persistent loop's TMA loads for every iteration, and consumer
-// groups that take the iterations in turn (see lowering.h).
+// groups that take the iterations in turn, or one consumer of two
+// warpgroups that takes every iteration (see lowering.h).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -21,11 +22,14 @@ absl::Status Lowering::plan_roles() {
   }
   if (specialized_ == nullptr) return absl::OkStatus();
   const int warps = target_.register_tile_threads() / target_.warp_size();
-  if (target_.split_program(kConsumers) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel '", ir_.name, "': the warp-specialized loop at ", specialized_->loc.file_name(), ":",
-        specialized_->loc.line(),
-        " needs a producer warpgroup and two consumer warpgroups (num_warps = 12); the program has ", warps, " warps"));
+  consumer_warpgroups_ = static_cast<int>(specialized_->ints[1]);
+  consumers_ = consumer_warpgroups_ == 2 ? 1 : 2;
+  if (target_.split_program(consumers_, consumer_warpgroups_) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", ir_.name, "': the warp-specialized loop at ", specialized_->loc.file_name(), ":",
+                     specialized_->loc.line(), " needs a producer warpgroup and ",
+                     consumer_warpgroups_ == 2 ? "a consumer of two warpgroups" : "two consumer warpgroups",
+                     " (num_warps = 12); the program has ", warps, " warps"));
   }
   // Each thread's shared memory is its consumer's region (the producer's
   // threads, which use only the ring, take the last one's).
@@ -81,8 +85,9 @@ void Lowering::reserve_producer_ring() {
   // and turns (a consumer's every thread), then the ring.
   p.barriers = cta_smem_;
   p.empty = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 8 * p.stages);
-  p.turns = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 16 * p.stages);
-  int64_t offset = 16 * p.stages + 8 * kConsumers;
+  // (A single consumer has no one to take turns with.)
+  p.turns = consumers_ > 1 ? b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 16 * p.stages) : nullptr;
+  int64_t offset = 16 * p.stages + 8 * consumers_;
   allocate_rings(p, [&](int64_t bytes, int64_t align) {
     offset = round_up(offset, align);
     llvm::Value* ring = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, offset);
@@ -91,7 +96,7 @@ void Lowering::reserve_producer_ring() {
   });
   target_.init_tma_barriers(b_, p.barriers, p.stages, 1);
   target_.init_tma_barriers(b_, p.empty, p.stages, threads_);
-  target_.init_tma_barriers(b_, p.turns, kConsumers, threads_);
+  if (p.turns != nullptr) target_.init_tma_barriers(b_, p.turns, consumers_, threads_);
   consumer_region_ = smem_reserved_ = smem_peak_ = round_up(offset, tma::kSwizzledTileAlignment);
   p.used = stack_slot(b_.getInt64Ty());
   p.turns_taken = stack_slot(b_.getInt64Ty());
@@ -109,7 +114,7 @@ void Lowering::take_turn(Pipeline& p) {
 }
 
 void Lowering::pass_turn(Pipeline& p) {
-  llvm::Value* next = b_.CreateURem(b_.CreateAdd(group_, b_.getInt64(1)), b_.getInt64(kConsumers));
+  llvm::Value* next = b_.CreateURem(b_.CreateAdd(group_, b_.getInt64(1)), b_.getInt64(consumers_));
   target_.barrier_arrive(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.turns, b_.CreateMul(next, b_.getInt64(8))));
 }
 
@@ -165,28 +170,28 @@ absl::Status Lowering::specialized_for(const Op& o) {
   Pipeline& p = pipelines_.at(outer_pipelines_.at(&o));
   const Op& loop = *outer_pipelines_.at(&o);
   llvm::Value* program_thread = thread_;
-  emit_if(b_, b_.CreateICmpEQ(group_, b_.getInt64(kConsumers)), [&] {
+  emit_if(b_, b_.CreateICmpEQ(group_, b_.getInt64(consumers_)), [&] {
     target_.enter_group(b_, group_, /*producer=*/true);
     thread_ = target_.thread_index(b_);
     emit_if(b_, b_.CreateICmpEQ(thread_, b_.getInt64(0)), [&] { produce(o, p); });
     target_.leave_group();
   });
   absl::Status status;
-  emit_if(b_, b_.CreateICmpULT(group_, b_.getInt64(kConsumers)), [&] {
+  emit_if(b_, b_.CreateICmpULT(group_, b_.getInt64(consumers_)), [&] {
     target_.enter_group(b_, group_, /*producer=*/false);
     thread_ = target_.thread_index(b_);
     b_.CreateStore(b_.getInt64(0), p.turns_taken);
-    // Consumer c runs iterations c, c + kConsumers, ...; the ring positions
+    // Consumer c runs iterations c, c + consumers_, ...; the ring positions
     // of the iterations before its first are the others'.
     llvm::Value* lo = widen(o, val(o.operands[0]));
     llvm::Value* step = widen(o, val(o.operands[2]));
     llvm::Value* used = b_.getInt64(0);
-    for (int k = 0; k + 1 < kConsumers; ++k) {
+    for (int k = 0; k + 1 < consumers_; ++k) {
       llvm::Value* uses = ring_uses(o, loop, b_.CreateAdd(lo, b_.CreateMul(step, b_.getInt64(k))));
       used = b_.CreateAdd(used, b_.CreateSelect(b_.CreateICmpULT(b_.getInt64(k), group_), uses, b_.getInt64(0)));
     }
     b_.CreateStore(used, p.used);
-    status = for_op(o, b_.CreateAdd(lo, b_.CreateMul(step, group_)), b_.CreateMul(step, b_.getInt64(kConsumers)));
+    status = for_op(o, b_.CreateAdd(lo, b_.CreateMul(step, group_)), b_.CreateMul(step, b_.getInt64(consumers_)));
     target_.epilogue(b_);  // this consumer's stores are its own
     target_.leave_group();
   });

@@ -34,7 +34,7 @@ void Lowering::reserve_tma_barriers() {
   if (count > 0 && specialized_ == nullptr) {
     target_.init_tma_barriers(b_, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start), count, 1);
   }
-  for (int c = 0; count > 0 && specialized_ != nullptr && c < kConsumers; ++c) {
+  for (int c = 0; count > 0 && specialized_ != nullptr && c < consumers_; ++c) {
     llvm::Value* own = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), consumer_smem(b_.getInt64(c)), start);
     target_.init_tma_barriers(b_, own, count, 1);
   }

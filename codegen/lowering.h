@@ -570,15 +570,18 @@ class Lowering {
   // ---- Warp specialization (lower_roles.cc) ------------------------------------------
   // A loop with LoopOptions::warp_specialize, on a target that can split
   // its programs (TargetInfo::split_program): its iterations go to
-  // kConsumers consumer groups in turn (iteration i to consumer i mod
-  // kConsumers), each running the body as a program of its own threads,
+  // consumers_ consumer groups in turn (iteration i to consumer i mod
+  // consumers_), each running the body as a program of its own threads,
   // with shared memory of its own; the producer group walks every
   // iteration and issues the loads of the pipeline in the body (whose ring
   // runs across the loop, Pipeline::outer) in the order the consumers read
   // them, each stage once the consumer before has arrived on its empty
   // barrier. Shared memory: the ring and its barriers first, for all, then
   // each consumer's region (everything else) `consumer_span_` apart.
-  static constexpr int kConsumers = 2;
+  // Two consumers of one warpgroup each (ping-pong), or with
+  // LoopOptions::cooperative one of two that takes every iteration.
+  int consumers_ = 2;
+  int consumer_warpgroups_ = 1;
   // Finds the loop and splits the program (before layouts are planned).
   absl::Status plan_roles();
   // What the loop must be (after the pipelines are planned).
@@ -597,7 +600,7 @@ class Lowering {
   llvm::Value* consumer_smem(llvm::Value* c);
   // The consumers run their loops on the ring in turn, in the order of
   // the ring's stages: consumer c waits for its turn before its loop and
-  // hands the next turn to consumer c + 1 (mod kConsumers) once its loop
+  // hands the next turn to consumer c + 1 (mod consumers_) once its loop
   // has issued its last products. A consumer that waited for a stage far
   // ahead of the ring would see an earlier phase of the same parity
   // complete; in turn, it waits at most a round ahead. (This is CUTLASS's
@@ -605,7 +608,7 @@ class Lowering {
   // epilogue does.)
   void take_turn(Pipeline& p);
   void pass_turn(Pipeline& p);
-  llvm::Value* group_ = nullptr;  // this thread's group (i64: a consumer's index, or the producer's kConsumers)
+  llvm::Value* group_ = nullptr;  // this thread's group (i64: a consumer's index, or the producer's consumers_)
   // While set, values of the outer loop's body that value_in_iteration
   // takes from here: the producer computes a tile's coordinates once,
   // before its loop over the tile's stages (LLVM does not hoist their

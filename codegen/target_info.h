@@ -287,10 +287,12 @@ class TargetInfo {
   // Warp specialization (LoopOptions::warp_specialize): the program's
   // threads split into `consumers` groups that each run a loop's body as a
   // program of their own, and a producer group after them that issues the
-  // loads of its pipeline. Returns each consumer's thread count, which
-  // register tiles are spread over from then on, or 0 where the target
-  // cannot split a program of its size (the default: it never can).
-  virtual int split_program(int /*consumers*/) { return 0; }
+  // loads of its pipeline. A consumer is `units` (1 or 2) of the target's
+  // unit of matrix instructions (a warpgroup on NVIDIA). Returns each
+  // consumer's thread count, which register tiles are spread over from
+  // then on, or 0 where the target cannot split a program of its size (the
+  // default: it never can).
+  virtual int split_program(int /*consumers*/, int /*units*/) { return 0; }
   // From here until leave_group, this thread's code is group `group`'s (i64:
   // a consumer's index, or `consumers` for the producer): thread_index,
   // tile loops, barriers and single_thread are the group's, and the group

@@ -356,6 +356,10 @@ std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi
                              "] (0 picks the default, 1 turns pipelining off)"));
     return failed;
   }
+  if (options.cooperative && !options.warp_specialize) {
+    s.fail(loc, "for_range: cooperative consumers need warp_specialize");
+    return failed;
+  }
   if (!loop_bounds(s, lo, hi, step, "for_range", loc, bounds)) return failed;
   std::vector<int> operands(bounds, bounds + 3);
   std::vector<int> init_ids;
@@ -372,9 +376,10 @@ std::vector<Value> KernelBuilder::for_range(const Operand& lo, const Operand& hi
   std::vector<Type> types;
   for (int id : init_ids) types.push_back(s.type(id));
   int op = s.emit(OpCode::kFor, operands, types, loc);
-  // ints: [stages (0: the default), warp_specialize], trailing defaults left out.
+  // ints: [stages (0: the default), the warpgroups of a warp-specialized
+  // loop's consumer (0: not specialized)], trailing defaults left out.
   if (options.stages != 0 || options.warp_specialize) s.ir.ops[op].ints.push_back(options.stages);
-  if (options.warp_specialize) s.ir.ops[op].ints.push_back(1);
+  if (options.warp_specialize) s.ir.ops[op].ints.push_back(options.cooperative ? 2 : 1);
   int block = s.new_block();
   s.ir.ops[op].blocks.push_back(block);
   Value iv = s.value(s.add_block_arg(block, s.type(bounds[0])));

@@ -85,6 +85,12 @@ struct LoopOptions {
   // nothing, sits in the kernel's top block, and only scalar arithmetic
   // comes before it there. Other targets run the loop as without it.
   bool warp_specialize = false;
+  // With warp_specialize: one consumer of two warpgroups (8 warps) takes
+  // every iteration instead, its tiles spread over both as in a program of
+  // 8 warps, each ring stage loaded once for both (CUTLASS's cooperative
+  // kernel; num_warps = 12 as well). Without a barrier per iteration the
+  // two warpgroups run apart as far as the ring lets them.
+  bool cooperative = false;
 };
 inline constexpr int kMaxLoopStages = 8;
 

@@ -634,9 +634,13 @@ struct AttnConfig {
   int stages = 2;              // of the key loops' pipelines
   // Warp-specialized (12 warps): two consumer warpgroups take query blocks
   // of bm = 64 rows in turn, and a producer warpgroup loads their keys
-  // and values (LoopOptions::warp_specialize), in one key loop whose
-  // every block is masked.
+  // and values (LoopOptions::warp_specialize), in one key loop that masks
+  // the blocks past those every query sees.
   bool warp_specialize = false;
+  // With warp_specialize: both consumer warpgroups take each query block
+  // (bm = 128, 64 rows each), every key and value block loaded once for
+  // both (LoopOptions::cooperative).
+  bool cooperative = false;
   // Warps of a program that is not warp-specialized: 0 for one warpgroup
   // per 64 query rows; 4 puts a 128-row block on one warpgroup (twice the
   // registers a thread, programs half as large: two of them share an SM,
@@ -679,13 +683,22 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
         Var m = k.var(k.full({c.bm}, -INFINITY, f32));              // [bm] running maximum
         Var l = k.var(k.zeros({c.bm}, f32));                        // [bm] running sum
         Var acc = k.var(k.zeros({c.bm, c.d}, f32));                 // [bm, d], registers
+        Value full = (c.causal ? row : len) / c.bn * c.bn;
         auto step = [&](Value j, bool masked) {
           Value s = dot(qt, trans(reshape(tma_load(kt, {h, j, 0}), {c.bn, c.d})), k.zeros({c.bm, c.bn}, f32));
-          if (masked) {
+          auto mask = [&] {
             Value key = expand_dims(j + k.arange(0, c.bn), 0);  // [1, bn]
             Value seen = key < len;
             if (c.causal) seen = seen & (key <= expand_dims(row + k.arange(0, c.bm), 1));
-            s = select(seen, s, -INFINITY);
+            return select(seen, s, -INFINITY);
+          };
+          if (masked && c.warp_specialize) {
+            // One loop: only the blocks past `full` mask.
+            Var kept = k.var(s);
+            k.if_(j + c.bn > full, [&] { kept = mask(); });
+            s = kept;
+          } else if (masked) {
+            s = mask();
           }
           Value m_new = maximum(m, max(s, 1));
           Value m_scaled = m_new * log2_scale;
@@ -696,12 +709,11 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
           m = m_new;
         };
         // Keys below `full` are seen by every query of the block. (The
-        // producer of a warp-specialized loop runs one key loop: all masked.)
+        // producer of a warp-specialized loop runs one key loop.)
         Value end = c.causal ? minimum(len, row + c.bm) : len;
         if (c.warp_specialize) {
           k.for_range(0, end, c.bn, [&](Value j) { step(j, true); }, {.stages = c.stages});
         } else {
-          Value full = (c.causal ? row : len) / c.bn * c.bn;
           k.for_range(0, full, c.bn, [&](Value j) { step(j, false); }, {.stages = c.stages});
           k.for_range(full, end, c.bn, [&](Value j) { step(j, true); }, {.stages = c.stages});
         }
@@ -711,7 +723,7 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
           store(lse + h * len + query, m * log2_scale + log2(l), query < len);
         }
       },
-      {.warp_specialize = c.warp_specialize});
+      {.warp_specialize = c.warp_specialize, .cooperative = c.cooperative});
   return k.build();
 }
 

@@ -354,15 +354,15 @@ class NvptxTarget final : public GpuTarget {
     barrier(b);  // the buffers may be written again
   }
 
-  // A warpgroup per consumer and a producer warpgroup after them. Of the
-  // registers a program of this size has at entry (ptxas must know them:
-  // .maxnreg), the producer gives up all but 40, which the consumers take
-  // with setmaxnreg where the chip has it (sm_90a). (Larger consumers
-  // would be left too few registers for a wgmma accumulator.)
-  int split_program(int consumers) override {
+  // One or two warpgroups per consumer and a producer warpgroup after
+  // them. Of the registers a program of this size has at entry (ptxas must
+  // know them: .maxnreg), the producer gives up all but 40, which the
+  // consumers take with setmaxnreg where the chip has it (sm_90a). (More
+  // consumer warps would be left too few registers for a wgmma accumulator.)
+  int split_program(int consumers, int units) override {
     const int rest = program_threads_ - kWarpgroup;
-    if (consumers < 1 || rest != consumers * kWarpgroup) return 0;
-    threads_ = kWarpgroup;
+    if (consumers < 1 || units < 1 || units > 2 || rest != consumers * units * kWarpgroup) return 0;
+    threads_ = units * kWarpgroup;
     const int entry = std::min(kMaxRegisters, kRegisterFile / program_threads_ / 8 * 8);
     consumer_registers_ =
         std::min(kMaxRegisters, (entry + (entry - kProducerRegisters) * kWarpgroup / rest) / 8 * 8);

@@ -428,11 +428,42 @@ TEST(Wgmma, WarpSpecializedGemmSplitsTheProgramIntoRoles) {
   }
 }
 
+// A cooperative consumer: two warpgroups take every iteration as one
+// program of 256 threads, on a named barrier of their own, from one ring
+// loaded once for both; one consumer region after the ring.
+TEST(Wgmma, CooperativeConsumerRunsEveryIterationOnTwoWarpgroups) {
+  const samples::AttnConfig c = {.d = 128, .warp_specialize = true, .cooperative = true};
+  absl::StatusOr<DeviceCode> code = compile_ptx(*samples::attention_kernel(c), warps(12));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  EXPECT_EQ(code->threads, 384);
+  EXPECT_THAT(ptx, HasSubstr(".maxnreg 168"));
+  EXPECT_THAT(ptx, HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
+  EXPECT_THAT(ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+  EXPECT_THAT(ptx, ::testing::ContainsRegex("barrier.sync[ \t]+1, 256;"));
+  EXPECT_THAT(ptx, Not(::testing::ContainsRegex("barrier.sync[ \t]+[%a-z0-9]+, 128;")));
+  // Barriers (1 KiB), 2 stages of K and V (64 KiB each), then the
+  // consumer's region: its own barrier (1 KiB with Q's alignment), Q and
+  // O's staging tile (32 KiB each); and the alignment slack.
+  EXPECT_EQ(code->shared_bytes, 1024 + 2 * 65536 + 1024 + 2 * 32768 + 1024 - 16);
+  expect_ptxas_clean(ptx);
+}
+
 TEST(Wgmma, WarpSpecializationNeedsItsShape) {
   auto refused = [](const Kernel& k, int nw) { return compile_ptx(k, warps(nw)).status(); };
   const GemmConfig g = {.bm = 128, .bn = 128, .out = bf16, .stages = 4, .warp_specialize = true};
   for (int nw : {8, 20}) {
     EXPECT_THAT(refused(gemm(g), nw).message(), HasSubstr("needs a producer warpgroup and two consumer warpgroups"));
+  }
+  const Kernel cooperative = *samples::attention_kernel({.warp_specialize = true, .cooperative = true});
+  for (int nw : {8, 16}) {
+    EXPECT_THAT(refused(cooperative, nw).message(),
+                HasSubstr("needs a producer warpgroup and a consumer of two warpgroups (num_warps = 12)"));
+  }
+  {
+    KernelBuilder k("cooperative_alone");
+    k.for_each_tile(8, [&](Value) {}, {.cooperative = true});
+    EXPECT_THAT(k.build().status().message(), HasSubstr("for_range: cooperative consumers need warp_specialize"));
   }
   // A loop without a pipelined loop of tma_loads inside.
   {

@@ -61,6 +61,9 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
       {.d = 128, .bn = 64, .in = f16, .out = f32},
       {.bm = 64, .warp_specialize = true},
       {.d = 128, .bm = 64, .bn = 64, .warp_specialize = true},
+      {.stages = 3, .warp_specialize = true, .cooperative = true},
+      {.d = 128, .warp_specialize = true, .cooperative = true},
+      {.d = 128, .bn = 64, .in = f16, .out = f32, .stages = 3, .warp_specialize = true, .cooperative = true},
   };
   const std::vector<Case<samples::AttnConfig>> cases = every_case(configs, {64, 200, 1000, 1024}, rng);
   for_each_case(cases.size(), [&](size_t i) {
@@ -147,13 +150,18 @@ TEST(Attention, WarpSpecializedAgreesBitForBit) {
     Operand q = random_operand(bf16, len * d, rng.gen()), k = random_operand(bf16, len * d, rng.gen()),
             v = random_operand(bf16, len * d, rng.gen());
     const samples::AttnConfig plain = {.bm = 64, .out = f32}, ws = {.bm = 64, .out = f32, .warp_specialize = true};
-    // The plain kernel's unmasked loop computes what the warp-specialized
-    // one's masked loop does where every key is seen.
-    absl::StatusOr<std::vector<float>> a = matmul_cases::run_attention(device, plain, 1, len, 0.125f, q, k, v);
-    absl::StatusOr<std::vector<float>> b = matmul_cases::run_attention(device, ws, 1, len, 0.125f, q, k, v);
-    ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_TRUE(b.ok()) << b.status();
-    EXPECT_TRUE(all_close(*b, *a, 0));
+    const samples::AttnConfig plain128 = {.out = f32},
+                              cooperative = {.out = f32, .warp_specialize = true, .cooperative = true};
+    // The warp-specialized kernels' one loop masks where the plain
+    // kernels' second loop does, and computes the same as their first.
+    for (auto [p, s] : {std::pair{plain, ws}, std::pair{plain128, cooperative}}) {
+      SCOPED_TRACE(s.cooperative ? "cooperative" : "ping-pong");
+      absl::StatusOr<std::vector<float>> a = matmul_cases::run_attention(device, p, 1, len, 0.125f, q, k, v);
+      absl::StatusOr<std::vector<float>> b = matmul_cases::run_attention(device, s, 1, len, 0.125f, q, k, v);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_TRUE(all_close(*b, *a, 0));
+    }
   }
 }
 

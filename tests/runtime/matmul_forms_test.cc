@@ -289,7 +289,7 @@ TEST(MatmulForms, SplitKFinishRoundsAndClearsTheWorkspace) {
   for (int i = count; i < count + 8; ++i) ASSERT_EQ(out[i], 0xFFFF) << "written past the end at " << i;
 }
 
-// Block sizes, head dimensions, dtypes and the warp-specialized form,
+// Block sizes, head dimensions, dtypes and the warp-specialized forms,
 // causal or not, over heads whose lengths leave ragged last blocks (200,
 // 130) or none (256).
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
@@ -299,13 +299,15 @@ TEST(MatmulForms, AttentionMatchesADoubleReference) {
       {.bn = 64},
       {.d = 128, .bm = 64, .bn = 64, .in = f16, .out = f32},
       {.bm = 64, .warp_specialize = true},
+      {.bn = 64, .warp_specialize = true, .cooperative = true},
   };
   for (samples::AttnConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {200, 256, 130}) {
         c.causal = causal;
         SCOPED_TRACE(testing::Message() << "d " << c.d << ", " << c.bm << "x" << c.bn << ", causal " << causal
-                                        << ", ws " << c.warp_specialize << ", len " << len);
+                                        << ", ws " << c.warp_specialize << ", cooperative " << c.cooperative << ", len "
+                                        << len);
         const int64_t heads = 2, n = heads * len * c.d;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
         Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n, gen), v = random_operand(c.in, n, gen);
