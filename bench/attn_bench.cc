@@ -32,21 +32,31 @@ namespace {
 constexpr int64_t kHeads = bench::kAttnHeads;
 
 std::string label(const AttnConfig& c) {
+  const char* form = c.cooperative ? " coop" : c.warp_specialize ? " ws" : "";
   return std::to_string(c.bm) + "x" + std::to_string(c.bn) + " s" + std::to_string(c.stages) + " w" +
-         std::to_string(samples::attention_warps(c)) + (c.warp_specialize ? " ws" : "");
+         std::to_string(samples::attention_warps(c)) + form;
 }
 
 // samples::attention_config's first.
 std::vector<AttnConfig> configs(int64_t d, bool causal) {
   std::vector<AttnConfig> out = {samples::attention_config(d, causal)};
-  for (auto [bm, bn, stages, warps, ws] :
-       {std::tuple{128, 128, 2, 0, false}, std::tuple{128, 64, 2, 0, false}, std::tuple{128, 128, 3, 0, false},
-        std::tuple{64, 64, 3, 0, false}, std::tuple{128, 128, 2, 4, false}, std::tuple{128, 128, 3, 4, false},
-        std::tuple{128, 64, 3, 4, false}, std::tuple{128, 64, 4, 0, false}, std::tuple{128, 128, 4, 0, false},
-        std::tuple{64, 128, 2, 0, true}}) {
+  enum Form { kPlain, kPingPong, kCooperative };
+  for (auto [bm, bn, stages, warps, form] :
+       {std::tuple{128, 128, 2, 0, kPlain}, std::tuple{128, 64, 2, 0, kPlain}, std::tuple{128, 128, 3, 0, kPlain},
+        std::tuple{64, 64, 3, 0, kPlain}, std::tuple{128, 128, 2, 4, kPlain}, std::tuple{128, 128, 3, 4, kPlain},
+        std::tuple{128, 64, 3, 4, kPlain}, std::tuple{128, 64, 4, 0, kPlain}, std::tuple{128, 128, 4, 0, kPlain},
+        std::tuple{64, 128, 2, 0, kPingPong}, std::tuple{128, 128, 2, 0, kCooperative},
+        std::tuple{128, 128, 3, 0, kCooperative}}) {
     // 128 x d accumulators beside 128 x bn scores on one warpgroup spill past d = 64.
     if (warps == 4 && d > 64) continue;
-    AttnConfig c{.d = d, .bm = bm, .bn = bn, .causal = causal, .stages = stages, .warp_specialize = ws, .warps = warps};
+    AttnConfig c{.d = d,
+                 .bm = bm,
+                 .bn = bn,
+                 .causal = causal,
+                 .stages = stages,
+                 .warp_specialize = form != kPlain,
+                 .cooperative = form == kCooperative,
+                 .warps = warps};
     // K's and V's rings and Q's block within shared memory (the output's
     // staging may reuse them).
     if (2 * d * (bm + 2 * stages * bn) <= 227 * 1024 && label(c) != label(out[0])) out.push_back(c);
