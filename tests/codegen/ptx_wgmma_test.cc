@@ -396,8 +396,20 @@ TEST(Wgmma, StreamKFinishesSharedTilesInTheAccumulatorsRegisters) {
   }
 }
 
-// Shapes and layouts wgmma does not take keep the generic loop, correct
-// on every target.
+// A warp-specialized program's roles: 384 threads, of which the producer
+// warpgroup gives its registers to the consumers (setmaxnreg), whose
+// threads release ring stages on the empty barriers.
+void expect_roles(const DeviceCode& code) {
+  const std::string& ptx = code.binary;
+  EXPECT_EQ(code.threads, 384);
+  EXPECT_THAT(ptx, HasSubstr(".maxntid 384, 1, 1"));
+  EXPECT_THAT(ptx, HasSubstr(".maxnreg 168"));
+  EXPECT_THAT(ptx, HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
+  EXPECT_THAT(ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+  EXPECT_THAT(ptx, HasSubstr("mbarrier.arrive.shared::cta.b64"));
+  EXPECT_THAT(ptx, HasSubstr("shfl.sync.idx.b32"));  // the role branch is warp-uniform for ptxas
+}
+
 // Warp specialization: 384 threads, a producer warpgroup that gives its
 // registers to two consumers (setmaxnreg), consumers on named barriers of
 // their own that release ring stages on the empty barriers, and a staging
@@ -411,14 +423,8 @@ TEST(Wgmma, WarpSpecializedGemmSplitsTheProgramIntoRoles) {
     absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(12));
     ASSERT_TRUE(code.ok()) << code.status();
     const std::string& ptx = code->binary;
-    EXPECT_EQ(code->threads, 384);
-    EXPECT_THAT(ptx, HasSubstr(".maxntid 384, 1, 1"));
-    EXPECT_THAT(ptx, HasSubstr(".maxnreg 168"));
-    EXPECT_THAT(ptx, HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
-    EXPECT_THAT(ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+    expect_roles(*code);
     EXPECT_THAT(ptx, ::testing::ContainsRegex("barrier.sync[ \t]+%r[0-9]+, 128;"));
-    EXPECT_THAT(ptx, HasSubstr("mbarrier.arrive.shared::cta.b64"));
-    EXPECT_THAT(ptx, HasSubstr("shfl.sync.idx.b32"));  // the role branch is warp-uniform for ptxas
     // Barriers (1 KiB with the ring's alignment), 4 stages of 32 KiB, per
     // consumer a staging tile of 32 KiB, and the alignment slack (dynamic
     // shared memory starts at a multiple of 16). The bias row is loaded into
@@ -436,10 +442,7 @@ TEST(Wgmma, CooperativeConsumerRunsEveryIterationOnTwoWarpgroups) {
   absl::StatusOr<DeviceCode> code = compile_ptx(*samples::attention_kernel(c), warps(12));
   ASSERT_TRUE(code.ok()) << code.status();
   const std::string& ptx = code->binary;
-  EXPECT_EQ(code->threads, 384);
-  EXPECT_THAT(ptx, HasSubstr(".maxnreg 168"));
-  EXPECT_THAT(ptx, HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
-  EXPECT_THAT(ptx, HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+  expect_roles(*code);
   EXPECT_THAT(ptx, ::testing::ContainsRegex("barrier.sync[ \t]+1, 256;"));
   EXPECT_THAT(ptx, Not(::testing::ContainsRegex("barrier.sync[ \t]+[%a-z0-9]+, 128;")));
   // Barriers (1 KiB), 2 stages of K and V (64 KiB each), then the
@@ -511,6 +514,8 @@ TEST(Wgmma, WarpSpecializationNeedsItsShape) {
   }
 }
 
+// Shapes and layouts wgmma does not take keep the generic loop, correct
+// on every target.
 TEST(Wgmma, OtherDotsKeepTheLoop) {
   for (GemmConfig g : {GemmConfig{.bm = 64, .bn = 64, .swizzle = Swizzle::kNone},
                        GemmConfig{.bm = 32, .bn = 32, .bk = 64}}) {
