@@ -22,13 +22,13 @@ absl::Status Lowering::plan_roles() {
   }
   if (specialized_ == nullptr) return absl::OkStatus();
   const int warps = target_.register_tile_threads() / target_.warp_size();
-  consumer_warpgroups_ = static_cast<int>(specialized_->ints[1]);
-  consumers_ = consumer_warpgroups_ == 2 ? 1 : 2;
-  if (target_.split_program(consumers_, consumer_warpgroups_) == 0) {
+  const int consumer_warpgroups = static_cast<int>(specialized_->ints[1]);
+  consumers_ = consumer_warpgroups == 2 ? 1 : 2;
+  if (target_.split_program(consumers_, consumer_warpgroups) == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel '", ir_.name, "': the warp-specialized loop at ", specialized_->loc.file_name(), ":",
                      specialized_->loc.line(), " needs a producer warpgroup and ",
-                     consumer_warpgroups_ == 2 ? "a consumer of two warpgroups" : "two consumer warpgroups",
+                     consumer_warpgroups == 2 ? "a consumer of two warpgroups" : "two consumer warpgroups",
                      " (num_warps = 12); the program has ", warps, " warps"));
   }
   // Each thread's shared memory is its consumer's region (the producer's

@@ -581,7 +581,6 @@ class Lowering {
   // Two consumers of one warpgroup each (ping-pong), or with
   // LoopOptions::cooperative one of two that takes every iteration.
   int consumers_ = 2;
-  int consumer_warpgroups_ = 1;
   // Finds the loop and splits the program (before layouts are planned).
   absl::Status plan_roles();
   // What the loop must be (after the pipelines are planned).
