@@ -121,7 +121,95 @@ void Lowering::plan_pipelines() {
   for (auto& [loop, p] : pipelines_) {
     if (p.outer != nullptr && per_outer[p.outer] > 1) p.outer = nullptr;
     if (p.outer != nullptr) outer_pipelines_[p.outer] = loop;
+    p.groups = {LoadGroup{}};
+    for (size_t i = 0; i < p.loads.size(); ++i) p.groups[0].loads.push_back(static_cast<int>(i));
+    if (specialized_ != nullptr && p.outer == specialized_) plan_groups(*loop, p);
   }
+}
+
+void Lowering::plan_groups(const Op& loop, Pipeline& p) {
+  // The position in the body of each of its ops (nested ones at the op
+  // that holds them), and of its first product.
+  const std::vector<int>& body = ir_.blocks[loop.blocks[0]].ops;
+  std::map<const Op*, int> at;
+  std::function<void(int, int)> walk = [&](int block, int position) {
+    for (int id : ir_.blocks[block].ops) {
+      at[&ir_.ops[id]] = position;
+      for (int nested : ir_.ops[id].blocks) walk(nested, position);
+    }
+  };
+  int settle = -1;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const Op& o = ir_.ops[body[i]];
+    at[&o] = static_cast<int>(i);
+    for (int nested : o.blocks) walk(nested, static_cast<int>(i));
+    if (settle < 0 && mma_dots_.contains(&o)) settle = static_cast<int>(i);
+  }
+  // A load read only by products is waited for before its first reader,
+  // and released after its last (the next iteration's first product, for
+  // one left in flight); any other at the top and end of the iterations.
+  struct Key {
+    int first = -1, last = -1;
+    bool deferred = false;
+    auto operator<=>(const Key&) const = default;
+  };
+  std::map<Key, std::vector<int>> keyed;  // (in the order the consumer reads them)
+  for (size_t i = 0; i < p.loads.size(); ++i) {
+    const int tile = p.loads[i]->results[0];
+    Key key;
+    for (const auto& [dot, plan] : mma_dots_) {
+      if (!mma_only_[tile] || settle < 0 || (plan.a_tile != tile && plan.b_tile != tile)) continue;
+      const int position = at.at(dot);
+      key.first = key.first < 0 ? position : std::min(key.first, position);
+      key.last = std::max(key.last, position);
+      key.deferred = key.deferred || in_flight_dots_.contains(dot);
+    }
+    if (key.deferred) key.last = -1;
+    keyed[key].push_back(static_cast<int>(i));
+  }
+  if (keyed.size() < 2) return;
+  p.groups.clear();
+  auto op_at = [&](int position) { return position < 0 ? nullptr : &ir_.ops[body[position]]; };
+  for (const auto& [key, loads] : keyed) {
+    p.groups.push_back({loads, op_at(key.first), op_at(key.last), key.deferred});
+    for (const Op* o : {p.groups.back().first, p.groups.back().last}) {
+      if (o != nullptr) staged_ops_[o] = &loop;
+    }
+    if (key.deferred) p.settle = op_at(settle);
+  }
+  if (p.settle != nullptr) staged_ops_[p.settle] = &loop;
+}
+
+llvm::Value* Lowering::group_barrier(const Pipeline& p, llvm::Value* base, int g, llvm::Value* stage) {
+  llvm::Value* offset = b_.CreateMul(stage, b_.getInt64(8));
+  if (g > 0) offset = b_.CreateAdd(offset, b_.getInt64(8 * int64_t{g} * p.stages));
+  return b_.CreateInBoundsGEP(b_.getInt8Ty(), base, offset);
+}
+
+void Lowering::wait_group(Pipeline& p, int g) {
+  target_.tma_wait(b_, group_barrier(p, p.barriers, g, p.stage), p.parity);
+}
+
+void Lowering::release_group(Pipeline& p, int g, llvm::Value* i) {
+  llvm::Value* stage = b_.CreateURem(b_.CreateAdd(p.first, i), b_.getInt64(p.stages));
+  target_.barrier_arrive(b_, group_barrier(p, p.empty, g, stage));
+}
+
+void Lowering::stage_point(const Op& o, bool after) {
+  auto it = staged_ops_.find(&o);
+  if (it == staged_ops_.end()) return;
+  Pipeline& p = pipelines_.at(it->second);
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    if (!after && p.groups[g].first == &o) wait_group(p, static_cast<int>(g));
+    if (after && p.groups[g].last == &o) release_group(p, static_cast<int>(g), p.index);
+  }
+  if (!after || &o != p.settle) return;
+  // The iteration before this one left its product in flight until here.
+  emit_if(b_, b_.CreateICmpSGT(p.index, b_.getInt64(0)), [&] {
+    for (size_t g = 0; g < p.groups.size(); ++g) {
+      if (p.groups[g].deferred) release_group(p, static_cast<int>(g), b_.CreateSub(p.index, b_.getInt64(1)));
+    }
+  });
 }
 
 const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& loads) const {
@@ -158,9 +246,10 @@ const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& lo
   return outer;
 }
 
-void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv) {
+void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv,
+                           int group) {
   std::vector<TargetInfo::TmaCopy> copies;
-  for (size_t i = 0; i < p.loads.size(); ++i) {
+  for (int i : p.groups[std::max(group, 0)].loads) {
     const Op& l = *p.loads[i];
     std::vector<llvm::Value*> coords;
     for (size_t c = 1; c < l.operands.size(); ++c) {
@@ -169,8 +258,8 @@ void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::V
     llvm::Value* smem = b_.CreateInBoundsGEP(b_.getInt8Ty(), p.rings[i], b_.CreateMul(stage, b_.getInt64(p.strides[i])));
     copies.push_back({&ir_.type(l.operands[0]), val(l.operands[0]), std::move(coords), smem});
   }
-  llvm::Value* barrier = b_.CreateInBoundsGEP(b_.getInt8Ty(), p.barriers, b_.CreateMul(stage, b_.getInt64(8)));
-  target_.tma_issue(b_, barrier, p.bytes, copies);
+  const int g = std::max(group, 0);
+  target_.tma_issue(b_, group_barrier(p, p.barriers, g, stage), p.groups[g].bytes, copies);
 }
 
 llvm::Value* Lowering::trip_count(llvm::Value* lo64, llvm::Value* hi64, llvm::Value* step64) {
@@ -187,9 +276,9 @@ Lowering::Run Lowering::run_in(const Op& loop, const Op& outer, llvm::Value* out
 }
 
 void Lowering::issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* stage,
-                               llvm::Value* outer_iv) {
+                               llvm::Value* outer_iv, int group) {
   llvm::Value* iv = b_.CreateAdd(run.lo, b_.CreateMul(run.step, b_.CreateTrunc(j, run.lo->getType())));
-  issue_stage(loop, p, iv, stage, outer_iv);
+  issue_stage(loop, p, iv, stage, outer_iv, group);
 }
 
 void Lowering::issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Value* count, llvm::Value* first,
@@ -205,15 +294,18 @@ void Lowering::issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Va
 void Lowering::allocate_rings(Pipeline& p, const std::function<llvm::Value*(int64_t, int64_t)>& alloc) {
   p.rings.clear();
   p.strides.clear();
-  p.bytes = 0;
+  std::vector<int64_t> load_bytes;
   for (const Op* l : p.loads) {
     const Type& t = ir_.type(l->results[0]);
-    const int64_t bytes = t.numel() * t.dtype().bytes();
+    load_bytes.push_back(t.numel() * t.dtype().bytes());
     const int64_t align = swizzled(ir_.type(l->operands[0])) ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment;
-    const int64_t stride = round_up(bytes, align);
+    const int64_t stride = round_up(load_bytes.back(), align);
     p.rings.push_back(alloc(stride * p.stages, align));
     p.strides.push_back(stride);
-    p.bytes += bytes;
+  }
+  for (LoadGroup& g : p.groups) {
+    g.bytes = 0;
+    for (int i : g.loads) g.bytes += load_bytes[i];
   }
 }
 
@@ -249,10 +341,12 @@ void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step
 void Lowering::enter_stage(const Op& loop, llvm::Value* i) {
   Pipeline& p = pipelines_.at(&loop);
   llvm::Value* use = b_.CreateAdd(p.first, i);
+  p.index = i;
   p.stage = b_.CreateURem(use, b_.getInt64(p.stages));
-  llvm::Value* parity = b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(use, b_.getInt64(p.stages)), 1), b_.getInt32Ty());
-  target_.tma_wait(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.barriers, b_.CreateMul(p.stage, b_.getInt64(8))),
-                   parity);
+  p.parity = b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(use, b_.getInt64(p.stages)), 1), b_.getInt32Ty());
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    if (p.groups[g].first == nullptr) wait_group(p, static_cast<int>(g));
+  }
 }
 
 llvm::Value* Lowering::widen(const Op& loop, llvm::Value* v) {
@@ -266,9 +360,11 @@ std::pair<llvm::Value*, llvm::Value*> Lowering::next_outer(const Op& outer) {
   return {b_.CreateTrunc(next, iv->getType()), b_.CreateICmpSLT(next, widen(outer, val(outer.operands[1])))};
 }
 
-void Lowering::release_stage(Pipeline& p, llvm::Value* i) {
-  llvm::Value* stage = b_.CreateURem(b_.CreateAdd(p.first, i), b_.getInt64(p.stages));
-  target_.barrier_arrive(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.empty, b_.CreateMul(stage, b_.getInt64(8))));
+void Lowering::release_stage(Pipeline& p, llvm::Value* i, bool deferred) {
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const LoadGroup& group = p.groups[g];
+    if (group.last == nullptr && (deferred || !group.deferred)) release_group(p, static_cast<int>(g), i);
+  }
 }
 
 void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips) {
@@ -277,7 +373,13 @@ void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::V
     // A consumer's: the stage the iteration before this one read is free
     // (mma left at most this iteration's product in flight) once each of
     // the consumer's threads arrived; the producer loads it again.
-    emit_if(b_, b_.CreateICmpSGT(i, b_.getInt64(0)), [&] { release_stage(p, b_.CreateSub(i, b_.getInt64(1))); });
+    // (Groups released earlier in the iteration are not.)
+    const bool any = std::any_of(p.groups.begin(), p.groups.end(),
+                                 [](const LoadGroup& g) { return g.last == nullptr && !g.deferred; });
+    if (any) {
+      emit_if(b_, b_.CreateICmpSGT(i, b_.getInt64(0)),
+              [&] { release_stage(p, b_.CreateSub(i, b_.getInt64(1)), /*deferred=*/false); });
+    }
     return;
   }
   // The stage the iteration before this one read: its readers are done
@@ -308,7 +410,7 @@ void Lowering::end_pipeline(const Op& loop, llvm::Value* trips) {
     // A consumer's last stage (its products waited for at the loop's exit),
     // and the stages of the other consumers' iterations up to this one's next.
     emit_if(b_, b_.CreateICmpSGT(trips, b_.getInt64(0)),
-            [&] { release_stage(p, b_.CreateSub(trips, b_.getInt64(1))); });
+            [&] { release_stage(p, b_.CreateSub(trips, b_.getInt64(1)), /*deferred=*/true); });
     llvm::Value* iv = widen(*p.outer, vals_[ir_.blocks[p.outer->blocks[0]].args[0]]);
     llvm::Value* step = widen(*p.outer, val(p.outer->operands[2]));
     llvm::Value* used = b_.CreateAdd(p.first, trips);

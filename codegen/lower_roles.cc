@@ -82,20 +82,22 @@ llvm::Value* Lowering::consumer_smem(llvm::Value* c) {
 void Lowering::reserve_producer_ring() {
   Pipeline& p = pipelines_.at(outer_pipelines_.at(specialized_));
   // Full barriers (the producer's expect_tx, then the bytes), empty ones
-  // and turns (a consumer's every thread), then the ring.
+  // and turns (a consumer's every thread), then the ring; a stage's
+  // barriers per load group.
+  const int barriers = p.stages * static_cast<int>(p.groups.size());
   p.barriers = cta_smem_;
-  p.empty = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 8 * p.stages);
+  p.empty = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 8 * barriers);
   // (A single consumer has no one to take turns with.)
-  p.turns = consumers_ > 1 ? b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 16 * p.stages) : nullptr;
-  int64_t offset = 16 * p.stages + 8 * consumers_;
+  p.turns = consumers_ > 1 ? b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, 16 * barriers) : nullptr;
+  int64_t offset = 16 * barriers + 8 * consumers_;
   allocate_rings(p, [&](int64_t bytes, int64_t align) {
     offset = round_up(offset, align);
     llvm::Value* ring = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), cta_smem_, offset);
     offset += bytes;
     return ring;
   });
-  target_.init_tma_barriers(b_, p.barriers, p.stages, 1);
-  target_.init_tma_barriers(b_, p.empty, p.stages, threads_);
+  target_.init_tma_barriers(b_, p.barriers, barriers, 1);
+  target_.init_tma_barriers(b_, p.empty, barriers, threads_);
   if (p.turns != nullptr) target_.init_tma_barriers(b_, p.turns, consumers_, threads_);
   consumer_region_ = smem_reserved_ = smem_peak_ = round_up(offset, tma::kSwizzledTileAlignment);
   p.used = stack_slot(b_.getInt64Ty());
@@ -152,13 +154,17 @@ void Lowering::produce(const Op& o, Pipeline& p) {
       }
       outer_values_ = &tile;
       emit_loop(b_, b_.getInt64(0), run.trips, b_.getInt64(1), [&](llvm::Value* j) {
-        // Use u of the ring waits for the consumers' release of use u - stages.
+        // Use u of the ring waits for the consumers' release of use u - stages
+        // (group by group, in the order the consumers read them).
         llvm::Value* u = b_.CreateLoad(b_.getInt64Ty(), used);
         llvm::Value* stage = b_.CreateURem(u, b_.getInt64(p.stages));
         llvm::Value* round = b_.CreateAnd(b_.CreateUDiv(u, b_.getInt64(p.stages)), 1);
-        target_.tma_wait(b_, b_.CreateInBoundsGEP(b_.getInt8Ty(), p.empty, b_.CreateMul(stage, b_.getInt64(8))),
-                         b_.CreateTrunc(b_.CreateXor(round, 1), b_.getInt32Ty()));
-        issue_iteration(loop, p, run, j, stage, iv);
+        llvm::Value* parity = b_.CreateTrunc(b_.CreateXor(round, 1), b_.getInt32Ty());
+        const int groups = static_cast<int>(p.groups.size());
+        for (int g = 0; g < groups; ++g) {
+          target_.tma_wait(b_, group_barrier(p, p.empty, g, stage), parity);
+          issue_iteration(loop, p, run, j, stage, iv, groups > 1 ? g : -1);
+        }
         b_.CreateStore(b_.CreateAdd(u, b_.getInt64(1)), used);
       });
       outer_values_ = nullptr;

@@ -487,14 +487,33 @@ class Lowering {
   // waits for its stage's mbarrier, runs the body on that stage's buffers,
   // then issues the loads of iteration i + stages - 1 into the stage the
   // iteration before it used, whose readers are done.
+  // A warp-specialized consumer's loads that share mbarriers: waited for
+  // before the body's first op that reads them and released once the last
+  // has, so that the producer loads a stage's next key block while the
+  // consumer still multiplies by its values (attention's K and V).
+  struct LoadGroup {
+    std::vector<int> loads;     // indices into Pipeline::loads
+    const Op* first = nullptr;  // the body's op it is waited for before (nullptr: the iteration's top)
+    // The body's op it is released after; nullptr: at the end of the next
+    // iteration, or with `deferred` after the next iteration's first product.
+    const Op* last = nullptr;
+    bool deferred = false;  // read by a product left in flight into the next iteration
+    int64_t bytes = 0;      // what its loads bring in a stage
+  };
   struct Pipeline {
     int stages = 0;
     std::vector<const Op*> loads;      // the body's tma_loads
-    llvm::Value* barriers = nullptr;   // `stages` mbarriers of 8 bytes
+    // One group of all loads, waited for at the top of each iteration and
+    // released as a stage; or, in a warp-specialized loop whose loads have
+    // different readers, one group per reader (plan_groups).
+    std::vector<LoadGroup> groups;
+    const Op* settle = nullptr;        // the body's first product (groups that are `deferred`)
+    llvm::Value* index = nullptr;      // i64: while the body is lowered, its iteration's index
+    llvm::Value* parity = nullptr;     // i32: the phase its stage's full barriers complete
+    llvm::Value* barriers = nullptr;   // `stages` mbarriers of 8 bytes per group
     llvm::Value* used = nullptr;       // i64 slot: stages used by earlier runs of the loop
     std::vector<llvm::Value*> rings;   // per load: its stage buffers, one after another
     std::vector<int64_t> strides;      // per load: bytes from one stage buffer to the next
-    int64_t bytes = 0;                 // what a stage's loads bring in all
     llvm::Value* first = nullptr;      // i64: the stage count at this run's first iteration
     llvm::Value* stage = nullptr;      // i64: while the body is lowered, its iteration's stage
     // The loop around it, when the ring runs across that loop's iterations:
@@ -502,8 +521,8 @@ class Lowering {
     // therefore starts with its loads in flight (the persistent GEMM's next
     // tile loads during this one's epilogue).
     const Op* outer = nullptr;
-    // Where the outer loop is warp-specialized: `stages` mbarriers that the
-    // consumers arrive on when they are done with a stage, which the
+    // Where the outer loop is warp-specialized: `stages` mbarriers per group
+    // that the consumers arrive on when they are done with a stage, which the
     // producer waits for before it loads the stage again; and one mbarrier
     // per consumer, its turn (see take_turn), with an i64 slot counting
     // this thread's turns.
@@ -512,6 +531,19 @@ class Lowering {
     llvm::Value* turns_taken = nullptr;
   };
   void plan_pipelines();
+  // The load groups of pipelined `loop`, whose ring a warp-specialized
+  // loop's producer fills: loads read by the same products share a group.
+  void plan_groups(const Op& loop, Pipeline& p);
+  // The mbarrier of group `g` (of p.groups) at `stage` (i64) in `base` (the
+  // full or the empty ones).
+  llvm::Value* group_barrier(const Pipeline& p, llvm::Value* base, int g, llvm::Value* stage);
+  // Waits for group `g`'s loads of the current iteration, and releases
+  // group `g` of iteration `i` (i64).
+  void wait_group(Pipeline& p, int g);
+  void release_group(Pipeline& p, int g, llvm::Value* i);
+  // Before (and after) the body's op `o` of a pipelined loop: the waits
+  // (and releases) of its groups that it starts (and ends).
+  void stage_point(const Op& o, bool after);
   // Whether `id`, a coordinate of a load in `loop`'s body, can be computed
   // for any iteration: from the induction variable, outside values, constants
   // and scalar arithmetic.
@@ -523,8 +555,10 @@ class Lowering {
   llvm::Value* value_in_iteration(const Op& loop, int id, llvm::Value* iv, const Op* outer = nullptr,
                                   llvm::Value* outer_iv = nullptr);
   // Issues the loads of the iteration with induction variable `iv` into
-  // stage `stage` (i64), in the outer loop's iteration `outer_iv` if given.
-  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv = nullptr);
+  // stage `stage` (i64), in the outer loop's iteration `outer_iv` if given:
+  // all of them, or group `group`'s.
+  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv = nullptr,
+                   int group = -1);
   // The iterations (i64) of a loop from lo to hi by step (all i64).
   llvm::Value* trip_count(llvm::Value* lo64, llvm::Value* hi64, llvm::Value* step64);
   // A run of a loop: its first induction variable and step (the loop's
@@ -534,9 +568,10 @@ class Lowering {
   };
   // The run of `loop` in iteration `outer_iv` of `outer`, the loop around it.
   Run run_in(const Op& loop, const Op& outer, llvm::Value* outer_iv);
-  // Issues the loads of iteration `j` (i64) of `run` into stage `stage`.
+  // Issues the loads of iteration `j` (i64) of `run` into stage `stage`
+  // (group `group`'s, or all).
   void issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* stage,
-                       llvm::Value* outer_iv);
+                       llvm::Value* outer_iv, int group = -1);
   // Issues the loads of `run`'s first stages - 1 iterations, those below
   // `count` (i64), into the stages after `first` (the run's stage count).
   void issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Value* count, llvm::Value* first,
@@ -550,8 +585,9 @@ class Lowering {
   // `v`, of the type of `loop`'s bounds, in 64 bits.
   llvm::Value* widen(const Op& loop, llvm::Value* v);
   // A consumer is done with iteration `i` (i64) of the current run's stage
-  // (Pipeline::empty).
-  void release_stage(Pipeline& p, llvm::Value* i);
+  // (Pipeline::empty): with the groups released at the end of the next
+  // iteration, or `deferred` ones too (the last iteration's).
+  void release_stage(Pipeline& p, llvm::Value* i, bool deferred);
   // Rings of stage buffers for p's loads, each `alloc(bytes, align)`'s.
   void allocate_rings(Pipeline& p, const std::function<llvm::Value*(int64_t, int64_t)>& alloc);
   // The loop around loops whose rings run across its iterations (Pipeline::outer):
@@ -697,6 +733,7 @@ class Lowering {
   std::map<const Op*, const Op*> outer_pipelines_;           // outer loop -> the pipelined loop in it
   std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there
   std::set<const Op*> in_flight_dots_;
+  std::map<const Op*, const Op*> staged_ops_;  // a body's op that waits for or releases load groups -> its loop
   // Whether a loop that takes the default stage count is pipelined.
   bool pipelined_by_default_ = false;
   // Per value: read by nothing but the operands of mma_dots_ (a tma_load

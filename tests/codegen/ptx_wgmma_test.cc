@@ -1,7 +1,9 @@
 // dot on Hopper's tensor cores: which dots take wgmma, the accumulator's
 // fragment layout and descriptors, and the PTX of a GEMM main loop, which
 // ptxas must take without serializing wgmma or spilling.
+#include <algorithm>
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "base/tma_rules.h"
@@ -450,6 +452,40 @@ TEST(Wgmma, CooperativeConsumerRunsEveryIterationOnTwoWarpgroups) {
   // O's staging tile (32 KiB each); and the alignment slack.
   EXPECT_EQ(code->shared_bytes, 1024 + 2 * 65536 + 1024 + 2 * 32768 + 1024 - 16);
   expect_ptxas_clean(ptx);
+}
+
+// A warp-specialized loop whose loads have different readers gives each
+// its own barriers: the consumer waits for K's block just before S = Q Kᵀ
+// and releases it (with the block of V that the iteration before left its
+// product reading) as soon as S is done, and waits for V's block only
+// before P V, so the producer loads the next key block during the softmax.
+// The producer waits for each group's release and issues it in turn.
+// (Events in the PTX's order: W a wait, M products, Z all of them done,
+// A a release, X an issue.)
+TEST(Wgmma, ConsumerReleasesEachLoadAfterItsLastProduct) {
+  for (bool cooperative : {true, false}) {
+    SCOPED_TRACE(cooperative ? "cooperative" : "ping-pong");
+    const samples::AttnConfig c = {
+        .d = 128, .bm = cooperative ? 128 : 64, .warp_specialize = true, .cooperative = cooperative};
+    absl::StatusOr<DeviceCode> code = compile_ptx(*samples::attention_kernel(c), warps(12));
+    ASSERT_TRUE(code.ok()) << code.status();
+    std::string events;
+    size_t from = 0;
+    for (size_t end; (end = code->binary.find('\n', from)) != std::string::npos; from = end + 1) {
+      const std::string_view line(code->binary.data() + from, end - from);
+      char e = 0;
+      if (line.find("mbarrier.try_wait") != std::string_view::npos) e = 'W';
+      if (line.find("wgmma.mma_async") != std::string_view::npos) e = 'M';
+      if (line.find("wgmma.wait_group.sync.aligned 0;") != std::string_view::npos) e = 'Z';
+      if (line.find("mbarrier.arrive.shared::cta.b64 _") != std::string_view::npos) e = 'A';
+      if (line.find("mbarrier.arrive.expect_tx") != std::string_view::npos) e = 'X';
+      if (e != 0 && !(e == 'M' && !events.empty() && events.back() == 'M')) events += e;
+    }
+    EXPECT_THAT(events, HasSubstr("WMZAA"));
+    // The producer's two groups and the consumer's block of Q.
+    EXPECT_EQ(std::count(events.begin(), events.end(), 'X'), 3) << events;
+    expect_ptxas_clean(code->binary);
+  }
 }
 
 TEST(Wgmma, WarpSpecializationNeedsItsShape) {
