@@ -9,7 +9,8 @@
 // from bench/attn_compare.py, which reads the JSON this writes
 // (--json=PATH) and prints the ratios. With --only=TEXT it runs the cases
 // whose name ("len 4096, d 128, causal") contains TEXT; with --default,
-// the default configuration alone (for profilers).
+// the default configuration alone, and with --config=LABEL the one of that
+// label ("128x128 s2 w12 coop"), for profilers.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -46,7 +47,8 @@ std::vector<AttnConfig> configs(int64_t d, bool causal) {
         std::tuple{64, 64, 3, 0, kPlain}, std::tuple{128, 128, 2, 4, kPlain}, std::tuple{128, 128, 3, 4, kPlain},
         std::tuple{128, 64, 3, 4, kPlain}, std::tuple{128, 64, 4, 0, kPlain}, std::tuple{128, 128, 4, 0, kPlain},
         std::tuple{64, 128, 2, 0, kPingPong}, std::tuple{128, 128, 2, 0, kCooperative},
-        std::tuple{128, 128, 3, 0, kCooperative}}) {
+        std::tuple{128, 128, 3, 0, kCooperative}, std::tuple{128, 128, 4, 0, kCooperative},
+        std::tuple{128, 64, 4, 0, kCooperative}}) {
     // 128 x d accumulators beside 128 x bn scores on one warpgroup spill past d = 64.
     if (warps == 4 && d > 64) continue;
     AttnConfig c{.d = d,
@@ -74,6 +76,7 @@ std::vector<double> head_of(const std::vector<uint16_t>& bits, int64_t h, int64_
 
 int main(int argc, char** argv) {
   bench::Flags flags;  // --default: attention_config's configuration alone
+  flags.takes_config = true;
   if (!bench::parse_flags("attn_bench", "default", argc, argv, flags)) return 2;
   const std::string &json_path = flags.json, &only = flags.only;
   const bool default_only = flags.on;
@@ -129,6 +132,13 @@ int main(int argc, char** argv) {
     AttnConfig best;
     std::vector<AttnConfig> tried = configs(d, causal);
     if (default_only) tried.resize(1);
+    if (!flags.config.empty()) {
+      std::erase_if(tried, [&](const AttnConfig& c) { return label(c) != flags.config; });
+      if (tried.empty()) {
+        std::fprintf(stderr, "attn_bench: no configuration '%s' at %s\n", flags.config.c_str(), ac.name.c_str());
+        return 2;
+      }
+    }
     for (const AttnConfig& c : tried) {
       CompileOptions options;
       options.num_warps = samples::attention_warps(c);

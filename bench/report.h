@@ -45,12 +45,14 @@ inline void report(const std::string& what, double value, const std::string& uni
   std::fflush(stdout);
 }
 
-// The flags a benchmark takes: --json=PATH and --only=TEXT, and one switch
-// (--NAME). False, after printing "PROGRAM: unknown argument '...'" with the
-// usage, for anything else.
+// The flags a benchmark takes: --json=PATH and --only=TEXT, one switch
+// (--NAME), and --config=LABEL where the caller set `takes_config`. False,
+// after printing "PROGRAM: unknown argument '...'" with the usage, for
+// anything else.
 struct Flags {
-  std::string json, only;
+  std::string json, only, config;
   bool on = false;
+  bool takes_config = false;
 };
 inline bool parse_flags(const char* program, const char* switch_name, int argc, char** argv, Flags& flags) {
   const std::string toggle = std::string("--") + switch_name;
@@ -60,11 +62,13 @@ inline bool parse_flags(const char* program, const char* switch_name, int argc, 
       flags.json = arg.substr(7);
     } else if (arg.rfind("--only=", 0) == 0) {
       flags.only = arg.substr(7);
+    } else if (flags.takes_config && arg.rfind("--config=", 0) == 0) {
+      flags.config = arg.substr(9);
     } else if (arg == toggle) {
       flags.on = true;
     } else {
-      std::fprintf(stderr, "%s: unknown argument '%s' (usage: %s [--json=PATH] [--only=TEXT] [%s])\n", program,
-                   arg.c_str(), program, toggle.c_str());
+      std::fprintf(stderr, "%s: unknown argument '%s' (usage: %s [--json=PATH] [--only=TEXT] [%s]%s)\n", program,
+                   arg.c_str(), program, toggle.c_str(), flags.takes_config ? " [--config=LABEL]" : "");
       return false;
     }
   }
