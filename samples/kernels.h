@@ -656,11 +656,12 @@ inline int attention_warps(const AttnConfig& c) {
 }
 // The configuration the benchmark found fastest on one H200 at most
 // shapes: 128 query rows on two warpgroups, with the deepest key pipeline
-// that fits: 64 keys a step in four stages for d <= 64, else 128 in three
-// (which leave no room to hold the output's staging tile from one block
-// to the next: each block's store is staged afresh).
+// that fits. For d <= 64, 64 keys a step in four stages; else 128 in three,
+// warp-specialized (cooperative: a producer warpgroup loads each key and
+// value block once for both).
 inline AttnConfig attention_config(int64_t d, bool causal = false) {
-  return {.d = d, .bn = d <= 64 ? 64 : 128, .causal = causal, .stages = d <= 64 ? 4 : 3};
+  if (d <= 64) return {.d = d, .bn = 64, .causal = causal, .stages = 4};
+  return {.d = d, .bn = 128, .causal = causal, .stages = 3, .warp_specialize = true, .cooperative = true};
 }
 
 inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string name = "attention") {
