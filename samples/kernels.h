@@ -321,6 +321,9 @@ struct GemmConfig {
   // each of two consumer warpgroups computes whole bm x bn tiles, and a
   // producer warpgroup loads for both; the program takes 12 warps.
   bool warp_specialize = false;
+  // With warp_specialize: both consumer warpgroups take every tile, bm / 2
+  // rows each, each stage loaded once for both (LoopOptions::cooperative).
+  bool cooperative = false;
   // Split-K: each output tile's K range is cut into `split_k` parts, each a
   // program's own work (split_k times the tiles to spread over the SMs),
   // and the programs add their partial tiles into C with tma_reduce: C
@@ -497,7 +500,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       });
     });
     k.if_(done, [&] { epilogue(sum); });
-  }, {.warp_specialize = g.warp_specialize});
+  }, {.warp_specialize = g.warp_specialize, .cooperative = g.cooperative});
   return k.build();
 }
 

@@ -454,6 +454,23 @@ TEST(Wgmma, CooperativeConsumerRunsEveryIterationOnTwoWarpgroups) {
   expect_ptxas_clean(ptx);
 }
 
+// The cooperative GEMM: 128 x 256 tiles on one consumer of two warpgroups
+// (64 x 256 accumulators each), on their own 256-thread barrier, without
+// spills, in the shared memory a program may have.
+TEST(Wgmma, CooperativeGemmTakesEachTileOnTwoWarpgroups) {
+  for (int stages : {3, 4}) {
+    SCOPED_TRACE(absl::StrCat(stages, " stages"));
+    const GemmConfig g = {
+        .bm = 128, .bn = 256, .out = bf16, .stages = stages, .warp_specialize = true, .cooperative = true};
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(g), warps(12));
+    ASSERT_TRUE(code.ok()) << code.status();
+    expect_roles(*code);
+    EXPECT_THAT(code->binary, ::testing::ContainsRegex("barrier.sync[ \t]+1, 256;"));
+    EXPECT_LE(code->shared_bytes, 227 * 1024);
+    expect_ptxas_clean(code->binary);
+  }
+}
+
 // A warp-specialized loop whose loads have different readers gives each
 // its own barriers: the consumer waits for K's block just before S = Q Kᵀ
 // and releases it (with the block of V that the iteration before left its

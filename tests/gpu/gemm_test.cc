@@ -33,6 +33,7 @@ struct Problem {
   std::optional<DType> in_b = std::nullopt;  // with fp8, B's may be the other kind
   bool tf32 = false;  // f32 operands multiplied as tf32
   bool ws = false;    // warp-specialized (12 warps: a producer and two consumers of 128 x bn tiles)
+  bool coop = false;  // with ws: one consumer of two warpgroups taking every bm x bn tile
   int split_k = 1;    // K cut into parts whose programs add into C
   DType out = f32;    // C's dtype: f32 or bf16
   bool stream_k = false;  // the last tiles' K steps shared by every program
@@ -43,7 +44,7 @@ std::string name(const Problem& p) {
   return absl::StrCat(p.in.name(), p.in_b ? absl::StrCat(" x ", p.in_b->name()) : "", p.tf32 ? " as tf32" : "",
                       " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
                       p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x", p.bk, ", ", p.warps,
-                      " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "",
+                      " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "", p.coop ? ", cooperative" : "",
                       p.split_k > 1 ? absl::StrCat(", split-K ", p.split_k) : "", p.stream_k ? ", stream-K" : "",
                       p.programs > 0 ? absl::StrCat(" on ", p.programs, " programs") : "", ", C in ", p.out.name());
 }
@@ -51,7 +52,7 @@ std::string name(const Problem& p) {
 samples::GemmConfig config(const Problem& p) {
   return {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .in_b = p.in_b, .out = p.out, .b_nk = p.b_nk,
           .a_mk = p.a_mk, .stages = p.stages, .scaled = p.in.is_float8(), .tf32 = p.tf32,
-          .warp_specialize = p.ws, .split_k = p.split_k, .stream_k = p.stream_k};
+          .warp_specialize = p.ws, .cooperative = p.coop, .split_k = p.split_k, .stream_k = p.stream_k};
 }
 
 struct Inputs {
@@ -148,6 +149,11 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 4095, .n = 4104, .k = 1032, .in = f16, .b_nk = false, .warps = 12, .stages = 3, .ws = true},
       {.m = 4095, .n = 4104, .k = 1040, .in = f8e4m3, .bk = 128, .warps = 12, .stages = 3, .ws = true},
       {.m = 8192, .n = 8192, .k = 8192, .warps = 12, .stages = 3, .ws = true},
+      // Cooperative: both consumer warpgroups on every tile.
+      {.m = 1, .n = 8, .k = 8, .bn = 256, .warps = 12, .stages = 3, .ws = true, .coop = true},
+      {.m = 1000, .n = 712, .k = 600, .bn = 256, .warps = 12, .stages = 3, .ws = true, .coop = true},
+      {.m = 4095, .n = 4104, .k = 1032, .bn = 256, .warps = 12, .stages = 3, .ws = true, .coop = true},
+      {.m = 4095, .n = 4104, .k = 1032, .in = f16, .b_nk = false, .warps = 12, .stages = 4, .ws = true, .coop = true},
       // Split-K: parts of 4, 3 and 2 BK blocks (the last part shorter), few
       // tiles and a long K, small M, warp-specialized, fp8 with its scales.
       {.m = 1000, .n = 712, .k = 600, .split_k = 3},

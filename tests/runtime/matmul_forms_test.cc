@@ -144,15 +144,19 @@ TEST(MatmulForms, TheAmdGemmConfigurationMatchesOnTheHost) {
 }
 
 // A warp-specialized loop runs on the host as written (the producer and
-// the consumers are NVIDIA's): the same numbers.
+// the consumers are NVIDIA's): the same numbers, ping-pong or cooperative.
 TEST(MatmulForms, TheWarpSpecializedGemmMatchesOnTheHost) {
   std::mt19937 gen(9);
   const int64_t m = 300, n = 264, k = 200;
-  const GemmConfig g = {.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true};
-  Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
-  absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 12, m, n, k, a, b);
-  ASSERT_TRUE(c.ok()) << c.status();
-  expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+  for (const GemmConfig& g : {GemmConfig{.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true},
+                              GemmConfig{.bm = 128, .bn = 256, .stages = 3, .warp_specialize = true,
+                                         .cooperative = true}}) {
+    SCOPED_TRACE(g.cooperative ? "cooperative" : "ping-pong");
+    Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 12, m, n, k, a, b);
+    ASSERT_TRUE(c.ok()) << c.status();
+    expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+  }
 }
 
 // Split-K: the programs of a tile's K parts add into C (K = 200 is four
