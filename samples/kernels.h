@@ -627,7 +627,8 @@ inline constexpr int kMatmulAmdWarps = 4;
 // l never leave registers. The key blocks that every query of the block
 // sees in full run first, without masks; the rest (the last, ragged block;
 // with `causal`, the blocks across the diagonal) after them, masked. With
-// `causal` the query blocks are taken last first, the longest first.
+// `causal` the query blocks of even heads are taken last first, the longest
+// first, and those of odd heads first first.
 struct AttnConfig {
   int64_t d = 64;              // head dimension
   int64_t bm = 128, bn = 128;  // query rows per program, keys per step
@@ -682,7 +683,11 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
       heads * blocks,
       [&](Value t) {
         Value h = t / blocks;
-        Value row = (c.causal ? blocks - 1 - t % blocks : t % blocks) * c.bm;
+        // With the mask, a block's work grows with its row: even heads take
+        // their blocks longest first, odd ones shortest first, so that the
+        // programs, which take tiles round-robin, get even shares.
+        Value b = t % blocks;
+        Value row = (c.causal ? select(h % 2 == 0, blocks - 1 - b, b) : b) * c.bm;
         Value qt = reshape(tma_load(q, {h, row, 0}), {c.bm, c.d});  // [bm, d], shared memory
         Var m = k.var(k.full({c.bm}, -INFINITY, f32));              // [bm] running maximum
         Var l = k.var(k.zeros({c.bm}, f32));                        // [bm] running sum
