@@ -303,9 +303,10 @@ absl::Status Lowering::op(const Op& o) {
     case OpCode::kReshape:
       return view(o);
     case OpCode::kTrans:
-      // A transposed operand of a matrix instruction is read in place.
+      // A transposed operand of a matrix instruction is read in place (or,
+      // held in registers, staged from them: Lowering::stage).
       if (mma_only_[o.results[0]]) {
-        set(o, val(o.operands[0]));
+        if (regs_[o.operands[0]].slots.empty()) set(o, val(o.operands[0]));
         return absl::OkStatus();
       }
       return permute(o, rt);
@@ -355,18 +356,25 @@ absl::Status Lowering::op(const Op& o) {
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts, int64_t shared_limit) {
   // The most overlap that fits: held store tiles and rings across loops,
-  // the same with tiles staged a panel at a time, then one of them, then
-  // neither; each with the default stage count, then 2, then 1 (a kernel
-  // that overlaps nothing in loops with no stages of their own is as small
-  // as it gets: the last choice always returns).
-  static constexpr Lowering::Overlap kChoices[] = {
-      {true, true, false}, {true, true, true}, {true, false, false}, {false, true, false}, {false, false, false}};
-  const bool panelled = target.swizzles_shared_tiles() && std::any_of(ir.ops.begin(), ir.ops.end(), [&](const Op& o) {
-    return o.op == OpCode::kTmaStore && store_panels(ir, o) > 2;
-  });
+  // the same with tiles staged a panel at a time, then with only streamed
+  // stores' tiles held, then one of them, then neither; each with the
+  // default stage count, then 2, then 1 (a kernel that overlaps nothing in
+  // loops with no stages of their own is as small as it gets: the last
+  // choice always returns).
+  static constexpr Lowering::Overlap kChoices[] = {{true, true, false},       {true, true, true},
+                                                   {true, true, false, true}, {true, false, false},
+                                                   {false, true, false},      {false, false, false}};
+  auto any_store = [&](const std::function<bool(const Op&)>& pred) {
+    return std::any_of(ir.ops.begin(), ir.ops.end(), [&](const Op& o) { return o.op == OpCode::kTmaStore && pred(o); });
+  };
+  const bool panelled =
+      target.swizzles_shared_tiles() && any_store([&](const Op& o) { return store_panels(ir, o) > 2; });
+  // Some stores streamed and some not (else holding only those is one of the other choices).
+  const bool streamed = any_store([&](const Op& o) { return streamed_store(ir, o); }) &&
+                        any_store([&](const Op& o) { return !streamed_store(ir, o); });
   for (int stages = Lowering::kDefaultStages; stages >= 1; --stages) {
     for (Lowering::Overlap overlap : kChoices) {
-      if (overlap.stage_panels && !panelled) continue;
+      if ((overlap.stage_panels && !panelled) || (overlap.hold_streamed_only && !streamed)) continue;
       overlap.default_stages = stages;
       TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
       if (shared_limit == 0 || lowered.shared_bytes <= shared_limit) return lowered;

@@ -64,20 +64,48 @@ absl::Status Lowering::plan_mma() {
       const Swizzle swizzle = swizzled(ir_.type(load->operands[0])) ? swizzle_of(load) : Swizzle::kNone;
       return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
     };
-    int a_tile = -1, b_tile = -1;
+    // An operand the program computed, written before the product to a tile
+    // of its own, as a TMA copy would have left it: the value, or the one it
+    // is the transpose of, its rows swizzled as widely as they allow.
+    auto staged = [&](int v, int64_t mn, bool k_major_direct, int* value) -> std::optional<SharedMatrix> {
+      if (!target_.swizzles_shared_tiles()) return std::nullopt;
+      bool k_major = k_major_direct;
+      if (int def = ir_.values[v].def_op; def >= 0 && ir_.ops[def].op == OpCode::kTrans) {
+        v = ir_.ops[def].operands[0];
+        k_major = !k_major;
+      }
+      const Type& t = ir_.type(v);
+      const int64_t row = t.shape()[1] * t.dtype().bytes();
+      Swizzle swizzle = Swizzle::kNone;
+      for (Swizzle s : {Swizzle::k32B, Swizzle::k64B, Swizzle::k128B}) {
+        if (row % swizzle_bytes(s) == 0) swizzle = s;
+      }
+      if (swizzle == Swizzle::kNone) return std::nullopt;
+      *value = v;
+      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
+    };
+    int a_tile = -1, b_tile = -1, a_staged = -1, b_staged = -1;
     std::optional<SharedMatrix> a = stored(o.operands[0], shape.m, /*k_major_direct=*/true, &a_tile);
     std::optional<SharedMatrix> b = stored(o.operands[1], shape.n, /*k_major_direct=*/false, &b_tile);
+    if (!b) b = staged(o.operands[1], shape.n, /*k_major_direct=*/false, &b_staged);
     if (!b) continue;
     std::shared_ptr<const Layout> a_layout;
-    if (!a) {
+    const int a_def = ir_.values[o.operands[0]].def_op;
+    if (!a && !(a_def >= 0 && ir_.ops[a_def].op == OpCode::kTrans)) {
       // a computed in registers (P of P @ V): the register form, where the
       // target has one; a is then wanted in the layout that form reads.
       a_layout = target_.mma_register_a_layout(shape, *b);
-      if (a_layout == nullptr) continue;
-      a = in_shared(shape.m, shape.k, true, Swizzle::kNone);
-      a->registers = true;
+      if (a_layout != nullptr) {
+        a = in_shared(shape.m, shape.k, true, Swizzle::kNone);
+        a->registers = true;
+      }
     }
+    // Else staged (a transpose: its threads would read it across each
+    // other's registers).
+    if (!a) a = staged(o.operands[0], shape.m, /*k_major_direct=*/true, &a_staged);
+    if (!a) continue;
     std::shared_ptr<const Layout> layout = target_.mma_layout(shape, *a, *b);
+    if (layout == nullptr && (a_staged >= 0 || b_staged >= 0)) continue;
     if (layout == nullptr) {
       // Operands the instructions would read K-major but not as stored.
       SharedMatrix ka = a->registers ? *a : in_shared(shape.m, shape.k, true, a->swizzle);
@@ -91,7 +119,7 @@ absl::Status Lowering::plan_mma() {
       }
       continue;
     }
-    mma_dots_[&o] = MmaDot{shape, *a, *b, a_tile, b_tile, layout, a_layout};
+    mma_dots_[&o] = MmaDot{shape, *a, *b, a_tile, b_tile, layout, a_layout, a_staged, b_staged};
     wanted_[o.results[0]] = layout;
     // A splat to start from (zeros) goes straight into the registers, however large.
     if (const int c = ir_.values[o.operands[2]].def_op; c >= 0 && ir_.ops[c].op == OpCode::kSplat) {
@@ -131,10 +159,18 @@ absl::Status Lowering::plan_mma() {
   };
   for (const auto& [dot, plan] : mma_dots_) {
     for (int v : {dot->operands[0], dot->operands[1], plan.a_tile, plan.b_tile}) {
-      if (v >= 0 && !(plan.a.registers && v == dot->operands[0])) mma_only_[v] = only(v);
+      const bool own = (plan.a.registers && v == dot->operands[0]) || v == plan.a_staged || v == plan.b_staged;
+      if (v >= 0 && !own) mma_only_[v] = only(v);
     }
   }
   return absl::OkStatus();
+}
+
+llvm::Value* Lowering::stage(int id, const SharedMatrix& m) {
+  const Type& t = ir_.type(id);
+  llvm::Value* tile = smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
+  write_tile(id, [&](llvm::Value* i) { return swizzled_elem(tile, t, i, m.swizzle); });
+  return tile;
 }
 
 absl::Status Lowering::dot(const Op& o, const Type& rt) {
@@ -143,10 +179,14 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
     if (d.a.registers) {
       d.a.regs = regs(o.operands[0], *d.a_layout);
     } else {
-      d.a.data = raw_tile(d.a_tile);
+      d.a.data = d.a_staged >= 0 ? stage(d.a_staged, d.a) : raw_tile(d.a_tile);
     }
-    d.b.data = raw_tile(d.b_tile);
+    d.b.data = d.b_staged >= 0 ? stage(d.b_staged, d.b) : raw_tile(d.b_tile);
+    if (d.stages()) target_.mma_operands_written(b_);
     set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout), in_flight(o)));
+    // The product is done (staged dots do not run on): its tiles are free.
+    if (d.a_staged >= 0) shared_.erase(d.a.data);
+    if (d.b_staged >= 0) shared_.erase(d.b.data);
     return absl::OkStatus();
   }
   const Type& at = ir_.type(o.operands[0]);

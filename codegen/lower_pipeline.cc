@@ -101,11 +101,12 @@ void Lowering::plan_pipelines() {
     // (A warp-specialized loop's producer needs the ring across it.)
     p.outer = overlap_.rings_across || specialized_ != nullptr ? runs_across(loop, loads) : nullptr;
     for (size_t i = 0; i < loads.size(); ++i) pipelined_[loads[i]] = {&loop, static_cast<int>(i)};
-    // Dots whose product only the next iteration reads may leave it running.
+    // Dots whose product only the next iteration reads may leave it running
+    // (but not on tiles staged for them, freed once it is done).
     const Op& yield = ir_.ops[ir_.blocks[body].ops.back()];
     for (int id : ir_.blocks[body].ops) {
       const Op& o = ir_.ops[id];
-      if (!mma_dots_.contains(&o)) continue;
+      if (!mma_dots_.contains(&o) || mma_dots_.at(&o).stages()) continue;
       bool only_yielded = true;
       for (const Op& user : ir_.ops) {
         for (int v : user.operands) only_yielded = only_yielded && (v != o.results[0] || &user == &yield);

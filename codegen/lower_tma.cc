@@ -40,6 +40,7 @@ void Lowering::reserve_tma_barriers() {
   }
   for (const Op& o : ir_.ops) {
     if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
+    if (overlap_.hold_streamed_only && !streamed_store(ir_, o)) continue;
     const Type& t = ir_.type(o.operands[1]);
     const int64_t panels = overlap_.stage_panels && store_panels(ir_, o) > 2 ? store_panels(ir_, o) : 1;
     const int64_t offset = round_up(smem_reserved_, tma::kSwizzledTileAlignment);
@@ -52,6 +53,18 @@ int64_t store_panels(const KernelIR& ir, const Op& o) {
   const Type& map_type = ir.type(o.operands[0]);
   const int64_t inner = map_type.shape().back();
   return inner / tma::panel_elems(inner, map_type.dtype().bytes(), map_type.swizzle());
+}
+
+bool streamed_store(const KernelIR& ir, const Op& o) {
+  const int id = static_cast<int>(&o - ir.ops.data());
+  for (const Block& block : ir.blocks) {
+    if (std::find(block.ops.begin(), block.ops.end(), id) == block.ops.end()) continue;
+    auto has = [&](OpCode code) {
+      return std::any_of(block.ops.begin(), block.ops.end(), [&](int op) { return ir.ops[op].op == code; });
+    };
+    return has(OpCode::kTmaLoad) && !has(OpCode::kFor);
+  }
+  return false;
 }
 
 llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
@@ -113,7 +126,6 @@ absl::Status Lowering::tma_store(const Op& o) {
   // has read it (the store itself runs on while the program goes on).
   const int id = o.operands[1];
   const Type& t = ir_.type(id);
-  llvm::Type* et = elem_mem_type(t);
   const bool held = store_tiles_.contains(&o);
   if (held && store_tiles_.at(&o).panels > 1) {
     tma_store_panels(o, store_tiles_.at(&o).buffer, store_tiles_.at(&o).panels);
@@ -122,18 +134,8 @@ absl::Status Lowering::tma_store(const Op& o) {
   llvm::Value* staged =
       held ? store_tiles_.at(&o).buffer : smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
   if (held) target_.tma_store_wait(b_, 0);
-  if (!regs_[id].slots.empty()) {
-    // The store's issue synchronizes the program after its proxy fence.
-    auto at = [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); };
-    if (!target_.store_matrix(b_, *regs_[id].layout, regs_[id].slots, t.shape().back(), at, {})) {
-      store_regs(id, at, /*barrier=*/false);
-    }
-  } else {
-    llvm::Value* src = val(id);
-    tile_loop(t.numel(), [&](llvm::Value* i) {
-      b_.CreateStore(b_.CreateLoad(et, b_.CreateInBoundsGEP(et, src, i)), swizzled_elem(staged, t, i, map_type.swizzle()));
-    });
-  }
+  // The store's issue synchronizes the program after its proxy fence.
+  write_tile(id, [&](llvm::Value* i) { return swizzled_elem(staged, t, i, map_type.swizzle()); });
   if (held) {
     target_.tma_store_async(b_, map_type, val(o.operands[0]), coords(o, 2), staged, add);
   } else {
@@ -143,6 +145,20 @@ absl::Status Lowering::tma_store(const Op& o) {
     shared_.erase(staged);
   }
   return absl::OkStatus();
+}
+
+void Lowering::write_tile(int id, const std::function<llvm::Value*(llvm::Value*)>& address) {
+  const Type& t = ir_.type(id);
+  if (!regs_[id].slots.empty()) {
+    if (!target_.store_matrix(b_, *regs_[id].layout, regs_[id].slots, t.shape().back(), address, {})) {
+      store_regs(id, address, /*barrier=*/false);
+    }
+    return;
+  }
+  llvm::Value* src = val(id);
+  llvm::Type* et = elem_mem_type(t);
+  tile_loop(t.numel(),
+            [&](llvm::Value* i) { b_.CreateStore(b_.CreateLoad(et, b_.CreateInBoundsGEP(et, src, i)), address(i)); });
 }
 
 void Lowering::tma_store_panels(const Op& o, llvm::Value* buffers, int64_t panels) {

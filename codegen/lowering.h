@@ -40,6 +40,10 @@ namespace tessel::codegen {
 // The panels of tma_store `o`'s tile when its map is swizzled (boxes wider
 // than their swizzle are copied a panel at a time), else 1.
 int64_t store_panels(const KernelIR& ir, const Op& o);
+// Whether tma_store `o` is streamed: in an innermost loop's body that
+// loads TMA boxes too (a pipeline's), whose every iteration would otherwise
+// wait for the copy of the iteration before.
+bool streamed_store(const KernelIR& ir, const Op& o);
 
 class Lowering {
  public:
@@ -54,6 +58,8 @@ class Lowering {
     // stage one panel at a time through two panel buffers, each panel's
     // store issued before the next panel is written.
     bool stage_panels = false;
+    // Of the store tiles, only those of streamed stores are held.
+    bool hold_streamed_only = false;
     // The stages of loops that take the default count.
     int default_stages = kDefaultStages;
   };
@@ -460,20 +466,33 @@ class Lowering {
   // matrix instructions read: a [m, k] tile, and b either a [k, n] tile or
   // the transpose of an [n, k] one (B given as N x K); or b so and a a value
   // in registers, where the target multiplies one from there (a is then
-  // wanted in the layout that form reads). Its accumulator, and the loop
-  // values that carry it, take the target's register layout.
+  // wanted in the layout that form reads). An operand the program computed
+  // otherwise (the transpose of a value in registers: dS of dS K when the
+  // registers hold dS^T) is staged: written to a swizzled tile of its own
+  // before the product. Its accumulator, and the loop values that carry
+  // it, take the target's register layout.
   struct MmaDot {
     MmaShape shape;
     SharedMatrix a, b;   // data filled in when the dot is lowered
-    int a_tile, b_tile;  // the tma_load results holding them (a_tile -1 for a in registers)
+    int a_tile, b_tile;  // the tma_load results holding them (-1 for an operand in registers or staged)
     std::shared_ptr<const Layout> layout;
     std::shared_ptr<const Layout> a_layout;  // a's, when in registers
+    int a_staged = -1, b_staged = -1;        // the values staged for them
+    bool stages() const { return a_staged >= 0 || b_staged >= 0; }
   };
   // Chooses the dots (before any op is lowered, since layouts follow).
   absl::Status plan_mma();
   // The shared tile tma_load result `tile` is held in, as the copy engine
   // wrote it (swizzled where the map is).
   llvm::Value* raw_tile(int tile) { return raw_tiles_.contains(tile) ? raw_tiles_.at(tile) : val(tile); }
+
+  // Writes value `id`, a dot's staged operand, to a fresh shared tile laid
+  // out as `m` says; returns the tile.
+  llvm::Value* stage(int id, const SharedMatrix& m);
+  // Writes tile `id` (in registers or a buffer) with element i (row-major)
+  // at address(i), by the target's matrix stores where it has them; the
+  // caller synchronizes the program.
+  void write_tile(int id, const std::function<llvm::Value*(llvm::Value*)>& address);
 
   // Whether mma dot `o` may leave its product in flight (a software
   // pipeline's, whose next iteration or exit waits for it).

@@ -176,6 +176,11 @@ class TargetInfo {
   }
   // The accumulator of an mma left in flight, once every product is done.
   virtual std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& /*b*/, std::vector<llvm::Value*> acc) { return acc; }
+  // After the program's threads wrote an operand tile to shared memory and
+  // before an mma reads it: what the writes and the matrix instructions'
+  // reads need between them (at least a barrier of the program). Every
+  // thread of the program calls it.
+  virtual void mma_operands_written(llvm::IRBuilder<>& b) { program_barrier(b); }
   // Writes `slots`, this thread's part of a tile of `cols` columns of 16-bit
   // elements held in `layout`, to shared memory with the target's matrix
   // stores, element i at address(i) (i64; the 8 elements of every aligned

@@ -226,40 +226,124 @@ inline absl::StatusOr<std::vector<float>> download_f32(const Device& device, con
   return out;
 }
 
-// Y = (A B^T)^T C per 64-row block of A and C ([rows, 64] bf16; B [64, 64]
-// bf16; Y [rows, 64] f32): the second product's A is the transpose of the
-// first's result, rounded to bf16, as dS of dS K is when the registers hold
-// dS^T. On tensor cores it takes that operand in the register form.
-inline absl::StatusOr<Kernel> transposed_product_kernel() {
-  KernelBuilder k("transposed_product");
-  Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
-  Value b = k.tensor_map(bf16, {64, 64}, "b", Swizzle::k128B);
-  Value c = k.tensor_map(bf16, {64, 64}, "c", Swizzle::k128B);
-  Value y = k.tensor_map(f32, {64, 64}, "y");
+// Products whose operand the program computed: per block of r rows
+// (A and C [rows, 64], E [rows, r], B [r, 64], all bf16; Y f32), X = A B^T
+// [r, r] rounded to bf16, then Y = X^T C ([r, 64]: dS K when the registers
+// hold dS^T), E X or E X^T ([r, r]). On tensor cores the computed operand
+// is staged through shared memory for the second product.
+enum class Computed { kTransposedA, kB, kTransposedB };
+struct StagedProduct {
+  Computed form = Computed::kTransposedA;
+  int64_t r = 64;  // rows a block: 64 on one warpgroup, 128 on two
+  int64_t y_cols() const { return form == Computed::kTransposedA ? 64 : r; }
+  int warps() const { return static_cast<int>(r / 16); }
+};
+inline absl::StatusOr<Kernel> staged_product_kernel(const StagedProduct& p) {
+  KernelBuilder k("staged_product");
+  Value a = k.tensor_map(bf16, {p.r, 64}, "a", Swizzle::k128B);
+  Value b = k.tensor_map(bf16, {p.r, 64}, "b", Swizzle::k128B);
+  Value c = k.tensor_map(bf16, {p.r, 64}, "c", Swizzle::k128B);
+  Value e = k.tensor_map(bf16, {p.r, p.r}, "e", Swizzle::k128B);
+  Value y = k.tensor_map(f32, {p.r, p.y_cols()}, "y");
   Value rows = k.arg(i32, "rows");
-  k.for_each_tile(cdiv(rows, 64), [&](Value t) {
-    Value x = dot(tma_load(a, {t * 64, 0}), trans(tma_load(b, {0, 0})), k.zeros({64, 64}, f32));
-    tma_store(y, {t * 64, 0}, dot(trans(cast(x, bf16)), tma_load(c, {t * 64, 0}), k.zeros({64, 64}, f32)));
+  k.for_each_tile(cdiv(rows, p.r), [&](Value t) {
+    Value row = t * p.r;
+    Value x = cast(dot(tma_load(a, {row, 0}), trans(tma_load(b, {0, 0})), k.zeros({p.r, p.r}, f32)), bf16);
+    Value out;
+    switch (p.form) {
+      case Computed::kTransposedA:
+        out = dot(trans(x), tma_load(c, {row, 0}), k.zeros({p.r, 64}, f32));
+        break;
+      case Computed::kB:
+        out = dot(tma_load(e, {row, 0}), x, k.zeros({p.r, p.r}, f32));
+        break;
+      case Computed::kTransposedB:
+        out = dot(tma_load(e, {row, 0}), trans(x), k.zeros({p.r, p.r}, f32));
+        break;
+    }
+    tma_store(y, {row, 0}, out);
   });
   return k.build();
 }
 
-// transposed_product_kernel on `device` over `rows` rows of A and C.
-inline absl::StatusOr<std::vector<float>> run_transposed_product(const Device& device, int64_t rows, const Operand& a,
-                                                                 const Operand& b, const Operand& c) {
-  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, transposed_product_kernel(), 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
-  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b));
-  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, c));
-  TESSEL_ASSIGN_OR_RETURN(Buffer yb, nan_buffer(device, f32, rows * 64));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap am, device.tensor_map(bf16, ab, {rows, 64}, {64, 64}, Swizzle::k128B));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap bm, device.tensor_map(bf16, bb, {64, 64}, {64, 64}, Swizzle::k128B));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap cm, device.tensor_map(bf16, cb, {rows, 64}, {64, 64}, Swizzle::k128B));
-  TESSEL_ASSIGN_OR_RETURN(TensorMap ym, device.tensor_map(f32, yb, {rows, 64}, {64, 64}));
-  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid_for(device, (rows + 63) / 64), .num_warps = 4}, am, bm, cm, ym,
-                                   static_cast<int32_t>(rows)));
+// The operands of a StagedProduct over `rows` rows.
+struct StagedOperands {
+  Operand a, b, c, e;
+};
+inline StagedOperands staged_operands(const StagedProduct& p, int64_t rows, std::mt19937& gen) {
+  return {random_operand(bf16, rows * 64, gen), random_operand(bf16, p.r * 64, gen),
+          random_operand(bf16, rows * 64, gen), random_operand(bf16, rows * p.r, gen)};
+}
+
+// staged_product_kernel(p) on `device`: Y [rows, y_cols()].
+inline absl::StatusOr<std::vector<float>> run_staged_product(const Device& device, const StagedProduct& p, int64_t rows,
+                                                             const StagedOperands& in) {
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, staged_product_kernel(p), p.warps()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, in.a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, in.b));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, put(device, in.c));
+  TESSEL_ASSIGN_OR_RETURN(Buffer eb, put(device, in.e));
+  TESSEL_ASSIGN_OR_RETURN(Buffer yb, nan_buffer(device, f32, rows * p.y_cols()));
+  auto map = [&](DType dtype, const Buffer& buf, int64_t cols, Swizzle swizzle, int64_t box_rows) {
+    return device.tensor_map(dtype, buf, {rows, cols}, {box_rows, cols}, swizzle);
+  };
+  TESSEL_ASSIGN_OR_RETURN(TensorMap am, map(bf16, ab, 64, Swizzle::k128B, p.r));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap bm, device.tensor_map(bf16, bb, {p.r, 64}, {p.r, 64}, Swizzle::k128B));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap cm, map(bf16, cb, 64, Swizzle::k128B, p.r));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap em, map(bf16, eb, p.r, Swizzle::k128B, p.r));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap ym, map(f32, yb, p.y_cols(), Swizzle::kNone, p.r));
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid_for(device, (rows + p.r - 1) / p.r), .num_warps = p.warps()}, am, bm,
+                                   cm, em, ym, static_cast<int32_t>(rows)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
-  return download_f32(device, yb, f32, rows * 64);
+  return download_f32(device, yb, f32, rows * p.y_cols());
+}
+
+// The largest difference between `got` and `want`, over the largest |want|.
+inline double staged_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0, size = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+    size = std::max(size, std::abs(want[i]));
+  }
+  return worst / size;
+}
+
+// Y of a StagedProduct in doubles, X's elements rounded to bf16 from their
+// exact sums.
+inline std::vector<double> staged_product_reference(const StagedProduct& p, int64_t rows, const StagedOperands& in) {
+  const int64_t r = p.r, cols = p.y_cols();
+  std::vector<double> y(rows * cols);
+  for (int64_t blk = 0; blk < rows; blk += r) {
+    const int64_t n = std::min(r, rows - blk);  // the block's rows inside; the rest of A and E read as zeros
+    std::vector<double> x(r * r, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < r; ++j) {
+        double sum = 0;
+        for (int64_t e = 0; e < 64; ++e) sum += double{in.a.values[(blk + i) * 64 + e]} * in.b.values[j * 64 + e];
+        x[i * r + j] = bf16_to_float(float_to_bf16(static_cast<float>(sum)));
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < (p.form == Computed::kTransposedA ? n : r); ++l) {
+          switch (p.form) {
+            case Computed::kTransposedA:
+              sum += x[l * r + i] * in.c.values[(blk + l) * 64 + j];
+              break;
+            case Computed::kB:
+              sum += in.e.values[(blk + i) * r + l] * x[l * r + j];
+              break;
+            case Computed::kTransposedB:
+              sum += in.e.values[(blk + i) * r + l] * x[j * r + l];
+              break;
+          }
+        }
+        y[(blk + i) * cols + j] = sum;
+      }
+    }
+  }
+  return y;
 }
 
 // C = gemm_kernel(g) on `device` (g.out f32, or bf16 returned as f32), with

@@ -151,22 +151,44 @@ TEST(WgmmaForms, AttentionBackwardTakesProbabilitiesFromRegisters) {
   }
 }
 
-// The transpose of a product's result feeds the next product in wgmma's
-// register form, each thread reading its operand's elements from the
-// result's registers as written to shared memory (in pairs): no copy of
-// the transposed tile, whose 16-bit stores would conflict on every bank.
-TEST(WgmmaForms, TransposedResultFeedsTheRegisterForm) {
-  absl::StatusOr<Kernel> kernel = matmul_cases::transposed_product_kernel();
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
-  ASSERT_TRUE(code.ok()) << code.status();
-  const std::string& ptx = code->binary;
-  const std::regex from_registers(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)");
-  EXPECT_EQ(std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), from_registers), std::sregex_iterator()), 4);
-  EXPECT_NE(ptx.find("st.shared.b32"), std::string::npos);
-  EXPECT_EQ(ptx.find("st.shared.u16"), std::string::npos);
-  EXPECT_EQ(ptx.find("st.shared.b16"), std::string::npos);
-  expect_ptxas_clean(ptx);
+// An operand the program computed (the transpose of a product's result,
+// or the result itself as b) is staged for the next product: written to a
+// swizzled tile by stmatrix, then a proxy fence and a barrier, then wgmma
+// reads it through a descriptor with the transpose bits its orientation
+// needs. Nothing reads shared memory but the tensor cores, and no 16-bit
+// store conflicts on the banks.
+TEST(WgmmaForms, ComputedOperandsAreStagedForTheTensorCores) {
+  struct Want {
+    matmul_cases::Computed form;
+    const char* bits;  // the second product's transpose bits (a's, b's)
+    int others;        // other products with those bits (the first's)
+  };
+  for (const Want& w :
+       {Want{matmul_cases::Computed::kTransposedA, "1, 1", 0}, Want{matmul_cases::Computed::kB, "0, 1", 0},
+        Want{matmul_cases::Computed::kTransposedB, "0, 0", 4}}) {
+    for (int64_t r : {64, 128}) {
+      SCOPED_TRACE(testing::Message() << "form " << static_cast<int>(w.form) << " r " << r);
+      const matmul_cases::StagedProduct p{w.form, r};
+      absl::StatusOr<Kernel> kernel = matmul_cases::staged_product_kernel(p);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(p.warps()));
+      ASSERT_TRUE(code.ok()) << code.status();
+      const std::string& ptx = code->binary;
+      auto count = [&](const std::string& pattern) {
+        const std::regex re(pattern);
+        return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re), std::sregex_iterator());
+      };
+      // X's r / 2 slots a thread, 8 an instruction; then the staged product's r / 16 k steps.
+      EXPECT_EQ(count("stmatrix"), r / 16);
+      EXPECT_EQ(
+          count(R"(stmatrix[^;]*;(\s*//[^\n]*)*\s*fence\.proxy\.async\.shared::cta;(\s*//[^\n]*)*\s*bar\.sync\s+0;)"),
+          1);
+      EXPECT_EQ(count(absl::StrCat(R"(wgmma\.mma_async[^;]*, p, 1, 1, )", w.bits, ";")), r / 16 + w.others);
+      EXPECT_EQ(ptx.find("ld.shared"), std::string::npos);
+      EXPECT_EQ(ptx.find("st.shared.b16"), std::string::npos);
+      expect_ptxas_clean(ptx);
+    }
+  }
 }
 
 // The online softmax keeps S, P, the running maximum and sum and the output

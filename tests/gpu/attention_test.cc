@@ -226,23 +226,32 @@ TEST(Attention, RegisterAAgreesWithSharedA) {
   EXPECT_TRUE(all_close(results[0], want, 1e-5));
 }
 
-// (A B^T)^T C with the transpose in wgmma's register form, against the
-// host: the first product rounded to bf16 on both (its sums' order differs,
-// which may move a rounding by one bf16 step).
-TEST(Attention, TransposedResultAgreesWithTheHost) {
+// Products of an operand the program computed (X^T C, E X, E X^T with X =
+// A B^T rounded to bf16), staged through shared memory for wgmma, on one
+// warpgroup and on two: against doubles and the host. X's sums' order
+// differs, which may move a rounding by one bf16 step: at most 2^-5 where
+// |X| < 8 (64 products of values in (-1, 1)), times a factor in (-1, 1).
+TEST(Attention, ComputedOperandsAgreeWithTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   absl::StatusOr<Device> host = Device::open("host");
   ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   const int64_t rows = 200;
-  Operand a = random_operand(bf16, rows * 64, rng.gen()), b = random_operand(bf16, 64 * 64, rng.gen()),
-          c = random_operand(bf16, rows * 64, rng.gen());
-  absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_transposed_product(device, rows, a, b, c);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_transposed_product(*host, rows, a, b, c);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  EXPECT_TRUE(all_close(*gpu, *cpu, 1e-2));
+  for (matmul_cases::Computed form :
+       {matmul_cases::Computed::kTransposedA, matmul_cases::Computed::kB, matmul_cases::Computed::kTransposedB}) {
+    for (int64_t r : {64, 128}) {
+      SCOPED_TRACE(testing::Message() << "form " << static_cast<int>(form) << " r " << r);
+      const matmul_cases::StagedProduct p{form, r};
+      const matmul_cases::StagedOperands in = matmul_cases::staged_operands(p, rows, rng.gen());
+      absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_staged_product(device, p, rows, in);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_staged_product(*host, p, rows, in);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      EXPECT_LE(matmul_cases::staged_error(*gpu, matmul_cases::staged_product_reference(p, rows, in)), 1e-2);
+      EXPECT_TRUE(all_close(*gpu, *cpu, 0.04));
+    }
+  }
 }
 
 }  // namespace

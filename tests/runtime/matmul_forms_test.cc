@@ -370,32 +370,23 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
   }
 }
 
-// (A B^T)^T C, the first product rounded to bf16, against doubles (the
-// rounding of each element of A B^T taken from the reference's own sum).
-TEST(MatmulForms, TransposedResultMatchesADoubleReference) {
+// Products of a computed operand (X = A B^T rounded to bf16; X^T C, E X,
+// E X^T), blocks of 64 and 128 rows, against doubles (the rounding of each
+// element of X taken from the reference's own sum).
+TEST(MatmulForms, ComputedOperandsMatchADoubleReference) {
   std::mt19937 gen(13);
   const int64_t rows = 200;
-  Operand a = random_operand(bf16, rows * 64, gen), b = random_operand(bf16, 64 * 64, gen),
-          c = random_operand(bf16, rows * 64, gen);
-  absl::StatusOr<std::vector<float>> got = matmul_cases::run_transposed_product(host(), rows, a, b, c);
-  ASSERT_TRUE(got.ok()) << got.status();
-  double worst = 0, size = 0;
-  for (int64_t blk = 0; blk < rows; blk += 64) {
-    const int64_t n = std::min<int64_t>(64, rows - blk);
-    for (int64_t i = 0; i < std::min<int64_t>(64, rows - blk); ++i) {  // Y's rows past `rows` are not stored
-      for (int64_t j = 0; j < 64; ++j) {
-        double want = 0;  // sum over the block's rows r of X[r][i] C[r][j]
-        for (int64_t r = 0; r < n; ++r) {
-          double x = 0;
-          for (int64_t e = 0; e < 64; ++e) x += a.values[(blk + r) * 64 + e] * b.values[i * 64 + e];
-          want += bf16_to_float(float_to_bf16(static_cast<float>(x))) * c.values[(blk + r) * 64 + j];
-        }
-        worst = std::max(worst, std::abs((*got)[(blk + i) * 64 + j] - want));
-        size = std::max(size, std::abs(want));
-      }
+  for (matmul_cases::Computed form :
+       {matmul_cases::Computed::kTransposedA, matmul_cases::Computed::kB, matmul_cases::Computed::kTransposedB}) {
+    for (int64_t r : {64, 128}) {
+      SCOPED_TRACE(testing::Message() << "form " << static_cast<int>(form) << " r " << r);
+      const matmul_cases::StagedProduct p{form, r};
+      const matmul_cases::StagedOperands in = matmul_cases::staged_operands(p, rows, gen);
+      absl::StatusOr<std::vector<float>> got = matmul_cases::run_staged_product(host(), p, rows, in);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_LE(matmul_cases::staged_error(*got, matmul_cases::staged_product_reference(p, rows, in)), 1e-3);
     }
   }
-  EXPECT_LE(worst / size, 1e-3);
 }
 
 TEST(MatmulForms, AttentionBackwardStepsDivideTheBlock) {
