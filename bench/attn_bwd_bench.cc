@@ -1,12 +1,13 @@
-// tessel's attention backward pass (samples::attention_bwd_delta_kernel,
-// then samples::attention_bwd_kernel) on an NVIDIA GPU at attn_bench's
-// shapes: 4 x 32 heads, lengths 1024 to 16384, d 64 and 128, bf16, with
-// and without the causal mask. The forward (attention_config's, keeping its
-// log2-sum-exp) runs once per case; each configuration's D and gradient
-// kernels are then timed together and the fastest is reported beside the
-// first's. TFLOP/s count 10 * heads * len^2 * d (half of it with the mask):
-// the five products of FlashAttention-2's backward, which is how its
-// figures are quoted (this kernel does seven). Sampled rows of dQ, dK and
+// tessel's attention backward pass (samples::launch_attention_bwd: D's
+// kernel, the gradients', and with AttnBwdConfig::split dQ's) on an NVIDIA
+// GPU at attn_bench's shapes: 4 x 32 heads, lengths 1024 to 16384, d 64 and
+// 128, bf16, with and without the causal mask. The forward
+// (attention_config's, keeping its log2-sum-exp) runs once per case; each
+// configuration's kernels are then timed together and the fastest is
+// reported beside the first's. TFLOP/s count 10 * heads * len^2 * d (half
+// of it with the mask): the five products of FlashAttention-2's backward,
+// which is how its figures are quoted (the kernel without `split` does
+// seven). Sampled rows of dQ, dK and
 // dV are checked in double (dK's and dV's from the device's log2-sum-exp
 // and D, which are checked at the sampled query rows). The baselines
 // (torch's scaled_dot_product_attention backward on each backend) come
@@ -37,16 +38,24 @@ constexpr int64_t kHeads = bench::kAttnHeads;
 std::string label(const AttnBwdConfig& c) {
   return std::to_string(c.block) + "x" + std::to_string(samples::attention_bwd_step(c)) + " s" +
          std::to_string(c.stages) + " w" + std::to_string(samples::attention_bwd_warps(c)) +
-         (c.programs > 1 ? " p" + std::to_string(c.programs) : "");
+         (c.programs > 1 ? " p" + std::to_string(c.programs) : "") + (c.split ? " split" : "");
 }
 
 // attention_bwd_config's pick first.
 std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
   std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal)};
-  for (auto [block, step, stages, programs] :
-       {std::tuple{64, 64, 2, 1}, {64, 64, 3, 1}, {128, 128, 2, 1}, {64, 64, 2, 2}, {128, 64, 2, 1}, {128, 64, 3, 1}}) {
+  for (auto [block, step, stages, programs, split] : {std::tuple{64, 64, 2, 1, false},
+                                                      {64, 64, 3, 1, false},
+                                                      {128, 128, 2, 1, false},
+                                                      {64, 64, 2, 2, false},
+                                                      {128, 64, 2, 1, false},
+                                                      {128, 64, 3, 1, false},
+                                                      {64, 64, 2, 1, true},
+                                                      {64, 64, 3, 1, true},
+                                                      {128, 128, 2, 1, true},
+                                                      {128, 128, 3, 1, true}}) {
     const AttnBwdConfig c = {
-        .d = d, .block = block, .step = step, .causal = causal, .stages = stages, .programs = programs};
+        .d = d, .block = block, .step = step, .causal = causal, .stages = stages, .programs = programs, .split = split};
     if (label(c) != label(out[0])) out.push_back(c);
   }
   return out;
@@ -137,7 +146,7 @@ int main(int argc, char** argv) {
     Buffer q = upload(hq), k = upload(hk), v = upload(hv), dout = upload(hdo);
     Buffer o = must(dev.allocate(bytes), "allocate"), dq = must(dev.allocate(bytes), "allocate");
     Buffer dk = must(dev.allocate(bytes), "allocate"), dv = must(dev.allocate(bytes), "allocate");
-    Buffer lse = must(dev.allocate(rows * 4), "allocate"), delta = must(dev.allocate(rows * 4), "allocate");
+    Buffer lse = must(dev.allocate(rows * 4), "allocate");
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
     samples::AttnConfig fc = samples::attention_config(d, causal);
@@ -149,24 +158,20 @@ int main(int argc, char** argv) {
     const LaunchConfig flc = must(samples::attention_launch(forward, fc, kHeads, len, &stream), "grid");
     must(samples::launch_attention(forward, flc, fmaps, kHeads, len, scale, &lse), "forward");
 
-    options.num_warps = 4;
-    const AttnBwdConfig first = configs(d, causal)[0];
-    Function delta_fn =
-        must(dev.compile(must(samples::attention_bwd_delta_kernel(first), "build"), options), "compile");
-    const LaunchConfig dlc = {
-        .grid = static_cast<int>(std::min<int64_t>((rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows,
-                                                   dev.num_compute_units() * 8)),
-        .num_warps = 4,
-        .stream = &stream};
-    auto run_delta = [&] { must(delta_fn.launch(dlc, dout, o, delta, static_cast<int32_t>(rows)), "delta"); };
-    run_delta();
+    // D from the first configuration's pass (its own kernel; every pass
+    // computes it again).
+    const samples::AttnBwdBuffers io{&q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv};
+    const samples::AttnBwdKernels first = must(samples::compile_attention_bwd(dev, configs(d, causal)[0]), "compile");
+    const samples::AttnBwdPlan first_plan =
+        must(samples::plan_attention_bwd(dev, first, io, kHeads, len, scale, &stream), "plan");
+    must(samples::launch_attention_bwd(first, first_plan), "backward");
     must(stream.synchronize(), "sync");
 
     // The reference at sampled rows of heads 0 and the last (computed once
     // for every configuration); the statistics' own error goes to `worst`.
     std::vector<float> all_lse(rows), all_delta(rows);
     must(dev.copy_to_host(all_lse.data(), lse, rows * 4), "download");
-    must(dev.copy_to_host(all_delta.data(), delta, rows * 4), "download");
+    must(dev.copy_to_host(all_delta.data(), first_plan.delta, rows * 4), "download");
     struct Row {
       int64_t at;  // its first element in the gradients
       std::vector<double> dq, dk, dv;
@@ -192,20 +197,15 @@ int main(int argc, char** argv) {
     std::vector<AttnBwdConfig> tried = configs(d, causal);
     if (flags.on) tried.resize(1);
     for (const AttnBwdConfig& c : tried) {
-      absl::StatusOr<Function> compiled =
-          dev.compile(must(samples::attention_bwd_kernel(c), "build"), samples::attention_bwd_options(c));
+      absl::StatusOr<samples::AttnBwdKernels> compiled = samples::compile_attention_bwd(dev, c);
       if (absl::IsResourceExhausted(compiled.status())) {
-        std::printf("  %-16s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
+        std::printf("  %-22s skipped: %s\n", label(c).c_str(), std::string(compiled.status().message()).c_str());
         continue;
       }
-      Function backward = must(std::move(compiled), "compile");
-      const samples::AttnBwdMaps maps = must(
-          samples::attention_bwd_maps(dev, c, {&q, &k, &v, &dout, &dq, &dk, &dv, &lse, &delta}, kHeads, len), "maps");
-      const LaunchConfig blc = must(samples::attention_bwd_launch(backward, c, kHeads, len, &stream), "grid");
-      const double ms = timer.median_ms([&] {
-        run_delta();
-        must(samples::launch_attention_bwd(backward, blc, maps, kHeads, len, scale), "backward");
-      });
+      const samples::AttnBwdKernels backward = must(std::move(compiled), "compile");
+      const samples::AttnBwdPlan plan =
+          must(samples::plan_attention_bwd(dev, backward, io, kHeads, len, scale, &stream), "plan");
+      const double ms = timer.median_ms([&] { must(samples::launch_attention_bwd(backward, plan), "backward"); });
       must(stream.synchronize(), "sync");
       // The largest error at the sampled rows, relative to the largest
       // reference value.
@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
         compare(gv, r.at, r.dv);
       }
       worst = std::max(worst, err / size);
-      std::printf("  %-16s %.1f us\n", label(c).c_str(), ms * 1e3);
+      std::printf("  %-22s %.1f us\n", label(c).c_str(), ms * 1e3);
       if (default_ms == INFINITY) default_ms = ms;
       if (ms < best_ms) best_ms = ms, best = c;
     }

@@ -803,7 +803,10 @@ inline void attention_row(const double* q, const double* k, const double* v, int
 // [heads, len, d]. Per query i and key j, with P = softmax(S * scale) from
 // the forward's log2-sum-exp (AttnConfig::lse) and D_i = sum_c dO_ic O_ic:
 //   dV = P^T dO,  dS = P * (dO V^T - D),  dQ = dS K * scale,  dK = dS^T Q * scale.
-// Two kernels: attention_bwd_delta_kernel for D, then attention_bwd_kernel.
+// Two kernels, attention_bwd_delta_kernel for D, then attention_bwd_kernel;
+// with `split`, a third (attention_bwd_dq_kernel) for dQ.
+// compile_attention_bwd, plan_attention_bwd and launch_attention_bwd run
+// them.
 struct AttnBwdConfig {
   int64_t d = 64;      // head dimension
   int64_t block = 64;  // query and key rows per block: one warpgroup per 64
@@ -813,6 +816,12 @@ struct AttnBwdConfig {
   bool causal = false;
   int stages = 2;    // of the loops' pipelines
   int programs = 1;  // to run at once on one SM (CompileOptions::min_programs)
+  // FlashAttention-2's split of the work: the key loop adds each step's
+  // share of dQ (dS K, dS staged from the registers' dS^T) into an f32
+  // accumulator through the copy engine, and a third kernel scales and
+  // casts it; five products a pair of blocks instead of seven. Needs
+  // step == block (the share's rows on every warpgroup).
+  bool split = false;
 };
 inline int attention_bwd_warps(const AttnBwdConfig& c) { return static_cast<int>(c.block / 16); }
 // The rows of each loop step.
@@ -824,20 +833,25 @@ inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
   o.min_programs = c.programs;
   return o;
 }
-// The configuration the benchmark found fastest on one H200 at every shape
-// it runs: 128-row blocks on two warpgroups, stepped through 64 rows at a
-// time, with three stages. Against 128-row steps with two stages, 5-14 %
-// faster at d = 64 and 21-28 % at d = 128 (fewer live accumulators: no
-// spills at d = 64, a few at d = 128); against 64-row blocks, up to 49 %.
+// The configuration the benchmark found fastest on one H200: at d = 128,
+// 128-row blocks on two warpgroups, stepped through 64 rows at a time,
+// with three stages (against 128-row steps with two stages 21-28 % faster:
+// fewer live accumulators; against 64-row blocks up to 49 %). At d = 64 the
+// split with 128-row blocks and three stages, 9-12 % faster than that
+// without the mask and within 3 % with it.
 inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false) {
+  if (d <= 64) return {.d = d, .block = 128, .step = 128, .causal = causal, .stages = 3, .split = true};
   return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3};
 }
 
-// D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in.
+// D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in; with
+// c.split, dQ's accumulator (f32 [rows, d]) cleared too.
 inline constexpr int kAttnDeltaRows = 32;
 inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c) {
   KernelBuilder k("attention_bwd_delta");
   Value dout = k.arg(ptr(c.in), "dout"), out = k.arg(ptr(c.in), "o"), delta = k.arg(ptr(f32), "delta");
+  std::optional<Value> dq_acc;
+  if (c.split) dq_acc = k.arg(ptr(f32), "dq_acc");
   Value rows = k.arg(i32, "rows");
   k.for_each_tile(cdiv(rows, kAttnDeltaRows), [&](Value t) {
     Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);                                     // [R]
@@ -845,6 +859,21 @@ inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c)
     Value inside = offs < rows * static_cast<int32_t>(c.d);
     Value prod = cast(load(dout + offs, inside, 0), f32) * cast(load(out + offs, inside, 0), f32);
     store(delta + r, sum(prod, 1), r < rows);
+    if (dq_acc) store(*dq_acc + offs, k.zeros({kAttnDeltaRows, c.d}, f32), inside);
+  });
+  return k.build();
+}
+
+// With c.split: dQ (c.out) = its accumulator (f32) * scale, both [rows, d].
+inline absl::StatusOr<Kernel> attention_bwd_dq_kernel(const AttnBwdConfig& c) {
+  KernelBuilder k("attention_bwd_dq");
+  Value dq_acc = k.arg(ptr(f32), "dq_acc"), dq = k.arg(ptr(c.out), "dq");
+  Value scale = k.arg(f32, "scale"), rows = k.arg(i32, "rows");
+  k.for_each_tile(cdiv(rows, kAttnDeltaRows), [&](Value t) {
+    Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);
+    Value offs = expand_dims(r, 1) * static_cast<int32_t>(c.d) + expand_dims(k.arange(0, c.d), 0);
+    Value inside = offs < rows * static_cast<int32_t>(c.d);
+    store(dq + offs, cast(load(dq_acc + offs, inside, 0.0f) * scale, c.out), inside);
   });
   return k.build();
 }
@@ -854,7 +883,10 @@ inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c)
 // blocks it sees): S and dP are recomputed in both, so that every product
 // takes its first operand from registers and nothing is added atomically.
 // S^T and dP^T are computed as [keys, queries] in the first loop, so that
-// P^T and dS^T are already in the layout their products read.
+// P^T and dS^T are already in the layout their products read. With
+// c.split there is no second loop: the first adds dS K into `dq` (then
+// dQ's f32 accumulator), and programs take the key blocks with the most
+// query blocks to see first.
 inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
   // A program's block is n rows (its keys in the first loop, its queries in
   // the second); each loop steps over the other side m rows at a time.
@@ -863,6 +895,10 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
     return absl::InvalidArgumentError(
         absl::StrCat("attention_bwd_kernel: step (", m, ") must be a multiple of 16 dividing the block (", n, ")"));
   }
+  if (c.split && m != n) {
+    return absl::InvalidArgumentError(absl::StrCat("attention_bwd_kernel: split needs the step (", m,
+                                                   ") to be the block (", n, "): dQ's share of a step is its rows"));
+  }
   KernelBuilder k(std::move(name));
   auto map = [&](DType dtype, int64_t rows, const char* arg) {
     return k.tensor_map(dtype, {1, rows, c.d}, arg, Swizzle::k128B);
@@ -870,7 +906,8 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   Value q = map(c.in, n, "q"), kt = map(c.in, n, "k"), v = map(c.in, n, "v"), dout = map(c.in, n, "dout");
   Value q_step = map(c.in, m, "q_step"), k_step = map(c.in, m, "k_step"), v_step = map(c.in, m, "v_step"),
         dout_step = map(c.in, m, "dout_step");
-  Value dq = map(c.out, n, "dq"), dk = map(c.out, n, "dk"), dv = map(c.out, n, "dv");
+  Value dq = c.split ? map(f32, m, "dq_acc") : map(c.out, n, "dq");
+  Value dk = map(c.out, n, "dk"), dv = map(c.out, n, "dv");
   Value len = k.arg(i32, "len"), heads = k.arg(i32, "heads");
   Value scale = k.arg(f32, "scale");
   // The rows' statistics, [heads * len] f32, read a block or a step at a
@@ -887,7 +924,7 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
     tma_store(map, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
   };
   k.for_each_tile(heads * blocks, [&](Value t) {
-    Value h = t / blocks, b0 = t % blocks * n;
+    Value h = c.split ? t % heads : t / blocks, b0 = (c.split ? t / heads : t % blocks) * n;
     // Per query row from `row` (rows past `len` read the next head's or
     // zeros; their columns are masked): its log2-sum-exp and D.
     auto row_stats = [&](Value lse_map, Value delta_map, Value row) {
@@ -908,12 +945,18 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
                     Value pt = select(seen, exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast), 0.0f);
                     dvb = dot(cast(pt, c.in), dob, dvb);
                     Value dpt = dot(vb, trans(dob), k.zeros({n, m}, f32));  // dP^T
-                    dkb = dot(cast(pt * (dpt - expand_dims(d_i, 0)), c.in), qb, dkb);
+                    Value dst = cast(pt * (dpt - expand_dims(d_i, 0)), c.in);  // dS^T
+                    dkb = dot(dst, qb, dkb);
+                    if (c.split) {
+                      Value share = dot(trans(dst), kb, k.zeros({m, c.d}, f32));  // of dQ / scale
+                      tma_reduce(AtomicOp::kAdd, dq, {h, i0, 0}, reshape(share, {1, m, c.d}));
+                    }
                   },
                   {.stages = c.stages});
       store_block(dk, h, b0, dkb * scale);
       store_block(dv, h, b0, dvb);
     }
+    if (c.split) return;
     {  // dQ of queries b0 .. b0 + n
       Value qb = box(q, n, h, b0), dob = box(dout, n, h, b0);
       auto [lse_i, d_i] = row_stats(lse, delta, b0);
@@ -938,8 +981,9 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
 }
 
 // The backward kernel's maps: Q, K, V and dO [heads, len, d] in boxes of a
-// block's rows and of a step's, dQ, dK and dV in a block's, and the
-// forward's log2-sum-exp and D [heads, len] in both.
+// block's rows and of a step's, dQ, dK and dV in a block's (with c.split,
+// dQ's f32 accumulator in a step's), and the forward's log2-sum-exp and D
+// [heads, len] in both.
 struct AttnBwdMaps {
   TensorMap q, k, v, dout, q_step, k_step, v_step, dout_step, dq, dk, dv, lse, delta, lse_step, delta_step;
 };
@@ -947,7 +991,8 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
                                                       const std::vector<const Buffer*>& buffers, int64_t heads,
                                                       int64_t len) {
   if (buffers.size() != 9) {
-    return absl::InvalidArgumentError("attention_bwd_maps: needs Q, K, V, dO, dQ, dK, dV, the log2-sum-exp and D");
+    return absl::InvalidArgumentError(
+        "attention_bwd_maps: needs Q, K, V, dO, dQ (or its accumulator), dK, dV, the log2-sum-exp and D");
   }
   // In AttnBwdMaps' order.
   std::vector<absl::StatusOr<TensorMap>> made;
@@ -957,7 +1002,12 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
   for (int64_t r : {c.block, attention_bwd_step(c)}) {
     for (int i = 0; i < 4; ++i) rows(buffers[i], c.in, r);
   }
-  for (int i = 4; i < 7; ++i) rows(buffers[i], c.out, c.block);
+  if (c.split) {
+    rows(buffers[4], f32, attention_bwd_step(c));
+  } else {
+    rows(buffers[4], c.out, c.block);
+  }
+  for (int i = 5; i < 7; ++i) rows(buffers[i], c.out, c.block);
   for (int64_t r : {c.block, attention_bwd_step(c)}) {
     for (int i = 7; i < 9; ++i) made.push_back(device.tensor_map(f32, *buffers[i], {heads * len}, {r}));
   }
@@ -969,23 +1019,108 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
   return AttnBwdMaps{maps[0], maps[1], maps[2],  maps[3],  maps[4],  maps[5],  maps[6], maps[7],
                      maps[8], maps[9], maps[10], maps[11], maps[12], maps[13], maps[14]};
 }
-// How attention_bwd_kernel(c), compiled to `fn` with attention_bwd_options(c),
-// runs over `heads` heads of `len` rows: persistent, at most one
-// program a block.
-inline absl::StatusOr<LaunchConfig> attention_bwd_launch(const Function& fn, const AttnBwdConfig& c, int64_t heads,
-                                                         int64_t len, const Stream* stream = nullptr) {
-  absl::StatusOr<int> programs = fn.persistent_grid();
+
+// The backward pass's kernels for `c`, compiled for one device.
+struct AttnBwdKernels {
+  AttnBwdConfig config;
+  Function delta, grads;
+  std::optional<Function> dq;  // with c.split
+};
+inline absl::StatusOr<AttnBwdKernels> compile_attention_bwd(const Device& device, const AttnBwdConfig& c) {
+  CompileOptions rows;
+  rows.num_warps = 4;
+  auto build = [&](absl::StatusOr<Kernel> kernel, const CompileOptions& options) -> absl::StatusOr<Function> {
+    if (!kernel.ok()) return kernel.status();
+    return device.compile(*kernel, options);
+  };
+  absl::StatusOr<Function> delta = build(attention_bwd_delta_kernel(c), rows);
+  if (!delta.ok()) return delta.status();
+  absl::StatusOr<Function> grads = build(attention_bwd_kernel(c), attention_bwd_options(c));
+  if (!grads.ok()) return grads.status();
+  AttnBwdKernels out{c, *std::move(delta), *std::move(grads), std::nullopt};
+  if (c.split) {
+    absl::StatusOr<Function> dq = build(attention_bwd_dq_kernel(c), rows);
+    if (!dq.ok()) return dq.status();
+    out.dq = *std::move(dq);
+  }
+  return out;
+}
+
+// What a backward pass reads and writes, all [heads, len, d] of the
+// configuration's types but the log2-sum-exp ([heads, len] f32): the
+// forward's inputs, its output and log2-sum-exp (AttnConfig::lse), dO, and
+// the gradients.
+struct AttnBwdBuffers {
+  const Buffer *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *dout = nullptr;
+  const Buffer *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+// A backward pass bound to its buffers: its tensor maps, its launches and
+// its workspace (D, and with c.split dQ's f32 accumulator), made once and
+// launched as often as wanted (launch_attention_bwd).
+struct AttnBwdPlan {
+  AttnBwdBuffers io;
+  int64_t heads = 0, len = 0;
+  float scale = 0;
+  Buffer delta, dq_acc;  // D [heads, len] f32; dQ's accumulator [heads, len, d] f32
+  AttnBwdMaps maps;
+  LaunchConfig rows, grads;  // the kernels over rows (D's, dQ's) and the gradients'
+};
+inline absl::StatusOr<AttnBwdPlan> plan_attention_bwd(const Device& device, const AttnBwdKernels& kernels,
+                                                      const AttnBwdBuffers& io, int64_t heads, int64_t len, float scale,
+                                                      const Stream* stream = nullptr) {
+  const AttnBwdConfig& c = kernels.config;
+  for (const Buffer* b : {io.q, io.k, io.v, io.o, io.lse, io.dout, io.dq, io.dk, io.dv}) {
+    if (b == nullptr) {
+      return absl::InvalidArgumentError("plan_attention_bwd: needs every buffer: q, k, v, o, lse, dout, dq, dk and dv");
+    }
+  }
+  if (heads <= 0 || len <= 0 || heads * len > INT32_MAX / c.d) {
+    return absl::InvalidArgumentError(absl::StrCat("plan_attention_bwd: ", heads, " heads of ", len,
+                                                   " rows: both must be positive, with fewer than 2^31 elements"));
+  }
+  const int64_t rows = heads * len;
+  Buffer delta, dq_acc;
+  for (auto [buffer, bytes] : {std::pair{&delta, rows * 4}, {&dq_acc, c.split ? rows * c.d * 4 : 0}}) {
+    if (bytes == 0) continue;
+    absl::StatusOr<Buffer> b = device.allocate(bytes);
+    if (!b.ok()) return b.status();
+    *buffer = *std::move(b);
+  }
+  absl::StatusOr<AttnBwdMaps> maps = attention_bwd_maps(
+      device, c, {io.q, io.k, io.v, io.dout, c.split ? &dq_acc : io.dq, io.dk, io.dv, io.lse, &delta}, heads, len);
+  if (!maps.ok()) return maps.status();
+  // Persistent, at most one program a block.
+  absl::StatusOr<int> programs = kernels.grads.persistent_grid();
   if (!programs.ok()) return programs.status();
   const int64_t tiles = heads * ((len + c.block - 1) / c.block);
-  return LaunchConfig{.grid = static_cast<int>(std::min<int64_t>(tiles, *programs)),
+  const int64_t row_tiles = (rows + kAttnDeltaRows - 1) / kAttnDeltaRows;
+  return AttnBwdPlan{io,
+                     heads,
+                     len,
+                     scale,
+                     std::move(delta),
+                     std::move(dq_acc),
+                     *std::move(maps),
+                     {.grid = static_cast<int>(std::min<int64_t>(row_tiles, int64_t{device.num_compute_units()} * 8)),
+                      .num_warps = 4,
+                      .stream = stream},
+                     {.grid = static_cast<int>(std::min<int64_t>(tiles, *programs)),
                       .num_warps = attention_bwd_warps(c),
-                      .stream = stream};
+                      .stream = stream}};
 }
-inline absl::Status launch_attention_bwd(const Function& fn, const LaunchConfig& config, const AttnBwdMaps& maps,
-                                         int64_t heads, int64_t len, float scale) {
-  return fn.launch(config, maps.q, maps.k, maps.v, maps.dout, maps.q_step, maps.k_step, maps.v_step, maps.dout_step,
-                   maps.dq, maps.dk, maps.dv, static_cast<int32_t>(len), static_cast<int32_t>(heads), scale, maps.lse,
-                   maps.delta, maps.lse_step, maps.delta_step);
+// D (and the accumulator cleared), the gradients, then with c.split dQ:
+// on the plan's stream, in order.
+inline absl::Status launch_attention_bwd(const AttnBwdKernels& kernels, const AttnBwdPlan& p) {
+  const AttnBwdMaps& m = p.maps;
+  const int32_t rows = static_cast<int32_t>(p.heads * p.len);
+  absl::Status s = kernels.dq ? kernels.delta.launch(p.rows, *p.io.dout, *p.io.o, p.delta, p.dq_acc, rows)
+                              : kernels.delta.launch(p.rows, *p.io.dout, *p.io.o, p.delta, rows);
+  if (!s.ok()) return s;
+  s = kernels.grads.launch(p.grads, m.q, m.k, m.v, m.dout, m.q_step, m.k_step, m.v_step, m.dout_step, m.dq, m.dk, m.dv,
+                           static_cast<int32_t>(p.len), static_cast<int32_t>(p.heads), p.scale, m.lse, m.delta,
+                           m.lse_step, m.delta_step);
+  if (!s.ok() || !kernels.dq) return s;
+  return kernels.dq->launch(p.rows, p.dq_acc, *p.io.dq, p.scale, rows);
 }
 
 // --- Triggered all-gather. The gathered buffer is i32 [world * rows, cols]:

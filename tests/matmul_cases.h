@@ -427,9 +427,7 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   fc.lse = true;
   TESSEL_ASSIGN_OR_RETURN(Function forward,
                           compile_for(device, samples::attention_kernel(fc), samples::attention_warps(fc)));
-  TESSEL_ASSIGN_OR_RETURN(Function delta_fn, compile_for(device, samples::attention_bwd_delta_kernel(c), 4));
-  TESSEL_ASSIGN_OR_RETURN(Function backward,
-                          compile_for(device, samples::attention_bwd_kernel(c), samples::attention_bwd_options(c)));
+  TESSEL_ASSIGN_OR_RETURN(samples::AttnBwdKernels backward, samples::compile_attention_bwd(device, c));
 
   TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q));
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k));
@@ -437,7 +435,6 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   TESSEL_ASSIGN_OR_RETURN(Buffer dob, put(device, dout));
   TESSEL_ASSIGN_OR_RETURN(Buffer ob, device.allocate(n * c.in.bytes()));
   TESSEL_ASSIGN_OR_RETURN(Buffer lseb, nan_buffer(device, f32, heads * len));
-  TESSEL_ASSIGN_OR_RETURN(Buffer deltab, nan_buffer(device, f32, heads * len));
   std::vector<Buffer> grads;
   for (int g = 0; g < 3; ++g) {
     TESSEL_ASSIGN_OR_RETURN(Buffer b, nan_buffer(device, c.out, n));
@@ -447,16 +444,11 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps fmaps, samples::attention_maps(device, fc, qb, kb, vb, ob, heads, len));
   TESSEL_ASSIGN_OR_RETURN(LaunchConfig flaunch, samples::attention_launch(forward, fc, heads, len));
   TESSEL_RETURN_IF_ERROR(samples::launch_attention(forward, flaunch, fmaps, heads, len, scale, &lseb));
-  const int32_t rows = static_cast<int32_t>(heads * len);
-  TESSEL_RETURN_IF_ERROR(delta_fn.launch(
-      {.grid = grid_for(device, (rows + samples::kAttnDeltaRows - 1) / samples::kAttnDeltaRows), .num_warps = 4}, dob,
-      ob, deltab, rows));
   TESSEL_ASSIGN_OR_RETURN(
-      samples::AttnBwdMaps bmaps,
-      samples::attention_bwd_maps(device, c, {&qb, &kb, &vb, &dob, &grads[0], &grads[1], &grads[2], &lseb, &deltab},
-                                  heads, len));
-  TESSEL_ASSIGN_OR_RETURN(LaunchConfig blaunch, samples::attention_bwd_launch(backward, c, heads, len));
-  TESSEL_RETURN_IF_ERROR(samples::launch_attention_bwd(backward, blaunch, bmaps, heads, len, scale));
+      samples::AttnBwdPlan plan,
+      samples::plan_attention_bwd(device, backward, {&qb, &kb, &vb, &ob, &lseb, &dob, &grads[0], &grads[1], &grads[2]},
+                                  heads, len, scale));
+  TESSEL_RETURN_IF_ERROR(samples::launch_attention_bwd(backward, plan));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
 
   AttnGradsF out;

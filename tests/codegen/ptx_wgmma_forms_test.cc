@@ -151,6 +151,55 @@ TEST(WgmmaForms, AttentionBackwardTakesProbabilitiesFromRegisters) {
   }
 }
 
+// With the split, five products per pair of blocks: S^T, dP^T and dS K
+// from descriptors (dS staged from dS^T's registers by stmatrix, read with
+// both transpose bits), dV and dK from registers. dS K is added into dQ's
+// accumulator by the copy engine each step (two 128-byte panels of f32),
+// from a staging tile held across steps: the program waits for the last
+// step's copy to have read it before writing it, not after each copy.
+TEST(WgmmaForms, AttentionBackwardSplitStagesDsAndAddsDqByTheCopyEngine) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel({.causal = causal, .split = true});
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    auto count = [&](const std::string& pattern) {
+      const std::regex re(pattern);
+      return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re), std::sregex_iterator());
+    };
+    EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)"), 2 * 4);
+    EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)"), 2 * 4);
+    EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 1, 1;)"), 4);
+    EXPECT_EQ(count("stmatrix"), 4 + 2 * 4);  // dS^T, then dK's and dV's tiles
+    EXPECT_EQ(count(R"(cp\.reduce\.async\.bulk\.tensor\.3d\.global\.shared::cta\.add)"), 2);
+    EXPECT_LT(ptx.find("cp.async.bulk.wait_group.read"), ptx.find("cp.reduce"));
+    expect_ptxas_clean(ptx);
+  }
+}
+
+// Where holding every store's tile does not fit (the split at d = 64 with
+// 128-row blocks and three stages: 234 480 bytes), the streamed store's is
+// still held (dQ's adds, every step), and dK's and dV's, once a block, wait
+// for their copies.
+TEST(WgmmaForms, StreamedStoreKeepsItsTileWhereNotAllFit) {
+  const samples::AttnBwdConfig c = samples::attention_bwd_config(64);
+  ASSERT_TRUE(c.split);
+  absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel(c);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(samples::attention_bwd_warps(c)));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  const size_t reduce = ptx.find("cp.reduce"),
+               store = ptx.find("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group");
+  ASSERT_NE(reduce, std::string::npos);
+  ASSERT_NE(store, std::string::npos);
+  EXPECT_LT(ptx.find("cp.async.bulk.wait_group.read"), reduce);
+  EXPECT_NE(ptx.find("cp.async.bulk.wait_group.read 0", store), std::string::npos);
+  EXPECT_TRUE(ptxas_accepts_if_present(ptx));
+}
+
 // An operand the program computed (the transpose of a product's result,
 // or the result itself as b) is staged for the next product: written to a
 // swizzled tile by stmatrix, then a proxy fence and a barrier, then wgmma

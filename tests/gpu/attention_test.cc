@@ -106,13 +106,17 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             samples::attention_bwd_config(64),
                                             samples::attention_bwd_config(128),
                                             {.d = 128, .programs = 2},
-                                            {.d = 128, .block = 128, .out = f32}};
+                                            {.d = 128, .block = 128, .out = f32},
+                                            {.split = true},
+                                            {.block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
+                                            {.d = 128, .split = true}};
   const std::vector<Case<samples::AttnBwdConfig>> cases = every_case(configs, {64, 200, 1000}, rng);
   for_each_case(cases.size(), [&](size_t i) {
     const auto& [c, len, seed] = cases[i];
     Rng own(seed);
     SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << " s" << c.stages
-                                    << ", causal " << c.causal << ", len " << len << ", random seed " << seed);
+                                    << (c.split ? " split" : "") << ", causal " << c.causal << ", len " << len
+                                    << ", random seed " << seed);
     const int64_t heads = 3, n = heads * len * c.d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
     Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n, own.gen()),

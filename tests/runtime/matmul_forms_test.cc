@@ -346,13 +346,16 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       {.d = 128, .programs = 2},
       {.block = 128, .step = 64, .in = f16, .out = f32, .stages = 3},
       {.d = 128, .block = 128, .out = f32},
+      {.split = true},
+      {.block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
+      {.d = 128, .block = 128, .split = true},
   };
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {130, 128, 200}) {
         c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << ", causal "
-                                        << causal << ", len " << len);
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << ", split "
+                                        << c.split << ", causal " << causal << ", len " << len);
         const int64_t heads = 2, n = heads * len * c.d;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
         Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n, gen), v = random_operand(c.in, n, gen),
@@ -403,7 +406,30 @@ TEST(MatmulForms, AttentionBackwardMapsNeedNineBuffers) {
   ASSERT_TRUE(b.ok()) << b.status();
   absl::StatusOr<samples::AttnBwdMaps> maps = samples::attention_bwd_maps(host(), {}, {&*b, &*b}, 1, 64);
   EXPECT_EQ(maps.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(maps.status().message(), HasSubstr("needs Q, K, V, dO, dQ, dK, dV, the log2-sum-exp and D"));
+  EXPECT_THAT(maps.status().message(),
+              HasSubstr("needs Q, K, V, dO, dQ (or its accumulator), dK, dV, the log2-sum-exp and D"));
+}
+
+TEST(MatmulForms, AttentionBackwardSplitNeedsWholeBlockSteps) {
+  absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel({.block = 128, .step = 64, .split = true});
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(kernel.status().message(), HasSubstr("split needs the step (64) to be the block (128)"));
+}
+
+TEST(MatmulForms, AttentionBackwardPlanNeedsEveryBufferAndAShape) {
+  absl::StatusOr<samples::AttnBwdKernels> kernels = samples::compile_attention_bwd(host(), {.split = true});
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  absl::StatusOr<Buffer> b = host().allocate(64 * 64 * 2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  samples::AttnBwdBuffers io{&*b, &*b, &*b, &*b, &*b, &*b, &*b, &*b, &*b};
+  samples::AttnBwdBuffers missing = io;
+  missing.dk = nullptr;
+  absl::StatusOr<samples::AttnBwdPlan> plan = samples::plan_attention_bwd(host(), *kernels, missing, 1, 64, 1.0f);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("needs every buffer: q, k, v, o, lse, dout, dq, dk and dv"));
+  plan = samples::plan_attention_bwd(host(), *kernels, io, 1, 0, 1.0f);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("1 heads of 0 rows: both must be positive"));
 }
 
 }  // namespace
