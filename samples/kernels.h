@@ -885,8 +885,8 @@ inline absl::StatusOr<Kernel> attention_bwd_dq_kernel(const AttnBwdConfig& c) {
 // S^T and dP^T are computed as [keys, queries] in the first loop, so that
 // P^T and dS^T are already in the layout their products read. With
 // c.split there is no second loop: the first adds dS K into `dq` (then
-// dQ's f32 accumulator), and programs take the key blocks with the most
-// query blocks to see first.
+// dQ's f32 accumulator). Programs take a head's blocks one after another,
+// so that the heads the running programs add into stay in L2.
 inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
   // A program's block is n rows (its keys in the first loop, its queries in
   // the second); each loop steps over the other side m rows at a time.
@@ -924,7 +924,11 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
     tma_store(map, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
   };
   k.for_each_tile(heads * blocks, [&](Value t) {
-    Value h = c.split ? t % heads : t / blocks, b0 = (c.split ? t / heads : t % blocks) * n;
+    // With the split and the mask, a key block's work shrinks with its row:
+    // even heads take their blocks longest first, odd ones shortest first,
+    // so that the programs, which take tiles round-robin, get even shares.
+    Value h = t / blocks, b = t % blocks;
+    Value b0 = (c.split && c.causal ? select(h % 2 == 0, b, blocks - 1 - b) : b) * n;
     // Per query row from `row` (rows past `len` read the next head's or
     // zeros; their columns are masked): its log2-sum-exp and D.
     auto row_stats = [&](Value lse_map, Value delta_map, Value row) {
