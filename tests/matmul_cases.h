@@ -234,9 +234,10 @@ inline absl::StatusOr<std::vector<float>> download_f32(const Device& device, con
 enum class Computed { kTransposedA, kB, kTransposedB };
 struct StagedProduct {
   Computed form = Computed::kTransposedA;
-  int64_t r = 64;  // rows a block: 64 on one warpgroup, 128 on two
+  int64_t r = 64;   // rows a block: 64 on one warpgroup, 128 on two
+  int threads = 0;  // the program's (0: 16 r / 2, a warpgroup per 64 rows)
   int64_t y_cols() const { return form == Computed::kTransposedA ? 64 : r; }
-  int warps() const { return static_cast<int>(r / 16); }
+  int warps() const { return threads > 0 ? threads / 32 : static_cast<int>(r / 16); }
 };
 inline absl::StatusOr<Kernel> staged_product_kernel(const StagedProduct& p) {
   KernelBuilder k("staged_product");

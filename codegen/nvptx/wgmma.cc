@@ -18,39 +18,46 @@ constexpr int64_t kMaxSlots = 128;
 
 class WgmmaLayout final : public Layout {
  public:
-  WgmmaLayout(int64_t m, int64_t n, int warpgroups) : m_(m), n_(n), warpgroups_(warpgroups) {}
+  WgmmaLayout(int64_t m, int64_t n, int warpgroups, int col_groups)
+      : m_(m), n_(n), warpgroups_(warpgroups), col_groups_(col_groups) {}
 
   int64_t numel() const override { return m_ * n_; }
   int threads() const override { return warpgroups_ * kWarpgroup; }
-  int64_t slots() const override { return m_ / 64 / warpgroups_ * (n_ / 2); }
+  int64_t slots() const override { return m_ / 64 / row_groups() * (width() / 2); }
   // The thread's part, the same for every slot (so that LLVM computes it
   // once), plus the slot's constant: each slot's address is then one base
   // and an immediate offset.
   llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override {
-    const int64_t j = slot / (n_ / 2), i = slot % (n_ / 2);
+    const int64_t j = slot / (width() / 2), i = slot % (width() / 2);
     llvm::Value* group = b.CreateLShr(thread, 7);
     llvm::Value* warp = b.CreateAnd(b.CreateLShr(thread, 5), 3);
     llvm::Value* lane = b.CreateAnd(thread, 31);
-    // row = 64 * group + 16 * warp + lane / 4, + 64 * j * warpgroups + 8 * (i / 2 % 2)
-    llvm::Value* row = b.CreateAdd(b.CreateMul(group, b.getInt64(64)), b.CreateMul(warp, b.getInt64(16)));
+    // row = 64 * (group / col_groups) + 16 * warp + lane / 4, + 64 * j * row_groups + 8 * (i / 2 % 2)
+    llvm::Value* row_group = col_groups_ == 1 ? group : b.CreateUDiv(group, b.getInt64(col_groups_));
+    llvm::Value* row = b.CreateAdd(b.CreateMul(row_group, b.getInt64(64)), b.CreateMul(warp, b.getInt64(16)));
     row = b.CreateAdd(row, b.CreateLShr(lane, 2));
-    // col = 2 * (lane % 4), + 8 * (i / 4) + i % 2
+    // col = width * (group % col_groups) + 2 * (lane % 4), + 8 * (i / 4) + i % 2
     llvm::Value* col = b.CreateMul(b.CreateAnd(lane, 3), b.getInt64(2));
+    if (col_groups_ > 1) {
+      col = b.CreateAdd(col, b.CreateMul(b.CreateURem(group, b.getInt64(col_groups_)), b.getInt64(width())));
+    }
     llvm::Value* own = b.CreateAdd(b.CreateMul(row, b.getInt64(n_)), col);
-    return b.CreateAdd(own, b.getInt64((64 * j * warpgroups_ + 8 * (i / 2 % 2)) * n_ + 8 * (i / 4) + i % 2));
+    return b.CreateAdd(own, b.getInt64((64 * j * row_groups() + 8 * (i / 2 % 2)) * n_ + 8 * (i / 4) + i % 2));
   }
   llvm::Value* valid(llvm::IRBuilder<>&, llvm::Value*, int64_t) const override { return nullptr; }
   int64_t element_at(int64_t thread, int64_t slot) const override {
-    return wgmma_accumulator_element(n_, warpgroups_, thread, slot);
+    return wgmma_accumulator_element(n_, warpgroups_, thread, slot, col_groups_);
   }
   bool same_as(const Layout& other) const override {
     auto* o = dynamic_cast<const WgmmaLayout*>(&other);
-    return o != nullptr && o->m_ == m_ && o->n_ == n_ && o->warpgroups_ == warpgroups_;
+    return o != nullptr && o->m_ == m_ && o->n_ == n_ && o->warpgroups_ == warpgroups_ && o->col_groups_ == col_groups_;
   }
 
  private:
+  int64_t width() const { return n_ / col_groups_; }
+  int row_groups() const { return warpgroups_ / col_groups_; }
   int64_t m_, n_;
-  int warpgroups_;
+  int warpgroups_, col_groups_;
 };
 
 // `text` (which names no operand of the accumulators) with every value of
@@ -80,8 +87,8 @@ std::vector<llvm::Value*> tied(llvm::IRBuilder<>& b, const std::string& text, co
 
 }  // namespace
 
-std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int warpgroups) {
-  return std::make_shared<WgmmaLayout>(m, n, warpgroups);
+std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int warpgroups, int col_groups) {
+  return std::make_shared<WgmmaLayout>(m, n, warpgroups, col_groups);
 }
 
 namespace {
@@ -110,25 +117,45 @@ std::optional<Form> form_of(const MmaShape& s) {
 
 int64_t k_step(const Form& f) { return 32 / f.bytes; }
 
-// Whether `threads` threads can multiply m x n with an operand like `op`
-// along `mn` (a stored tile, or a in registers).
-bool operands_fit(const MmaShape& s, const Form& f, const SharedMatrix& op, int64_t mn) {
-  if (op.registers) return f.transposable;
+// How `threads` threads share an m x n product: warpgroups in col_groups
+// groups of columns (wgmma_accumulator_element), each issuing m64 x
+// width() instructions on its row blocks; none (0 warpgroups) where m and n
+// do not suit them.
+struct Split {
+  int warpgroups = 0, col_groups = 1;
+  int64_t width(const MmaShape& s) const { return s.n / col_groups; }
+  int64_t blocks(const MmaShape& s) const { return s.m / 64 / (warpgroups / col_groups); }
+};
+
+Split split_for(const MmaShape& s, const Form& f, int threads) {
+  if (threads % kWarpgroup != 0 || s.m % 64 != 0 || s.k % k_step(f) != 0) return {};
+  const int warpgroups = threads / kWarpgroup;
+  // The fewest column groups that leave every warpgroup whole row blocks.
+  for (int cols = 1; cols <= warpgroups; ++cols) {
+    const Split split{warpgroups, cols};
+    const int64_t w = split.width(s);
+    if (warpgroups % cols != 0 || s.m / 64 % (warpgroups / cols) != 0) continue;
+    if (s.n % cols != 0 || w % 8 != 0 || w < 8 || w > 256) return {};
+    if (split.blocks(s) * (w / 2) > kMaxSlots) return {};
+    return split;
+  }
+  return {};
+}
+
+// Whether the warpgroups of `split` can multiply with an operand like `op`
+// along `mn` (a stored tile, or a in registers); `column_groups` for b,
+// whose columns they split.
+bool operands_fit(const MmaShape& s, const Form& f, const SharedMatrix& op, int64_t mn, const Split& split,
+                  bool column_groups) {
+  if (op.registers) return f.transposable && split.col_groups == 1;
   const int64_t width = swizzle_bytes(op.swizzle), row = op.cols * f.bytes;
   if (width == 0 || row % width != 0) return false;
   if (op.k_major) return op.rows == mn && op.cols == s.k;
-  // MN-major: panels no wider than an m64 block, so that each block starts on one.
-  return f.transposable && op.rows == s.k && op.cols == mn && 64 % (width / f.bytes) == 0;
-}
-
-// The warpgroups `threads` make, where m and n suit them; else 0.
-int warpgroups_for(const MmaShape& s, const Form& f, int threads) {
-  if (threads % kWarpgroup != 0) return 0;
-  const int warpgroups = threads / kWarpgroup;
-  if (s.m % 64 != 0 || s.m / 64 % warpgroups != 0) return 0;
-  if (s.n % 8 != 0 || s.n < 8 || s.n > 256 || s.k % k_step(f) != 0) return 0;
-  if (s.m / 64 / warpgroups * (s.n / 2) > kMaxSlots) return 0;
-  return warpgroups;
+  // MN-major: panels no wider than an m64 block, so that each block starts
+  // on one, and each column group's share of b whole panels.
+  const int64_t elems = width / f.bytes;
+  if (column_groups && split.width(s) % elems != 0 && split.col_groups > 1) return false;
+  return f.transposable && op.rows == s.k && op.cols == mn && 64 % elems == 0;
 }
 
 }  // namespace
@@ -137,19 +164,26 @@ std::shared_ptr<const Layout> wgmma_layout(const MmaShape& s, const SharedMatrix
                                            int threads) {
   const std::optional<Form> f = form_of(s);
   if (!f) return nullptr;
-  const int warpgroups = warpgroups_for(s, *f, threads);
-  if (warpgroups == 0 || !operands_fit(s, *f, a, s.m) || !operands_fit(s, *f, b, s.n)) return nullptr;
-  return wgmma_accumulator_layout(s.m, s.n, warpgroups);
+  const Split split = split_for(s, *f, threads);
+  if (split.warpgroups == 0 || !operands_fit(s, *f, a, s.m, split, false) ||
+      !operands_fit(s, *f, b, s.n, split, true)) {
+    return nullptr;
+  }
+  return wgmma_accumulator_layout(s.m, s.n, split.warpgroups, split.col_groups);
 }
 
 std::shared_ptr<const Layout> wgmma_register_a_layout(const MmaShape& s, const SharedMatrix& b, int threads) {
   const std::optional<Form> f = form_of(s);
   if (!f || !f->transposable) return nullptr;
-  const int warpgroups = warpgroups_for(s, *f, threads);
-  if (warpgroups == 0 || !operands_fit(s, *f, b, s.n) || s.m / 64 / warpgroups * (s.k / 2) > kMaxSlots) return nullptr;
+  const Split split = split_for(s, *f, threads);
+  // Each warpgroup holds its own rows of a: not where warpgroups share rows.
+  if (split.warpgroups == 0 || split.col_groups != 1 || !operands_fit(s, *f, b, s.n, split, true) ||
+      split.blocks(s) * (s.k / 2) > kMaxSlots) {
+    return nullptr;
+  }
   // The fragment of a k16 step is the accumulator's of an m64n16 block: a
   // [m, k] tile in the accumulator's layout holds every step's in order.
-  return wgmma_accumulator_layout(s.m, s.k, warpgroups);
+  return wgmma_accumulator_layout(s.m, s.k, split.warpgroups);
 }
 
 namespace {
@@ -208,8 +242,8 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
                                      const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
                                      int threads, int in_flight) {
   const Form f = *form_of(s);
-  const int warpgroups = threads / kWarpgroup;
-  const int64_t blocks = s.m / 64 / warpgroups, half = s.n / 2, step = k_step(f);
+  const Split split = split_for(s, f, threads);
+  const int64_t blocks = split.blocks(s), width = split.width(s), half = width / 2, step = k_step(f);
   const OperandSteps b_steps = operand_steps(bm, f);
   std::optional<OperandSteps> a_steps;  // a in shared memory
   if (!a.registers) a_steps = operand_steps(a, f);
@@ -220,6 +254,19 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   llvm::Value* group = b.CreateTrunc(b.CreateLShr(tid, 7), b.getInt32Ty());
   llvm::Value* a_base = a.registers ? nullptr : shared32(b, a.data);
   llvm::Value* b_base = shared32(b, bm.data);
+  // With column groups, a warpgroup's row blocks are those of its group's
+  // index among the row groups, and its b starts at its columns: rows of
+  // a K-major b, whole panels of an MN-major one.
+  llvm::Value* row_group = group;
+  if (split.col_groups > 1) {
+    row_group = b.CreateUDiv(group, b.getInt32(split.col_groups));
+    llvm::Value* col_group = b.CreateURem(group, b.getInt32(split.col_groups));
+    const int64_t elems = swizzle_bytes(bm.swizzle) / f.bytes;
+    const int64_t col_bytes =
+        bm.k_major ? width * swizzle_bytes(bm.swizzle) : width / elems * bm.rows * swizzle_bytes(bm.swizzle);
+    b_base = b.CreateAdd(b_base, b.CreateMul(col_group, b.getInt32(col_bytes)));
+  }
+  const int row_groups = split.warpgroups / split.col_groups;
   // Operands after the accumulators: a (a descriptor, or four registers),
   // b's descriptor, then the predicate that adds the accumulator.
   const int a_count = a.registers ? 4 : 1;
@@ -228,10 +275,10 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   std::string transposes;
   if (f.transposable) transposes = a.registers ? absl::StrCat(", ", bm.k_major ? 0 : 1)
                                                : absl::StrCat(", ", a.k_major ? 0 : 1, ", ", bm.k_major ? 0 : 1);
-  const std::string mma = absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, $", p_at, ", 0;\n",
-                                       "wgmma.mma_async.sync.aligned.m64n", s.n, "k", step, ".f32", f.types, " ",
-                                       register_list(0, static_cast<int>(half)), ", ", a_operand, ", $", b_at,
-                                       ", p, 1, 1", transposes, ";\n}");
+  const std::string mma =
+      absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, $", p_at, ", 0;\n", "wgmma.mma_async.sync.aligned.m64n", width,
+                   "k", step, ".f32", f.types, " ", register_list(0, static_cast<int>(half)), ", ", a_operand, ", $",
+                   b_at, ", p, 1, 1", transposes, ";\n}");
   const std::string constraints = a.registers ? "r,r,r,r,l,r" : "l,l,r";
   // a in registers: the slots paired into b32 registers, all before the
   // fence (which orders register writes before the wgmma that read them),
@@ -253,7 +300,7 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
         const int64_t first = (j * (s.k / 2) + 8 * kk) / 2;
         operands.insert(operands.end(), a_regs.begin() + first, a_regs.begin() + first + 4);
       } else {
-        llvm::Value* block = b.CreateAdd(group, b.getInt32(j * warpgroups));
+        llvm::Value* block = b.CreateAdd(row_group, b.getInt32(j * row_groups));
         llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps->block_bytes))),
                                           b.getInt32(a_steps->offset(kk)));
         operands.push_back(descriptor(a, *a_steps, a_addr));

@@ -6,7 +6,9 @@
 // A warpgroup (4 warps, 128 threads) multiplies m64 x n x 32 bytes of k
 // (k16 for 16-bit types, k32 for fp8, k8 for tf32) per instruction; the
 // program's warpgroups take the tile's 64-row blocks in turn (block
-// j*warpgroups + g to warpgroup g). Operands are read through
+// j*warpgroups + g to warpgroup g), or, where there are fewer blocks than
+// warpgroups, split the columns too (a 64-row product on two warpgroups:
+// each takes half of n). Operands are read through
 // 64-bit shared-memory descriptors, so each must be a swizzled tile as a TMA
 // box leaves it: rows of the swizzle's width (128 bytes: 64 bf16), or panels
 // of such rows side by side (tma::panel_elems), in 8-row atoms of 8 x width
@@ -25,9 +27,10 @@
 
 namespace tessel::codegen::nvptx {
 
-// The accumulator of m x n for `warpgroups` warpgroups, as
-// wgmma_accumulator_element (wgmma_fragment.h) places it.
-std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int warpgroups);
+// The accumulator of m x n for `warpgroups` warpgroups in `col_groups`
+// groups of columns, as wgmma_accumulator_element (wgmma_fragment.h)
+// places it.
+std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int warpgroups, int col_groups = 1);
 
 // The accumulator layout when `threads` threads can multiply operands like
 // `a` and `b` with wgmma, else nullptr.

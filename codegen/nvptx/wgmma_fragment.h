@@ -11,15 +11,20 @@ namespace tessel::codegen::nvptx {
 inline constexpr int kWarpgroupThreads = 128;
 
 // The row-major index in an m x n accumulator of what `thread`'s `slot` holds
-// when `warpgroups` warpgroups share it: the m64nNk16 fragment of 64-row
-// block j * warpgroups + thread / 128, with j = slot / (n/2), i = slot % (n/2),
-// w = thread / 32 % 4, l = thread % 32: row 16w + l/4 + 8 * (i/2 % 2),
-// column 8 * (i/4) + 2 * (l % 4) + i % 2.
-constexpr int64_t wgmma_accumulator_element(int64_t n, int warpgroups, int64_t thread, int64_t slot) {
-  const int64_t j = slot / (n / 2), i = slot % (n / 2);
+// when `warpgroups` warpgroups share it, in `col_groups` groups of columns
+// (n / col_groups = w columns each; 1: every warpgroup all n columns of its
+// rows): warpgroup g takes the m64nWk16 fragment of column group
+// c = g % col_groups and 64-row block j * r + g / col_groups, with
+// r = warpgroups / col_groups, j = slot / (w/2), i = slot % (w/2),
+// v = thread / 32 % 4, l = thread % 32: row 16v + l/4 + 8 * (i/2 % 2) of the
+// block, column c * w + 8 * (i/4) + 2 * (l % 4) + i % 2.
+constexpr int64_t wgmma_accumulator_element(int64_t n, int warpgroups, int64_t thread, int64_t slot,
+                                            int col_groups = 1) {
+  const int64_t w = n / col_groups, rows = warpgroups / col_groups;
+  const int64_t j = slot / (w / 2), i = slot % (w / 2);
   const int64_t group = thread / kWarpgroupThreads, warp = thread / 32 % 4, lane = thread % 32;
-  const int64_t row = 64 * (j * warpgroups + group) + 16 * warp + lane / 4 + 8 * (i / 2 % 2);
-  const int64_t col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  const int64_t row = 64 * (j * rows + group / col_groups) + 16 * warp + lane / 4 + 8 * (i / 2 % 2);
+  const int64_t col = group % col_groups * w + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
   return row * n + col;
 }
 

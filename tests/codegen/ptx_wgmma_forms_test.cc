@@ -240,6 +240,22 @@ TEST(WgmmaForms, ComputedOperandsAreStagedForTheTensorCores) {
   }
 }
 
+// A 64-row product on two warpgroups splits its columns: each warpgroup
+// issues m64n32 over its half of b (here b is K-major for both products,
+// the second's staged), and the accumulators cover the tile once.
+TEST(WgmmaForms, SixtyFourRowProductOnTwoWarpgroupsSplitsItsColumns) {
+  const matmul_cases::StagedProduct p{matmul_cases::Computed::kTransposedB, 64, 256};
+  absl::StatusOr<Kernel> kernel = matmul_cases::staged_product_kernel(p);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(p.warps()));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  const std::regex half(R"(wgmma\.mma_async\.sync\.aligned\.m64n32k16)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), half), std::sregex_iterator()), 2 * 4);
+  EXPECT_EQ(ptx.find("m64n64k16"), std::string::npos);
+  expect_ptxas_clean(ptx);
+}
+
 // The online softmax keeps S, P, the running maximum and sum and the output
 // in the products' registers: no shared memory but the TMA boxes (read by
 // wgmma) and the output's staging (written by stmatrix), whatever the head

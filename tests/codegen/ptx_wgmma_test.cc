@@ -32,13 +32,18 @@ CompileOptions warps(int n) {
 
 TEST(Wgmma, AccumulatorLayoutCoversTheTileOnce) {
   using codegen::nvptx::wgmma_accumulator_element;
-  for (auto [m, n, groups] : {std::tuple{64, 8, 1}, {128, 128, 2}, {128, 256, 1}, {256, 64, 2}}) {
-    const int64_t threads = 128 * groups, slots = m / 64 / groups * (n / 2);
+  for (auto [m, n, groups, cols] : {std::tuple{64, 8, 1, 1},
+                                    {128, 128, 2, 1},
+                                    {128, 256, 1, 1},
+                                    {256, 64, 2, 1},
+                                    {64, 128, 2, 2},
+                                    {128, 64, 4, 2}}) {
+    const int64_t threads = 128 * groups, slots = m / 64 / (groups / cols) * (n / cols / 2);
     std::set<int64_t> seen;
     for (int64_t t = 0; t < threads; ++t) {
-      for (int64_t s = 0; s < slots; ++s) seen.insert(wgmma_accumulator_element(n, groups, t, s));
+      for (int64_t s = 0; s < slots; ++s) seen.insert(wgmma_accumulator_element(n, groups, t, s, cols));
     }
-    EXPECT_EQ(static_cast<int64_t>(seen.size()), m * n) << m << "x" << n;
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), m * n) << m << "x" << n << " in " << cols << " column groups";
     EXPECT_EQ(*seen.rbegin(), m * n - 1);
   }
   // The m64nNk16 fragment: lane 5 of warp 1 holds row 16 + 1 (and + 8), columns 2, 3 (and + 8).
@@ -46,8 +51,10 @@ TEST(Wgmma, AccumulatorLayoutCoversTheTileOnce) {
   EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 1), 17 * 16 + 3);
   EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 2), 25 * 16 + 2);
   EXPECT_EQ(wgmma_accumulator_element(16, 1, 32 + 5, 4), 17 * 16 + 10);
-  // With two warpgroups, the second takes the second 64-row block.
+  // With two warpgroups, the second takes the second 64-row block; in two
+  // column groups of a 64-row product, the second half of its columns.
   EXPECT_EQ(wgmma_accumulator_element(8, 2, 128, 0), 64 * 8);
+  EXPECT_EQ(wgmma_accumulator_element(128, 2, 128, 0, 2), 64);
 }
 
 TEST(Wgmma, DescriptorFields) {

@@ -381,9 +381,9 @@ TEST(MatmulForms, ComputedOperandsMatchADoubleReference) {
   const int64_t rows = 200;
   for (matmul_cases::Computed form :
        {matmul_cases::Computed::kTransposedA, matmul_cases::Computed::kB, matmul_cases::Computed::kTransposedB}) {
-    for (int64_t r : {64, 128}) {
-      SCOPED_TRACE(testing::Message() << "form " << static_cast<int>(form) << " r " << r);
-      const matmul_cases::StagedProduct p{form, r};
+    for (auto [r, threads] : {std::pair{64, 0}, {128, 0}, {64, 256}}) {
+      SCOPED_TRACE(testing::Message() << "form " << static_cast<int>(form) << " r " << r << " threads " << threads);
+      const matmul_cases::StagedProduct p{form, r, threads};
       const matmul_cases::StagedOperands in = matmul_cases::staged_operands(p, rows, gen);
       absl::StatusOr<std::vector<float>> got = matmul_cases::run_staged_product(host(), p, rows, in);
       ASSERT_TRUE(got.ok()) << got.status();
