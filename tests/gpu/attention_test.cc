@@ -109,7 +109,9 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             {.d = 128, .block = 128, .out = f32},
                                             {.split = true},
                                             {.block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
-                                            {.d = 128, .split = true}};
+                                            {.d = 128, .split = true},
+                                            {.d = 128, .block = 128, .step = 64, .stages = 3, .split = true},
+                                            {.d = 128, .block = 128, .step = 64, .in = f16, .out = f32, .split = true}};
   const std::vector<Case<samples::AttnBwdConfig>> cases = every_case(configs, {64, 200, 1000}, rng);
   for_each_case(cases.size(), [&](size_t i) {
     const auto& [c, len, seed] = cases[i];
