@@ -184,7 +184,17 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
     d.b.data = d.b_staged >= 0 ? stage(d.b_staged, d.b) : raw_tile(d.b_tile);
     if (d.stages()) target_.mma_operands_written(b_);
     set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout), in_flight(o)));
-    // The product is done (staged dots do not run on): its tiles are free.
+    // The product is done (staged dots do not run on): its tiles are free
+    // once every thread's is. Memory reused later in this pass is behind
+    // smem_alloc's barrier, and in a pipelined loop's body the next
+    // iteration is behind the barrier that ends this one (prefetch);
+    // elsewhere a loop could come round to the tiles first.
+    if (d.stages()) {
+      const bool ends_in_barrier = std::any_of(pipelines_.begin(), pipelines_.end(), [&](const auto& loop) {
+        return loop.first->blocks[0] == block_ && loop.second.empty == nullptr;
+      });
+      if (!ends_in_barrier) target_.mma_operands_read(b_);
+    }
     if (d.a_staged >= 0) shared_.erase(d.a.data);
     if (d.b_staged >= 0) shared_.erase(d.b.data);
     return absl::OkStatus();

@@ -181,6 +181,11 @@ class TargetInfo {
   // reads need between them (at least a barrier of the program). Every
   // thread of the program calls it.
   virtual void mma_operands_written(llvm::IRBuilder<>& b) { program_barrier(b); }
+  // After an mma that read operand tiles the program wrote (and waited for
+  // its product), before they may be written again: what makes every
+  // thread's product done reading them (a barrier where the program's
+  // threads issue more than one such product). Every thread calls it.
+  virtual void mma_operands_read(llvm::IRBuilder<>& b) { program_barrier(b); }
   // Writes `slots`, this thread's part of a tile of `cols` columns of 16-bit
   // elements held in `layout`, to shared memory with the target's matrix
   // stores, element i at address(i) (i64; the 8 elements of every aligned

@@ -266,6 +266,10 @@ class NvptxTarget final : public GpuTarget {
   std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
     return nvptx::wgmma_wait(b, std::move(acc), 0);
   }
+  void mma_operands_read(llvm::IRBuilder<>& b) override {
+    // A warpgroup's wait is its whole product's; other warpgroups may still read.
+    if (threads_ > kWarpgroup) barrier(b);
+  }
   void mma_operands_written(llvm::IRBuilder<>& b) override {
     // Written through the generic proxy; wgmma reads through the async one.
     inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});

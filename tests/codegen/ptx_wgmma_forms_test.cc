@@ -240,6 +240,39 @@ TEST(WgmmaForms, ComputedOperandsAreStagedForTheTensorCores) {
   }
 }
 
+// A staged product's tile is free once every warpgroup's product is done:
+// outside a pipelined loop's body (which ends each iteration at a barrier)
+// two warpgroups meet at a barrier after their waits, so that a loop
+// coming round cannot write the tile under the other's product; one
+// warpgroup needs none.
+TEST(WgmmaForms, StagedTileIsFreeOnceEveryWarpgroupIsDone) {
+  for (int64_t r : {64, 128}) {
+    SCOPED_TRACE(r);
+    KernelBuilder k("staged_once");
+    Value a = k.tensor_map(bf16, {r, 64}, "a", Swizzle::k128B);
+    Value c = k.tensor_map(bf16, {r, 64}, "c", Swizzle::k128B);
+    Value y = k.tensor_map(f32, {r, 64}, "y");
+    Value row = k.program_id() * static_cast<int32_t>(r);
+    Value x = cast(dot(tma_load(a, {row, 0}), trans(tma_load(c, {row, 0})), k.zeros({r, r}, f32)), bf16);
+    tma_store(y, {row, 0}, dot(trans(x), tma_load(c, {row, 0}), k.zeros({r, 64}, f32)));
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(static_cast<int>(r / 16)));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    // The staged product's wait (the second product's), then what follows it.
+    const size_t staged = ptx.find("wgmma.wait_group.sync.aligned 0;", ptx.find("fence.proxy.async.shared::cta"));
+    ASSERT_NE(staged, std::string::npos);
+    const std::string next = ptx.substr(staged, ptx.find("st.shared", staged) - staged);
+    // (One barrier either way: the store's staging reuses the memory.)
+    const std::regex barrier(R"(bar\.sync)");
+    EXPECT_EQ(std::distance(std::sregex_iterator(next.begin(), next.end(), barrier), std::sregex_iterator()),
+              r == 128 ? 2 : 1)
+        << next;
+    expect_ptxas_clean(ptx);
+  }
+}
+
 // A 64-row product on two warpgroups splits its columns: each warpgroup
 // issues m64n32 over its half of b (here b is K-major for both products,
 // the second's staged), and the accumulators cover the tile once.
