@@ -235,7 +235,7 @@ enum class Computed { kTransposedA, kB, kTransposedB };
 struct StagedProduct {
   Computed form = Computed::kTransposedA;
   int64_t r = 64;   // rows a block: 64 on one warpgroup, 128 on two
-  int threads = 0;  // the program's (0: 16 r / 2, a warpgroup per 64 rows)
+  int threads = 0;  // the program's (0: 2 r, a warpgroup per 64 rows)
   int64_t y_cols() const { return form == Computed::kTransposedA ? 64 : r; }
   int warps() const { return threads > 0 ? threads / 32 : static_cast<int>(r / 16); }
 };
@@ -297,16 +297,6 @@ inline absl::StatusOr<std::vector<float>> run_staged_product(const Device& devic
                                    cm, em, ym, static_cast<int32_t>(rows)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download_f32(device, yb, f32, rows * p.y_cols());
-}
-
-// The largest difference between `got` and `want`, over the largest |want|.
-inline double staged_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double worst = 0, size = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::abs(got[i] - want[i]));
-    size = std::max(size, std::abs(want[i]));
-  }
-  return worst / size;
 }
 
 // Y of a StagedProduct in doubles, X's elements rounded to bf16 from their

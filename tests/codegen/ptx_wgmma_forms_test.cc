@@ -132,19 +132,15 @@ TEST(WgmmaForms, AttentionBackwardTakesProbabilitiesFromRegisters) {
     absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
     ASSERT_TRUE(code.ok()) << code.status();
     const std::string& ptx = code->binary;
-    const std::regex from_registers(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)");
-    const std::regex from_shared(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+)");
-    auto count = [&](const std::regex& re) {
-      return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re), std::sregex_iterator());
-    };
-    EXPECT_EQ(count(from_registers), 3 * 4);
-    EXPECT_EQ(count(from_shared), 4 * 4);
+    auto count = [&](const std::string& pattern) { return count_matches(ptx, pattern); };
+    EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)"), 3 * 4);
+    EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+)"), 4 * 4);
     // The rows' log2-sum-exp and D come with Q and dO through the pipeline
     // and each slot reads its column's from the copy engine's buffer: 16
     // values of each a thread in the first loop, 2 in the second. No copy
     // of a broadcast tile, no load from global memory.
-    EXPECT_EQ(count(std::regex(R"(ld\.shared\.f32)")), 2 * 16 + 2 * 2);
-    EXPECT_EQ(count(std::regex(R"(ld\.shared)")), 2 * 16 + 2 * 2);
+    EXPECT_EQ(count(R"(ld\.shared\.f32)"), 2 * 16 + 2 * 2);
+    EXPECT_EQ(count(R"(ld\.shared)"), 2 * 16 + 2 * 2);
     EXPECT_EQ(ptx.find("st.shared"), std::string::npos);
     EXPECT_EQ(ptx.find("ld.global"), std::string::npos);
     expect_ptxas_clean(ptx);
@@ -165,10 +161,7 @@ TEST(WgmmaForms, AttentionBackwardSplitStagesDsAndAddsDqByTheCopyEngine) {
     absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(4));
     ASSERT_TRUE(code.ok()) << code.status();
     const std::string& ptx = code->binary;
-    auto count = [&](const std::string& pattern) {
-      const std::regex re(pattern);
-      return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re), std::sregex_iterator());
-    };
+    auto count = [&](const std::string& pattern) { return count_matches(ptx, pattern); };
     EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+)"), 2 * 4);
     EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, 0;)"), 2 * 4);
     EXPECT_EQ(count(R"(m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 1, 1;)"), 4);
@@ -223,10 +216,7 @@ TEST(WgmmaForms, ComputedOperandsAreStagedForTheTensorCores) {
       absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(p.warps()));
       ASSERT_TRUE(code.ok()) << code.status();
       const std::string& ptx = code->binary;
-      auto count = [&](const std::string& pattern) {
-        const std::regex re(pattern);
-        return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re), std::sregex_iterator());
-      };
+      auto count = [&](const std::string& pattern) { return count_matches(ptx, pattern); };
       // X's r / 2 slots a thread, 8 an instruction; then the staged product's r / 16 k steps.
       EXPECT_EQ(count("stmatrix"), r / 16);
       EXPECT_EQ(
@@ -265,10 +255,7 @@ TEST(WgmmaForms, StagedTileIsFreeOnceEveryWarpgroupIsDone) {
     ASSERT_NE(staged, std::string::npos);
     const std::string next = ptx.substr(staged, ptx.find("st.shared", staged) - staged);
     // (One barrier either way: the store's staging reuses the memory.)
-    const std::regex barrier(R"(bar\.sync)");
-    EXPECT_EQ(std::distance(std::sregex_iterator(next.begin(), next.end(), barrier), std::sregex_iterator()),
-              r == 128 ? 2 : 1)
-        << next;
+    EXPECT_EQ(count(next, "bar.sync"), r == 128 ? 2 : 1) << next;
     expect_ptxas_clean(ptx);
   }
 }
@@ -283,8 +270,7 @@ TEST(WgmmaForms, SixtyFourRowProductOnTwoWarpgroupsSplitsItsColumns) {
   absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(p.warps()));
   ASSERT_TRUE(code.ok()) << code.status();
   const std::string& ptx = code->binary;
-  const std::regex half(R"(wgmma\.mma_async\.sync\.aligned\.m64n32k16)");
-  EXPECT_EQ(std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), half), std::sregex_iterator()), 2 * 4);
+  EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n32k16"), 2 * 4);
   EXPECT_EQ(ptx.find("m64n64k16"), std::string::npos);
   expect_ptxas_clean(ptx);
 }

@@ -254,7 +254,7 @@ TEST(Attention, ComputedOperandsAgreeWithTheHost) {
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_staged_product(*host, p, rows, in);
       ASSERT_TRUE(cpu.ok()) << cpu.status();
-      EXPECT_LE(matmul_cases::staged_error(*gpu, matmul_cases::staged_product_reference(p, rows, in)), 1e-2);
+      EXPECT_LE(matmul_cases::relative_error(*gpu, matmul_cases::staged_product_reference(p, rows, in)), 1e-2);
       EXPECT_TRUE(all_close(*gpu, *cpu, 0.04));
     }
   }

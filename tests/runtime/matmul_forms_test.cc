@@ -388,7 +388,7 @@ TEST(MatmulForms, ComputedOperandsMatchADoubleReference) {
       const matmul_cases::StagedOperands in = matmul_cases::staged_operands(p, rows, gen);
       absl::StatusOr<std::vector<float>> got = matmul_cases::run_staged_product(host(), p, rows, in);
       ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_LE(matmul_cases::staged_error(*got, matmul_cases::staged_product_reference(p, rows, in)), 1e-3);
+      EXPECT_LE(matmul_cases::relative_error(*got, matmul_cases::staged_product_reference(p, rows, in)), 1e-3);
     }
   }
 }
