@@ -37,14 +37,22 @@ absl::Status Lowering::plan_mma() {
     const Type& rt = ir_.type(o.results[0]);
     if (ir_.type(o.operands[2]).dtype() != rt.dtype()) continue;
     MmaShape shape{at.dtype(), bt.dtype(), rt.dtype(), at.shape()[0], bt.shape()[1], at.shape()[1], !o.ints.empty()};
+    // The value `v` is the transpose of, or -1.
+    auto transposed = [&](int v) {
+      const int def = ir_.values[v].def_op;
+      return def >= 0 && ir_.ops[def].op == OpCode::kTrans ? ir_.ops[def].operands[0] : -1;
+    };
+    // An operand along `mn`, stored [*, k] (K-major) or [k, *], as a tile.
+    auto as_stored = [&](int64_t mn, bool k_major, Swizzle swizzle) {
+      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
+    };
     // An operand as a TMA copy left it: a's [m, k] tile or b's [k, n] one,
     // or the transpose of a tile stored the other way round. Stored [*, k],
     // it is K-major.
     auto stored = [&](int v, int64_t mn, bool k_major_direct, int* tile) -> std::optional<SharedMatrix> {
       bool k_major = k_major_direct;
-      int def = ir_.values[v].def_op;
-      if (def >= 0 && ir_.ops[def].op == OpCode::kTrans) {
-        v = ir_.ops[def].operands[0];
+      if (const int t = transposed(v); t >= 0) {
+        v = t;
         k_major = !k_major;
       }
       // A box of a map of higher rank (one head of [heads, rows, cols]),
@@ -61,8 +69,7 @@ absl::Status Lowering::plan_mma() {
       if (load == nullptr) return std::nullopt;
       *tile = v;
       // Swizzled as the map says where the target's copies swizzle, else plain.
-      const Swizzle swizzle = swizzled(ir_.type(load->operands[0])) ? swizzle_of(load) : Swizzle::kNone;
-      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
+      return as_stored(mn, k_major, swizzled(ir_.type(load->operands[0])) ? swizzle_of(load) : Swizzle::kNone);
     };
     // An operand the program computed, written before the product to a tile
     // of its own, as a TMA copy would have left it: the value, or the one it
@@ -70,8 +77,8 @@ absl::Status Lowering::plan_mma() {
     auto staged = [&](int v, int64_t mn, bool k_major_direct, int* value) -> std::optional<SharedMatrix> {
       if (!target_.swizzles_shared_tiles()) return std::nullopt;
       bool k_major = k_major_direct;
-      if (int def = ir_.values[v].def_op; def >= 0 && ir_.ops[def].op == OpCode::kTrans) {
-        v = ir_.ops[def].operands[0];
+      if (const int t = transposed(v); t >= 0) {
+        v = t;
         k_major = !k_major;
       }
       const Type& t = ir_.type(v);
@@ -82,7 +89,7 @@ absl::Status Lowering::plan_mma() {
       }
       if (swizzle == Swizzle::kNone) return std::nullopt;
       *value = v;
-      return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
+      return as_stored(mn, k_major, swizzle);
     };
     int a_tile = -1, b_tile = -1, a_staged = -1, b_staged = -1;
     std::optional<SharedMatrix> a = stored(o.operands[0], shape.m, /*k_major_direct=*/true, &a_tile);
@@ -90,8 +97,7 @@ absl::Status Lowering::plan_mma() {
     if (!b) b = staged(o.operands[1], shape.n, /*k_major_direct=*/false, &b_staged);
     if (!b) continue;
     std::shared_ptr<const Layout> a_layout;
-    const int a_def = ir_.values[o.operands[0]].def_op;
-    if (!a && !(a_def >= 0 && ir_.ops[a_def].op == OpCode::kTrans)) {
+    if (!a && transposed(o.operands[0]) < 0) {
       // a computed in registers (P of P @ V): the register form, where the
       // target has one; a is then wanted in the layout that form reads.
       a_layout = target_.mma_register_a_layout(shape, *b);

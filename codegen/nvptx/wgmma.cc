@@ -123,8 +123,9 @@ int64_t k_step(const Form& f) { return 32 / f.bytes; }
 // do not suit them.
 struct Split {
   int warpgroups = 0, col_groups = 1;
+  int row_groups() const { return warpgroups / col_groups; }
   int64_t width(const MmaShape& s) const { return s.n / col_groups; }
-  int64_t blocks(const MmaShape& s) const { return s.m / 64 / (warpgroups / col_groups); }
+  int64_t blocks(const MmaShape& s) const { return s.m / 64 / row_groups(); }
 };
 
 Split split_for(const MmaShape& s, const Form& f, int threads) {
@@ -134,7 +135,7 @@ Split split_for(const MmaShape& s, const Form& f, int threads) {
   for (int cols = 1; cols <= warpgroups; ++cols) {
     const Split split{warpgroups, cols};
     const int64_t w = split.width(s);
-    if (warpgroups % cols != 0 || s.m / 64 % (warpgroups / cols) != 0) continue;
+    if (warpgroups % cols != 0 || s.m / 64 % split.row_groups() != 0) continue;
     if (s.n % cols != 0 || w % 8 != 0 || w < 8 || w > 256) return {};
     if (split.blocks(s) * (w / 2) > kMaxSlots) return {};
     return split;
@@ -266,7 +267,6 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
         bm.k_major ? width * swizzle_bytes(bm.swizzle) : width / elems * bm.rows * swizzle_bytes(bm.swizzle);
     b_base = b.CreateAdd(b_base, b.CreateMul(col_group, b.getInt32(col_bytes)));
   }
-  const int row_groups = split.warpgroups / split.col_groups;
   // Operands after the accumulators: a (a descriptor, or four registers),
   // b's descriptor, then the predicate that adds the accumulator.
   const int a_count = a.registers ? 4 : 1;
@@ -300,7 +300,7 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
         const int64_t first = (j * (s.k / 2) + 8 * kk) / 2;
         operands.insert(operands.end(), a_regs.begin() + first, a_regs.begin() + first + 4);
       } else {
-        llvm::Value* block = b.CreateAdd(row_group, b.getInt32(j * row_groups));
+        llvm::Value* block = b.CreateAdd(row_group, b.getInt32(j * split.row_groups()));
         llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps->block_bytes))),
                                           b.getInt32(a_steps->offset(kk)));
         operands.push_back(descriptor(a, *a_steps, a_addr));
