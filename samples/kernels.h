@@ -845,9 +845,21 @@ inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false) {
   return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3};
 }
 
+// The backward's kernels over rows of [rows, d] tensors take
+// kAttnDeltaRows rows a tile: tile t's row indices [R], its elements'
+// offsets [R, d] and which of them lie inside.
+inline constexpr int kAttnDeltaRows = 32;
+struct AttnRowTile {
+  Value r, offs, inside;
+};
+inline AttnRowTile attention_row_tile(KernelBuilder& k, int64_t d, Value t, Value rows) {
+  Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);
+  Value offs = expand_dims(r, 1) * static_cast<int32_t>(d) + expand_dims(k.arange(0, d), 0);
+  return {r, offs, offs < rows * static_cast<int32_t>(d)};
+}
+
 // D [rows] (f32) = the row sums of dO * O, both [rows, d] of c.in; with
 // c.split, dQ's accumulator (f32 [rows, d]) cleared too.
-inline constexpr int kAttnDeltaRows = 32;
 inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c) {
   KernelBuilder k("attention_bwd_delta");
   Value dout = k.arg(ptr(c.in), "dout"), out = k.arg(ptr(c.in), "o"), delta = k.arg(ptr(f32), "delta");
@@ -855,9 +867,7 @@ inline absl::StatusOr<Kernel> attention_bwd_delta_kernel(const AttnBwdConfig& c)
   if (c.split) dq_acc = k.arg(ptr(f32), "dq_acc");
   Value rows = k.arg(i32, "rows");
   k.for_each_tile(cdiv(rows, kAttnDeltaRows), [&](Value t) {
-    Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);                                     // [R]
-    Value offs = expand_dims(r, 1) * static_cast<int32_t>(c.d) + expand_dims(k.arange(0, c.d), 0);  // [R, d]
-    Value inside = offs < rows * static_cast<int32_t>(c.d);
+    const auto [r, offs, inside] = attention_row_tile(k, c.d, t, rows);
     Value prod = cast(load(dout + offs, inside, 0), f32) * cast(load(out + offs, inside, 0), f32);
     store(delta + r, sum(prod, 1), r < rows);
     if (dq_acc) store(*dq_acc + offs, k.zeros({kAttnDeltaRows, c.d}, f32), inside);
@@ -871,9 +881,7 @@ inline absl::StatusOr<Kernel> attention_bwd_dq_kernel(const AttnBwdConfig& c) {
   Value dq_acc = k.arg(ptr(f32), "dq_acc"), dq = k.arg(ptr(c.out), "dq");
   Value scale = k.arg(f32, "scale"), rows = k.arg(i32, "rows");
   k.for_each_tile(cdiv(rows, kAttnDeltaRows), [&](Value t) {
-    Value r = t * kAttnDeltaRows + k.arange(0, kAttnDeltaRows);
-    Value offs = expand_dims(r, 1) * static_cast<int32_t>(c.d) + expand_dims(k.arange(0, c.d), 0);
-    Value inside = offs < rows * static_cast<int32_t>(c.d);
+    const auto [r, offs, inside] = attention_row_tile(k, c.d, t, rows);
     store(dq + offs, cast(load(dq_acc + offs, inside, 0.0f) * scale, c.out), inside);
   });
   return k.build();
@@ -1085,15 +1093,16 @@ inline absl::StatusOr<AttnBwdPlan> plan_attention_bwd(const Device& device, cons
                                                    " rows: both must be positive, with fewer than 2^31 elements"));
   }
   const int64_t rows = heads * len;
-  Buffer delta, dq_acc;
-  for (auto [buffer, bytes] : {std::pair{&delta, rows * 4}, {&dq_acc, c.split ? rows * c.d * 4 : 0}}) {
-    if (bytes == 0) continue;
-    absl::StatusOr<Buffer> b = device.allocate(bytes);
-    if (!b.ok()) return b.status();
-    *buffer = *std::move(b);
+  absl::StatusOr<Buffer> delta = device.allocate(rows * 4);
+  if (!delta.ok()) return delta.status();
+  Buffer dq_acc;
+  if (c.split) {
+    absl::StatusOr<Buffer> acc = device.allocate(rows * c.d * 4);
+    if (!acc.ok()) return acc.status();
+    dq_acc = *std::move(acc);
   }
   absl::StatusOr<AttnBwdMaps> maps = attention_bwd_maps(
-      device, c, {io.q, io.k, io.v, io.dout, c.split ? &dq_acc : io.dq, io.dk, io.dv, io.lse, &delta}, heads, len);
+      device, c, {io.q, io.k, io.v, io.dout, c.split ? &dq_acc : io.dq, io.dk, io.dv, io.lse, &*delta}, heads, len);
   if (!maps.ok()) return maps.status();
   // Persistent, at most one program a block.
   absl::StatusOr<int> programs = kernels.grads.persistent_grid();
@@ -1104,7 +1113,7 @@ inline absl::StatusOr<AttnBwdPlan> plan_attention_bwd(const Device& device, cons
                      heads,
                      len,
                      scale,
-                     std::move(delta),
+                     *std::move(delta),
                      std::move(dq_acc),
                      *std::move(maps),
                      {.grid = static_cast<int>(std::min<int64_t>(row_tiles, int64_t{device.num_compute_units()} * 8)),
