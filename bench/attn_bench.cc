@@ -132,13 +132,7 @@ int main(int argc, char** argv) {
     AttnConfig best;
     std::vector<AttnConfig> tried = configs(d, causal);
     if (default_only) tried.resize(1);
-    if (!flags.config.empty()) {
-      std::erase_if(tried, [&](const AttnConfig& c) { return label(c) != flags.config; });
-      if (tried.empty()) {
-        std::fprintf(stderr, "attn_bench: no configuration '%s' at %s\n", flags.config.c_str(), ac.name.c_str());
-        return 2;
-      }
-    }
+    if (!bench::keep_config("attn_bench", flags, ac.name, tried, label)) return 2;
     for (const AttnConfig& c : tried) {
       CompileOptions options;
       options.num_warps = samples::attention_warps(c);

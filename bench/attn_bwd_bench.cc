@@ -13,7 +13,8 @@
 // (torch's scaled_dot_product_attention backward on each backend) come
 // from bench/attn_bwd_compare.py, which reads the JSON this writes
 // (--json=PATH). --only=TEXT runs the cases whose name contains TEXT;
-// --default, the first configuration (attention_bwd_config's) alone.
+// --default, the first configuration (attention_bwd_config's) alone;
+// --config=LABEL, the one of that label (as printed).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -42,8 +43,8 @@ std::string label(const AttnBwdConfig& c) {
 }
 
 // attention_bwd_config's pick first.
-std::vector<AttnBwdConfig> configs(int64_t d, bool causal) {
-  std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal)};
+std::vector<AttnBwdConfig> configs(int64_t d, bool causal, int64_t len) {
+  std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal, len)};
   for (auto [block, step, stages, programs, split] : {std::tuple{64, 64, 2, 1, false},
                                                       {64, 64, 3, 1, false},
                                                       {128, 128, 2, 1, false},
@@ -128,6 +129,7 @@ std::pair<std::vector<double>, std::vector<double>> dkv_row(const Head& h, int64
 
 int main(int argc, char** argv) {
   bench::Flags flags;  // --default: the first configuration alone
+  flags.takes_config = true;
   if (!bench::parse_flags("attn_bwd_bench", "default", argc, argv, flags)) return 2;
   bench::CudaRaw cu;
   std::optional<Device> opened = bench::open_cuda("attn_bwd_bench", cu);
@@ -166,7 +168,7 @@ int main(int argc, char** argv) {
     // D from the first configuration's pass (its own kernel; every pass
     // computes it again).
     const samples::AttnBwdBuffers io{&q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv};
-    const samples::AttnBwdKernels first = must(samples::compile_attention_bwd(dev, configs(d, causal)[0]), "compile");
+    const samples::AttnBwdKernels first = must(samples::compile_attention_bwd(dev, configs(d, causal, len)[0]), "compile");
     const samples::AttnBwdPlan first_plan =
         must(samples::plan_attention_bwd(dev, first, io, kHeads, len, scale, &stream), "plan");
     must(samples::launch_attention_bwd(first, first_plan), "backward");
@@ -199,8 +201,9 @@ int main(int argc, char** argv) {
     const double flops = 10.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
     double best_ms = INFINITY, default_ms = INFINITY;
     AttnBwdConfig best;
-    std::vector<AttnBwdConfig> tried = configs(d, causal);
+    std::vector<AttnBwdConfig> tried = configs(d, causal, len);
     if (flags.on) tried.resize(1);
+    if (!bench::keep_config("attn_bwd_bench", flags, ac.name, tried, label)) return 2;
     for (const AttnBwdConfig& c : tried) {
       absl::StatusOr<samples::AttnBwdKernels> compiled = samples::compile_attention_bwd(dev, c);
       if (absl::IsResourceExhausted(compiled.status())) {

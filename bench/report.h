@@ -75,6 +75,18 @@ inline bool parse_flags(const char* program, const char* switch_name, int argc, 
   return true;
 }
 
+// With --config=LABEL, keeps the configurations of `tried` whose label(c)
+// is LABEL; false (and a message naming the case) when none is.
+template <class Config, class Label>
+bool keep_config(const char* program, const Flags& flags, const std::string& case_name, std::vector<Config>& tried,
+                 Label label) {
+  if (flags.config.empty()) return true;
+  std::erase_if(tried, [&](const Config& c) { return label(c) != flags.config; });
+  if (!tried.empty()) return true;
+  std::fprintf(stderr, "%s: no configuration '%s' at %s\n", program, flags.config.c_str(), case_name.c_str());
+  return false;
+}
+
 inline std::string ratio(double r, const char* target) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "ratio %.3f (target %s)", r, target);

@@ -833,16 +833,16 @@ inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
   o.min_programs = c.programs;
   return o;
 }
-// The configuration the benchmark found fastest on one H200: at d = 128,
-// 128-row blocks on two warpgroups, stepped through 64 rows at a time,
-// with three stages (against 128-row steps with two stages 21-28 % faster:
-// fewer live accumulators; against 64-row blocks up to 49 %); the same
-// split takes 6-8 % less time at len 16384 but up to 5 % more at len 1024.
-// At d = 64 the split with 128-row blocks and three stages, 12-24 % faster
-// than that at every shape it runs, with the mask or without.
-inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false) {
+// The configuration the benchmark found fastest on one H200 for sequences
+// of `len` rows (0: not known). At d = 64, the split with 128-row blocks
+// and three stages, 12-24 % faster than the seven-product kernel at every
+// length, masked or not. At d = 128, 128-row blocks on two warpgroups
+// stepped through 64 rows at a time with three stages: the seven-product
+// kernel up to len 8192 (the split takes up to 5 % more time at len 1024
+// and 4096), the split from there (6-8 % less time at len 16384).
+inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false, int64_t len = 0) {
   if (d <= 64) return {.d = d, .block = 128, .step = 128, .causal = causal, .stages = 3, .split = true};
-  return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3};
+  return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3, .split = len > 8192};
 }
 
 // The backward's kernels over rows of [rows, d] tensors take
@@ -948,15 +948,24 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
       Value kb = box(kt, n, h, b0), vb = box(v, n, h, b0);
       Value key = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dkb = k.var(k.zeros({n, c.d}, f32)), dvb = k.var(k.zeros({n, c.d}, f32));
+      // Every query of a step from `whole` to `full` sees every key of the
+      // block, so only the steps before (the block's diagonal, under the
+      // mask) and after (past `len`) mask. (A branch in the second loop
+      // measured slower than its select.)
+      Value whole = c.causal ? b0 + n : Value(k.constant(0, i32));
+      Value full = len / static_cast<int32_t>(m) * static_cast<int32_t>(m);
       k.for_range(c.causal ? b0 : Value(k.constant(0, i32)), len, m,
                   [&](Value i0) {
                     Value qb = box(q_step, m, h, i0), dob = box(dout_step, m, h, i0);
                     auto [lse_i, d_i] = row_stats(lse_step, delta_step, i0);
-                    Value query = expand_dims(i0 + k.arange(0, m), 0);  // [1, m]
-                    Value seen = query < len;
-                    if (c.causal) seen = seen & (key <= query);
                     Value st = dot(kb, trans(qb), k.zeros({n, m}, f32));  // S^T [keys, queries]
-                    Value pt = select(seen, exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast), 0.0f);
+                    Var pt = k.var(exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast));
+                    k.if_((i0 < whole) | (i0 >= full), [&] {
+                      Value query = expand_dims(i0 + k.arange(0, m), 0);  // [1, m]
+                      Value seen = query < len;
+                      if (c.causal) seen = seen & (key <= query);
+                      pt = select(seen, Value(pt), 0.0f);
+                    });
                     dvb = dot(cast(pt, c.in), dob, dvb);
                     Value dpt = dot(vb, trans(dob), k.zeros({n, m}, f32));  // dP^T
                     Value dst = cast(pt * (dpt - expand_dims(d_i, 0)), c.in);  // dS^T

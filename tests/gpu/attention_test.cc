@@ -105,6 +105,7 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
                                             {.block = 128, .out = f32},
                                             samples::attention_bwd_config(64),
                                             samples::attention_bwd_config(128),
+                                            samples::attention_bwd_config(128, false, 16384),
                                             {.d = 128, .programs = 2},
                                             {.d = 128, .block = 128, .out = f32},
                                             {.split = true},

@@ -343,6 +343,7 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       {.block = 128, .out = f32, .stages = 3},
       samples::attention_bwd_config(64),
       samples::attention_bwd_config(128),
+      samples::attention_bwd_config(128, false, 16384),
       {.d = 128, .programs = 2},
       {.block = 128, .step = 64, .in = f16, .out = f32, .stages = 3},
       {.d = 128, .block = 128, .out = f32},
