@@ -835,11 +835,11 @@ inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
 }
 // The configuration the benchmark found fastest on one H200 for sequences
 // of `len` rows (0: not known). At d = 64, the split with 128-row blocks
-// and three stages, 12-24 % faster than the seven-product kernel at every
+// and three stages, 12-26 % faster than the seven-product kernel at every
 // length, masked or not. At d = 128, 128-row blocks on two warpgroups
 // stepped through 64 rows at a time with three stages: the seven-product
 // kernel up to len 8192 (the split takes up to 5 % more time at len 1024
-// and 4096), the split from there (6-8 % less time at len 16384).
+// and 4096), the split from there (5-8 % less time at len 16384).
 inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false, int64_t len = 0) {
   if (d <= 64) return {.d = d, .block = 128, .step = 128, .causal = causal, .stages = 3, .split = true};
   return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3, .split = len > 8192};
