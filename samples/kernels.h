@@ -837,12 +837,13 @@ inline CompileOptions attention_bwd_options(const AttnBwdConfig& c) {
 // of `len` rows (0: not known). At d = 64, the split with 128-row blocks
 // and three stages, 12-26 % faster than the seven-product kernel at every
 // length, masked or not. At d = 128, 128-row blocks on two warpgroups
-// stepped through 64 rows at a time with three stages: the seven-product
-// kernel up to len 8192 (the split takes up to 5 % more time at len 1024
-// and 4096), the split from there (5-8 % less time at len 16384).
+// stepped through 64 rows at a time with three stages: the split from len
+// 8192 without the mask and above it with the mask (4 % less time at len
+// 8192, 5-8 % at 16384), the seven-product kernel below (the split takes
+// 0.5-7 % more time at len 1024 and 4096, and 3 % more at 8192 masked).
 inline AttnBwdConfig attention_bwd_config(int64_t d, bool causal = false, int64_t len = 0) {
   if (d <= 64) return {.d = d, .block = 128, .step = 128, .causal = causal, .stages = 3, .split = true};
-  return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3, .split = len > 8192};
+  return {.d = d, .block = 128, .step = 64, .causal = causal, .stages = 3, .split = len > (causal ? 8192 : 4096)};
 }
 
 // The backward's kernels over rows of [rows, d] tensors take
