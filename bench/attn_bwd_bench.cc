@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
     // D from the first configuration's pass (its own kernel; every pass
     // computes it again).
     const samples::AttnBwdBuffers io{&q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv};
-    const samples::AttnBwdKernels first = must(samples::compile_attention_bwd(dev, configs(d, causal, len)[0]), "compile");
+    std::vector<AttnBwdConfig> tried = configs(d, causal, len);
+    const samples::AttnBwdKernels first = must(samples::compile_attention_bwd(dev, tried[0]), "compile");
     const samples::AttnBwdPlan first_plan =
         must(samples::plan_attention_bwd(dev, first, io, kHeads, len, scale, &stream), "plan");
     must(samples::launch_attention_bwd(first, first_plan), "backward");
@@ -201,7 +202,6 @@ int main(int argc, char** argv) {
     const double flops = 10.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
     double best_ms = INFINITY, default_ms = INFINITY;
     AttnBwdConfig best;
-    std::vector<AttnBwdConfig> tried = configs(d, causal, len);
     if (flags.on) tried.resize(1);
     if (!bench::keep_config("attn_bwd_bench", flags, ac.name, tried, label)) return 2;
     for (const AttnBwdConfig& c : tried) {

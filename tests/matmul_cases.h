@@ -10,10 +10,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "base/float16.h"
 #include "base/float8.h"
 #include "base/status.h"
@@ -238,7 +240,17 @@ struct StagedProduct {
   int threads = 0;  // the program's (0: 2 r, a warpgroup per 64 rows)
   int64_t y_cols() const { return form == Computed::kTransposedA ? 64 : r; }
   int warps() const { return threads > 0 ? threads / 32 : static_cast<int>(r / 16); }
+  std::string name() const { return absl::StrCat("form ", static_cast<int>(form), " r ", r, " threads ", threads); }
 };
+// The products the tests run: each form on 64- and 128-row blocks, and on
+// 64-row blocks with two warpgroups (which split the product's columns).
+inline std::vector<StagedProduct> staged_products() {
+  std::vector<StagedProduct> out;
+  for (Computed form : {Computed::kTransposedA, Computed::kB, Computed::kTransposedB}) {
+    for (auto [r, threads] : {std::pair{64, 0}, {128, 0}, {64, 256}}) out.push_back({form, r, threads});
+  }
+  return out;
+}
 inline absl::StatusOr<Kernel> staged_product_kernel(const StagedProduct& p) {
   KernelBuilder k("staged_product");
   Value a = k.tensor_map(bf16, {p.r, 64}, "a", Swizzle::k128B);

@@ -381,16 +381,12 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
 TEST(MatmulForms, ComputedOperandsMatchADoubleReference) {
   std::mt19937 gen(13);
   const int64_t rows = 200;
-  for (matmul_cases::Computed form :
-       {matmul_cases::Computed::kTransposedA, matmul_cases::Computed::kB, matmul_cases::Computed::kTransposedB}) {
-    for (auto [r, threads] : {std::pair{64, 0}, {128, 0}, {64, 256}}) {
-      SCOPED_TRACE(testing::Message() << "form " << static_cast<int>(form) << " r " << r << " threads " << threads);
-      const matmul_cases::StagedProduct p{form, r, threads};
-      const matmul_cases::StagedOperands in = matmul_cases::staged_operands(p, rows, gen);
-      absl::StatusOr<std::vector<float>> got = matmul_cases::run_staged_product(host(), p, rows, in);
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_LE(matmul_cases::relative_error(*got, matmul_cases::staged_product_reference(p, rows, in)), 1e-3);
-    }
+  for (const matmul_cases::StagedProduct& p : matmul_cases::staged_products()) {
+    SCOPED_TRACE(p.name());
+    const matmul_cases::StagedOperands in = matmul_cases::staged_operands(p, rows, gen);
+    absl::StatusOr<std::vector<float>> got = matmul_cases::run_staged_product(host(), p, rows, in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_LE(matmul_cases::relative_error(*got, matmul_cases::staged_product_reference(p, rows, in)), 1e-3);
   }
 }
 
