@@ -75,7 +75,7 @@ void Lowering::scan_segments(const Op& o, const Shape& outer, int64_t parts, llv
   const int axis = static_cast<int>(o.ints[0]);
   const bool reverse = o.ints[2] != 0;
   const DType d = in.dtype();
-  const int64_t n = in.shape()[axis], len = n / parts;
+  const int64_t n = in.shape()[axis], len = (n + parts - 1) / parts;
   llvm::Type* acc_t = identity->getType();
   llvm::Value* totals =
       smem_alloc(numel(outer) * parts * module_->getDataLayout().getTypeAllocSize(acc_t), /*align=*/16);
@@ -84,12 +84,16 @@ void Lowering::scan_segments(const Op& o, const Shape& outer, int64_t parts, llv
   llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(parts));
   llvm::Value* part = b_.CreateURem(thread_, b_.getInt64(parts));
   llvm::Value* active = b_.CreateICmpULT(thread_, b_.getInt64(numel(outer) * parts));
+  // Segments of `len` elements, the last ones shorter (or empty) where
+  // `parts` does not divide n.
+  llvm::Value* start = b_.CreateMul(part, b_.getInt64(len));
+  llvm::Value* end = b_.CreateSelect(b_.CreateICmpULT(b_.getInt64(n), b_.CreateAdd(start, b_.getInt64(len))),
+                                     b_.getInt64(n), b_.CreateAdd(start, b_.getInt64(len)));
   // Runs `body` on each element of the thread's segment in order, with the
   // accumulator `acc` (a stack slot) combined with it.
   auto walk = [&](llvm::Value* acc, const std::function<void(ElemIndex&, llvm::Value*)>& body) {
     std::vector<llvm::Value*> line_dims = unravel(line, outer);
-    loop(len, [&](llvm::Value* k) {
-      llvm::Value* i = b_.CreateAdd(b_.CreateMul(part, b_.getInt64(len)), k);
+    emit_loop(b_, start, end, b_.getInt64(1), [&](llvm::Value* i) {
       ElemIndex at = at_axis(in.shape(), axis, line_dims, reverse ? b_.CreateSub(b_.getInt64(n - 1), i) : i);
       llvm::Value* next = combine(b_.CreateLoad(acc_t, acc), ops_.widen(element(o.operands[0], at), d));
       b_.CreateStore(next, acc);

@@ -139,8 +139,8 @@ bool BuilderState::check_shape(const Shape& shape, absl::string_view what, std::
     return false;
   }
   for (int64_t d : shape) {
-    if (d <= 0 || (d & (d - 1)) != 0) {
-      fail(loc, absl::StrCat(what, ": tile dimensions must be positive powers of two, got shape ", shape_str(shape)));
+    if (d <= 0) {
+      fail(loc, absl::StrCat(what, ": tile dimensions must be positive, got shape ", shape_str(shape)));
       return false;
     }
   }

@@ -54,7 +54,7 @@ struct BuilderState {
   // A scalar constant of `dtype`; -1 if the literal does not fit.
   int constant(const Operand& literal, DType dtype, absl::string_view what, std::source_location loc);
 
-  // Checks a tile shape: rank 1..4, dims powers of two, bounded size.
+  // Checks a tile shape: rank 1..5, positive dims, bounded size.
   bool check_shape(const Shape& shape, absl::string_view what, std::source_location loc);
 };
 

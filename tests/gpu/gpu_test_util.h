@@ -76,6 +76,19 @@ class Rng {
   unsigned seed_;
   std::mt19937 gen_;
 };
+// A tile side drawn near `p`, a power of two: p itself, or as often one
+// that is not a power of two (three quarters of p, or p - 1).
+inline int tile_side(Rng& rng, int p) {
+  switch (p < 4 ? 0 : rng.uniform_int(0, 3)) {
+    case 1:
+      return p / 4 * 3;
+    case 2:
+      return p - 1;
+    default:
+      return p;
+  }
+}
+
 #define TESSEL_TRACE_SEED(rng) SCOPED_TRACE(::testing::Message() << "random seed " << (rng).seed())
 
 // Runs body(0), ..., body(n - 1) on up to 8 threads, for a test whose cases

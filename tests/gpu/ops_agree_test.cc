@@ -178,7 +178,8 @@ Value index_tile(KernelBuilder& k, const Shape& shape) {
   return broadcast_to(idx, shape);
 }
 
-int power_of_two(Rng& rng, int max_log2) { return 1 << rng.uniform_int(0, max_log2); }
+// A tile dimension up to 2^max_log2, often not a power of two.
+int tile_dim(Rng& rng, int max_log2) { return tile_side(rng, 1 << rng.uniform_int(0, max_log2)); }
 
 // A result that must agree between the devices: array `index` of the runs.
 struct Check {
@@ -301,16 +302,16 @@ class Case {
 constexpr int kBlock = 128;
 
 // An elementwise kernel over n elements, n in [1, 5 blocks] and not a
-// multiple of the block, one block per program.
+// multiple of the block, one block per program; the block 128 elements,
+// or one of a size that is not a power of two.
 class Elementwise : public Case {
  public:
-  Elementwise(std::string name, Rng& rng) : Case(std::move(name)), n_(rng.uniform_int(1, 5 * kBlock)) {
-    if (n_ % kBlock == 0) --n_;
-    offs_ = k().program_id() * kBlock + k().arange(0, kBlock);  // [B] i32
-    mask_ = offs_ < scalar(n_);
-  }
+  Elementwise(std::string name, Rng& rng)
+      : Elementwise(std::move(name), rng, std::array{kBlock, kBlock, 96, 200}[rng.uniform_int(0, 3)]) {}
+
   int n() const { return n_; }
-  Grid grid() const { return (n_ + kBlock - 1) / kBlock; }
+  int block() const { return block_; }
+  Grid grid() const { return (n_ + block_ - 1) / block_; }
   const Value& offs() const { return offs_; }
   const Value& mask() const { return mask_; }
   // The block of an array of n elements holding `init`; `other` past n.
@@ -321,7 +322,15 @@ class Elementwise : public Case {
   }
 
  private:
-  int n_;
+  // The kernel's name says the block.
+  Elementwise(std::string name, Rng& rng, int block)
+      : Case(absl::StrCat(name, "_block", block)), block_(block), n_(rng.uniform_int(1, 5 * block)) {
+    if (n_ % block_ == 0) --n_;
+    offs_ = k().program_id() * block_ + k().arange(0, block_);  // [B] i32
+    mask_ = offs_ < scalar(n_);
+  }
+
+  int block_, n_;
   Value offs_, mask_;
 };
 
@@ -470,7 +479,7 @@ TEST_P(PerDtype, CastsToEveryDtype) {
 TEST_P(PerDtype, ReductionsAlongEveryAxis) {
   const DType d = GetParam();
   TESSEL_TRACE_SEED(rng_);
-  const Shape shape = {power_of_two(rng_, 3), power_of_two(rng_, 4), power_of_two(rng_, 4)};
+  const Shape shape = {tile_dim(rng_, 3), tile_dim(rng_, 4), tile_dim(rng_, 4)};
   const int64_t count = numel(shape);
   SCOPED_TRACE(shape_str(shape));
   Case c("reduce");
@@ -497,7 +506,7 @@ TEST_P(PerDtype, MaskedLoadsAndStores) {
   const DType d = GetParam();
   TESSEL_TRACE_SEED(rng_);
   Elementwise e("masked", rng_);
-  const int lanes = e.grid().dims[0] * kBlock;
+  const int lanes = e.grid().dims[0] * e.block();
   Bytes picks(lanes);
   for (uint8_t& p : picks) p = rng_.uniform_int(0, 1);
   Value x = e.array(d, random_array(d, e.n(), rng_)), other = e.array(d, random_array(d, lanes, rng_));
@@ -515,8 +524,8 @@ TEST_P(PerDtype, MaskedLoadsAndStores) {
 TEST_F(OpsAgree, BroadcastExpandDimsReshapeTrans) {
   TESSEL_TRACE_SEED(rng_);
   for (DType d : {i8, bf16, f32, f64}) {
-    const int rows = power_of_two(rng_, 6), cols = power_of_two(rng_, 6);
-    const Shape cube = {power_of_two(rng_, 3), power_of_two(rng_, 4), power_of_two(rng_, 4)};
+    const int rows = tile_dim(rng_, 6), cols = tile_dim(rng_, 6);
+    const Shape cube = {tile_dim(rng_, 3), tile_dim(rng_, 4), tile_dim(rng_, 4)};
     SCOPED_TRACE(absl::StrCat(d.name(), " ", rows, "x", cols, ", ", shape_str(cube)));
     Case c("shapes");
     KernelBuilder& k = c.k();
@@ -763,7 +772,8 @@ TEST_F(OpsAgree, DotAccumulatesInF32) {
   TESSEL_TRACE_SEED(rng_);
   const Draw draw = {.min_exp = -4, .max_exp = 0, .edges = false};
   for (DType d : {f32, bf16, f16}) {
-    for (const auto& [m, kk, n] : std::vector<std::array<int, 3>>{{16, 16, 16}, {64, 32, 64}}) {
+    for (const auto& [m, kk, n] :
+         std::vector<std::array<int, 3>>{{16, 16, 16}, {64, 32, 64}, {48, 24, 40}, {3, 96, 5}}) {
       SCOPED_TRACE(absl::StrCat(d.name(), " [", m, ", ", kk, "] @ [", kk, ", ", n, "]"));
       Case c("dot");
       KernelBuilder& k = c.k();
@@ -780,18 +790,21 @@ TEST_F(OpsAgree, DotAccumulatesInF32) {
 // are not multiples of the box (rows a multiple of 16 bytes, as TMA needs).
 // Each box is also stored through pointers, as is the box half a box up and
 // left (negative coordinates): out-of-bounds parts read zero; stores clip.
+// Boxes of 32 rows of 128 bytes, or sides that are not powers of two.
 TEST_F(OpsAgree, TmaPersistentCopyOverRaggedEdges) {
-  constexpr int kBoxRows = 32, kBoxBytes = 128;
   TESSEL_TRACE_SEED(rng_);
   for (DType d : {i8, bf16, f32}) {
-    const int box_cols = kBoxBytes / d.bytes(), col_step = 16 / d.bytes(), box_size = kBoxRows * box_cols;
-    int rows = rng_.uniform_int(1, 4 * kBoxRows), cols = col_step * rng_.uniform_int(1, 4 * box_cols / col_step);
-    if (rows % kBoxRows == 0) --rows;
+    const bool odd = rng_.uniform_int(0, 1) == 1;
+    const int box_rows = odd ? 24 : 32, box_cols = (odd ? 96 : 128) / d.bytes(), col_step = 16 / d.bytes();
+    const int box_size = box_rows * box_cols;
+    int rows = rng_.uniform_int(1, 4 * box_rows), cols = col_step * rng_.uniform_int(1, 4 * box_cols / col_step);
+    if (rows % box_rows == 0) --rows;
     if (cols % box_cols == 0) cols -= col_step;
-    const int tiles = (rows + kBoxRows - 1) / kBoxRows * ((cols + box_cols - 1) / box_cols);
+    const int tiles = (rows + box_rows - 1) / box_rows * ((cols + box_cols - 1) / box_cols);
     const int grid = rng_.uniform_int(1, 6);
-    SCOPED_TRACE(absl::StrCat(d.name(), " ", rows, "x", cols, " on ", grid, " programs"));
-    const Shape dims = {rows, cols}, box = {kBoxRows, box_cols};
+    SCOPED_TRACE(absl::StrCat(d.name(), " ", rows, "x", cols, " in boxes of ", box_rows, "x", box_cols, " on ", grid,
+                              " programs"));
+    const Shape dims = {rows, cols}, box = {box_rows, box_cols};
     Case c("tma_copy");
     KernelBuilder& k = c.k();
     Value src = c.tensor_map(d, random_array(d, rows * cols, rng_), dims, box);
@@ -799,12 +812,12 @@ TEST_F(OpsAgree, TmaPersistentCopyOverRaggedEdges) {
     Value boxes = c.output(d, tiles * box_size, "boxes"), shifted = c.output(d, tiles * box_size, "shifted boxes");
     Value m = c.scalar(rows), n = c.scalar(cols);
     Value col_tiles = cdiv(n, box_cols), in_box = index_tile(k, box);  // [R, C] i32
-    k.for_each_tile(cdiv(m, kBoxRows) * col_tiles, [&](Value t) {
-      Value row = t / col_tiles * kBoxRows, col = t % col_tiles * box_cols;
+    k.for_each_tile(cdiv(m, box_rows) * col_tiles, [&](Value t) {
+      Value row = t / col_tiles * box_rows, col = t % col_tiles * box_cols;
       Value tile = tma_load(src, {row, col});  // [R, C], shared memory
       tma_store(dst, {row, col}, tile);
       store(boxes + t * box_size + in_box, tile);
-      store(shifted + t * box_size + in_box, tma_load(src, {row - kBoxRows / 2, col - box_cols / 2}));
+      store(shifted + t * box_size + in_box, tma_load(src, {row - box_rows / 2, col - box_cols / 2}));
     });
     run(c, grid);
   }

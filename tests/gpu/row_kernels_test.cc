@@ -66,10 +66,17 @@ TEST_F(RowKernels, SoftmaxNormsAndCumsumAgreeWithTheHostAndADoubleReference) {
   TESSEL_TRACE_SEED(rng);
   for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum}) {
     for (DType d : {f32, bf16}) {
-      for (int cols : {1000, 1024, 4096, 16384}) {
-        const samples::RowBlock block = samples::row_block(cols);
+      // row_block's power-of-two blocks, and blocks whose sides are not powers of two.
+      for (auto [cols, block] :
+           std::vector<std::pair<int, samples::RowBlock>>{{1000, samples::row_block(1000)},
+                                                          {1024, samples::row_block(1024)},
+                                                          {4096, samples::row_block(4096)},
+                                                          {16384, samples::row_block(16384)},
+                                                          {768, {.rows = 5, .cols = 768, .warps = 4}},
+                                                          {1000, {.rows = 3, .cols = 1000, .warps = 8}}}) {
         const int rows = rng.uniform_int(1, 3 * block.rows + 5);
-        SCOPED_TRACE(::testing::Message() << samples::row_op_name(op) << " " << d.name() << " " << rows << "x" << cols);
+        SCOPED_TRACE(::testing::Message() << samples::row_op_name(op) << " " << d.name() << " " << rows << "x" << cols
+                                          << " in blocks of " << block.rows << "x" << block.cols);
         Matrix x(d, size_t{1} * rows * cols, rng, -4, 4), w(d, cols, rng, 0.5f, 1.5f), b(d, cols, rng, -1, 1);
         std::vector<std::vector<float>> outs;
         for (const Device& dev : devices_) {

@@ -70,10 +70,11 @@ class Scan : public AgreeTest {
     Rng rng;
     TESSEL_TRACE_SEED(rng);
     for (int trial = 0; trial < 32; ++trial) {
-      // Blocks of up to 4096 elements: up to 128 per thread with one warp
-      // (over 64 the block stays in shared memory).
+      // Blocks of up to 4096 elements, their sides often not powers of two:
+      // up to 128 per thread with one warp (over 64 the block stays in
+      // shared memory).
       const int log_rows = rng.uniform_int(0, 7);
-      const int br = 1 << log_rows, bc = 1 << rng.uniform_int(0, 12 - log_rows);
+      const int br = tile_side(rng, 1 << log_rows), bc = tile_side(rng, 1 << rng.uniform_int(0, 12 - log_rows));
       const int axis = rng.uniform_int(0, 1), num_warps = std::vector<int>{1, 4, 8}[rng.uniform_int(0, 2)];
       const auto c = static_cast<Combiner>(rng.uniform_int(0, 3));
       const bool reverse = rng.uniform_int(0, 1) == 1;
