@@ -104,9 +104,19 @@ int main(int argc, char** argv) {
                   warps};
   };
   std::vector<Config> configs;
-  for (auto [bm, bn, stages, warps] : std::vector<std::array<int, 4>>{
-           {128, 128, 3, 8}, {128, 128, 4, 8}, {128, 256, 2, 8}, {128, 256, 3, 8}, {128, 256, 4, 8}, {128, 128, 4, 4},
-           {64, 128, 6, 4}, {64, 128, 8, 4}}) {
+  for (auto [bm, bn, stages, warps] : std::vector<std::array<int, 4>>{{128, 128, 3, 8},
+                                                                      {128, 128, 4, 8},
+                                                                      {128, 256, 2, 8},
+                                                                      {128, 256, 3, 8},
+                                                                      {128, 256, 4, 8},
+                                                                      {128, 128, 4, 4},
+                                                                      {64, 128, 6, 4},
+                                                                      {64, 128, 8, 4},
+                                                                      {128, 192, 4, 8},
+                                                                      {192, 128, 4, 12},
+                                                                      {192, 192, 3, 12},
+                                                                      {192, 192, 4, 12},
+                                                                      {192, 256, 3, 12}}) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
   }
   // Warp-specialized: a producer warpgroup and two consumers of bm x bn tiles each.
@@ -116,8 +126,10 @@ int main(int argc, char** argv) {
   }
   // Cooperative: one consumer of two warpgroups on every tile (of 128 x 256 with 3 stages, and 128 x 128
   // with 5, it was slower still).
-  configs.push_back(config(128, 256, 4, 12, bf16, true));
-  configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = true;
+  for (auto [bn, stages] : std::vector<std::array<int, 2>>{{256, 4}, {192, 4}}) {
+    configs.push_back(config(128, bn, stages, 12, bf16, true));
+    configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = true;
+  }
   for (auto [in, b_nk] : {std::pair{f16, true}, std::pair{bf16, false}}) {
     configs.push_back(config(128, 256, 3, 8, in, b_nk));
     configs.push_back(config(128, 128, 4, 8, in, b_nk));
@@ -145,12 +157,14 @@ int main(int argc, char** argv) {
     configs.back().gemm.stream_k = true;
   }
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
-  for (int stages : {3, 4}) {
-    configs.push_back(config(128, 256, stages, 8, bf16, true));
+  for (auto [bn, stages] : std::vector<std::array<int, 2>>{{256, 3}, {256, 4}, {192, 4}}) {
+    configs.push_back(config(128, bn, stages, 8, bf16, true));
     configs.back().gemm.bias_gelu = true;
   }
   configs.push_back(config(128, 128, 4, 12, bf16, true));
   configs.back().gemm.bias_gelu = configs.back().gemm.warp_specialize = true;
+  configs.push_back(config(128, 192, 4, 12, bf16, true));
+  configs.back().gemm.bias_gelu = configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = true;
   std::erase_if(configs, [&](const Config& c) {
     return (label(c) + (c.gemm.bias_gelu ? " +bias+gelu" : "")).find(only) == std::string::npos;
   });

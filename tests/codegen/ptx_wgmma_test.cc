@@ -109,6 +109,28 @@ TEST(Wgmma, F16AndOtherTileShapes) {
   }
 }
 
+// Tile sides that are not powers of two: 192 columns take m64n192; 192
+// rows take a warpgroup each 64 of them on twelve warps, and on eight each
+// warpgroup takes every row and half the columns.
+TEST(Wgmma, TilesOf192RowsOrColumns) {
+  struct Form {
+    GemmConfig g;
+    int warps;
+    const char* shape;
+  };
+  for (const Form& f :
+       {Form{{.bm = 128, .bn = 192}, 8, "m64n192k16"}, Form{{.bm = 64, .bn = 192}, 4, "m64n192k16"},
+        Form{{.bm = 128, .bn = 192, .b_nk = false}, 8, "m64n192k16"}, Form{{.bm = 192, .bn = 128}, 12, "m64n128k16"},
+        Form{{.bm = 192, .bn = 128}, 8, "m64n64k16"}, Form{{.bm = 192, .bn = 192, .a_mk = false}, 12, "m64n192k16"}}) {
+    SCOPED_TRACE(absl::StrCat(f.g.bm, "x", f.g.bn, " on ", f.warps, " warps"));
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(f.g), warps(f.warps));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(absl::StrCat(f.shape, ".f32.bf16.bf16")));
+    EXPECT_THAT(code->binary, Not(HasSubstr("fma.rn.f32")));
+    expect_ptxas_clean(code->binary);
+  }
+}
+
 TEST(Wgmma, StagesArePerLoop) {
   // One stage: loads wait where they are, and each product before the next.
   absl::StatusOr<DeviceCode> one = compile_ptx(gemm({.stages = 1}), warps(8));

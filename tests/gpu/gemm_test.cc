@@ -174,6 +174,21 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       // One warpgroup's 64 x 128 tiles in 8 stages, the deepest ring (small M, long K).
       {.m = 128, .n = 8192, .k = 8192, .bm = 64, .warps = 4, .stages = 8, .out = bf16},
       {.m = 1000, .n = 712, .k = 600, .bm = 64, .warps = 4, .stages = 8},
+      // Tiles whose sides are not powers of two: 192 columns (wgmma's n192)
+      // on two warpgroups, 192 rows on three (or on two, each taking half the
+      // columns), both (one wave of 130 tiles at 896 x 4864), K- and
+      // MN-major, f16, fp8, cooperative.
+      {.m = 1000, .n = 712, .k = 600, .bn = 192},
+      {.m = 1000, .n = 712, .k = 600, .bm = 192, .warps = 12},
+      {.m = 1000, .n = 712, .k = 600, .bm = 192},
+      {.m = 1000, .n = 712, .k = 600, .b_nk = false, .bn = 192},
+      {.m = 1000, .n = 712, .k = 600, .a_mk = false, .bm = 192, .warps = 12},
+      {.m = 1000, .n = 712, .k = 600, .in = f16, .bm = 192, .bn = 192, .warps = 12, .stages = 3},
+      {.m = 1000, .n = 712, .k = 608, .in = f8e4m3, .bn = 192, .bk = 128, .stages = 3},
+      {.m = 3000, .n = 5000, .k = 712, .bn = 192, .stages = 4, .out = bf16},
+      {.m = 896, .n = 4864, .k = 8192, .bm = 192, .bn = 192, .warps = 12, .stages = 3, .out = bf16},
+      {.m = 4095, .n = 4104, .k = 1032, .bm = 192, .bn = 256, .warps = 12, .stages = 3, .out = bf16},
+      {.m = 4095, .n = 4104, .k = 1032, .bn = 192, .warps = 12, .stages = 4, .ws = true, .coop = true},
       // Stream-K: fewer tiles than SMs (each split among programs), a last
       // partial wave (one whole wave and the rest shared), tiles a multiple
       // of the programs (none shared), an odd program count, 128 x 256

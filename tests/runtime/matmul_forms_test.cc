@@ -159,6 +159,29 @@ TEST(MatmulForms, TheWarpSpecializedGemmMatchesOnTheHost) {
   }
 }
 
+// Tiles whose sides are not powers of two: 192 columns (wgmma's n192) on
+// two warpgroups, 192 rows on three, both, and 192 columns cooperative.
+TEST(MatmulForms, GemmTilesOf192MatchOnTheHost) {
+  std::mt19937 gen(12);
+  const int64_t m = 400, n = 520, k = 200;
+  struct Form {
+    GemmConfig g;
+    int warps;
+  };
+  for (const Form& f : {Form{{.bm = 128, .bn = 192, .stages = 3}, 8}, Form{{.bm = 192, .bn = 128, .stages = 3}, 12},
+                        Form{{.bm = 192, .bn = 192, .out = bf16, .stages = 2}, 12},
+                        Form{{.bm = 128, .bn = 192, .b_nk = false, .stages = 3}, 8},
+                        Form{{.bm = 192, .bn = 128, .a_mk = false, .stages = 3}, 12},
+                        Form{{.bm = 128, .bn = 192, .stages = 3, .warp_specialize = true, .cooperative = true}, 12}}) {
+    SCOPED_TRACE(absl::StrCat(f.g.bm, "x", f.g.bn, f.g.a_mk ? "" : ", A as KxM", f.g.b_nk ? "" : ", B as KxN", ", ",
+                              f.warps, " warps"));
+    Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), f.g, f.warps, m, n, k, a, b);
+    ASSERT_TRUE(c.ok()) << c.status();
+    expect_gemm_matches(f.g, m, n, k, a, b, *c, 1.0, f.g.out == bf16 ? 1.0 / 128 : 1e-6);
+  }
+}
+
 // Split-K: the programs of a tile's K parts add into C (K = 200 is four
 // BK blocks: in three parts of two, the last part is empty), also
 // warp-specialized and with fp8 scales, which apply to each part.
