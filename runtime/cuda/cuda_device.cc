@@ -15,14 +15,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
-#include "codegen/compiler.h"
 #include "base/status.h"
 #include "base/tma_rules.h"
-#include "runtime/cuda/context.h"
-#include "runtime/cuda/driver.h"
-#include "runtime/cuda/tiled_encoding.h"
+#include "codegen/compiler.h"
 #include "runtime/backend.h"
 #include "runtime/compile_cached.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/jit_notes.h"
+#include "runtime/cuda/tiled_encoding.h"
 #include "runtime/device_impl.h"
 #include "runtime/plans/plan_backend.h"
 #include "runtime/tensor_map.h"
@@ -113,13 +114,22 @@ std::string jit_log(const std::array<char, kJitLogBytes>& log) {
   return std::string(absl::StripTrailingAsciiWhitespace(text));
 }
 
-// The JIT options that collect the driver's error log into `log`.
+// The JIT options that collect the driver's error log into `log`, and
+// where given its information log (ptxas's notes) into `info`.
 struct JitLogOptions {
-  explicit JitLogOptions(std::array<char, kJitLogBytes>& log)
-      : values{log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))} {}
+  explicit JitLogOptions(std::array<char, kJitLogBytes>& log, std::array<char, kJitLogBytes>* info = nullptr)
+      : values{log.data(), size_of(log)} {
+    if (info != nullptr) {
+      keys.insert(keys.end(), {cuda::CU_JIT_INFO_LOG_BUFFER, cuda::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES});
+      values.insert(values.end(), {info->data(), size_of(*info)});
+    }
+  }
   unsigned count() const { return static_cast<unsigned>(keys.size()); }
-  std::array<CUjit_option, 2> keys = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  std::array<void*, 2> values;
+  static void* size_of(const std::array<char, kJitLogBytes>& log) {
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()));
+  }
+  std::vector<CUjit_option> keys = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  std::vector<void*> values;
 };
 
 // `status` with the driver's error log appended, where it wrote one.
@@ -130,11 +140,13 @@ absl::Status with_log(const absl::Status& status, const std::array<char, kJitLog
 }
 
 // PTX compiled to a cubin by the driver's JIT linker, in the current
-// context. The linker places dynamic shared memory right after the static
-// (codegen rounds tiles up at run time).
-absl::StatusOr<std::string> link_ptx(const Driver& d, const std::string& ptx, const std::string& name) {
-  std::array<char, kJitLogBytes> log{};
-  JitLogOptions options(log);
+// context; nullopt where ptxas serialized the kernel's wgmma in the
+// relocatable code the linker compiles (wgmma_serialized of its notes),
+// which a whole-program compile does not. The linker places dynamic shared
+// memory right after the static (codegen rounds tiles up at run time).
+absl::StatusOr<std::optional<std::string>> link_ptx(const Driver& d, const std::string& ptx, const std::string& name) {
+  std::array<char, kJitLogBytes> log{}, info{};
+  JitLogOptions options(log, &info);
   CUlinkState link = nullptr;
   TESSEL_RETURN_IF_ERROR(d.link_create(options.count(), options.keys.data(), options.values.data(), &link));
   absl::Cleanup destroy = [&] { d.link_destroy.raw(link); };
@@ -144,11 +156,25 @@ absl::StatusOr<std::string> link_ptx(const Driver& d, const std::string& ptx, co
   size_t bytes = 0;
   if (status.ok()) status = d.link_complete(link, &cubin, &bytes);
   if (!status.ok()) return with_log(status, log);
+  if (cuda::wgmma_serialized(jit_log(info))) return std::nullopt;
   return std::string(static_cast<const char*>(cubin), bytes);
 }
 
-// The cache space of the linker's cubins.
+// The cache spaces of the linker's cubins, and of the PTX that loads as a
+// whole program because the linker's compile serialized its wgmma.
 constexpr const char* kCubinCacheSpace = "cubins";
+constexpr const char* kWholeProgramCacheSpace = "whole-programs";
+
+// `ptx` compiled and loaded as one whole program (under the driver's lock).
+absl::StatusOr<CUmodule> load_whole_program(const Driver& d, const std::string& ptx) {
+  CUmodule module = nullptr;
+  std::array<char, kJitLogBytes> log{};
+  JitLogOptions options(log);
+  absl::Status status =
+      d.module_load_data_ex(&module, ptx.c_str(), options.count(), options.keys.data(), options.values.data());
+  if (!status.ok()) return with_log(status, log);
+  return module;
+}
 
 // `ptx` loaded as a module of the current context (the device's `arch`).
 //
@@ -158,25 +184,27 @@ constexpr const char* kCubinCacheSpace = "cubins";
 // kept in the disk cache (its key names the PTX, the arch and the driver's
 // version), so a process that finds the kernel's PTX there skips the
 // driver's compile too. The linker compiles relocatable code, in which ptxas
-// ignores setmaxnreg and then serializes a warp-specialized kernel's wgmma
-// (half the speed); kernels with setmaxnreg load as whole programs.
+// serializes a kernel's wgmma (at a fraction of the speed) where it ignores
+// setmaxnreg and where it calls a routine of its own (a 64-bit division):
+// kernels with setmaxnreg load as whole programs, and so do kernels whose
+// link says it serialized wgmma, which the disk cache then remembers.
 absl::StatusOr<CUmodule> load_module(const DiskCache& cache, const Driver& d, const std::string& arch,
                                      const std::string& ptx, const std::string& name) {
-  CUmodule module = nullptr;
-  if (ptx.find("setmaxnreg") != std::string::npos) {
-    std::array<char, kJitLogBytes> log{};
-    JitLogOptions options(log);
-    absl::Status status =
-        d.module_load_data_ex(&module, ptx.c_str(), options.count(), options.keys.data(), options.values.data());
-    if (!status.ok()) return with_log(status, log);
-    return module;
-  }
   const std::string key = absl::StrCat("cubin of ptx ", sha256_hex(ptx), " for ", arch, " by driver ", d.version());
+  if (ptx.find("setmaxnreg") != std::string::npos || cache.read(kWholeProgramCacheSpace, key).has_value()) {
+    return load_whole_program(d, ptx);
+  }
   std::optional<std::string> cubin = cache.read(kCubinCacheSpace, key);
   if (!cubin.has_value()) {
     TESSEL_ASSIGN_OR_RETURN(cubin, link_ptx(d, ptx, name));
-    cache.write(kCubinCacheSpace, key, *cubin).IgnoreError();  // a cache problem never fails the load
+    if (!cubin.has_value()) {
+      // A cache problem never fails the load.
+      cache.write(kWholeProgramCacheSpace, key, "wgmma serialized in relocatable code").IgnoreError();
+      return load_whole_program(d, ptx);
+    }
+    cache.write(kCubinCacheSpace, key, *cubin).IgnoreError();
   }
+  CUmodule module = nullptr;
   TESSEL_RETURN_IF_ERROR(d.module_load_data_ex(&module, cubin->data(), 0, nullptr, nullptr));
   return module;
 }

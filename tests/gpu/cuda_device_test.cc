@@ -430,11 +430,27 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(entries("kernels"), 2);
   EXPECT_EQ(entries("cubins"), 1);
+  // So does a kernel whose wgmma the linker's compile serialized (the
+  // stream-K GEMM's 64-bit divisions call a routine of ptxas's in
+  // relocatable code), and the cache remembers that it does.
+  absl::StatusOr<Kernel> sk = samples::gemm_kernel({.bm = 128, .bn = 256, .out = bf16, .stages = 3, .stream_k = true});
+  ASSERT_TRUE(sk.ok()) << sk.status();
+  CompileOptions eight;
+  eight.num_warps = 8;
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> serialized = device.impl().compile_uncached(*sk, eight);
+  ASSERT_TRUE(serialized.ok()) << serialized.status();
+  EXPECT_EQ(entries("kernels"), 3);
+  EXPECT_EQ(entries("cubins"), 1);
+  EXPECT_EQ(entries("whole-programs"), 1);
 
   device.impl().set_disk_cache(second);
   absl::StatusOr<Function> fn = device.compile(*k);
   ASSERT_TRUE(fn.ok()) << fn.status();
   EXPECT_EQ(second->stats().hits, 2);
+  EXPECT_EQ(second->stats().writes, 0);
+  absl::StatusOr<Function> whole_again = device.compile(*sk, eight);
+  ASSERT_TRUE(whole_again.ok()) << whole_again.status();
+  EXPECT_EQ(second->stats().hits, 4);  // its PTX, and that it loads whole
   EXPECT_EQ(second->stats().writes, 0);
   absl::StatusOr<std::vector<float>> sums = add_twos_and_ones(device, *fn, 4096);
   ASSERT_TRUE(sums.ok()) << sums.status();
