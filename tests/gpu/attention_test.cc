@@ -59,6 +59,8 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
       {.d = 128},
       {.d = 128, .stages = 3},
       {.d = 128, .bn = 64, .in = f16, .out = f32},
+      {.bm = 192, .bn = 64, .stages = 4},  // three warpgroups, 64 rows each
+      {.d = 128, .bm = 192, .bn = 64, .stages = 3},
       {.bm = 64, .warp_specialize = true},
       {.d = 128, .bm = 64, .bn = 64, .warp_specialize = true},
       {.stages = 3, .warp_specialize = true, .cooperative = true},

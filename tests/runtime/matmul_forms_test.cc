@@ -325,6 +325,7 @@ TEST(MatmulForms, AttentionMatchesADoubleReference) {
       {},
       {.bn = 64},
       {.d = 128, .bm = 64, .bn = 64, .in = f16, .out = f32},
+      {.bm = 192, .bn = 64},
       {.bm = 64, .warp_specialize = true},
       {.bn = 64, .warp_specialize = true, .cooperative = true},
   };
