@@ -20,6 +20,12 @@ using ::testing::HasSubstr;
 
 Device host() { return *Device::open("host:2"); }
 
+// A GEMM configuration and the warps it runs on.
+struct Form {
+  GemmConfig g;
+  int warps;
+};
+
 // Every element of C within `tol` * sum |a b| (+ a little) of the double sum.
 void expect_gemm_matches(const GemmConfig& g, int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
                          const std::vector<float>& c, double scale, double tol) {
@@ -164,10 +170,6 @@ TEST(MatmulForms, TheWarpSpecializedGemmMatchesOnTheHost) {
 TEST(MatmulForms, GemmTilesOf192MatchOnTheHost) {
   std::mt19937 gen(12);
   const int64_t m = 400, n = 520, k = 200;
-  struct Form {
-    GemmConfig g;
-    int warps;
-  };
   for (const Form& f : {Form{{.bm = 128, .bn = 192, .stages = 3}, 8}, Form{{.bm = 192, .bn = 128, .stages = 3}, 12},
                         Form{{.bm = 192, .bn = 192, .out = bf16, .stages = 2}, 12},
                         Form{{.bm = 128, .bn = 192, .b_nk = false, .stages = 3}, 8},
@@ -188,13 +190,9 @@ TEST(MatmulForms, GemmTilesOf192MatchOnTheHost) {
 TEST(MatmulForms, SplitKGemmMatchesADoubleReference) {
   std::mt19937 gen(13);
   const int64_t m = 300, n = 264, k = 200;
-  struct Case {
-    GemmConfig g;
-    int warps;
-  };
-  for (const Case& c : {Case{{.bm = 128, .bn = 128, .stages = 3, .split_k = 2}, 4},
-                        Case{{.bm = 64, .bn = 64, .stages = 2, .split_k = 3}, 4},
-                        Case{{.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true, .split_k = 2}, 12}}) {
+  for (const Form& c : {Form{{.bm = 128, .bn = 128, .stages = 3, .split_k = 2}, 4},
+                        Form{{.bm = 64, .bn = 64, .stages = 2, .split_k = 3}, 4},
+                        Form{{.bm = 128, .bn = 128, .stages = 3, .warp_specialize = true, .split_k = 2}, 12}}) {
     SCOPED_TRACE(absl::StrCat("split_k ", c.g.split_k, c.g.warp_specialize ? ", warp-specialized" : ""));
     Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
     absl::StatusOr<std::vector<float>> got = matmul_cases::run_gemm(host(), c.g, c.warps, m, n, k, a, b);
