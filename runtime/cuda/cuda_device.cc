@@ -185,9 +185,10 @@ absl::StatusOr<CUmodule> load_whole_program(const Driver& d, const std::string& 
 // version), so a process that finds the kernel's PTX there skips the
 // driver's compile too. The linker compiles relocatable code, in which ptxas
 // serializes a kernel's wgmma (at a fraction of the speed) where it ignores
-// setmaxnreg and where it calls a routine of its own (a 64-bit division):
-// kernels with setmaxnreg load as whole programs, and so do kernels whose
-// link says it serialized wgmma, which the disk cache then remembers.
+// setmaxnreg and where it calls a routine of its own (for a 64-bit integer
+// division or an IEEE f32 reciprocal): kernels with setmaxnreg load as
+// whole programs, and so do kernels whose link says it serialized wgmma,
+// which the disk cache then remembers.
 absl::StatusOr<CUmodule> load_module(const DiskCache& cache, const Driver& d, const std::string& arch,
                                      const std::string& ptx, const std::string& name) {
   const std::string key = absl::StrCat("cubin of ptx ", sha256_hex(ptx), " for ", arch, " by driver ", d.version());
