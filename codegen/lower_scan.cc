@@ -87,8 +87,8 @@ void Lowering::scan_segments(const Op& o, const Shape& outer, int64_t parts, llv
   // Segments of `len` elements, the last ones shorter (or empty) where
   // `parts` does not divide n.
   llvm::Value* start = b_.CreateMul(part, b_.getInt64(len));
-  llvm::Value* end = b_.CreateSelect(b_.CreateICmpULT(b_.getInt64(n), b_.CreateAdd(start, b_.getInt64(len))),
-                                     b_.getInt64(n), b_.CreateAdd(start, b_.getInt64(len)));
+  llvm::Value* end =
+      b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(start, b_.getInt64(len)), b_.getInt64(n));
   // Runs `body` on each element of the thread's segment in order, with the
   // accumulator `acc` (a stack slot) combined with it.
   auto walk = [&](llvm::Value* acc, const std::function<void(ElemIndex&, llvm::Value*)>& body) {
