@@ -663,9 +663,8 @@ inline int attention_warps(const AttnConfig& c) {
 // program, with a deep key pipeline. For d <= 64, 64 keys a step: in four
 // stages on two warpgroups, or with the mask in three on one warpgroup
 // (two programs to an SM; 20-36 % less time than on two warpgroups at len
-// 1024 and 4096); else
-// 128 in three, warp-specialized (cooperative: a producer warpgroup loads
-// each key and value block once for both).
+// 1024 and 4096); else 128 in three, warp-specialized (cooperative: a
+// producer warpgroup loads each key and value block once for both).
 inline AttnConfig attention_config(int64_t d, bool causal = false) {
   if (d <= 64 && causal) return {.d = d, .bn = 64, .causal = true, .stages = 3, .warps = 4};
   if (d <= 64) return {.d = d, .bn = 64, .causal = causal, .stages = 4};
