@@ -192,11 +192,11 @@ absl::StatusOr<CUmodule> load_whole_program(const Driver& d, const std::string& 
 absl::StatusOr<CUmodule> load_module(const DiskCache& cache, const Driver& d, const std::string& arch,
                                      const std::string& ptx, const std::string& name) {
   const std::string key = absl::StrCat("cubin of ptx ", sha256_hex(ptx), " for ", arch, " by driver ", d.version());
-  if (ptx.find("setmaxnreg") != std::string::npos || cache.read(kWholeProgramCacheSpace, key).has_value()) {
-    return load_whole_program(d, ptx);
-  }
+  if (ptx.find("setmaxnreg") != std::string::npos) return load_whole_program(d, ptx);
   std::optional<std::string> cubin = cache.read(kCubinCacheSpace, key);
   if (!cubin.has_value()) {
+    // The marker is written in place of a cubin, so a kernel with a cubin has none.
+    if (cache.read(kWholeProgramCacheSpace, key).has_value()) return load_whole_program(d, ptx);
     TESSEL_ASSIGN_OR_RETURN(cubin, link_ptx(d, ptx, name));
     if (!cubin.has_value()) {
       // A cache problem never fails the load.

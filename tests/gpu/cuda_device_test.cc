@@ -447,10 +447,12 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   absl::StatusOr<Function> fn = device.compile(*k);
   ASSERT_TRUE(fn.ok()) << fn.status();
   EXPECT_EQ(second->stats().hits, 2);
+  EXPECT_EQ(second->stats().misses, 0);  // a kernel with a cubin has no marker to look for
   EXPECT_EQ(second->stats().writes, 0);
   absl::StatusOr<Function> whole_again = device.compile(*sk, eight);
   ASSERT_TRUE(whole_again.ok()) << whole_again.status();
-  EXPECT_EQ(second->stats().hits, 4);  // its PTX, and that it loads whole
+  EXPECT_EQ(second->stats().hits, 4);    // its PTX, and that it loads whole
+  EXPECT_EQ(second->stats().misses, 1);  // its cubin
   EXPECT_EQ(second->stats().writes, 0);
   absl::StatusOr<std::vector<float>> sums = add_twos_and_ones(device, *fn, 4096);
   ASSERT_TRUE(sums.ok()) << sums.status();
