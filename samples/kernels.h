@@ -308,7 +308,7 @@ struct GemmConfig {
   bool b_nk = true;  // B stored N x K (else K x N)
   bool a_mk = true;  // A stored M x K (else K x M)
   int stages = 0;    // of the K loop's pipeline (LoopOptions::stages)
-  Swizzle swizzle = Swizzle::k128B;  // of A's, B's and C's boxes (a row of C's is whole panels of it)
+  Swizzle swizzle = Swizzle::k128B;  // of A's and B's boxes, and C's where a row of C's box suits it (out_swizzle)
   int group_m = 8;                   // tile rows per group of the tile order
   // The epilogue: C = gelu(A @ B + bias) with bias [N] of dtype `in`, taken
   // by the kernel as a last argument; else C = A @ B.
@@ -350,6 +350,16 @@ struct GemmConfig {
   bool stream_k = false;
 
   DType b_type() const { return in_b.value_or(in); }
+  // The swizzle of a bm x bn box of `t` (C's, or stream-K's f32 slots): the
+  // widest, up to `swizzle`, whose panels a row of it fills or is one of;
+  // none where no swizzle suits it (152 bf16 columns: 304 bytes).
+  Swizzle out_swizzle(DType t) const {
+    for (Swizzle s = swizzle; s != Swizzle::kNone; s = static_cast<Swizzle>(static_cast<int>(s) - 1)) {
+      const int64_t row = bn * t.bytes(), width = swizzle_bytes(s);
+      if (row <= width || row % width == 0) return s;
+    }
+    return Swizzle::kNone;
+  }
 };
 
 // GELU in its tanh form, x/2 (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
@@ -392,12 +402,13 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                    : k.tensor_map(g.in, {g.bk, g.bm}, "a", g.swizzle);  // A [K, M]
   Value b = g.b_nk ? k.tensor_map(g.b_type(), {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
                    : k.tensor_map(g.b_type(), {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
-  Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.swizzle);  // C [M, N]
+  Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.out_swizzle(g.out));     // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
   Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
   Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
-  Value slots = g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.swizzle) : Value();  // [S * BM, BN] f32
+  Value slots =
+      g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.out_swizzle(f32)) : Value();  // [S * BM, BN] f32
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
   Value counts = g.stream_k ? k.arg(ptr(i32), "counts") : Value();                          // [S] i32
   Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
@@ -517,7 +528,7 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
   absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.b_type(), b, {n, k}, {g.bn, g.bk}, g.swizzle)
                                         : device.tensor_map(g.b_type(), b, {k, n}, {g.bk, g.bn}, g.swizzle);
   if (!bm.ok()) return bm.status();
-  absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.swizzle);
+  absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.out_swizzle(g.out));
   if (!cm.ok()) return cm.status();
   return GemmMaps{*am, *bm, *cm};
 }
@@ -530,6 +541,28 @@ inline int64_t gemm_tiles(const GemmConfig& g, int64_t m, int64_t n) {
 // The units of work gemm_kernel(g) spreads over its programs for an m x n
 // C: its tiles, each split_k times.
 inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) { return gemm_tiles(g, m, n) * g.split_k; }
+
+// Tile widths fitted to an m x n C on `programs` programs, for tiles of bm
+// rows: the `count` multiples of 8 from 128 to `widest` whose tiles take each
+// program the least time, counted as the rounds of tiles it runs times the
+// width (a round's time grows with it), the wider first where equal. At
+// 3000 x 5000 on 132 programs, 128-row tiles 152 wide make 792 tiles, six
+// whole waves (6 x 152 against 4 x 256 for 480 tiles of 256: the fourth
+// round of those is two thirds full), and 232 wide 528, four. (Two
+// warpgroups keep at most 160 columns of 256 rows in registers.)
+inline std::vector<int64_t> fitted_widths(int64_t m, int64_t n, int64_t bm, int64_t programs, size_t count,
+                                          int64_t widest = 256) {
+  std::vector<std::pair<int64_t, int64_t>> by_cost;  // (rounds * width, -width)
+  const int64_t rows = (m + bm - 1) / bm;
+  for (int64_t bn = 128; bn <= widest; bn += 8) {
+    const int64_t tiles = rows * ((n + bn - 1) / bn);
+    by_cost.emplace_back((tiles + programs - 1) / programs * bn, -bn);
+  }
+  std::sort(by_cost.begin(), by_cost.end());
+  std::vector<int64_t> widths;
+  for (size_t i = 0; i < by_cost.size() && i < count; ++i) widths.push_back(-by_cost[i].second);
+  return widths;
+}
 
 // The shared tiles (and so the workspace slots) of a stream-K GEMM
 // (GemmConfig::stream_k) of an m x n C on `programs` programs.
@@ -562,7 +595,8 @@ inline absl::StatusOr<GemmWorkspace> gemm_workspace(const Device& device, const 
   if (!counts.ok()) return counts.status();
   if (absl::Status s = device.copy_to_device(*tiles, zeros.data(), zeros.size() * 4); !s.ok()) return s;
   if (absl::Status s = device.copy_to_device(*counts, zeros.data(), slots * 4); !s.ok()) return s;
-  absl::StatusOr<TensorMap> map = device.tensor_map(f32, *tiles, {slots * g.bm, g.bn}, {g.bm, g.bn}, g.swizzle);
+  absl::StatusOr<TensorMap> map =
+      device.tensor_map(f32, *tiles, {slots * g.bm, g.bn}, {g.bm, g.bn}, g.out_swizzle(f32));
   if (!map.ok()) return map.status();
   return GemmWorkspace{*std::move(tiles), *std::move(counts), *map, programs};
 }

@@ -12,9 +12,10 @@ namespace tessel::codegen::nvptx {
 namespace {
 
 constexpr int kWarpgroup = kWarpgroupThreads;
-// The most accumulator registers a thread keeps: two m64n256 blocks, or one
-// with 128 left for everything else of a 255-register budget.
-constexpr int64_t kMaxSlots = 128;
+// The most accumulator registers a thread keeps: one m64n256 block, or two
+// m64n160 (a 256 x 160 tile on two warpgroups), which leaves 95 of a
+// 255-register budget for everything else.
+constexpr int64_t kMaxSlots = 160;
 
 class WgmmaLayout final : public Layout {
  public:

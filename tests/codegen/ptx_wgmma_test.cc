@@ -131,6 +131,29 @@ TEST(Wgmma, TilesOf192RowsOrColumns) {
   }
 }
 
+// Widths fitted to a shape (samples::fitted_widths): any multiple of 8 up
+// to 256 is wgmma's n, with C's box unswizzled where its rows are no whole
+// number of swizzle panels (152 bf16 columns), and 256 rows on two
+// warpgroups keep up to 160 columns, two row blocks a warpgroup.
+TEST(Wgmma, TilesFittedToAShape) {
+  struct Form {
+    GemmConfig g;
+    int warps;
+    const char* shape;
+  };
+  for (const Form& f :
+       {Form{{.bm = 128, .bn = 152, .out = bf16}, 8, "m64n152k16"}, Form{{.bm = 128, .bn = 232}, 8, "m64n232k16"},
+        Form{{.bm = 256, .bn = 152, .out = bf16, .stages = 4}, 8, "m64n152k16"},
+        Form{{.bm = 256, .bn = 160, .out = bf16, .warp_specialize = true, .cooperative = true}, 12, "m64n160k16"}}) {
+    SCOPED_TRACE(absl::StrCat(f.g.bm, "x", f.g.bn, " on ", f.warps, " warps"));
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(f.g), warps(f.warps));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(absl::StrCat(f.shape, ".f32.bf16.bf16")));
+    EXPECT_THAT(code->binary, Not(HasSubstr("fma.rn.f32")));
+    expect_ptxas_clean(code->binary);
+  }
+}
+
 TEST(Wgmma, StagesArePerLoop) {
   // One stage: loads wait where they are, and each product before the next.
   absl::StatusOr<DeviceCode> one = compile_ptx(gemm({.stages = 1}), warps(8));

@@ -189,6 +189,28 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 896, .n = 4864, .k = 8192, .bm = 192, .bn = 192, .warps = 12, .stages = 3, .out = bf16},
       {.m = 4095, .n = 4104, .k = 1032, .bm = 192, .bn = 256, .warps = 12, .stages = 3, .out = bf16},
       {.m = 4095, .n = 4104, .k = 1032, .bn = 192, .warps = 12, .stages = 4, .ws = true, .coop = true},
+      // Widths fitted to a shape (samples::fitted_widths), whose C rows are
+      // no whole number of 128-byte panels: C's box unswizzled (152 or 232
+      // bf16 columns) or in 32-byte panels (232 f32).
+      {.m = 3000, .n = 5000, .k = 712, .bn = 152, .stages = 4, .out = bf16},
+      {.m = 1000, .n = 712, .k = 600, .bn = 232, .stages = 3},
+      {.m = 3000, .n = 5000, .k = 712, .bn = 232, .stages = 4, .out = bf16},
+      {.m = 4095, .n = 4104, .k = 1032, .bn = 152, .warps = 12, .stages = 4, .ws = true, .coop = true, .out = bf16},
+      {.m = 1000, .n = 712, .k = 600, .bm = 192, .bn = 152, .warps = 12, .stages = 3, .out = bf16},
+      {.m = 1000, .n = 712, .k = 600, .bn = 152, .stages = 3, .stream_k = true, .programs = 37},
+      // 256 rows on two warpgroups, 152 or 160 accumulators a thread.
+      {.m = 3000, .n = 5000, .k = 712, .bm = 256, .bn = 152, .stages = 4, .out = bf16},
+      {.m = 1000, .n = 712, .k = 600, .bm = 256, .bn = 160, .stages = 3},
+      {.m = 1000,
+       .n = 712,
+       .k = 600,
+       .bm = 256,
+       .bn = 160,
+       .warps = 12,
+       .stages = 3,
+       .ws = true,
+       .coop = true,
+       .out = bf16},
       // Stream-K: fewer tiles than SMs (each split among programs), a last
       // partial wave (one whole wave and the rest shared), tiles a multiple
       // of the programs (none shared), an odd program count, 128 x 256

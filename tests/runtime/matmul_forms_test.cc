@@ -184,6 +184,46 @@ TEST(MatmulForms, GemmTilesOf192MatchOnTheHost) {
   }
 }
 
+// Widths fitted to a shape: C's box in the widest swizzle whose panels its
+// rows fill (none for 152 bf16 columns, 32 bytes for 232 f32), 256 rows on
+// two warpgroups, and 152 columns cooperative.
+TEST(MatmulForms, GemmTilesFittedToAShapeMatchOnTheHost) {
+  std::mt19937 gen(14);
+  const int64_t m = 400, n = 520, k = 200;
+  for (const Form& f :
+       {Form{{.bm = 128, .bn = 152, .out = bf16, .stages = 3}, 8}, Form{{.bm = 128, .bn = 232, .stages = 3}, 8},
+        Form{{.bm = 256, .bn = 152, .out = bf16, .stages = 4}, 8},
+        Form{{.bm = 192, .bn = 152, .a_mk = false, .stages = 3}, 12},
+        Form{{.bm = 128, .bn = 152, .stages = 3, .warp_specialize = true, .cooperative = true}, 12}}) {
+    SCOPED_TRACE(absl::StrCat(f.g.bm, "x", f.g.bn, f.g.a_mk ? "" : ", A as KxM", ", ", f.warps, " warps"));
+    Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, n * k, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), f.g, f.warps, m, n, k, a, b);
+    ASSERT_TRUE(c.ok()) << c.status();
+    expect_gemm_matches(f.g, m, n, k, a, b, *c, 1.0, f.g.out == bf16 ? 1.0 / 128 : 1e-6);
+  }
+}
+
+TEST(MatmulForms, CsBoxTakesTheWidestSwizzleItsRowsFill) {
+  EXPECT_EQ((GemmConfig{.bn = 256}.out_swizzle(bf16)), Swizzle::k128B);
+  EXPECT_EQ((GemmConfig{.bn = 32}.out_swizzle(bf16)), Swizzle::k128B);   // one row, narrower than a panel
+  EXPECT_EQ((GemmConfig{.bn = 152}.out_swizzle(bf16)), Swizzle::kNone);  // 304 bytes
+  EXPECT_EQ((GemmConfig{.bn = 232}.out_swizzle(f32)), Swizzle::k32B);    // 928 bytes
+  EXPECT_EQ((GemmConfig{.bn = 160}.out_swizzle(bf16)), Swizzle::k64B);   // 320 bytes
+  EXPECT_EQ((GemmConfig{.bn = 160, .swizzle = Swizzle::k32B}.out_swizzle(bf16)), Swizzle::k32B);
+}
+
+// 3000 x 5000 on 132 programs: 152 columns make six whole waves of 128-row
+// tiles, 232 four, where 256 leaves the fourth of four two thirds full;
+// 256-row tiles stop at 160 columns.
+TEST(MatmulForms, FittedWidthsFillTheWaves) {
+  EXPECT_EQ(samples::fitted_widths(3000, 5000, 128, 132, 2), (std::vector<int64_t>{152, 232}));
+  EXPECT_EQ(samples::fitted_widths(3000, 5000, 256, 132, 2, 160), (std::vector<int64_t>{152, 160}));
+  // One tile row: every width makes one tile, and the narrowest costs least.
+  EXPECT_EQ(samples::fitted_widths(64, 100, 128, 132, 1), (std::vector<int64_t>{128}));
+  // Where the widest fills the waves, it is first (8192 x 8192: 64 x 32 tiles, 2048 of them).
+  EXPECT_EQ(samples::fitted_widths(8192, 8192, 128, 128, 1), (std::vector<int64_t>{256}));
+}
+
 // Split-K: the programs of a tile's K parts add into C (K = 200 is four
 // BK blocks: in three parts of two, the last part is empty), also
 // warp-specialized and with fp8 scales, which apply to each part.
