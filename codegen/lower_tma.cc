@@ -39,7 +39,7 @@ void Lowering::reserve_tma_barriers() {
     target_.init_tma_barriers(b_, own, count, 1);
   }
   for (const Op& o : ir_.ops) {
-    if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !swizzled(ir_.type(o.operands[0]))) continue;
+    if (!overlap_.hold_store_tiles || o.op != OpCode::kTmaStore || !staged_store(o)) continue;
     if (overlap_.hold_streamed_only && !streamed_store(ir_, o)) continue;
     const Type& t = ir_.type(o.operands[1]);
     const int64_t panels = overlap_.stage_panels && store_panels(ir_, o) > 2 ? store_panels(ir_, o) : 1;
@@ -117,7 +117,7 @@ absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
 absl::Status Lowering::tma_store(const Op& o) {
   const Type& map_type = ir_.type(o.operands[0]);
   const bool add = !o.ints.empty();  // tma_reduce (AtomicOp::kAdd, the one it takes)
-  if (!swizzled(map_type)) {
+  if (!staged_store(o)) {
     target_.tma_store(b_, map_type, val(o.operands[0]), coords(o, 2), val(o.operands[1]), add);
     return absl::OkStatus();
   }

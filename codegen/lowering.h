@@ -678,6 +678,16 @@ class Lowering {
   bool swizzled(const Type& map_type) const {
     return map_type.swizzle() != Swizzle::kNone && target_.swizzles_shared_tiles();
   }
+  // Whether tma_store `o` writes its tile into a staging buffer (swizzled
+  // as its map says) and stores from there: a swizzled map's, and on
+  // targets that swizzle shared tiles an unswizzled one's too, unless the
+  // tile is a TMA load's, which it stores from where the load put it. (A
+  // staging buffer may be held across the kernel, the store left running.)
+  bool staged_store(const Op& o) const {
+    if (swizzled(ir_.type(o.operands[0]))) return true;
+    const int def = ir_.values[o.operands[1]].def_op;
+    return target_.swizzles_shared_tiles() && def >= 0 && ir_.ops[def].op != OpCode::kTmaLoad;
+  }
   // The address of element `i` (i64) of a tile stored swizzled at `buf`.
   llvm::Value* swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle);
   // Stages held tma_store `o`'s tile a panel at a time through the two

@@ -46,6 +46,8 @@ class WgmmaLayout final : public Layout {
     return b.CreateAdd(own, b.getInt64((64 * j * row_groups() + 8 * (i / 2 % 2)) * n_ + 8 * (i / 4) + i % 2));
   }
   llvm::Value* valid(llvm::IRBuilder<>&, llvm::Value*, int64_t) const override { return nullptr; }
+  // Slots of each row block a thread holds: two a column pair of 8.
+  int64_t block_slots() const { return width() / 2; }
   int64_t element_at(int64_t thread, int64_t slot) const override {
     return wgmma_accumulator_element(n_, warpgroups_, thread, slot, col_groups_);
   }
@@ -321,29 +323,44 @@ bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector
                    llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address,
                    const SlotFilter& keep) {
   const auto* wgmma = dynamic_cast<const WgmmaLayout*>(&layout);
-  if (wgmma == nullptr || cols % 16 != 0 || slots.empty() || slots[0]->getType() != b.getInt16Ty()) return false;
+  // (Rows of 16-byte multiples: every matrix row's address is aligned.)
+  if (wgmma == nullptr || cols % 8 != 0 || slots.empty() || slots[0]->getType() != b.getInt16Ty()) return false;
+  // Each row block's slots go 8 at a time (a 16 x 16 block, x4), the last
+  // 4 alone (16 x 8, x2) where its width is 8 past a multiple of 16.
+  const auto per_block = static_cast<size_t>(wgmma->block_slots());
+  struct Group {
+    size_t first, size;
+  };
+  std::vector<Group> groups;
+  for (size_t block = 0; block < slots.size(); block += per_block) {
+    for (size_t i = 0; i < per_block; i += 8) groups.push_back({block + i, std::min<size_t>(8, per_block - i)});
+  }
   auto kept = [&](size_t slot) { return !keep || keep(static_cast<int64_t>(slot)); };
-  for (size_t first = 0; first + 8 <= slots.size(); first += 8) {
-    for (size_t s = first + 1; s < first + 8; ++s) {
-      if (kept(s) != kept(first)) return false;
+  for (const Group& g : groups) {
+    for (size_t s = g.first + 1; s < g.first + g.size; ++s) {
+      if (kept(s) != kept(g.first)) return false;
     }
   }
   // Slots 8g .. 8g+7 of a row block hold, in pairs, the four 8 x 8 matrices
   // of a 16 x 16 block: (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8).
   // Lane l gives row l % 8 of matrix l / 8: the row lane 4 (l % 8) holds,
-  // moved by that matrix's offset.
+  // moved by that matrix's offset (x2 reads lanes 0-15 only).
   llvm::Value* lane = b.CreateAnd(tid, 31);
   llvm::Value* row_lane = b.CreateOr(b.CreateSub(tid, lane), b.CreateMul(b.CreateAnd(lane, 7), b.getInt64(4)));
   llvm::Value* matrix = b.CreateLShr(lane, 3);
   llvm::Value* offset = b.CreateAdd(b.CreateMul(b.CreateAnd(matrix, 1), b.getInt64(8 * cols)),
                                     b.CreateMul(b.CreateLShr(matrix, 1), b.getInt64(8)));
-  for (size_t first = 0; first + 8 <= slots.size(); first += 8) {
-    if (!kept(first)) continue;
-    llvm::Value* at = address(b.CreateAdd(layout.element(b, row_lane, static_cast<int64_t>(first)), offset));
+  for (const Group& g : groups) {
+    if (!kept(g.first)) continue;
+    llvm::Value* at = address(b.CreateAdd(layout.element(b, row_lane, static_cast<int64_t>(g.first)), offset));
     std::vector<llvm::Value*> args = {shared32(b, at)};
-    for (size_t q = 0; q < 4; ++q) args.push_back(pack_b16(b, slots[first + 2 * q], slots[first + 2 * q + 1]));
-    inline_asm(b, b.getVoidTy(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};",
-               "r,r,r,r,r,~{memory}", args);
+    for (size_t q = 0; q < g.size / 2; ++q)
+      args.push_back(pack_b16(b, slots[g.first + 2 * q], slots[g.first + 2 * q + 1]));
+    const bool x4 = g.size == 8;
+    inline_asm(b, b.getVoidTy(),
+               x4 ? "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};"
+                  : "stmatrix.sync.aligned.m8n8.x2.shared.b16 [$0], {$1, $2};",
+               x4 ? "r,r,r,r,r,~{memory}" : "r,r,r,~{memory}", args);
   }
   return true;
 }

@@ -52,9 +52,10 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& shape
 
 // Writes the 16-bit `slots` of an accumulator layout of wgmma_layout()'s
 // with stmatrix (a 16 x 16 block per warp and instruction, each lane giving
-// one 16-byte row's address), the blocks whose slots `keep` keeps (all
-// where empty); false where `layout` is not one, `cols` is not a multiple
-// of 16, or `keep` splits a block.
+// one 16-byte row's address; a 16 x 8 block where a warpgroup's width ends
+// 8 columns past a multiple of 16), the blocks whose slots `keep` keeps
+// (all where empty); false where `layout` is not one, `cols` is not a
+// multiple of 8, or `keep` splits a block.
 bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
                    llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address,
                    const SlotFilter& keep = {});

@@ -134,7 +134,9 @@ TEST(Wgmma, TilesOf192RowsOrColumns) {
 // Widths fitted to a shape (samples::fitted_widths): any multiple of 8 up
 // to 256 is wgmma's n, with C's box unswizzled where its rows are no whole
 // number of swizzle panels (152 bf16 columns), and 256 rows on two
-// warpgroups keep up to 160 columns, two row blocks a warpgroup.
+// warpgroups keep up to 160 columns, two row blocks a warpgroup. An
+// unswizzled C is staged like a swizzled one, its last 8 columns of a
+// width 8 past a multiple of 16 by stmatrix's x2 form.
 TEST(Wgmma, TilesFittedToAShape) {
   struct Form {
     GemmConfig g;
@@ -150,6 +152,11 @@ TEST(Wgmma, TilesFittedToAShape) {
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_THAT(code->binary, HasSubstr(absl::StrCat(f.shape, ".f32.bf16.bf16")));
     EXPECT_THAT(code->binary, Not(HasSubstr("fma.rn.f32")));
+    if (f.g.out == bf16) {
+      EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x4"));
+      EXPECT_THAT(code->binary, Not(HasSubstr("st.shared.b32")));
+    }
+    if (f.g.out == bf16 && f.g.bn % 16 == 8) EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x2"));
     expect_ptxas_clean(code->binary);
   }
 }
