@@ -109,15 +109,17 @@ TEST(Wgmma, F16AndOtherTileShapes) {
   }
 }
 
+// A GEMM configuration, its warps, and the wgmma shape its PTX issues.
+struct Form {
+  GemmConfig g;
+  int warps;
+  const char* shape;
+};
+
 // Tile sides that are not powers of two: 192 columns take m64n192; 192
 // rows take a warpgroup each 64 of them on twelve warps, and on eight each
 // warpgroup takes every row and half the columns.
 TEST(Wgmma, TilesOf192RowsOrColumns) {
-  struct Form {
-    GemmConfig g;
-    int warps;
-    const char* shape;
-  };
   for (const Form& f :
        {Form{{.bm = 128, .bn = 192}, 8, "m64n192k16"}, Form{{.bm = 64, .bn = 192}, 4, "m64n192k16"},
         Form{{.bm = 128, .bn = 192, .b_nk = false}, 8, "m64n192k16"}, Form{{.bm = 192, .bn = 128}, 12, "m64n128k16"},
@@ -138,11 +140,6 @@ TEST(Wgmma, TilesOf192RowsOrColumns) {
 // unswizzled C is staged like a swizzled one, its last 8 columns of a
 // width 8 past a multiple of 16 by stmatrix's x2 form.
 TEST(Wgmma, TilesFittedToAShape) {
-  struct Form {
-    GemmConfig g;
-    int warps;
-    const char* shape;
-  };
   for (const Form& f :
        {Form{{.bm = 128, .bn = 152, .out = bf16}, 8, "m64n152k16"}, Form{{.bm = 128, .bn = 232}, 8, "m64n232k16"},
         Form{{.bm = 256, .bn = 152, .out = bf16, .stages = 4}, 8, "m64n152k16"},
