@@ -153,7 +153,9 @@ TEST(Wgmma, TilesFittedToAShape) {
       EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x4"));
       EXPECT_THAT(code->binary, Not(HasSubstr("st.shared.b32")));
     }
-    if (f.g.out == bf16 && f.g.bn % 16 == 8) EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x2"));
+    if (f.g.out == bf16 && f.g.bn % 16 == 8) {
+      EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x2"));
+    }
     expect_ptxas_clean(code->binary);
   }
 }
