@@ -549,10 +549,12 @@ inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) { return gem
 // 3000 x 5000 on 132 programs, 128-row tiles 152 wide make 792 tiles, six
 // whole waves (6 x 152 against 4 x 256 for 480 tiles of 256: the fourth
 // round of those is two thirds full), and 232 wide 528, four. (Two
-// warpgroups keep at most 160 columns of 256 rows in registers.)
+// warpgroups keep at most 160 columns of 256 rows in registers.) None
+// where a size or `programs` is not positive.
 inline std::vector<int64_t> fitted_widths(int64_t m, int64_t n, int64_t bm, int64_t programs, size_t count,
                                           int64_t widest = 256) {
   std::vector<std::pair<int64_t, int64_t>> by_cost;  // (rounds * width, -width)
+  if (m <= 0 || n <= 0 || bm <= 0 || programs <= 0) return {};  // no tiles to fit
   const int64_t rows = (m + bm - 1) / bm;
   for (int64_t bn = 128; bn <= widest; bn += 8) {
     const int64_t tiles = rows * ((n + bn - 1) / bn);

@@ -222,6 +222,9 @@ TEST(MatmulForms, FittedWidthsFillTheWaves) {
   EXPECT_EQ(samples::fitted_widths(64, 100, 128, 132, 1), (std::vector<int64_t>{128}));
   // Where the widest fills the waves, it is first (8192 x 8192: 64 x 32 tiles, 2048 of them).
   EXPECT_EQ(samples::fitted_widths(8192, 8192, 128, 128, 1), (std::vector<int64_t>{256}));
+  EXPECT_TRUE(samples::fitted_widths(3000, 5000, 128, 0, 2).empty());
+  EXPECT_TRUE(samples::fitted_widths(0, 5000, 128, 132, 2).empty());
+  EXPECT_TRUE(samples::fitted_widths(3000, 5000, 0, 132, 2).empty());
 }
 
 // Split-K: the programs of a tile's K parts add into C (K = 200 is four
