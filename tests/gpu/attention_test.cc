@@ -88,8 +88,10 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
     if (len > 200) return;
     absl::StatusOr<std::vector<float>> cpu = matmul_cases::run_attention(*host, c, heads, len, scale, q, k, v);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
-    // exp2's hardware approximation against the host's expansion.
-    EXPECT_TRUE(all_close(*gpu, *cpu, c.out == bf16 ? 8e-3 : 1e-4));
+    // exp2's hardware approximation against the host's expansion: where it
+    // moves a weight across a rounding boundary of P's type, P V moves by
+    // that unit (2^-11 of a weight below 1 in f16, |v| <= 1, l >= 1).
+    EXPECT_TRUE(all_close(*gpu, *cpu, c.out == bf16 ? 8e-3 : 1e-3));
   });
 }
 
