@@ -353,8 +353,9 @@ int main(int argc, char** argv) {
     report("gemm " + shape + " bf16, the autotuner's compiles of " + std::to_string(tried.size()) + " configurations",
            pick.prepare_seconds * 1e3, "ms");
     for (size_t i = 0; i < pick.errors.size(); ++i) {
-      if (!pick.errors[i].empty())
+      if (!pick.errors[i].empty()) {
         std::printf("gemm %s %s: %s\n", shape.c_str(), label(tried[i]).c_str(), pick.errors[i].c_str());
+      }
     }
     std::vector<double> ms;
     for (size_t i = 0; i < launches.size(); ++i) {

@@ -553,8 +553,8 @@ inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) { return gem
 // where a size or `programs` is not positive.
 inline std::vector<int64_t> fitted_widths(int64_t m, int64_t n, int64_t bm, int64_t programs, size_t count,
                                           int64_t widest = 256) {
-  std::vector<std::pair<int64_t, int64_t>> by_cost;  // (rounds * width, -width)
   if (m <= 0 || n <= 0 || bm <= 0 || programs <= 0) return {};  // no tiles to fit
+  std::vector<std::pair<int64_t, int64_t>> by_cost;             // (rounds * width, -width)
   const int64_t rows = (m + bm - 1) / bm;
   for (int64_t bn = 128; bn <= widest; bn += 8) {
     const int64_t tiles = rows * ((n + bn - 1) / bn);
