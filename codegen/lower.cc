@@ -66,8 +66,12 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   alloca_point_ = b_.CreateBr(body);
   b_.SetInsertPoint(body);
   reserve_tma_barriers();
+  // The cluster's programs may reach into each other's shared memory (its
+  // mbarriers set up first) until every one is done.
+  if (ir_.cluster > 1) target_.cluster_barrier(b_);
   TESSEL_RETURN_IF_ERROR(block(0));
   target_.epilogue(b_);
+  if (ir_.cluster > 1) target_.cluster_barrier(b_);
   b_.CreateRetVoid();
   int64_t bytes = smem_peak_;
   if (consumer_span_ != nullptr) {

@@ -1,5 +1,6 @@
 // Software pipelines of TMA loads: rings of stage buffers filled
-// stages - 1 iterations ahead, one mbarrier per stage (see lowering.h).
+// stages - 1 iterations ahead (stages - 2 for some multicast rings), one
+// mbarrier per stage (see lowering.h).
 #include "codegen/lowering.h"
 
 #include <algorithm>
@@ -32,7 +33,7 @@ bool Lowering::per_iteration(const Op& loop, int id, const Op* outer) const {
   }
   if (v.def_op < 0) return id == body.args[0];  // the induction variable, not a carried value
   const Op& o = ir_.ops[v.def_op];
-  if (o.op == OpCode::kConstant) return true;
+  if (o.op == OpCode::kConstant || o.op == OpCode::kProgramId || o.op == OpCode::kNumPrograms) return true;
   if (ir_.type(id).is_tile() || !is_elementwise(o.op)) return false;
   for (int operand : o.operands) {
     if (!per_iteration(loop, operand, outer)) return false;
@@ -53,6 +54,8 @@ llvm::Value* Lowering::value_in_iteration(const Op& loop, int id, llvm::Value* i
   if (v.def_op < 0) return iv;
   const Op& o = ir_.ops[v.def_op];
   if (o.op == OpCode::kConstant) return constant(o);
+  if (o.op == OpCode::kProgramId) return target_.program_id(b_, static_cast<int>(o.ints[0]));
+  if (o.op == OpCode::kNumPrograms) return target_.num_programs(b_, static_cast<int>(o.ints[0]));
   std::vector<llvm::Value*> args;
   for (int operand : o.operands) args.push_back(value_in_iteration(loop, operand, iv, outer, outer_iv));
   return elementwise(o, args);
@@ -96,6 +99,8 @@ void Lowering::plan_pipelines() {
     if (!computable) continue;
     Pipeline& p = pipelines_[&loop];
     p.stages = stages;
+    p.ahead = stages - 1;
+    p.multicast = std::any_of(loads.begin(), loads.end(), [](const Op* l) { return load_parts(*l) > 1; });
     pipelined_by_default_ = pipelined_by_default_ || defaulted;
     p.loads = loads;
     // (A warp-specialized loop's producer needs the ring across it.)
@@ -122,6 +127,11 @@ void Lowering::plan_pipelines() {
   for (auto& [loop, p] : pipelines_) {
     if (p.outer != nullptr && per_outer[p.outer] > 1) p.outer = nullptr;
     if (p.outer != nullptr) outer_pipelines_[p.outer] = loop;
+    // A multicast ring of 4 stages or more filled by its consumers keeps a
+    // stage between the one it releases and the one it loads next, so that
+    // the other programs' releases have an iteration to arrive. (With 3, one
+    // load ahead starved the tensor cores more than the wait for them.)
+    if (p.multicast && !(specialized_ != nullptr && p.outer == specialized_) && p.stages >= 4) p.ahead = p.stages - 2;
     p.groups = {LoadGroup{}};
     for (size_t i = 0; i < p.loads.size(); ++i) p.groups[0].loads.push_back(static_cast<int>(i));
     if (specialized_ != nullptr && p.outer == specialized_) plan_groups(*loop, p);
@@ -193,7 +203,24 @@ void Lowering::wait_group(Pipeline& p, int g) {
 
 void Lowering::release_group(Pipeline& p, int g, llvm::Value* i) {
   llvm::Value* stage = b_.CreateURem(b_.CreateAdd(p.first, i), b_.getInt64(p.stages));
-  target_.barrier_arrive(b_, group_barrier(p, p.empty, g, stage));
+  llvm::Value* empty = group_barrier(p, p.empty, g, stage);
+  if (!p.multicast) {
+    target_.barrier_arrive(b_, empty);
+    return;
+  }
+  // Every program of the cluster loads into this stage: a warp's release
+  // counts in each.
+  target_.per_warp(b_, [&] { target_.cluster_arrive(b_, empty); });
+}
+
+void Lowering::reclaim_stage(Pipeline& p, llvm::Value* use) {
+  emit_if(b_, b_.CreateICmpUGE(use, b_.getInt64(p.stages)), [&] {
+    llvm::Value* stage = b_.CreateURem(use, b_.getInt64(p.stages));
+    // The phase of the stage's use before: use / stages - 1.
+    llvm::Value* round = b_.CreateSub(b_.CreateUDiv(use, b_.getInt64(p.stages)), b_.getInt64(1));
+    target_.tma_wait(b_, group_barrier(p, p.released, 0, stage),
+                     b_.CreateTrunc(b_.CreateAnd(round, 1), b_.getInt32Ty()));
+  });
 }
 
 void Lowering::stage_point(const Op& o, bool after) {
@@ -247,8 +274,9 @@ const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& lo
   return outer;
 }
 
-void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv,
+void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* use, llvm::Value* outer_iv,
                            int group) {
+  llvm::Value* stage = b_.CreateURem(use, b_.getInt64(p.stages));
   std::vector<TargetInfo::TmaCopy> copies;
   for (int i : p.groups[std::max(group, 0)].loads) {
     const Op& l = *p.loads[i];
@@ -257,9 +285,11 @@ void Lowering::issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::V
       coords.push_back(value_in_iteration(loop, l.operands[c], iv, p.outer, outer_iv));
     }
     llvm::Value* smem = b_.CreateInBoundsGEP(b_.getInt8Ty(), p.rings[i], b_.CreateMul(stage, b_.getInt64(p.strides[i])));
-    copies.push_back({&ir_.type(l.operands[0]), val(l.operands[0]), std::move(coords), smem});
+    const int parts = load_parts(l);
+    copies.push_back({&ir_.type(l.operands[0]), val(l.operands[0]), std::move(coords), smem, parts, parts > 1});
   }
   const int g = std::max(group, 0);
+  if (p.released != nullptr) target_.single_thread(b_, [&] { reclaim_stage(p, use); });
   target_.tma_issue(b_, group_barrier(p, p.barriers, g, stage), p.groups[g].bytes, copies);
 }
 
@@ -276,19 +306,17 @@ Lowering::Run Lowering::run_in(const Op& loop, const Op& outer, llvm::Value* out
   return run;
 }
 
-void Lowering::issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* stage,
+void Lowering::issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* use,
                                llvm::Value* outer_iv, int group) {
   llvm::Value* iv = b_.CreateAdd(run.lo, b_.CreateMul(run.step, b_.CreateTrunc(j, run.lo->getType())));
-  issue_stage(loop, p, iv, stage, outer_iv, group);
+  issue_stage(loop, p, iv, use, outer_iv, group);
 }
 
 void Lowering::issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Value* count, llvm::Value* first,
                            llvm::Value* outer_iv) {
-  for (int j = 0; j + 1 < p.stages; ++j) {
-    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), count), [&] {
-      llvm::Value* stage = b_.CreateURem(b_.CreateAdd(first, b_.getInt64(j)), b_.getInt64(p.stages));
-      issue_iteration(loop, p, run, b_.getInt64(j), stage, outer_iv);
-    });
+  for (int j = 0; j < p.ahead; ++j) {
+    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), count),
+            [&] { issue_iteration(loop, p, run, b_.getInt64(j), b_.CreateAdd(first, b_.getInt64(j)), outer_iv); });
   }
 }
 
@@ -314,7 +342,13 @@ void Lowering::begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Valu
   const Op& loop = *outer_pipelines_.at(&outer);
   Pipeline& p = pipelines_.at(&loop);
   allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
-  target_.program_barrier(b_);  // every thread is done with what the rings held before
+  // Every thread is done with what the rings held before (in every program
+  // of the cluster, which write into each other's rings).
+  if (p.multicast) {
+    target_.cluster_barrier(b_);
+  } else {
+    target_.program_barrier(b_);
+  }
   emit_if(b_, go, [&] {
     const Run run = run_in(loop, outer, lo);
     issue_first(loop, p, run, run.trips, b_.CreateLoad(b_.getInt64Ty(), p.used), lo);
@@ -333,8 +367,12 @@ void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step
     return;
   }
   allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
-  // Every thread is done with what the rings held before.
-  target_.program_barrier(b_);
+  // Every thread is done with what the rings held before (in the cluster).
+  if (p.multicast) {
+    target_.cluster_barrier(b_);
+  } else {
+    target_.program_barrier(b_);
+  }
   p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
   issue_first(loop, p, Run{lo, step, trips}, trips, p.first, nullptr);
 }
@@ -387,12 +425,23 @@ void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::V
   // (mma left at most this iteration's product in flight) once every
   // thread is here.
   target_.program_barrier(b_);
-  llvm::Value* ahead = b_.CreateAdd(i, b_.getInt64(p.stages - 1));
-  llvm::Value* stage = b_.CreateURem(b_.CreateAdd(p.first, ahead), b_.getInt64(p.stages));
+  if (p.released != nullptr) {
+    // The ring's use before this iteration's (of an earlier run for i = 0)
+    // is this program's no more: so in every program of the cluster.
+    llvm::Value* done = b_.CreateAdd(p.first, i);
+    target_.single_thread(b_, [&] {
+      emit_if(b_, b_.CreateICmpUGE(done, b_.getInt64(1)), [&] {
+        llvm::Value* stage = b_.CreateURem(b_.CreateSub(done, b_.getInt64(1)), b_.getInt64(p.stages));
+        target_.cluster_arrive(b_, group_barrier(p, p.released, 0, stage));
+      });
+    });
+  }
+  llvm::Value* ahead = b_.CreateAdd(i, b_.getInt64(p.ahead));
+  llvm::Value* use = b_.CreateAdd(p.first, ahead);
   llvm::Value* own = b_.CreateICmpSLT(ahead, trips);
   emit_if(b_, own, [&] {
-    llvm::Value* next_iv = b_.CreateAdd(iv, b_.CreateMul(step, llvm::ConstantInt::get(iv->getType(), p.stages - 1)));
-    issue_stage(loop, p, next_iv, stage);
+    llvm::Value* next_iv = b_.CreateAdd(iv, b_.CreateMul(step, llvm::ConstantInt::get(iv->getType(), p.ahead)));
+    issue_stage(loop, p, next_iv, use);
   });
   if (p.outer == nullptr) return;
   // Past this run's end: the next run's iteration ahead - trips.
@@ -400,7 +449,7 @@ void Lowering::prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::V
   emit_if(b_, b_.CreateAnd(b_.CreateNot(own), more), [&] {
     const Run next = run_in(loop, *p.outer, outer_iv);
     llvm::Value* j = b_.CreateSub(ahead, trips);
-    emit_if(b_, b_.CreateICmpSLT(j, next.trips), [&] { issue_iteration(loop, p, next, j, stage, outer_iv); });
+    emit_if(b_, b_.CreateICmpSLT(j, next.trips), [&] { issue_iteration(loop, p, next, j, use, outer_iv); });
   });
 }
 
@@ -425,20 +474,19 @@ void Lowering::end_pipeline(const Op& loop, llvm::Value* trips) {
     for (llvm::Value* ring : p.rings) shared_.erase(ring);
     return;
   }
-  // A run shorter than stages - 1 left the next run's first loads
-  // [0, stages - 1 - trips) to issue here, each under its own guard with
+  // A run shorter than the loads ahead (stages - 1) left the next run's
+  // first loads [0, ahead - trips) to issue here, each under its own guard with
   // the next run's bounds computed there (computed once ahead, they stay
   // live into the epilogue: ptxas spilled more of the fused GEMM's).
   auto [outer_iv, more] = next_outer(*p.outer);
-  emit_if(b_, b_.CreateAnd(more, b_.CreateICmpSLT(trips, b_.getInt64(p.stages - 1))), [&] {
+  emit_if(b_, b_.CreateAnd(more, b_.CreateICmpSLT(trips, b_.getInt64(p.ahead))), [&] {
     target_.program_barrier(b_);
     llvm::Value* next_first = b_.CreateAdd(p.first, trips);
-    for (int j = 0; j + 1 < p.stages; ++j) {
-      emit_if(b_, b_.CreateICmpSLT(b_.CreateAdd(trips, b_.getInt64(j)), b_.getInt64(p.stages - 1)), [&] {
+    for (int j = 0; j < p.ahead; ++j) {
+      emit_if(b_, b_.CreateICmpSLT(b_.CreateAdd(trips, b_.getInt64(j)), b_.getInt64(p.ahead)), [&] {
         const Run next = run_in(loop, *p.outer, outer_iv);
         emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), next.trips), [&] {
-          llvm::Value* stage = b_.CreateURem(b_.CreateAdd(next_first, b_.getInt64(j)), b_.getInt64(p.stages));
-          issue_iteration(loop, p, next, b_.getInt64(j), stage, outer_iv);
+          issue_iteration(loop, p, next, b_.getInt64(j), b_.CreateAdd(next_first, b_.getInt64(j)), outer_iv);
         });
       });
     }

@@ -97,7 +97,9 @@ void Lowering::reserve_producer_ring() {
     return ring;
   });
   target_.init_tma_barriers(b_, p.barriers, barriers, 1);
-  target_.init_tma_barriers(b_, p.empty, barriers, threads_);
+  // (With multicast loads, one arrival per warp of each program of the cluster.)
+  target_.init_tma_barriers(b_, p.empty, barriers,
+                            p.multicast ? threads_ / target_.warp_size() * ir_.cluster : threads_);
   if (p.turns != nullptr) target_.init_tma_barriers(b_, p.turns, consumers_, threads_);
   consumer_region_ = smem_reserved_ = smem_peak_ = round_up(offset, tma::kSwizzledTileAlignment);
   p.used = stack_slot(b_.getInt64Ty());
@@ -163,7 +165,7 @@ void Lowering::produce(const Op& o, Pipeline& p) {
         const int groups = static_cast<int>(p.groups.size());
         for (int g = 0; g < groups; ++g) {
           target_.tma_wait(b_, group_barrier(p, p.empty, g, stage), parity);
-          issue_iteration(loop, p, run, j, stage, iv, groups > 1 ? g : -1);
+          issue_iteration(loop, p, run, j, u, iv, groups > 1 ? g : -1);
         }
         b_.CreateStore(b_.CreateAdd(u, b_.getInt64(1)), used);
       });

@@ -30,9 +30,21 @@ void Lowering::reserve_tma_barriers() {
     p.used = stack_slot(b_.getInt64Ty());
     eb.CreateStore(eb.getInt64(0), p.used);
   }
-  smem_reserved_ = smem_peak_ = start + 8 * int64_t{count};
+  // A multicast ring without a producer: its stages' releases, one per
+  // program of the cluster (Pipeline::released).
+  int released = 0;
+  for (auto& [loop, p] : pipelines_) {
+    if (p.empty != nullptr || !p.multicast) continue;
+    p.released = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start + 8 * (count + released));
+    released += p.stages;
+  }
+  smem_reserved_ = smem_peak_ = start + 8 * int64_t{count + released};
   if (count > 0 && specialized_ == nullptr) {
     target_.init_tma_barriers(b_, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start), count, 1);
+  }
+  if (released > 0) {
+    target_.init_tma_barriers(b_, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, start + 8 * count),
+                              released, ir_.cluster);
   }
   for (int c = 0; count > 0 && specialized_ != nullptr && c < consumers_; ++c) {
     llvm::Value* own = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), consumer_smem(b_.getInt64(c)), start);
@@ -96,7 +108,8 @@ absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
   } else {
     smem = smem_alloc(bytes, swizzle ? tma::kSwizzledTileAlignment : tma::kSharedTileAlignment);
     TmaBarrier& bar = tma_barriers_.at(&o);
-    target_.tma_load(b_, map_type, val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase);
+    target_.tma_load(b_, map_type, val(o.operands[0]), coords(o, 1), smem, bytes, bar.address, bar.phase,
+                     load_parts(o));
   }
   if (!swizzle || mma_only_[o.results[0]]) {
     set(o, smem);
@@ -355,10 +368,22 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
 }  // namespace
 
 void TargetInfo::tma_load(IRBuilder<>& b, const Type& map_type, llvm::Value* map,
-                          const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t, llvm::Value*,
-                          llvm::Value*) {
+                          const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t bytes, llvm::Value*,
+                          llvm::Value*, int parts) {
   program_barrier(b);  // every thread is done with the buffer's previous contents
-  copy_box(*this, b, map_type, map, coords, smem, BoxCopy::kLoad);
+  for_each_part(b, map_type, coords, smem, bytes, parts, [&](const std::vector<llvm::Value*>& at, llvm::Value* dst) {
+    copy_box(*this, b, map_type, map, at, dst, BoxCopy::kLoad);
+  });
+}
+
+void for_each_part(IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords, llvm::Value* smem,
+                   int64_t bytes, int parts,
+                   const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy) {
+  for (int r = 0; r < parts; ++r) {
+    std::vector<llvm::Value*> at = coords;
+    at[0] = b.CreateAdd(at[0], llvm::ConstantInt::get(at[0]->getType(), r * map_type.shape()[0]));
+    copy(at, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), smem, bytes / parts * r));
+  }
 }
 
 void TargetInfo::tma_store(IRBuilder<>& b, const Type& map_type, llvm::Value* map,

@@ -44,6 +44,9 @@ int64_t store_panels(const KernelIR& ir, const Op& o);
 // loads TMA boxes too (a pipeline's), whose every iteration would otherwise
 // wait for the copy of the iteration before.
 bool streamed_store(const KernelIR& ir, const Op& o);
+// The boxes tma_load `o`'s tile holds: the kernel's cluster size for a
+// tma_multicast, else 1.
+inline int load_parts(const Op& o) { return o.ints.empty() ? 1 : static_cast<int>(o.ints[0]); }
 
 class Lowering {
  public:
@@ -505,7 +508,9 @@ class Lowering {
   // asynchronous TMA: iteration i
   // waits for its stage's mbarrier, runs the body on that stage's buffers,
   // then issues the loads of iteration i + stages - 1 into the stage the
-  // iteration before it used, whose readers are done.
+  // iteration before it used, whose readers are done (Pipeline::ahead).
+  // A ring whose loads multicast (tma_multicast) is shared with the other
+  // programs of the cluster, which must be done with a stage too.
   // A warp-specialized consumer's loads that share mbarriers: waited for
   // before the body's first op that reads them and released once the last
   // has, so that the producer loads a stage's next key block while the
@@ -548,6 +553,19 @@ class Lowering {
     llvm::Value* empty = nullptr;
     llvm::Value* turns = nullptr;
     llvm::Value* turns_taken = nullptr;
+    // Whether a load multicasts (tma_multicast on a target with clusters):
+    // the cluster's programs write into each other's stages, so a stage is
+    // loaded again only once every program of the cluster is done with it.
+    // Without a producer, `released` holds `stages` mbarriers (per group)
+    // that each program arrives on, in every program, when done with a
+    // stage, just before it loads the stage again.
+    bool multicast = false;
+    llvm::Value* released = nullptr;
+    // Iterations whose loads are in flight ahead of the current one:
+    // stages - 1, or stages - 2 for a multicast ring without a producer
+    // (4 stages or more), which releases the stage of iteration i - 1 in
+    // iteration i and loads it again in iteration i + 1.
+    int ahead = 0;
   };
   void plan_pipelines();
   // The load groups of pipelined `loop`, whose ring a warp-specialized
@@ -564,8 +582,8 @@ class Lowering {
   // (and releases) of its groups that it starts (and ends).
   void stage_point(const Op& o, bool after);
   // Whether `id`, a coordinate of a load in `loop`'s body, can be computed
-  // for any iteration: from the induction variable, outside values, constants
-  // and scalar arithmetic.
+  // for any iteration: from the induction variable, outside values, constants,
+  // program ids and scalar arithmetic.
   // With `outer`, the loop around `loop`, values of outer's body count too
   // where they can be computed for any iteration of outer.
   bool per_iteration(const Op& loop, int id, const Op* outer = nullptr) const;
@@ -573,11 +591,15 @@ class Lowering {
   // type), and of outer's iteration `outer_iv` with `outer`.
   llvm::Value* value_in_iteration(const Op& loop, int id, llvm::Value* iv, const Op* outer = nullptr,
                                   llvm::Value* outer_iv = nullptr);
-  // Issues the loads of the iteration with induction variable `iv` into
-  // stage `stage` (i64), in the outer loop's iteration `outer_iv` if given:
-  // all of them, or group `group`'s.
-  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* stage, llvm::Value* outer_iv = nullptr,
+  // Issues the loads of the iteration with induction variable `iv` as the
+  // ring's use `use` (i64; its stage is use mod stages), in the outer
+  // loop's iteration `outer_iv` if given: all of them, or group `group`'s.
+  void issue_stage(const Op& loop, Pipeline& p, llvm::Value* iv, llvm::Value* use, llvm::Value* outer_iv = nullptr,
                    int group = -1);
+  // A multicast pipeline without a producer (Pipeline::released), before
+  // use `use` (i64) of the ring, in one thread: waits until every program
+  // of the cluster released the stage's use before.
+  void reclaim_stage(Pipeline& p, llvm::Value* use);
   // The iterations (i64) of a loop from lo to hi by step (all i64).
   llvm::Value* trip_count(llvm::Value* lo64, llvm::Value* hi64, llvm::Value* step64);
   // A run of a loop: its first induction variable and step (the loop's
@@ -587,11 +609,11 @@ class Lowering {
   };
   // The run of `loop` in iteration `outer_iv` of `outer`, the loop around it.
   Run run_in(const Op& loop, const Op& outer, llvm::Value* outer_iv);
-  // Issues the loads of iteration `j` (i64) of `run` into stage `stage`
-  // (group `group`'s, or all).
-  void issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* stage,
+  // Issues the loads of iteration `j` (i64) of `run` as the ring's use
+  // `use` (group `group`'s, or all).
+  void issue_iteration(const Op& loop, Pipeline& p, const Run& run, llvm::Value* j, llvm::Value* use,
                        llvm::Value* outer_iv, int group = -1);
-  // Issues the loads of `run`'s first stages - 1 iterations, those below
+  // Issues the loads of `run`'s first `ahead` iterations, those below
   // `count` (i64), into the stages after `first` (the run's stage count).
   void issue_first(const Op& loop, Pipeline& p, const Run& run, llvm::Value* count, llvm::Value* first,
                    llvm::Value* outer_iv);
@@ -613,11 +635,11 @@ class Lowering {
   // the rings for all of it, and the first loads of its first iteration's run.
   void begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go);
   void end_outer_pipeline(const Op& outer);
-  // Before the loop: the rings, and the loads of the first stages - 1 iterations.
+  // Before the loop: the rings, and the loads of the first `ahead` iterations.
   void begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips);
   // At the top of an iteration (index `i`, i64): wait for its stage.
   void enter_stage(const Op& loop, llvm::Value* i);
-  // At its end: the loads of iteration i + stages - 1, if there is one.
+  // At its end: the loads of iteration i + ahead, if there is one.
   void prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips);
   // After the loop: count its stages, free the rings.
   void end_pipeline(const Op& loop, llvm::Value* trips);

@@ -223,9 +223,12 @@ class TargetInfo {
   // does: a dense row-major tile of ceil(box[i] / element_strides[i])
   // elements per dimension, out-of-bounds elements zero (or the dtype's
   // quiet NaN with NaN fill); it needs no mbarrier (lower_tma.cc).
+  // With `parts` > 1 (tma_multicast's tile, here loaded whole by this
+  // program), the box is copied `parts` times, at coords[0], coords[0] +
+  // box[0], ..., one after another along dim 0 of the tile.
   virtual void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
                         const std::vector<llvm::Value*>& coords, llvm::Value* smem, int64_t bytes, llvm::Value* barrier,
-                        llvm::Value* phase);
+                        llvm::Value* phase, int parts);
   // Asynchronous TMA, for software pipelines: copies issued iterations
   // ahead into a ring of stages, each completing on an mbarrier of its own.
   virtual bool tma_async() const { return false; }
@@ -234,6 +237,12 @@ class TargetInfo {
     llvm::Value* map;
     std::vector<llvm::Value*> coords;
     llvm::Value* smem;
+    // A tile of `parts` boxes along dim 0 (as tma_load's `parts`); with
+    // `multicast`, this program copies only the box of its rank in its
+    // cluster, into the tile of every program of the cluster, which each
+    // expect the whole tile's bytes.
+    int parts = 1;
+    bool multicast = false;
   };
   // Issues `copies` (one thread does), which complete on `barrier` with
   // `bytes` in all.
@@ -262,6 +271,19 @@ class TargetInfo {
   virtual void barrier_arrive(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/) {
     TESSEL_CHECK(false, "barrier_arrive() on a target without asynchronous TMA");
   }
+  // Clusters (KernelBuilder::cluster), on targets with asynchronous TMA:
+  // arrives on the mbarrier at `barrier`'s place in the shared memory of
+  // every program of the cluster, this program's included.
+  virtual void cluster_arrive(llvm::IRBuilder<>& /*b*/, llvm::Value* /*barrier*/) {
+    TESSEL_CHECK(false, "cluster_arrive() on a target without asynchronous TMA");
+  }
+  // Runs `body` in one thread of each warp, once the warp's threads are all
+  // there; the default, in one thread of the program.
+  virtual void per_warp(llvm::IRBuilder<>& b, const std::function<void()>& body) { single_thread(b, body); }
+  // A barrier of every thread of every program of the cluster, which also
+  // orders their shared-memory accesses (mbarrier setups included) across
+  // the cluster; without clusters, the program's barrier.
+  virtual void cluster_barrier(llvm::IRBuilder<>& b) { program_barrier(b); }
   // Waits until the tiles of every tma_store_async but the `pending` last
   // issued may be written again.
   virtual void tma_store_wait(llvm::IRBuilder<>& /*b*/, int /*pending*/) {}
@@ -320,5 +342,12 @@ class TargetInfo {
   // Emitted before the kernel returns (asynchronous copies still in flight).
   virtual void epilogue(llvm::IRBuilder<>& b) = 0;
 };
+
+// Calls `copy` with the coordinates and place of each of the `parts` boxes
+// of a dense row-major tile of `bytes` at `smem` (TargetInfo::tma_load's
+// `parts`, as software copies lay them out).
+void for_each_part(llvm::IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords,
+                   llvm::Value* smem, int64_t bytes, int parts,
+                   const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy);
 
 }  // namespace tessel::codegen

@@ -265,6 +265,19 @@ Value KernelBuilder::num_programs(int axis, std::source_location loc) {
   return state_->emit1(OpCode::kNumPrograms, {}, i32, loc, {axis});
 }
 
+void KernelBuilder::cluster(int programs, std::source_location loc) {
+  BuilderState& s = *state_;
+  if (programs < 2 || programs > kMaxCluster) {
+    s.fail(loc, absl::StrCat("cluster: a cluster takes 2 to ", kMaxCluster, " programs, got ", programs));
+  } else if (!s.ir.ops.empty() || s.ir.cluster != 1) {
+    s.fail(loc, "cluster: must be set once, before any op is built");
+  } else {
+    s.ir.cluster = programs;
+  }
+}
+
+Value KernelBuilder::cluster_rank(std::source_location loc) { return program_id(0, loc) % state_->ir.cluster; }
+
 Value KernelBuilder::arange(int64_t lo, int64_t hi, std::source_location loc) {
   BuilderState& s = *state_;
   if (hi <= lo) return s.fail(loc, absl::StrCat("arange(", lo, ", ", hi, "): hi must exceed lo"));
@@ -430,6 +443,11 @@ void KernelBuilder::for_each_tile(const Operand& num_tiles, const std::function<
                                   const LoopOptions& options, std::source_location loc) {
   Value pid = program_id(0, loc);
   Value n = num_programs(0, loc);
+  const int c = state_->ir.cluster;
+  if (c > 1) {
+    pid = pid / c;
+    n = n / c;
+  }
   for_range(pid, num_tiles, n, body, options, loc);
 }
 

@@ -93,6 +93,8 @@ struct LoopOptions {
   bool cooperative = false;
 };
 inline constexpr int kMaxLoopStages = 8;
+// The most programs a cluster may take (NVIDIA's portable cluster size).
+inline constexpr int kMaxCluster = 8;
 
 class KernelBuilder {
  public:
@@ -110,6 +112,16 @@ class KernelBuilder {
 
   Value program_id(int axis = 0, std::source_location loc = std::source_location::current());
   Value num_programs(int axis = 0, std::source_location loc = std::source_location::current());
+
+  // Groups the programs into clusters of `programs` (2 to 8, before any op
+  // is built): programs c * programs ... c * programs + programs - 1 along
+  // axis 0 form cluster c, which a GPU with clusters (NVIDIA's thread-block
+  // clusters) runs at once on neighbouring SMs, so that tma_multicast can
+  // load a box once for all of them. A launch's grid along axis 0 must be a
+  // multiple of it. for_each_tile hands each tile to a whole cluster.
+  void cluster(int programs, std::source_location loc = std::source_location::current());
+  // This program's place in its cluster: program_id(0) % programs.
+  Value cluster_rank(std::source_location loc = std::source_location::current());
 
   // Tiles made from nothing: [lo, hi) as i32, and constant tiles.
   Value arange(int64_t lo, int64_t hi, std::source_location loc = std::source_location::current());
@@ -134,6 +146,9 @@ class KernelBuilder {
                                const LoopOptions& options = {},
                                std::source_location loc = std::source_location::current());
   // The persistent loop: for (t = program_id(0); t < num_tiles; t += num_programs(0)).
+  // In a kernel of clusters, every program of a cluster runs the same
+  // tiles: t goes from program_id(0) / cluster by num_programs(0) / cluster
+  // (cluster_rank() tells the programs apart).
   void for_each_tile(const Operand& num_tiles, const std::function<void(Value)>& body,
                      const LoopOptions& options = {}, std::source_location loc = std::source_location::current());
   void if_(const Operand& cond, const std::function<void()>& then_body, const std::function<void()>& else_body = {},

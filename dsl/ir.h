@@ -44,7 +44,8 @@ enum class OpCode : uint8_t {
   kStore,    // operands: ptrs, value [, mask]
   kAtomic,   // ints = AtomicOp, MemoryOrder (dsl/ops.h); operands ptrs, value [, mask]
   kAtomicCas,  // ints = MemoryOrder; operands ptr, compare, value
-  kTmaLoad,   // operands: map, coords...; result: shared tile of the box
+  kTmaLoad,   // operands: map, coords...; ints = {parts} of a tma_multicast; result: shared tile of the box
+              // (of `parts` boxes stacked along dim 0)
   kTmaStore,  // operands: map, tile, coords...
   kDot,       // operands: a, b, acc
   // Triggered views.
@@ -98,6 +99,7 @@ struct KernelIR {
   std::vector<ValueInfo> values;
   std::vector<Op> ops;
   std::vector<Block> blocks;  // blocks[0] is the kernel body
+  int cluster = 1;            // programs per cluster (KernelBuilder::cluster)
 
   const Type& type(int value) const { return values[value].type; }
 };

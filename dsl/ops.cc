@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "base/tma_rules.h"
 #include "dsl/opcode_traits.h"
 #include "dsl/state.h"
 
@@ -739,6 +740,36 @@ Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc) {
   if (im < 0 || !tma_coords(*s, im, coords, "tma_load", loc, operands)) return Value();
   const Type& mt = s->type(im);
   return s->emit1(OpCode::kTmaLoad, operands, Type::tile(mt.dtype(), mt.shape()), loc);
+}
+
+Value tma_multicast(const Value& map, std::initializer_list<Operand> coords, Loc loc) {
+  return tma_multicast(map, std::vector<Operand>(coords), loc);
+}
+
+Value tma_multicast(const Value& map, const std::vector<Operand>& coords, Loc loc) {
+  BuilderState* s = map.state();
+  if (s == nullptr) return Value();
+  int im = s->use(map, "tma_multicast", loc);
+  std::vector<int> operands = {im};
+  if (im < 0 || !tma_coords(*s, im, coords, "tma_multicast", loc, operands)) return Value();
+  const Type& mt = s->type(im);
+  const int parts = s->ir.cluster;
+  if (parts < 2) {
+    return s->fail(loc, "tma_multicast: the kernel has no clusters (KernelBuilder::cluster sets them)");
+  }
+  const Shape& box = mt.shape();
+  const int64_t elem = mt.dtype().bytes(), inner = box.back();
+  const int64_t panel_row = tma::panel_elems(inner, elem, mt.swizzle()) * elem;
+  const int64_t block = mt.swizzle() == Swizzle::kNone ? tma::kSharedTileAlignment : tma::kSwizzledTileAlignment;
+  const int64_t part = box.size() < 2 ? box[0] * elem : mt.numel() / inner * panel_row;
+  if (part % block != 0) {
+    return s->fail(loc, absl::StrCat("tma_multicast: the map's box ", mt.str(), " fills ", part,
+                                     " bytes of each panel of the tile, not a multiple of ", block,
+                                     "; each program's box must start on a ", block, "-byte boundary"));
+  }
+  Shape stacked = box;
+  stacked[0] *= parts;
+  return s->emit1(OpCode::kTmaLoad, operands, Type::tile(mt.dtype(), stacked), loc, {parts});
 }
 
 namespace {

@@ -132,6 +132,18 @@ Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& valu
 // of a box read zeros and are clipped on store.
 Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc = Loc::current());
 Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc = Loc::current());
+// In a kernel of clusters (KernelBuilder::cluster) of C programs: the
+// C boxes at coords, coords + box[0] along dim 0, ..., stacked along dim 0
+// (a tile C times the box's size there), which the cluster's programs load
+// together: on a GPU with clusters, program r loads box r once and the copy
+// engine writes it into every program's tile (NVIDIA's TMA multicast). So
+// every program of a cluster must reach the same tma_multicast with the
+// same coordinates, in the same order; elsewhere each program loads all C
+// boxes itself. The box's rows must fill whole 1 KiB blocks of shared
+// memory (128-byte blocks where it is not swizzled), so that each box
+// lands where the tile's layout puts it.
+Value tma_multicast(const Value& map, std::initializer_list<Operand> coords, Loc loc = Loc::current());
+Value tma_multicast(const Value& map, const std::vector<Operand>& coords, Loc loc = Loc::current());
 void tma_store(const Value& map, std::initializer_list<Operand> coords, const Value& tile, Loc loc = Loc::current());
 void tma_store(const Value& map, const std::vector<Operand>& coords, const Value& tile, Loc loc = Loc::current());
 // The same, combining the tile into the box's elements instead of

@@ -22,7 +22,9 @@ class Printer {
     for (const Param& p : ir_.params) {
       params.push_back(absl::StrCat(def(p.value), " ", p.name, ": ", p.type.str()));
     }
-    absl::StrAppend(&out_, "kernel ", ir_.name, "(", absl::StrJoin(params, ", "), ") {\n");
+    absl::StrAppend(&out_, "kernel ", ir_.name, "(", absl::StrJoin(params, ", "), ")");
+    if (ir_.cluster > 1) absl::StrAppend(&out_, " cluster(", ir_.cluster, ")");
+    out_ += " {\n";
     block(0, 1);
     out_ += "}\n";
     return out_;

@@ -146,7 +146,8 @@ class Function {
   // The grid of a persistent kernel (one that loops over its tiles): as
   // many programs as the device runs at once, its compute units times the
   // programs of this function each holds (the driver's occupancy for the
-  // variant that assumes nothing; on the host, one per worker thread).
+  // variant that assumes nothing; on the host, one per worker thread), in
+  // whole clusters for a kernel of clusters (at least one).
   absl::StatusOr<int> persistent_grid() const;
 
  private:

@@ -1,4 +1,6 @@
 // Argument checking and packing for launches, common to every backend.
+#include <algorithm>
+
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -82,6 +84,11 @@ absl::Status Function::launch_packed(const LaunchConfig& config, absl::Span<cons
       return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': every grid dimension must be >= 1"));
     }
   }
+  if (const int c = k.ir().cluster; config.grid.dims[0] % c != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("launch '", k.name(), "': the kernel runs clusters of ", c,
+                                                   " programs, so its grid along axis 0 must be a multiple of ", c,
+                                                   ", got ", config.grid.dims[0]));
+  }
   FunctionImpl& generic = impl_->generic();
   const uint64_t specializable = impl_->specializable().multiple_of_16;
   Specialization key;
@@ -124,7 +131,9 @@ absl::StatusOr<int> Function::persistent_grid() const {
                                                      impl_->device().name(), ": no program fits on a compute unit (",
                                                      shared_bytes(), " bytes of shared memory per program)"));
   }
-  return per_unit * impl_->device().num_compute_units();
+  // Whole clusters, at least one.
+  const int c = kernel().ir().cluster;
+  return std::max(per_unit * impl_->device().num_compute_units() / c * c, c);
 }
 
 }  // namespace tessel

@@ -81,11 +81,13 @@ class HostTarget final : public TargetInfo {
   // The emulated copy is complete when the call returns: no barriers.
   void init_tma_barriers(llvm::IRBuilder<>&, llvm::Value*, int, int) override {}
   void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                llvm::Value* smem, int64_t bytes, llvm::Value* barrier, llvm::Value* phase) override {
+                llvm::Value* smem, int64_t bytes, llvm::Value* barrier, llvm::Value* phase, int parts) override {
     if (tma_ == HostTma::kSoftware) {
-      TargetInfo::tma_load(b, map_type, map, coords, smem, bytes, barrier, phase);
+      TargetInfo::tma_load(b, map_type, map, coords, smem, bytes, barrier, phase, parts);
     } else {
-      call_tma(b, kHostTmaLoad, map, coords, smem);
+      for_each_part(
+          b, map_type, coords, smem, bytes, parts,
+          [&](const std::vector<llvm::Value*>& at, llvm::Value* dst) { call_tma(b, kHostTmaLoad, map, at, dst); });
     }
   }
   // The host copy engine only copies; tma_reduce's adds are the software copy's.

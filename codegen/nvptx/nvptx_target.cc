@@ -102,6 +102,7 @@ class NvptxTarget final : public GpuTarget {
     llvm::LLVMContext& ctx = module.getContext();
     llvm::IRBuilder<> b(ctx);
     fn_ = create_kernel(module, ir);
+    cluster_ = ir.cluster;
     std::vector<llvm::Metadata*> grid_constants;
     for (size_t i = 0; i < ir.params.size(); ++i) {
       if (!ir.params[i].type.is_tensor_map()) continue;
@@ -291,9 +292,9 @@ class NvptxTarget final : public GpuTarget {
   }
 
   void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
-                llvm::Value* smem, int64_t bytes, llvm::Value* bar, llvm::Value* phase) override {
+                llvm::Value* smem, int64_t bytes, llvm::Value* bar, llvm::Value* phase, int parts) override {
     barrier(b);  // every thread is done with the buffer's previous contents
-    tma_issue(b, bar, bytes, {TmaCopy{&map_type, map, coords, smem}});
+    tma_issue(b, bar, bytes, {TmaCopy{&map_type, map, coords, smem, parts, false}});
     llvm::Value* parity = b.CreateLoad(b.getInt32Ty(), phase);
     tma_wait(b, bar, parity);
     b.CreateStore(b.CreateXor(parity, 1), phase);
@@ -307,14 +308,37 @@ class NvptxTarget final : public GpuTarget {
       inline_asm(b, b.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
                  {bar32, b.getInt32(bytes)});
       for (const TmaCopy& c : copies) {
-        for_each_panel(b, *c.map_type, c.coords, c.smem, [&](const std::vector<llvm::Value*>& coords, llvm::Value* smem) {
-          std::vector<llvm::Value*> args = {shared32(b, smem), c.map, bar32};
-          std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(),
-                                          "d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {",
-                                          coord_list(3, coords.size()), "}], [$2];");
-          append_reversed(args, coords);
-          inline_asm(b, b.getVoidTy(), text, constraints("r,l,r", coords.size()), args);
-        });
+        // Box r of a tile of parts: r box heights down dim 0, and r box
+        // heights into each of the tile's panels.
+        auto copy_part = [&](llvm::Value* r) {
+          std::vector<llvm::Value*> at = c.coords;
+          const int64_t rows = c.map_type->shape()[0];
+          at[0] = b.CreateAdd(at[0], b.CreateMul(r, b.getInt32(static_cast<int32_t>(rows))));
+          llvm::Value* smem =
+              b.CreateInBoundsGEP(b.getInt8Ty(), c.smem,
+                                  b.CreateMul(b.CreateZExt(r, b.getInt64Ty()), b.getInt64(panel_bytes(*c.map_type))));
+          for_each_panel(
+              b, *c.map_type, at, smem, c.parts, [&](const std::vector<llvm::Value*>& coords, llvm::Value* dst) {
+                std::vector<llvm::Value*> args = {shared32(b, dst), c.map, bar32};
+                std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(),
+                                                "d.shared::cluster.global.mbarrier::complete_tx::bytes");
+                if (c.multicast) {
+                  // To the same place in every program of the cluster.
+                  absl::StrAppend(&text, ".multicast::cluster [$0], [$1, {", coord_list(4, coords.size()),
+                                  "}], [$2], $3;");
+                  args.push_back(b.getInt16(static_cast<uint16_t>((1u << cluster_) - 1)));
+                } else {
+                  absl::StrAppend(&text, " [$0], [$1, {", coord_list(3, coords.size()), "}], [$2];");
+                }
+                append_reversed(args, coords);
+                inline_asm(b, b.getVoidTy(), text, constraints(c.multicast ? "r,l,r,h" : "r,l,r", coords.size()), args);
+              });
+        };
+        if (c.multicast) {
+          copy_part(cluster_rank(b));
+        } else {
+          for (int r = 0; r < c.parts; ++r) copy_part(b.getInt32(r));
+        }
       }
     });
   }
@@ -329,6 +353,28 @@ class NvptxTarget final : public GpuTarget {
 
   void barrier_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) override {
     inline_asm(b, b.getVoidTy(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", {shared32(b, bar)});
+  }
+  void cluster_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) override {
+    llvm::Value* bar32 = shared32(b, bar);
+    for (int r = 0; r < cluster_; ++r) {
+      inline_asm(b, b.getVoidTy(),
+                 "{ .reg .b32 remote; mapa.shared::cluster.u32 remote, $0, $1; "
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote]; }",
+                 "r,r,~{memory}", {bar32, b.getInt32(r)});
+    }
+  }
+  void per_warp(llvm::IRBuilder<>& b, const std::function<void()>& body) override {
+    b.CreateIntrinsic(llvm::Intrinsic::nvvm_bar_warp_sync, {}, {b.getInt32(-1)});
+    llvm::Value* lane = b.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {}, {});
+    emit_if(b, b.CreateICmpEQ(lane, b.getInt32(0)), body);
+  }
+  void cluster_barrier(llvm::IRBuilder<>& b) override {
+    if (cluster_ < 2) {
+      barrier(b);
+      return;
+    }
+    inline_asm(b, b.getVoidTy(), "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;",
+               "~{memory}", {});
   }
 
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
@@ -466,17 +512,32 @@ class NvptxTarget final : public GpuTarget {
   }
   // Calls `copy` once per panel of a box (tma::panel_elems) with the
   // panel's coordinates and its place in the tile at `smem`.
+  // (In a tile of `parts` boxes along dim 0, whose panels are `parts`
+  // times as tall.)
   static void for_each_panel(llvm::IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords,
-                             llvm::Value* smem,
+                             llvm::Value* smem, int parts,
                              const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy) {
-    const int64_t inner = map_type.shape().back(), elem = map_type.dtype().bytes();
-    const int64_t width = tma::panel_elems(inner, elem, map_type.swizzle());
-    const int64_t panel_bytes = map_type.numel() / inner * width * elem;
+    const int64_t inner = map_type.shape().back();
+    const int64_t width = tma::panel_elems(inner, map_type.dtype().bytes(), map_type.swizzle());
     for (int64_t p = 0; p < inner / width; ++p) {
       std::vector<llvm::Value*> at = coords;
       if (p > 0) at.back() = b.CreateAdd(at.back(), llvm::ConstantInt::get(at.back()->getType(), p * width));
-      copy(at, p == 0 ? smem : b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), smem, p * panel_bytes));
+      copy(at, p == 0 ? smem : b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), smem, p * parts * panel_bytes(map_type)));
     }
+  }
+  static void for_each_panel(llvm::IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords,
+                             llvm::Value* smem,
+                             const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy) {
+    for_each_panel(b, map_type, coords, smem, 1, copy);
+  }
+  // The bytes of one panel of a box of `map_type`.
+  static int64_t panel_bytes(const Type& map_type) {
+    const int64_t inner = map_type.shape().back(), elem = map_type.dtype().bytes();
+    return map_type.numel() / inner * tma::panel_elems(inner, elem, map_type.swizzle()) * elem;
+  }
+  // This program's rank in its cluster (i32).
+  static llvm::Value* cluster_rank(llvm::IRBuilder<>& b) {
+    return b.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_cluster_ctarank, {}, {});
   }
   // PTX takes tensor coordinates innermost first; tessel's are outermost first.
   static void append_reversed(std::vector<llvm::Value*>& args, const std::vector<llvm::Value*>& coords) {
@@ -505,6 +566,7 @@ class NvptxTarget final : public GpuTarget {
   llvm::GlobalVariable* scratch_ = nullptr;
   llvm::GlobalVariable* error_ = nullptr;
   int min_programs_ = 1;      // programs to fit on one SM at once
+  int cluster_ = 1;           // programs per cluster
   bool tensor_maps_ = false;  // the kernel has tensor-map parameters
   bool swizzled_ = false;     // a tensor-map parameter is swizzled
 };

@@ -34,6 +34,22 @@ absl::Status check_swizzled_boxes(const Kernel& kernel) {
   return absl::OkStatus();
 }
 
+// A kernel of clusters launches as one: its entry's directives (after
+// .maxntid, which LLVM emits for every kernel) name the cluster's shape,
+// which LLVM 19 cannot, so that every launch of it, graphs included, runs
+// clusters.
+absl::Status require_cluster(const Kernel& kernel, std::string& ptx) {
+  const int c = kernel.ir().cluster;
+  if (c < 2) return absl::OkStatus();
+  const size_t at = ptx.find(".maxntid");
+  const size_t end = at == std::string::npos ? at : ptx.find('\n', at);
+  if (end == std::string::npos) {
+    return absl::InternalError(absl::StrCat("kernel '", kernel.name(), "': no .maxntid directive in its PTX"));
+  }
+  ptx.insert(end + 1, absl::StrCat(".reqnctapercluster ", c, ", 1, 1\n"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace codegen {
@@ -52,6 +68,7 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
 
   TESSEL_ASSIGN_OR_RETURN(std::string ptx,
                           emit_file(*lowered.module, target->machine(), llvm::CodeGenFileType::AssemblyFile, "NVPTX"));
+  TESSEL_RETURN_IF_ERROR(require_cluster(kernel, ptx));
   if (artifacts != nullptr) {
     artifacts->ir = kernel.str();
     artifacts->llvm = module_text(*lowered.module);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "runtime/tensor_map.h"
 #include "tests/codegen/host_test_util.h"
 
@@ -88,6 +89,48 @@ TYPED_TEST(TmaTest, PersistentCopyCoversRaggedEdges) {
           << "shifted box " << t << " at [" << rs << ", " << cs << "]";
     }
   }
+}
+
+// tma_multicast in clusters of two: both programs of a cluster run each
+// tile (for_each_tile hands tiles to clusters) and each gets the two boxes
+// one above the other, zeros past the tensor's edge; a grid that is not
+// whole clusters is refused.
+TEST(Tma, MulticastTilesStackTheClustersBoxes) {
+  constexpr int kBoxRows = 32, kCols = 32, kTile = 2 * kBoxRows * kCols;
+  KernelBuilder k("multicast");
+  k.cluster(2);
+  Value src = k.tensor_map(f32, {kBoxRows, kCols}, "src");
+  Value out = k.arg(ptr(f32), "out");
+  Value rows = k.arg(i32, "rows");
+  Value in_tile = index_tile(k, {2 * kBoxRows, kCols});  // [2R, C] i32
+  k.for_each_tile(cdiv(rows, 2 * kBoxRows), [&](Value t) {
+    Value tile = tma_multicast(src, {t * (2 * kBoxRows), 0});  // [2R, C], shared memory
+    store(out + (t * 2 + k.cluster_rank()) * kTile + in_tile, tile);
+  });
+  const int n = 150;  // 3 tiles of 64 rows, the last 22 rows deep
+  std::vector<float> in(n * kCols);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i + 1);
+  const int tiles = 3;
+  std::vector<float> got(2 * tiles * kTile, -1.0f);
+  absl::StatusOr<TensorMap> map = TensorMap::tiled(f32, in.data(), {n, kCols}, {kBoxRows, kCols});
+  TESSEL_ASSERT_OK(map.status());
+  for (int grid : {2, 4}) {
+    SCOPED_TRACE(absl::StrCat(grid, " programs"));
+    std::fill(got.begin(), got.end(), -1.0f);
+    TESSEL_ASSERT_OK(run(k, grid, *map, got.data(), n));
+    for (int t = 0; t < tiles; ++t) {
+      for (int rank = 0; rank < 2; ++rank) {
+        for (int e = 0; e < kTile; ++e) {
+          const int r = t * 2 * kBoxRows + e / kCols;
+          ASSERT_EQ(got[(t * 2 + rank) * kTile + e], r < n ? in[r * kCols + e % kCols] : 0.0f)
+              << "tile " << t << ", rank " << rank << ", element " << e;
+        }
+      }
+    }
+  }
+  absl::Status odd = run(k, 3, *map, got.data(), n);
+  EXPECT_THAT(odd.message(), ::testing::HasSubstr("runs clusters of 2 programs, so its grid along axis 0 must be a "
+                                                  "multiple of 2, got 3"));
 }
 
 // tma_reduce adds boxes into the tensor: `repeats` programs' worth of adds

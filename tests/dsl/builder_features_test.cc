@@ -394,5 +394,33 @@ TEST(BuilderFeatures, ForEachTileIsThePersistentLoop) {
   EXPECT_EQ(ir.ops[ir.values[loop->operands[2]].def_op].op, OpCode::kNumPrograms);
 }
 
+// In a kernel of clusters, for_each_tile hands each tile to a cluster
+// (program_id / 2 by num_programs / 2), cluster_rank is program_id % 2 and
+// tma_multicast's tile stacks the cluster's two boxes; the IR names the
+// cluster.
+TEST(BuilderFeatures, ClustersShareTilesAndMulticastBoxes) {
+  KernelBuilder k("clustered");
+  k.cluster(2);
+  Value map = k.tensor_map(bf16, {64, 64}, "map", Swizzle::k128B);
+  Value out = k.arg(ptr(i32), "out");
+  k.for_each_tile(k.arg(i32, "tiles"), [&](Value t) {
+    EXPECT_EQ(tma_multicast(map, {t * 128, 0}).type(), Tile(bf16, {128, 64}));
+    store(out + t * 2 + k.cluster_rank(), t);
+  });
+  Kernel kernel = Build(k);
+  const KernelIR& ir = kernel.ir();
+  EXPECT_EQ(ir.cluster, 2);
+  const Op* loop = nullptr;
+  for (const Op& o : ir.ops) {
+    if (o.op == OpCode::kFor) loop = &o;
+  }
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(ir.ops[ir.values[loop->operands[0]].def_op].op, OpCode::kDiv);
+  EXPECT_EQ(ir.ops[ir.values[loop->operands[2]].def_op].op, OpCode::kDiv);
+  EXPECT_EQ(CountOps(kernel, OpCode::kRem), 1);
+  EXPECT_THAT(kernel.str(), HasSubstr(") cluster(2) {"));
+  EXPECT_THAT(kernel.str(), HasSubstr("[2] : tile<bf16>[128,64]"));
+}
+
 }  // namespace
 }  // namespace tessel

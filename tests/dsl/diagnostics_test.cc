@@ -3,6 +3,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -32,6 +33,42 @@ using ::testing::Not;
                                          << "', got " << s;
   }
   return ::testing::AssertionSuccess();
+}
+
+TEST(Diagnostics, ClustersTakeTwoToEightProgramsSetFirst) {
+  for (int programs : {1, 9}) {
+    KernelBuilder k("k");
+    const int line = __LINE__ + 1;
+    k.cluster(programs);
+    EXPECT_TRUE(FailsAt(k, line, absl::StrCat("cluster: a cluster takes 2 to 8 programs, got ", programs)));
+  }
+  KernelBuilder k("k");
+  k.program_id();
+  const int line = __LINE__ + 1;
+  k.cluster(2);
+  EXPECT_TRUE(FailsAt(k, line, "cluster: must be set once, before any op is built"));
+}
+
+TEST(Diagnostics, MulticastNeedsClustersAndBoxesOnWholeBlocks) {
+  {
+    KernelBuilder k("k");
+    Value map = k.tensor_map(bf16, {64, 64}, "map", Swizzle::k128B);
+    const int line = __LINE__ + 1;
+    tma_multicast(map, {0, 0});
+    EXPECT_TRUE(FailsAt(k, line, "tma_multicast: the kernel has no clusters (KernelBuilder::cluster sets them)"));
+  }
+  // 4 rows of 128 bytes, swizzled: half of a 1 KiB block; unswizzled, 3
+  // rows of 32 bytes: 96 bytes, short of a 128-byte block.
+  for (auto [box, swizzle, words] :
+       {std::tuple{Shape{4, 64}, Swizzle::k128B, "fills 512 bytes of each panel of the tile, not a multiple of 1024"},
+        std::tuple{Shape{3, 16}, Swizzle::kNone, "fills 96 bytes of each panel of the tile, not a multiple of 128"}}) {
+    KernelBuilder k("k");
+    k.cluster(2);
+    Value map = k.tensor_map(bf16, box, "map", swizzle);
+    const int line = __LINE__ + 1;
+    tma_multicast(map, {0, 0});
+    EXPECT_TRUE(FailsAt(k, line, words));
+  }
 }
 
 TEST(Diagnostics, MismatchedOperandTypes) {

@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -108,6 +109,29 @@ TEST(Launch, PersistentGridOnTheHostIsOneProgramPerWorker) {
     absl::StatusOr<int> grid = fn->persistent_grid();
     ASSERT_TRUE(grid.ok()) << grid.status();
     EXPECT_EQ(*grid, d.num_compute_units()) << name;
+  }
+}
+
+// A kernel of clusters gets whole clusters, at least one; a grid of part of
+// a cluster is refused.
+TEST(Launch, PersistentGridOfClustersIsWholeClusters) {
+  KernelBuilder k("clustered");
+  k.cluster(2);
+  Value out = k.arg(ptr(i32), "out");
+  k.for_each_tile(4, [&](Value t) { store(out + t * 2 + k.cluster_rank(), t); });
+  for (const char* name : {"host:1", "host:3", "host:4"}) {
+    Device d = *Device::open(name);
+    absl::StatusOr<Function> fn = d.compile(*k.build());
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    absl::StatusOr<int> grid = fn->persistent_grid();
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    EXPECT_EQ(*grid, std::max(2, d.num_compute_units() / 2 * 2)) << name;
+    std::vector<int32_t> got(8, -1);
+    absl::Status run = fn->launch({.grid = *grid}, got.data());
+    ASSERT_TRUE(run.ok()) << run;
+    EXPECT_EQ(got, (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 3, 3})) << name;
+    EXPECT_THAT(fn->launch({.grid = 1}, got.data()).message(),
+                HasSubstr("launch 'clustered': the kernel runs clusters of 2 programs"));
   }
 }
 
