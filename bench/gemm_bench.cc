@@ -47,8 +47,11 @@ struct Config {
 
 std::string label(const Config& c) {
   return std::to_string(c.gemm.bm) + "x" + std::to_string(c.gemm.bn) + "x" + std::to_string(c.gemm.bk) + " s" +
-         std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps) + (c.gemm.warp_specialize ? (c.gemm.cooperative ? " coop" : " ws") : "") +
-         (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") + (c.gemm.stream_k ? " stream-K" : "");
+         std::to_string(c.gemm.stages) + " w" + std::to_string(c.warps) +
+         (c.gemm.warp_specialize ? (c.gemm.cooperative ? " coop" : " ws") : "") +
+         (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") +
+         (c.gemm.stream_k ? " stream-K" : "") + (c.gemm.cluster_m > 1 ? " cluster 2x1" : "") +
+         (c.gemm.cluster_n > 1 ? " cluster 1x2" : "");
 }
 
 // Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
@@ -156,6 +159,16 @@ int main(int argc, char** argv) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
     configs.back().gemm.stream_k = true;
   }
+  // Clusters of two programs whose tiles share an operand's, loaded once for both (TMA multicast): 2x1, two
+  // tiles one above the other sharing B's; 1x2, side by side sharing A's.
+  for (auto [bm, bn, stages, warps, cluster_m] : std::vector<std::array<int, 5>>{
+           {128, 256, 4, 8, 2}, {256, 128, 4, 8, 1}, {128, 128, 4, 8, 2}, {128, 256, 4, 12, 2}, {128, 128, 4, 12, 2}}) {
+    configs.push_back(config(bm, bn, stages, warps, bf16, true));
+    (cluster_m > 1 ? configs.back().gemm.cluster_m : configs.back().gemm.cluster_n) = 2;
+    // 12 warps: cooperative at 128 x 256, ping-pong at 128 x 128.
+    configs.back().gemm.warp_specialize = warps == 12;
+    configs.back().gemm.cooperative = warps == 12 && bn == 256;
+  }
   // The fused epilogue (samples/matmul_gelu.cc), against the plain GEMM's first row above.
   for (auto [bn, stages] : std::vector<std::array<int, 2>>{{256, 3}, {256, 4}, {192, 4}}) {
     configs.push_back(config(128, bn, stages, 8, bf16, true));
@@ -191,9 +204,8 @@ int main(int argc, char** argv) {
       TESSEL_ASSIGN_OR_RETURN(finish, dev.compile(finish_kernel));
     }
     TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(dev, c.gemm, ab, bb, acc, m, n, k));
-    const int grid = c.gemm.stream_k ? dev.num_compute_units()
-                                     : static_cast<int>(std::min<int64_t>(samples::gemm_work(c.gemm, m, n),
-                                                                          dev.num_compute_units()));
+    const int grid =
+        c.gemm.stream_k ? dev.num_compute_units() : samples::gemm_grid(c.gemm, m, n, dev.num_compute_units());
     std::shared_ptr<const samples::GemmWorkspace> ws;
     if (c.gemm.stream_k) {
       TESSEL_ASSIGN_OR_RETURN(samples::GemmWorkspace w, samples::gemm_workspace(dev, c.gemm, m, n, grid));
@@ -315,11 +327,16 @@ int main(int argc, char** argv) {
     // their narrower tiles cost more per product than the waves they fill save.)
     for (int64_t bn : samples::fitted_widths(m, n, 256, dev.num_compute_units(), 1, 160)) {
       for (int stages : {3, 4}) {
-        const Config c = config(256, bn, stages, 8, bf16, true);
-        const std::string l = label(c);
-        if (l.find(only) != std::string::npos &&
-            std::none_of(tried.begin(), tried.end(), [&](const Config& t) { return label(t) == l; })) {
-          tried.push_back(c);
+        // Plain, and in 1x2 clusters sharing A's 256 rows. (Cooperative, as cuBLAS runs 3000 x 5000, its
+        // staging tile and the ring do not fit in shared memory.)
+        for (int cluster_n : {1, 2}) {
+          Config c = config(256, bn, stages, 8, bf16, true);
+          c.gemm.cluster_n = cluster_n;
+          const std::string l = label(c);
+          if (l.find(only) != std::string::npos &&
+              std::none_of(tried.begin(), tried.end(), [&](const Config& t) { return label(t) == l; })) {
+            tried.push_back(c);
+          }
         }
       }
     }

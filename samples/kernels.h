@@ -348,8 +348,28 @@ struct GemmConfig {
   // (gemm_workspace makes them, zero, for a shape and a grid: launch on
   // GemmWorkspace::programs programs). Not with split_k or warp_specialize.
   bool stream_k = false;
+  // 2-program clusters (KernelBuilder::cluster): the two programs of a
+  // cluster take two tiles that share an operand's tile and load it once
+  // for both, half each (tma_multicast). With cluster_m = 2, two tiles one
+  // above the other share B's (B's map box is then half as tall along N,
+  // or along K where B is K x N); with cluster_n = 2, two tiles side by
+  // side share A's (A's box halved along M, or K where A is K x M). The
+  // tile order walks pairs of tiles; a pair past C's edge computes zeros
+  // that its store drops. At most one of them is 2; not with split_k or
+  // stream_k.
+  int cluster_m = 1, cluster_n = 1;
 
   DType b_type() const { return in_b.value_or(in); }
+  int cluster() const { return cluster_m * cluster_n; }
+  // The boxes of A's and B's maps, outermost first, as stored.
+  Shape a_box() const {
+    const int64_t parts = cluster_n;
+    return a_mk ? Shape{bm / parts, bk} : Shape{bk / parts, bm};
+  }
+  Shape b_box() const {
+    const int64_t parts = cluster_m;
+    return b_nk ? Shape{bn / parts, bk} : Shape{bk / parts, bn};
+  }
   // The swizzle of a bm x bn box of `t` (C's, or stream-K's f32 slots): the
   // widest, up to `swizzle`, whose panels a row of it fills or is one of;
   // none where no swizzle suits it (152 bf16 columns: 304 bytes).
@@ -392,16 +412,24 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: stream_k takes neither split_k (got ", g.split_k,
                                                    ") nor warp_specialize (got ", g.warp_specialize, ")"));
   }
+  if (g.cluster_m < 1 || g.cluster_n < 1 || g.cluster() > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gemm_kernel: clusters of 1 or 2 tiles are supported, got ", g.cluster_m, " x ", g.cluster_n));
+  }
+  if (g.cluster() > 1 && (g.split_k > 1 || g.stream_k)) {
+    return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: a cluster of ", g.cluster(),
+                                                   " takes neither split_k (got ", g.split_k, ") nor stream_k (got ",
+                                                   g.stream_k, ")"));
+  }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
                                                    " sums partial tiles, so the epilogue must be linear; bias + GELU "
                                                    "is not"));
   }
   KernelBuilder k(std::move(name));
-  Value a = g.a_mk ? k.tensor_map(g.in, {g.bm, g.bk}, "a", g.swizzle)   // A [M, K]
-                   : k.tensor_map(g.in, {g.bk, g.bm}, "a", g.swizzle);  // A [K, M]
-  Value b = g.b_nk ? k.tensor_map(g.b_type(), {g.bn, g.bk}, "b", g.swizzle)   // B [N, K]
-                   : k.tensor_map(g.b_type(), {g.bk, g.bn}, "b", g.swizzle);  // B [K, N]
+  if (g.cluster() > 1) k.cluster(g.cluster());
+  Value a = k.tensor_map(g.in, g.a_box(), "a", g.swizzle);                    // A [M, K] (or [K, M])
+  Value b = k.tensor_map(g.b_type(), g.b_box(), "b", g.swizzle);              // B [N, K] (or [K, N])
   Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.out_swizzle(g.out));     // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
@@ -411,7 +439,8 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.out_swizzle(f32)) : Value();  // [S * BM, BN] f32
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
   Value counts = g.stream_k ? k.arg(ptr(i32), "counts") : Value();                          // [S] i32
-  Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
+  // The tile order walks units of cluster_m x cluster_n tiles.
+  Value tiles_m = cdiv(cdiv(m, g.bm), g.cluster_m), tiles_n = cdiv(cdiv(n, g.bn), g.cluster_n);
   Value per_group = tiles_n * g.group_m;
   Value tiles = tiles_m * tiles_n;
   Value work = g.split_k > 1 ? tiles * g.split_k : tiles;
@@ -460,7 +489,10 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     }
     Value first_m = t / per_group * g.group_m;
     Value group_rows = minimum(tiles_m - first_m, g.group_m);
-    Value row = (first_m + t % per_group % group_rows) * g.bm, col = t % per_group / group_rows * g.bn;
+    Value unit_row = first_m + t % per_group % group_rows, unit_col = t % per_group / group_rows;
+    // A cluster's programs take the unit's tiles by rank.
+    Value row = (g.cluster_m > 1 ? unit_row * g.cluster_m + k.cluster_rank() : unit_row) * g.bm;
+    Value col = (g.cluster_n > 1 ? unit_col * g.cluster_n + k.cluster_rank() : unit_col) * g.bn;
     // The epilogue's operands are read before the K loop, which hides their latency.
     Value scale = g.scaled ? load(scale_a) * load(scale_b) : Value();  // f32
     Value half_bias;                                                     // [BN] f32, bias / 2
@@ -469,14 +501,20 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       half_bias = cast(load(bias + cols, cols < n, 0.0), f32) * 0.5;
     }
     Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
-    k.for_range(
-        k_lo, k_hi, g.bk,
-        [&](Value kk) {
-          Value at = g.a_mk ? tma_load(a, {row, kk}) : trans(tma_load(a, {kk, row}));  // [BM, BK], smem
-          Value bt = g.b_nk ? trans(tma_load(b, {col, kk})) : tma_load(b, {kk, col});  // [BK, BN], smem
-          acc = dot(at, bt, acc, g.tf32 ? Precision::kTf32 : Precision::kIeee);
-        },
-        {.stages = g.stages});
+    k.for_range(k_lo, k_hi, g.bk,
+                [&](Value kk) {
+                  // An operand the cluster's two tiles share comes once for both.
+                  auto load_a = [&](const std::vector<Operand>& at) {
+                    return g.cluster_n > 1 ? tma_multicast(a, at) : tma_load(a, at);
+                  };
+                  auto load_b = [&](const std::vector<Operand>& at) {
+                    return g.cluster_m > 1 ? tma_multicast(b, at) : tma_load(b, at);
+                  };
+                  Value at = g.a_mk ? load_a({row, kk}) : trans(load_a({kk, row}));  // [BM, BK], smem
+                  Value bt = g.b_nk ? trans(load_b({col, kk})) : load_b({kk, col});  // [BK, BN], smem
+                  acc = dot(at, bt, acc, g.tf32 ? Precision::kTf32 : Precision::kIeee);
+                },
+                {.stages = g.stages});
     auto epilogue = [&](Value out) {  // [BM, BN] f32, registers
       if (g.bias_gelu) {
         // h = (out + bias) / 2 in one fused multiply-add; see gelu_of_half.
@@ -522,11 +560,10 @@ struct GemmMaps {
 };
 inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig& g, const Buffer& a, const Buffer& b,
                                           const Buffer& c, int64_t m, int64_t n, int64_t k) {
-  absl::StatusOr<TensorMap> am = g.a_mk ? device.tensor_map(g.in, a, {m, k}, {g.bm, g.bk}, g.swizzle)
-                                        : device.tensor_map(g.in, a, {k, m}, {g.bk, g.bm}, g.swizzle);
+  absl::StatusOr<TensorMap> am = device.tensor_map(g.in, a, g.a_mk ? Shape{m, k} : Shape{k, m}, g.a_box(), g.swizzle);
   if (!am.ok()) return am.status();
-  absl::StatusOr<TensorMap> bm = g.b_nk ? device.tensor_map(g.b_type(), b, {n, k}, {g.bn, g.bk}, g.swizzle)
-                                        : device.tensor_map(g.b_type(), b, {k, n}, {g.bk, g.bn}, g.swizzle);
+  absl::StatusOr<TensorMap> bm =
+      device.tensor_map(g.b_type(), b, g.b_nk ? Shape{n, k} : Shape{k, n}, g.b_box(), g.swizzle);
   if (!bm.ok()) return bm.status();
   absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.out_swizzle(g.out));
   if (!cm.ok()) return cm.status();
@@ -539,8 +576,24 @@ inline int64_t gemm_tiles(const GemmConfig& g, int64_t m, int64_t n) {
 }
 
 // The units of work gemm_kernel(g) spreads over its programs for an m x n
-// C: its tiles, each split_k times.
-inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) { return gemm_tiles(g, m, n) * g.split_k; }
+// C: its tiles, each split_k times; with clusters, a program's share of a
+// cluster's unit of tiles (so the programs that have work).
+inline int64_t gemm_work(const GemmConfig& g, int64_t m, int64_t n) {
+  if (g.cluster() > 1) {
+    const int64_t rows = ((m + g.bm - 1) / g.bm + g.cluster_m - 1) / g.cluster_m;
+    const int64_t cols = ((n + g.bn - 1) / g.bn + g.cluster_n - 1) / g.cluster_n;
+    return rows * cols * g.cluster();
+  }
+  return gemm_tiles(g, m, n) * g.split_k;
+}
+
+// The grid for gemm_kernel(g) at m x n on `programs` programs at most (a
+// device's compute units): no more programs than have work, in whole
+// clusters.
+inline int gemm_grid(const GemmConfig& g, int64_t m, int64_t n, int programs) {
+  const int c = g.cluster();
+  return static_cast<int>(std::max<int64_t>(std::min<int64_t>(gemm_work(g, m, n), programs) / c * c, c));
+}
 
 // Tile widths fitted to an m x n C on `programs` programs, for tiles of bm
 // rows: the `count` multiples of 8 from 128 to `widest` whose tiles take each

@@ -373,9 +373,9 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, *bias) : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
-  const int grid = programs > 0  ? programs
+  const int grid = programs > 0 ? programs
                    : g.stream_k ? device.num_compute_units()
-                                : grid_for(device, samples::gemm_work(g, m, n));
+                                : samples::gemm_grid(g, m, n, device.num_compute_units());
   std::optional<samples::GemmWorkspace> ws;
   if (g.stream_k) {
     TESSEL_ASSIGN_OR_RETURN(ws, samples::gemm_workspace(device, g, m, n, grid));

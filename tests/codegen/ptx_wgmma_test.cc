@@ -160,6 +160,39 @@ TEST(Wgmma, TilesFittedToAShape) {
   }
 }
 
+// Clusters of two programs sharing B's tile (2 x 1) or A's (1 x 2): the
+// entry asks for clusters of two, each program loads its half of the shared
+// tile into both (multicast), releases stages into both programs' mbarriers
+// and meets the other at the start and the end; plain (the stage loaded
+// next is two after the one released), ping-pong and cooperative.
+TEST(Wgmma, ClustersMulticastTheSharedOperand) {
+  for (const Form& f : {Form{{.bm = 128, .bn = 256, .out = bf16, .stages = 4, .cluster_m = 2}, 8, "m64n256k16"},
+                        Form{{.bm = 256, .bn = 152, .out = bf16, .stages = 4, .cluster_n = 2}, 8, "m64n152k16"},
+                        Form{{.bm = 128, .bn = 128, .out = bf16, .stages = 4, .warp_specialize = true, .cluster_m = 2},
+                             12,
+                             "m64n128k16"},
+                        Form{{.bm = 128,
+                        .bn = 256,
+                        .out = bf16,
+                        .stages = 4,
+                        .warp_specialize = true,
+                        .cooperative = true,
+                        .cluster_m = 2},
+                             12,
+                             "m64n256k16"}}) {
+    SCOPED_TRACE(absl::StrCat(f.g.bm, "x", f.g.bn, " on ", f.warps, " warps"));
+    absl::StatusOr<DeviceCode> code = compile_ptx(gemm(f.g), warps(f.warps));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_THAT(ptx, HasSubstr(absl::StrCat(f.shape, ".f32.bf16.bf16")));
+    EXPECT_THAT(ptx, ::testing::ContainsRegex("\\.maxntid [0-9]+, 1, 1\n\\.reqnctapercluster 2, 1, 1\n"));
+    EXPECT_THAT(ptx, HasSubstr("mbarrier::complete_tx::bytes.multicast::cluster"));
+    EXPECT_THAT(ptx, HasSubstr("mapa.shared::cluster.u32"));
+    EXPECT_THAT(ptx, HasSubstr("barrier.cluster.arrive.release.aligned"));
+    expect_ptxas_clean(ptx);
+  }
+}
+
 TEST(Wgmma, StagesArePerLoop) {
   // One stage: loads wait where they are, and each product before the next.
   absl::StatusOr<DeviceCode> one = compile_ptx(gemm({.stages = 1}), warps(8));

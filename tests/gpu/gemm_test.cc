@@ -38,21 +38,38 @@ struct Problem {
   DType out = f32;    // C's dtype: f32 or bf16
   bool stream_k = false;  // the last tiles' K steps shared by every program
   int programs = 0;       // the grid where not the default
+  int cluster_m = 1, cluster_n = 1;  // 2-program clusters sharing B's tile (2 x 1) or A's (1 x 2)
 };
 
 std::string name(const Problem& p) {
-  return absl::StrCat(p.in.name(), p.in_b ? absl::StrCat(" x ", p.in_b->name()) : "", p.tf32 ? " as tf32" : "",
-                      " ", p.m, "x", p.n, "x", p.k, p.a_mk ? " A as MxK" : " A as KxM",
-                      p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x", p.bk, ", ", p.warps,
-                      " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "", p.coop ? ", cooperative" : "",
-                      p.split_k > 1 ? absl::StrCat(", split-K ", p.split_k) : "", p.stream_k ? ", stream-K" : "",
-                      p.programs > 0 ? absl::StrCat(" on ", p.programs, " programs") : "", ", C in ", p.out.name());
+  return absl::StrCat(
+      p.in.name(), p.in_b ? absl::StrCat(" x ", p.in_b->name()) : "", p.tf32 ? " as tf32" : "", " ", p.m, "x", p.n, "x",
+      p.k, p.a_mk ? " A as MxK" : " A as KxM", p.b_nk ? " B as NxK" : " B as KxN", ", tile ", p.bm, "x", p.bn, "x",
+      p.bk, ", ", p.warps, " warps, ", p.stages, " stages", p.ws ? ", warp-specialized" : "",
+      p.coop ? ", cooperative" : "", p.split_k > 1 ? absl::StrCat(", split-K ", p.split_k) : "",
+      p.stream_k ? ", stream-K" : "", p.programs > 0 ? absl::StrCat(" on ", p.programs, " programs") : "",
+      p.cluster_m * p.cluster_n > 1 ? absl::StrCat(", clusters of ", p.cluster_m, "x", p.cluster_n) : "", ", C in ",
+      p.out.name());
 }
 
 samples::GemmConfig config(const Problem& p) {
-  return {.bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .in_b = p.in_b, .out = p.out, .b_nk = p.b_nk,
-          .a_mk = p.a_mk, .stages = p.stages, .scaled = p.in.is_float8(), .tf32 = p.tf32,
-          .warp_specialize = p.ws, .cooperative = p.coop, .split_k = p.split_k, .stream_k = p.stream_k};
+  return {.bm = p.bm,
+          .bn = p.bn,
+          .bk = p.bk,
+          .in = p.in,
+          .in_b = p.in_b,
+          .out = p.out,
+          .b_nk = p.b_nk,
+          .a_mk = p.a_mk,
+          .stages = p.stages,
+          .scaled = p.in.is_float8(),
+          .tf32 = p.tf32,
+          .warp_specialize = p.ws,
+          .cooperative = p.coop,
+          .split_k = p.split_k,
+          .stream_k = p.stream_k,
+          .cluster_m = p.cluster_m,
+          .cluster_n = p.cluster_n};
 }
 
 struct Inputs {
@@ -198,6 +215,29 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 4095, .n = 4104, .k = 1032, .bn = 152, .warps = 12, .stages = 4, .ws = true, .coop = true, .out = bf16},
       {.m = 1000, .n = 712, .k = 600, .bm = 192, .bn = 152, .warps = 12, .stages = 3, .out = bf16},
       {.m = 1000, .n = 712, .k = 600, .bn = 152, .stages = 3, .stream_k = true, .programs = 37},
+      // Clusters of two programs, their tiles sharing B's (2 x 1) or A's (1 x 2)
+      // through TMA multicast: a lone tile (its pair past C's edge), odd tile
+      // counts, operands K- and MN-major (halves along K), many tiles a
+      // program, ping-pong and cooperative, and 256 x 152 tiles fitted to
+      // 3000 x 5000 sharing A's 256 rows.
+      {.m = 1, .n = 8, .k = 8, .cluster_m = 2},
+      {.m = 1000, .n = 712, .k = 600, .bn = 256, .stages = 4, .out = bf16, .cluster_m = 2},
+      {.m = 1000, .n = 712, .k = 600, .bm = 256, .stages = 3, .cluster_n = 2},
+      {.m = 1000, .n = 712, .k = 600, .b_nk = false, .a_mk = false, .stages = 3, .cluster_m = 2},
+      {.m = 1000, .n = 712, .k = 600, .b_nk = false, .a_mk = false, .stages = 3, .cluster_n = 2},
+      {.m = 4095, .n = 4104, .k = 1032, .bn = 256, .stages = 4, .out = bf16, .cluster_m = 2},
+      {.m = 4095, .n = 4104, .k = 1032, .in = f16, .warps = 12, .stages = 4, .ws = true, .cluster_m = 2},
+      {.m = 4095,
+       .n = 4104,
+       .k = 1032,
+       .bn = 256,
+       .warps = 12,
+       .stages = 4,
+       .ws = true,
+       .coop = true,
+       .out = bf16,
+       .cluster_m = 2},
+      {.m = 3000, .n = 5000, .k = 712, .bm = 256, .bn = 152, .stages = 4, .out = bf16, .cluster_n = 2},
       // 256 rows on two warpgroups, 152 or 160 accumulators a thread.
       {.m = 3000, .n = 5000, .k = 712, .bm = 256, .bn = 152, .stages = 4, .out = bf16},
       {.m = 1000, .n = 712, .k = 600, .bm = 256, .bn = 160, .stages = 3},

@@ -202,6 +202,34 @@ TEST(MatmulForms, GemmTilesFittedToAShapeMatchOnTheHost) {
            Form{{.bm = 128, .bn = 152, .stages = 3, .warp_specialize = true, .cooperative = true}, 12}});
 }
 
+// Clusters of two programs whose tiles share B's (2 x 1) or A's (1 x 2),
+// which the host loads whole in each program: K- and MN-major operands,
+// ping-pong and cooperative. 520 columns make 3 tiles of 256 (a pair past
+// the edge), 400 rows 4 of 128.
+TEST(MatmulForms, GemmClustersMatchOnTheHost) {
+  expect_forms_match_on_the_host(
+      16,
+      {Form{{.bm = 128, .bn = 256, .out = bf16, .stages = 4, .cluster_m = 2}, 8},
+       Form{{.bm = 256, .bn = 128, .stages = 3, .cluster_n = 2}, 8},
+       Form{{.bm = 128, .bn = 256, .b_nk = false, .a_mk = false, .stages = 3, .cluster_n = 2}, 8},
+       Form{{.bm = 128, .bn = 128, .b_nk = false, .stages = 3, .warp_specialize = true, .cluster_m = 2}, 12},
+       Form{{.bm = 128, .bn = 256, .stages = 3, .warp_specialize = true, .cooperative = true, .cluster_m = 2}, 12}});
+}
+
+TEST(MatmulForms, GemmClustersAreChecked) {
+  EXPECT_THAT(samples::gemm_kernel({.cluster_m = 2, .cluster_n = 2}).status().message(),
+              HasSubstr("clusters of 1 or 2 tiles are supported, got 2 x 2"));
+  EXPECT_THAT(samples::gemm_kernel({.split_k = 2, .cluster_m = 2}).status().message(),
+              HasSubstr("a cluster of 2 takes neither split_k (got 2)"));
+  // B's halves of 76 rows would not start on a 1 KiB boundary of the swizzled tile.
+  EXPECT_THAT(samples::gemm_kernel({.bm = 128, .bn = 152, .cluster_m = 2}).status().message(),
+              HasSubstr("not a multiple of 1024"));
+  // A grid of whole clusters, at least one, no more than have work.
+  EXPECT_EQ(samples::gemm_grid({.bn = 256, .cluster_m = 2}, 400, 520, 132), 12);  // 2 x 3 pairs of 4 x 3 tiles
+  EXPECT_EQ(samples::gemm_grid({.cluster_n = 2}, 4096, 4096, 131), 130);
+  EXPECT_EQ(samples::gemm_grid({.cluster_n = 2}, 4096, 4096, 1), 2);
+}
+
 TEST(MatmulForms, CsBoxTakesTheWidestSwizzleItsRowsFill) {
   EXPECT_EQ((GemmConfig{.bn = 256}.out_swizzle(bf16)), Swizzle::k128B);
   EXPECT_EQ((GemmConfig{.bn = 32}.out_swizzle(bf16)), Swizzle::k128B);   // one row, narrower than a panel
