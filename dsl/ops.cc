@@ -732,13 +732,25 @@ Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc)
   return tma_load(map, std::vector<Operand>(coords), loc);
 }
 
+namespace {
+
+// A TMA load's operands, the map and its coordinates; empty after an error.
+std::vector<int> tma_load_operands(BuilderState& s, const Value& map, const std::vector<Operand>& coords,
+                                   absl::string_view what, Loc loc) {
+  int im = s.use(map, what, loc);
+  std::vector<int> operands = {im};
+  if (im < 0 || !tma_coords(s, im, coords, what, loc, operands)) return {};
+  return operands;
+}
+
+}  // namespace
+
 Value tma_load(const Value& map, const std::vector<Operand>& coords, Loc loc) {
   BuilderState* s = map.state();
   if (s == nullptr) return Value();
-  int im = s->use(map, "tma_load", loc);
-  std::vector<int> operands = {im};
-  if (im < 0 || !tma_coords(*s, im, coords, "tma_load", loc, operands)) return Value();
-  const Type& mt = s->type(im);
+  std::vector<int> operands = tma_load_operands(*s, map, coords, "tma_load", loc);
+  if (operands.empty()) return Value();
+  const Type& mt = s->type(operands[0]);
   return s->emit1(OpCode::kTmaLoad, operands, Type::tile(mt.dtype(), mt.shape()), loc);
 }
 
@@ -749,10 +761,9 @@ Value tma_multicast(const Value& map, std::initializer_list<Operand> coords, Loc
 Value tma_multicast(const Value& map, const std::vector<Operand>& coords, Loc loc) {
   BuilderState* s = map.state();
   if (s == nullptr) return Value();
-  int im = s->use(map, "tma_multicast", loc);
-  std::vector<int> operands = {im};
-  if (im < 0 || !tma_coords(*s, im, coords, "tma_multicast", loc, operands)) return Value();
-  const Type& mt = s->type(im);
+  std::vector<int> operands = tma_load_operands(*s, map, coords, "tma_multicast", loc);
+  if (operands.empty()) return Value();
+  const Type& mt = s->type(operands[0]);
   const int parts = s->ir.cluster;
   if (parts < 2) {
     return s->fail(loc, "tma_multicast: the kernel has no clusters (KernelBuilder::cluster sets them)");
