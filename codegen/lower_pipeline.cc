@@ -338,17 +338,20 @@ void Lowering::allocate_rings(Pipeline& p, const std::function<llvm::Value*(int6
   }
 }
 
-void Lowering::begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go) {
-  const Op& loop = *outer_pipelines_.at(&outer);
-  Pipeline& p = pipelines_.at(&loop);
-  allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
-  // Every thread is done with what the rings held before (in every program
-  // of the cluster, which write into each other's rings).
+void Lowering::rings_free(const Pipeline& p) {
+  // Multicast rings are written by every program of the cluster.
   if (p.multicast) {
     target_.cluster_barrier(b_);
   } else {
     target_.program_barrier(b_);
   }
+}
+
+void Lowering::begin_outer_pipeline(const Op& outer, llvm::Value* lo, llvm::Value* go) {
+  const Op& loop = *outer_pipelines_.at(&outer);
+  Pipeline& p = pipelines_.at(&loop);
+  allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
+  rings_free(p);
   emit_if(b_, go, [&] {
     const Run run = run_in(loop, outer, lo);
     issue_first(loop, p, run, run.trips, b_.CreateLoad(b_.getInt64Ty(), p.used), lo);
@@ -367,12 +370,7 @@ void Lowering::begin_pipeline(const Op& loop, llvm::Value* lo, llvm::Value* step
     return;
   }
   allocate_rings(p, [&](int64_t bytes, int64_t align) { return smem_alloc(bytes, align); });
-  // Every thread is done with what the rings held before (in the cluster).
-  if (p.multicast) {
-    target_.cluster_barrier(b_);
-  } else {
-    target_.program_barrier(b_);
-  }
+  rings_free(p);
   p.first = b_.CreateLoad(b_.getInt64Ty(), p.used);
   issue_first(loop, p, Run{lo, step, trips}, trips, p.first, nullptr);
 }

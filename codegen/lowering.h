@@ -556,9 +556,10 @@ class Lowering {
     // Whether a load multicasts (tma_multicast on a target with clusters):
     // the cluster's programs write into each other's stages, so a stage is
     // loaded again only once every program of the cluster is done with it.
-    // Without a producer, `released` holds `stages` mbarriers (per group)
-    // that each program arrives on, in every program, when done with a
-    // stage, just before it loads the stage again.
+    // Without a producer, `released` holds `stages` mbarriers that each
+    // program arrives on, in every program, once done with a stage (at the
+    // next iteration's prefetch), and waits on before it loads the stage
+    // again.
     bool multicast = false;
     llvm::Value* released = nullptr;
     // Iterations whose loads are in flight ahead of the current one:
@@ -629,6 +630,9 @@ class Lowering {
   // (Pipeline::empty): with the groups released at the end of the next
   // iteration, or `deferred` ones too (the last iteration's).
   void release_stage(Pipeline& p, llvm::Value* i, bool deferred);
+  // Before p's first loads into its rings: every thread is done with what
+  // the rings' memory held before, in every program that writes into them.
+  void rings_free(const Pipeline& p);
   // Rings of stage buffers for p's loads, each `alloc(bytes, align)`'s.
   void allocate_rings(Pipeline& p, const std::function<llvm::Value*(int64_t, int64_t)>& alloc);
   // The loop around loops whose rings run across its iterations (Pipeline::outer):

@@ -318,7 +318,8 @@ class NvptxTarget final : public GpuTarget {
               b.CreateInBoundsGEP(b.getInt8Ty(), c.smem,
                                   b.CreateMul(b.CreateZExt(r, b.getInt64Ty()), b.getInt64(panel_bytes(*c.map_type))));
           for_each_panel(
-              b, *c.map_type, at, smem, c.parts, [&](const std::vector<llvm::Value*>& coords, llvm::Value* dst) {
+              b, *c.map_type, at, smem,
+              [&](const std::vector<llvm::Value*>& coords, llvm::Value* dst) {
                 std::vector<llvm::Value*> args = {shared32(b, dst), c.map, bar32};
                 std::string text = absl::StrCat("cp.async.bulk.tensor.", coords.size(),
                                                 "d.shared::cluster.global.mbarrier::complete_tx::bytes");
@@ -332,7 +333,8 @@ class NvptxTarget final : public GpuTarget {
                 }
                 append_reversed(args, coords);
                 inline_asm(b, b.getVoidTy(), text, constraints(c.multicast ? "r,l,r,h" : "r,l,r", coords.size()), args);
-              });
+              },
+              c.parts);
         };
         if (c.multicast) {
           copy_part(cluster_rank(b));
@@ -515,8 +517,9 @@ class NvptxTarget final : public GpuTarget {
   // (In a tile of `parts` boxes along dim 0, whose panels are `parts`
   // times as tall.)
   static void for_each_panel(llvm::IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords,
-                             llvm::Value* smem, int parts,
-                             const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy) {
+                             llvm::Value* smem,
+                             const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy,
+                             int parts = 1) {
     const int64_t inner = map_type.shape().back();
     const int64_t width = tma::panel_elems(inner, map_type.dtype().bytes(), map_type.swizzle());
     for (int64_t p = 0; p < inner / width; ++p) {
@@ -524,11 +527,6 @@ class NvptxTarget final : public GpuTarget {
       if (p > 0) at.back() = b.CreateAdd(at.back(), llvm::ConstantInt::get(at.back()->getType(), p * width));
       copy(at, p == 0 ? smem : b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), smem, p * parts * panel_bytes(map_type)));
     }
-  }
-  static void for_each_panel(llvm::IRBuilder<>& b, const Type& map_type, const std::vector<llvm::Value*>& coords,
-                             llvm::Value* smem,
-                             const std::function<void(const std::vector<llvm::Value*>&, llvm::Value*)>& copy) {
-    for_each_panel(b, map_type, coords, smem, 1, copy);
   }
   // The bytes of one panel of a box of `map_type`.
   static int64_t panel_bytes(const Type& map_type) {
