@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
@@ -52,8 +53,23 @@ int index_of(const std::vector<TuneCandidate>& candidates, const std::string& la
   return -1;
 }
 
-// Median seconds of `reps` runs (Device::time), each after
-// options.before_each. A failure of before_each goes to `hook`.
+double median(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+// One run of `c`, timed (Device::time), after options.before_each, whose
+// failure goes to `hook`.
+absl::StatusOr<double> timed_run(const Device& device, const TuneCandidate& c, const AutotuneOptions& options,
+                                 absl::Status& hook) {
+  if (options.before_each) {
+    hook = options.before_each();
+    if (!hook.ok()) return hook;
+  }
+  return device.time(c.run, options.stream);
+}
+
+// Median seconds of `reps` timed runs, after `warmup` untimed ones.
 absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, const AutotuneOptions& options,
                                  absl::Status& hook) {
   for (int i = 0; i < options.warmup; ++i) {
@@ -62,15 +78,60 @@ absl::StatusOr<double> time_runs(const Device& device, const TuneCandidate& c, c
   }
   std::vector<double> seconds;
   for (int i = 0; i < options.reps; ++i) {
-    if (options.before_each) {
-      hook = options.before_each();
-      if (!hook.ok()) return hook;
-    }
-    TESSEL_ASSIGN_OR_RETURN(double s, device.time(c.run, options.stream));
+    TESSEL_ASSIGN_OR_RETURN(double s, timed_run(device, c, options, hook));
     seconds.push_back(s);
   }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  return median(std::move(seconds));
+}
+
+// The candidates within `within` of the fastest time, if there are two or
+// more; none otherwise.
+std::vector<int> close_to_fastest(const std::vector<double>& seconds, int fastest, double within) {
+  std::vector<int> close;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    if (seconds[i] <= seconds[fastest] * (1 + within)) close.push_back(static_cast<int>(i));
+  }
+  if (close.size() < 2) close.clear();
+  return close;
+}
+
+// The fastest of `among` that has a time; -1 if none has.
+int fastest_of(const std::vector<double>& seconds, const std::vector<int>& among) {
+  int best = -1;
+  for (int i : among) {
+    if (std::isfinite(seconds[i]) && (best < 0 || seconds[i] < seconds[best])) best = i;
+  }
+  return best;
+}
+
+// Times the candidates of result.retimed again, in `reps` turns of one
+// run each, and puts their medians in result.seconds (+inf for one whose
+// run fails, its message in result.errors). A failure of before_each is
+// returned, the candidate it was to time in `at`.
+absl::Status time_in_turns(const Device& device, const std::vector<TuneCandidate>& candidates,
+                           const AutotuneOptions& options, AutotuneResult& result, int& at) {
+  std::vector<std::vector<double>> again(candidates.size());
+  for (int rep = 0; rep < options.reps; ++rep) {
+    for (int i : result.retimed) {
+      if (!result.errors[i].empty()) continue;  // its run failed in an earlier turn
+      absl::Status hook;
+      absl::StatusOr<double> s = timed_run(device, candidates[i], options, hook);
+      if (!hook.ok()) {
+        at = i;
+        return hook;
+      }
+      if (s.ok()) {
+        again[i].push_back(*s);
+      } else {
+        result.errors[i] = std::string(s.status().message());
+        result.seconds[i] = std::numeric_limits<double>::infinity();
+      }
+    }
+  }
+  for (int i : result.retimed) {
+    if (result.errors[i].empty()) result.seconds[i] = median(std::move(again[i]));
+  }
+  return absl::OkStatus();
 }
 
 // Runs every candidate's prepare, on up to `threads` threads at once (0:
@@ -97,6 +158,10 @@ absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string&
   if (options.warmup < 0 || options.reps < 1) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": warmup = ", options.warmup, " and reps = ", options.reps,
                                                    " (need warmup >= 0 and reps >= 1)"));
+  }
+  if (!(options.retime_within >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": retime_within = ", options.retime_within,
+                                                   " (need 0 to time each candidate once, or more)"));
   }
   if (options.prepare_threads < 0) {
     return absl::InvalidArgumentError(
@@ -135,23 +200,36 @@ absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string&
   result.errors.assign(candidates.size(), "");
   std::vector<absl::Status> prepared;
   result.prepare_seconds = prepare_all(candidates, options.prepare_threads, prepared);
+  auto hook_failed = [&](int i, const absl::Status& hook) {
+    return absl::Status(hook.code(), absl::StrCat(where, ": before_each failed before timing '", candidates[i].label,
+                                                  "': ", hook.message()));
+  };
+  std::vector<int> all(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
+    all[i] = static_cast<int>(i);
     if (!prepared[i].ok()) {
       result.errors[i] = absl::StrCat("prepare: ", prepared[i].message());
       continue;
     }
     absl::Status hook;
     absl::StatusOr<double> s = time_runs(device, candidates[i], options, hook);
-    if (!hook.ok()) {
-      return absl::Status(hook.code(), absl::StrCat(where, ": before_each failed before timing '", candidates[i].label,
-                                                    "': ", hook.message()));
-    }
+    if (!hook.ok()) return hook_failed(i, hook);
     if (!s.ok()) {
       result.errors[i] = std::string(s.status().message());
       continue;
     }
     result.seconds[i] = *s;
-    if (result.index < 0 || *s < result.seconds[result.index]) result.index = static_cast<int>(i);
+  }
+  result.index = fastest_of(result.seconds, all);
+  if (result.index >= 0 && options.retime_within > 0) {
+    result.retimed = close_to_fastest(result.seconds, result.index, options.retime_within);
+    int at = -1;
+    if (absl::Status hook = time_in_turns(device, candidates, options, result, at); !hook.ok()) {
+      return hook_failed(at, hook);
+    }
+    // Should every close one have failed its second round, the rest compete.
+    result.index = fastest_of(result.seconds, result.retimed);
+    if (result.index < 0) result.index = fastest_of(result.seconds, all);
   }
   if (result.index < 0) {
     std::vector<std::string> failures;

@@ -42,6 +42,13 @@ struct TuneCandidate {
 struct AutotuneOptions {
   int warmup = 1;       // untimed runs of each candidate before timing it
   int reps = 10;        // timed runs of each; the median counts
+  // Candidates whose median is within this fraction of the fastest's are
+  // timed again, `reps` runs each, taking turns (one run of each, then the
+  // next round), and their second medians decide: a drift of the device's
+  // clocks or a neighbour's load then falls on all of them alike, where in
+  // the first pass it falls on whichever was being timed. 0 times every
+  // candidate once.
+  double retime_within = 0.05;
   bool memory = true;   // consult and keep the choice in this process
   bool disk = true;     // consult and keep the choice in the disk cache
   // Runs before each timed run, untimed (Device::time starts at the end of
@@ -62,10 +69,14 @@ struct AutotuneOptions {
 struct AutotuneResult {
   int index = -1;        // the chosen candidate
   bool cached = false;   // found in memory or on disk: nothing was timed
-  // When timed: each candidate's median seconds per run, +inf for one whose
-  // run failed; the failures' messages in `errors`, by candidate.
+  // When timed: each candidate's median seconds per run (the second
+  // round's for those timed again), +inf for one whose run failed; the
+  // failures' messages in `errors`, by candidate.
   std::vector<double> seconds;
   std::vector<std::string> errors;
+  // The candidates timed again (AutotuneOptions::retime_within), in order;
+  // empty where no other came close to the fastest.
+  std::vector<int> retimed;
   // When timed: the wall time of the candidates' prepares, all of them
   // (0 where none has one).
   double prepare_seconds = 0;
@@ -74,9 +85,10 @@ struct AutotuneResult {
 // The fastest of `candidates` for `key` on `device`. Their prepares run
 // first, all at once (AutotuneOptions::prepare_threads); then each
 // candidate is run `warmup` times and timed `reps` times (Device::time of
-// one run). A candidate whose prepare or run fails is passed over; an
-// error if every one fails (naming each failure), if there are none, if
-// two share a label, if warmup < 0, reps < 1 or prepare_threads < 0.
+// one run), and those close to the fastest are timed again in turns. A
+// candidate whose prepare or run fails is passed over; an error if every
+// one fails (naming each failure), if there are none, if two share a
+// label, if warmup < 0, reps < 1, retime_within < 0 or prepare_threads < 0.
 absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string& key,
                                         const std::vector<TuneCandidate>& candidates,
                                         const AutotuneOptions& options = {});

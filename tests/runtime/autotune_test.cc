@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -151,6 +152,59 @@ TEST(Autotune, FailingCandidatesArePassedOver) {
                                        "shared memory)"));
 }
 
+// A candidate that was fast while it was timed alone and slow later (a
+// clock that dropped, a neighbour's load) meets the one close behind it
+// again, the two taking turns, and the second round decides.
+TEST(Autotune, CloseCandidatesAreTimedAgainInTurns) {
+  struct Turns {
+    std::vector<int> order;  // which candidate ran, in order
+    std::vector<TuneCandidate> candidates;
+    // `lucky` sleeps 2 ms for its first four runs (the warmup and the first pass), then 8 ms or fails;
+    // `steady` 3 ms and `slow` 20 ms every time.
+    explicit Turns(bool lucky_fails_later) {
+      auto sleeper = [this](int i, std::function<int(int)> ms) {
+        return [this, i, ms, runs = 0]() mutable -> absl::Status {
+          order.push_back(i);
+          const int t = ms(runs++);
+          if (t < 0) return absl::UnavailableError("device lost");
+          std::this_thread::sleep_for(std::chrono::milliseconds(t));
+          return absl::OkStatus();
+        };
+      };
+      candidates = {{"lucky", sleeper(0, [=](int run) { return run < 4             ? 2
+                                                               : lucky_fails_later ? -1
+                                                                                   : 8; })},
+                    {"steady", sleeper(1, [](int) { return 3; })},
+                    {"slow", sleeper(2, [](int) { return 20; })}};
+    }
+  };
+  const AutotuneOptions options = {.warmup = 1, .reps = 3, .retime_within = 1.0, .memory = false, .disk = false};
+  Turns t(false);
+  absl::StatusOr<AutotuneResult> r = autotune(host(), unique_key("turns"), t.candidates, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->retimed, std::vector<int>({0, 1}));  // 3 ms is within 100 % of 2 ms; 20 ms is not
+  EXPECT_EQ(r->index, 1);
+  EXPECT_GT(r->seconds[0], r->seconds[1]);  // the second round's medians
+  EXPECT_EQ(t.order, std::vector<int>({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 1, 0, 1, 0, 1}));
+  // Timed once, the lucky one wins.
+  Turns once(false);
+  AutotuneOptions no_second = options;
+  no_second.retime_within = 0;
+  absl::StatusOr<AutotuneResult> first = autotune(host(), unique_key("turns"), once.candidates, no_second);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->index, 0);
+  EXPECT_TRUE(first->retimed.empty());
+  EXPECT_EQ(once.order.size(), 12u);
+  // A candidate whose run fails in the second round is passed over there, and runs no more.
+  Turns failing(true);
+  absl::StatusOr<AutotuneResult> lost = autotune(host(), unique_key("turns"), failing.candidates, options);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->index, 1);
+  EXPECT_EQ(lost->errors[0], "device lost");
+  EXPECT_TRUE(std::isinf(lost->seconds[0]));
+  EXPECT_EQ(failing.order, std::vector<int>({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 1, 1, 1}));
+}
+
 TEST(Autotune, InputItCannotTuneIsRefused) {
   Sleepers s({1, 1});
   auto message = [](const absl::StatusOr<AutotuneResult>& r) { return std::string(r.status().message()); };
@@ -161,6 +215,8 @@ TEST(Autotune, InputItCannotTuneIsRefused) {
   EXPECT_EQ(message(autotune(host(), "k", empty)), "autotune 'k': candidate 'nothing' has nothing to run");
   EXPECT_EQ(message(autotune(host(), "k", s.candidates, {.reps = 0})),
             "autotune 'k': warmup = 1 and reps = 0 (need warmup >= 0 and reps >= 1)");
+  EXPECT_EQ(message(autotune(host(), "k", s.candidates, {.retime_within = -0.5})),
+            "autotune 'k': retime_within = -0.5 (need 0 to time each candidate once, or more)");
   EXPECT_EQ(message(autotune(host(), "k", s.candidates, {.prepare_threads = -1})),
             "autotune 'k': prepare_threads = -1 (need 0 for one per core, or more)");
   EXPECT_EQ(s.total(), 0);
@@ -191,7 +247,8 @@ struct Preparers {
 
 TEST(Autotune, PreparesRunAllAtOnceBeforeAnyRun) {
   Preparers p(6, 40);
-  AutotuneOptions options = {.warmup = 0, .reps = 1, .memory = false, .disk = false, .prepare_threads = 3};
+  AutotuneOptions options = {
+      .warmup = 0, .reps = 1, .retime_within = 0, .memory = false, .disk = false, .prepare_threads = 3};
   absl::StatusOr<AutotuneResult> r = autotune(host(), unique_key("prepare"), p.s.candidates, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(p.prepared, 6);
