@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -169,11 +170,32 @@ class FlushedTimer {
       flush();
       ms.push_back(cu_.event_ms(stream_, e0_, e1_, work));
     }
+    return median(ms);
+  }
+
+  // Median milliseconds of each of `works`, `reps` runs each taken in turns
+  // (one run of each, then the next round), after one untimed run of each:
+  // a drift of the clocks falls on all of them alike.
+  std::vector<double> median_ms_in_turns(const std::vector<std::function<void()>>& works, int reps = 15) {
+    for (const auto& work : works) work();
+    std::vector<std::vector<double>> ms(works.size());
+    for (int rep = 0; rep < reps; ++rep) {
+      for (size_t i = 0; i < works.size(); ++i) {
+        flush();
+        ms[i].push_back(cu_.event_ms(stream_, e0_, e1_, works[i]));
+      }
+    }
+    std::vector<double> medians;
+    for (std::vector<double>& m : ms) medians.push_back(median(m));
+    return medians;
+  }
+
+ private:
+  static double median(std::vector<double>& ms) {
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   }
 
- private:
   CudaRaw& cu_;
   CUstream stream_;
   CUdeviceptr src_ = 0, dst_ = 0;
