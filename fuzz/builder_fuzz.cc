@@ -1,12 +1,16 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
-// parameters (pointers, scalars, tensor maps), then up to 48 builder calls
-// (tiles, arithmetic, math, random numbers, casts, shape ops, reductions
-// and arg-reductions, dot, loads and stores, atomics, TMA, loops, branches,
-// vars) on values made earlier, many of them ill-typed on purpose. build() must answer with a kernel
-// that verified or with a Status; nothing may crash, abort or hang. A
-// kernel that builds prints and rebuilds to the same text. Where the
+// parameters (pointers, scalars, tensor maps), sometimes a cluster size,
+// then up to 48 builder calls (tiles, arithmetic, math, random numbers,
+// casts, shape ops, reductions, scans and arg-reductions, dot, loads and
+// stores, atomics, TMA loads, stores, reductions and multicasts, loops with
+// their pipelining and warp-specialization options, persistent tile loops,
+// branches, vars) on values made earlier, many of them ill-typed on
+// purpose. build() must answer with a kernel that verified or with a
+// Status; nothing may crash, abort or hang. A kernel that builds prints,
+// and the same bytes build it again to the same text and hash. Where the
 // harness links the whole library (the regression replay, TESSEL_FUZZ_HOST
-// defined) a sample of the kernels that build is also compiled for the host.
+// defined) each kernel that builds is also compiled for the host, sm_90a
+// and gfx942.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -34,6 +38,7 @@ class Program {
   absl::StatusOr<Kernel> build() {
     const int params = static_cast<int>(r_.below(5));
     for (int i = 0; i < params; ++i) param(i);
+    if (r_.below(4) == 0) k_.cluster(static_cast<int>(r_.below(10)));  // 0, 1 and 9 are refused
     ops(kMaxOps, 0);
     return k_.build();
   }
@@ -78,6 +83,14 @@ class Program {
     }
   }
 
+  LoopOptions loop_options() {
+    LoopOptions options;
+    options.stages = static_cast<int>(r_.below(10));  // 9 is refused
+    options.warp_specialize = r_.below(4) == 0;
+    options.cooperative = r_.below(4) == 0;
+    return options;
+  }
+
   void ops(int budget, int depth) {
     for (int n = 0; n < budget && !r_.done(); ++n) op(depth);
   }
@@ -86,7 +99,7 @@ class Program {
   // call's arguments are evaluated differs between compilers, and an input
   // must mean the same program to the fuzzer's build and the replay's.
   void op(int depth) {
-    switch (r_.below(24)) {
+    switch (r_.below(27)) {
       case 0: {
         const int64_t lo = r_.number();
         keep(k_.arange(lo, r_.number()));
@@ -385,8 +398,7 @@ class Program {
       }
       case 21:
         if (depth < 3) {
-          LoopOptions options;
-          options.stages = static_cast<int>(r_.below(10));
+          const LoopOptions options = loop_options();
           const Operand lo = operand(), hi = operand(), step = operand();
           k_.for_range(
               lo, hi, step,
@@ -405,6 +417,49 @@ class Program {
               [&] { ops(static_cast<int>(r_.below(4)), depth + 1); });
         }
         break;
+      case 23: {
+        switch (r_.below(4)) {
+          case 0:
+            keep(k_.cluster_rank());
+            break;
+          case 1:
+            k_.cluster(static_cast<int>(r_.below(10)));  // after other ops: refused
+            break;
+          default: {
+            if (maps_.empty()) break;
+            const Value map = maps_[r_.below(static_cast<uint32_t>(maps_.size()))];
+            std::vector<Operand> coords;
+            for (uint32_t c = r_.below(6); c > 0; --c) coords.push_back(operand());
+            if (r_.flip()) {
+              keep(tma_multicast(map, coords));
+              break;
+            }
+            const auto how = static_cast<AtomicOp>(r_.below(8));  // 7: not an operation
+            tma_reduce(how, map, coords, value());
+            break;
+          }
+        }
+        break;
+      }
+      case 24:
+        if (depth < 3) {
+          const LoopOptions options = loop_options();
+          const Operand tiles = operand();
+          k_.for_each_tile(
+              tiles,
+              [&](Value t) {
+                keep(t);
+                ops(static_cast<int>(r_.below(8)), depth + 1);
+              },
+              options);
+        }
+        break;
+      case 25: {
+        const Value a = value(), b = value();
+        const Value acc = value();
+        keep(dot(a, b, acc, r_.flip() ? Precision::kTf32 : Precision::kIeee));
+        break;
+      }
       default:
         if (depth < 3) {
           Var v = k_.var(operand());
@@ -436,12 +491,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kernel.status().message().empty()) std::abort();
     return 0;
   }
-  if (kernel->str().empty()) std::abort();
+  // The same bytes build the same kernel again: its text and hash, which key the caches.
+  tessel::fuzz::Reader again_bytes(data, size);
+  tessel::fuzz::Program again_program(again_bytes);
+  absl::StatusOr<tessel::Kernel> again = again_program.build();
+  if (kernel->str().empty() || !again.ok() || again->str() != kernel->str() || again->hash() != kernel->hash()) {
+    std::abort();
+  }
 #ifdef TESSEL_FUZZ_HOST
-  // One kernel in 16 goes through the host compiler: a Status or code.
-  if (kernel->hash() % 16 == 0) {
-    static absl::StatusOr<tessel::Device> host = tessel::Device::open("host");
-    if (host.ok()) (void)host->compile(*kernel);
+  // Every kernel that builds goes through each target's compiler, NVIDIA's
+  // at a width the hash picks: a Status or code.
+  static absl::StatusOr<tessel::Device> host = tessel::Device::open("host");
+  if (host.ok()) (void)host->compile(*kernel);
+  for (const char* arch : {"sm_90a", "gfx942"}) {
+    tessel::CompileOptions options;
+    options.arch = arch;
+    options.num_warps = static_cast<int>(4 * (1 + kernel->hash() % 3));  // 4, 8 or 12
+    (void)tessel::compile(*kernel, options);
   }
 #endif
   return 0;
