@@ -320,6 +320,8 @@ absl::Status Lowering::op(const Op& o) {
       return reduce(o, rt);
     case OpCode::kScan:
       return scan(o, rt);
+    case OpCode::kSort:
+      return sort(o, rt);
     case OpCode::kLoad:
       return load(o, rt);
     case OpCode::kStore:

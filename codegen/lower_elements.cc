@@ -33,6 +33,7 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
       return ir.type(o.operands[0]).is_tile();
     case OpCode::kReduce:
     case OpCode::kScan:
+    case OpCode::kSort:
       return o.operands[0] == v;
     default:
       return false;

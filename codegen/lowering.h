@@ -399,6 +399,8 @@ class Lowering {
   // Inclusive scans (lower_scan.cc): f16 and bf16 accumulate in f32 and
   // round each result.
   absl::Status scan(const Op& o, const Type& rt);
+  // Sorts the lines along an axis (lower_sort.cc).
+  absl::Status sort(const Op& o, const Type& rt);
   // In registers of `l`, the operand's layout, following `plan`: each
   // thread scans its chunks, a butterfly over the lanes and an exchange
   // over the warps give each chunk what precedes it, then the rounds follow

@@ -39,6 +39,7 @@ enum class OpCode : uint8_t {
   kSelect,
   kReduce,  // ints = {axis, combiner opcode}
   kScan,    // ints = {axis, combiner opcode, reverse}: inclusive, the shape kept
+  kSort,    // ints = {axis, descending}: each line along the axis in order, the shape kept
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

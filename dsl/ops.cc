@@ -231,8 +231,8 @@ Value unary(OpCode op, const Operand& x, absl::string_view what, std::source_loc
   return s.emit1(op, {ix}, t, loc);
 }
 
-// The operand of a reduction or scan along `axis`: a tile of numbers (not
-// i1) with that axis; -1 after reporting what is wrong.
+// The operand of a reduction, scan or sort along `axis`: a tile of
+// numbers (not i1) with that axis; -1 after reporting what is wrong.
 int along_axis_operand(BuilderState& s, const Value& x, int axis, absl::string_view what, std::source_location loc) {
   int ix = s.use(x, what, loc);
   if (ix < 0) return -1;
@@ -437,6 +437,14 @@ Value cummax(const Value& x, int axis, bool reverse, Loc loc) {
 }
 Value cummin(const Value& x, int axis, bool reverse, Loc loc) {
   return scan(OpCode::kMin, x, axis, reverse, "cummin", loc);
+}
+Value sort(const Value& x, int axis, bool descending, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  int ix = along_axis_operand(*s, x, axis, "sort", loc);
+  if (ix < 0) return Value();
+  Type result = s->type(ix);  // a copy: emitting moves the types
+  return s->emit1(OpCode::kSort, {ix}, result, loc, {axis, descending ? 1 : 0});
 }
 
 namespace {

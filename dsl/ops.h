@@ -45,6 +45,13 @@ Value cumprod(const Value& x, int axis, bool reverse = false, Loc loc = Loc::cur
 Value cummax(const Value& x, int axis, bool reverse = false, Loc loc = Loc::current());
 Value cummin(const Value& x, int axis, bool reverse = false, Loc loc = Loc::current());
 
+// Each line of `x` along `axis` in ascending order, or descending with
+// `descending` (the shape kept); any length, every dtype but i1. A NaN
+// counts above every number: last ascending, first descending. Equal
+// elements (-0 and +0 among them) come out in an order that is the same
+// on every target.
+Value sort(const Value& x, int axis, bool descending = false, Loc loc = Loc::current());
+
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());
 Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());

@@ -62,6 +62,8 @@ class Printer {
       absl::StrAppend(&out_, " axis=", o.ints[0], " ",
                       opcode_name(static_cast<OpCode>(o.ints[1])));
       if (o.op == OpCode::kScan && o.ints[2] != 0) absl::StrAppend(&out_, " reverse");
+    } else if (o.op == OpCode::kSort) {
+      absl::StrAppend(&out_, " axis=", o.ints[0], o.ints[1] != 0 ? " descending" : "");
     } else if (o.op == OpCode::kAtomic) {
       absl::StrAppend(&out_, " ", atomic_op_name(static_cast<AtomicOp>(o.ints[0])), " ",
                       memory_order_name(static_cast<MemoryOrder>(o.ints[1])));

@@ -120,6 +120,14 @@ class Verifier {
         }
         break;
       }
+      case OpCode::kSort:
+        if (o.operands.size() != 1 || o.ints.size() != 2 || !type(0).is_tile() || ir_.type(o.results[0]) != type(0)) {
+          return fail(o, "malformed");
+        }
+        if (o.ints[0] < 0 || o.ints[0] >= type(0).rank() || (o.ints[1] != 0 && o.ints[1] != 1)) {
+          return fail(o, "needs an axis of its operand and a descending flag");
+        }
+        break;
       case OpCode::kDot:
         if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2) || o.ints.size() > 1) return fail(o, "malformed");
         if (!o.ints.empty() && (o.ints[0] != static_cast<int64_t>(Precision::kTf32) || type(0).dtype() != f32)) {

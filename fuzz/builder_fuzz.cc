@@ -1,7 +1,7 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
 // parameters (pointers, scalars, tensor maps), sometimes a cluster size,
 // then up to 48 builder calls (tiles, arithmetic, math, random numbers,
-// casts, shape ops, reductions, scans and arg-reductions, dot, loads and
+// casts, shape ops, reductions, scans, sorts and arg-reductions, dot, loads and
 // stores, atomics, TMA loads, stores, reductions and multicasts, loops with
 // their pipelining and warp-specialization options, persistent tile loops,
 // branches, vars) on values made earlier, many of them ill-typed on
@@ -313,7 +313,7 @@ class Program {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
         const bool reverse = r_.flip();
-        switch (r_.below(9)) {
+        switch (r_.below(10)) {
           case 0:
             keep(sum(x, axis));
             break;
@@ -337,6 +337,9 @@ class Program {
             break;
           case 7:
             keep(cummin(x, axis, reverse));
+            break;
+          case 8:
+            keep(sort(x, axis, reverse));
             break;
           default:
             keep(min(x, axis));

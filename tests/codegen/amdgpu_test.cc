@@ -136,6 +136,17 @@ TEST(Amdgpu, ScansPermuteAcrossLanesAndMeetAcrossWavesInLds) {
   EXPECT_THAT(waves->artifacts.assembly, HasSubstr("s_barrier"));
 }
 
+TEST(Amdgpu, SortsRunTheirNetworkInLds) {
+  KernelBuilder k("row_sort");
+  Value x = k.arg(ptr(i32), "x");
+  Value offs = expand_dims(k.arange(0, 4), 1) * 100 + expand_dims(k.arange(0, 100), 0);
+  store(x + offs, sort(load(x + offs), 1));
+  absl::StatusOr<Compiled> rows = compile_gfx942(*k.build());
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_THAT(rows->artifacts.assembly, HasSubstr("ds_write"));
+  EXPECT_THAT(rows->artifacts.assembly, HasSubstr("s_barrier"));
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();

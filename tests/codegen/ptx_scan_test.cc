@@ -1,8 +1,8 @@
 // Scans of register tiles on NVPTX: rows that lie within a warp scan per
 // thread and through shfl.sync.bfly without touching shared memory; lines
 // over several warps add one exchange of the warps' totals; a tile whose
-// threads do not all hold elements takes the buffer path. Everything
-// assembles.
+// threads do not all hold elements takes the buffer path. Sorts run their
+// network in shared memory. Everything assembles.
 #include <string>
 
 #include "codegen/compiler.h"
@@ -61,6 +61,23 @@ TEST(PtxScan, SmallTilesTakeTheBufferPath) {
   const std::string ptx = ptx_of(scan_kernel(bf16, 8, 8, 0, false));
   EXPECT_THAT(ptx, Not(HasSubstr("shfl.sync")));
   EXPECT_THAT(ptx, HasSubstr("bar.sync"));
+  expect_ptxas_accepts(ptx);
+}
+
+// A sort runs its network over a shared-memory buffer: its 21 steps (64
+// elements: 6 * 7 / 2) in loops, not unrolled, each ending at a barrier.
+TEST(PtxSort, ItsStepsLoopAndMeetAtBarriers) {
+  KernelBuilder k("sort");
+  Value x = k.arg(ptr(f32), "x");
+  store(x + k.arange(0, 64), sort(load(x + k.arange(0, 64)), 0, /*descending=*/true));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string ptx = ptx_of(*kernel);
+  EXPECT_THAT(ptx, HasSubstr("st.shared.f32"));
+  int barriers = 0;
+  for (size_t p = ptx.find("bar.sync"); p != std::string::npos; p = ptx.find("bar.sync", p + 1)) ++barriers;
+  EXPECT_GE(barriers, 2);
+  EXPECT_LE(barriers, 6);
   expect_ptxas_accepts(ptx);
 }
 

@@ -414,7 +414,7 @@ TEST(Diagnostics, ArgReductionsNameWhatTheyNeed) {
   }
 }
 
-TEST(Diagnostics, ScansNameWhatTheyNeed) {
+TEST(Diagnostics, ScansAndSortsNameWhatTheyNeed) {
   {
     KernelBuilder k("k");
     Value x = k.zeros({64, 32}, f32);
@@ -443,6 +443,27 @@ TEST(Diagnostics, ScansNameWhatTheyNeed) {
     const int line = __LINE__ + 1;
     cummin(ptrs, 0, /*reverse=*/true);
     EXPECT_TRUE(FailsAt(k, line, "cummin: needs a tile of numbers, got tile<ptr<f32>>[16]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({64, 32}, f32);
+    const int line = __LINE__ + 1;
+    sort(x, 2, /*descending=*/true);
+    EXPECT_TRUE(FailsAt(k, line, "sort: axis 2 is out of range for tile<f32>[64,32]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value flags = k.arange(0, 64) < 3;
+    const int line = __LINE__ + 1;
+    sort(flags, 0);
+    EXPECT_TRUE(FailsAt(k, line, "sort: not defined on i1 tiles; cast them to an integer type first"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.constant(1, i32);
+    const int line = __LINE__ + 1;
+    sort(x, 0);
+    EXPECT_TRUE(FailsAt(k, line, "sort: needs a tile of numbers, got i32"));
   }
 }
 

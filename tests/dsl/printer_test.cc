@@ -175,7 +175,7 @@ TEST(Printer, ConstantsOfEveryKind) {
 )");
 }
 
-TEST(Printer, TmaViewsReductionsScansAndAtomics) {
+TEST(Printer, TmaViewsReductionsScansSortsAndAtomics) {
   KernelBuilder k("misc");
   Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
   TriggeredView view = k.triggered_view("plan");
@@ -186,6 +186,7 @@ TEST(Printer, TmaViewsReductionsScansAndAtomics) {
   max(wide, 1);
   cumsum(wide, 0, /*reverse=*/true);
   cummin(wide, 1);
+  sort(wide, 1, /*descending=*/true);
   view.publish(0);
   atomic_add(counter, 1);
   atomic_rmw(AtomicOp::kMax, counter, 2, MemoryOrder::kRelaxed);
@@ -200,15 +201,16 @@ TEST(Printer, TmaViewsReductionsScansAndAtomics) {
   %8 = reduce %7 axis=1 max : tile<f32>[64]
   %9 = scan %7 axis=0 add reverse : tile<f32>[64,64]
   %10 = scan %7 axis=1 min : tile<f32>[64,64]
-  %11 = constant [0] : i32
-  publish %1, %11
-  %12 = constant [1] : i32
-  %13 = atomic %2, %12 add acq_rel : i32
-  %14 = constant [2] : i32
-  %15 = atomic %2, %14 max relaxed : i32
-  %16 = constant [0] : i32
-  %17 = constant [3] : i32
-  %18 = atomic_cas %2, %16, %17 acquire : i32
+  %11 = sort %7 axis=1 descending : tile<f32>[64,64]
+  %12 = constant [0] : i32
+  publish %1, %12
+  %13 = constant [1] : i32
+  %14 = atomic %2, %13 add acq_rel : i32
+  %15 = constant [2] : i32
+  %16 = atomic %2, %15 max relaxed : i32
+  %17 = constant [0] : i32
+  %18 = constant [3] : i32
+  %19 = atomic_cas %2, %17, %18 acquire : i32
 }
 )");
 }

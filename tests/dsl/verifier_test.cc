@@ -272,6 +272,28 @@ TEST(Verifier, RejectsMalformedScans) {
   }
 }
 
+TEST(Verifier, RejectsMalformedSorts) {
+  const Type tile = Type::tile(i32, {4, 8});
+  const char* kNeeds = "sort: needs an axis of its operand and a descending flag";
+  for (auto [ints, result, error] : std::vector<std::tuple<std::vector<int64_t>, Type, const char*>>{
+           {{1, 1}, tile, nullptr},
+           {{1}, tile, "sort: malformed"},
+           {{0, 0}, Type::tile(i32, {4, 4}), "sort: malformed"},
+           {{2, 0}, tile, kNeeds},
+           {{-1, 0}, tile, kNeeds},
+           {{0, 2}, tile, kNeeds},
+       }) {
+    HandIr h("k");
+    int x = h.value(0, OpCode::kConstant, {}, tile);
+    h.set_ints(h.op(0, OpCode::kSort, {x}, {result}), ints);
+    if (error == nullptr) {
+      EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());
+    } else {
+      ExpectInvalid(h, error);
+    }
+  }
+}
+
 TEST(Verifier, MathFormsOnlyWhereTheFunctionHasOne) {
   const int64_t fast = static_cast<int64_t>(MathForm::kFast);
   for (auto [code, ints, error] : std::vector<std::tuple<OpCode, std::vector<int64_t>, const char*>>{

@@ -1,0 +1,172 @@
+// sort along every axis of 1-D, 2-D and 3-D tiles on the host target, both
+// ways, lines of power-of-two lengths and others, against std::sort: each
+// line must come out in order (a NaN above every number) and hold the same
+// elements, bit for bit, as it went in.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "tests/codegen/host_test_util.h"
+
+namespace tessel::testing {
+namespace {
+
+struct Case {
+  Shape in;
+  int axis;
+  bool descending;
+  int offset;  // where its result starts in the output
+};
+
+// Each line of `in` along `axis`: the element indices in order.
+std::vector<std::vector<int64_t>> lines_of(const Shape& in, int axis) {
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  const int64_t n = in[axis], total = numel(in);
+  std::vector<std::vector<int64_t>> lines;
+  for (int64_t outer = 0; outer < total / (n * inner); ++outer) {
+    for (int64_t j = 0; j < inner; ++j) {
+      std::vector<int64_t>& line = lines.emplace_back();
+      for (int64_t i = 0; i < n; ++i) line.push_back((outer * n + i) * inner + j);
+    }
+  }
+  return lines;
+}
+
+// Whether a comes before b ascending: a NaN after every number.
+template <class T>
+bool before(T a, T b) {
+  if constexpr (kIsFloat<T>) {
+    if (is_nan(a)) return false;
+    if (is_nan(b)) return true;
+    return to_f64(a) < to_f64(b);
+  } else {
+    return a < b;
+  }
+}
+
+template <class T>
+std::vector<uint64_t> bits_of(const std::vector<T>& v) {
+  std::vector<uint64_t> bits;
+  for (const T& x : v) {
+    uint64_t b = 0;
+    std::memcpy(&b, &x, sizeof(T));
+    bits.push_back(b);
+  }
+  std::sort(bits.begin(), bits.end());
+  return bits;
+}
+
+template <class T>
+void check(const Case& c, const std::vector<T>& xs, const std::vector<T>& got) {
+  for (const std::vector<int64_t>& line : lines_of(c.in, c.axis)) {
+    std::vector<T> in, out;
+    for (int64_t i : line) {
+      in.push_back(xs[i]);
+      out.push_back(got[c.offset + i]);
+    }
+    std::vector<T> want = in;
+    std::sort(want.begin(), want.end(), [&](T a, T b) { return c.descending ? before(b, a) : before(a, b); });
+    for (size_t i = 0; i < line.size(); ++i) {
+      // -0 and +0 are equal, in either order.
+      ASSERT_TRUE(same(out[i], want[i], /*zero_sign_matters=*/false))
+          << "sort of " << shape_str(c.in) << " along axis " << c.axis << (c.descending ? " descending" : "")
+          << ", element " << i << " of the line at " << line[0] << ": got " << show(out[i]) << ", want "
+          << show(want[i]);
+    }
+    ASSERT_EQ(bits_of(out), bits_of(in)) << "the line at " << line[0] << " of " << shape_str(c.in) << " along axis "
+                                         << c.axis << " lost or changed elements";
+  }
+}
+
+template <class T>
+class SortTest : public ::testing::Test {};
+using SortTypes = ::testing::Types<int8_t, int32_t, uint8_t, int64_t, uint64_t, Half, BFloat16, float, double>;
+TYPED_TEST_SUITE(SortTest, SortTypes);
+
+// One kernel sorts a [512] tile and its reshapes along each axis, and the
+// first 300 elements and theirs (lines of 3, 5, 15, 20, 100 and 300), both
+// ways; random values with duplicates, and for floats zeros of both signs,
+// infinities and NaNs.
+TYPED_TEST(SortTest, AlongEveryAxisMatchesStdSort) {
+  using T = TypeParam;
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  constexpr int kSize = 512, kOdd = 300;
+  std::vector<Case> cases;
+  for (const Shape& in :
+       {Shape{kSize}, Shape{16, 32}, Shape{4, 8, 16}, Shape{kOdd}, Shape{3, 100}, Shape{20, 15}, Shape{5, 6, 10}}) {
+    for (int axis = 0; axis < static_cast<int>(in.size()); ++axis) {
+      for (bool descending : {false, true})
+        cases.push_back({in, axis, descending, static_cast<int>(cases.size()) * kSize});
+    }
+  }
+  KernelBuilder k("sort");
+  Value x = k.arg(ptr(dtype_v<T>()), "x"), out = k.arg(ptr(dtype_v<T>()), "out");
+  Value flat = load(x + k.arange(0, kSize)), odd = load(x + k.arange(0, kOdd));
+  std::map<Shape, Value> index_tiles;
+  for (const Case& c : cases) {
+    if (!index_tiles.contains(c.in)) index_tiles[c.in] = index_tile(k, c.in);
+    const Value& line = numel(c.in) == kSize ? flat : odd;
+    store(out + c.offset + index_tiles[c.in],
+          sort(c.in.size() == 1 ? line : reshape(line, c.in), c.axis, c.descending));
+  }
+  // Few distinct values half the time: runs of equal elements.
+  std::vector<T> xs = make_vector<T>(kSize, [&] {
+    if (rng.chance(0.5))
+      return from_f64<T>(static_cast<double>(rng.uniform(0, 6)) - (kIsFloat<T> || std::is_signed_v<T> ? 3 : 0));
+    return random_value<T>(rng);
+  });
+  std::vector<T> got = poisoned<T>(cases.size() * kSize);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(check(c, xs, got));
+}
+
+// A NaN counts above every number, infinities included.
+TEST(Sort, SpecialValues) {
+  KernelBuilder k("sort_specials");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+  Value t = load(x + k.arange(0, 8));
+  store(out + k.arange(0, 8), sort(t, 0));
+  store(out + 8 + k.arange(0, 8), sort(t, 0, /*descending=*/true));
+  std::vector<float> xs = {NAN, 2, -INFINITY, 1, INFINITY, -NAN, -1, 0.5f};
+  std::vector<float> got = poisoned<float>(16);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  const std::vector<float> ascending = {-INFINITY, -1, 0.5f, 1, 2, INFINITY};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(got[i], ascending[i]) << i;
+    EXPECT_EQ(got[8 + 2 + i], ascending[5 - i]) << 8 + 2 + i;
+  }
+  for (int i : {6, 7, 8, 9}) EXPECT_TRUE(std::isnan(got[i])) << i;
+}
+
+// Top-k rows: sort each row of scores descending, keep its first k, as a
+// mixture-of-experts router picks experts; rows in a loop, one program.
+TEST(Sort, TopKOfRowsInALoop) {
+  constexpr int kRows = 6, kExperts = 64, kTop = 4;
+  KernelBuilder k("top_k");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+  Value cols = k.arange(0, kExperts);
+  k.for_range(0, kRows / 2, 1, [&](Value pair) {
+    Value rows = pair * 2 + k.arange(0, 2);
+    Value offs = expand_dims(rows, 1) * kExperts + expand_dims(cols, 0);
+    Value sorted = sort(load(x + offs), 1, /*descending=*/true);
+    store(out + expand_dims(rows, 1) * kTop + expand_dims(cols, 0), sorted, expand_dims(cols < kTop, 0));
+  });
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  std::vector<float> xs(kRows * kExperts);
+  for (float& v : xs) v = static_cast<float>(rng.real(-1, 1));
+  std::vector<float> got = poisoned<float>(kRows * kTop);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  for (int r = 0; r < kRows; ++r) {
+    std::vector<float> row(xs.begin() + r * kExperts, xs.begin() + (r + 1) * kExperts);
+    std::sort(row.begin(), row.end(), std::greater<float>());
+    for (int i = 0; i < kTop; ++i) EXPECT_EQ(got[r * kTop + i], row[i]) << "row " << r << ", " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tessel::testing
