@@ -1,7 +1,7 @@
-// Sorting lines of a tile along an axis: a bitonic network over a buffer,
-// its compare-exchange steps spread over the program's threads (one
-// tile_loop and its barrier a step, in loops over the steps), the same
-// network on every target.
+// Sorting lines of a tile along an axis, or finding the positions that
+// would (argsort): a bitonic network over a buffer, its compare-exchange
+// steps spread over the program's threads (one tile_loop and its barrier a
+// step, in loops over the steps), the same network on every target.
 //
 // The network sorts 2^m positions, m the least with 2^m >= n. Each merge of
 // blocks of `size` first pairs position i of a block with its mirror
@@ -17,15 +17,23 @@ namespace tessel::codegen {
 absl::Status Lowering::sort(const Op& o, const Type& rt) {
   const Type& in = ir_.type(o.operands[0]);
   const int axis = static_cast<int>(o.ints[0]);
-  const bool descending = o.ints[1] != 0;
+  const bool descending = o.ints[1] != 0, positions = o.ints[2] != 0;
   const DType d = in.dtype();
   const int64_t n = in.shape()[axis];
   int64_t inner = 1;
   for (int i = axis + 1; i < in.rank(); ++i) inner *= in.shape()[i];
   const int64_t lines = in.numel() / n;
   hold(o);
-  llvm::Value* out = new_buffer(rt);
-  each_element(in.shape(), [&](ElemIndex& at) { store_elem(out, rt, at.linear, element(o.operands[0], at)); });
+  // The keys and, for positions, each element's place along its line.
+  llvm::Value* keys = new_buffer(in);
+  llvm::Value* places = positions ? new_buffer(rt) : nullptr;
+  each_element(in.shape(), [&](ElemIndex& at) {
+    store_elem(keys, in, at.linear, element(o.operands[0], at));
+    if (positions) {
+      llvm::Value* place = b_.CreateURem(b_.CreateUDiv(at.linear, b_.getInt64(inner)), b_.getInt64(n));
+      store_elem(places, rt, at.linear, b_.CreateTrunc(place, b_.getInt32Ty()));
+    }
+  });
   // Whether x comes before y ascending: x < y, a NaN above every number.
   auto less = [&](llvm::Value* x, llvm::Value* y) -> llvm::Value* {
     if (!d.is_float()) return d.is_signed() ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y);
@@ -61,16 +69,26 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
         guarded(b_.CreateICmpULT(hi, b_.getInt64(n)), [&] {
           llvm::Value* at_lo = b_.CreateAdd(base, b_.CreateMul(lo, b_.getInt64(inner)));
           llvm::Value* at_hi = b_.CreateAdd(base, b_.CreateMul(hi, b_.getInt64(inner)));
-          llvm::Value* x = load_elem(out, rt, at_lo);
-          llvm::Value* y = load_elem(out, rt, at_hi);
+          llvm::Value* x = load_elem(keys, in, at_lo);
+          llvm::Value* y = load_elem(keys, in, at_hi);
           llvm::Value* swap = descending ? less(x, y) : less(y, x);
-          store_elem(out, rt, at_lo, b_.CreateSelect(swap, y, x));
-          store_elem(out, rt, at_hi, b_.CreateSelect(swap, x, y));
+          if (positions) {
+            // Equal keys in the order of their places: (key, place) orders
+            // every line strictly, so the network's order is the stable one.
+            llvm::Value* px = load_elem(places, rt, at_lo);
+            llvm::Value* py = load_elem(places, rt, at_hi);
+            llvm::Value* tie = b_.CreateNot(b_.CreateOr(less(x, y), less(y, x)));
+            swap = b_.CreateOr(swap, b_.CreateAnd(tie, b_.CreateICmpULT(py, px)));
+            store_elem(places, rt, at_lo, b_.CreateSelect(swap, py, px));
+            store_elem(places, rt, at_hi, b_.CreateSelect(swap, px, py));
+          }
+          store_elem(keys, in, at_lo, b_.CreateSelect(swap, y, x));
+          store_elem(keys, in, at_hi, b_.CreateSelect(swap, x, y));
         });
       });
     });
   });
-  set(o, out);
+  set(o, positions ? places : keys);
   return absl::OkStatus();
 }
 

@@ -39,7 +39,8 @@ enum class OpCode : uint8_t {
   kSelect,
   kReduce,  // ints = {axis, combiner opcode}
   kScan,    // ints = {axis, combiner opcode, reverse}: inclusive, the shape kept
-  kSort,    // ints = {axis, descending}: each line along the axis in order, the shape kept
+  kSort,    // ints = {axis, descending, positions}: each line along the axis in order, the shape kept
+            // (with positions, the i32 positions that order it, ties in their order)
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

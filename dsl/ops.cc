@@ -438,13 +438,25 @@ Value cummax(const Value& x, int axis, bool reverse, Loc loc) {
 Value cummin(const Value& x, int axis, bool reverse, Loc loc) {
   return scan(OpCode::kMin, x, axis, reverse, "cummin", loc);
 }
-Value sort(const Value& x, int axis, bool descending, Loc loc) {
+namespace {
+
+Value sort_op(const Value& x, int axis, bool descending, bool positions, absl::string_view what, Loc loc) {
   BuilderState* s = x.state();
   if (s == nullptr) return Value();
-  int ix = along_axis_operand(*s, x, axis, "sort", loc);
+  int ix = along_axis_operand(*s, x, axis, what, loc);
   if (ix < 0) return Value();
-  Type result = s->type(ix);  // a copy: emitting moves the types
-  return s->emit1(OpCode::kSort, {ix}, result, loc, {axis, descending ? 1 : 0});
+  const Type& t = s->type(ix);
+  Type result = positions ? Type::tile(i32, t.shape()) : t;  // a copy: emitting moves the types
+  return s->emit1(OpCode::kSort, {ix}, result, loc, {axis, descending ? 1 : 0, positions ? 1 : 0});
+}
+
+}  // namespace
+
+Value sort(const Value& x, int axis, bool descending, Loc loc) {
+  return sort_op(x, axis, descending, false, "sort", loc);
+}
+Value argsort(const Value& x, int axis, bool descending, Loc loc) {
+  return sort_op(x, axis, descending, true, "argsort", loc);
 }
 
 namespace {

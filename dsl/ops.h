@@ -51,6 +51,11 @@ Value cummin(const Value& x, int axis, bool reverse = false, Loc loc = Loc::curr
 // elements (-0 and +0 among them) come out in an order that is the same
 // on every target.
 Value sort(const Value& x, int axis, bool descending = false, Loc loc = Loc::current());
+// The i32 positions along `axis` that put each line in sort's order:
+// element i of a line is the position of the line's i-th element in that
+// order, equal elements (NaNs, -0 and +0 among them) keeping their order
+// (a stable sort). The top k of a row are its first k positions.
+Value argsort(const Value& x, int axis, bool descending = false, Loc loc = Loc::current());
 
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());

@@ -63,7 +63,8 @@ class Printer {
                       opcode_name(static_cast<OpCode>(o.ints[1])));
       if (o.op == OpCode::kScan && o.ints[2] != 0) absl::StrAppend(&out_, " reverse");
     } else if (o.op == OpCode::kSort) {
-      absl::StrAppend(&out_, " axis=", o.ints[0], o.ints[1] != 0 ? " descending" : "");
+      absl::StrAppend(&out_, " axis=", o.ints[0], o.ints[1] != 0 ? " descending" : "",
+                      o.ints[2] != 0 ? " positions" : "");
     } else if (o.op == OpCode::kAtomic) {
       absl::StrAppend(&out_, " ", atomic_op_name(static_cast<AtomicOp>(o.ints[0])), " ",
                       memory_order_name(static_cast<MemoryOrder>(o.ints[1])));

@@ -120,14 +120,16 @@ class Verifier {
         }
         break;
       }
-      case OpCode::kSort:
-        if (o.operands.size() != 1 || o.ints.size() != 2 || !type(0).is_tile() || ir_.type(o.results[0]) != type(0)) {
-          return fail(o, "malformed");
+      case OpCode::kSort: {
+        if (o.operands.size() != 1 || o.ints.size() != 3 || !type(0).is_tile()) return fail(o, "malformed");
+        if (o.ints[0] < 0 || o.ints[0] >= type(0).rank() || (o.ints[1] != 0 && o.ints[1] != 1) ||
+            (o.ints[2] != 0 && o.ints[2] != 1)) {
+          return fail(o, "needs an axis of its operand, a descending flag and a positions flag");
         }
-        if (o.ints[0] < 0 || o.ints[0] >= type(0).rank() || (o.ints[1] != 0 && o.ints[1] != 1)) {
-          return fail(o, "needs an axis of its operand and a descending flag");
-        }
+        const Type want = o.ints[2] != 0 ? Type::tile(i32, type(0).shape()) : type(0);
+        if (ir_.type(o.results[0]) != want) return fail(o, "malformed");
         break;
+      }
       case OpCode::kDot:
         if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2) || o.ints.size() > 1) return fail(o, "malformed");
         if (!o.ints.empty() && (o.ints[0] != static_cast<int64_t>(Precision::kTf32) || type(0).dtype() != f32)) {

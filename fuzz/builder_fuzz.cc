@@ -1,7 +1,7 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
 // parameters (pointers, scalars, tensor maps), sometimes a cluster size,
 // then up to 48 builder calls (tiles, arithmetic, math, random numbers,
-// casts, shape ops, reductions, scans, sorts and arg-reductions, dot, loads and
+// casts, shape ops, reductions, scans, sorts, argsorts and arg-reductions, dot, loads and
 // stores, atomics, TMA loads, stores, reductions and multicasts, loops with
 // their pipelining and warp-specialization options, persistent tile loops,
 // branches, vars) on values made earlier, many of them ill-typed on
@@ -339,7 +339,7 @@ class Program {
             keep(cummin(x, axis, reverse));
             break;
           case 8:
-            keep(sort(x, axis, reverse));
+            keep(r_.flip() ? sort(x, axis, reverse) : argsort(x, axis, reverse));
             break;
           default:
             keep(min(x, axis));

@@ -1,7 +1,8 @@
-// sort along every axis of 1-D, 2-D and 3-D tiles on the host target, both
-// ways, lines of power-of-two lengths and others, against std::sort: each
-// line must come out in order (a NaN above every number) and hold the same
-// elements, bit for bit, as it went in.
+// sort and argsort along every axis of 1-D, 2-D and 3-D tiles on the host
+// target, both ways, lines of power-of-two lengths and others, against
+// std::sort and std::stable_sort: each line must come out in order (a NaN
+// above every number) and hold the same elements, bit for bit, as it went
+// in, and argsort must give the stable order's positions exactly.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,7 +61,7 @@ std::vector<uint64_t> bits_of(const std::vector<T>& v) {
 }
 
 template <class T>
-void check(const Case& c, const std::vector<T>& xs, const std::vector<T>& got) {
+void check(const Case& c, const std::vector<T>& xs, const std::vector<T>& got, const std::vector<int32_t>& places) {
   for (const std::vector<int64_t>& line : lines_of(c.in, c.axis)) {
     std::vector<T> in, out;
     for (int64_t i : line) {
@@ -78,6 +79,15 @@ void check(const Case& c, const std::vector<T>& xs, const std::vector<T>& got) {
     }
     ASSERT_EQ(bits_of(out), bits_of(in)) << "the line at " << line[0] << " of " << shape_str(c.in) << " along axis "
                                          << c.axis << " lost or changed elements";
+    std::vector<int32_t> order(line.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return c.descending ? before(in[b], in[a]) : before(in[a], in[b]); });
+    for (size_t i = 0; i < line.size(); ++i) {
+      ASSERT_EQ(places[c.offset + line[i]], order[i])
+          << "argsort of " << shape_str(c.in) << " along axis " << c.axis << (c.descending ? " descending" : "")
+          << ", element " << i << " of the line at " << line[0];
+    }
   }
 }
 
@@ -90,7 +100,7 @@ TYPED_TEST_SUITE(SortTest, SortTypes);
 // first 300 elements and theirs (lines of 3, 5, 15, 20, 100 and 300), both
 // ways; random values with duplicates, and for floats zeros of both signs,
 // infinities and NaNs.
-TYPED_TEST(SortTest, AlongEveryAxisMatchesStdSort) {
+TYPED_TEST(SortTest, AlongEveryAxisMatchesTheStdSorts) {
   using T = TypeParam;
   Rng rng;
   SCOPED_TRACE(rng.trace());
@@ -104,14 +114,15 @@ TYPED_TEST(SortTest, AlongEveryAxisMatchesStdSort) {
     }
   }
   KernelBuilder k("sort");
-  Value x = k.arg(ptr(dtype_v<T>()), "x"), out = k.arg(ptr(dtype_v<T>()), "out");
+  Value x = k.arg(ptr(dtype_v<T>()), "x"), out = k.arg(ptr(dtype_v<T>()), "out"), pos = k.arg(ptr(i32), "pos");
   Value flat = load(x + k.arange(0, kSize)), odd = load(x + k.arange(0, kOdd));
   std::map<Shape, Value> index_tiles;
   for (const Case& c : cases) {
     if (!index_tiles.contains(c.in)) index_tiles[c.in] = index_tile(k, c.in);
     const Value& line = numel(c.in) == kSize ? flat : odd;
-    store(out + c.offset + index_tiles[c.in],
-          sort(c.in.size() == 1 ? line : reshape(line, c.in), c.axis, c.descending));
+    const Value shaped = c.in.size() == 1 ? line : reshape(line, c.in);
+    store(out + c.offset + index_tiles[c.in], sort(shaped, c.axis, c.descending));
+    store(pos + c.offset + index_tiles[c.in], argsort(shaped, c.axis, c.descending));
   }
   // Few distinct values half the time: runs of equal elements.
   std::vector<T> xs = make_vector<T>(kSize, [&] {
@@ -120,8 +131,9 @@ TYPED_TEST(SortTest, AlongEveryAxisMatchesStdSort) {
     return random_value<T>(rng);
   });
   std::vector<T> got = poisoned<T>(cases.size() * kSize);
-  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
-  for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(check(c, xs, got));
+  std::vector<int32_t> places = poisoned<int32_t>(cases.size() * kSize);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data(), places.data()));
+  for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(check(c, xs, got, places));
 }
 
 // A NaN counts above every number, infinities included.
@@ -142,30 +154,53 @@ TEST(Sort, SpecialValues) {
   for (int i : {6, 7, 8, 9}) EXPECT_TRUE(std::isnan(got[i])) << i;
 }
 
-// Top-k rows: sort each row of scores descending, keep its first k, as a
+// Top-k rows: the positions of each row's k largest scores, largest first
+// (argsort descending), and their scores loaded through them, as a
 // mixture-of-experts router picks experts; rows in a loop, one program.
 TEST(Sort, TopKOfRowsInALoop) {
   constexpr int kRows = 6, kExperts = 64, kTop = 4;
   KernelBuilder k("top_k");
-  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+  Value x = k.arg(ptr(f32), "x"), top = k.arg(ptr(f32), "top"), experts = k.arg(ptr(i32), "experts");
   Value cols = k.arange(0, kExperts);
   k.for_range(0, kRows / 2, 1, [&](Value pair) {
     Value rows = pair * 2 + k.arange(0, 2);
-    Value offs = expand_dims(rows, 1) * kExperts + expand_dims(cols, 0);
-    Value sorted = sort(load(x + offs), 1, /*descending=*/true);
-    store(out + expand_dims(rows, 1) * kTop + expand_dims(cols, 0), sorted, expand_dims(cols < kTop, 0));
+    Value row_start = expand_dims(rows, 1) * kExperts;
+    Value picked = argsort(load(x + row_start + expand_dims(cols, 0)), 1, /*descending=*/true);
+    Value at = expand_dims(rows, 1) * kTop + expand_dims(cols, 0);
+    Value first = expand_dims(cols < kTop, 0);
+    store(experts + at, picked, first);
+    store(top + at, load(x + row_start + picked), first);
   });
   Rng rng;
   SCOPED_TRACE(rng.trace());
   std::vector<float> xs(kRows * kExperts);
   for (float& v : xs) v = static_cast<float>(rng.real(-1, 1));
   std::vector<float> got = poisoned<float>(kRows * kTop);
-  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  std::vector<int32_t> picked = poisoned<int32_t>(kRows * kTop);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data(), picked.data()));
   for (int r = 0; r < kRows; ++r) {
-    std::vector<float> row(xs.begin() + r * kExperts, xs.begin() + (r + 1) * kExperts);
-    std::sort(row.begin(), row.end(), std::greater<float>());
-    for (int i = 0; i < kTop; ++i) EXPECT_EQ(got[r * kTop + i], row[i]) << "row " << r << ", " << i;
+    std::vector<int32_t> order(kExperts);
+    for (int e = 0; e < kExperts; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return xs[r * kExperts + a] > xs[r * kExperts + b]; });
+    for (int i = 0; i < kTop; ++i) {
+      EXPECT_EQ(picked[r * kTop + i], order[i]) << "row " << r << ", " << i;
+      EXPECT_EQ(got[r * kTop + i], xs[r * kExperts + order[i]]) << "row " << r << ", " << i;
+    }
   }
+}
+
+// Equal keys keep their order in argsort, both ways; NaNs count as equal.
+TEST(Sort, ArgsortIsStable) {
+  KernelBuilder k("argsort_ties");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(i32), "out");
+  Value t = load(x + k.arange(0, 8));
+  store(out + k.arange(0, 8), argsort(t, 0));
+  store(out + 8 + k.arange(0, 8), argsort(t, 0, /*descending=*/true));
+  std::vector<float> xs = {1, NAN, 0.0f, 1, -0.0f, NAN, 1, -2};
+  std::vector<int32_t> got = poisoned<int32_t>(16);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  EXPECT_EQ(got, (std::vector<int32_t>{7, 2, 4, 0, 3, 6, 1, 5, 1, 5, 0, 3, 6, 2, 4, 7}));
 }
 
 }  // namespace

@@ -465,6 +465,13 @@ TEST(Diagnostics, ScansAndSortsNameWhatTheyNeed) {
     sort(x, 0);
     EXPECT_TRUE(FailsAt(k, line, "sort: needs a tile of numbers, got i32"));
   }
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8}, f32);
+    const int line = __LINE__ + 1;
+    argsort(x, 1);
+    EXPECT_TRUE(FailsAt(k, line, "argsort: axis 1 is out of range for tile<f32>[8]"));
+  }
 }
 
 TEST(Diagnostics, ExpandDimsAxisOutOfRange) {

@@ -187,6 +187,7 @@ TEST(Printer, TmaViewsReductionsScansSortsAndAtomics) {
   cumsum(wide, 0, /*reverse=*/true);
   cummin(wide, 1);
   sort(wide, 1, /*descending=*/true);
+  argsort(wide, 0);
   view.publish(0);
   atomic_add(counter, 1);
   atomic_rmw(AtomicOp::kMax, counter, 2, MemoryOrder::kRelaxed);
@@ -202,15 +203,16 @@ TEST(Printer, TmaViewsReductionsScansSortsAndAtomics) {
   %9 = scan %7 axis=0 add reverse : tile<f32>[64,64]
   %10 = scan %7 axis=1 min : tile<f32>[64,64]
   %11 = sort %7 axis=1 descending : tile<f32>[64,64]
-  %12 = constant [0] : i32
-  publish %1, %12
-  %13 = constant [1] : i32
-  %14 = atomic %2, %13 add acq_rel : i32
-  %15 = constant [2] : i32
-  %16 = atomic %2, %15 max relaxed : i32
-  %17 = constant [0] : i32
-  %18 = constant [3] : i32
-  %19 = atomic_cas %2, %17, %18 acquire : i32
+  %12 = sort %7 axis=0 positions : tile<i32>[64,64]
+  %13 = constant [0] : i32
+  publish %1, %13
+  %14 = constant [1] : i32
+  %15 = atomic %2, %14 add acq_rel : i32
+  %16 = constant [2] : i32
+  %17 = atomic %2, %16 max relaxed : i32
+  %18 = constant [0] : i32
+  %19 = constant [3] : i32
+  %20 = atomic_cas %2, %18, %19 acquire : i32
 }
 )");
 }

@@ -274,17 +274,21 @@ TEST(Verifier, RejectsMalformedScans) {
 
 TEST(Verifier, RejectsMalformedSorts) {
   const Type tile = Type::tile(i32, {4, 8});
-  const char* kNeeds = "sort: needs an axis of its operand and a descending flag";
-  for (auto [ints, result, error] : std::vector<std::tuple<std::vector<int64_t>, Type, const char*>>{
-           {{1, 1}, tile, nullptr},
-           {{1}, tile, "sort: malformed"},
-           {{0, 0}, Type::tile(i32, {4, 4}), "sort: malformed"},
-           {{2, 0}, tile, kNeeds},
-           {{-1, 0}, tile, kNeeds},
-           {{0, 2}, tile, kNeeds},
+  const Type floats = Type::tile(f32, {4, 8});
+  const char* kNeeds = "sort: needs an axis of its operand, a descending flag and a positions flag";
+  for (auto [ints, operand, result, error] : std::vector<std::tuple<std::vector<int64_t>, Type, Type, const char*>>{
+           {{1, 1, 0}, tile, tile, nullptr},
+           {{1, 0, 1}, floats, tile, nullptr},  // positions: i32
+           {{1, 1}, tile, tile, "sort: malformed"},
+           {{0, 0, 0}, tile, Type::tile(i32, {4, 4}), "sort: malformed"},
+           {{0, 0, 1}, floats, floats, "sort: malformed"},
+           {{2, 0, 0}, tile, tile, kNeeds},
+           {{-1, 0, 0}, tile, tile, kNeeds},
+           {{0, 2, 0}, tile, tile, kNeeds},
+           {{0, 0, 2}, tile, tile, kNeeds},
        }) {
     HandIr h("k");
-    int x = h.value(0, OpCode::kConstant, {}, tile);
+    int x = h.value(0, OpCode::kConstant, {}, operand);
     h.set_ints(h.op(0, OpCode::kSort, {x}, {result}), ints);
     if (error == nullptr) {
       EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());

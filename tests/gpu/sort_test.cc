@@ -1,4 +1,4 @@
-// sort along one axis of 2-D tiles on the device under test (cuda:0, or the
+// sort and argsort along one axis of 2-D tiles on the device under test (cuda:0, or the
 // device TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with the
 // same random inputs: random block shapes (sides often not powers of two),
 // random matrix sizes (masks cut blocks), 1, 4 and 8 warps, both ways. The
@@ -17,16 +17,19 @@ namespace tessel::gpu_test {
 namespace {
 
 // Program (i, j) sorts block [br, bc] at (i * br, j * bc) of x [rows, cols]
-// along `axis` into out (elements past the matrix read 0).
+// along `axis` into out, and its argsort into pos (elements past the matrix
+// read 0).
 Kernel block_sort_kernel(DType d, int br, int bc, int axis, bool descending) {
   KernelBuilder k("block_sort");
-  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out"), pos = k.arg(ptr(i32), "pos");
   Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   Value r = k.program_id(0) * br + k.arange(0, br);
   Value cs = k.program_id(1) * bc + k.arange(0, bc);
   Value offs = expand_dims(r, 1) * cols + expand_dims(cs, 0);
   Value mask = expand_dims(r < rows, 1) & expand_dims(cs < cols, 0);
-  store(out + offs, sort(load(x + offs, mask, 0), axis, descending), mask);
+  Value block = load(x + offs, mask, 0);
+  store(out + offs, sort(block, axis, descending), mask);
+  store(pos + offs, argsort(block, axis, descending), mask);
   absl::StatusOr<Kernel> kernel = k.build();
   EXPECT_TRUE(kernel.ok()) << kernel.status();
   return *kernel;
@@ -59,23 +62,29 @@ class Sort : public AgreeTest {
       }
       const Kernel kernel = block_sort_kernel(d, br, bc, axis, descending);
       std::vector<std::vector<T>> outs;
+      std::vector<std::vector<int32_t>> places;
       for (const Device& dev : devices_) {
         CompileOptions options;
         options.num_warps = num_warps;
         absl::StatusOr<Function> fn = dev.compile(kernel, options);
         ASSERT_TRUE(fn.ok()) << fn.status();
-        absl::StatusOr<Buffer> bx = upload(dev, x), bout = dev.allocate(x.size() * sizeof(T));
-        ASSERT_TRUE(bx.ok() && bout.ok());
+        absl::StatusOr<Buffer> bx = upload(dev, x), bout = dev.allocate(x.size() * sizeof(T)),
+                               bpos = dev.allocate(x.size() * sizeof(int32_t));
+        ASSERT_TRUE(bx.ok() && bout.ok() && bpos.ok());
         ASSERT_TRUE(poison<T>(dev, *bout, x.size(), T(-7)).ok());
+        ASSERT_TRUE(poison<int32_t>(dev, *bpos, x.size(), -7).ok());
         const Grid grid((rows + br - 1) / br, (cols + bc - 1) / bc);
-        absl::Status s = fn->launch({.grid = grid, .num_warps = num_warps}, *bx, *bout, rows, cols);
+        absl::Status s = fn->launch({.grid = grid, .num_warps = num_warps}, *bx, *bout, *bpos, rows, cols);
         ASSERT_TRUE(s.ok()) << s;
         ASSERT_TRUE(dev.synchronize().ok());
         absl::StatusOr<std::vector<T>> got = download<T>(dev, *bout, x.size());
-        ASSERT_TRUE(got.ok());
+        absl::StatusOr<std::vector<int32_t>> got_pos = download<int32_t>(dev, *bpos, x.size());
+        ASSERT_TRUE(got.ok() && got_pos.ok());
         outs.push_back(*std::move(got));
+        places.push_back(*std::move(got_pos));
       }
       EXPECT_TRUE(bit_equal(outs[0], outs[1]));
+      EXPECT_EQ(places[0], places[1]);
     }
   }
 };
