@@ -21,21 +21,6 @@ struct Case {
   int offset;  // where its result starts in the output
 };
 
-// Each line of `in` along `axis`: the element indices in order.
-std::vector<std::vector<int64_t>> lines_of(const Shape& in, int axis) {
-  int64_t inner = 1;
-  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
-  const int64_t n = in[axis], total = numel(in);
-  std::vector<std::vector<int64_t>> lines;
-  for (int64_t outer = 0; outer < total / (n * inner); ++outer) {
-    for (int64_t j = 0; j < inner; ++j) {
-      std::vector<int64_t>& line = lines.emplace_back();
-      for (int64_t i = 0; i < n; ++i) line.push_back((outer * n + i) * inner + j);
-    }
-  }
-  return lines;
-}
-
 // Whether a comes before b ascending: a NaN after every number.
 template <class T>
 bool before(T a, T b) {
