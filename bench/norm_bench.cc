@@ -1,5 +1,5 @@
 // tessel's row kernels (samples/kernels.h: softmax, layer norm, RMS norm,
-// prefix sums) on an NVIDIA GPU at the shapes DESIGN.md's memory-bound
+// prefix sums, sorts) on an NVIDIA GPU at the shapes DESIGN.md's memory-bound
 // targets name, 16384 x 1024 and 4096 x 8192 in f32 and bf16, against a
 // device-to-device copy of the same matrix in the same run. GB/s count what
 // each kernel must move: the matrix read once and written once, plus its
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       const double copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
       bench::report("device-to-device copy, " + shape, copy_gbs, "GB/s");
-      for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum}) {
+      for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum, RowOp::kSort}) {
         const std::string case_name = std::string(samples::row_op_name(op)) + ", " + shape;
         if (case_name.find(only) == std::string::npos) continue;
         const int weights = op == RowOp::kLayerNorm ? 2 : op == RowOp::kRmsNorm ? 1 : 0;

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The baselines of bench/norm_bench: row softmax, layer norm, RMS norm and prefix sums as tessel's
+"""The baselines of bench/norm_bench: row softmax, layer norm, RMS norm, prefix sums and sorts as tessel's
 users would otherwise run them, on the same GPU, shapes and dtypes (16384 x 1024 and 4096 x 8192, f32
 and bf16):
 
-  eager     torch.softmax, F.layer_norm, F.rms_norm, torch.cumsum
+  eager     torch.softmax, F.layer_norm, F.rms_norm, torch.cumsum, torch.sort
   compile   the same through torch.compile (Inductor's generated Triton kernels)
   triton    a Triton kernel per op in the style of Triton's tutorials (one row per program, the row
             in registers), at the fastest of num_warps 1 to 16
@@ -28,7 +28,7 @@ import triton.testing
 
 SHAPES = [(16384, 1024), (4096, 8192)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-OPS = ["softmax", "layer_norm", "rms_norm", "cumsum"]
+OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "sort"]
 EPS = 1e-5
 WARPS = [1, 2, 4, 8, 16]
 
@@ -77,7 +77,18 @@ def cumsum_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * cols + c, tl.cumsum(x, axis=0).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def sort_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=float("inf")).to(tl.float32)
+    tl.store(y_ptr + row * cols + c, tl.sort(x, 0).to(y_ptr.dtype.element_ty), mask=mask)
+
+
 def eager(op, x, w, b):
+    if op == "sort":
+        return lambda: torch.sort(x, dim=-1).values
     if op == "cumsum":
         return lambda: torch.cumsum(x, dim=-1)
     if op == "softmax":
@@ -88,6 +99,9 @@ def eager(op, x, w, b):
 
 
 def compiled(op, x, w, b):
+    if op == "sort":
+        fn = torch.compile(lambda x: torch.sort(x, dim=-1).values, fullgraph=True, dynamic=False)
+        return lambda: fn(x)
     if op == "cumsum":
         fn = torch.compile(lambda x: torch.cumsum(x, dim=-1), fullgraph=True, dynamic=False)
         return lambda: fn(x)
@@ -104,6 +118,8 @@ def compiled(op, x, w, b):
 def triton_launch(op, x, y, w, b, warps):
     rows, cols = x.shape
     block = triton.next_power_of_2(cols)
+    if op == "sort":
+        return lambda: sort_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
     if op == "cumsum":
         return lambda: cumsum_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
     if op == "softmax":

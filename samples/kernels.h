@@ -164,10 +164,22 @@ inline absl::StatusOr<Kernel> row_cumsum_kernel(RowBlock block, DType d = f32) {
   return k.build();
 }
 
+// Each row in ascending order, sorted in f32 (exact for bf16 too):
+// args x, y, rows, cols. Elements past the row read +inf, which sorts after
+// every number, so the row's own come first.
+inline absl::StatusOr<Kernel> row_sort_kernel(RowBlock block, DType d = f32) {
+  KernelBuilder k("row_sort");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  RowTile t = row_tile(k, rows, cols, block);
+  store_as(y + t.offs, sort(load_f32(x + t.offs, t.mask, INFINITY), 1), t.mask);
+  return k.build();
+}
+
 // The row kernels by name, for the samples, the tests and the benchmark.
-enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum };
+enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum, kSort };
 inline const char* row_op_name(RowOp op) {
-  static constexpr const char* kNames[] = {"softmax", "layer_norm", "rms_norm", "cumsum"};
+  static constexpr const char* kNames[] = {"softmax", "layer_norm", "rms_norm", "cumsum", "sort"};
   return kNames[static_cast<int>(op)];
 }
 inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
@@ -180,6 +192,8 @@ inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
       return rms_norm_kernel(block, d);
     case RowOp::kCumsum:
       return row_cumsum_kernel(block, d);
+    case RowOp::kSort:
+      return row_sort_kernel(block, d);
   }
   return absl::InvalidArgumentError("not a row kernel");
 }
@@ -190,6 +204,7 @@ absl::Status launch_row_kernel(const Function& fn, const LaunchConfig& config, R
   switch (op) {
     case RowOp::kSoftmax:
     case RowOp::kCumsum:
+    case RowOp::kSort:
       return fn.launch(config, x, y, rows, cols);
     case RowOp::kLayerNorm:
       return fn.launch(config, x, y, w, b, rows, cols);
@@ -204,6 +219,11 @@ inline std::vector<double> row_reference(RowOp op, const float* row, const float
   if (op == RowOp::kCumsum) {
     double s = 0;
     for (int64_t j = 0; j < cols; ++j) out[j] = s += row[j];
+    return out;
+  }
+  if (op == RowOp::kSort) {
+    out.assign(row, row + cols);
+    std::sort(out.begin(), out.end());
     return out;
   }
   if (op == RowOp::kSoftmax) {

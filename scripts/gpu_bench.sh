@@ -14,7 +14,7 @@
 #   gemm_shapes      the GEMM autotuned (split-K among the candidates) at the shapes of
 #   triton_shapes    $GEMM_SHAPES, then cuBLAS and Triton at the same shapes
 #   cache_bench      first compile in a new process, disk cache empty and filled
-#   norm_bench       row softmax, layer norm, RMS norm and prefix sums against a device copy, then
+#   norm_bench       row softmax, layer norm, RMS norm, prefix sums and sorts against a device copy, then
 #   norm_compare     torch eager, torch.compile and Triton on the same shapes, with the ratios
 #   attn_bench       attention forward (4 x 32 heads, lengths 1024 to 16384, d 64 and 128, causal
 #   attn_compare     or not), then torch's scaled_dot_product_attention backends and Triton

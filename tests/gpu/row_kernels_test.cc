@@ -1,8 +1,8 @@
 // The memory-bound sample kernels (samples/kernels.h) on the device under
 // test and on host:2, each against the other and against a double
-// reference: row softmax, layer norm and RMS norm in f32 and bf16 with rows
-// of 1 000 to 16 384 elements, and sums and maxima of a matrix along either
-// axis.
+// reference: row softmax, layer norm, RMS norm, prefix sums and sorts in
+// f32 and bf16 with rows of 768 to 16 384 elements, and sums and maxima of a
+// matrix along either axis.
 #include <cmath>
 #include <vector>
 
@@ -61,10 +61,10 @@ absl::StatusOr<std::vector<float>> run_row_kernel(const Device& dev, RowOp op, D
   return out;
 }
 
-TEST_F(RowKernels, SoftmaxNormsAndCumsumAgreeWithTheHostAndADoubleReference) {
+TEST_F(RowKernels, RowOpsAgreeWithTheHostAndADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum}) {
+  for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum, RowOp::kSort}) {
     for (DType d : {f32, bf16}) {
       // row_block's power-of-two blocks, and blocks whose sides are not powers of two.
       for (auto [cols, block] :
