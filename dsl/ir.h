@@ -14,6 +14,8 @@
 
 namespace tessel {
 
+// Laid out by hand: opcodes of a kind share lines.
+// clang-format off
 enum class OpCode : uint8_t {
   // Leaves.
   kConstant,     // ints[0] or fval: the literal; type scalar
@@ -57,6 +59,7 @@ enum class OpCode : uint8_t {
   kIf,     // operands: cond; blocks: then, else
   kYield,  // operands: values passed to the enclosing op's results; keep last (kLastOpCode)
 };
+// clang-format on
 inline constexpr OpCode kLastOpCode = OpCode::kYield;
 
 // The printed name (dsl/opcode_traits.h has everything else about an opcode).
