@@ -48,6 +48,10 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
   }
   // Merges of blocks of 2^s (s = 1 .. levels), each in steps whose pairs lie
   // 2^h apart at most (h = s - 1 down to 0): loops in the code, not unrolled.
+  if (levels == 0) {  // lines of one element
+    set(o, positions ? places : keys);
+    return absl::OkStatus();
+  }
   llvm::Value* one = b_.getInt64(1);
   emit_loop(b_, one, b_.getInt64(levels + 1), one, [&](llvm::Value* s) {
     llvm::Value* size = b_.CreateShl(one, s);

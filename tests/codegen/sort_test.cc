@@ -82,7 +82,7 @@ using SortTypes = ::testing::Types<int8_t, int32_t, uint8_t, int64_t, uint64_t, 
 TYPED_TEST_SUITE(SortTest, SortTypes);
 
 // One kernel sorts a [512] tile and its reshapes along each axis, and the
-// first 300 elements and theirs (lines of 3, 5, 15, 20, 100 and 300), both
+// first 300 elements and theirs (lines of 1, 3, 5, 15, 20, 100 and 300), both
 // ways; random values with duplicates, and for floats zeros of both signs,
 // infinities and NaNs.
 TYPED_TEST(SortTest, AlongEveryAxisMatchesTheStdSorts) {
@@ -91,8 +91,8 @@ TYPED_TEST(SortTest, AlongEveryAxisMatchesTheStdSorts) {
   SCOPED_TRACE(rng.trace());
   constexpr int kSize = 512, kOdd = 300;
   std::vector<Case> cases;
-  for (const Shape& in :
-       {Shape{kSize}, Shape{16, 32}, Shape{4, 8, 16}, Shape{kOdd}, Shape{3, 100}, Shape{20, 15}, Shape{5, 6, 10}}) {
+  for (const Shape& in : {Shape{kSize}, Shape{16, 32}, Shape{4, 8, 16}, Shape{kOdd}, Shape{3, 100}, Shape{20, 15},
+                          Shape{5, 6, 10}, Shape{kOdd, 1}}) {
     for (int axis = 0; axis < static_cast<int>(in.size()); ++axis) {
       for (bool descending : {false, true})
         cases.push_back({in, axis, descending, static_cast<int>(cases.size()) * kSize});
