@@ -73,12 +73,9 @@ class Scan : public AgreeTest {
       // Blocks of up to 4096 elements, their sides often not powers of two:
       // up to 128 per thread with one warp (over 64 the block stays in
       // shared memory).
-      const int log_rows = rng.uniform_int(0, 7);
-      const int br = tile_side(rng, 1 << log_rows), bc = tile_side(rng, 1 << rng.uniform_int(0, 12 - log_rows));
-      const int axis = rng.uniform_int(0, 1), num_warps = std::vector<int>{1, 4, 8}[rng.uniform_int(0, 2)];
+      const auto [br, bc, axis, num_warps, rows, cols] = random_block_case(rng);
       const auto c = static_cast<Combiner>(rng.uniform_int(0, 3));
       const bool reverse = rng.uniform_int(0, 1) == 1;
-      const int rows = rng.uniform_int(1, 3 * br + 5), cols = rng.uniform_int(1, 3 * bc + 5);
       SCOPED_TRACE(::testing::Message() << d.name() << " block " << br << "x" << bc << " axis " << axis << " combiner "
                                         << c << (reverse ? " reversed" : "") << " warps " << num_warps << " matrix "
                                         << rows << "x" << cols);

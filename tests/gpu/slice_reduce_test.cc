@@ -103,11 +103,8 @@ class SliceReduce : public gpu_test::AgreeTest {
     for (int trial = 0; trial < 24; ++trial) {
       // Blocks of up to 4096 elements (up to 32 per thread with 4 warps), their
       // sides often not powers of two.
-      const int log_rows = rng.uniform_int(0, 7);
-      const int br = tile_side(rng, 1 << log_rows), block_cols = tile_side(rng, 1 << rng.uniform_int(0, 12 - log_rows));
-      const int axis = rng.uniform_int(0, 1), num_warps = std::vector<int>{1, 4, 8}[rng.uniform_int(0, 2)];
+      const auto [br, block_cols, axis, num_warps, rows, cols] = random_block_case(rng);
       const auto c = static_cast<Combiner>(rng.uniform_int(0, 2));
-      const int rows = rng.uniform_int(1, 3 * br + 5), cols = rng.uniform_int(1, 3 * block_cols + 5);
       SCOPED_TRACE(::testing::Message() << d.name() << " block " << br << "x" << block_cols << " axis " << axis
                                         << " combiner " << c << " warps " << num_warps << " matrix " << rows << "x"
                                         << cols);

@@ -42,12 +42,8 @@ class Sort : public AgreeTest {
     Rng rng;
     TESSEL_TRACE_SEED(rng);
     for (int trial = 0; trial < 24; ++trial) {
-      // Blocks of up to 4096 elements.
-      const int log_rows = rng.uniform_int(0, 7);
-      const int br = tile_side(rng, 1 << log_rows), bc = tile_side(rng, 1 << rng.uniform_int(0, 12 - log_rows));
-      const int axis = rng.uniform_int(0, 1), num_warps = std::vector<int>{1, 4, 8}[rng.uniform_int(0, 2)];
+      const auto [br, bc, axis, num_warps, rows, cols] = random_block_case(rng);
       const bool descending = rng.uniform_int(0, 1) == 1;
-      const int rows = rng.uniform_int(1, 3 * br + 5), cols = rng.uniform_int(1, 3 * bc + 5);
       SCOPED_TRACE(::testing::Message() << d.name() << " block " << br << "x" << bc << " axis " << axis
                                         << (descending ? " descending" : "") << " warps " << num_warps << " matrix "
                                         << rows << "x" << cols);
