@@ -20,8 +20,7 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
   const bool descending = o.ints[1] != 0, positions = o.ints[2] != 0;
   const DType d = in.dtype();
   const int64_t n = in.shape()[axis];
-  int64_t inner = 1;
-  for (int i = axis + 1; i < in.rank(); ++i) inner *= in.shape()[i];
+  const int64_t inner = strides(in.shape())[axis];
   const int64_t lines = in.numel() / n;
   hold(o);
   // The keys and, for positions, each element's place along its line.
@@ -41,17 +40,15 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
     y = ops_.widen(y, d);
     return b_.CreateAnd(b_.CreateFCmpULT(x, y), b_.CreateFCmpORD(x, x));
   };
+  set(o, positions ? places : keys);
   int64_t span = 1, levels = 0;
   while (span < n) {
     span *= 2;
     ++levels;
   }
+  if (levels == 0) return absl::OkStatus();  // lines of one element
   // Merges of blocks of 2^s (s = 1 .. levels), each in steps whose pairs lie
   // 2^h apart at most (h = s - 1 down to 0): loops in the code, not unrolled.
-  if (levels == 0) {  // lines of one element
-    set(o, positions ? places : keys);
-    return absl::OkStatus();
-  }
   llvm::Value* one = b_.getInt64(1);
   emit_loop(b_, one, b_.getInt64(levels + 1), one, [&](llvm::Value* s) {
     llvm::Value* size = b_.CreateShl(one, s);
@@ -75,13 +72,14 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
           llvm::Value* at_hi = b_.CreateAdd(base, b_.CreateMul(hi, b_.getInt64(inner)));
           llvm::Value* x = load_elem(keys, in, at_lo);
           llvm::Value* y = load_elem(keys, in, at_hi);
-          llvm::Value* swap = descending ? less(x, y) : less(y, x);
+          llvm::Value *x_first = less(x, y), *y_first = less(y, x);
+          llvm::Value* swap = descending ? x_first : y_first;
           if (positions) {
             // Equal keys in the order of their places: (key, place) orders
             // every line strictly, so the network's order is the stable one.
             llvm::Value* px = load_elem(places, rt, at_lo);
             llvm::Value* py = load_elem(places, rt, at_hi);
-            llvm::Value* tie = b_.CreateNot(b_.CreateOr(less(x, y), less(y, x)));
+            llvm::Value* tie = b_.CreateNot(b_.CreateOr(x_first, y_first));
             swap = b_.CreateOr(swap, b_.CreateAnd(tie, b_.CreateICmpULT(py, px)));
             store_elem(places, rt, at_lo, b_.CreateSelect(swap, py, px));
             store_elem(places, rt, at_hi, b_.CreateSelect(swap, px, py));
@@ -92,7 +90,6 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
       });
     });
   });
-  set(o, positions ? places : keys);
   return absl::OkStatus();
 }
 
