@@ -223,6 +223,8 @@ absl::StatusOr<AutotuneResult> autotune(const Device& device, const std::string&
   result.index = fastest_of(result.seconds, all);
   if (result.index >= 0 && options.retime_within > 0) {
     result.retimed = close_to_fastest(result.seconds, result.index, options.retime_within);
+  }
+  if (!result.retimed.empty()) {
     int at = -1;
     if (absl::Status hook = time_in_turns(device, candidates, options, result, at); !hook.ok()) {
       return hook_failed(at, hook);
