@@ -4,6 +4,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tessel::codegen {
@@ -41,6 +42,24 @@ struct ScanPlan {
   int64_t run = 1;
   int64_t rounds = 1;
   std::vector<std::vector<std::vector<int64_t>>> slots;  // [line][round][i]
+};
+
+// How the threads of a layout hold the lines of a tile along the axis of a
+// sort, for a bitonic network of compare-exchanges run in registers: lines
+// of 2^m positions, every slot of every thread holding one element. For
+// each bit h of a position (lowest first), where the element whose position
+// differs from an element's in bit h alone is held:
+//  - threads == 0: in another slot of the same thread, the same in every
+//    thread: `pairs` lists the (lower, upper) slots, lower holding the
+//    position whose bit h is clear;
+//  - otherwise: in the same slot of the thread whose index differs in the
+//    bits `threads`, the thread without them holding the lower position.
+struct SortBit {
+  int threads = 0;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+};
+struct SortPlan {
+  std::vector<SortBit> bits;  // m of them
 };
 
 }  // namespace tessel::codegen

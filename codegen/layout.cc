@@ -279,4 +279,49 @@ std::optional<ScanPlan> scan_plan(const Layout& l, const std::vector<int64_t>& s
   return plan;
 }
 
+std::optional<SortPlan> sort_plan(const Layout& l, const std::vector<int64_t>& shape, int axis) {
+  const int threads = l.threads();
+  const int64_t slots = l.slots(), numel = l.numel(), n = shape[axis];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  if (n < 2 || !std::has_single_bit(static_cast<uint64_t>(n)) || threads * slots != numel) return std::nullopt;
+  // Which thread and slot hold each element.
+  std::vector<std::pair<int, int64_t>> holder(numel, {-1, -1});
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t s = 0; s < slots; ++s) {
+      const int64_t e = l.element_at(t, s);
+      if (e < 0 || holder[e].first >= 0) return std::nullopt;
+      holder[e] = {t, s};
+    }
+  }
+  SortPlan plan;
+  for (int64_t bit = 1; bit < n; bit *= 2) {
+    // Whether the element in slot s of thread t has bit `bit` set in its
+    // position, and where its partner is held.
+    auto upper = [&](int t, int64_t s) { return (l.element_at(t, s) / inner & bit) != 0; };
+    auto partner = [&](int t, int64_t s) {
+      const int64_t e = l.element_at(t, s);
+      return holder[upper(t, s) ? e - bit * inner : e + bit * inner];
+    };
+    SortBit step;
+    step.threads = partner(0, 0).first;
+    for (int t = 0; t < threads; ++t) {
+      for (int64_t s = 0; s < slots; ++s) {
+        const auto [pt, ps] = partner(t, s);
+        const bool fits = step.threads == 0
+                              ? pt == t && ps == partner(0, s).second && upper(t, s) == upper(0, s)
+                              : pt == (t ^ step.threads) && ps == s && upper(t, s) == ((t & step.threads) != 0);
+        if (!fits) return std::nullopt;
+      }
+    }
+    if (step.threads == 0) {
+      for (int64_t s = 0; s < slots; ++s) {
+        if (!upper(0, s)) step.pairs.push_back({s, partner(0, s).second});
+      }
+    }
+    plan.bits.push_back(std::move(step));
+  }
+  return plan;
+}
+
 }  // namespace tessel::codegen

@@ -115,4 +115,11 @@ std::optional<int> butterfly_lanes(const Layout& l, int warp_size);
 // scanned along `axis`, or nullopt where `l` is not of its form.
 std::optional<ScanPlan> scan_plan(const Layout& l, const std::vector<int64_t>& shape, int axis);
 
+// The SortPlan (codegen/blocking.h) of layout `l` for a tile of `shape`
+// sorted along `axis`, or nullopt where the line length is not a power of
+// two (at least 2), some element is held twice or not at all, or a
+// partner lies neither in a fixed slot of the same thread nor in the same
+// slot of a fixed other thread.
+std::optional<SortPlan> sort_plan(const Layout& l, const std::vector<int64_t>& shape, int axis);
+
 }  // namespace tessel::codegen

@@ -22,7 +22,8 @@ class Groups {
 };
 
 bool pairs_slots(OpCode op) {
-  return is_elementwise(op) || op_traits(op).view || op == OpCode::kLoad || op == OpCode::kStore || op == OpCode::kScan;
+  return is_elementwise(op) || op_traits(op).view || op == OpCode::kLoad || op == OpCode::kStore ||
+         op == OpCode::kScan || op == OpCode::kSort;
 }
 
 }  // namespace
@@ -49,11 +50,16 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       int g = groups.find(o.operands[0]);
       want[g] = std::max(want[g], analysis.access_run(o));
     }
-    if ((o.op == OpCode::kReduce || o.op == OpCode::kScan) && ir.type(o.results[0]).is_tile()) {
+    if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort) &&
+        ir.type(o.results[0]).is_tile()) {
       const Shape& shape = ir.type(o.operands[0]).shape();
-      int64_t& row = rows_of[groups.find(o.operands[0])];
+      const int g = groups.find(o.operands[0]);
+      int64_t& row = rows_of[g];
       int64_t inner = o.ints[0] == static_cast<int64_t>(shape.size()) - 1 ? shape.back() : -1;
       row = row == 0 || row == inner ? inner : -1;
+      // A sort's compare-exchanges between a thread's own slots cost no
+      // shuffle: it wants each thread's share of a row in one run.
+      if (o.op == OpCode::kSort && inner > 0) want[g] = std::max(want[g], inner);
     }
   }
   std::vector<Blocking> out(ir.values.size());

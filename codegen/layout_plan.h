@@ -4,18 +4,20 @@
 // (AffineAnalysis::access_run) wants R per thread, so that each run is one
 // vector access. Tiles that an op pairs slot by slot (elementwise operands
 // and result; a load's pointers, mask, other and result; a store's operands;
-// a view and its operand; a scan's operand and result) share a layout, so
-// they form a group, and each group takes the longest run any of its
-// accesses wants; accesses that cannot use all of it split their runs or go
-// scalar. A run is capped so that every thread has a whole one (at most
-// numel / threads elements).
+// a view and its operand; a scan's or a sort's operand and result) share a
+// layout, so they form a group, and each group takes the longest run any of
+// its accesses wants (a sort along the last dimension wants whole rows, so
+// that most of its compare-exchanges stay within a thread); accesses that
+// cannot use all of it split their runs or go scalar. A run is capped so
+// that every thread has a whole one (at most numel / threads elements).
 //
-// A group whose tiles are reduced or scanned along their last dimension
-// (the rows of a softmax or a norm) spreads each row over as few threads as
-// keep every thread busy, at most a warp where there are rows enough: the
-// reduction or scan then combines within warps, with shuffles, and a
-// reduction's broadcast back reads the thread's own registers. Other groups
-// spread the whole tile over all threads, which coalesces best.
+// A group whose tiles are reduced, scanned or sorted along their last
+// dimension (the rows of a softmax or a norm) spreads each row over as few
+// threads as keep every thread busy, at most a warp where there are rows
+// enough: the reduction, scan or sort then works within warps, with
+// shuffles, and a reduction's broadcast back reads the thread's own
+// registers. Other groups spread the whole tile over all threads, which
+// coalesces best.
 #pragma once
 
 #include <vector>

@@ -52,4 +52,9 @@ std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, 
   return scan_plan(*blocked_layout(numel(shape), threads, blocking), shape, axis);
 }
 
+std::optional<SortPlan> sort_plan_of_blocked(const std::vector<int64_t>& shape, int axis, int threads,
+                                             Blocking blocking) {
+  return sort_plan(*blocked_layout(numel(shape), threads, blocking), shape, axis);
+}
+
 }  // namespace tessel::codegen

@@ -32,5 +32,8 @@ TESSEL_CODEGEN_API LayoutTable tabulate_slice(const std::vector<int64_t>& shape,
 // scan_plan of blocked_layout(numel(shape), threads, blocking) along `axis`.
 TESSEL_CODEGEN_API std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis,
                                                                 int threads, Blocking blocking);
+// sort_plan of the same.
+TESSEL_CODEGEN_API std::optional<SortPlan> sort_plan_of_blocked(const std::vector<int64_t>& shape, int axis,
+                                                                int threads, Blocking blocking);
 
 }  // namespace tessel::codegen

@@ -401,6 +401,12 @@ class Lowering {
   absl::Status scan(const Op& o, const Type& rt);
   // Sorts the lines along an axis (lower_sort.cc).
   absl::Status sort(const Op& o, const Type& rt);
+  // In registers of `l`, the operand's layout, following `plan`.
+  void sort_registers(const Op& o, std::shared_ptr<const Layout> l, const SortPlan& plan);
+  // Each of this thread's `values` (one type) as the thread whose index
+  // differs in `mask` holds it: shuffles within a warp, else through
+  // shared memory (a barrier).
+  std::vector<llvm::Value*> from_threads(const std::vector<llvm::Value*>& values, int mask);
   // In registers of `l`, the operand's layout, following `plan`: each
   // thread scans its chunks, a butterfly over the lanes and an exchange
   // over the warps give each chunk what precedes it, then the rounds follow

@@ -47,9 +47,9 @@ Value cummin(const Value& x, int axis, bool reverse = false, Loc loc = Loc::curr
 
 // Each line of `x` along `axis` in ascending order, or descending with
 // `descending` (the shape kept); any length, every dtype but i1. A NaN
-// counts above every number: last ascending, first descending. Equal
-// elements (-0 and +0 among them) come out in an order that is the same
-// on every target.
+// counts above every number: last ascending, first descending. The order
+// is total, so the result is the same on every target: -0 comes just
+// before +0, and NaNs (positive ones first) in the order of their bits.
 Value sort(const Value& x, int axis, bool descending = false, Loc loc = Loc::current());
 // The i32 positions along `axis` that put each line in sort's order:
 // element i of a line is the position of the line's i-th element in that

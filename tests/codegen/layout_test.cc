@@ -2,11 +2,11 @@
 // thread holds which element, on random shapes, thread counts and runs per
 // thread; both the emitted IR (folded for constant threads) and the
 // compile-time mapping. Butterfly plans are checked by simulating them.
-#include "codegen/layout_table.h"
-
+#include <algorithm>
 #include <random>
 #include <vector>
 
+#include "codegen/layout_table.h"
 #include "gtest/gtest.h"
 
 namespace tessel::codegen {
@@ -353,6 +353,121 @@ TEST(Layout, ScanPlansOfCommonTiles) {
   EXPECT_EQ(columns->rounds, 2);
   // Fewer elements than threads: some threads hold none, so no plan.
   EXPECT_FALSE(scan_plan_of_blocked({64}, 0, 128, {.per_thread = 1}).has_value());
+}
+
+// Runs the bitonic network of `plan` on random keys (many equal) as a GPU
+// would: merges of blocks of 2^level positions, ascending where bit level
+// of the position is clear, each in steps over bits level-1 down to 0 whose
+// pairs lie in one thread's slots or in one slot of two threads. Checks
+// that every line comes out in order and holds what went in.
+void check_sort(const SortPlan& plan, const std::vector<int64_t>& shape, int axis, int threads, Blocking k,
+                std::mt19937& gen) {
+  const LayoutTable table = tabulate_blocked(product(shape), threads, k, 32);
+  const int64_t slots = table.slots, n = shape[axis];
+  const int m = static_cast<int>(plan.bits.size());
+  ASSERT_EQ(int64_t{1} << m, n);
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  std::vector<uint64_t> key(threads * slots);
+  for (uint64_t& v : key) v = gen() % 8;
+  const std::vector<uint64_t> in = key;
+  auto ascending = [&](int t, int64_t s, int level) {
+    return level == m || (table.at[t * slots + s] / inner >> level & 1) == 0;
+  };
+  for (int level = 1; level <= m; ++level) {
+    for (int h = level - 1; h >= 0; --h) {
+      const SortBit& bit = plan.bits[h];
+      std::vector<uint64_t> next = key;
+      for (int t = 0; t < threads; ++t) {
+        if (bit.threads == 0) {
+          for (const auto& [lo, hi] : bit.pairs) {
+            const uint64_t a = key[t * slots + lo], b = key[t * slots + hi];
+            const bool up = ascending(t, lo, level);
+            next[t * slots + lo] = up ? std::min(a, b) : std::max(a, b);
+            next[t * slots + hi] = up ? std::max(a, b) : std::min(a, b);
+          }
+          continue;
+        }
+        const bool lower = (t & bit.threads) == 0;
+        for (int64_t s = 0; s < slots; ++s) {
+          const uint64_t mine = key[t * slots + s], theirs = key[(t ^ bit.threads) * slots + s];
+          next[t * slots + s] = lower == ascending(t, s, level) ? std::min(mine, theirs) : std::max(mine, theirs);
+        }
+      }
+      key = next;
+    }
+  }
+  // Each line's keys by position, before and after.
+  std::vector<std::vector<uint64_t>> before(product(shape) / n, std::vector<uint64_t>(n));
+  std::vector<std::vector<uint64_t>> after = before;
+  for (int64_t i = 0; i < threads * slots; ++i) {
+    const int64_t e = table.at[i];
+    before[drop_axis(shape, axis, e)][e / inner % n] = in[i];
+    after[drop_axis(shape, axis, e)][e / inner % n] = key[i];
+  }
+  for (size_t line = 0; line < before.size(); ++line) {
+    std::sort(before[line].begin(), before[line].end());
+    ASSERT_EQ(after[line], before[line]) << "line " << line;
+  }
+}
+
+TEST(Layout, SortPlansSortEveryLine) {
+  std::mt19937 gen(std::random_device{}());
+  int planned = 0, over_warps = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int rank = 1 + gen() % 3, threads = 32 << (gen() % 3), p = 1 << (gen() % 6);
+    std::vector<int64_t> shape(rank);
+    for (int64_t& d : shape) d = 1 << (gen() % 6);
+    if (product(shape) < threads) shape[0] *= threads;
+    int axis = static_cast<int>(gen() % rank);
+    ::testing::Message trace;
+    trace << "shape";
+    for (int64_t d : shape) trace << " " << d;
+    trace << " axis " << axis << " threads " << threads << " per_thread " << p;
+    Blocking k{.per_thread = static_cast<int>(std::min<int64_t>(p, product(shape) / threads))};
+    if (gen() % 2 && shape.back() % k.per_thread == 0) {
+      k.inner = shape.back();
+      k.threads_inner = 1 << (gen() % 6);
+      trace << " threads per row " << k.threads_inner;
+    }
+    SCOPED_TRACE(trace);
+    std::optional<SortPlan> plan = sort_plan_of_blocked(shape, axis, threads, k);
+    if (!plan.has_value()) continue;
+    ++planned;
+    for (const SortBit& bit : plan->bits) over_warps += bit.threads >= 32;
+    check_sort(*plan, shape, axis, threads, k, gen);
+  }
+  EXPECT_GT(planned, 150);
+  EXPECT_GT(over_warps, 30);
+}
+
+TEST(Layout, SortPlansOfCommonTiles) {
+  // Rows of 1024 a warp each, 32 consecutive elements a thread: bits 0 to
+  // 4 of a position pair slots, bits 5 to 9 lanes.
+  std::optional<SortPlan> warp_rows =
+      sort_plan_of_blocked({8, 1024}, 1, 256, {.per_thread = 32, .inner = 1024, .threads_inner = 32});
+  ASSERT_TRUE(warp_rows.has_value());
+  ASSERT_EQ(warp_rows->bits.size(), 10u);
+  for (int h = 0; h < 5; ++h) {
+    EXPECT_EQ(warp_rows->bits[h].threads, 0);
+    EXPECT_EQ(warp_rows->bits[h].pairs.size(), 16u);
+  }
+  EXPECT_EQ(warp_rows->bits[0].pairs[0], std::make_pair(int64_t{0}, int64_t{1}));
+  EXPECT_EQ(warp_rows->bits[4].pairs[1], std::make_pair(int64_t{1}, int64_t{17}));
+  for (int h = 5; h < 10; ++h) EXPECT_EQ(warp_rows->bits[h].threads, 1 << (h - 5));
+  // Rows over two warps: the top bit pairs warps.
+  std::optional<SortPlan> two_warps =
+      sort_plan_of_blocked({8, 1024}, 1, 512, {.per_thread = 16, .inner = 1024, .threads_inner = 64});
+  ASSERT_TRUE(two_warps.has_value());
+  EXPECT_EQ(two_warps->bits[9].threads, 32);
+  // Columns: rows over threads' bits 4 to 6, then slots.
+  std::optional<SortPlan> columns = sort_plan_of_blocked({16, 64}, 0, 128, {.per_thread = 4});
+  ASSERT_TRUE(columns.has_value());
+  EXPECT_EQ(columns->bits[0].threads, 16);
+  EXPECT_EQ(columns->bits[3].threads, 0);
+  // Lines not of a power of two, or fewer elements than threads: no plan.
+  EXPECT_FALSE(sort_plan_of_blocked({4, 96}, 1, 128, {.per_thread = 1}).has_value());
+  EXPECT_FALSE(sort_plan_of_blocked({64}, 0, 128, {.per_thread = 1}).has_value());
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // Scans of register tiles on NVPTX: rows that lie within a warp scan per
 // thread and through shfl.sync.bfly without touching shared memory; lines
 // over several warps add one exchange of the warps' totals; a tile whose
-// threads do not all hold elements takes the buffer path. Sorts run their
-// network in shared memory. Everything assembles.
+// threads do not all hold elements takes the buffer path. Sorts of
+// power-of-two lines held by every thread run their network in registers,
+// with shuffles within a warp and shared memory between warps; other sorts
+// run it over a shared-memory buffer. Everything assembles.
 #include <string>
 
 #include "codegen/compiler.h"
@@ -64,8 +66,55 @@ TEST(PtxScan, SmallTilesTakeTheBufferPath) {
   expect_ptxas_accepts(ptx);
 }
 
-// A sort runs its network over a shared-memory buffer: its 21 steps (64
-// elements: 6 * 7 / 2) in loops, not unrolled, each ending at a barrier.
+// x [rows, cols] sorted (or argsorted) along its rows into out.
+Kernel row_sort_kernel(DType d, int rows, int cols, bool positions) {
+  KernelBuilder k("row_sort");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(positions ? i32 : d), "out");
+  Value offs = expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0);
+  Value v = load(x + offs);
+  store(out + offs, positions ? argsort(v, 1) : sort(v, 1));
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
+int count(const std::string& ptx, const std::string& what) {
+  int n = 0;
+  for (size_t p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(PtxSort, RowsWithinAWarpSortInRegisters) {
+  // [4, 256] f32 over 128 threads: a warp per row, 8 consecutive elements a
+  // thread. Of the 36 steps, the 15 over lanes shuffle, 8 slots each.
+  const std::string ptx = ptx_of(row_sort_kernel(f32, 4, 256, false));
+  EXPECT_EQ(count(ptx, "shfl.sync.bfly.b32"), 15 * 8);
+  EXPECT_THAT(ptx, HasSubstr("min.u32"));
+  EXPECT_THAT(ptx, Not(HasSubstr("st.shared")));
+  EXPECT_THAT(ptx, Not(HasSubstr("bar.sync")));
+  expect_ptxas_accepts(ptx);
+  // argsort's keys carry the position: 64 bits, two shuffles each.
+  const std::string positions = ptx_of(row_sort_kernel(bf16, 4, 256, true));
+  EXPECT_EQ(count(positions, "shfl.sync.bfly.b32"), 2 * 15 * 8);
+  EXPECT_THAT(positions, HasSubstr("min.u64"));
+  EXPECT_THAT(positions, Not(HasSubstr("bar.sync")));
+  expect_ptxas_accepts(positions);
+}
+
+TEST(PtxSort, LinesOverWarpsExchangeThroughSharedMemory) {
+  // [1, 1024] i32 over four warps: position bits 8 and 9 lie in the warp
+  // index, so three steps go through shared memory.
+  const std::string ptx = ptx_of(row_sort_kernel(i32, 1, 1024, false));
+  EXPECT_THAT(ptx, HasSubstr("shfl.sync.bfly.b32"));
+  EXPECT_THAT(ptx, HasSubstr("st.shared"));
+  EXPECT_GE(count(ptx, "bar.sync"), 3);
+  EXPECT_LE(count(ptx, "bar.sync"), 6);
+  expect_ptxas_accepts(ptx);
+}
+
+// A sort of lines held by fewer threads than the program has runs its
+// network over a shared-memory buffer: its 21 steps (64 elements: 6 * 7 /
+// 2) in loops, not unrolled, each ending at a barrier.
 TEST(PtxSort, ItsStepsLoopAndMeetAtBarriers) {
   KernelBuilder k("sort");
   Value x = k.arg(ptr(f32), "x");
