@@ -22,8 +22,8 @@ bool Lowering::across_warps_fits(const Type& in, llvm::Type* acc_t, int64_t chun
          threads_ * chunks * dl.getTypeAllocSize(acc_t) <= in.numel() * dl.getTypeAllocSize(elem_mem_type(in));
 }
 
-void Lowering::exchange_warps(const std::vector<llvm::Value*>& values, int warp_bits,
-                              const std::function<void(int, int64_t, llvm::Value*)>& read) {
+void Lowering::through_shared(const std::vector<llvm::Value*>& values,
+                              const std::function<void(const ReadShared&)>& reads) {
   const int64_t slots = static_cast<int64_t>(values.size());
   llvm::Type* t = values[0]->getType();
   llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
@@ -33,12 +33,21 @@ void Lowering::exchange_warps(const std::vector<llvm::Value*>& values, int warp_
   };
   for (int64_t s = 0; s < slots; ++s) b_.CreateStore(values[s], at(thread_, s));
   target_.program_barrier(b_);
-  llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
-  for (int m : submasks(warp_bits)) {
-    for (int64_t s = 0; s < slots; ++s) read(m, s, b_.CreateLoad(t, at(b_.CreateOr(base, b_.getInt64(m)), s)));
-  }
+  reads([&](llvm::Value* thread, int64_t slot) { return b_.CreateLoad(t, at(thread, slot)); });
   // Freed at once; whatever reuses the memory waits for these reads first.
   shared_.erase(scratch);
+}
+
+void Lowering::exchange_warps(const std::vector<llvm::Value*>& values, int warp_bits,
+                              const std::function<void(int, int64_t, llvm::Value*)>& read) {
+  through_shared(values, [&](const ReadShared& load) {
+    llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
+    for (int m : submasks(warp_bits)) {
+      for (int64_t s = 0; s < static_cast<int64_t>(values.size()); ++s) {
+        read(m, s, load(b_.CreateOr(base, b_.getInt64(m)), s));
+      }
+    }
+  });
 }
 
 void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits, const Combine& combine) {

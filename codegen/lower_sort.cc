@@ -87,19 +87,10 @@ std::vector<llvm::Value*> Lowering::from_threads(const std::vector<llvm::Value*>
     for (llvm::Value* v : values) out.push_back(target_.shuffle_xor(b_, v, mask));
     return out;
   }
-  const int64_t slots = static_cast<int64_t>(values.size());
-  llvm::Type* t = values[0]->getType();
-  llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
-  // Slot-major: the lanes of a warp touch consecutive words.
-  auto at = [&](llvm::Value* thread, int64_t slot) {
-    return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(slot * threads_)));
-  };
-  for (int64_t s = 0; s < slots; ++s) b_.CreateStore(values[s], at(thread_, s));
-  target_.program_barrier(b_);
-  llvm::Value* partner = b_.CreateXor(thread_, b_.getInt64(mask));
-  for (int64_t s = 0; s < slots; ++s) out.push_back(b_.CreateLoad(t, at(partner, s)));
-  // Freed at once; whatever reuses the memory waits for these reads first.
-  shared_.erase(scratch);
+  through_shared(values, [&](const ReadShared& load) {
+    llvm::Value* partner = b_.CreateXor(thread_, b_.getInt64(mask));
+    for (int64_t s = 0; s < static_cast<int64_t>(values.size()); ++s) out.push_back(load(partner, s));
+  });
   return out;
 }
 

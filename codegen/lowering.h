@@ -365,6 +365,11 @@ class Lowering {
   // loop does, keeps the results the same: max over NaNs alone is -inf, a
   // sum of -0 is +0.
   llvm::Value* combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts, const Combine& combine);
+  // Writes this thread's `values` (one type) to a scratch area in shared
+  // memory and meets the program; `reads` may then load(thread, k), value k
+  // as that thread wrote it. The area is free again after.
+  using ReadShared = std::function<llvm::Value*(llvm::Value* thread, int64_t k)>;
+  void through_shared(const std::vector<llvm::Value*>& values, const std::function<void(const ReadShared&)>& reads);
   // Writes this thread's `values` to a scratch area in shared memory, meets
   // the program, and calls read(m, k, theirs) with value k of thread
   // (this thread & ~warp_bits) | m for each sub-mask m of `warp_bits`,

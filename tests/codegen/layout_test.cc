@@ -3,7 +3,10 @@
 // thread; both the emitted IR (folded for constant threads) and the
 // compile-time mapping. Butterfly plans are checked by simulating them.
 #include <algorithm>
+#include <bit>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "codegen/layout_table.h"
@@ -50,6 +53,38 @@ std::vector<int64_t> rows_by_enumeration(int64_t numel, int threads, Blocking k,
     table[thread * slots + slot] = e;
   }
   return table;
+}
+
+// A random tile of rank 1 to 3 (sides powers of two up to 32, at least as
+// many elements as threads), an axis, 32 to 128 threads and a blocking of
+// up to `max_run` elements a run, rows over some threads half the time.
+struct RandomTile {
+  std::vector<int64_t> shape;
+  int axis;
+  int threads;
+  Blocking k;
+  std::string trace;
+};
+RandomTile random_tile(std::mt19937& gen, int max_run) {
+  RandomTile c;
+  const int rank = 1 + gen() % 3, p = 1 << (gen() % (std::countr_zero(static_cast<unsigned>(max_run)) + 1));
+  c.threads = 32 << (gen() % 3);
+  c.shape.resize(rank);
+  for (int64_t& d : c.shape) d = 1 << (gen() % 6);
+  if (product(c.shape) < c.threads) c.shape[0] *= c.threads;
+  c.axis = static_cast<int>(gen() % rank);
+  std::ostringstream trace;
+  trace << "shape";
+  for (int64_t d : c.shape) trace << " " << d;
+  trace << " axis " << c.axis << " threads " << c.threads << " per_thread " << p;
+  c.k.per_thread = static_cast<int>(std::min<int64_t>(p, product(c.shape) / c.threads));
+  if (gen() % 2 && c.shape.back() % c.k.per_thread == 0) {
+    c.k.inner = c.shape.back();
+    c.k.threads_inner = 1 << (gen() % 6);
+    trace << " threads per row " << c.k.threads_inner;
+  }
+  c.trace = trace.str();
+  return c;
 }
 
 // Sums of random values per position after the per-thread combine, the
@@ -304,21 +339,7 @@ TEST(Layout, ScanPlansGiveEveryPrefix) {
   std::mt19937 gen(std::random_device{}());
   int planned = 0, over_warps = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    int rank = 1 + gen() % 3, threads = 32 << (gen() % 3), p = 1 << (gen() % 3);
-    std::vector<int64_t> shape(rank);
-    for (int64_t& d : shape) d = 1 << (gen() % 6);
-    if (product(shape) < threads) shape[0] *= threads;
-    int axis = static_cast<int>(gen() % rank);
-    ::testing::Message trace;
-    trace << "shape";
-    for (int64_t d : shape) trace << " " << d;
-    trace << " axis " << axis << " threads " << threads << " per_thread " << p;
-    Blocking k{.per_thread = static_cast<int>(std::min<int64_t>(p, product(shape) / threads))};
-    if (gen() % 2 && shape.back() % k.per_thread == 0) {
-      k.inner = shape.back();
-      k.threads_inner = 1 << (gen() % 6);
-      trace << " threads per row " << k.threads_inner;
-    }
+    const auto [shape, axis, threads, k, trace] = random_tile(gen, /*max_run=*/4);
     SCOPED_TRACE(trace);
     std::optional<ScanPlan> plan = scan_plan_of_blocked(shape, axis, threads, k);
     if (!plan.has_value()) continue;
@@ -415,21 +436,7 @@ TEST(Layout, SortPlansSortEveryLine) {
   std::mt19937 gen(std::random_device{}());
   int planned = 0, over_warps = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    int rank = 1 + gen() % 3, threads = 32 << (gen() % 3), p = 1 << (gen() % 6);
-    std::vector<int64_t> shape(rank);
-    for (int64_t& d : shape) d = 1 << (gen() % 6);
-    if (product(shape) < threads) shape[0] *= threads;
-    int axis = static_cast<int>(gen() % rank);
-    ::testing::Message trace;
-    trace << "shape";
-    for (int64_t d : shape) trace << " " << d;
-    trace << " axis " << axis << " threads " << threads << " per_thread " << p;
-    Blocking k{.per_thread = static_cast<int>(std::min<int64_t>(p, product(shape) / threads))};
-    if (gen() % 2 && shape.back() % k.per_thread == 0) {
-      k.inner = shape.back();
-      k.threads_inner = 1 << (gen() % 6);
-      trace << " threads per row " << k.threads_inner;
-    }
+    const auto [shape, axis, threads, k, trace] = random_tile(gen, /*max_run=*/32);
     SCOPED_TRACE(trace);
     std::optional<SortPlan> plan = sort_plan_of_blocked(shape, axis, threads, k);
     if (!plan.has_value()) continue;
