@@ -139,6 +139,36 @@ TEST(Sort, SpecialValues) {
   for (int i : {6, 7, 8, 9}) EXPECT_TRUE(std::isnan(got[i])) << i;
 }
 
+// The order is total, so that every target gives the same bits: -0 just
+// before +0, then the numbers above, then NaNs, positive ones first, each
+// sign's in the order of their bits; descending, the reverse. For f32, f16
+// and f8e4m3 (whose top number is the finite 448), as raw bits.
+template <class Bits>
+void expect_total_order(DType d, const std::vector<Bits>& in, const std::vector<Bits>& ascending) {
+  const int n = static_cast<int>(in.size());
+  KernelBuilder k("sort_total");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
+  Value t = load(x + k.arange(0, n));
+  store(out + k.arange(0, n), sort(t, 0));
+  store(out + n + k.arange(0, n), sort(t, 0, /*descending=*/true));
+  std::vector<Bits> xs = in, got(2 * n, 0);
+  TESSEL_ASSERT_OK(run(k, 1, static_cast<void*>(xs.data()), static_cast<void*>(got.data())));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(got[i], ascending[i]) << d.name() << " ascending, element " << i;
+    EXPECT_EQ(got[n + i], ascending[n - 1 - i]) << d.name() << " descending, element " << i;
+  }
+}
+
+TEST(Sort, TheOrderIsTotal) {
+  expect_total_order<uint32_t>(
+      f32, {0x00000000, 0x7fc00001, 0x80000000, 0xffc00000, 0x3f800000, 0x80000000, 0x7fc00000, 0xff800000},
+      {0xff800000, 0x80000000, 0x80000000, 0x00000000, 0x3f800000, 0x7fc00000, 0x7fc00001, 0xffc00000});
+  expect_total_order<uint16_t>(f16, {0x7e00, 0x8000, 0x7c00, 0x0000, 0xfe00, 0xbc00, 0x3c00, 0x8000},
+                               {0xbc00, 0x8000, 0x8000, 0x0000, 0x3c00, 0x7c00, 0x7e00, 0xfe00});
+  expect_total_order<uint8_t>(f8e4m3, {0x7f, 0x00, 0xff, 0x80, 0x7e, 0xfe, 0x38, 0xb8},
+                              {0xfe, 0xb8, 0x80, 0x00, 0x38, 0x7e, 0x7f, 0xff});
+}
+
 // Top-k rows: the positions of each row's k largest scores, largest first
 // (argsort descending), and their scores loaded through them, as a
 // mixture-of-experts router picks experts; rows in a loop, one program.
