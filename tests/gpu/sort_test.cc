@@ -1,11 +1,13 @@
 // sort and argsort along one axis of 2-D tiles on the device under test (cuda:0, or the
 // device TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with the
-// same random inputs: random block shapes (sides often not powers of two),
-// random matrix sizes (masks cut blocks), 1, 4 and 8 warps, both ways. The
-// targets run the same network of compare-exchanges, so they agree bit for
-// bit, NaNs and zeros of both signs included.
+// same random inputs (f32, i32, and bf16 as any bits): random block shapes
+// (sides often not powers of two, sorted over a buffer; powers of two sort in
+// registers on a GPU), random matrix sizes (masks cut blocks), 1, 4 and 8
+// warps, both ways. The order is total, so whatever network a target runs,
+// they agree bit for bit, NaNs and zeros of both signs included.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "dsl/ops.h"
@@ -52,6 +54,9 @@ class Sort : public AgreeTest {
         const int pick = rng.uniform_int(0, 19);
         if constexpr (std::is_floating_point_v<T>) {
           v = pick == 0 ? NAN : pick == 1 ? -0.0f : pick == 2 ? 0.0f : pick == 3 ? INFINITY : rng.uniform(-1, 1);
+        } else if constexpr (std::is_same_v<T, uint16_t>) {  // bf16 bits: zeros, NaNs of both signs, any
+          v = pick < 4 ? std::vector<uint16_t>{0x0000, 0x8000, 0x7fc0, 0xffc1}[pick]
+                       : static_cast<uint16_t>(rng.uniform_int(0, 0xffff));
         } else {
           v = static_cast<T>(pick < 4 ? pick : rng.uniform_int(-1000, 1000));
         }
@@ -88,6 +93,8 @@ class Sort : public AgreeTest {
 TEST_F(Sort, F32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<float>(f32); }
 
 TEST_F(Sort, I32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<int32_t>(i32); }
+
+TEST_F(Sort, BF16BitsAlongEachAxisAgreeWithTheHost) { agree_on_random_shapes<uint16_t>(bf16); }
 
 }  // namespace
 }  // namespace tessel::gpu_test
