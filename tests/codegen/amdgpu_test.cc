@@ -147,6 +147,21 @@ TEST(Amdgpu, SortsRunTheirNetworkInLds) {
   EXPECT_THAT(rows->artifacts.assembly, HasSubstr("s_barrier"));
 }
 
+TEST(Amdgpu, SortsOfPowerOfTwoRowsPermuteAcrossLanes) {
+  // [4, 1024] over four waves: a wave a row, in registers, no LDS.
+  KernelBuilder k("row_sort");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
+  Value offs = expand_dims(k.arange(0, 4), 1) * 1024 + expand_dims(k.arange(0, 1024), 0);
+  store(out + offs, sort(load(x + offs), 1));
+  absl::StatusOr<Compiled> rows = compile_gfx942(*k.build());
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  const std::string& s = rows->artifacts.assembly;
+  EXPECT_NE(s.find("ds_bpermute_b32"), std::string::npos);
+  EXPECT_NE(s.find("v_min_u32"), std::string::npos);
+  EXPECT_EQ(s.find("s_barrier"), std::string::npos);
+  EXPECT_NE(s.find(".amdhsa_group_segment_fixed_size 0\n"), std::string::npos);
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();
