@@ -121,13 +121,20 @@ TYPED_TEST(SortTest, AlongEveryAxisMatchesTheStdSorts) {
   for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(check(c, xs, got, places));
 }
 
+// Adds to `k` args x [n] of dtype `d` and out: x sorted (argsorted with
+// `positions`) into out[0, n), and descending into out[n, 2n).
+void sort_both_ways(KernelBuilder& k, DType d, int n, bool positions) {
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(positions ? i32 : d), "out");
+  Value t = load(x + k.arange(0, n));
+  for (bool descending : {false, true}) {
+    store(out + (descending ? n : 0) + k.arange(0, n), positions ? argsort(t, 0, descending) : sort(t, 0, descending));
+  }
+}
+
 // A NaN counts above every number, infinities included.
 TEST(Sort, SpecialValues) {
   KernelBuilder k("sort_specials");
-  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out");
-  Value t = load(x + k.arange(0, 8));
-  store(out + k.arange(0, 8), sort(t, 0));
-  store(out + 8 + k.arange(0, 8), sort(t, 0, /*descending=*/true));
+  sort_both_ways(k, f32, 8, /*positions=*/false);
   std::vector<float> xs = {NAN, 2, -INFINITY, 1, INFINITY, -NAN, -1, 0.5f};
   std::vector<float> got = poisoned<float>(16);
   TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
@@ -147,10 +154,7 @@ template <class Bits>
 void expect_total_order(DType d, const std::vector<Bits>& in, const std::vector<Bits>& ascending) {
   const int n = static_cast<int>(in.size());
   KernelBuilder k("sort_total");
-  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
-  Value t = load(x + k.arange(0, n));
-  store(out + k.arange(0, n), sort(t, 0));
-  store(out + n + k.arange(0, n), sort(t, 0, /*descending=*/true));
+  sort_both_ways(k, d, n, /*positions=*/false);
   std::vector<Bits> xs = in, got(2 * n, 0);
   TESSEL_ASSERT_OK(run(k, 1, static_cast<void*>(xs.data()), static_cast<void*>(got.data())));
   for (int i = 0; i < n; ++i) {
@@ -208,10 +212,7 @@ TEST(Sort, TopKOfRowsInALoop) {
 // Equal keys keep their order in argsort, both ways; NaNs count as equal.
 TEST(Sort, ArgsortIsStable) {
   KernelBuilder k("argsort_ties");
-  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(i32), "out");
-  Value t = load(x + k.arange(0, 8));
-  store(out + k.arange(0, 8), argsort(t, 0));
-  store(out + 8 + k.arange(0, 8), argsort(t, 0, /*descending=*/true));
+  sort_both_ways(k, f32, 8, /*positions=*/true);
   std::vector<float> xs = {1, NAN, 0.0f, 1, -0.0f, NAN, 1, -2};
   std::vector<int32_t> got = poisoned<int32_t>(16);
   TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
