@@ -180,10 +180,6 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
       store_elem(places, rt, at.linear, b_.CreateTrunc(place, b_.getInt32Ty()));
     }
   });
-  // Whether x comes before y ascending.
-  auto less = [&](llvm::Value* x, llvm::Value* y) -> llvm::Value* {
-    return b_.CreateICmpULT(sort_key(b_, x, d, positions), sort_key(b_, y, d, positions));
-  };
   set(o, positions ? places : keys);
   int64_t span = 1, levels = 0;
   while (span < n) {
@@ -216,7 +212,9 @@ absl::Status Lowering::sort(const Op& o, const Type& rt) {
           llvm::Value* at_hi = b_.CreateAdd(base, b_.CreateMul(hi, b_.getInt64(inner)));
           llvm::Value* x = load_elem(keys, in, at_lo);
           llvm::Value* y = load_elem(keys, in, at_hi);
-          llvm::Value *x_first = less(x, y), *y_first = less(y, x);
+          // Whether x comes before y ascending, and y before x.
+          llvm::Value *kx = sort_key(b_, x, d, positions), *ky = sort_key(b_, y, d, positions);
+          llvm::Value *x_first = b_.CreateICmpULT(kx, ky), *y_first = b_.CreateICmpULT(ky, kx);
           llvm::Value* swap = descending ? x_first : y_first;
           if (positions) {
             // Equal keys in the order of their places: (key, place) orders
