@@ -32,6 +32,12 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
                                     int warp_size) {
   Groups groups(ir.values.size());
   for (const Op& o : ir.ops) {
+    if (o.op == OpCode::kGather) {
+      // The index and the result share a shape; the source is read from
+      // shared memory in any layout.
+      groups.join(o.operands[1], o.results[0]);
+      continue;
+    }
     if (!pairs_slots(o.op) || o.operands.empty() || !ir.type(o.operands[0]).is_tile()) continue;
     int first = o.operands[0];
     for (int v : o.operands) {

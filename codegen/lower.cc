@@ -316,6 +316,8 @@ absl::Status Lowering::op(const Op& o) {
       return permute(o, rt);
     case OpCode::kBroadcast:
       return permute(o, rt);
+    case OpCode::kGather:
+      return gather(o, rt);
     case OpCode::kReduce:
       return reduce(o, rt);
     case OpCode::kScan:

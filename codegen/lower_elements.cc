@@ -35,6 +35,8 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
     case OpCode::kScan:
     case OpCode::kSort:
       return o.operands[0] == v;
+    case OpCode::kGather:
+      return o.operands[1] == v;
     default:
       return false;
   }
@@ -337,6 +339,8 @@ llvm::Value* Lowering::compute(const Op& o, ElemIndex& at) {
       return element(o.operands[0], operand_index(o, at));
     case OpCode::kLoad:
       return load_element(o, at);
+    case OpCode::kGather:
+      return gathered(o, at, element(o.operands[1], at));
     default:
       TESSEL_CHECK(false, "not an op computed element by element");
   }

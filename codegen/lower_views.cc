@@ -1,5 +1,6 @@
 // Views and data movement between tile shapes: expand_dims and reshape keep
-// their operand's elements in order; broadcast and trans permute them.
+// their operand's elements in order; broadcast and trans permute them;
+// gather picks them.
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -63,6 +64,42 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
   }
   define_elements(o);
   return absl::OkStatus();
+}
+
+absl::Status Lowering::gather(const Op& o, const Type& rt) {
+  if (!in_registers(rt) && wanted_[o.results[0]] == nullptr) {
+    define_elements(o);
+    return absl::OkStatus();
+  }
+  // Every thread reads what its slots pick from the source's buffer (written
+  // there from registers first, for all threads to read).
+  const Layout& want = *layout(o.results[0]);
+  const std::vector<llvm::Value*> index = regs(o.operands[1], want);
+  held_.clear();
+  hold(o.operands[0]);
+  std::vector<llvm::Value*> out;
+  for (int64_t slot = 0; slot < want.slots(); ++slot) {
+    llvm::Value* e = want.element(b_, thread_, slot);
+    if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
+    ElemIndex at = at_linear(rt.shape(), e);
+    out.push_back(gathered(o, at, index[slot]));
+  }
+  set_regs(o, std::move(out));
+  return absl::OkStatus();
+}
+
+llvm::Value* Lowering::gathered(const Op& o, ElemIndex& at, llvm::Value* index) {
+  const Type& src = ir_.type(o.operands[0]);
+  const int axis = static_cast<int>(o.ints[0]);
+  // A negative index is a large unsigned one: one compare finds both ends.
+  llvm::Value* i = ir_.type(o.operands[1]).dtype().is_signed() ? b_.CreateSExtOrTrunc(index, b_.getInt64Ty())
+                                                               : b_.CreateZExtOrTrunc(index, b_.getInt64Ty());
+  llvm::Value* inside = b_.CreateICmpULT(i, b_.getInt64(src.shape()[axis]));
+  std::vector<llvm::Value*> dims = at.dims;
+  dims[axis] = b_.CreateSelect(inside, i, b_.getInt64(0));
+  ElemIndex from = at_dims(src.shape(), std::move(dims));
+  llvm::Value* v = element(o.operands[0], from);
+  return b_.CreateSelect(inside, v, llvm::Constant::getNullValue(v->getType()));
 }
 
 }  // namespace tessel::codegen

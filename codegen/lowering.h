@@ -4,7 +4,7 @@
 //                        shared-memory buffers, val() and regs()
 //   lower_elementwise.cc elementwise ops, the layouts they compute in,
 //                        and the slices broadcasts want (want_slices)
-//   lower_views.cc       expand_dims, reshape, broadcast, trans
+//   lower_views.cc       expand_dims, reshape, broadcast, trans, gather
 //   lower_reduce.cc      reductions
 //   lower_scan.cc        scans
 //   lower_dot.cc         dot, and TargetInfo::dot's default
@@ -351,6 +351,11 @@ class Lowering {
   absl::Status view(const Op& o);
   // Broadcast and transpose: out[idx] = in[map(idx)].
   absl::Status permute(const Op& o, const Type& rt);
+  // Gather: each element read from the source's buffer at the position its
+  // index gives; in registers, the index's registers in the result's layout.
+  absl::Status gather(const Op& o, const Type& rt);
+  // Gather `o`'s element at `at`, whose index is `index`.
+  llvm::Value* gathered(const Op& o, ElemIndex& at, llvm::Value* index);
 
   // Triggered-view ops, with the view header's fields loaded in the entry block.
   ViewLowering views() { return ViewLowering(b_, target_, alloca_point_, view_header_); }

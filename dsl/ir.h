@@ -43,6 +43,7 @@ enum class OpCode : uint8_t {
   kScan,    // ints = {axis, combiner opcode, reverse}: inclusive, the shape kept
   kSort,    // ints = {axis, descending, positions}: each line along the axis in order, the shape kept
             // (with positions, the i32 positions that order it, ties in their order)
+  kGather,  // operands: src, index; ints = {axis}: src's elements at index's positions along the axis
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

@@ -13,7 +13,7 @@ namespace tessel {
 
 enum class OpCategory : uint8_t {
   kLeaf,              // constant, program_id, num_programs, arange: no operands
-  kShape,             // splat, broadcast, expand_dims, reshape, trans
+  kShape,             // splat, broadcast, expand_dims, reshape, trans, gather
   kBinary,            // elementwise binary arithmetic: add .. max, bitwise ops, shifts
   kComparison,        // elementwise eq .. ge, with i1 results
   kUnary,             // elementwise neg .. cosh

@@ -459,6 +459,33 @@ Value argsort(const Value& x, int axis, bool descending, Loc loc) {
   return sort_op(x, axis, descending, true, "argsort", loc);
 }
 
+Value gather(const Value& src, const Value& index, int axis, Loc loc) {
+  BuilderState* s = src.state();
+  if (s == nullptr) return Value();
+  const int is = s->use(src, "gather", loc);
+  const int ii = is < 0 ? -1 : s->use(index, "gather", loc);
+  if (ii < 0) return Value();
+  const Type &ts = s->type(is), &ti = s->type(ii);
+  if (!ts.is_tile() || ts.elements_are_pointers()) {
+    return s->fail(loc, absl::StrCat("gather: the source is a tile of numbers or i1, got ", ts.str()));
+  }
+  if (!ti.is_tile() || ti.elements_are_pointers() || ti.dtype().is_float() || ti.dtype().is_bool()) {
+    return s->fail(loc, absl::StrCat("gather: the index is a tile of integers, got ", ti.str()));
+  }
+  if (axis < 0 || axis >= ts.rank()) {
+    return s->fail(loc, absl::StrCat("gather: axis ", axis, " is out of range for ", ts.str()));
+  }
+  bool fits = ti.rank() == ts.rank();
+  for (int d = 0; fits && d < ts.rank(); ++d) fits = d == axis || ti.shape()[d] == ts.shape()[d];
+  if (!fits) {
+    return s->fail(loc, absl::StrCat("gather: the index ", shape_str(ti.shape()),
+                                     " must have the source's rank and its "
+                                     "sizes but along axis ",
+                                     axis, " (the source is ", shape_str(ts.shape()), ")"));
+  }
+  return s->emit1(OpCode::kGather, {is, ii}, Type::tile(ts.dtype(), ti.shape()), loc, {axis});
+}
+
 namespace {
 
 // The position along `axis` of the first element equal to the combiner's

@@ -56,6 +56,14 @@ Value sort(const Value& x, int axis, bool descending = false, Loc loc = Loc::cur
 // order, equal elements (NaNs, -0 and +0 among them) keeping their order
 // (a stable sort). The top k of a row are its first k positions.
 Value argsort(const Value& x, int axis, bool descending = false, Loc loc = Loc::current());
+// The elements of `src` that `index` picks along `axis`: out[..., i, ...] =
+// src[..., index[..., i, ...], ...] (torch.gather, Triton's tl.gather).
+// `index` is a tile of integers of src's rank, equal to src in every other
+// dimension, and the result has index's shape and src's dtype. An index
+// outside [0, src's size along the axis) gives 0 (false for i1). With
+// argsort, a row's top k: gather(x, gather(order, first_k, 1), 1), where
+// first_k holds 0 ... k - 1 in each row.
+Value gather(const Value& src, const Value& index, int axis, Loc loc = Loc::current());
 
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());

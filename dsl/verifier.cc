@@ -130,6 +130,14 @@ class Verifier {
         if (ir_.type(o.results[0]) != want) return fail(o, "malformed");
         break;
       }
+      case OpCode::kGather: {
+        if (o.operands.size() != 2 || o.ints.size() != 1 || !type(0).is_tile() || !type(1).is_tile() ||
+            type(1).rank() != type(0).rank() || o.ints[0] < 0 || o.ints[0] >= type(0).rank() ||
+            ir_.type(o.results[0]) != Type::tile(type(0).dtype(), type(1).shape())) {
+          return fail(o, "malformed");
+        }
+        break;
+      }
       case OpCode::kDot:
         if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2) || o.ints.size() > 1) return fail(o, "malformed");
         if (!o.ints.empty() && (o.ints[0] != static_cast<int64_t>(Precision::kTf32) || type(0).dtype() != f32)) {

@@ -1,7 +1,7 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
 // parameters (pointers, scalars, tensor maps), sometimes a cluster size,
 // then up to 48 builder calls (tiles, arithmetic, math, random numbers,
-// casts, shape ops, reductions, scans, sorts, argsorts and arg-reductions, dot, loads and
+// casts, shape ops, reductions, scans, sorts, argsorts, gathers and arg-reductions, dot, loads and
 // stores, atomics, TMA loads, stores, reductions and multicasts, loops with
 // their pipelining and warp-specialization options, persistent tile loops,
 // branches, vars) on values made earlier, many of them ill-typed on
@@ -313,7 +313,7 @@ class Program {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
         const bool reverse = r_.flip();
-        switch (r_.below(10)) {
+        switch (r_.below(11)) {
           case 0:
             keep(sum(x, axis));
             break;
@@ -340,6 +340,9 @@ class Program {
             break;
           case 8:
             keep(r_.flip() ? sort(x, axis, reverse) : argsort(x, axis, reverse));
+            break;
+          case 9:
+            keep(gather(x, value(), axis));
             break;
           default:
             keep(min(x, axis));

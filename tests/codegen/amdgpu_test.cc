@@ -162,6 +162,21 @@ TEST(Amdgpu, SortsOfPowerOfTwoRowsPermuteAcrossLanes) {
   EXPECT_NE(s.find(".amdhsa_group_segment_fixed_size 0\n"), std::string::npos);
 }
 
+TEST(Amdgpu, GathersReadTheirSourceFromLds) {
+  KernelBuilder k("gather_rows");
+  Value x = k.arg(ptr(f32), "x"), idx = k.arg(ptr(i32), "idx"), out = k.arg(ptr(f32), "out");
+  Value rows = expand_dims(k.arange(0, 16), 1);
+  Value src = load(x + (rows * 256 + expand_dims(k.arange(0, 256), 0)));
+  Value offs = rows * 8 + expand_dims(k.arange(0, 8), 0);
+  store(out + offs, gather(src, load(idx + offs), 1));
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& s = c->artifacts.assembly;
+  EXPECT_NE(s.find("ds_write"), std::string::npos);
+  EXPECT_NE(s.find("ds_read"), std::string::npos);
+  EXPECT_NE(s.find("s_barrier"), std::string::npos);
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -474,6 +474,62 @@ TEST(Diagnostics, ScansAndSortsNameWhatTheyNeed) {
   }
 }
 
+TEST(Diagnostics, GatherOperands) {
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8, 16}, f32);
+    const int line = __LINE__ + 1;
+    gather(x, k.zeros({8, 4}, f32), 1);
+    EXPECT_TRUE(FailsAt(k, line, "gather: the index is a tile of integers, got tile<f32>[8,4]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8, 16}, f32);
+    const int line = __LINE__ + 1;
+    gather(x, k.arange(0, 4) < 2, 0);
+    EXPECT_TRUE(FailsAt(k, line, "gather: the index is a tile of integers, got tile<i1>[4]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value p = k.arg(ptr(f32), "p");
+    const int line = __LINE__ + 1;
+    gather(p + k.arange(0, 16), k.arange(0, 4), 0);
+    EXPECT_TRUE(FailsAt(k, line, "gather: the source is a tile of numbers or i1, got tile<ptr<f32>>[16]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.constant(1.0, f32);
+    const int line = __LINE__ + 1;
+    gather(x, k.arange(0, 4), 0);
+    EXPECT_TRUE(FailsAt(k, line, "gather: the source is a tile of numbers or i1, got f32"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8, 16}, f32);
+    const int line = __LINE__ + 1;
+    gather(x, k.zeros({8, 16}, i32), 2);
+    EXPECT_TRUE(FailsAt(k, line, "gather: axis 2 is out of range for tile<f32>[8,16]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8, 16}, f32);
+    const int line = __LINE__ + 1;
+    gather(x, k.zeros({4, 4}, i32), 1);
+    EXPECT_TRUE(FailsAt(k, line,
+                        "gather: the index [4,4] must have the source's rank and its sizes but along axis 1 "
+                        "(the source is [8,16])"));
+  }
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8, 16}, f32);
+    const int line = __LINE__ + 1;
+    gather(x, k.arange(0, 16), 1);
+    EXPECT_TRUE(FailsAt(k, line,
+                        "gather: the index [16] must have the source's rank and its sizes but along axis 1 "
+                        "(the source is [8,16])"));
+  }
+}
+
 TEST(Diagnostics, ExpandDimsAxisOutOfRange) {
   KernelBuilder k("k");
   Value x = k.arange(0, 64);

@@ -1,0 +1,37 @@
+// gather on NVPTX: with the index and the result in registers, the source is
+// written to shared memory once, the program meets once, and each thread
+// reads only the elements its slots pick. Assembles.
+#include <string>
+
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gtest/gtest.h"
+#include "tests/codegen/ptx_test_util.h"
+
+namespace tessel {
+namespace {
+
+TEST(PtxGather, TheSourceGoesThroughSharedMemoryOnce) {
+  // x [16, 256] f32 over 128 threads (32 slots each), gathered along its
+  // rows by idx [16, 8] (one slot each).
+  KernelBuilder k("gather_rows");
+  Value x = k.arg(ptr(f32), "x"), idx = k.arg(ptr(i32), "idx"), out = k.arg(ptr(f32), "out");
+  Value src = load(x + (expand_dims(k.arange(0, 16), 1) * 256 + expand_dims(k.arange(0, 256), 0)));
+  Value offs = expand_dims(k.arange(0, 16), 1) * 8 + expand_dims(k.arange(0, 8), 0);
+  store(out + offs, gather(src, load(idx + offs), 1));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  CompileOptions options;
+  options.num_warps = 4;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  EXPECT_EQ(count(ptx, "st.shared.f32"), 32);
+  EXPECT_EQ(count(ptx, "bar.sync"), 1);
+  EXPECT_EQ(count(ptx, "ld.shared.f32"), 1);
+  EXPECT_EQ(count(ptx, "st.shared.u32") + count(ptx, "st.shared.b32"), 0);  // the index stays in registers
+  expect_ptxas_accepts(ptx);
+}
+
+}  // namespace
+}  // namespace tessel
