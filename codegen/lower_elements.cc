@@ -141,6 +141,16 @@ bool Lowering::costly(const Op& o) const {
 
 void Lowering::plan_inline() {
   inline_.assign(ir_.values.size(), false);
+  // Index tiles may also be computed inline in the blocks nested in theirs:
+  // recomputed in a loop's body, they keep the body's addresses visibly
+  // consecutive where a buffer would hide them.
+  index_tile_.assign(ir_.values.size(), false);
+  for (const Op& o : ir_.ops) {
+    if (!inlinable(ir_, o) || o.op == OpCode::kLoad || costly(o)) continue;
+    bool ok = true;
+    for (int v : o.operands) ok = ok && (!ir_.type(v).is_tile() || index_tile_[v]);
+    index_tile_[o.results[0]] = ok;
+  }
   if (!walks_alone()) return;
   std::vector<std::vector<int>> users(ir_.values.size());
   for (size_t i = 0; i < ir_.ops.size(); ++i) {
@@ -161,17 +171,6 @@ void Lowering::plan_inline() {
   // of the last op whose loop computes some.
   std::vector<int64_t> computed(ir_.values.size(), 0);
   std::vector<int> loops(ir_.values.size(), 0), last(ir_.values.size(), -1);
-  // Index tiles (arange, splats, and cheap arithmetic and views of them; no
-  // loads) may also be computed inline in the blocks nested in theirs:
-  // recomputed in a loop's body, they keep the body's addresses visibly
-  // consecutive where a buffer would hide them.
-  std::vector<bool> index(ir_.values.size(), false);
-  for (const Op& o : ir_.ops) {
-    if (!inlinable(ir_, o) || o.op == OpCode::kLoad || costly(o)) continue;
-    bool ok = true;
-    for (int v : o.operands) ok = ok && (!ir_.type(v).is_tile() || index[v]);
-    index[o.results[0]] = ok;
-  }
   // Nested blocks first (a block's index is above its parent's), so that
   // readers there are decided before what they read.
   for (size_t b = ir_.blocks.size(); b-- > 0;) {
@@ -190,7 +189,7 @@ void Lowering::plan_inline() {
       for (int u : users[r]) {
         const Op& user = ir_.ops[u];
         const bool here = block_of[u] == static_cast<int>(b);
-        if (!(here || index[r]) || !reads_elements(ir_, user, r)) {
+        if (!(here || index_tile_[r]) || !reads_elements(ir_, user, r)) {
           ok = false;
           break;
         }
@@ -224,7 +223,7 @@ void Lowering::plan_inline() {
 llvm::Value* Lowering::element(int id, ElemIndex& at) {
   const Type& t = ir_.type(id);
   if (!t.is_tile()) return val(id);
-  if (!inline_[id]) {
+  if (!inline_[id] && !(recompute_index_ && index_tile_[id])) {
     auto buf = held_.find(id);
     TESSEL_CHECK(buf != held_.end(), "a tile read element by element is held first");
     return load_elem(buf->second, t, at.linear);

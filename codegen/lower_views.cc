@@ -41,6 +41,16 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
       }
     }
   }
+  if (o.op == OpCode::kBroadcast && (in_registers(rt) || wanted_[o.results[0]] != nullptr) &&
+      index_tile_[o.operands[0]]) {
+    // An index tile held in another slice (a row index broadcast to tiles of
+    // two widths) or in memory: each slot computes its element again, which
+    // costs less than a trip through shared memory and a barrier.
+    recompute_index_ = true;
+    set_regs(o, each_slot(*layout(o.results[0]), rt.shape(), [&](ElemIndex& at, int64_t) { return compute(o, at); }));
+    recompute_index_ = false;
+    return absl::OkStatus();
+  }
   const bool from_buffer = regs_[o.operands[0]].slots.empty();
   if (wanted_[o.results[0]] != nullptr &&
       ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) || o.op == OpCode::kTrans)) {
@@ -50,16 +60,8 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     // or a transpose (in the layout of a product's register operand, dS of
     // dS @ K when dS^T is what the registers hold). Each slot reads its
     // element from the operand's buffer: no copy of the whole tile.
-    const Layout& want = *wanted_[o.results[0]];
     hold(o);
-    std::vector<llvm::Value*> out;
-    for (int64_t slot = 0; slot < want.slots(); ++slot) {
-      llvm::Value* e = want.element(b_, thread_, slot);
-      if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
-      ElemIndex at = at_linear(rt.shape(), e);
-      out.push_back(compute(o, at));
-    }
-    set_regs(o, std::move(out));
+    set_regs(o, each_slot(*wanted_[o.results[0]], rt.shape(), [&](ElemIndex& at, int64_t) { return compute(o, at); }));
     return absl::OkStatus();
   }
   define_elements(o);
@@ -77,14 +79,7 @@ absl::Status Lowering::gather(const Op& o, const Type& rt) {
   const std::vector<llvm::Value*> index = regs(o.operands[1], want);
   held_.clear();
   hold(o.operands[0]);
-  std::vector<llvm::Value*> out;
-  for (int64_t slot = 0; slot < want.slots(); ++slot) {
-    llvm::Value* e = want.element(b_, thread_, slot);
-    if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
-    ElemIndex at = at_linear(rt.shape(), e);
-    out.push_back(gathered(o, at, index[slot]));
-  }
-  set_regs(o, std::move(out));
+  set_regs(o, each_slot(want, rt.shape(), [&](ElemIndex& at, int64_t slot) { return gathered(o, at, index[slot]); }));
   return absl::OkStatus();
 }
 
@@ -100,6 +95,18 @@ llvm::Value* Lowering::gathered(const Op& o, ElemIndex& at, llvm::Value* index) 
   ElemIndex from = at_dims(src.shape(), std::move(dims));
   llvm::Value* v = element(o.operands[0], from);
   return b_.CreateSelect(inside, v, llvm::Constant::getNullValue(v->getType()));
+}
+
+std::vector<llvm::Value*> Lowering::each_slot(const Layout& want, const Shape& shape,
+                                              const std::function<llvm::Value*(ElemIndex&, int64_t)>& element_at) {
+  std::vector<llvm::Value*> out;
+  for (int64_t slot = 0; slot < want.slots(); ++slot) {
+    llvm::Value* e = want.element(b_, thread_, slot);
+    if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
+    ElemIndex at = at_linear(shape, e);
+    out.push_back(element_at(at, slot));
+  }
+  return out;
 }
 
 }  // namespace tessel::codegen

@@ -217,6 +217,11 @@ class Lowering {
   // transpose `o`.
   ElemIndex& operand_index(const Op& o, ElemIndex& at);
   std::vector<bool> inline_;  // per value
+  // Index tiles: arange, splats, and cheap arithmetic and views of them (no
+  // loads), per value. While recompute_index_ is set, element() computes
+  // them where it reads them, as it does inline tiles.
+  std::vector<bool> index_tile_;
+  bool recompute_index_ = false;
   // The ops the program's threads meet before, and the parameter each
   // pointer derives from (codegen/hazards.h).
   std::set<int> hazards_;
@@ -356,6 +361,11 @@ class Lowering {
   absl::Status gather(const Op& o, const Type& rt);
   // Gather `o`'s element at `at`, whose index is `index`.
   llvm::Value* gathered(const Op& o, ElemIndex& at, llvm::Value* index);
+  // This thread's slots of a tile of `shape` in layout `want`: each the
+  // element element_at gives at the slot's position (a slot past the tile
+  // asks for position 0).
+  std::vector<llvm::Value*> each_slot(const Layout& want, const Shape& shape,
+                                      const std::function<llvm::Value*(ElemIndex&, int64_t)>& element_at);
 
   // Triggered-view ops, with the view header's fields loaded in the entry block.
   ViewLowering views() { return ViewLowering(b_, target_, alloca_point_, view_header_); }

@@ -16,8 +16,9 @@ TEST(PtxGather, TheSourceGoesThroughSharedMemoryOnce) {
   // rows by idx [16, 8] (one slot each).
   KernelBuilder k("gather_rows");
   Value x = k.arg(ptr(f32), "x"), idx = k.arg(ptr(i32), "idx"), out = k.arg(ptr(f32), "out");
-  Value src = load(x + (expand_dims(k.arange(0, 16), 1) * 256 + expand_dims(k.arange(0, 256), 0)));
-  Value offs = expand_dims(k.arange(0, 16), 1) * 8 + expand_dims(k.arange(0, 8), 0);
+  Value rows = expand_dims(k.arange(0, 16), 1);
+  Value src = load(x + rows * 256 + expand_dims(k.arange(0, 256), 0));
+  Value offs = rows * 8 + expand_dims(k.arange(0, 8), 0);
   store(out + offs, gather(src, load(idx + offs), 1));
   absl::StatusOr<Kernel> kernel = k.build();
   ASSERT_TRUE(kernel.ok()) << kernel.status();

@@ -44,8 +44,8 @@ Kernel reduce_broadcast_kernel(DType d, int br, int bc, int axis, int combiner) 
   KernelBuilder k("reduce_broadcast");
   Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out"), r = k.arg(ptr(d), "r");
   Value offs = expand_dims(k.arange(0, br), 1) * bc + expand_dims(k.arange(0, bc), 0);  // [br, bc] i32
-  Value v = load(x + offs);                                                            // [br, bc]
-  Value red = reduce(combiner, v, axis);                                               // [bc] or [br]
+  Value v = load(x + offs);                                                             // [br, bc]
+  Value red = reduce(combiner, v, axis);                                                // [bc] or [br]
   store(out + offs, v - expand_dims(red, axis) * k.constant(2, d));
   store(r + k.arange(0, axis == 0 ? bc : br), red);
   absl::StatusOr<Kernel> kernel = k.build();
@@ -115,7 +115,8 @@ TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
   DeviceCode code = compile(*two, 1 | 2 | 8);
   EXPECT_EQ(code.shared_bytes, 128 * 4);
   EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 5);
-  EXPECT_EQ(file_check(code.binary, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
+  EXPECT_EQ(file_check(code.binary, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"),
+            0);
 }
 
 // out = x - sum(x, 1) broadcast back, on a [4, 64, 2] tile of `d`: the
@@ -123,7 +124,8 @@ TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
 Kernel middle_axis_kernel(DType d) {
   KernelBuilder k("middle_axis");
   Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
-  Value offs = expand_dims(expand_dims(k.arange(0, 4), 1), 2) * 128 + expand_dims(expand_dims(k.arange(0, 64), 0), 2) * 2 +
+  Value offs = expand_dims(expand_dims(k.arange(0, 4), 1), 2) * 128 +
+               expand_dims(expand_dims(k.arange(0, 64), 0), 2) * 2 +
                expand_dims(expand_dims(k.arange(0, 2), 0), 1);  // [4, 64, 2] i32
   Value v = load(x + offs);
   store(out + offs, v - expand_dims(sum(v, 1), 1));
@@ -203,6 +205,24 @@ TEST_F(PtxSlice, OneWarpWholeTileSoftmaxNeedsNoSharedMemory) {
   DeviceCode four = compile(*softmax, 1 | 2 | 8, 4);
   EXPECT_EQ(four.shared_bytes, 0);
   EXPECT_EQ(file_check(four.binary, "CHECK: .shared {{.*}}tessel_scratch\nCHECK: bar.sync\n"), 0);
+}
+
+TEST_F(PtxSlice, ARowIndexBroadcastToTwoWidthsIsComputedInBoth) {
+  // rows [16, 1] takes one slice layout, of the [16, 256] tiles' or of the
+  // [16, 8] ones'; the other broadcasts compute its elements again, and
+  // neither the row index nor a pointer tile goes through shared memory.
+  KernelBuilder k("two_widths");
+  Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y"), out = k.arg(ptr(f32), "out");
+  Value rows = expand_dims(k.arange(0, 16), 1);                         // [16, 1] i32
+  Value cols = expand_dims(k.arange(0, 256), 0);                        // [1, 256] i32
+  store(y + rows * 256 + cols, load(x + rows * 256 + cols) * 2.0f);     // [16, 256] f32
+  Value first = broadcast_to(expand_dims(k.arange(0, 8), 0), {16, 8});  // [16, 8] i32
+  store(out + rows * 8 + first, cast(first + rows, f32));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  DeviceCode code = compile(*kernel, 0);
+  EXPECT_EQ(code.shared_bytes, 0);
+  EXPECT_EQ(file_check(code.binary, kNoSharedMemory), 0);
 }
 
 }  // namespace
