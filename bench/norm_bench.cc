@@ -11,8 +11,11 @@
 // checked against a double reference on a sample of rows. The baselines
 // (torch eager, torch.compile, Triton) come from bench/norm_compare.py,
 // which reads the JSON this writes (--json=PATH) and prints the ratios.
+// Last, a mixture-of-experts router (samples::router_top_k_kernel: softmax,
+// argsort and gather) at 16384 tokens of 64, 128 and 256 experts.
 // With --only=TEXT it runs the cases whose name ("softmax, 4096x8192 bf16")
 // contains TEXT; with --pick, at row_block's pick alone (for profilers).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -175,6 +178,76 @@ int main(int argc, char** argv) {
         json += entry;
         first_case = false;
       }
+    }
+  }
+  // A mixture-of-experts router: 16384 tokens' top 8 of 64 to 256 experts,
+  // with their softmax weights; each block of 1 to 32 tokens and 1 to 8
+  // warps that gives a thread 2 to 64 logits, the fastest reported. Moved:
+  // the logits read, the weights and ids written.
+  constexpr int kTokens = 16384, kTop = 8;
+  for (int experts : {64, 128, 256}) {
+    for (DType d : {f32, bf16}) {
+      const std::string case_name =
+          "router_top_k, " + std::to_string(kTokens) + "x" + std::to_string(experts) + " " + std::string(d.name());
+      if (case_name.find(only) == std::string::npos) continue;
+      const size_t n = size_t{kTokens} * experts, bytes = n * d.bytes(), out = size_t{kTokens} * kTop;
+      Buffer x = must(dev.allocate(bytes), "allocate");
+      Buffer weights = must(dev.allocate(out * 4), "allocate"), ids = must(dev.allocate(out * 4), "allocate");
+      std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
+      double best_ms = INFINITY, worst = 0;
+      std::string best;
+      int wrong_ids = 0;
+      for (int block_rows = 1; block_rows <= 32; block_rows *= 2) {
+        for (int warps = 1; warps <= 8; warps *= 2) {
+          const int per_thread = block_rows * experts / (32 * warps);
+          if (per_thread < 2 || per_thread > 64) continue;
+          CompileOptions options;
+          options.num_warps = warps;
+          absl::StatusOr<Function> compiled =
+              dev.compile(must(samples::router_top_k_kernel(block_rows, experts, kTop, d), "build"), options);
+          if (absl::IsResourceExhausted(compiled.status())) continue;
+          Function fn = must(std::move(compiled), "compile");
+          const LaunchConfig lc = {
+              .grid = (kTokens + block_rows - 1) / block_rows, .num_warps = warps, .stream = &stream};
+          const double ms = timer.median_ms([&] { must(fn.launch(lc, x, weights, ids, kTokens), "launch"); });
+          must(stream.synchronize(), "sync");
+          std::vector<float> got_w(out);
+          std::vector<int32_t> got_i(out);
+          must(dev.copy_to_host(got_w.data(), weights, out * 4), "download");
+          must(dev.copy_to_host(got_i.data(), ids, out * 4), "download");
+          for (int t = 0; t < kTokens; t += kTokens / 64) {
+            const float* row = hx.data() + size_t{1} * t * experts;
+            std::vector<int32_t> order(experts);
+            for (int e = 0; e < experts; ++e) order[e] = e;
+            std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+            double m = -INFINITY, sum = 0;
+            for (int e = 0; e < experts; ++e) m = std::max(m, double{row[e]});
+            for (int e = 0; e < experts; ++e) sum += std::exp(row[e] - m);
+            for (int i = 0; i < kTop; ++i) {
+              wrong_ids += got_i[t * kTop + i] != order[i] ? 1 : 0;
+              worst = std::max(worst, std::fabs(got_w[t * kTop + i] - std::exp(row[order[i]] - m) / sum));
+            }
+          }
+          if (ms < best_ms)
+            best_ms = ms,
+            best = std::to_string(block_rows) + "x" + std::to_string(experts) + " w" + std::to_string(warps);
+        }
+      }
+      const bool ok = wrong_ids == 0 && worst <= 1e-5;
+      failures += ok ? 0 : 1;
+      const double moved = static_cast<double>(bytes) + out * 8.0, gbs = moved / (best_ms * 1e6);
+      char note[160];
+      std::snprintf(note, sizeof note, "%.2f us; block %s; %d ids wrong, weight error %.1e%s", best_ms * 1e3,
+                    best.c_str(), wrong_ids, worst, ok ? "" : " FAILED");
+      bench::report(case_name, gbs, "GB/s", note);
+      char entry[512];
+      std::snprintf(entry, sizeof entry,
+                    "%s\n    {\"op\": \"router_top_k\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
+                    "\"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, \"ok\": %s}",
+                    first_case ? "" : ",", std::string(d.name()).c_str(), kTokens, experts, best_ms * 1e3, best.c_str(),
+                    moved, gbs, ok ? "true" : "false");
+      json += entry;
+      first_case = false;
     }
   }
   json += "\n  ]\n}\n";

@@ -9,6 +9,9 @@ and bf16):
             in registers), at the fastest of num_warps 1 to 16
   copy      dst.copy_(src) of the same matrix
 
+and a mixture-of-experts router's top 8 of 64, 128 and 256 experts for 16384 tokens
+(torch.topk of torch.softmax, eager and compiled; Triton's tl.topk gives no indices).
+
 Timed with triton.testing.do_bench (median, L2 flushed before each run), as norm_bench times tessel.
 With --tessel PATH (norm_bench's JSON from the same run) it prints each baseline's time over tessel's
 (above 1: tessel is faster) and tessel's bandwidth over the device copy's (norm_bench's own copy).
@@ -29,6 +32,9 @@ import triton.testing
 SHAPES = [(16384, 1024), (4096, 8192)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "sort"]
+ROUTER = "router_top_k"
+ROUTER_SHAPES = [(16384, 64), (16384, 128), (16384, 256)]
+TOP_K = 8
 EPS = 1e-5
 WARPS = [1, 2, 4, 8, 16]
 
@@ -174,9 +180,35 @@ def measure(ops):
     return out
 
 
+def router(x):
+    return torch.topk(torch.softmax(x.float(), dim=-1), TOP_K, dim=-1)
+
+
+def measure_router():
+    out = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for rows, experts in ROUTER_SHAPES:
+        for dname, dtype in DTYPES.items():
+            x = torch.randn(rows, experts, device="cuda", generator=gen).to(dtype)
+            case = {"op": ROUTER, "dtype": dname, "rows": rows, "cols": experts, "triton_us": math.nan}
+            case["eager_us"] = bench_ms(lambda: router(x)) * 1e3
+            want = router(x)
+            try:
+                fn = torch.compile(router, fullgraph=True, dynamic=False)
+                got = fn(x)
+                torch.testing.assert_close(got.values, want.values)
+                torch.testing.assert_close(got.indices, want.indices)
+                case["compile_us"] = bench_ms(lambda: fn(x)) * 1e3
+            except Exception as e:  # recorded, the eager baseline still stands
+                case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+            print(json.dumps(case), flush=True)
+            out.append(case)
+    return out
+
+
 def report(cases, tessel):
     mine = {(c["op"], c["dtype"], c["rows"], c["cols"]): c for c in tessel.get("cases", [])}
-    head = (f"{'kernel':<12}{'dtype':<6}{'shape':<12}{'tessel us':>10}{'eager':>9}{'compile':>9}{'triton':>9}"
+    head = (f"{'kernel':<14}{'dtype':<6}{'shape':<12}{'tessel us':>10}{'eager':>9}{'compile':>9}{'triton':>9}"
             f"{'x eager':>9}{'x compile':>10}{'x triton':>9}{'x copy':>8}")
     print(head)
     for c in cases:
@@ -185,8 +217,8 @@ def report(cases, tessel):
 
         def r(key):
             return c[key] / us if key in c and t else math.nan
-        copy = t["gb_per_s"] / t["copy_gb_per_s"] if t else math.nan
-        print(f"{c['op']:<12}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c['eager_us']:>9.2f}"
+        copy = t["gb_per_s"] / t["copy_gb_per_s"] if t and "copy_gb_per_s" in t else math.nan
+        print(f"{c['op']:<14}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c['eager_us']:>9.2f}"
               f"{c.get('compile_us', math.nan):>9.2f}{c['triton_us']:>9.2f}{r('eager_us'):>9.3f}"
               f"{r('compile_us'):>10.3f}{r('triton_us'):>9.3f}{copy:>8.3f}")
     print("x eager/compile/triton: the baseline's time over tessel's (>= 1.0 is the target); "
@@ -197,11 +229,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel", help="norm_bench's JSON from the same run")
     ap.add_argument("--json", help="where to write the baselines' JSON")
-    ap.add_argument("--only", choices=OPS, help="measure this op alone")
+    ap.add_argument("--only", choices=OPS + [ROUTER], help="measure this op alone")
     args = ap.parse_args()
     print(f"norm_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}",
           flush=True)
-    cases = measure([args.only] if args.only else OPS)
+    ops = [args.only] if args.only else OPS + [ROUTER]
+    cases = measure([op for op in ops if op != ROUTER]) + (measure_router() if ROUTER in ops else [])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "cases": cases}, f, indent=2)

@@ -176,6 +176,26 @@ inline absl::StatusOr<Kernel> row_sort_kernel(RowBlock block, DType d = f32) {
   return k.build();
 }
 
+// A mixture-of-experts router: per token (row) of `experts` logits, the
+// softmax's k largest probabilities, largest first, and their experts:
+// args x [rows, experts] (f32 or bf16), weights [rows, k] f32, ids
+// [rows, k] i32, rows. The order comes from the logits (the softmax keeps
+// it, and rounding cannot tie two of them), ties to the lower expert.
+inline absl::StatusOr<Kernel> router_top_k_kernel(int block_rows, int experts, int k, DType d = f32) {
+  KernelBuilder kb("router_top_k");
+  Value x = kb.arg(ptr(d), "x"), weights = kb.arg(ptr(f32), "weights"), ids = kb.arg(ptr(i32), "ids");
+  Value rows = kb.arg(i32, "rows");
+  Value r = expand_dims(kb.program_id() * block_rows + kb.arange(0, block_rows), 1);                 // [BR, 1] i32
+  Value logits = load_f32(x + r * experts + expand_dims(kb.arange(0, experts), 0), r < rows, 0.0f);  // [BR, E]
+  Value e = exp(logits - expand_dims(max(logits, 1), 1), MathForm::kFast);                           // [BR, E]
+  Value p = div(e, expand_dims(sum(e, 1), 1), MathForm::kFast);                                      // [BR, E]
+  Value first = broadcast_to(expand_dims(kb.arange(0, k), 0), {block_rows, k});                      // [BR, K]
+  Value picked = gather(argsort(logits, 1, /*descending=*/true), first, 1);                          // [BR, K] i32
+  store(ids + r * k + first, picked, r < rows);
+  store(weights + r * k + first, gather(p, picked, 1), r < rows);
+  return kb.build();
+}
+
 // The row kernels by name, for the samples, the tests and the benchmark.
 enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum, kSort };
 inline const char* row_op_name(RowOp op) {

@@ -1,9 +1,11 @@
 // The memory-bound sample kernels (samples/kernels.h) on the device under
 // test and on host:2, each against the other and against a double
 // reference: row softmax, layer norm, RMS norm, prefix sums and sorts in
-// f32 and bf16 with rows of 768 to 16 384 elements, and sums and maxima of a
-// matrix along either axis.
+// f32 and bf16 with rows of 768 to 16 384 elements, sums and maxima of a
+// matrix along either axis, and a mixture-of-experts router's top k.
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "base/float16.h"
@@ -152,6 +154,63 @@ TEST_F(RowKernels, SumsAndMaximaAlongEitherAxisAgree) {
           EXPECT_TRUE(all_close(outs[0], want, 1e-4)) << "against the double reference";
         }
       }
+    }
+  }
+}
+
+// The router of samples::router_top_k_kernel: each token's top 8 experts
+// and their softmax weights, f32 and bf16 logits, 64 to 256 experts (160:
+// rows sorted over a buffer), blocks of 1 to 16 tokens.
+TEST_F(RowKernels, RouterTopKAgreesWithTheHostAndADoubleReference) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  constexpr int kTop = 8, kTokens = 300;
+  for (DType d : {f32, bf16}) {
+    for (const auto& [experts, block_rows, warps] :
+         std::vector<std::tuple<int, int, int>>{{64, 16, 4}, {128, 4, 4}, {256, 1, 1}, {160, 2, 4}, {256, 8, 8}}) {
+      SCOPED_TRACE(::testing::Message() << d.name() << " " << experts << " experts, blocks of " << block_rows << ", "
+                                        << warps << " warps");
+      const Matrix x(d, size_t{kTokens} * experts, rng, -4, 4);
+      absl::StatusOr<Kernel> kernel = samples::router_top_k_kernel(block_rows, experts, kTop, d);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      const size_t n = size_t{kTokens} * kTop;
+      std::vector<std::vector<float>> weights;
+      std::vector<std::vector<int32_t>> ids;
+      for (const Device& dev : devices_) {
+        CompileOptions options;
+        options.num_warps = warps;
+        absl::StatusOr<Function> fn = dev.compile(*kernel, options);
+        ASSERT_TRUE(fn.ok()) << fn.status();
+        absl::StatusOr<Buffer> bx = x.upload_to(dev), bw = dev.allocate(n * 4), bi = dev.allocate(n * 4);
+        ASSERT_TRUE(bx.ok() && bw.ok() && bi.ok());
+        const LaunchConfig lc = {.grid = (kTokens + block_rows - 1) / block_rows, .num_warps = warps};
+        ASSERT_TRUE(fn->launch(lc, *bx, *bw, *bi, kTokens).ok());
+        ASSERT_TRUE(dev.synchronize().ok());
+        absl::StatusOr<std::vector<float>> w = download<float>(dev, *bw, n);
+        absl::StatusOr<std::vector<int32_t>> i = download<int32_t>(dev, *bi, n);
+        ASSERT_TRUE(w.ok() && i.ok());
+        weights.push_back(*std::move(w));
+        ids.push_back(*std::move(i));
+      }
+      EXPECT_EQ(ids[0], ids[1]) << "device under test against host:2";
+      EXPECT_TRUE(all_close(weights[0], weights[1], 1e-6)) << "device under test against host:2";
+      std::vector<double> want_weights;
+      std::vector<int32_t> want_ids;
+      for (int t = 0; t < kTokens; ++t) {
+        const float* row = x.values.data() + size_t{1} * t * experts;
+        std::vector<int32_t> order(experts);
+        for (int e = 0; e < experts; ++e) order[e] = e;
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+        double m = -INFINITY, sum = 0;
+        for (int e = 0; e < experts; ++e) m = std::max(m, double{row[e]});
+        for (int e = 0; e < experts; ++e) sum += std::exp(row[e] - m);
+        for (int i = 0; i < kTop; ++i) {
+          want_ids.push_back(order[i]);
+          want_weights.push_back(std::exp(row[order[i]] - m) / sum);
+        }
+      }
+      EXPECT_EQ(ids[0], want_ids) << "against the stable order of the logits";
+      EXPECT_TRUE(all_close(weights[0], want_weights, 1e-6)) << "against the double reference";
     }
   }
 }
