@@ -216,16 +216,11 @@ int main(int argc, char** argv) {
           must(dev.copy_to_host(got_w.data(), weights, out * 4), "download");
           must(dev.copy_to_host(got_i.data(), ids, out * 4), "download");
           for (int t = 0; t < kTokens; t += kTokens / 64) {
-            const float* row = hx.data() + size_t{1} * t * experts;
-            std::vector<int32_t> order(experts);
-            for (int e = 0; e < experts; ++e) order[e] = e;
-            std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-            double m = -INFINITY, sum = 0;
-            for (int e = 0; e < experts; ++e) m = std::max(m, double{row[e]});
-            for (int e = 0; e < experts; ++e) sum += std::exp(row[e] - m);
+            const samples::RouterPick want =
+                samples::router_reference(hx.data() + size_t{1} * t * experts, experts, kTop);
             for (int i = 0; i < kTop; ++i) {
-              wrong_ids += got_i[t * kTop + i] != order[i] ? 1 : 0;
-              worst = std::max(worst, std::fabs(got_w[t * kTop + i] - std::exp(row[order[i]] - m) / sum));
+              wrong_ids += got_i[t * kTop + i] != want.ids[i] ? 1 : 0;
+              worst = std::max(worst, std::fabs(got_w[t * kTop + i] - want.weights[i]));
             }
           }
           if (ms < best_ms)

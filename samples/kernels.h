@@ -196,6 +196,27 @@ inline absl::StatusOr<Kernel> router_top_k_kernel(int block_rows, int experts, i
   return kb.build();
 }
 
+// One token's top k experts (the stable order of its logits, descending)
+// and their softmax weights, in double.
+struct RouterPick {
+  std::vector<int32_t> ids;
+  std::vector<double> weights;
+};
+inline RouterPick router_reference(const float* logits, int experts, int k) {
+  std::vector<int32_t> order(experts);
+  for (int e = 0; e < experts; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  double m = -INFINITY, sum = 0;
+  for (int e = 0; e < experts; ++e) m = std::max(m, double{logits[e]});
+  for (int e = 0; e < experts; ++e) sum += std::exp(logits[e] - m);
+  RouterPick pick;
+  for (int i = 0; i < k; ++i) {
+    pick.ids.push_back(order[i]);
+    pick.weights.push_back(std::exp(logits[order[i]] - m) / sum);
+  }
+  return pick;
+}
+
 // The row kernels by name, for the samples, the tests and the benchmark.
 enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum, kSort };
 inline const char* row_op_name(RowOp op) {

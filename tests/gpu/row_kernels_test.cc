@@ -197,17 +197,10 @@ TEST_F(RowKernels, RouterTopKAgreesWithTheHostAndADoubleReference) {
       std::vector<double> want_weights;
       std::vector<int32_t> want_ids;
       for (int t = 0; t < kTokens; ++t) {
-        const float* row = x.values.data() + size_t{1} * t * experts;
-        std::vector<int32_t> order(experts);
-        for (int e = 0; e < experts; ++e) order[e] = e;
-        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-        double m = -INFINITY, sum = 0;
-        for (int e = 0; e < experts; ++e) m = std::max(m, double{row[e]});
-        for (int e = 0; e < experts; ++e) sum += std::exp(row[e] - m);
-        for (int i = 0; i < kTop; ++i) {
-          want_ids.push_back(order[i]);
-          want_weights.push_back(std::exp(row[order[i]] - m) / sum);
-        }
+        const samples::RouterPick want =
+            samples::router_reference(x.values.data() + size_t{1} * t * experts, experts, kTop);
+        want_ids.insert(want_ids.end(), want.ids.begin(), want.ids.end());
+        want_weights.insert(want_weights.end(), want.weights.begin(), want.weights.end());
       }
       EXPECT_EQ(ids[0], want_ids) << "against the stable order of the logits";
       EXPECT_TRUE(all_close(weights[0], want_weights, 1e-6)) << "against the double reference";
