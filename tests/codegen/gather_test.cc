@@ -2,6 +2,7 @@
 // index tiles shorter and longer than the source along the axis, indices of
 // several integer dtypes, some outside the axis (those give 0), against a
 // loop over the same inputs: a move, so the bits must match exactly.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -58,13 +59,14 @@ void gather_matches_a_loop() {
   const int64_t total = all.back().at + numel(all.back().index);
   KernelBuilder k("gather");
   Value x = k.arg(ptr(dtype_v<T>()), "x"), idx = k.arg(ptr(dtype_v<I>()), "idx"), out = k.arg(ptr(dtype_v<T>()), "out");
-  constexpr int kSource = 192;  // the largest source's elements
+  int64_t source = 0;  // the largest source's elements
+  for (const Case& c : all) source = std::max(source, numel(c.src));
   for (const Case& c : all) {
     const Value src = load(x + index_tile(k, c.src));
     const Value positions = index_tile(k, c.index);
     store(out + c.at + positions, gather(src, load(idx + c.at + positions), c.axis));
   }
-  std::vector<T> xs = make_vector<T>(kSource, [&] { return random_value<T>(rng); });
+  std::vector<T> xs = make_vector<T>(source, [&] { return random_value<T>(rng); });
   std::vector<I> index(total);
   for (const Case& c : all) {
     const int64_t n = c.src[c.axis];
