@@ -479,9 +479,8 @@ Value gather(const Value& src, const Value& index, int axis, Loc loc) {
   for (int d = 0; fits && d < ts.rank(); ++d) fits = d == axis || ti.shape()[d] == ts.shape()[d];
   if (!fits) {
     return s->fail(loc, absl::StrCat("gather: the index ", shape_str(ti.shape()),
-                                     " must have the source's rank and its "
-                                     "sizes but along axis ",
-                                     axis, " (the source is ", shape_str(ts.shape()), ")"));
+                                     " must have the source's rank and its sizes but along axis ", axis,
+                                     " (the source is ", shape_str(ts.shape()), ")"));
   }
   return s->emit1(OpCode::kGather, {is, ii}, Type::tile(ts.dtype(), ti.shape()), loc, {axis});
 }

@@ -6,6 +6,7 @@
 // 8 warps; and a router's top k, argsort then gather, at a few widths. A
 // gather moves elements, so the targets agree bit for bit.
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "dsl/ops.h"
