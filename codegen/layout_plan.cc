@@ -38,6 +38,11 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       groups.join(o.operands[1], o.results[0]);
       continue;
     }
+    if (o.op == OpCode::kHistogram) {
+      // The mask is read in the counted tile's layout; the counts in any.
+      if (o.operands.size() == 2) groups.join(o.operands[1], o.operands[0]);
+      continue;
+    }
     if (!pairs_slots(o.op) || o.operands.empty() || !ir.type(o.operands[0]).is_tile()) continue;
     int first = o.operands[0];
     for (int v : o.operands) {

@@ -318,6 +318,8 @@ absl::Status Lowering::op(const Op& o) {
       return permute(o, rt);
     case OpCode::kGather:
       return gather(o, rt);
+    case OpCode::kHistogram:
+      return histogram(o, rt);
     case OpCode::kReduce:
       return reduce(o, rt);
     case OpCode::kScan:

@@ -37,6 +37,8 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
       return o.operands[0] == v;
     case OpCode::kGather:
       return o.operands[1] == v;
+    case OpCode::kHistogram:
+      return true;
     default:
       return false;
   }

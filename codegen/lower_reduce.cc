@@ -1,6 +1,6 @@
 // Reductions: over a whole tile or along one axis, in registers (per-thread
 // combines, shuffles within a warp, shared memory across warps) or over
-// buffers.
+// buffers; and histograms, counted in shared memory.
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -188,6 +188,54 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   each_line(outer, n, axis + 1 == in.rank(), acc_t, identity, accumulate,
             [&](llvm::Value* slot, ElemIndex& at) { store_elem(out, rt, at.linear, result(slot)); });
   set(o, out);
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::histogram(const Op& o, const Type& rt) {
+  const Type& in = ir_.type(o.operands[0]);
+  const int64_t bins = rt.numel();
+  const bool masked = o.operands.size() == 2;
+  // The counts live in the result's buffer, zeroed first; each element adds
+  // one to its bin. The program's threads add at once (shared-memory
+  // atomics); one thread walking the tile adds in order.
+  llvm::Value* counts = new_buffer(rt);
+  llvm::Type* i32 = b_.getInt32Ty();
+  tile_loop(bins, [&](llvm::Value* i) { b_.CreateStore(b_.getInt32(0), b_.CreateInBoundsGEP(i32, counts, i)); });
+  auto count = [&](llvm::Value* x, llvm::Value* ok) {
+    // A negative element is a large unsigned one: one compare finds both ends.
+    llvm::Value* bin =
+        in.dtype().is_signed() ? b_.CreateSExtOrTrunc(x, b_.getInt64Ty()) : b_.CreateZExtOrTrunc(x, b_.getInt64Ty());
+    llvm::Value* inside = b_.CreateICmpULT(bin, b_.getInt64(bins));
+    guarded(ok == nullptr ? inside : b_.CreateAnd(ok, inside), [&] {
+      llvm::Value* p = b_.CreateInBoundsGEP(i32, counts, bin);
+      if (walks_alone()) {
+        b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i32, p), b_.getInt32(1)), p);
+      } else {
+        b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, p, b_.getInt32(1), llvm::MaybeAlign(4),
+                           llvm::AtomicOrdering::Monotonic, target_.device_scope(ctx_));
+      }
+    });
+  };
+  if (in_registers(in)) {
+    // The planned layout holds each element once (a slice may hold it in
+    // several threads, which would count it more than once).
+    const Layout& l = *planned(o.operands[0]);
+    const std::vector<llvm::Value*> xs = regs(o.operands[0], l);
+    const std::vector<llvm::Value*> ms = masked ? regs(o.operands[1], l) : std::vector<llvm::Value*>();
+    for (int64_t slot = 0; slot < l.slots(); ++slot) {
+      llvm::Value* ok = l.valid(b_, thread_, slot);
+      if (masked) ok = ok == nullptr ? ms[slot] : b_.CreateAnd(ok, ms[slot]);
+      count(xs[slot], ok);
+    }
+    target_.program_barrier(b_);
+  } else {
+    hold(o);
+    each_element(in.shape(), [&](ElemIndex& at) {
+      count(element(o.operands[0], at), masked ? element(o.operands[1], at) : nullptr);
+    });
+    // On the program's threads each_element ends in a barrier.
+  }
+  set(o, counts);
   return absl::OkStatus();
 }
 

@@ -5,7 +5,7 @@
 //   lower_elementwise.cc elementwise ops, the layouts they compute in,
 //                        and the slices broadcasts want (want_slices)
 //   lower_views.cc       expand_dims, reshape, broadcast, trans, gather
-//   lower_reduce.cc      reductions
+//   lower_reduce.cc      reductions and histograms
 //   lower_scan.cc        scans
 //   lower_dot.cc         dot, and TargetInfo::dot's default
 //   lower_memory.cc      loads, stores and atomics
@@ -398,6 +398,9 @@ class Lowering {
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
+  // Histogram: counts of the operand's elements per bin, in the result's
+  // buffer (shared memory on GPUs).
+  absl::Status histogram(const Op& o, const Type& rt);
   // The position of element k along `axis` of a tile of `shape`, at
   // `others` (the indices along the other axes).
   ElemIndex at_axis(const Shape& shape, int axis, std::vector<llvm::Value*> others, llvm::Value* k);

@@ -44,6 +44,7 @@ enum class OpCode : uint8_t {
   kSort,    // ints = {axis, descending, positions}: each line along the axis in order, the shape kept
             // (with positions, the i32 positions that order it, ties in their order)
   kGather,  // operands: src, index; ints = {axis}: src's elements at index's positions along the axis
+  kHistogram,  // operands: x [, mask]; ints = {bins}: i32 counts of x's elements equal to 0 ... bins - 1
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

@@ -487,6 +487,40 @@ Value gather(const Value& src, const Value& index, int axis, Loc loc) {
 
 namespace {
 
+Value histogram_op(const Value& x, int64_t bins, const Operand* mask, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  const int ix = s->use(x, "histogram", loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (!t.is_tile() || !t.is_int() || t.is_bool()) {
+    return s->fail(loc, absl::StrCat("histogram: counts a tile of integers, got ", t.str()));
+  }
+  if (bins < 1) return s->fail(loc, absl::StrCat("histogram: bins must be positive, got ", bins));
+  if (!s->check_shape({bins}, "histogram", loc)) return Value();
+  if (mask == nullptr) return s->emit1(OpCode::kHistogram, {ix}, Type::tile(i32, {bins}), loc, {bins});
+  const int im = s->operand(*mask, i1, "histogram", loc);
+  if (im < 0) return Value();
+  const Type& mt = s->type(im);
+  if (!mt.is_bool()) return s->fail(loc, absl::StrCat("histogram: the mask must be i1, got ", mt.str()));
+  std::optional<Shape> shape = common_shape(*s, t, mt, "histogram", loc);
+  if (!shape) return Value();
+  if (*shape != t.shape()) {
+    return s->fail(loc, absl::StrCat("histogram: mask ", mt.str(), " is larger than the counted tile ", t.str()));
+  }
+  const int ib = to_shape(*s, im, t.shape(), loc);
+  return s->emit1(OpCode::kHistogram, {ix, ib}, Type::tile(i32, {bins}), loc, {bins});
+}
+
+}  // namespace
+
+Value histogram(const Value& x, int64_t bins, Loc loc) { return histogram_op(x, bins, nullptr, loc); }
+Value histogram(const Value& x, int64_t bins, const Operand& mask, Loc loc) {
+  return histogram_op(x, bins, &mask, loc);
+}
+
+namespace {
+
 // The position along `axis` of the first element equal to the combiner's
 // result (max or min, whose NaN loses to a number): two reductions, so
 // every dtype and target takes the paths sum, max and min take.

@@ -64,6 +64,13 @@ Value argsort(const Value& x, int axis, bool descending = false, Loc loc = Loc::
 // argsort, a row's top k: gather(x, gather(order, first_k, 1), 1), where
 // first_k holds 0 ... k - 1 in each row.
 Value gather(const Value& src, const Value& index, int axis, Loc loc = Loc::current());
+// How many elements of `x` (a tile of integers, any shape) equal each of
+// 0 ... bins - 1: a tile<i32>[bins] (Triton's tl.histogram). Elements
+// outside [0, bins) are not counted, nor, with `mask` (i1, broadcast to
+// x's shape), those where it is false. An MoE's tokens per expert:
+// histogram(experts, num_experts).
+Value histogram(const Value& x, int64_t bins, Loc loc = Loc::current());
+Value histogram(const Value& x, int64_t bins, const Operand& mask, Loc loc = Loc::current());
 
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());

@@ -138,6 +138,15 @@ class Verifier {
         }
         break;
       }
+      case OpCode::kHistogram: {
+        if (o.operands.empty() || o.operands.size() > 2 || o.ints.size() != 1 || !type(0).is_tile() ||
+            !type(0).is_int() || type(0).is_bool() || o.ints[0] < 1 ||
+            ir_.type(o.results[0]) != Type::tile(i32, {o.ints[0]}) ||
+            (o.operands.size() == 2 && type(1) != Type::tile(i1, type(0).shape()))) {
+          return fail(o, "malformed");
+        }
+        break;
+      }
       case OpCode::kDot:
         if (o.operands.size() != 3 || ir_.type(o.results[0]) != type(2) || o.ints.size() > 1) return fail(o, "malformed");
         if (!o.ints.empty() && (o.ints[0] != static_cast<int64_t>(Precision::kTf32) || type(0).dtype() != f32)) {

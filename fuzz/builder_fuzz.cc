@@ -1,7 +1,7 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
 // parameters (pointers, scalars, tensor maps), sometimes a cluster size,
 // then up to 48 builder calls (tiles, arithmetic, math, random numbers,
-// casts, shape ops, reductions, scans, sorts, argsorts, gathers and arg-reductions, dot, loads and
+// casts, shape ops, reductions, scans, sorts, argsorts, gathers, histograms and arg-reductions, dot, loads and
 // stores, atomics, TMA loads, stores, reductions and multicasts, loops with
 // their pipelining and warp-specialization options, persistent tile loops,
 // branches, vars) on values made earlier, many of them ill-typed on
@@ -313,7 +313,7 @@ class Program {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
         const bool reverse = r_.flip();
-        switch (r_.below(11)) {
+        switch (r_.below(12)) {
           case 0:
             keep(sum(x, axis));
             break;
@@ -344,6 +344,11 @@ class Program {
           case 9:
             keep(gather(x, value(), axis));
             break;
+          case 10: {
+            const int64_t bins = static_cast<int64_t>(r_.below(300)) - 2;
+            keep(r_.flip() ? histogram(x, bins) : histogram(x, bins, value()));
+            break;
+          }
           default:
             keep(min(x, axis));
             break;

@@ -177,6 +177,19 @@ TEST(Amdgpu, GathersReadTheirSourceFromLds) {
   EXPECT_NE(s.find("s_barrier"), std::string::npos);
 }
 
+// Each thread adds its elements to their bins in LDS, without a return value.
+TEST(Amdgpu, HistogramsCountInLds) {
+  KernelBuilder k("histogram");
+  Value x = k.arg(ptr(i32), "x"), out = k.arg(ptr(i32), "out");
+  store(out + k.arange(0, 64), histogram(load(x + k.arange(0, 1024)), 64));
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string& s = c->artifacts.assembly;
+  EXPECT_NE(s.find("ds_add_u32"), std::string::npos);
+  EXPECT_EQ(s.find("global_atomic"), std::string::npos);
+  EXPECT_NE(s.find("s_barrier"), std::string::npos);
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -530,6 +530,42 @@ TEST(Diagnostics, GatherOperands) {
   }
 }
 
+TEST(Diagnostics, HistogramOperands) {
+  struct Bad {
+    std::function<void(KernelBuilder&, Loc)> build;
+    const char* message;
+  };
+  const std::vector<Bad> bad = {
+      {[](KernelBuilder& k, Loc at) { histogram(k.zeros({16}, f32), 8, at); },
+       "histogram: counts a tile of integers, got tile<f32>[16]"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16) < 4, 8, at); },
+       "histogram: counts a tile of integers, got tile<i1>[16]"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.constant(3, i32), 8, at); },
+       "histogram: counts a tile of integers, got i32"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arg(ptr(i32), "p") + k.arange(0, 16), 8, at); },
+       "histogram: counts a tile of integers, got tile<ptr<i32>>[16]"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16), 0, at); }, "histogram: bins must be positive, got 0"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16), -4, at); },
+       "histogram: bins must be positive, got -4"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16), (int64_t{1} << 20) + 1, at); },
+       "histogram: tile [1048577] has more than 2^20 elements"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16), 8, k.arange(0, 16), at); },
+       "histogram: the mask must be i1, got tile<i32>[16]"},
+      {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16), 8, k.arange(0, 32) < 4, at); },
+       "histogram: shapes of tile<i32>[16] and tile<i1>[32] do not broadcast (dimension 0: 16 vs 32)"},
+      {[](KernelBuilder& k, Loc at) {
+         histogram(k.zeros({1, 16}, i32), 8, k.zeros({4, 16}, i32) < 4, at);
+       },
+       "histogram: mask tile<i1>[4,16] is larger than the counted tile tile<i32>[1,16]"},
+  };
+  for (const Bad& b : bad) {
+    KernelBuilder k("k");
+    const Loc at = Loc::current();
+    b.build(k, at);
+    EXPECT_TRUE(FailsAt(k, static_cast<int>(at.line()), b.message)) << b.message;
+  }
+}
+
 TEST(Diagnostics, ExpandDimsAxisOutOfRange) {
   KernelBuilder k("k");
   Value x = k.arange(0, 64);
