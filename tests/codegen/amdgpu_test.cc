@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "samples/kernels.h"
+#include "samples/moe.h"
 
 namespace tessel {
 namespace {
@@ -188,6 +189,14 @@ TEST(Amdgpu, HistogramsCountInLds) {
   EXPECT_NE(s.find("ds_add_u32"), std::string::npos);
   EXPECT_EQ(s.find("global_atomic"), std::string::npos);
   EXPECT_NE(s.find("s_barrier"), std::string::npos);
+}
+
+TEST(Amdgpu, TheMoeAlignmentCompiles) {
+  absl::StatusOr<Kernel> kernel = samples::moe_align_kernel(64, 64, 1024);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<Compiled> c = compile_gfx942(*kernel);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(c->artifacts.assembly.find("ds_add_u32"), std::string::npos);
 }
 
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {

@@ -9,6 +9,7 @@
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
 #include "gtest/gtest.h"
+#include "samples/moe.h"
 #include "tests/codegen/ptx_test_util.h"
 
 namespace tessel {
@@ -52,6 +53,22 @@ TEST(PtxHistogram, EveryPathAssembles) {
     k.for_range(0, n, rows * cols, [&](Value i) { sum = sum + histogram(load(x + i + offs), 100); });
     atomic_add(out + 200 + bins, sum, MemoryOrder::kRelaxed);
     absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    CompileOptions options;
+    options.num_warps = warps;
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+    ASSERT_TRUE(code.ok()) << code.status();
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
+// The MoE token permutation (histogram, cumsum, argsort, gather, cummax in
+// loops) at the shapes of the GPU test.
+TEST(PtxHistogram, TheMoeAlignmentAssembles) {
+  for (const auto& [experts, block, chunk, warps] :
+       std::vector<std::tuple<int, int, int, int>>{{8, 16, 256, 4}, {64, 64, 1024, 8}, {256, 128, 1024, 8}}) {
+    SCOPED_TRACE(::testing::Message() << experts << " experts, blocks of " << block << ", chunks of " << chunk);
+    absl::StatusOr<Kernel> kernel = samples::moe_align_kernel(experts, block, chunk);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     CompileOptions options;
     options.num_warps = warps;
