@@ -15,6 +15,16 @@
 namespace tessel {
 namespace {
 
+// `kernel` built, compiled for sm_90a on `warps` warps, and assembled.
+void expect_assembles(const absl::StatusOr<Kernel>& kernel, int warps) {
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  CompileOptions options;
+  options.num_warps = warps;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  expect_ptxas_accepts(code->binary);
+}
+
 TEST(PtxHistogram, CountsWithSharedAtomicsBetweenTwoBarriers) {
   // x [1024] i32 over 128 threads: 8 slots each, 8 atomics each.
   KernelBuilder k("histogram");
@@ -52,13 +62,7 @@ TEST(PtxHistogram, EveryPathAssembles) {
     Var sum = k.var(k.zeros({100}, i32));
     k.for_range(0, n, rows * cols, [&](Value i) { sum = sum + histogram(load(x + i + offs), 100); });
     atomic_add(out + 200 + bins, sum, MemoryOrder::kRelaxed);
-    absl::StatusOr<Kernel> kernel = k.build();
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    CompileOptions options;
-    options.num_warps = warps;
-    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-    ASSERT_TRUE(code.ok()) << code.status();
-    expect_ptxas_accepts(code->binary);
+    expect_assembles(k.build(), warps);
   }
 }
 
@@ -68,13 +72,7 @@ TEST(PtxHistogram, TheMoeAlignmentAssembles) {
   for (const auto& [experts, block, chunk, warps] :
        std::vector<std::tuple<int, int, int, int>>{{8, 16, 256, 4}, {64, 64, 1024, 8}, {256, 128, 1024, 8}}) {
     SCOPED_TRACE(::testing::Message() << experts << " experts, blocks of " << block << ", chunks of " << chunk);
-    absl::StatusOr<Kernel> kernel = samples::moe_align_kernel(experts, block, chunk);
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    CompileOptions options;
-    options.num_warps = warps;
-    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-    ASSERT_TRUE(code.ok()) << code.status();
-    expect_ptxas_accepts(code->binary);
+    expect_assembles(samples::moe_align_kernel(experts, block, chunk), warps);
   }
 }
 
