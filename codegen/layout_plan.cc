@@ -38,6 +38,11 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       groups.join(o.operands[1], o.results[0]);
       continue;
     }
+    if (o.op == OpCode::kReduceFn) {
+      // The operands are read in one layout; the results come in its slice.
+      for (int v : o.operands) groups.join(v, o.operands[0]);
+      continue;
+    }
     if (o.op == OpCode::kHistogram) {
       // The mask is read in the counted tile's layout; the counts in any.
       if (o.operands.size() == 2) groups.join(o.operands[1], o.operands[0]);
@@ -61,7 +66,7 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       int g = groups.find(o.operands[0]);
       want[g] = std::max(want[g], analysis.access_run(o));
     }
-    if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort) &&
+    if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort || o.op == OpCode::kReduceFn) &&
         ir.type(o.results[0]).is_tile()) {
       const Shape& shape = ir.type(o.operands[0]).shape();
       const int g = groups.find(o.operands[0]);

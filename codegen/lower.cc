@@ -320,6 +320,8 @@ absl::Status Lowering::op(const Op& o) {
       return gather(o, rt);
     case OpCode::kHistogram:
       return histogram(o, rt);
+    case OpCode::kReduceFn:
+      return reduce_fn(o);
     case OpCode::kReduce:
       return reduce(o, rt);
     case OpCode::kScan:

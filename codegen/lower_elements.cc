@@ -38,6 +38,7 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
     case OpCode::kGather:
       return o.operands[1] == v;
     case OpCode::kHistogram:
+    case OpCode::kReduceFn:
       return true;
     default:
       return false;

@@ -6,6 +6,7 @@
 //                        and the slices broadcasts want (want_slices)
 //   lower_views.cc       expand_dims, reshape, broadcast, trans, gather
 //   lower_reduce.cc      reductions and histograms
+//   lower_reduce_fn.cc   reductions by a combine function
 //   lower_scan.cc        scans
 //   lower_dot.cc         dot, and TargetInfo::dot's default
 //   lower_memory.cc      loads, stores and atomics
@@ -398,6 +399,22 @@ class Lowering {
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
+  // reduce_fn (lower_reduce_fn.cc). A part of such a reduction: one
+  // register value per operand, and whether it holds any element (null:
+  // always).
+  struct FnPart {
+    std::vector<llvm::Value*> values;
+    llvm::Value* valid = nullptr;
+  };
+  // The combine function of reduce_fn `o` lowered on `a` and `b`.
+  FnPart combine_fn(const Op& o, const FnPart& a, const FnPart& b);
+  // `acc` combined with its copies in the lanes that differ in `lanes` bits.
+  void combine_fn_lanes(const Op& o, FnPart& acc, int lanes);
+  // Each slot's part combined across the warps that hold its position (the
+  // thread bits `warp_bits`) through shared memory; every holder gets the
+  // same result.
+  void combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits);
+  absl::Status reduce_fn(const Op& o);
   // Histogram: counts of the operand's elements per bin, in the result's
   // buffer (shared memory on GPUs).
   absl::Status histogram(const Op& o, const Type& rt);

@@ -45,6 +45,9 @@ enum class OpCode : uint8_t {
             // (with positions, the i32 positions that order it, ties in their order)
   kGather,  // operands: src, index; ints = {axis}: src's elements at index's positions along the axis
   kHistogram,  // operands: x [, mask]; ints = {bins}: i32 counts of x's elements equal to 0 ... bins - 1
+  kReduceFn,   // operands: tiles of one shape; ints = {axis}; block 0: the combine function, its args
+               // a tuple of scalars then another (the operands' dtypes), ops on scalars, and a yield of
+               // one scalar per operand; results: the operands reduced along the axis together
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

@@ -64,6 +64,27 @@ Value argsort(const Value& x, int axis, bool descending = false, Loc loc = Loc::
 // argsort, a row's top k: gather(x, gather(order, first_k, 1), 1), where
 // first_k holds 0 ... k - 1 in each row.
 Value gather(const Value& src, const Value& index, int axis, Loc loc = Loc::current());
+// A reduction by a combine function of your own (Triton's tl.reduce):
+// the tiles `xs`, of one shape, reduced together along `axis` (removed;
+// a scalar each from a 1-D tile). combine(a, b) takes two tuples of
+// scalars, one element of each tile in each, and returns their
+// combination, one scalar per tile in its dtype. It may use elementwise
+// ops, constants and scalars from outside, and must be associative and
+// commutative: targets combine in different orders (a thread's elements
+// in turn, then trees across lanes and warps), so a floating-point combine
+// may round differently between them, while exact ones (integers,
+// minimum and maximum, comparisons that break ties by index) agree. An
+// argmax that keeps the lowest index of the largest value:
+//   reduce({x, idx}, 1, [](auto a, auto b) {
+//     Value take_b = b[0] > a[0] | (b[0] == a[0] & b[1] < a[1]);
+//     return std::vector<Value>{where(take_b, b[0], a[0]), where(take_b, b[1], a[1])};
+//   });
+using CombineFn = std::function<std::vector<Value>(std::span<const Value> a, std::span<const Value> b)>;
+std::vector<Value> reduce(const std::vector<Value>& xs, int axis, const CombineFn& combine, Loc loc = Loc::current());
+// One tile, combine(a, b) of two scalars.
+Value reduce(const Value& x, int axis, const std::function<Value(const Value& a, const Value& b)>& combine,
+             Loc loc = Loc::current());
+
 // How many elements of `x` (a tile of integers, any shape) equal each of
 // 0 ... bins - 1: a tile<i32>[bins] (Triton's tl.histogram). Elements
 // outside [0, bins) are not counted, nor, with `mask` (i1, broadcast to

@@ -80,8 +80,41 @@ class Verifier {
       case OpCode::kYield: {
         if (o.operands.size() != owner->results.size()) return fail(o, "yields a different number of values");
         for (size_t i = 0; i < o.operands.size(); ++i) {
-          if (type(i) != ir_.type(owner->results[i])) return fail(o, absl::StrCat("value ", i, " changes type"));
+          // A combine function yields one element of each result.
+          const Type& want = ir_.type(owner->results[i]);
+          if (type(i) != (owner->op == OpCode::kReduceFn ? Type(want.dtype()) : want)) {
+            return fail(o, absl::StrCat("value ", i, " changes type"));
+          }
         }
+        break;
+      }
+      case OpCode::kReduceFn: {
+        if (o.operands.empty() || o.results.size() != o.operands.size() || o.ints.size() != 1 || o.blocks.size() != 1 ||
+            !type(0).is_tile() || o.ints[0] < 0 || o.ints[0] >= type(0).rank()) {
+          return fail(o, "malformed");
+        }
+        Shape shape = type(0).shape();
+        shape.erase(shape.begin() + o.ints[0]);
+        const Block& body = ir_.blocks[o.blocks[0]];
+        if (body.args.size() != 2 * o.operands.size()) return fail(o, "block arguments do not match");
+        for (size_t i = 0; i < o.operands.size(); ++i) {
+          const Type elem(type(i).dtype());
+          if (!type(i).is_tile() || type(i).elements_are_pointers() || type(i).shape() != type(0).shape() ||
+              ir_.type(o.results[i]) != (shape.empty() ? elem : Type::tile(elem.dtype(), shape)) ||
+              ir_.type(body.args[i]) != elem || ir_.type(body.args[o.operands.size() + i]) != elem) {
+            return fail(o, absl::StrCat("operand ", i, " does not match its result or arguments"));
+          }
+        }
+        for (int id : body.ops) {
+          const Op& inner = ir_.ops[id];
+          if (inner.op == OpCode::kYield) continue;
+          if (inner.results.size() != 1 || !ir_.type(inner.results[0]).is_scalar() ||
+              (inner.op != OpCode::kConstant && !is_elementwise(inner.op))) {
+            return fail(o, "the combine function holds an op other than elementwise ones on scalars");
+          }
+        }
+        absl::Status st = block(o.blocks[0], &o);
+        if (!st.ok()) return st;
         break;
       }
       case OpCode::kFor: {

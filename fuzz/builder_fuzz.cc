@@ -1,17 +1,15 @@
 // Fuzz target: kernels built from random op sequences. The bytes choose
 // parameters (pointers, scalars, tensor maps), sometimes a cluster size,
 // then up to 48 builder calls (tiles, arithmetic, math, random numbers,
-// casts, shape ops, reductions, scans, sorts, argsorts, gathers, histograms and arg-reductions, dot, loads and
-// stores, atomics, TMA loads, stores, reductions and multicasts, loops with
-// their pipelining and warp-specialization options, persistent tile loops,
-// branches, vars) on values made earlier, many of them ill-typed on
-// purpose. build() must answer with a kernel that verified or with a
-// Status; nothing may crash, abort or hang. A kernel that builds prints,
-// and the same bytes build it again to the same text and hash. Where the
-// harness links the whole library (the regression replay, TESSEL_FUZZ_HOST
-// defined) each kernel that builds is also compiled for the host, sm_90a
-// and gfx942.
+// casts, shape ops, reductions, scans, sorts, argsorts, gathers, histograms, reductions by combine functions and
+// arg-reductions, dot, loads and stores, atomics, TMA loads, stores, reductions and multicasts, loops with their
+// pipelining and warp-specialization options, persistent tile loops, branches, vars) on values made earlier, many of
+// them ill-typed on purpose. build() must answer with a kernel that verified or with a Status; nothing may crash, abort
+// or hang. A kernel that builds prints, and the same bytes build it again to the same text and hash. Where the harness
+// links the whole library (the regression replay, TESSEL_FUZZ_HOST defined) each kernel that builds is also compiled
+// for the host, sm_90a and gfx942.
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -124,7 +122,7 @@ class Program {
         break;
       case 5: {
         const Operand a = operand(), b = operand();
-        switch (r_.below(12)) {
+        switch (r_.below(13)) {
           case 0:
             keep(a + b);
             break;
@@ -166,7 +164,7 @@ class Program {
       }
       case 6: {
         const Operand a = operand();
-        switch (r_.below(12)) {
+        switch (r_.below(13)) {
           case 0: {
             const MathForm form = r_.below(2) == 0 ? MathForm::kAccurate : MathForm::kFast;
             keep(exp(a, form));
@@ -313,7 +311,7 @@ class Program {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
         const bool reverse = r_.flip();
-        switch (r_.below(12)) {
+        switch (r_.below(13)) {
           case 0:
             keep(sum(x, axis));
             break;
@@ -347,6 +345,23 @@ class Program {
           case 10: {
             const int64_t bins = static_cast<int64_t>(r_.below(300)) - 2;
             keep(r_.flip() ? histogram(x, bins) : histogram(x, bins, value()));
+            break;
+          }
+          case 11: {
+            // A combine of one or two tiles from ops on its arguments and
+            // earlier values (a tile among them is refused).
+            std::vector<Value> xs = {x};
+            if (r_.flip()) xs.push_back(value());
+            const Value outside = value();
+            const bool flip = r_.flip();
+            for (const Value& v : reduce(xs, axis, [&](std::span<const Value> a, std::span<const Value> b) {
+                   std::vector<Value> out;
+                   for (size_t i = 0; i < a.size(); ++i)
+                     out.push_back(flip ? maximum(a[i], b[i]) : a[i] + b[i] * outside);
+                   return out;
+                 })) {
+              keep(v);
+            }
             break;
           }
           default:

@@ -199,6 +199,23 @@ TEST(Amdgpu, TheMoeAlignmentCompiles) {
   EXPECT_NE(c->artifacts.assembly.find("ds_add_u32"), std::string::npos);
 }
 
+// A combine function's tuples cross lanes like the named reductions' values.
+TEST(Amdgpu, ReduceFnsCrossLanes) {
+  KernelBuilder k("argmax_rows");
+  Value x = k.arg(ptr(f32), "x"), at = k.arg(ptr(i32), "at");
+  Value c = expand_dims(k.arange(0, 64), 0);
+  Value v = load(x + expand_dims(k.arange(0, 16), 1) * 64 + c);  // [16, 64] f32
+  std::vector<Value> r =
+      reduce({v, broadcast_to(c, {16, 64})}, 1, [](std::span<const Value> a, std::span<const Value> b) {
+        Value take_b = (b[0] > a[0]) | ((b[0] == a[0]) & (b[1] < a[1]));
+        return std::vector<Value>{where(take_b, b[0], a[0]), where(take_b, b[1], a[1])};
+      });
+  store(at + k.arange(0, 16), r[1]);
+  absl::StatusOr<Compiled> c2 = compile_gfx942(*k.build());
+  ASSERT_TRUE(c2.ok()) << c2.status();
+  EXPECT_NE(c2->artifacts.assembly.find("ds_bpermute"), std::string::npos);
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();

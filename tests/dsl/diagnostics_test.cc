@@ -566,6 +566,81 @@ TEST(Diagnostics, HistogramOperands) {
   }
 }
 
+TEST(Diagnostics, ReduceFnOperands) {
+  using Tuple = std::span<const Value>;
+  auto pick_a = [](Tuple a, Tuple) { return std::vector<Value>(a.begin(), a.end()); };
+  struct Bad {
+    std::function<void(KernelBuilder&, Loc)> build;
+    const char* message;
+  };
+  const std::vector<Bad> bad = {
+      {[](KernelBuilder&, Loc at) { reduce(std::vector<Value>{}, 0, {}, at); }, "reduce: needs at least one tile"},
+      {[&](KernelBuilder& k, Loc at) {
+         reduce({k.zeros({8}, f32), k.zeros({4}, f32)}, 0, pick_a, at);
+       },
+       "reduce: the tiles must have one shape, got tile<f32>[8] and tile<f32>[4]"},
+      {[&](KernelBuilder& k, Loc at) { reduce({k.arg(ptr(f32), "p") + k.arange(0, 8)}, 0, pick_a, at); },
+       "reduce: needs tiles of numbers or i1, got tile<ptr<f32>>[8]"},
+      {[&](KernelBuilder& k, Loc at) { reduce({k.constant(1.0, f32)}, 0, pick_a, at); },
+       "reduce: needs tiles of numbers or i1, got f32"},
+      {[&](KernelBuilder& k, Loc at) {
+         reduce({k.zeros({8, 4}, f32)}, 2, pick_a, at);
+       },
+       "reduce: axis 2 is out of range for tile<f32>[8,4]"},
+      {[](KernelBuilder& k, Loc at) {
+         reduce(
+             {k.zeros({8}, f32), k.zeros({8}, i32)}, 0, [](Tuple a, Tuple) { return std::vector<Value>{a[0]}; }, at);
+       },
+       "reduce: the combine function returned 1 values for 2 tiles"},
+      {[](KernelBuilder& k, Loc at) {
+         reduce(
+             {k.zeros({8}, f32)}, 0, [](Tuple a, Tuple b) { return std::vector<Value>{cast(a[0] + b[0], f64)}; }, at);
+       },
+       "reduce: the combine function's value 0 must be f32, got f64"},
+      {[](KernelBuilder& k, Loc at) {
+         reduce(
+             {k.zeros({8}, i32)}, 0, [](Tuple a, Tuple b) { return std::vector<Value>{load(b[0])}; }, at);
+       },
+       "load: needs a pointer"},
+  };
+  for (const Bad& b : bad) {
+    KernelBuilder k("k");
+    const Loc at = Loc::current();
+    b.build(k, at);
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_FALSE(kernel.ok()) << b.message;
+    EXPECT_THAT(kernel.status().message(), HasSubstr(b.message));
+  }
+}
+
+// The combine function names the op it may not hold, at that op's line.
+TEST(Diagnostics, ReduceFnCombinesScalarsOnly) {
+  {
+    KernelBuilder k("k");
+    Value x = k.zeros({8}, f32), other = k.zeros({4}, f32);
+    int line = 0;
+    reduce(x, 0, [&](const Value& a, const Value&) {
+      line = __LINE__ + 1;
+      Value t = a + other;
+      return max(t, 0);
+    });
+    EXPECT_TRUE(FailsAt(k, line,
+                        "reduce: the combine function may use elementwise ops on scalars only, got splat making "
+                        "tile<f32>[4]"));
+  }
+  {
+    KernelBuilder k("k");
+    Value p = k.arg(ptr(f32), "p");
+    int line = 0;
+    reduce(k.zeros({8}, f32), 0, [&](const Value& a, const Value& b) {
+      line = __LINE__ + 1;
+      store(p, a);
+      return a + b;
+    });
+    EXPECT_TRUE(FailsAt(k, line, "reduce: the combine function may use elementwise ops on scalars only, got store"));
+  }
+}
+
 TEST(Diagnostics, ExpandDimsAxisOutOfRange) {
   KernelBuilder k("k");
   Value x = k.arange(0, 64);

@@ -1,0 +1,199 @@
+// Reductions by a combine function of the kernel's own (reduce_fn): the
+// function's block is lowered again at every combine, on the registers of
+// the two tuples it joins. In registers as the named reductions are (each
+// thread's elements in turn, shuffles across lanes, shared memory across
+// warps), with a flag beside each tuple where a thread may hold no element;
+// otherwise over buffers, each line walked from its first element.
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+Lowering::FnPart Lowering::combine_fn(const Op& o, const FnPart& a, const FnPart& b) {
+  const Block& body = ir_.blocks[o.blocks[0]];
+  const size_t n = a.values.size();
+  for (size_t i = 0; i < n; ++i) {
+    vals_[body.args[i]] = a.values[i];
+    vals_[body.args[n + i]] = b.values[i];
+  }
+  FnPart out;
+  for (int id : body.ops) {
+    const Op& inner = ir_.ops[id];
+    if (inner.op == OpCode::kYield) {
+      for (int v : inner.operands) out.values.push_back(val(v));
+      break;
+    }
+    const absl::Status s = op(inner);
+    TESSEL_CHECK(s.ok(), "an elementwise op on scalars did not lower");
+  }
+  if (a.valid == nullptr && b.valid == nullptr) return out;
+  // Where one side holds nothing, the other; where neither does, either.
+  llvm::Value* av = a.valid != nullptr ? a.valid : b_.getTrue();
+  llvm::Value* bv = b.valid != nullptr ? b.valid : b_.getTrue();
+  llvm::Value* both = b_.CreateAnd(av, bv);
+  for (size_t i = 0; i < n; ++i) {
+    out.values[i] = b_.CreateSelect(both, out.values[i], b_.CreateSelect(av, a.values[i], b.values[i]));
+  }
+  out.valid = b_.CreateOr(av, bv);
+  return out;
+}
+
+void Lowering::combine_fn_lanes(const Op& o, FnPart& acc, int lanes) {
+  for (int bit = 1; bit <= lanes; bit *= 2) {
+    if ((lanes & bit) == 0) continue;
+    FnPart other;
+    for (llvm::Value* v : acc.values) other.values.push_back(target_.shuffle_xor(b_, v, bit));
+    if (acc.valid != nullptr) other.valid = target_.shuffle_xor(b_, acc.valid, bit);
+    acc = combine_fn(o, acc, other);
+  }
+}
+
+void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits) {
+  // Each part travels as 64-bit words, one per value and one for its flag.
+  const size_t n = acc[0].values.size();
+  const bool flags = acc[0].valid != nullptr;
+  const size_t words = n + (flags ? 1 : 0);
+  std::vector<llvm::Value*> packed;
+  for (const FnPart& p : acc) {
+    for (llvm::Value* v : p.values) {
+      const unsigned bits = v->getType()->getPrimitiveSizeInBits();
+      packed.push_back(b_.CreateZExt(b_.CreateBitCast(v, b_.getIntNTy(bits)), b_.getInt64Ty()));
+    }
+    if (flags) packed.push_back(b_.CreateZExt(p.valid, b_.getInt64Ty()));
+  }
+  const std::vector<llvm::Type*> types = [&] {
+    std::vector<llvm::Type*> t;
+    for (llvm::Value* v : acc[0].values) t.push_back(v->getType());
+    return t;
+  }();
+  std::vector<FnPart> all(acc.size());
+  std::vector<bool> started(acc.size(), false);
+  FnPart part;
+  exchange_warps(packed, warp_bits, [&](int, int64_t k, llvm::Value* word) {
+    const size_t slot = static_cast<size_t>(k) / words, w = static_cast<size_t>(k) % words;
+    if (w < n) {
+      llvm::Type* t = types[w];
+      const unsigned bits = t->getPrimitiveSizeInBits();
+      part.values.push_back(b_.CreateBitCast(b_.CreateTrunc(word, b_.getIntNTy(bits)), t));
+    } else {
+      part.valid = b_.CreateTrunc(word, b_.getInt1Ty());
+    }
+    if (w + 1 < words) return;
+    // Every holder reads the same threads' parts in the same order.
+    all[slot] = started[slot] ? combine_fn(o, all[slot], part) : part;
+    started[slot] = true;
+    part = FnPart();
+  });
+  acc = std::move(all);
+}
+
+absl::Status Lowering::reduce_fn(const Op& o) {
+  const Type& in = ir_.type(o.operands[0]);
+  const Type& rt = ir_.type(o.results[0]);
+  const int axis = static_cast<int>(o.ints[0]);
+  const size_t n = o.operands.size();
+  // The tuple of slot `slot` of each operand's registers in layout `l`.
+  auto part_at = [&](const Layout& l, const std::vector<std::vector<llvm::Value*>>& elems, int64_t slot) {
+    FnPart p;
+    for (const std::vector<llvm::Value*>& e : elems) p.values.push_back(e[slot]);
+    p.valid = l.valid(b_, thread_, slot);
+    return p;
+  };
+  auto operand_regs = [&](const Layout& l) {
+    std::vector<std::vector<llvm::Value*>> elems;
+    for (int v : o.operands) elems.push_back(regs(v, l));
+    return elems;
+  };
+  if (!rt.is_tile() && in_registers(in)) {
+    // A whole tile to one tuple: each thread's elements, then every lane
+    // and warp. The planned layout holds each element once.
+    const Layout& l = *planned(o.operands[0]);
+    const std::vector<std::vector<llvm::Value*>> elems = operand_regs(l);
+    FnPart acc = part_at(l, elems, 0);
+    for (int64_t slot = 1; slot < l.slots(); ++slot) acc = combine_fn(o, acc, part_at(l, elems, slot));
+    const int warp = target_.warp_size();
+    combine_fn_lanes(o, acc, warp - 1);
+    if (threads_ > warp) {
+      std::vector<FnPart> accs = {acc};
+      combine_fn_warps(o, accs, (threads_ - 1) & ~(warp - 1));
+      acc = accs[0];
+    }
+    for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = acc.values[i];
+    return absl::OkStatus();
+  }
+  if (rt.is_tile() && threads_ > 0) {
+    // Along the axis, in the slice of the first operand's layout, as reduce
+    // does.
+    std::shared_ptr<const Layout> from = layout(o.operands[0]);
+    if (dynamic_cast<const SliceLayout*>(from.get()) != nullptr) from = planned(o.operands[0]);
+    if (in_registers(in) || from == wanted_[o.operands[0]]) {
+      auto slice = std::make_shared<SliceLayout>(from, in.shape(), axis);
+      std::optional<int> holders = holder_bits(*slice);
+      const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
+      const int64_t words = slice->slots() * static_cast<int64_t>(n + 1);
+      if (holders.has_value() && (warp_bits == 0 || across_warps_fits(in, b_.getInt64Ty(), words))) {
+        const Layout& l = slice->parent();
+        const std::vector<std::vector<llvm::Value*>> elems = operand_regs(l);
+        std::vector<std::optional<FnPart>> parts(slice->slots());
+        for (int64_t slot = 0; slot < l.slots(); ++slot) {
+          std::optional<FnPart>& p = parts[slice->slot_of(slot)];
+          p = p.has_value() ? combine_fn(o, *p, part_at(l, elems, slot)) : part_at(l, elems, slot);
+        }
+        std::vector<FnPart> acc;
+        for (std::optional<FnPart>& p : parts) acc.push_back(*std::move(p));
+        for (FnPart& a : acc) combine_fn_lanes(o, a, *holders & (target_.warp_size() - 1));
+        if (warp_bits != 0) combine_fn_warps(o, acc, warp_bits);
+        for (size_t i = 0; i < n; ++i) {
+          std::vector<llvm::Value*> r;
+          for (const FnPart& a : acc) r.push_back(a.values[i]);
+          regs_[o.results[i]] = {slice, std::move(r)};
+        }
+        return absl::OkStatus();
+      }
+    }
+  }
+  // Over buffers: each line from its first element, combined in order.
+  hold(o);
+  Shape outer = in.shape();
+  outer.erase(outer.begin() + axis);
+  const int64_t len = in.shape()[axis];
+  auto line = [&](ElemIndex& at) {
+    std::vector<llvm::Value*> slots;
+    std::vector<llvm::Type*> types;
+    ElemIndex first = at_axis(in.shape(), axis, at.dims, b_.getInt64(0));
+    for (int v : o.operands) {
+      llvm::Value* e = element(v, first);
+      types.push_back(e->getType());
+      slots.push_back(stack_slot(types.back()));
+      b_.CreateStore(e, slots.back());
+    }
+    emit_loop(b_, b_.getInt64(1), b_.getInt64(len), b_.getInt64(1), [&](llvm::Value* k) {
+      ElemIndex along = at_axis(in.shape(), axis, at.dims, k);
+      FnPart acc, next;
+      for (size_t i = 0; i < n; ++i) {
+        acc.values.push_back(b_.CreateLoad(types[i], slots[i]));
+        next.values.push_back(element(o.operands[i], along));
+      }
+      acc = combine_fn(o, acc, next);
+      for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
+    });
+    std::vector<llvm::Value*> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(b_.CreateLoad(types[i], slots[i]));
+    return out;
+  };
+  if (outer.empty()) {
+    ElemIndex whole;
+    const std::vector<llvm::Value*> r = line(whole);
+    for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = r[i];
+    return absl::OkStatus();
+  }
+  std::vector<llvm::Value*> bufs;
+  for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
+  each_element(outer, [&](ElemIndex& at) {
+    const std::vector<llvm::Value*> r = line(at);
+    for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), at.linear, r[i]);
+  });
+  for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen
