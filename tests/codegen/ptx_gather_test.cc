@@ -20,13 +20,7 @@ TEST(PtxGather, TheSourceGoesThroughSharedMemoryOnce) {
   Value src = load(x + rows * 256 + expand_dims(k.arange(0, 256), 0));
   Value offs = rows * 8 + expand_dims(k.arange(0, 8), 0);
   store(out + offs, gather(src, load(idx + offs), 1));
-  absl::StatusOr<Kernel> kernel = k.build();
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  CompileOptions options;
-  options.num_warps = 4;
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-  ASSERT_TRUE(code.ok()) << code.status();
-  const std::string& ptx = code->binary;
+  const std::string ptx = ptx_of(k.build(), 4);
   EXPECT_EQ(count(ptx, "st.shared.f32"), 32);
   EXPECT_EQ(count(ptx, "bar.sync"), 1);
   EXPECT_EQ(count(ptx, "ld.shared.f32"), 1);

@@ -15,29 +15,13 @@
 namespace tessel {
 namespace {
 
-// `kernel` built, compiled for sm_90a on `warps` warps, and assembled.
-void expect_assembles(const absl::StatusOr<Kernel>& kernel, int warps) {
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  CompileOptions options;
-  options.num_warps = warps;
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-  ASSERT_TRUE(code.ok()) << code.status();
-  expect_ptxas_accepts(code->binary);
-}
-
 TEST(PtxHistogram, CountsWithSharedAtomicsBetweenTwoBarriers) {
   // x [1024] i32 over 128 threads: 8 slots each, 8 atomics each.
   KernelBuilder k("histogram");
   Value x = k.arg(ptr(i32), "x"), out = k.arg(ptr(i32), "out");
   Value v = load(x + k.arange(0, 1024));
   store(out + k.arange(0, 64), histogram(v, 64, v != 7));
-  absl::StatusOr<Kernel> kernel = k.build();
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  CompileOptions options;
-  options.num_warps = 4;
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-  ASSERT_TRUE(code.ok()) << code.status();
-  const std::string& ptx = code->binary;
+  const std::string ptx = ptx_of(k.build(), 4);
   EXPECT_EQ(count(ptx, "atom.shared.add.u32") + count(ptx, "red.shared.add.u32"), 8) << ptx;
   EXPECT_EQ(count(ptx, "atom.global") + count(ptx, "red.global"), 0);
   EXPECT_EQ(count(ptx, "bar.sync"), 2);
@@ -62,7 +46,7 @@ TEST(PtxHistogram, EveryPathAssembles) {
     Var sum = k.var(k.zeros({100}, i32));
     k.for_range(0, n, rows * cols, [&](Value i) { sum = sum + histogram(load(x + i + offs), 100); });
     atomic_add(out + 200 + bins, sum, MemoryOrder::kRelaxed);
-    expect_assembles(k.build(), warps);
+    expect_ptxas_accepts(ptx_of(k.build(), warps));
   }
 }
 
@@ -72,7 +56,7 @@ TEST(PtxHistogram, TheMoeAlignmentAssembles) {
   for (const auto& [experts, block, chunk, warps] :
        std::vector<std::tuple<int, int, int, int>>{{8, 16, 256, 4}, {64, 64, 1024, 8}, {256, 128, 1024, 8}}) {
     SCOPED_TRACE(::testing::Message() << experts << " experts, blocks of " << block << ", chunks of " << chunk);
-    expect_assembles(samples::moe_align_kernel(experts, block, chunk), warps);
+    expect_ptxas_accepts(ptx_of(samples::moe_align_kernel(experts, block, chunk), warps));
   }
 }
 

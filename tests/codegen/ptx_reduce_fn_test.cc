@@ -29,13 +29,7 @@ std::string argmax_rows_ptx(int rows, int cols, int warps) {
   std::vector<Value> out = reduce({v, broadcast_to(c, {rows, cols})}, 1, argmax_combine);
   store(best + k.arange(0, rows), out[0]);
   store(at + k.arange(0, rows), out[1]);
-  absl::StatusOr<Kernel> kernel = k.build();
-  EXPECT_TRUE(kernel.ok()) << kernel.status();
-  CompileOptions options;
-  options.num_warps = warps;
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-  EXPECT_TRUE(code.ok()) << code.status();
-  return code.ok() ? code->binary : "";
+  return ptx_of(k.build(), warps);
 }
 
 TEST(PtxReduceFn, RowsWithinAWarpUseShufflesAlone) {
@@ -73,15 +67,10 @@ TEST(PtxReduceFn, AWholeTileMeetsOnce) {
   KernelBuilder k("xor_all");
   Value x = k.arg(ptr(u32), "x"), out = k.arg(ptr(u32), "out");
   store(out, reduce(load(x + k.arange(0, 1024)), 0, [](const Value& a, const Value& b) { return a ^ b; }));
-  absl::StatusOr<Kernel> kernel = k.build();
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  CompileOptions options;
-  options.num_warps = 4;
-  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(count(code->binary, "shfl.sync.bfly.b32"), 5);
-  EXPECT_EQ(count(code->binary, "bar.sync"), 1);
-  expect_ptxas_accepts(code->binary);
+  const std::string ptx = ptx_of(k.build(), 4);
+  EXPECT_EQ(count(ptx, "shfl.sync.bfly.b32"), 5);
+  EXPECT_EQ(count(ptx, "bar.sync"), 1);
+  expect_ptxas_accepts(ptx);
 }
 
 }  // namespace

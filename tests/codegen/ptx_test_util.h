@@ -24,6 +24,23 @@ inline absl::StatusOr<DeviceCode> compile_ptx(const Kernel& kernel, CompileOptio
   return compile(kernel, options, artifacts);
 }
 
+// The PTX (sm_90a) of `kernel` on `warps` warps; empty, with a test
+// failure, where building or compiling it failed.
+inline std::string ptx_of(const absl::StatusOr<Kernel>& kernel, int warps) {
+  if (!kernel.ok()) {
+    ADD_FAILURE() << kernel.status();
+    return "";
+  }
+  CompileOptions options;
+  options.num_warps = warps;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+  if (!code.ok()) {
+    ADD_FAILURE() << code.status();
+    return "";
+  }
+  return code->binary;
+}
+
 inline std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("tessel_ptx_test_" + std::to_string(getpid()) + "_" + name))
       .string();
@@ -77,7 +94,8 @@ inline void expect_ptxas_accepts(const std::string& ptx) {
 inline std::pair<int, std::string> ptxas_verbose(const std::string& ptx) {
   std::string in = temp_path("v.ptx"), out = temp_path("v.cubin"), log = temp_path("v.log");
   write(in, ptx);
-  int rc = std::system((std::string(TESSEL_PTXAS) + " -v -arch=sm_90a " + in + " -o " + out + " > " + log + " 2>&1").c_str());
+  int rc = std::system(
+      (std::string(TESSEL_PTXAS) + " -v -arch=sm_90a " + in + " -o " + out + " > " + log + " 2>&1").c_str());
   std::ifstream f(log);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   for (const std::string& p : {in, out, log}) std::filesystem::remove(p);
