@@ -112,7 +112,7 @@ TEST(Autotune, BeforeEachRunsBeforeEveryTimedRun) {
 
 TEST(Autotune, TheDiskKeepsTheChoiceForAnotherProcess) {
   ScopedCacheDir dir;
-  Sleepers s({3, 1});
+  Sleepers s({12, 1});  // far apart: a loaded machine wakes a 1 ms sleep late
   const std::string key = unique_key("disk");
   const AutotuneOptions no_memory = {.warmup = 0, .reps = 3, .memory = false};
   ASSERT_TRUE(autotune(host(), key, s.candidates, no_memory).ok());
