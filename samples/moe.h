@@ -50,7 +50,8 @@ inline absl::StatusOr<Kernel> moe_align_kernel(int experts, int block, int chunk
 
   // Each block's expert: how many groups end at or before its start. Its
   // positions past the expert's choices hold n.
-  const int rows = std::clamp(8192 / experts, 8, 128);
+  // Tiles of [rows, experts] and [rows, block]: at most 4096 elements each.
+  const int rows = std::clamp(4096 / std::max(experts, block), 1, 128);
   Value pad_from = starts + counts;  // [E] i32
   Value blocks = total / block;
   k.for_range(0, blocks, rows, [&](Value b0) {
