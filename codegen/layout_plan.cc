@@ -23,7 +23,7 @@ class Groups {
 
 bool pairs_slots(OpCode op) {
   return is_elementwise(op) || op_traits(op).view || op == OpCode::kLoad || op == OpCode::kStore ||
-         op == OpCode::kScan || op == OpCode::kSort;
+         op == OpCode::kScan || op == OpCode::kScanFn || op == OpCode::kSort;
 }
 
 }  // namespace
@@ -66,7 +66,8 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       int g = groups.find(o.operands[0]);
       want[g] = std::max(want[g], analysis.access_run(o));
     }
-    if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort || o.op == OpCode::kReduceFn) &&
+    if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort || o.op == OpCode::kReduceFn ||
+         o.op == OpCode::kScanFn) &&
         ir.type(o.results[0]).is_tile()) {
       const Shape& shape = ir.type(o.operands[0]).shape();
       const int g = groups.find(o.operands[0]);

@@ -322,6 +322,8 @@ absl::Status Lowering::op(const Op& o) {
       return histogram(o, rt);
     case OpCode::kReduceFn:
       return reduce_fn(o);
+    case OpCode::kScanFn:
+      return scan_fn(o);
     case OpCode::kReduce:
       return reduce(o, rt);
     case OpCode::kScan:

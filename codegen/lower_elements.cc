@@ -39,6 +39,7 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
       return o.operands[1] == v;
     case OpCode::kHistogram:
     case OpCode::kReduceFn:
+    case OpCode::kScanFn:
       return true;
     default:
       return false;

@@ -16,10 +16,21 @@ std::vector<int> Lowering::submasks(int bits) {
   return masks;
 }
 
-bool Lowering::across_warps_fits(const Type& in, llvm::Type* acc_t, int64_t chunks) {
+std::shared_ptr<const Layout> Lowering::reduce_layout(const Op& o) {
+  if (!ir_.type(o.results[0]).is_tile() || threads_ <= 0) return nullptr;
+  std::shared_ptr<const Layout> l = layout(o.operands[0]);
+  if (dynamic_cast<const SliceLayout*>(l.get()) != nullptr) l = planned(o.operands[0]);
+  return in_registers(ir_.type(o.operands[0])) || l == wanted_[o.operands[0]] ? l : nullptr;
+}
+
+bool Lowering::across_warps_fits(const Op& o, llvm::Type* acc_t, int64_t chunks) {
   const llvm::DataLayout& dl = module_->getDataLayout();
-  return target_.tiles_in_shared() &&
-         threads_ * chunks * dl.getTypeAllocSize(acc_t) <= in.numel() * dl.getTypeAllocSize(elem_mem_type(in));
+  int64_t tiles = 0;
+  for (int v : o.operands) {
+    const Type& t = ir_.type(v);
+    if (t.is_tile()) tiles += t.numel() * static_cast<int64_t>(dl.getTypeAllocSize(elem_mem_type(t)));
+  }
+  return target_.tiles_in_shared() && threads_ * chunks * static_cast<int64_t>(dl.getTypeAllocSize(acc_t)) <= tiles;
 }
 
 void Lowering::through_shared(const std::vector<llvm::Value*>& values,
@@ -123,19 +134,13 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   // several slots of a thread take the buffer path below. The operand's own
   // layout (an accumulator's fragment stays where the product left it,
   // however large) unless it is a slice, whose threads may share elements.
-  auto in_layout = [&]() -> std::shared_ptr<const Layout> {
-    if (!rt.is_tile() || threads_ <= 0) return nullptr;
-    std::shared_ptr<const Layout> l = layout(o.operands[0]);
-    if (dynamic_cast<const SliceLayout*>(l.get()) != nullptr) l = planned(o.operands[0]);
-    return in_registers(in) || l == wanted_[o.operands[0]] ? l : nullptr;
-  };
-  if (std::shared_ptr<const Layout> from = in_layout(); from != nullptr) {
+  if (std::shared_ptr<const Layout> from = reduce_layout(o); from != nullptr) {
     auto slice = std::make_shared<SliceLayout>(from, in.shape(), axis);
     std::optional<int> holders = holder_bits(*slice);
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
     // Across warps only where the scratch area is no larger than the
     // operand's buffer would be (f16 accumulates in f32, for instance).
-    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(in, acc_t, slice->slots()))) {
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(o, acc_t, slice->slots()))) {
       const int lanes = *holders & (target_.warp_size() - 1);
       const Layout& l = slice->parent();
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);
@@ -202,10 +207,9 @@ absl::Status Lowering::histogram(const Op& o, const Type& rt) {
   llvm::Type* i32 = b_.getInt32Ty();
   tile_loop(bins, [&](llvm::Value* i) { b_.CreateStore(b_.getInt32(0), b_.CreateInBoundsGEP(i32, counts, i)); });
   auto count = [&](llvm::Value* x, llvm::Value* ok) {
-    // A negative element is a large unsigned one: one compare finds both ends.
-    llvm::Value* bin =
-        in.dtype().is_signed() ? b_.CreateSExtOrTrunc(x, b_.getInt64Ty()) : b_.CreateZExtOrTrunc(x, b_.getInt64Ty());
-    llvm::Value* inside = b_.CreateICmpULT(bin, b_.getInt64(bins));
+    const std::pair<llvm::Value*, llvm::Value*> at = index_inside(x, in.dtype(), bins);
+    llvm::Value* bin = at.first;
+    llvm::Value* inside = at.second;
     guarded(ok == nullptr ? inside : b_.CreateAnd(ok, inside), [&] {
       llvm::Value* p = b_.CreateInBoundsGEP(i32, counts, bin);
       if (walks_alone()) {

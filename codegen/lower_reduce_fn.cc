@@ -47,43 +47,53 @@ void Lowering::combine_fn_lanes(const Op& o, FnPart& acc, int lanes) {
   }
 }
 
-void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits) {
+Lowering::FnPart Lowering::select_part(llvm::Value* cond, const FnPart& a, const FnPart& b) {
+  FnPart out;
+  for (size_t i = 0; i < a.values.size(); ++i) out.values.push_back(b_.CreateSelect(cond, a.values[i], b.values[i]));
+  if (a.valid != nullptr || b.valid != nullptr) {
+    out.valid =
+        b_.CreateSelect(cond, a.valid != nullptr ? a.valid : b_.getTrue(), b.valid != nullptr ? b.valid : b_.getTrue());
+  }
+  return out;
+}
+
+void Lowering::exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits,
+                                 const std::function<void(int, size_t, const FnPart&)>& read) {
   // Each part travels as 64-bit words, one per value and one for its flag.
-  const size_t n = acc[0].values.size();
-  const bool flags = acc[0].valid != nullptr;
+  const size_t n = parts[0].values.size();
+  const bool flags = parts[0].valid != nullptr;
   const size_t words = n + (flags ? 1 : 0);
   std::vector<llvm::Value*> packed;
-  for (const FnPart& p : acc) {
+  for (const FnPart& p : parts) {
     for (llvm::Value* v : p.values) {
       const unsigned bits = v->getType()->getPrimitiveSizeInBits();
       packed.push_back(b_.CreateZExt(b_.CreateBitCast(v, b_.getIntNTy(bits)), b_.getInt64Ty()));
     }
     if (flags) packed.push_back(b_.CreateZExt(p.valid, b_.getInt64Ty()));
   }
-  const std::vector<llvm::Type*> types = [&] {
-    std::vector<llvm::Type*> t;
-    for (llvm::Value* v : acc[0].values) t.push_back(v->getType());
-    return t;
-  }();
-  std::vector<FnPart> all(acc.size());
-  std::vector<bool> started(acc.size(), false);
   FnPart part;
-  exchange_warps(packed, warp_bits, [&](int, int64_t k, llvm::Value* word) {
+  exchange_warps(packed, warp_bits, [&](int m, int64_t k, llvm::Value* word) {
     const size_t slot = static_cast<size_t>(k) / words, w = static_cast<size_t>(k) % words;
     if (w < n) {
-      llvm::Type* t = types[w];
+      llvm::Type* t = parts[0].values[w]->getType();
       const unsigned bits = t->getPrimitiveSizeInBits();
       part.values.push_back(b_.CreateBitCast(b_.CreateTrunc(word, b_.getIntNTy(bits)), t));
     } else {
       part.valid = b_.CreateTrunc(word, b_.getInt1Ty());
     }
     if (w + 1 < words) return;
-    // Every holder reads the same threads' parts in the same order.
-    all[slot] = started[slot] ? combine_fn(o, all[slot], part) : part;
-    started[slot] = true;
+    read(m, slot, part);
     part = FnPart();
   });
-  acc = std::move(all);
+}
+
+void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits) {
+  // Every holder reads the same threads' parts in the same order.
+  std::vector<std::optional<FnPart>> all(acc.size());
+  exchange_fn_parts(acc, warp_bits, [&](int, size_t slot, const FnPart& part) {
+    all[slot] = all[slot].has_value() ? combine_fn(o, *all[slot], part) : part;
+  });
+  for (size_t slot = 0; slot < acc.size(); ++slot) acc[slot] = *std::move(all[slot]);
 }
 
 absl::Status Lowering::reduce_fn(const Op& o) {
@@ -120,35 +130,31 @@ absl::Status Lowering::reduce_fn(const Op& o) {
     for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = acc.values[i];
     return absl::OkStatus();
   }
-  if (rt.is_tile() && threads_ > 0) {
-    // Along the axis, in the slice of the first operand's layout, as reduce
-    // does.
-    std::shared_ptr<const Layout> from = layout(o.operands[0]);
-    if (dynamic_cast<const SliceLayout*>(from.get()) != nullptr) from = planned(o.operands[0]);
-    if (in_registers(in) || from == wanted_[o.operands[0]]) {
-      auto slice = std::make_shared<SliceLayout>(from, in.shape(), axis);
-      std::optional<int> holders = holder_bits(*slice);
-      const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
-      const int64_t words = slice->slots() * static_cast<int64_t>(n + 1);
-      if (holders.has_value() && (warp_bits == 0 || across_warps_fits(in, b_.getInt64Ty(), words))) {
-        const Layout& l = slice->parent();
-        const std::vector<std::vector<llvm::Value*>> elems = operand_regs(l);
-        std::vector<std::optional<FnPart>> parts(slice->slots());
-        for (int64_t slot = 0; slot < l.slots(); ++slot) {
-          std::optional<FnPart>& p = parts[slice->slot_of(slot)];
-          p = p.has_value() ? combine_fn(o, *p, part_at(l, elems, slot)) : part_at(l, elems, slot);
-        }
-        std::vector<FnPart> acc;
-        for (std::optional<FnPart>& p : parts) acc.push_back(*std::move(p));
-        for (FnPart& a : acc) combine_fn_lanes(o, a, *holders & (target_.warp_size() - 1));
-        if (warp_bits != 0) combine_fn_warps(o, acc, warp_bits);
-        for (size_t i = 0; i < n; ++i) {
-          std::vector<llvm::Value*> r;
-          for (const FnPart& a : acc) r.push_back(a.values[i]);
-          regs_[o.results[i]] = {slice, std::move(r)};
-        }
-        return absl::OkStatus();
+  // Along the axis, in the slice of the first operand's layout, as reduce
+  // does.
+  if (std::shared_ptr<const Layout> from = reduce_layout(o); from != nullptr) {
+    auto slice = std::make_shared<SliceLayout>(from, in.shape(), axis);
+    std::optional<int> holders = holder_bits(*slice);
+    const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
+    const int64_t words = slice->slots() * static_cast<int64_t>(n + 1);
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(o, b_.getInt64Ty(), words))) {
+      const Layout& l = slice->parent();
+      const std::vector<std::vector<llvm::Value*>> elems = operand_regs(l);
+      std::vector<std::optional<FnPart>> parts(slice->slots());
+      for (int64_t slot = 0; slot < l.slots(); ++slot) {
+        std::optional<FnPart>& p = parts[slice->slot_of(slot)];
+        p = p.has_value() ? combine_fn(o, *p, part_at(l, elems, slot)) : part_at(l, elems, slot);
       }
+      std::vector<FnPart> acc;
+      for (std::optional<FnPart>& p : parts) acc.push_back(*std::move(p));
+      for (FnPart& a : acc) combine_fn_lanes(o, a, *holders & (target_.warp_size() - 1));
+      if (warp_bits != 0) combine_fn_warps(o, acc, warp_bits);
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<llvm::Value*> r;
+        for (const FnPart& a : acc) r.push_back(a.values[i]);
+        regs_[o.results[i]] = {slice, std::move(r)};
+      }
+      return absl::OkStatus();
     }
   }
   // Over buffers: each line from its first element, combined in order.

@@ -134,7 +134,7 @@ absl::Status Lowering::scan(const Op& o, const Type& rt) {
     std::shared_ptr<const Layout> l = layout(o.operands[0]);
     std::optional<ScanPlan> plan = scan_plan(*l, in.shape(), axis);
     if (plan.has_value() && ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 ||
-                             across_warps_fits(in, acc_t, static_cast<int64_t>(plan->slots.size()) * plan->rounds))) {
+                             across_warps_fits(o, acc_t, static_cast<int64_t>(plan->slots.size()) * plan->rounds))) {
       scan_registers(o, std::move(l), *plan, identity, combine);
       return absl::OkStatus();
     }

@@ -83,13 +83,16 @@ absl::Status Lowering::gather(const Op& o, const Type& rt) {
   return absl::OkStatus();
 }
 
+std::pair<llvm::Value*, llvm::Value*> Lowering::index_inside(llvm::Value* x, DType d, int64_t size) {
+  // A negative index is a large unsigned one: one compare finds both ends.
+  llvm::Value* i = d.is_signed() ? b_.CreateSExtOrTrunc(x, b_.getInt64Ty()) : b_.CreateZExtOrTrunc(x, b_.getInt64Ty());
+  return {i, b_.CreateICmpULT(i, b_.getInt64(size))};
+}
+
 llvm::Value* Lowering::gathered(const Op& o, ElemIndex& at, llvm::Value* index) {
   const Type& src = ir_.type(o.operands[0]);
   const int axis = static_cast<int>(o.ints[0]);
-  // A negative index is a large unsigned one: one compare finds both ends.
-  llvm::Value* i = ir_.type(o.operands[1]).dtype().is_signed() ? b_.CreateSExtOrTrunc(index, b_.getInt64Ty())
-                                                               : b_.CreateZExtOrTrunc(index, b_.getInt64Ty());
-  llvm::Value* inside = b_.CreateICmpULT(i, b_.getInt64(src.shape()[axis]));
+  const auto [i, inside] = index_inside(index, ir_.type(o.operands[1]).dtype(), src.shape()[axis]);
   std::vector<llvm::Value*> dims = at.dims;
   dims[axis] = b_.CreateSelect(inside, i, b_.getInt64(0));
   ElemIndex from = at_dims(src.shape(), std::move(dims));

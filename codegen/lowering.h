@@ -8,6 +8,7 @@
 //   lower_reduce.cc      reductions and histograms
 //   lower_reduce_fn.cc   reductions by a combine function
 //   lower_scan.cc        scans
+//   lower_scan_fn.cc     scans by a combine function
 //   lower_dot.cc         dot, and TargetInfo::dot's default
 //   lower_memory.cc      loads, stores and atomics
 //   lower_tma.cc         tma_load, tma_store and their mbarriers, and
@@ -21,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -360,6 +362,9 @@ class Lowering {
   // Gather: each element read from the source's buffer at the position its
   // index gives; in registers, the index's registers in the result's layout.
   absl::Status gather(const Op& o, const Type& rt);
+  // Integer `x` of dtype `d` as an i64 position, and whether it lies in
+  // [0, size).
+  std::pair<llvm::Value*, llvm::Value*> index_inside(llvm::Value* x, DType d, int64_t size);
   // Gather `o`'s element at `at`, whose index is `index`.
   llvm::Value* gathered(const Op& o, ElemIndex& at, llvm::Value* index);
   // This thread's slots of a tile of `shape` in layout `want`: each the
@@ -414,7 +419,19 @@ class Lowering {
   // thread bits `warp_bits`) through shared memory; every holder gets the
   // same result.
   void combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits);
+  // `a` where `cond`, else `b`.
+  FnPart select_part(llvm::Value* cond, const FnPart& a, const FnPart& b);
+  // Writes `parts` (one per slot, of the same types) to shared memory and
+  // meets the program; then read(m, slot, part) gets slot `slot`'s part of
+  // thread (this thread & ~warp_bits) | m, for each sub-mask m of
+  // `warp_bits` ascending.
+  void exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits,
+                         const std::function<void(int, size_t, const FnPart&)>& read);
   absl::Status reduce_fn(const Op& o);
+  // scan_fn (lower_scan_fn.cc): in registers where the operands' layout
+  // has a ScanPlan, as scan_registers does, else each line over buffers.
+  void scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan);
+  absl::Status scan_fn(const Op& o);
   // Histogram: counts of the operand's elements per bin, in the result's
   // buffer (shared memory on GPUs).
   absl::Status histogram(const Op& o, const Type& rt);
@@ -432,9 +449,16 @@ class Lowering {
                  const std::function<void(llvm::Value*, ElemIndex&)>& done = {});
   // The sub-masks of `bits`, ascending (holders above the lanes, lowest rank first).
   static std::vector<int> submasks(int bits);
+  // The layout a reduction `o` to a tile reads its first operand in, to
+  // combine along the axis in the slice of it; nullptr where it takes the
+  // buffer path: the operand's own layout where it is in registers or
+  // wants that one, unless a slice (whose threads may share elements),
+  // then its planned one.
+  std::shared_ptr<const Layout> reduce_layout(const Op& o);
   // Whether `chunks` values per thread in `acc_t`, exchanged across warps
-  // through shared memory, take no more of it than tile `in` would.
-  bool across_warps_fits(const Type& in, llvm::Type* acc_t, int64_t chunks);
+  // through shared memory, take no more of it than the tile operands of `o`
+  // would.
+  bool across_warps_fits(const Op& o, llvm::Type* acc_t, int64_t chunks);
 
   // Inclusive scans (lower_scan.cc): f16 and bf16 accumulate in f32 and
   // round each result.

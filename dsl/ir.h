@@ -48,6 +48,8 @@ enum class OpCode : uint8_t {
   kReduceFn,   // operands: tiles of one shape; ints = {axis}; block 0: the combine function, its args
                // a tuple of scalars then another (the operands' dtypes), ops on scalars, and a yield of
                // one scalar per operand; results: the operands reduced along the axis together
+  kScanFn,     // as reduce_fn, ints = {axis, reverse}; results: inclusive scans of the operands together,
+               // their shapes kept (the function's first tuple the earlier elements in the scan's order)
   // Memory.
   kLoad,     // operands: ptrs [, mask [, other]]
   kStore,    // operands: ptrs, value [, mask]

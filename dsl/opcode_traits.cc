@@ -104,6 +104,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kGather, "gather", C::kShape, R::kOne),
     row(OpCode::kHistogram, "histogram", C::kReduction, R::kOne),
     row(OpCode::kReduceFn, "reduce_fn", C::kReduction, R::kPerCarried),
+    row(OpCode::kScanFn, "scan_fn", C::kReduction, R::kPerCarried),
     row(OpCode::kLoad, "load", C::kMemory, R::kOne, kReads),
     row(OpCode::kStore, "store", C::kMemory, R::kNone, kWrites),
     row(OpCode::kAtomic, "atomic", C::kMemory, R::kOne, kReads | kWrites),

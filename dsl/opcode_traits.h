@@ -18,7 +18,7 @@ enum class OpCategory : uint8_t {
   kComparison,        // elementwise eq .. ge, with i1 results
   kUnary,             // elementwise neg .. cosh
   kOtherElementwise,  // fma, ptr_add, cast, select: three operands or mixed types
-  kReduction,         // reduce, scan, sort, reduce_fn: along an axis; histogram
+  kReduction,         // reduce, scan, sort, reduce_fn, scan_fn: along an axis; histogram
   kMemory,            // load, store, atomic, atomic_cas
   kTma,               // tma_load, tma_store
   kMatrix,            // dot
@@ -30,7 +30,7 @@ enum class OpCategory : uint8_t {
 enum class OpResults : uint8_t {
   kNone,
   kOne,
-  kPerCarried,  // for and if: one per value their blocks carry or yield; reduce_fn: one per operand
+  kPerCarried,  // for and if: one per value their blocks carry or yield; reduce_fn and scan_fn: one per operand
 };
 
 struct OpTraits {

@@ -485,43 +485,49 @@ Value gather(const Value& src, const Value& index, int axis, Loc loc) {
   return s->emit1(OpCode::kGather, {is, ii}, Type::tile(ts.dtype(), ti.shape()), loc, {axis});
 }
 
-std::vector<Value> reduce(const std::vector<Value>& xs, int axis, const CombineFn& combine, Loc loc) {
+namespace {
+
+// reduce_fn and scan_fn: the tiles `xs` of one shape along `axis`, their
+// combine function made in a block of the op (what: the op's name in errors).
+std::vector<Value> combine_op(OpCode opcode, absl::string_view what, const std::vector<Value>& xs, int axis,
+                              const CombineFn& combine, std::vector<int64_t> ints, Loc loc) {
   std::vector<Value> failed(xs.size());
   BuilderState* s = xs.empty() ? detail::state_of({}) : xs[0].state();
   if (s == nullptr) return failed;
   if (xs.empty()) {
-    s->fail(loc, "reduce: needs at least one tile");
+    s->fail(loc, absl::StrCat(what, ": needs at least one tile"));
     return failed;
   }
   std::vector<int> ids;
   for (const Value& x : xs) {
-    const int id = s->use(x, "reduce", loc);
+    const int id = s->use(x, what, loc);
     if (id < 0) return failed;
     const Type& t = s->type(id);
     if (!t.is_tile() || t.elements_are_pointers()) {
-      s->fail(loc, absl::StrCat("reduce: needs tiles of numbers or i1, got ", t.str()));
+      s->fail(loc, absl::StrCat(what, ": needs tiles of numbers or i1, got ", t.str()));
       return failed;
     }
     if (t.shape() != s->type(ids.empty() ? id : ids[0]).shape()) {
       s->fail(loc,
-              absl::StrCat("reduce: the tiles must have one shape, got ", s->type(ids[0]).str(), " and ", t.str()));
+              absl::StrCat(what, ": the tiles must have one shape, got ", s->type(ids[0]).str(), " and ", t.str()));
       return failed;
     }
     ids.push_back(id);
   }
   const Type& first = s->type(ids[0]);
   if (axis < 0 || axis >= first.rank()) {
-    s->fail(loc, absl::StrCat("reduce: axis ", axis, " is out of range for ", first.str()));
+    s->fail(loc, absl::StrCat(what, ": axis ", axis, " is out of range for ", first.str()));
     return failed;
   }
   Shape shape = first.shape();
-  shape.erase(shape.begin() + axis);
+  if (opcode == OpCode::kReduceFn) shape.erase(shape.begin() + axis);
   std::vector<Type> elems, results;
   for (int id : ids) {
     elems.push_back(Type(s->type(id).dtype()));
     results.push_back(shape.empty() ? elems.back() : Type::tile(elems.back().dtype(), shape));
   }
-  const int op = s->emit(OpCode::kReduceFn, ids, results, loc, {axis});
+  ints.insert(ints.begin(), axis);
+  const int op = s->emit(opcode, ids, results, loc, std::move(ints));
   const int block = s->new_block();
   s->ir.ops[op].blocks.push_back(block);
   std::vector<Value> args;
@@ -534,23 +540,23 @@ std::vector<Value> reduce(const std::vector<Value>& xs, int axis, const CombineF
       combine(std::span<const Value>(args).first(n), std::span<const Value>(args).subspan(n));
   std::vector<int> yields;
   if (!s->failed() && out.size() != n) {
-    s->fail(loc, absl::StrCat("reduce: the combine function returned ", out.size(), " values for ", n, " tiles"));
+    s->fail(loc, absl::StrCat(what, ": the combine function returned ", out.size(), " values for ", n, " tiles"));
   }
   for (const int o : s->ir.blocks[block].ops) {
     const Op& made = s->ir.ops[o];
     if (s->failed()) break;
     const bool scalar = !made.results.empty() && s->type(made.results[0]).is_scalar();
     if (!scalar || (made.op != OpCode::kConstant && !is_elementwise(made.op))) {
-      s->fail(made.loc, absl::StrCat("reduce: the combine function may use elementwise ops on scalars only, got ",
+      s->fail(made.loc, absl::StrCat(what, ": the combine function may use elementwise ops on scalars only, got ",
                                      opcode_name(made.op),
                                      made.results.empty() ? "" : " making " + s->type(made.results[0]).str()));
     }
   }
   for (size_t i = 0; i < out.size() && !s->failed(); ++i) {
-    const int id = s->use(out[i], "reduce", loc);
+    const int id = s->use(out[i], what, loc);
     if (id < 0) break;
     if (s->type(id) != elems[i]) {
-      s->fail(loc, absl::StrCat("reduce: the combine function's value ", i, " must be ", elems[i].str(), ", got ",
+      s->fail(loc, absl::StrCat(what, ": the combine function's value ", i, " must be ", elems[i].str(), ", got ",
                                 s->type(id).str()));
       break;
     }
@@ -559,16 +565,36 @@ std::vector<Value> reduce(const std::vector<Value>& xs, int axis, const CombineF
   if (!s->failed()) s->emit(OpCode::kYield, yields, {}, loc);
   s->close(block);
   if (s->failed()) return failed;
-  std::vector<Value> reduced;
-  for (int r : s->ir.ops[op].results) reduced.push_back(s->value(r));
-  return reduced;
+  std::vector<Value> made;
+  for (int r : s->ir.ops[op].results) made.push_back(s->value(r));
+  return made;
+}
+
+// A combine function of scalars as one of tuples.
+CombineFn on_tuples(const std::function<Value(const Value& a, const Value& b)>& combine) {
+  return [&combine](std::span<const Value> a, std::span<const Value> b) {
+    return std::vector<Value>{combine(a[0], b[0])};
+  };
+}
+
+}  // namespace
+
+std::vector<Value> reduce(const std::vector<Value>& xs, int axis, const CombineFn& combine, Loc loc) {
+  return combine_op(OpCode::kReduceFn, "reduce", xs, axis, combine, {}, loc);
 }
 
 Value reduce(const Value& x, int axis, const std::function<Value(const Value& a, const Value& b)>& combine, Loc loc) {
-  return reduce(
-      std::vector<Value>{x}, axis,
-      [&](std::span<const Value> a, std::span<const Value> b) { return std::vector<Value>{combine(a[0], b[0])}; },
-      loc)[0];
+  return reduce(std::vector<Value>{x}, axis, on_tuples(combine), loc)[0];
+}
+
+std::vector<Value> associative_scan(const std::vector<Value>& xs, int axis, const CombineFn& combine, bool reverse,
+                                    Loc loc) {
+  return combine_op(OpCode::kScanFn, "associative_scan", xs, axis, combine, {reverse ? 1 : 0}, loc);
+}
+
+Value associative_scan(const Value& x, int axis, const std::function<Value(const Value& a, const Value& b)>& combine,
+                       bool reverse, Loc loc) {
+  return associative_scan(std::vector<Value>{x}, axis, on_tuples(combine), reverse, loc)[0];
 }
 
 namespace {

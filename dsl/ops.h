@@ -84,6 +84,25 @@ std::vector<Value> reduce(const std::vector<Value>& xs, int axis, const CombineF
 // One tile, combine(a, b) of two scalars.
 Value reduce(const Value& x, int axis, const std::function<Value(const Value& a, const Value& b)>& combine,
              Loc loc = Loc::current());
+// An inclusive scan by a combine function of your own (Triton's
+// tl.associative_scan): the tiles `xs`, of one shape, scanned together
+// along `axis` (their shapes kept). Element i along the axis combines the
+// elements 0 to i in order, or i to the last with `reverse`, and the first
+// element of a line is its own result. combine(a, b) is as in reduce, with
+// `a` the tuple of the elements earlier in the scan's order and `b` the
+// later ones; it must be associative but need not be commutative, since
+// every target keeps that order. Targets group the combines differently (a
+// thread's elements in turn, then trees across lanes and warps), so a
+// floating-point combine may round differently between them. The linear
+// recurrence h_i = a_i h_(i-1) + b_i of a state-space model:
+//   associative_scan({a, b}, 1, [](auto first, auto then) {
+//     return std::vector<Value>{first[0] * then[0], then[0] * first[1] + then[1]};
+//   });  // [1]: h
+std::vector<Value> associative_scan(const std::vector<Value>& xs, int axis, const CombineFn& combine,
+                                    bool reverse = false, Loc loc = Loc::current());
+// One tile, combine(a, b) of two scalars.
+Value associative_scan(const Value& x, int axis, const std::function<Value(const Value& a, const Value& b)>& combine,
+                       bool reverse = false, Loc loc = Loc::current());
 
 // How many elements of `x` (a tile of integers, any shape) equal each of
 // 0 ... bins - 1: a tile<i32>[bins] (Triton's tl.histogram). Elements

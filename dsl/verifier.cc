@@ -82,19 +82,23 @@ class Verifier {
         for (size_t i = 0; i < o.operands.size(); ++i) {
           // A combine function yields one element of each result.
           const Type& want = ir_.type(owner->results[i]);
-          if (type(i) != (owner->op == OpCode::kReduceFn ? Type(want.dtype()) : want)) {
+          const bool combine = owner->op == OpCode::kReduceFn || owner->op == OpCode::kScanFn;
+          if (type(i) != (combine ? Type(want.dtype()) : want)) {
             return fail(o, absl::StrCat("value ", i, " changes type"));
           }
         }
         break;
       }
-      case OpCode::kReduceFn: {
-        if (o.operands.empty() || o.results.size() != o.operands.size() || o.ints.size() != 1 || o.blocks.size() != 1 ||
-            !type(0).is_tile() || o.ints[0] < 0 || o.ints[0] >= type(0).rank()) {
+      case OpCode::kReduceFn:
+      case OpCode::kScanFn: {
+        const bool scan = o.op == OpCode::kScanFn;
+        if (o.operands.empty() || o.results.size() != o.operands.size() || o.ints.size() != (scan ? 2 : 1) ||
+            o.blocks.size() != 1 || !type(0).is_tile() || o.ints[0] < 0 || o.ints[0] >= type(0).rank() ||
+            (scan && o.ints[1] != 0 && o.ints[1] != 1)) {
           return fail(o, "malformed");
         }
         Shape shape = type(0).shape();
-        shape.erase(shape.begin() + o.ints[0]);
+        if (!scan) shape.erase(shape.begin() + o.ints[0]);
         const Block& body = ir_.blocks[o.blocks[0]];
         if (body.args.size() != 2 * o.operands.size()) return fail(o, "block arguments do not match");
         for (size_t i = 0; i < o.operands.size(); ++i) {

@@ -311,7 +311,8 @@ class Program {
         const Value x = value();
         const int axis = static_cast<int>(r_.below(4)) - 1;
         const bool reverse = r_.flip();
-        switch (r_.below(13)) {
+        const auto which = r_.below(14);
+        switch (which) {
           case 0:
             keep(sum(x, axis));
             break;
@@ -347,19 +348,22 @@ class Program {
             keep(r_.flip() ? histogram(x, bins) : histogram(x, bins, value()));
             break;
           }
-          case 11: {
+          case 11:
+          case 12: {
             // A combine of one or two tiles from ops on its arguments and
-            // earlier values (a tile among them is refused).
+            // earlier values (a tile among them is refused), reduced or
+            // scanned.
             std::vector<Value> xs = {x};
             if (r_.flip()) xs.push_back(value());
             const Value outside = value();
             const bool flip = r_.flip();
-            for (const Value& v : reduce(xs, axis, [&](std::span<const Value> a, std::span<const Value> b) {
-                   std::vector<Value> out;
-                   for (size_t i = 0; i < a.size(); ++i)
-                     out.push_back(flip ? maximum(a[i], b[i]) : a[i] + b[i] * outside);
-                   return out;
-                 })) {
+            const CombineFn combine = [&](std::span<const Value> a, std::span<const Value> b) {
+              std::vector<Value> out;
+              for (size_t i = 0; i < a.size(); ++i) out.push_back(flip ? maximum(a[i], b[i]) : a[i] + b[i] * outside);
+              return out;
+            };
+            for (const Value& v :
+                 which == 11 ? reduce(xs, axis, combine) : associative_scan(xs, axis, combine, reverse)) {
               keep(v);
             }
             break;

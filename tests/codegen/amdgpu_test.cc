@@ -216,6 +216,23 @@ TEST(Amdgpu, ReduceFnsCrossLanes) {
   EXPECT_NE(c2->artifacts.assembly.find("ds_bpermute"), std::string::npos);
 }
 
+// A scan's tuples cross lanes in order: a linear recurrence along rows.
+TEST(Amdgpu, AssociativeScansCrossLanes) {
+  KernelBuilder k("recurrence_rows");
+  Value a = k.arg(ptr(f32), "a"), b = k.arg(ptr(f32), "b"), h = k.arg(ptr(f32), "h");
+  Value offs = expand_dims(k.arange(0, 16), 1) * 64 + expand_dims(k.arange(0, 64), 0);  // [16, 64]
+  std::vector<Value> r = associative_scan(
+      {load(a + offs), load(b + offs)}, 1,
+      [](std::span<const Value> first, std::span<const Value> then) {
+        return std::vector<Value>{first[0] * then[0], then[0] * first[1] + then[1]};
+      },
+      /*reverse=*/true);
+  store(h + offs, r[1]);
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(c->artifacts.assembly.find("ds_bpermute"), std::string::npos);
+}
+
 TEST(Amdgpu, PublishFollowsTheMi300xOrdering) {
   absl::StatusOr<Compiled> c = compile_gfx942(*samples::allgather_producer_kernel(true));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -613,6 +613,61 @@ TEST(Diagnostics, ReduceFnOperands) {
   }
 }
 
+// associative_scan checks its tiles and its combine function as reduce
+// does, under its own name.
+TEST(Diagnostics, AssociativeScanOperands) {
+  using Tuple = std::span<const Value>;
+  auto pick_a = [](Tuple a, Tuple) { return std::vector<Value>(a.begin(), a.end()); };
+  struct Bad {
+    std::function<void(KernelBuilder&, Loc)> build;
+    const char* message;
+  };
+  const std::vector<Bad> bad = {
+      {[](KernelBuilder&, Loc at) { associative_scan(std::vector<Value>{}, 0, {}, false, at); },
+       "associative_scan: needs at least one tile"},
+      {[&](KernelBuilder& k, Loc at) {
+         associative_scan({k.zeros({8}, f32), k.zeros({4}, f32)}, 0, pick_a, false, at);
+       },
+       "associative_scan: the tiles must have one shape, got tile<f32>[8] and tile<f32>[4]"},
+      {[&](KernelBuilder& k, Loc at) { associative_scan({k.constant(1, i32)}, 0, pick_a, true, at); },
+       "associative_scan: needs tiles of numbers or i1, got i32"},
+      {[&](KernelBuilder& k, Loc at) {
+         associative_scan({k.zeros({8, 4}, f32)}, -1, pick_a, false, at);
+       },
+       "associative_scan: axis -1 is out of range for tile<f32>[8,4]"},
+      {[](KernelBuilder& k, Loc at) {
+         associative_scan(
+             {k.zeros({8}, f32), k.zeros({8}, i32)}, 0, [](Tuple a, Tuple) { return std::vector<Value>{a[0]}; }, false,
+             at);
+       },
+       "associative_scan: the combine function returned 1 values for 2 tiles"},
+      {[](KernelBuilder& k, Loc at) {
+         associative_scan(
+             {k.zeros({8}, u8)}, 0, [](Tuple a, Tuple b) { return std::vector<Value>{cast(a[0] + b[0], i32)}; }, false,
+             at);
+       },
+       "associative_scan: the combine function's value 0 must be u8, got i32"},
+  };
+  for (const Bad& b : bad) {
+    KernelBuilder k("k");
+    const Loc at = Loc::current();
+    b.build(k, at);
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_FALSE(kernel.ok()) << b.message;
+    EXPECT_THAT(kernel.status().message(), HasSubstr(b.message));
+  }
+  KernelBuilder k("k");
+  Value p = k.arg(ptr(f32), "p");
+  int line = 0;
+  associative_scan(k.zeros({8}, f32), 0, [&](const Value& a, const Value& b) {
+    line = __LINE__ + 1;
+    store(p, a);
+    return a + b;
+  });
+  EXPECT_TRUE(
+      FailsAt(k, line, "associative_scan: the combine function may use elementwise ops on scalars only, got store"));
+}
+
 // The combine function names the op it may not hold, at that op's line.
 TEST(Diagnostics, ReduceFnCombinesScalarsOnly) {
   {

@@ -1,0 +1,155 @@
+// Inclusive scans by a combine function of the kernel's own (scan_fn). The
+// function need not commute, so every combine takes the part earlier in the
+// scan's order first. In registers along scan_registers' steps (each chunk
+// in turn, a butterfly across lanes, one exchange across warps, the rounds
+// in order), with a flag beside each part that may be empty, since there is
+// no identity; otherwise each line walked from its first element over
+// buffers.
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+void Lowering::scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan) {
+  const bool reverse = o.ints[1] != 0;
+  const int64_t lines = static_cast<int64_t>(plan.slots.size()), rounds = plan.rounds;
+  std::vector<std::vector<llvm::Value*>> elems;
+  for (int v : o.operands) elems.push_back(regs(v, *l));
+  auto slot_part = [&](int64_t s) {
+    FnPart p;
+    for (const std::vector<llvm::Value*>& e : elems) p.values.push_back(e[s]);
+    return p;
+  };
+  // A part that holds nothing.
+  FnPart none;
+  for (const std::vector<llvm::Value*>& e : elems) none.values.push_back(llvm::Constant::getNullValue(e[0]->getType()));
+  none.valid = b_.getFalse();
+  // Each chunk a thread holds, scanned from its first element in the scan's
+  // order. Chunk k = line * rounds + round.
+  std::vector<FnPart> out(l->slots()), total(lines * rounds), before(lines * rounds, none);
+  for (int64_t g = 0; g < lines; ++g) {
+    for (int64_t r = 0; r < rounds; ++r) {
+      const std::vector<int64_t>& chunk = plan.slots[g][r];
+      std::optional<FnPart> acc;
+      for (int64_t j = 0; j < plan.run; ++j) {
+        const int64_t s = chunk[reverse ? plan.run - 1 - j : j];
+        acc = acc.has_value() ? combine_fn(o, *acc, slot_part(s)) : slot_part(s);
+        out[s] = *acc;
+      }
+      total[g * rounds + r] = *std::move(acc);
+    }
+  }
+  // The holders' chunks of one round, across lanes: each thread keeps its
+  // group's total and what precedes it within the group, each combined in
+  // the scan's order.
+  const int lanes = plan.holder_bits & (target_.warp_size() - 1);
+  for (int bit = 1; bit <= lanes; bit *= 2) {
+    if ((lanes & bit) == 0) continue;
+    llvm::Value* upper = b_.CreateICmpNE(b_.CreateAnd(thread_, b_.getInt64(bit)), b_.getInt64(0));
+    llvm::Value* partner_first = reverse ? b_.CreateNot(upper) : upper;
+    for (size_t k = 0; k < total.size(); ++k) {
+      FnPart theirs;
+      for (llvm::Value* v : total[k].values) theirs.values.push_back(target_.shuffle_xor(b_, v, bit));
+      before[k] = select_part(partner_first, combine_fn(o, theirs, before[k]), before[k]);
+      total[k] =
+          combine_fn(o, select_part(partner_first, theirs, total[k]), select_part(partner_first, total[k], theirs));
+    }
+  }
+  // Across warps: every thread reads the group totals of the warps that
+  // hold its lines, lowest warp first, and takes in those before its own.
+  if (const int warps = plan.holder_bits & ~(target_.warp_size() - 1); warps != 0) {
+    llvm::Value* mine = b_.CreateAnd(thread_, b_.getInt64(warps));
+    std::vector<FnPart> earlier(total.size(), none);
+    std::vector<std::optional<FnPart>> all(total.size());
+    exchange_fn_parts(total, warps, [&](int m, size_t k, const FnPart& theirs) {
+      // Ascending warps are the scan's order forwards, its reverse backwards.
+      if (reverse) {
+        llvm::Value* first = b_.CreateICmpUGT(b_.getInt64(m), mine);
+        earlier[k] = select_part(first, combine_fn(o, theirs, earlier[k]), earlier[k]);
+        all[k] = all[k].has_value() ? combine_fn(o, theirs, *all[k]) : theirs;
+      } else {
+        llvm::Value* first = b_.CreateICmpULT(b_.getInt64(m), mine);
+        earlier[k] = select_part(first, combine_fn(o, earlier[k], theirs), earlier[k]);
+        all[k] = all[k].has_value() ? combine_fn(o, *all[k], theirs) : theirs;
+      }
+    });
+    for (size_t k = 0; k < total.size(); ++k) {
+      before[k] = combine_fn(o, earlier[k], before[k]);
+      total[k] = *std::move(all[k]);
+    }
+  }
+  // The rounds in order: each chunk's elements take everything before it.
+  for (int64_t g = 0; g < lines; ++g) {
+    FnPart carry = none;
+    for (int64_t step = 0; step < rounds; ++step) {
+      const int64_t r = reverse ? rounds - 1 - step : step, k = g * rounds + r;
+      const FnPart prefix = combine_fn(o, carry, before[k]);
+      for (int64_t s : plan.slots[g][r]) out[s] = combine_fn(o, prefix, out[s]);
+      carry = combine_fn(o, carry, total[k]);
+    }
+  }
+  for (size_t i = 0; i < o.operands.size(); ++i) {
+    std::vector<llvm::Value*> r;
+    for (const FnPart& p : out) r.push_back(p.values[i]);
+    regs_[o.results[i]] = {l, std::move(r)};
+  }
+}
+
+absl::Status Lowering::scan_fn(const Op& o) {
+  const Type& in = ir_.type(o.operands[0]);
+  const int axis = static_cast<int>(o.ints[0]);
+  const bool reverse = o.ints[1] != 0;
+  const size_t n = o.operands.size();
+  if (in_registers(in)) {
+    std::shared_ptr<const Layout> l = layout(o.operands[0]);
+    std::optional<ScanPlan> plan = scan_plan(*l, in.shape(), axis);
+    if (plan.has_value()) {
+      // The warps exchange a word per value and flag of each chunk.
+      const int64_t words = static_cast<int64_t>(plan->slots.size()) * plan->rounds * static_cast<int64_t>(n + 1);
+      if ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 || across_warps_fits(o, b_.getInt64Ty(), words)) {
+        scan_fn_registers(o, std::move(l), *plan);
+        return absl::OkStatus();
+      }
+    }
+  }
+  // Over buffers: each line from its first element in the scan's order.
+  hold(o);
+  Shape outer = in.shape();
+  outer.erase(outer.begin() + axis);
+  const int64_t len = in.shape()[axis];
+  std::vector<llvm::Value*> bufs;
+  for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
+  each_element(outer, [&](ElemIndex& at) {
+    auto along = [&](llvm::Value* k) {
+      return at_axis(in.shape(), axis, at.dims, reverse ? b_.CreateSub(b_.getInt64(len - 1), k) : k);
+    };
+    auto put = [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
+      for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
+    };
+    ElemIndex first = along(b_.getInt64(0));
+    std::vector<llvm::Value*> slots;
+    std::vector<llvm::Type*> types;
+    FnPart start;
+    for (int v : o.operands) {
+      start.values.push_back(element(v, first));
+      types.push_back(start.values.back()->getType());
+      slots.push_back(stack_slot(types.back()));
+      b_.CreateStore(start.values.back(), slots.back());
+    }
+    put(first, start.values);
+    emit_loop(b_, b_.getInt64(1), b_.getInt64(len), b_.getInt64(1), [&](llvm::Value* k) {
+      ElemIndex here = along(k);
+      FnPart acc, next;
+      for (size_t i = 0; i < n; ++i) {
+        acc.values.push_back(b_.CreateLoad(types[i], slots[i]));
+        next.values.push_back(element(o.operands[i], here));
+      }
+      acc = combine_fn(o, acc, next);
+      for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
+      put(here, acc.values);
+    });
+  });
+  for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
+  return absl::OkStatus();
+}
+
+}  // namespace tessel::codegen

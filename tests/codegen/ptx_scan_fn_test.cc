@@ -1,0 +1,71 @@
+// associative_scan on NVPTX: rows within a warp scan with shuffles alone
+// (no shared memory, no barrier); rows over several warps meet once
+// through shared memory, forwards and in reverse; tiles whose threads do
+// not all hold elements take the buffer path. Each assembles.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codegen/compiler.h"
+#include "dsl/ops.h"
+#include "gtest/gtest.h"
+#include "tests/codegen/ptx_test_util.h"
+
+namespace tessel {
+namespace {
+
+// h = a h + b along the rows of [rows, cols] f32 tiles, over `warps` warps,
+// the pointers 16-byte aligned (as a launch with aligned buffers
+// specializes it), so that each thread holds runs of four elements.
+std::string recurrence_ptx(int rows, int cols, int warps, bool reverse) {
+  KernelBuilder k("recurrence");
+  Value a = k.arg(ptr(f32), "a"), b = k.arg(ptr(f32), "b"), h = k.arg(ptr(f32), "h");
+  Value offs = expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0);
+  std::vector<Value> r = associative_scan(
+      {load(a + offs), load(b + offs)}, 1,
+      [](std::span<const Value> first, std::span<const Value> then) {
+        return std::vector<Value>{first[0] * then[0], then[0] * first[1] + then[1]};
+      },
+      reverse);
+  store(h + offs, r[1]);
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  CompileOptions options;
+  options.num_warps = warps;
+  options.specialization.multiple_of_16 = 0b111;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+  EXPECT_TRUE(code.ok()) << code.status();
+  return code.ok() ? code->binary : "";
+}
+
+TEST(PtxScanFn, RowsWithinAWarpUseShufflesAlone) {
+  for (bool reverse : {false, true}) {
+    const std::string ptx = recurrence_ptx(4, 1024, 4, reverse);
+    EXPECT_GT(count(ptx, "shfl.sync.bfly.b32"), 0) << ptx;
+    EXPECT_EQ(count(ptx, "st.shared"), 0);
+    EXPECT_EQ(count(ptx, "bar.sync"), 0);
+    expect_ptxas_accepts(ptx);
+  }
+}
+
+TEST(PtxScanFn, RowsOverWarpsMeetOnce) {
+  // [2, 2048] over 256 threads: a row over 4 warps, 16 elements a thread
+  // in 4 rounds; each round's (a, b) total and flag cross the warps.
+  for (bool reverse : {false, true}) {
+    const std::string ptx = recurrence_ptx(2, 2048, 8, reverse);
+    EXPECT_EQ(count(ptx, "bar.sync"), 1) << ptx;
+    EXPECT_GT(count(ptx, "st.shared.u64") + count(ptx, "st.shared.b64"), 0);
+    expect_ptxas_accepts(ptx);
+  }
+}
+
+TEST(PtxScanFn, SmallTilesTakeTheBufferPath) {
+  // [8, 8] over 128 threads: half the threads hold nothing.
+  const std::string ptx = recurrence_ptx(8, 8, 4, false);
+  EXPECT_EQ(count(ptx, "shfl.sync"), 0);
+  EXPECT_GT(count(ptx, "bar.sync"), 0);
+  expect_ptxas_accepts(ptx);
+}
+
+}  // namespace
+}  // namespace tessel
