@@ -1,5 +1,5 @@
 // tessel's row kernels (samples/kernels.h: softmax, layer norm, RMS norm,
-// prefix sums, sorts) on an NVIDIA GPU at the shapes DESIGN.md's memory-bound
+// prefix sums, linear recurrences, sorts) on an NVIDIA GPU at the shapes DESIGN.md's memory-bound
 // targets name, 16384 x 1024 and 4096 x 8192 in f32 and bf16, against a
 // device-to-device copy of the same matrix in the same run. GB/s count what
 // each kernel must move: the matrix read once and written once, plus its
@@ -112,10 +112,11 @@ int main(int argc, char** argv) {
       const double copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
       bench::report("device-to-device copy, " + shape, copy_gbs, "GB/s");
-      for (RowOp op : {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum, RowOp::kSort}) {
+      for (RowOp op :
+           {RowOp::kSoftmax, RowOp::kLayerNorm, RowOp::kRmsNorm, RowOp::kCumsum, RowOp::kRecurrence, RowOp::kSort}) {
         const std::string case_name = std::string(samples::row_op_name(op)) + ", " + shape;
         if (case_name.find(only) == std::string::npos) continue;
-        const int weights = op == RowOp::kLayerNorm ? 2 : op == RowOp::kRmsNorm ? 1 : 0;
+        const int weights = op == RowOp::kLayerNorm ? 2 : op == RowOp::kRmsNorm || op == RowOp::kRecurrence ? 1 : 0;
         const double moved = 2.0 * bytes + weights * cols * elem;
         // The largest error over a sample of rows of y, relative where |want| > 1.
         auto check = [&] {
@@ -158,8 +159,9 @@ int main(int argc, char** argv) {
           if (pick_ms == INFINITY) pick_ms = ms;
           if (ms < best_ms) best_ms = ms, best = block;
         }
-        // Prefix sums carry the f32 error of `cols` adds.
-        const bool ok = worst <= (d == f32 ? (op == RowOp::kCumsum ? 1e-6 * cols : 1e-4) : 2e-2);
+        // Prefix sums and recurrences carry the f32 error of `cols` steps.
+        const bool scan = op == RowOp::kCumsum || op == RowOp::kRecurrence;
+        const bool ok = worst <= (d == f32 ? (scan ? 1e-6 * cols : 1e-4) : 2e-2);
         failures += ok ? 0 : 1;
         const double gbs = moved / (best_ms * 1e6);
         char note[160];

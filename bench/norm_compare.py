@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The baselines of bench/norm_bench: row softmax, layer norm, RMS norm, prefix sums and sorts as tessel's
-users would otherwise run them, on the same GPU, shapes and dtypes (16384 x 1024 and 4096 x 8192, f32
-and bf16):
+"""The baselines of bench/norm_bench: row softmax, layer norm, RMS norm, prefix sums, linear recurrences
+and sorts as tessel's users would otherwise run them, on the same GPU, shapes and dtypes (16384 x 1024
+and 4096 x 8192, f32 and bf16):
 
-  eager     torch.softmax, F.layer_norm, F.rms_norm, torch.cumsum, torch.sort
+  eager     torch.softmax, F.layer_norm, F.rms_norm, torch.cumsum, torch.sort (torch has no linear
+            recurrence: none for it, nor a compiled one)
   compile   the same through torch.compile (Inductor's generated Triton kernels)
   triton    a Triton kernel per op in the style of Triton's tutorials (one row per program, the row
-            in registers), at the fastest of num_warps 1 to 16
+            in registers; the recurrence through tl.associative_scan over (decay, x) pairs), at the
+            fastest of num_warps 1 to 16
   copy      dst.copy_(src) of the same matrix
 
 and a mixture-of-experts router's top 8 of 64, 128 and 256 experts for 16384 tokens
@@ -31,7 +33,7 @@ import triton.testing
 
 SHAPES = [(16384, 1024), (4096, 8192)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "sort"]
+OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "recurrence", "sort"]
 ROUTER = "router_top_k"
 ROUTER_SHAPES = [(16384, 64), (16384, 128), (16384, 256)]
 TOP_K = 8
@@ -84,6 +86,33 @@ def cumsum_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def affine_combine(a1, b1, a2, b2):
+    return a1 * a2, a2 * b1 + b2
+
+
+@triton.jit
+def recurrence_kernel(x_ptr, y_ptr, w_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + c, mask=mask, other=1.0).to(tl.float32)
+    _, h = tl.associative_scan((w, x), 0, affine_combine)
+    tl.store(y_ptr + row * cols + c, h.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def recurrence_reference(x, w):
+    """y_j = w_j y_(j-1) + x_j along each row, step by step in double."""
+    x64, w64 = x.double(), w.double()
+    out = torch.empty_like(x64)
+    h = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
+    for j in range(x.shape[1]):
+        h = w64[j] * h + x64[:, j]
+        out[:, j] = h
+    return out
+
+
+@triton.jit
 def sort_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
@@ -128,6 +157,8 @@ def triton_launch(op, x, y, w, b, warps):
         return lambda: sort_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
     if op == "cumsum":
         return lambda: cumsum_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
+    if op == "recurrence":
+        return lambda: recurrence_kernel[(rows,)](x, y, w, cols, BLOCK=block, num_warps=warps)
     if op == "softmax":
         return lambda: softmax_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=warps)
     if op == "layer_norm":
@@ -151,17 +182,23 @@ def measure(ops):
             copy_ms = bench_ms(lambda: y.copy_(x))
             for op in ops:
                 # torch's bf16 cumsum keeps bf16 running sums: the reference sums in f32.
-                want = torch.cumsum(x.float(), dim=-1) if op == "cumsum" else eager(op, x, w, b)().float()
+                if op == "cumsum":
+                    want = torch.cumsum(x.float(), dim=-1)
+                elif op == "recurrence":
+                    want = recurrence_reference(x, w).float()
+                else:
+                    want = eager(op, x, w, b)().float()
                 case = {"op": op, "dtype": dname, "rows": rows, "cols": cols,
                         "torch_copy_gb_per_s": 2 * x.nbytes / (copy_ms * 1e-3) / 1e9}
-                case["eager_us"] = bench_ms(eager(op, x, w, b)) * 1e3
-                case["eager_max_abs_error"] = (eager(op, x, w, b)().float() - want).abs().max().item()
-                try:
-                    fn = compiled(op, x, w, b)
-                    torch.testing.assert_close(fn().float(), want, atol=2e-2, rtol=2e-2)
-                    case["compile_us"] = bench_ms(fn) * 1e3
-                except Exception as e:  # recorded, the other baselines still run
-                    case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+                if op != "recurrence":
+                    case["eager_us"] = bench_ms(eager(op, x, w, b)) * 1e3
+                    case["eager_max_abs_error"] = (eager(op, x, w, b)().float() - want).abs().max().item()
+                    try:
+                        fn = compiled(op, x, w, b)
+                        torch.testing.assert_close(fn().float(), want, atol=2e-2, rtol=2e-2)
+                        case["compile_us"] = bench_ms(fn) * 1e3
+                    except Exception as e:  # recorded, the other baselines still run
+                        case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
                 best = None
                 for warps in WARPS:
                     launch = triton_launch(op, x, y, w, b, warps)
@@ -218,7 +255,7 @@ def report(cases, tessel):
         def r(key):
             return c[key] / us if key in c and t else math.nan
         copy = t["gb_per_s"] / t["copy_gb_per_s"] if t and "copy_gb_per_s" in t else math.nan
-        print(f"{c['op']:<14}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c['eager_us']:>9.2f}"
+        print(f"{c['op']:<14}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c.get('eager_us', math.nan):>9.2f}"
               f"{c.get('compile_us', math.nan):>9.2f}{c['triton_us']:>9.2f}{r('eager_us'):>9.3f}"
               f"{r('compile_us'):>10.3f}{r('triton_us'):>9.3f}{copy:>8.3f}")
     print("x eager/compile/triton: the baseline's time over tessel's (>= 1.0 is the target); "

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,6 +165,25 @@ inline absl::StatusOr<Kernel> row_cumsum_kernel(RowBlock block, DType d = f32) {
   return k.build();
 }
 
+// A linear recurrence along each row, in f32: y_j = w_j y_(j-1) + x_j
+// (y_0 = x_0), the decays w one row of the matrix's dtype (a state-space
+// model's scan with a decay per position): args x, y, w, rows, cols. The
+// maps y -> w y + x compose in order, so associative_scan over the pairs
+// (w, x) gives each prefix's map.
+inline absl::StatusOr<Kernel> row_recurrence_kernel(RowBlock block, DType d = f32) {
+  KernelBuilder k("row_recurrence");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), w = k.arg(ptr(d), "w");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  RowTile t = row_tile(k, rows, cols, block);
+  Value decay = broadcast_to(expand_dims(load_f32(w + t.col, t.col_mask, 1.0f), 0), {block.rows, block.cols});
+  std::vector<Value> maps = associative_scan(
+      {decay, load_f32(x + t.offs, t.mask, 0.0f)}, 1, [](std::span<const Value> first, std::span<const Value> then) {
+        return std::vector<Value>{first[0] * then[0], then[0] * first[1] + then[1]};
+      });
+  store_as(y + t.offs, maps[1], t.mask);
+  return k.build();
+}
+
 // Each row in ascending order, sorted in f32 (exact for bf16 too):
 // args x, y, rows, cols. Elements past the row read +inf, which sorts after
 // every number, so the row's own come first.
@@ -218,9 +238,9 @@ inline RouterPick router_reference(const float* logits, int experts, int k) {
 }
 
 // The row kernels by name, for the samples, the tests and the benchmark.
-enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum, kSort };
+enum class RowOp { kSoftmax, kLayerNorm, kRmsNorm, kCumsum, kRecurrence, kSort };
 inline const char* row_op_name(RowOp op) {
-  static constexpr const char* kNames[] = {"softmax", "layer_norm", "rms_norm", "cumsum", "sort"};
+  static constexpr const char* kNames[] = {"softmax", "layer_norm", "rms_norm", "cumsum", "recurrence", "sort"};
   return kNames[static_cast<int>(op)];
 }
 inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
@@ -233,6 +253,8 @@ inline absl::StatusOr<Kernel> row_kernel(RowOp op, RowBlock block, DType d) {
       return rms_norm_kernel(block, d);
     case RowOp::kCumsum:
       return row_cumsum_kernel(block, d);
+    case RowOp::kRecurrence:
+      return row_recurrence_kernel(block, d);
     case RowOp::kSort:
       return row_sort_kernel(block, d);
   }
@@ -250,6 +272,7 @@ absl::Status launch_row_kernel(const Function& fn, const LaunchConfig& config, R
     case RowOp::kLayerNorm:
       return fn.launch(config, x, y, w, b, rows, cols);
     case RowOp::kRmsNorm:
+    case RowOp::kRecurrence:
       return fn.launch(config, x, y, w, rows, cols);
   }
   return absl::InvalidArgumentError("not a row kernel");
@@ -260,6 +283,11 @@ inline std::vector<double> row_reference(RowOp op, const float* row, const float
   if (op == RowOp::kCumsum) {
     double s = 0;
     for (int64_t j = 0; j < cols; ++j) out[j] = s += row[j];
+    return out;
+  }
+  if (op == RowOp::kRecurrence) {
+    double h = 0;
+    for (int64_t j = 0; j < cols; ++j) out[j] = h = w[j] * h + row[j];
     return out;
   }
   if (op == RowOp::kSort) {
