@@ -96,6 +96,40 @@ void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_
   for (size_t slot = 0; slot < acc.size(); ++slot) acc[slot] = *std::move(all[slot]);
 }
 
+std::vector<llvm::Value*> Lowering::fn_line(const Op& o, int axis, const std::vector<llvm::Value*>& others,
+                                            bool reverse, const LineVisit& visit) {
+  const Shape& shape = ir_.type(o.operands[0]).shape();
+  const int64_t len = shape[axis];
+  const size_t n = o.operands.size();
+  auto along = [&](llvm::Value* k) {
+    return at_axis(shape, axis, others, reverse ? b_.CreateSub(b_.getInt64(len - 1), k) : k);
+  };
+  ElemIndex first = along(b_.getInt64(0));
+  std::vector<llvm::Value*> slots, values;
+  std::vector<llvm::Type*> types;
+  for (int v : o.operands) {
+    values.push_back(element(v, first));
+    types.push_back(values.back()->getType());
+    slots.push_back(stack_slot(types.back()));
+    b_.CreateStore(values.back(), slots.back());
+  }
+  if (visit) visit(first, values);
+  emit_loop(b_, b_.getInt64(1), b_.getInt64(len), b_.getInt64(1), [&](llvm::Value* k) {
+    ElemIndex here = along(k);
+    FnPart acc, next;
+    for (size_t i = 0; i < n; ++i) {
+      acc.values.push_back(b_.CreateLoad(types[i], slots[i]));
+      next.values.push_back(element(o.operands[i], here));
+    }
+    acc = combine_fn(o, acc, next);
+    for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
+    if (visit) visit(here, acc.values);
+  });
+  std::vector<llvm::Value*> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(b_.CreateLoad(types[i], slots[i]));
+  return out;
+}
+
 absl::Status Lowering::reduce_fn(const Op& o) {
   const Type& in = ir_.type(o.operands[0]);
   const Type& rt = ir_.type(o.results[0]);
@@ -161,41 +195,15 @@ absl::Status Lowering::reduce_fn(const Op& o) {
   hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
-  const int64_t len = in.shape()[axis];
-  auto line = [&](ElemIndex& at) {
-    std::vector<llvm::Value*> slots;
-    std::vector<llvm::Type*> types;
-    ElemIndex first = at_axis(in.shape(), axis, at.dims, b_.getInt64(0));
-    for (int v : o.operands) {
-      llvm::Value* e = element(v, first);
-      types.push_back(e->getType());
-      slots.push_back(stack_slot(types.back()));
-      b_.CreateStore(e, slots.back());
-    }
-    emit_loop(b_, b_.getInt64(1), b_.getInt64(len), b_.getInt64(1), [&](llvm::Value* k) {
-      ElemIndex along = at_axis(in.shape(), axis, at.dims, k);
-      FnPart acc, next;
-      for (size_t i = 0; i < n; ++i) {
-        acc.values.push_back(b_.CreateLoad(types[i], slots[i]));
-        next.values.push_back(element(o.operands[i], along));
-      }
-      acc = combine_fn(o, acc, next);
-      for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
-    });
-    std::vector<llvm::Value*> out;
-    for (size_t i = 0; i < n; ++i) out.push_back(b_.CreateLoad(types[i], slots[i]));
-    return out;
-  };
   if (outer.empty()) {
-    ElemIndex whole;
-    const std::vector<llvm::Value*> r = line(whole);
+    const std::vector<llvm::Value*> r = fn_line(o, axis, {}, false, nullptr);
     for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = r[i];
     return absl::OkStatus();
   }
   std::vector<llvm::Value*> bufs;
   for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
   each_element(outer, [&](ElemIndex& at) {
-    const std::vector<llvm::Value*> r = line(at);
+    const std::vector<llvm::Value*> r = fn_line(o, axis, at.dims, false, nullptr);
     for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), at.linear, r[i]);
   });
   for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];

@@ -7,6 +7,15 @@
 
 namespace tessel::codegen {
 
+void Lowering::scan_lanes(int holder_bits, bool reverse, const std::function<void(int, llvm::Value*)>& each) {
+  const int lanes = holder_bits & (target_.warp_size() - 1);
+  for (int bit = 1; bit <= lanes; bit *= 2) {
+    if ((lanes & bit) == 0) continue;
+    llvm::Value* upper = b_.CreateICmpNE(b_.CreateAnd(thread_, b_.getInt64(bit)), b_.getInt64(0));
+    each(bit, reverse ? b_.CreateNot(upper) : upper);
+  }
+}
+
 void Lowering::scan_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan, llvm::Value* identity,
                               const Combine& combine) {
   const DType d = ir_.type(o.operands[0]).dtype();
@@ -31,17 +40,13 @@ void Lowering::scan_registers(const Op& o, std::shared_ptr<const Layout> l, cons
   // The holders' chunks of one round, across lanes: a butterfly that keeps
   // each thread's group total and what precedes the thread within it (the
   // chunks of lower ranks, or of higher ones in reverse).
-  const int lanes = plan.holder_bits & (target_.warp_size() - 1);
-  for (int bit = 1; bit <= lanes; bit *= 2) {
-    if ((lanes & bit) == 0) continue;
-    llvm::Value* upper = b_.CreateICmpNE(b_.CreateAnd(thread_, b_.getInt64(bit)), b_.getInt64(0));
-    llvm::Value* partner_first = reverse ? b_.CreateNot(upper) : upper;
+  scan_lanes(plan.holder_bits, reverse, [&](int bit, llvm::Value* partner_first) {
     for (size_t k = 0; k < total.size(); ++k) {
       llvm::Value* theirs = target_.shuffle_xor(b_, total[k], bit);
       before[k] = b_.CreateSelect(partner_first, combine(theirs, before[k]), before[k]);
       total[k] = combine(total[k], theirs);
     }
-  }
+  });
   // Across warps, through shared memory: every thread reads the group
   // totals of the warps holding its lines, in the same order.
   if (const int warps = plan.holder_bits & ~(target_.warp_size() - 1); warps != 0) {

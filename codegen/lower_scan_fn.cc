@@ -41,11 +41,7 @@ void Lowering::scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, c
   // The holders' chunks of one round, across lanes: each thread keeps its
   // group's total and what precedes it within the group, each combined in
   // the scan's order.
-  const int lanes = plan.holder_bits & (target_.warp_size() - 1);
-  for (int bit = 1; bit <= lanes; bit *= 2) {
-    if ((lanes & bit) == 0) continue;
-    llvm::Value* upper = b_.CreateICmpNE(b_.CreateAnd(thread_, b_.getInt64(bit)), b_.getInt64(0));
-    llvm::Value* partner_first = reverse ? b_.CreateNot(upper) : upper;
+  scan_lanes(plan.holder_bits, reverse, [&](int bit, llvm::Value* partner_first) {
     for (size_t k = 0; k < total.size(); ++k) {
       FnPart theirs;
       for (llvm::Value* v : total[k].values) theirs.values.push_back(target_.shuffle_xor(b_, v, bit));
@@ -53,7 +49,7 @@ void Lowering::scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, c
       total[k] =
           combine_fn(o, select_part(partner_first, theirs, total[k]), select_part(partner_first, total[k], theirs));
     }
-  }
+  });
   // Across warps: every thread reads the group totals of the warps that
   // hold its lines, lowest warp first, and takes in those before its own.
   if (const int warps = plan.holder_bits & ~(target_.warp_size() - 1); warps != 0) {
@@ -115,37 +111,11 @@ absl::Status Lowering::scan_fn(const Op& o) {
   hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
-  const int64_t len = in.shape()[axis];
   std::vector<llvm::Value*> bufs;
   for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
   each_element(outer, [&](ElemIndex& at) {
-    auto along = [&](llvm::Value* k) {
-      return at_axis(in.shape(), axis, at.dims, reverse ? b_.CreateSub(b_.getInt64(len - 1), k) : k);
-    };
-    auto put = [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
+    fn_line(o, axis, at.dims, reverse, [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
       for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
-    };
-    ElemIndex first = along(b_.getInt64(0));
-    std::vector<llvm::Value*> slots;
-    std::vector<llvm::Type*> types;
-    FnPart start;
-    for (int v : o.operands) {
-      start.values.push_back(element(v, first));
-      types.push_back(start.values.back()->getType());
-      slots.push_back(stack_slot(types.back()));
-      b_.CreateStore(start.values.back(), slots.back());
-    }
-    put(first, start.values);
-    emit_loop(b_, b_.getInt64(1), b_.getInt64(len), b_.getInt64(1), [&](llvm::Value* k) {
-      ElemIndex here = along(k);
-      FnPart acc, next;
-      for (size_t i = 0; i < n; ++i) {
-        acc.values.push_back(b_.CreateLoad(types[i], slots[i]));
-        next.values.push_back(element(o.operands[i], here));
-      }
-      acc = combine_fn(o, acc, next);
-      for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
-      put(here, acc.values);
     });
   });
   for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];

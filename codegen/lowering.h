@@ -427,7 +427,20 @@ class Lowering {
   // `warp_bits` ascending.
   void exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits,
                          const std::function<void(int, size_t, const FnPart&)>& read);
+  // The line of `o`'s operands along `axis` at `others` (the indices
+  // along the other axes), combined by its function from the line's first
+  // element in order (from its last with `reverse`): visit(at, values), where
+  // given, sees each element's position and the combination up to it; the
+  // result is the whole line's.
+  using LineVisit = std::function<void(ElemIndex&, const std::vector<llvm::Value*>&)>;
+  std::vector<llvm::Value*> fn_line(const Op& o, int axis, const std::vector<llvm::Value*>& others, bool reverse,
+                                    const LineVisit& visit);
   absl::Status reduce_fn(const Op& o);
+  // For each of the lane bits of `holder_bits`, lowest first:
+  // each(bit, partner_first), partner_first saying whether the lane that
+  // differs from this thread's in that bit comes first in a scan's order
+  // (the lower one, or with `reverse` the upper).
+  void scan_lanes(int holder_bits, bool reverse, const std::function<void(int, llvm::Value*)>& each);
   // scan_fn (lower_scan_fn.cc): in registers where the operands' layout
   // has a ScanPlan, as scan_registers does, else each line over buffers.
   void scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan);

@@ -530,12 +530,31 @@ TEST(Diagnostics, GatherOperands) {
   }
 }
 
+// A builder call that must fail, and words its error must hold.
+struct BadCall {
+  std::function<void(KernelBuilder&, Loc)> build;
+  const char* message;
+};
+
+// Each call fails the build with its message (reported at the call's line
+// where `at_line`).
+void ExpectEachFails(const std::vector<BadCall>& bad, bool at_line) {
+  for (const BadCall& b : bad) {
+    KernelBuilder k("k");
+    const Loc at = Loc::current();
+    b.build(k, at);
+    if (at_line) {
+      EXPECT_TRUE(FailsAt(k, static_cast<int>(at.line()), b.message)) << b.message;
+      continue;
+    }
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_FALSE(kernel.ok()) << b.message;
+    EXPECT_THAT(kernel.status().message(), HasSubstr(b.message));
+  }
+}
+
 TEST(Diagnostics, HistogramOperands) {
-  struct Bad {
-    std::function<void(KernelBuilder&, Loc)> build;
-    const char* message;
-  };
-  const std::vector<Bad> bad = {
+  const std::vector<BadCall> bad = {
       {[](KernelBuilder& k, Loc at) { histogram(k.zeros({16}, f32), 8, at); },
        "histogram: counts a tile of integers, got tile<f32>[16]"},
       {[](KernelBuilder& k, Loc at) { histogram(k.arange(0, 16) < 4, 8, at); },
@@ -558,22 +577,13 @@ TEST(Diagnostics, HistogramOperands) {
        },
        "histogram: mask tile<i1>[4,16] is larger than the counted tile tile<i32>[1,16]"},
   };
-  for (const Bad& b : bad) {
-    KernelBuilder k("k");
-    const Loc at = Loc::current();
-    b.build(k, at);
-    EXPECT_TRUE(FailsAt(k, static_cast<int>(at.line()), b.message)) << b.message;
-  }
+  ExpectEachFails(bad, /*at_line=*/true);
 }
 
 TEST(Diagnostics, ReduceFnOperands) {
   using Tuple = std::span<const Value>;
   auto pick_a = [](Tuple a, Tuple) { return std::vector<Value>(a.begin(), a.end()); };
-  struct Bad {
-    std::function<void(KernelBuilder&, Loc)> build;
-    const char* message;
-  };
-  const std::vector<Bad> bad = {
+  const std::vector<BadCall> bad = {
       {[](KernelBuilder&, Loc at) { reduce(std::vector<Value>{}, 0, {}, at); }, "reduce: needs at least one tile"},
       {[&](KernelBuilder& k, Loc at) {
          reduce({k.zeros({8}, f32), k.zeros({4}, f32)}, 0, pick_a, at);
@@ -599,18 +609,11 @@ TEST(Diagnostics, ReduceFnOperands) {
        "reduce: the combine function's value 0 must be f32, got f64"},
       {[](KernelBuilder& k, Loc at) {
          reduce(
-             {k.zeros({8}, i32)}, 0, [](Tuple a, Tuple b) { return std::vector<Value>{load(b[0])}; }, at);
+             {k.zeros({8}, i32)}, 0, [](Tuple, Tuple b) { return std::vector<Value>{load(b[0])}; }, at);
        },
        "load: needs a pointer"},
   };
-  for (const Bad& b : bad) {
-    KernelBuilder k("k");
-    const Loc at = Loc::current();
-    b.build(k, at);
-    absl::StatusOr<Kernel> kernel = k.build();
-    ASSERT_FALSE(kernel.ok()) << b.message;
-    EXPECT_THAT(kernel.status().message(), HasSubstr(b.message));
-  }
+  ExpectEachFails(bad, /*at_line=*/false);
 }
 
 // associative_scan checks its tiles and its combine function as reduce
@@ -618,11 +621,7 @@ TEST(Diagnostics, ReduceFnOperands) {
 TEST(Diagnostics, AssociativeScanOperands) {
   using Tuple = std::span<const Value>;
   auto pick_a = [](Tuple a, Tuple) { return std::vector<Value>(a.begin(), a.end()); };
-  struct Bad {
-    std::function<void(KernelBuilder&, Loc)> build;
-    const char* message;
-  };
-  const std::vector<Bad> bad = {
+  const std::vector<BadCall> bad = {
       {[](KernelBuilder&, Loc at) { associative_scan(std::vector<Value>{}, 0, {}, false, at); },
        "associative_scan: needs at least one tile"},
       {[&](KernelBuilder& k, Loc at) {
@@ -648,14 +647,7 @@ TEST(Diagnostics, AssociativeScanOperands) {
        },
        "associative_scan: the combine function's value 0 must be u8, got i32"},
   };
-  for (const Bad& b : bad) {
-    KernelBuilder k("k");
-    const Loc at = Loc::current();
-    b.build(k, at);
-    absl::StatusOr<Kernel> kernel = k.build();
-    ASSERT_FALSE(kernel.ok()) << b.message;
-    EXPECT_THAT(kernel.status().message(), HasSubstr(b.message));
-  }
+  ExpectEachFails(bad, /*at_line=*/false);
   KernelBuilder k("k");
   Value p = k.arg(ptr(f32), "p");
   int line = 0;
