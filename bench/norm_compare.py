@@ -12,7 +12,9 @@ and 4096 x 8192, f32 and bf16):
   copy      dst.copy_(src) of the same matrix
 
 and a mixture-of-experts router's top 8 of 64, 128 and 256 experts for 16384 tokens
-(torch.topk of torch.softmax, eager and compiled; Triton's tl.topk gives no indices).
+(torch.topk of torch.softmax, eager and compiled; Triton's tl.topk gives no indices), and the token
+permutation after it (vLLM's moe_align_block_size, blocks of 64) written in torch: bincount, a
+stable argsort and scatters, eager and compiled, on choices skewed as norm_bench's are.
 
 Timed with triton.testing.do_bench (median, L2 flushed before each run), as norm_bench times tessel.
 With --tessel PATH (norm_bench's JSON from the same run) it prints each baseline's time over tessel's
@@ -35,6 +37,8 @@ SHAPES = [(16384, 1024), (4096, 8192)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "recurrence", "sort"]
 ROUTER = "router_top_k"
+MOE = "moe_align"
+MOE_BLOCK = 64
 ROUTER_SHAPES = [(16384, 64), (16384, 128), (16384, 256)]
 TOP_K = 8
 EPS = 1e-5
@@ -243,6 +247,58 @@ def measure_router():
     return out
 
 
+def moe_align(ids, experts, block):
+    """ids [n] grouped by expert, each group padded with n to a multiple of `block`: the padded order
+    (capacity long, its tail past the total unwritten), each block's expert and the groups' offsets,
+    as samples::moe_align_kernel gives them. The choices' order within a group is their own."""
+    n = ids.numel()
+    counts = torch.bincount(ids, minlength=experts)
+    padded = (counts + block - 1) // block * block
+    ends = torch.cumsum(padded, 0)
+    starts = ends - padded
+    order = torch.argsort(ids, stable=True)
+    expert = ids[order]
+    first = torch.cumsum(counts, 0) - counts
+    dest = starts[expert] + torch.arange(n, device=ids.device) - first[expert]
+    capacity = n + experts * (block - 1)
+    out = torch.full((capacity,), n, dtype=torch.int32, device=ids.device)
+    out[dest] = order.to(torch.int32)
+    block_starts = torch.arange(0, capacity, block, device=ids.device)
+    block_experts = torch.searchsorted(ends, block_starts, right=True).to(torch.int32)
+    offsets = torch.cat([starts, ends[-1:]]).to(torch.int32)
+    return out, block_experts, offsets
+
+
+def measure_moe():
+    out = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    n = ROUTER_SHAPES[0][0] * TOP_K
+    for _, experts in ROUTER_SHAPES:
+        anywhere = torch.randint(0, experts, (n,), device="cuda", generator=gen)
+        hot = torch.randint(0, 8, (n,), device="cuda", generator=gen)
+        spread = torch.randint(0, 4, (n,), device="cuda", generator=gen) == 0
+        ids = torch.where(spread, anywhere, hot)
+        case = {"op": MOE, "dtype": "i32", "rows": ROUTER_SHAPES[0][0], "cols": experts, "triton_us": math.nan}
+        want = moe_align(ids, experts, MOE_BLOCK)
+        total = int(want[2][-1])
+        # The grouping by a stable sort in Python, to check the torch version itself.
+        host_ids = ids.tolist()
+        ref = sorted(range(n), key=host_ids.__getitem__)
+        case["eager_ok"] = [v for v in want[0][:total].tolist() if v != n] == ref
+        case["eager_us"] = bench_ms(lambda: moe_align(ids, experts, MOE_BLOCK)) * 1e3
+        try:
+            fn = torch.compile(lambda i: moe_align(i, experts, MOE_BLOCK), fullgraph=True, dynamic=False)
+            got = fn(ids)
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b)
+            case["compile_us"] = bench_ms(lambda: fn(ids)) * 1e3
+        except Exception as e:  # recorded, the eager baseline still stands
+            case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+        print(json.dumps(case), flush=True)
+        out.append(case)
+    return out
+
+
 def report(cases, tessel):
     mine = {(c["op"], c["dtype"], c["rows"], c["cols"]): c for c in tessel.get("cases", [])}
     head = (f"{'kernel':<14}{'dtype':<6}{'shape':<12}{'tessel us':>10}{'eager':>9}{'compile':>9}{'triton':>9}"
@@ -266,12 +322,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel", help="norm_bench's JSON from the same run")
     ap.add_argument("--json", help="where to write the baselines' JSON")
-    ap.add_argument("--only", choices=OPS + [ROUTER], help="measure this op alone")
+    ap.add_argument("--only", choices=OPS + [ROUTER, MOE], help="measure this op alone")
     args = ap.parse_args()
     print(f"norm_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}",
           flush=True)
-    ops = [args.only] if args.only else OPS + [ROUTER]
-    cases = measure([op for op in ops if op != ROUTER]) + (measure_router() if ROUTER in ops else [])
+    ops = [args.only] if args.only else OPS + [ROUTER, MOE]
+    cases = (measure([op for op in ops if op not in (ROUTER, MOE)]) + (measure_router() if ROUTER in ops else [])
+             + (measure_moe() if MOE in ops else []))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "cases": cases}, f, indent=2)
