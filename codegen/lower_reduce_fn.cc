@@ -97,28 +97,30 @@ void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_
 }
 
 std::vector<llvm::Value*> Lowering::fn_line(const Op& o, int axis, const std::vector<llvm::Value*>& others,
-                                            bool reverse, const LineVisit& visit) {
+                                            bool reverse, const LineVisit& visit, const LineSpan& span) {
   const Shape& shape = ir_.type(o.operands[0]).shape();
   const int64_t len = shape[axis];
   const size_t n = o.operands.size();
   auto along = [&](llvm::Value* k) {
     return at_axis(shape, axis, others, reverse ? b_.CreateSub(b_.getInt64(len - 1), k) : k);
   };
-  ElemIndex first = along(b_.getInt64(0));
-  std::vector<llvm::Value*> slots, values;
-  std::vector<llvm::Type*> types;
-  for (int v : o.operands) {
-    values.push_back(element(v, first));
-    types.push_back(values.back()->getType());
-    slots.push_back(stack_slot(types.back()));
-    b_.CreateStore(values.back(), slots.back());
+  llvm::Value* lo = span.lo != nullptr ? span.lo : b_.getInt64(0);
+  llvm::Value* hi = span.hi != nullptr ? span.hi : b_.getInt64(len);
+  ElemIndex first = along(lo);
+  FnPart start;
+  for (int v : o.operands) start.values.push_back(element(v, first));
+  if (span.prefix != nullptr) start = combine_fn(o, *span.prefix, start);
+  std::vector<llvm::Value*> slots;
+  for (llvm::Value* v : start.values) {
+    slots.push_back(stack_slot(v->getType()));
+    b_.CreateStore(v, slots.back());
   }
-  if (visit) visit(first, values);
-  emit_loop(b_, b_.getInt64(1), b_.getInt64(len), b_.getInt64(1), [&](llvm::Value* k) {
+  if (visit) visit(first, start.values);
+  emit_loop(b_, b_.CreateAdd(lo, b_.getInt64(1)), hi, b_.getInt64(1), [&](llvm::Value* k) {
     ElemIndex here = along(k);
     FnPart acc, next;
     for (size_t i = 0; i < n; ++i) {
-      acc.values.push_back(b_.CreateLoad(types[i], slots[i]));
+      acc.values.push_back(b_.CreateLoad(start.values[i]->getType(), slots[i]));
       next.values.push_back(element(o.operands[i], here));
     }
     acc = combine_fn(o, acc, next);
@@ -126,7 +128,7 @@ std::vector<llvm::Value*> Lowering::fn_line(const Op& o, int axis, const std::ve
     if (visit) visit(here, acc.values);
   });
   std::vector<llvm::Value*> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(b_.CreateLoad(types[i], slots[i]));
+  for (size_t i = 0; i < n; ++i) out.push_back(b_.CreateLoad(start.values[i]->getType(), slots[i]));
   return out;
 }
 

@@ -431,10 +431,17 @@ class Lowering {
   // along the other axes), combined by its function from the line's first
   // element in order (from its last with `reverse`): visit(at, values), where
   // given, sees each element's position and the combination up to it; the
-  // result is the whole line's.
+  // result is the whole line's. With a span, only its elements [lo, hi) in
+  // the scan's order (at least one), the first combined after `prefix`
+  // where one is given.
   using LineVisit = std::function<void(ElemIndex&, const std::vector<llvm::Value*>&)>;
+  struct LineSpan {  // value-initialized ({}): the whole line, no prefix
+    llvm::Value* lo;
+    llvm::Value* hi;
+    const FnPart* prefix;
+  };
   std::vector<llvm::Value*> fn_line(const Op& o, int axis, const std::vector<llvm::Value*>& others, bool reverse,
-                                    const LineVisit& visit);
+                                    const LineVisit& visit, const LineSpan& span = {});
   absl::Status reduce_fn(const Op& o);
   // For each of the lane bits of `holder_bits`, lowest first:
   // each(bit, partner_first), partner_first saying whether the lane that
@@ -444,6 +451,9 @@ class Lowering {
   // scan_fn (lower_scan_fn.cc): in registers where the operands' layout
   // has a ScanPlan, as scan_registers does, else each line over buffers.
   void scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan);
+  // Over buffers, each line of the tile `outer` indexes in segments over
+  // the program's threads (at most `parts` a line), into `bufs`.
+  void scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const std::vector<llvm::Value*>& bufs);
   absl::Status scan_fn(const Op& o);
   // Histogram: counts of the operand's elements per bin, in the result's
   // buffer (shared memory on GPUs).

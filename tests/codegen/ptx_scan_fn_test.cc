@@ -4,6 +4,7 @@
 // not all hold elements take the buffer path. Each assembles.
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/compiler.h"
@@ -59,12 +60,18 @@ TEST(PtxScanFn, RowsOverWarpsMeetOnce) {
   }
 }
 
-TEST(PtxScanFn, SmallTilesTakeTheBufferPath) {
-  // [8, 8] over 128 threads: half the threads hold nothing.
-  const std::string ptx = recurrence_ptx(8, 8, 4, false);
-  EXPECT_EQ(count(ptx, "shfl.sync"), 0);
-  EXPECT_GT(count(ptx, "bar.sync"), 0);
-  expect_ptxas_accepts(ptx);
+TEST(PtxScanFn, OtherTilesScanInSegmentsOverBuffers) {
+  // [8, 8] over 128 threads: half the threads hold nothing. [1, 4096] over
+  // 32: 128 elements a thread, too many for registers. Each line in
+  // segments over the threads: their totals meet once, then each segment
+  // is scanned again after the ones before it.
+  for (const auto& [rows, cols, warps] : std::vector<std::tuple<int, int, int>>{{8, 8, 4}, {1, 4096, 1}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << cols);
+    const std::string ptx = recurrence_ptx(rows, cols, warps, false);
+    EXPECT_EQ(count(ptx, "shfl.sync"), 0);
+    EXPECT_GE(count(ptx, "bar.sync"), 2);
+    expect_ptxas_accepts(ptx);
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // exact, so the results agree bit for bit.
 #include <cstdint>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "dsl/ops.h"
@@ -98,6 +99,47 @@ TEST_F(ScanFn, BlocksAgreeWithTheHost) {
     }
     EXPECT_EQ(ints[0], ints[1]);
     EXPECT_EQ(floats[0], floats[1]);
+  }
+}
+
+// Lines too long for registers (more than 64 elements a thread) scan over
+// shared memory in segments, one per thread, each after the segments
+// before it; a few lines share the threads.
+TEST_F(ScanFn, LongLinesScanInSegments) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (const auto& [rows, cols, warps] : std::vector<std::tuple<int, int, int>>{{1, 20000, 4}, {3, 9000, 8}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " on " << warps << " warps");
+    for (bool reverse : {false, true}) {
+      const Kernel kernel = block_scan_fn_kernel(rows, cols, 1, reverse);
+      const size_t n = size_t{3} * rows * cols;
+      std::vector<int32_t> a(n), b(n);
+      std::vector<float> x(n);
+      for (int32_t& v : a) v = rng.uniform_int(0, 6);
+      for (int32_t& v : b) v = rng.uniform_int(-5, 5);
+      for (float& v : x) v = static_cast<float>(rng.uniform_int(-100, 100));
+      std::vector<std::vector<int32_t>> ints;
+      std::vector<std::vector<float>> floats;
+      for (const Device& dev : devices_) {
+        CompileOptions options;
+        options.num_warps = warps;
+        absl::StatusOr<Function> fn = dev.compile(kernel, options);
+        ASSERT_TRUE(fn.ok()) << fn.status();
+        absl::StatusOr<Buffer> ba = upload(dev, a), bb = upload(dev, b), bx = upload(dev, x),
+                               bints = upload(dev, std::vector<int32_t>(2 * n)), bfloats = dev.allocate(n * 4);
+        ASSERT_TRUE(ba.ok() && bb.ok() && bx.ok() && bints.ok() && bfloats.ok());
+        absl::Status s = fn->launch({.grid = 3, .num_warps = warps}, *ba, *bb, *bx, *bints, *bfloats);
+        ASSERT_TRUE(s.ok()) << s;
+        ASSERT_TRUE(dev.synchronize().ok());
+        absl::StatusOr<std::vector<int32_t>> gi = download<int32_t>(dev, *bints, 2 * n);
+        absl::StatusOr<std::vector<float>> gf = download<float>(dev, *bfloats, n);
+        ASSERT_TRUE(gi.ok() && gf.ok());
+        ints.push_back(*std::move(gi));
+        floats.push_back(*std::move(gf));
+      }
+      EXPECT_EQ(ints[0], ints[1]);
+      EXPECT_EQ(floats[0], floats[1]);
+    }
   }
 }
 
