@@ -132,6 +132,75 @@ std::vector<llvm::Value*> Lowering::fn_line(const Op& o, int axis, const std::ve
   return out;
 }
 
+Lowering::FnSegments Lowering::fn_segment_totals(const Op& o, const Shape& outer, int64_t parts, bool reverse) {
+  const Type& in = ir_.type(o.operands[0]);
+  const int axis = static_cast<int>(o.ints[0]);
+  const int64_t n = in.shape()[axis];
+  FnSegments seg;
+  // Segments of `len` elements, as many as that takes: none is empty.
+  const int64_t len = (n + parts - 1) / parts;
+  seg.count = (n + len - 1) / len;
+  const int64_t lines = std::max<int64_t>(numel(outer), 1);
+  for (int v : o.operands) {
+    seg.mem_types.push_back(elem_mem_type(ir_.type(v)));
+    seg.totals.push_back(
+        smem_alloc(lines * seg.count * module_->getDataLayout().getTypeAllocSize(seg.mem_types.back()), 16));
+  }
+  // Thread t takes segment t % count of line t / count; segment 0 comes
+  // first in the line's order.
+  llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(seg.count));
+  seg.part = b_.CreateURem(thread_, b_.getInt64(seg.count));
+  seg.active = b_.CreateICmpULT(thread_, b_.getInt64(lines * seg.count));
+  seg.span.lo = b_.CreateMul(seg.part, b_.getInt64(len));
+  seg.span.hi =
+      b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(seg.span.lo, b_.getInt64(len)), b_.getInt64(n));
+  seg.dims = unravel(line, outer);
+  guarded(seg.active, [&] {
+    const std::vector<llvm::Value*> total = fn_line(o, axis, seg.dims, reverse, nullptr, seg.span);
+    for (size_t i = 0; i < total.size(); ++i) {
+      b_.CreateStore(to_memory(total[i], seg.mem_types[i]), b_.CreateGEP(seg.mem_types[i], seg.totals[i], thread_));
+    }
+  });
+  target_.program_barrier(b_);
+  return seg;
+}
+
+Lowering::FnPart Lowering::fn_segments_combined(const Op& o, const FnSegments& seg, llvm::Value* first,
+                                                llvm::Value* count) {
+  const size_t n = o.operands.size();
+  // From an empty part, held in stack slots across the loop.
+  std::vector<llvm::Value*> slots;
+  for (size_t i = 0; i < n; ++i) {
+    llvm::Type* t = elem_type(ir_.type(o.operands[i]));
+    slots.push_back(stack_slot(t));
+    b_.CreateStore(llvm::Constant::getNullValue(t), slots.back());
+  }
+  llvm::Value* flag = stack_slot(b_.getInt1Ty());
+  b_.CreateStore(b_.getFalse(), flag);
+  auto held = [&] {
+    FnPart p;
+    for (size_t i = 0; i < n; ++i) p.values.push_back(b_.CreateLoad(elem_type(ir_.type(o.operands[i])), slots[i]));
+    p.valid = b_.CreateLoad(b_.getInt1Ty(), flag);
+    return p;
+  };
+  emit_loop(b_, b_.getInt64(0), count, b_.getInt64(1), [&](llvm::Value* j) {
+    FnPart theirs;
+    for (size_t i = 0; i < n; ++i) {
+      llvm::Value* at = b_.CreateGEP(seg.mem_types[i], seg.totals[i], b_.CreateAdd(first, j));
+      theirs.values.push_back(from_memory(b_.CreateLoad(seg.mem_types[i], at), ir_.type(o.operands[i])));
+    }
+    const FnPart acc = combine_fn(o, held(), theirs);
+    for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
+    b_.CreateStore(acc.valid, flag);
+  });
+  return held();
+}
+
+void Lowering::fn_segments_done(const FnSegments& seg) {
+  target_.program_barrier(b_);
+  for (llvm::Value* t : seg.totals) shared_.erase(t);
+}
+
 absl::Status Lowering::reduce_fn(const Op& o) {
   const Type& in = ir_.type(o.operands[0]);
   const Type& rt = ir_.type(o.results[0]);
@@ -193,10 +262,35 @@ absl::Status Lowering::reduce_fn(const Op& o) {
       return absl::OkStatus();
     }
   }
-  // Over buffers: each line from its first element, combined in order.
+  // Over buffers: each line from its first element, combined in order; in
+  // segments over the threads where there are fewer lines than threads.
   hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
+  int64_t parts = 1;
+  if (!walks_alone() && threads_ > 0) {
+    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= in.shape()[axis]) parts *= 2;
+  }
+  if (parts > 1) {
+    FnSegments seg = fn_segment_totals(o, outer, parts, /*reverse=*/false);
+    if (outer.empty()) {
+      // Every thread combines the segments: each holds the scalars.
+      const FnPart all = fn_segments_combined(o, seg, b_.getInt64(0), b_.getInt64(seg.count));
+      for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = all.values[i];
+    } else {
+      // The first thread of each line combines its segments.
+      std::vector<llvm::Value*> bufs;
+      for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
+      guarded(b_.CreateAnd(seg.active, b_.CreateICmpEQ(seg.part, b_.getInt64(0))), [&] {
+        const FnPart all = fn_segments_combined(o, seg, thread_, b_.getInt64(seg.count));
+        llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(seg.count));
+        for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), line, all.values[i]);
+      });
+      for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
+    }
+    fn_segments_done(seg);
+    return absl::OkStatus();
+  }
   if (outer.empty()) {
     const std::vector<llvm::Value*> r = fn_line(o, axis, {}, false, nullptr);
     for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = r[i];

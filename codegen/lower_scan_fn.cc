@@ -91,75 +91,24 @@ void Lowering::scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, c
 }
 
 void Lowering::scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const std::vector<llvm::Value*>& bufs) {
-  const Type& in = ir_.type(o.operands[0]);
   const int axis = static_cast<int>(o.ints[0]);
   const bool reverse = o.ints[1] != 0;
-  const size_t n = o.operands.size();
-  // Segments of `len` elements, as many as that takes: none is empty.
-  const int64_t len = (in.shape()[axis] + parts - 1) / parts, segments = (in.shape()[axis] + len - 1) / len;
-  // Each segment's combination, one area per operand, in memory's types.
-  std::vector<llvm::Value*> totals;
-  std::vector<llvm::Type*> mem_types;
-  for (int v : o.operands) {
-    mem_types.push_back(elem_mem_type(ir_.type(v)));
-    totals.push_back(
-        smem_alloc(numel(outer) * segments * module_->getDataLayout().getTypeAllocSize(mem_types.back()), 16));
-  }
-  // Thread t takes segment t % segments of line t / segments; segment 0
-  // comes first in the scan's order.
-  llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(segments));
-  llvm::Value* part = b_.CreateURem(thread_, b_.getInt64(segments));
-  llvm::Value* active = b_.CreateICmpULT(thread_, b_.getInt64(numel(outer) * segments));
-  LineSpan span{};
-  span.lo = b_.CreateMul(part, b_.getInt64(len));
-  span.hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(span.lo, b_.getInt64(len)),
-                                     b_.getInt64(in.shape()[axis]));
-  const std::vector<llvm::Value*> dims = unravel(line, outer);
-  guarded(active, [&] {
-    const std::vector<llvm::Value*> total = fn_line(o, axis, dims, reverse, nullptr, span);
-    for (size_t i = 0; i < n; ++i) {
-      b_.CreateStore(to_memory(total[i], mem_types[i]), b_.CreateGEP(mem_types[i], totals[i], thread_));
-    }
-  });
-  target_.program_barrier(b_);
-  guarded(active, [&] {
-    // The segments before this one, in order, from an empty part.
-    std::vector<llvm::Value*> slots;
-    for (size_t i = 0; i < n; ++i) {
-      llvm::Type* t = elem_type(ir_.type(o.operands[i]));
-      slots.push_back(stack_slot(t));
-      b_.CreateStore(llvm::Constant::getNullValue(t), slots.back());
-    }
-    llvm::Value* flag = stack_slot(b_.getInt1Ty());
-    b_.CreateStore(b_.getFalse(), flag);
-    auto held = [&] {
-      FnPart p;
-      for (size_t i = 0; i < n; ++i) p.values.push_back(b_.CreateLoad(elem_type(ir_.type(o.operands[i])), slots[i]));
-      p.valid = b_.CreateLoad(b_.getInt1Ty(), flag);
-      return p;
-    };
-    llvm::Value* first = b_.CreateSub(thread_, part);
-    emit_loop(b_, b_.getInt64(0), part, b_.getInt64(1), [&](llvm::Value* j) {
-      FnPart theirs;
-      for (size_t i = 0; i < n; ++i) {
-        llvm::Value* at = b_.CreateGEP(mem_types[i], totals[i], b_.CreateAdd(first, j));
-        theirs.values.push_back(from_memory(b_.CreateLoad(mem_types[i], at), ir_.type(o.operands[i])));
-      }
-      const FnPart acc = combine_fn(o, held(), theirs);
-      for (size_t i = 0; i < n; ++i) b_.CreateStore(acc.values[i], slots[i]);
-      b_.CreateStore(acc.valid, flag);
-    });
-    const FnPart prefix = held();
+  FnSegments seg = fn_segment_totals(o, outer, parts, reverse);
+  guarded(seg.active, [&] {
+    // The segments before this one, then this one's elements after them.
+    const FnPart prefix = fn_segments_combined(o, seg, b_.CreateSub(thread_, seg.part), seg.part);
+    LineSpan span = seg.span;
     span.prefix = &prefix;
     fn_line(
-        o, axis, dims, reverse,
+        o, axis, seg.dims, reverse,
         [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
-          for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
+          for (size_t i = 0; i < values.size(); ++i) {
+            store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
+          }
         },
         span);
   });
-  target_.program_barrier(b_);
-  for (llvm::Value* t : totals) shared_.erase(t);
+  fn_segments_done(seg);
 }
 
 absl::Status Lowering::scan_fn(const Op& o) {

@@ -454,6 +454,27 @@ class Lowering {
   // Over buffers, each line of the tile `outer` indexes in segments over
   // the program's threads (at most `parts` a line), into `bufs`.
   void scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const std::vector<llvm::Value*>& bufs);
+  // The lines of reduce_fn's or scan_fn's operands (one per position of
+  // `outer`, the other axes) cut into at most `parts` non-empty segments,
+  // `count` a line: thread t takes segment `part` = t % count of line
+  // t / count (`active` where the thread has one), its span and the
+  // line's other indices `dims`. fn_segment_totals writes each segment's
+  // combination to `totals` (one area per operand, in memory's types, by
+  // thread) and meets the program; fn_segments_combined combines `count`
+  // of them from thread `first` on, in order, from an empty part;
+  // fn_segments_done meets the program again and frees the areas.
+  struct FnSegments {
+    std::vector<llvm::Value*> totals;
+    std::vector<llvm::Type*> mem_types;
+    int64_t count = 0;
+    llvm::Value* part = nullptr;
+    llvm::Value* active = nullptr;
+    LineSpan span{};
+    std::vector<llvm::Value*> dims;
+  };
+  FnSegments fn_segment_totals(const Op& o, const Shape& outer, int64_t parts, bool reverse);
+  FnPart fn_segments_combined(const Op& o, const FnSegments& seg, llvm::Value* first, llvm::Value* count);
+  void fn_segments_done(const FnSegments& seg);
   absl::Status scan_fn(const Op& o);
   // Histogram: counts of the operand's elements per bin, in the result's
   // buffer (shared memory on GPUs).

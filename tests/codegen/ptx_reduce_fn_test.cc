@@ -73,5 +73,18 @@ TEST(PtxReduceFn, AWholeTileMeetsOnce) {
   expect_ptxas_accepts(ptx);
 }
 
+// A tile too large for registers (128 elements a thread) reduces in
+// segments over the threads: each combines its own, the program meets, and
+// each combines the segments' totals.
+TEST(PtxReduceFn, LargeTilesReduceInSegments) {
+  KernelBuilder k("xor_all");
+  Value x = k.arg(ptr(u32), "x"), out = k.arg(ptr(u32), "out");
+  store(out, reduce(load(x + k.arange(0, 4096)), 0, [](const Value& a, const Value& b) { return a ^ b; }));
+  const std::string ptx = ptx_of(k.build(), 1);
+  EXPECT_EQ(count(ptx, "shfl.sync"), 0);
+  EXPECT_GE(count(ptx, "bar.sync"), 2);
+  expect_ptxas_accepts(ptx);
+}
+
 }  // namespace
 }  // namespace tessel

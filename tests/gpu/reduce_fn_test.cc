@@ -7,6 +7,7 @@
 // each line (floats combined in other orders, so within a tolerance).
 #include <cstdint>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "dsl/ops.h"
@@ -63,20 +64,14 @@ Kernel block_reduce_fn_kernel(int br, int bc, int axis) {
   return *kernel;
 }
 
-class ReduceFn : public AgreeTest {};
-
-TEST_F(ReduceFn, BlocksAgreeWithTheHost) {
-  Rng rng;
-  TESSEL_TRACE_SEED(rng);
-  constexpr int kPrograms = 3;
-  for (int trial = 0; trial < 24; ++trial) {
-    BlockCase shape = random_block_case(rng);
-    // The fourth row of ints holds the block's minimum and maximum.
-    if ((shape.axis == 0 ? shape.bc : shape.br) < 2) shape.axis = 1 - shape.axis;
-    const int br = shape.br, bc = shape.bc, axis = shape.axis, lines = axis == 0 ? bc : br;
-    if (lines < 2) continue;
-    SCOPED_TRACE(::testing::Message() << "block " << br << "x" << bc << " axis " << axis << " warps "
-                                      << shape.num_warps);
+class ReduceFn : public AgreeTest {
+ protected:
+  static constexpr int kPrograms = 3;
+  // Random blocks of [br, bc] reduced along `axis` on `warps` warps, on the
+  // device under test and host:2.
+  void Agree(Rng& rng, int br, int bc, int axis, int warps) {
+    const int lines = axis == 0 ? bc : br;
+    SCOPED_TRACE(::testing::Message() << "block " << br << "x" << bc << " axis " << axis << " warps " << warps);
     const size_t n = size_t{kPrograms} * br * bc;
     std::vector<int32_t> xi(n);
     std::vector<float> xf(n);
@@ -88,13 +83,13 @@ TEST_F(ReduceFn, BlocksAgreeWithTheHost) {
     std::vector<std::vector<float>> floats;
     for (const Device& dev : devices_) {
       CompileOptions options;
-      options.num_warps = shape.num_warps;
+      options.num_warps = warps;
       absl::StatusOr<Function> fn = dev.compile(kernel, options);
       ASSERT_TRUE(fn.ok()) << fn.status();
       absl::StatusOr<Buffer> bi = upload(dev, xi), bf = upload(dev, xf), bints = upload(dev, std::vector<int32_t>(ni)),
                              bfloats = dev.allocate(nf * 4);
       ASSERT_TRUE(bi.ok() && bf.ok() && bints.ok() && bfloats.ok());
-      absl::Status s = fn->launch({.grid = Grid(kPrograms), .num_warps = shape.num_warps}, *bi, *bf, *bints, *bfloats);
+      absl::Status s = fn->launch({.grid = Grid(kPrograms), .num_warps = warps}, *bi, *bf, *bints, *bfloats);
       ASSERT_TRUE(s.ok()) << s;
       ASSERT_TRUE(dev.synchronize().ok());
       absl::StatusOr<std::vector<int32_t>> gi = download<int32_t>(dev, *bints, ni);
@@ -105,6 +100,30 @@ TEST_F(ReduceFn, BlocksAgreeWithTheHost) {
     }
     EXPECT_EQ(ints[0], ints[1]);
     EXPECT_TRUE(all_close(floats[0], floats[1], 1e-4));
+  }
+};
+
+TEST_F(ReduceFn, BlocksAgreeWithTheHost) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (int trial = 0; trial < 24; ++trial) {
+    BlockCase shape = random_block_case(rng);
+    // The fourth row of ints holds the block's minimum and maximum.
+    if ((shape.axis == 0 ? shape.bc : shape.br) < 2) shape.axis = 1 - shape.axis;
+    if ((shape.axis == 0 ? shape.bc : shape.br) < 2) continue;
+    Agree(rng, shape.br, shape.bc, shape.axis, shape.num_warps);
+  }
+}
+
+// Lines too long for registers (more than 64 elements a thread) and fewer
+// than the threads reduce over shared memory in segments; so does the
+// whole block, each thread combining the segments' totals.
+TEST_F(ReduceFn, LongLinesReduceInSegments) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (const auto& [br, bc, axis, warps] :
+       std::vector<std::tuple<int, int, int, int>>{{2, 4500, 1, 2}, {3, 3000, 1, 1}, {4500, 2, 0, 4}}) {
+    Agree(rng, br, bc, axis, warps);
   }
 }
 
