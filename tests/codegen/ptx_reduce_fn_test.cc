@@ -74,16 +74,24 @@ TEST(PtxReduceFn, AWholeTileMeetsOnce) {
 }
 
 // A tile too large for registers (128 elements a thread) reduces in
-// segments over the threads: each combines its own, the program meets, and
-// each combines the segments' totals.
+// segments over the threads, by a combine function or a named reduction:
+// each thread combines its own, the program meets, each combines the
+// segments' totals, and the program meets again before the totals' area
+// is reused; both forms meet as often.
 TEST(PtxReduceFn, LargeTilesReduceInSegments) {
-  KernelBuilder k("xor_all");
-  Value x = k.arg(ptr(u32), "x"), out = k.arg(ptr(u32), "out");
-  store(out, reduce(load(x + k.arange(0, 4096)), 0, [](const Value& a, const Value& b) { return a ^ b; }));
-  const std::string ptx = ptx_of(k.build(), 1);
-  EXPECT_EQ(count(ptx, "shfl.sync"), 0);
-  EXPECT_GE(count(ptx, "bar.sync"), 2);
-  expect_ptxas_accepts(ptx);
+  std::vector<int> barriers;
+  for (bool named : {false, true}) {
+    KernelBuilder k("xor_all");
+    Value x = k.arg(ptr(u32), "x"), out = k.arg(ptr(u32), "out");
+    Value v = load(x + k.arange(0, 4096));
+    store(out, named ? sum(v, 0) : reduce(v, 0, [](const Value& a, const Value& b) { return a ^ b; }));
+    const std::string ptx = ptx_of(k.build(), 1);
+    EXPECT_EQ(count(ptx, "shfl.sync"), 0);
+    barriers.push_back(count(ptx, "bar.sync"));
+    EXPECT_GE(barriers.back(), 3);
+    expect_ptxas_accepts(ptx);
+  }
+  EXPECT_EQ(barriers[0], barriers[1]);
 }
 
 }  // namespace

@@ -47,12 +47,12 @@ Kernel block_reduce_kernel(DType d, int br, int bc, int axis, Combiner c) {
   KernelBuilder k("block_reduce");
   Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out"), partial = k.arg(ptr(d), "partial");
   Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
-  Value r = k.program_id(0) * br + k.arange(0, br);                  // [br] i32
-  Value cs = k.program_id(1) * bc + k.arange(0, bc);                 // [bc] i32
-  Value offs = expand_dims(r, 1) * cols + expand_dims(cs, 0);        // [br, bc] i32
-  Value mask = expand_dims(r < rows, 1) & expand_dims(cs < cols, 0); // [br, bc] i1
-  Value v = load(x + offs, mask, identity<T>(c));                    // [br, bc]
-  Value red = reduce(c, v, axis);                                    // [bc] or [br]
+  Value r = k.program_id(0) * br + k.arange(0, br);                   // [br] i32
+  Value cs = k.program_id(1) * bc + k.arange(0, bc);                  // [bc] i32
+  Value offs = expand_dims(r, 1) * cols + expand_dims(cs, 0);         // [br, bc] i32
+  Value mask = expand_dims(r < rows, 1) & expand_dims(cs < cols, 0);  // [br, bc] i1
+  Value v = load(x + offs, mask, identity<T>(c));                     // [br, bc]
+  Value red = reduce(c, v, axis);                                     // [bc] or [br]
   store(out + offs, v * k.constant(2, d) - expand_dims(red, axis), mask);
   if (axis == 1) {
     store(partial + r * k.num_programs(1) + k.program_id(1), red, r < rows);
@@ -96,6 +96,32 @@ class SliceReduce : public gpu_test::AgreeTest {
     return results;
   }
 
+  // Blocks of [br, block_cols] of a random [rows, cols] matrix reduced by
+  // `c` along `axis` on `num_warps` warps, on each device.
+  template <class T>
+  void agree(Rng& rng, DType d, const BlockCase& shape, Combiner c) {
+    const auto [br, block_cols, axis, num_warps, rows, cols] = shape;
+    SCOPED_TRACE(::testing::Message() << d.name() << " block " << br << "x" << block_cols << " axis " << axis
+                                      << " combiner " << c << " warps " << num_warps << " matrix " << rows << "x"
+                                      << cols);
+    const Grid grid((rows + br - 1) / br, (cols + block_cols - 1) / block_cols);
+    const int64_t partial_count = axis == 1 ? int64_t{rows} * grid.dims[1] : int64_t{grid.dims[0]} * cols;
+    std::vector<T> x(size_t{1} * rows * cols);
+    for (T& v : x) v = static_cast<T>(std::is_floating_point_v<T> ? rng.uniform(-1, 1) : rng.uniform_int(-1000, 1000));
+    auto results =
+        run<T>(block_reduce_kernel<T>(d, br, block_cols, axis, c), num_warps, x, grid, partial_count, rows, cols);
+    ASSERT_EQ(results.size(), 2u);
+    if (std::is_floating_point_v<T> && c == kSum) {
+      // Up to 4500 terms below 1 in magnitude, summed in other orders (the
+      // block sums of vector_access_test need 1e-4 for 1024).
+      EXPECT_TRUE(all_close(results[0].first, results[1].first, 5e-4)) << "out";
+      EXPECT_TRUE(all_close(results[0].second, results[1].second, 5e-4)) << "partial";
+    } else {
+      EXPECT_TRUE(bit_equal(results[0].first, results[1].first)) << "out";
+      EXPECT_TRUE(bit_equal(results[0].second, results[1].second)) << "partial";
+    }
+  }
+
   template <class T>
   void agree_on_random_shapes(DType d) {
     Rng rng;
@@ -103,30 +129,26 @@ class SliceReduce : public gpu_test::AgreeTest {
     for (int trial = 0; trial < 24; ++trial) {
       // Blocks of up to 4096 elements (up to 32 per thread with 4 warps), their
       // sides often not powers of two.
-      const auto [br, block_cols, axis, num_warps, rows, cols] = random_block_case(rng);
-      const auto c = static_cast<Combiner>(rng.uniform_int(0, 2));
-      SCOPED_TRACE(::testing::Message() << d.name() << " block " << br << "x" << block_cols << " axis " << axis
-                                        << " combiner " << c << " warps " << num_warps << " matrix " << rows << "x"
-                                        << cols);
-      const Grid grid((rows + br - 1) / br, (cols + block_cols - 1) / block_cols);
-      const int64_t partial_count = axis == 1 ? int64_t{rows} * grid.dims[1] : int64_t{grid.dims[0]} * cols;
-      std::vector<T> x(size_t{1} * rows * cols);
-      for (T& v : x) v = static_cast<T>(std::is_floating_point_v<T> ? rng.uniform(-1, 1) : rng.uniform_int(-1000, 1000));
-      auto results = run<T>(block_reduce_kernel<T>(d, br, block_cols, axis, c), num_warps, x, grid, partial_count,
-                            rows, cols);
-      ASSERT_EQ(results.size(), 2u);
-      if (std::is_floating_point_v<T> && c == kSum) {
-        // Up to 4096 terms below 1 in magnitude, summed in other orders (the
-        // block sums of vector_access_test need 1e-4 for 1024).
-        EXPECT_TRUE(all_close(results[0].first, results[1].first, 5e-4)) << "out";
-        EXPECT_TRUE(all_close(results[0].second, results[1].second, 5e-4)) << "partial";
-      } else {
-        EXPECT_TRUE(bit_equal(results[0].first, results[1].first)) << "out";
-        EXPECT_TRUE(bit_equal(results[0].second, results[1].second)) << "partial";
-      }
+      agree<T>(rng, d, random_block_case(rng), static_cast<Combiner>(rng.uniform_int(0, 2)));
     }
   }
 };
+
+// Lines too long for registers (more than 64 elements a thread) and fewer
+// than the threads reduce over shared memory in segments.
+TEST_F(SliceReduce, LongLinesReduceInSegments) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (const BlockCase& shape :
+       std::vector<BlockCase>{{.br = 2, .bc = 4500, .axis = 1, .num_warps = 2, .rows = 5, .cols = 9001},
+                              {.br = 4500, .bc = 2, .axis = 0, .num_warps = 4, .rows = 9001, .cols = 3},
+                              {.br = 1, .bc = 4096, .axis = 1, .num_warps = 1, .rows = 3, .cols = 4096}}) {
+    for (Combiner c : {kSum, kMax, kMin}) {
+      agree<float>(rng, f32, shape, c);
+      agree<int32_t>(rng, i32, shape, c);
+    }
+  }
+}
 
 TEST_F(SliceReduce, F32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<float>(f32); }
 
@@ -135,8 +157,8 @@ TEST_F(SliceReduce, I32AlongEachAxisAgreesWithTheHost) { agree_on_random_shapes<
 TEST_F(SliceReduce, RowSoftmaxAgreesWithTheHost) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  for (auto [br, bc] : {std::pair{samples::kRowSoftmaxRows, samples::kRowSoftmaxCols}, std::pair{8, 128},
-                        std::pair{4, 1024}}) {
+  for (auto [br, bc] :
+       {std::pair{samples::kRowSoftmaxRows, samples::kRowSoftmaxCols}, std::pair{8, 128}, std::pair{4, 1024}}) {
     absl::StatusOr<Kernel> kernel = samples::row_softmax_kernel(br, bc);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     const int rows = rng.uniform_int(1, 500), cols = rng.uniform_int(1, bc);
