@@ -90,7 +90,7 @@ void Lowering::scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, c
   }
 }
 
-void Lowering::scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const std::vector<llvm::Value*>& bufs) {
+void Lowering::scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const LineVisit& put) {
   const int axis = static_cast<int>(o.ints[0]);
   const bool reverse = o.ints[1] != 0;
   FnSegments seg = fn_segment_totals(o, outer, parts, reverse);
@@ -99,14 +99,7 @@ void Lowering::scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, 
     const FnPart prefix = fn_segments_combined(o, seg, b_.CreateSub(thread_, seg.part), seg.part);
     LineSpan span = seg.span;
     span.prefix = &prefix;
-    fn_line(
-        o, axis, seg.dims, reverse,
-        [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
-          for (size_t i = 0; i < values.size(); ++i) {
-            store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
-          }
-        },
-        span);
+    fn_line(o, axis, seg.dims, reverse, put, span);
   });
   fn_segments_done(seg);
 }
@@ -133,22 +126,24 @@ absl::Status Lowering::scan_fn(const Op& o) {
   hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
+  // Results nothing reads (a recurrence's products) take no buffer.
   std::vector<llvm::Value*> bufs;
-  for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
+  for (int r : o.results) bufs.push_back(has_uses(r) ? new_buffer(ir_.type(r)) : nullptr);
+  auto put = [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
+    for (size_t i = 0; i < n; ++i) {
+      if (bufs[i] != nullptr) store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
+    }
+  };
   int64_t parts = 1;
   if (!walks_alone() && threads_ > 0) {
     while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= in.shape()[axis]) parts *= 2;
   }
   if (parts > 1) {
-    scan_fn_segments(o, outer, parts, bufs);
+    scan_fn_segments(o, outer, parts, put);
     for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
     return absl::OkStatus();
   }
-  each_element(outer, [&](ElemIndex& at) {
-    fn_line(o, axis, at.dims, reverse, [&](ElemIndex& here, const std::vector<llvm::Value*>& values) {
-      for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
-    });
-  });
+  each_element(outer, [&](ElemIndex& at) { fn_line(o, axis, at.dims, reverse, put); });
   for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
   return absl::OkStatus();
 }

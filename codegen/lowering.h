@@ -335,6 +335,13 @@ class Lowering {
   // another layout).
   std::vector<llvm::Value*> regs(int id, const Layout& want);
   std::vector<llvm::Value*> regs(int id) { return regs(id, *layout(id)); }
+  // Whether any op reads value `id`.
+  bool has_uses(int id) const {
+    for (const Op& o : ir_.ops) {
+      if (std::find(o.operands.begin(), o.operands.end(), id) != o.operands.end()) return true;
+    }
+    return false;
+  }
   // Whether tile `id` is a scalar splat: its registers hold one value, in any layout.
   bool is_splat(int id) const {
     int def = ir_.values[id].def_op;
@@ -452,8 +459,9 @@ class Lowering {
   // has a ScanPlan, as scan_registers does, else each line over buffers.
   void scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, const ScanPlan& plan);
   // Over buffers, each line of the tile `outer` indexes in segments over
-  // the program's threads (at most `parts` a line), into `bufs`.
-  void scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const std::vector<llvm::Value*>& bufs);
+  // the program's threads (at most `parts` a line), each result element
+  // given to `put`.
+  void scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const LineVisit& put);
   // The lines of reduce_fn's or scan_fn's operands (one per position of
   // `outer`, the other axes) cut into at most `parts` non-empty segments,
   // `count` a line: thread t takes segment `part` = t % count of line

@@ -10,6 +10,7 @@
 #include "codegen/compiler.h"
 #include "dsl/ops.h"
 #include "gtest/gtest.h"
+#include "samples/kernels.h"
 #include "tests/codegen/ptx_test_util.h"
 
 namespace tessel {
@@ -71,6 +72,23 @@ TEST(PtxScanFn, OtherTilesScanInSegmentsOverBuffers) {
     EXPECT_EQ(count(ptx, "shfl.sync"), 0);
     EXPECT_GE(count(ptx, "bar.sync"), 2);
     expect_ptxas_accepts(ptx);
+  }
+}
+
+// The row recurrence sample compiles at row_block's blocks for every row
+// length the row kernels' tests take, unspecialized (the variant every
+// Function compiles first): where its scan leaves registers, the products
+// nothing reads take no buffer, so rows of 16384 fit in shared memory.
+TEST(PtxScanFn, TheRowRecurrenceFitsAtEveryRowLength) {
+  for (int cols : {768, 1000, 1024, 4096, 8192, 16384}) {
+    for (DType d : {f32, bf16}) {
+      SCOPED_TRACE(::testing::Message() << cols << " " << d.name());
+      const samples::RowBlock block = samples::row_block(cols);
+      CompileOptions options;
+      options.num_warps = block.warps;
+      absl::StatusOr<DeviceCode> code = compile_ptx(*samples::row_recurrence_kernel(block, d), options);
+      EXPECT_TRUE(code.ok()) << code.status();
+    }
   }
 }
 
