@@ -58,18 +58,14 @@ Kernel block_scan_fn_kernel(int br, int bc, int axis, bool reverse) {
   return *kernel;
 }
 
-class ScanFn : public AgreeTest {};
-
-TEST_F(ScanFn, BlocksAgreeWithTheHost) {
-  Rng rng;
-  TESSEL_TRACE_SEED(rng);
-  constexpr int kPrograms = 3;
-  for (int trial = 0; trial < 24; ++trial) {
-    const BlockCase shape = random_block_case(rng);
-    const int br = shape.br, bc = shape.bc, axis = shape.axis;
-    const bool reverse = rng.uniform_int(0, 1) == 1;
-    SCOPED_TRACE(::testing::Message() << "block " << br << "x" << bc << " axis " << axis << " warps " << shape.num_warps
+class ScanFn : public AgreeTest {
+ protected:
+  // Three programs' random blocks of [br, bc] scanned along `axis` on
+  // `warps` warps, on the device under test and host:2.
+  void Agree(Rng& rng, int br, int bc, int axis, int warps, bool reverse) {
+    SCOPED_TRACE(::testing::Message() << "block " << br << "x" << bc << " axis " << axis << " warps " << warps
                                       << (reverse ? " reverse" : ""));
+    constexpr int kPrograms = 3;
     const size_t n = size_t{kPrograms} * br * bc;
     std::vector<int32_t> a(n), b(n);
     std::vector<float> x(n);
@@ -81,14 +77,13 @@ TEST_F(ScanFn, BlocksAgreeWithTheHost) {
     std::vector<std::vector<float>> floats;
     for (const Device& dev : devices_) {
       CompileOptions options;
-      options.num_warps = shape.num_warps;
+      options.num_warps = warps;
       absl::StatusOr<Function> fn = dev.compile(kernel, options);
       ASSERT_TRUE(fn.ok()) << fn.status();
       absl::StatusOr<Buffer> ba = upload(dev, a), bb = upload(dev, b), bx = upload(dev, x),
                              bints = upload(dev, std::vector<int32_t>(2 * n)), bfloats = dev.allocate(n * 4);
       ASSERT_TRUE(ba.ok() && bb.ok() && bx.ok() && bints.ok() && bfloats.ok());
-      absl::Status s =
-          fn->launch({.grid = Grid(kPrograms), .num_warps = shape.num_warps}, *ba, *bb, *bx, *bints, *bfloats);
+      absl::Status s = fn->launch({.grid = Grid(kPrograms), .num_warps = warps}, *ba, *bb, *bx, *bints, *bfloats);
       ASSERT_TRUE(s.ok()) << s;
       ASSERT_TRUE(dev.synchronize().ok());
       absl::StatusOr<std::vector<int32_t>> gi = download<int32_t>(dev, *bints, 2 * n);
@@ -100,6 +95,15 @@ TEST_F(ScanFn, BlocksAgreeWithTheHost) {
     EXPECT_EQ(ints[0], ints[1]);
     EXPECT_EQ(floats[0], floats[1]);
   }
+};
+
+TEST_F(ScanFn, BlocksAgreeWithTheHost) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (int trial = 0; trial < 24; ++trial) {
+    const BlockCase shape = random_block_case(rng);
+    Agree(rng, shape.br, shape.bc, shape.axis, shape.num_warps, rng.uniform_int(0, 1) == 1);
+  }
 }
 
 // Lines too long for registers (more than 64 elements a thread) scan over
@@ -109,37 +113,7 @@ TEST_F(ScanFn, LongLinesScanInSegments) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   for (const auto& [rows, cols, warps] : std::vector<std::tuple<int, int, int>>{{1, 2400, 1}, {3, 800, 1}}) {
-    SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " on " << warps << " warps");
-    for (bool reverse : {false, true}) {
-      const Kernel kernel = block_scan_fn_kernel(rows, cols, 1, reverse);
-      const size_t n = size_t{3} * rows * cols;
-      std::vector<int32_t> a(n), b(n);
-      std::vector<float> x(n);
-      for (int32_t& v : a) v = rng.uniform_int(0, 6);
-      for (int32_t& v : b) v = rng.uniform_int(-5, 5);
-      for (float& v : x) v = static_cast<float>(rng.uniform_int(-100, 100));
-      std::vector<std::vector<int32_t>> ints;
-      std::vector<std::vector<float>> floats;
-      for (const Device& dev : devices_) {
-        CompileOptions options;
-        options.num_warps = warps;
-        absl::StatusOr<Function> fn = dev.compile(kernel, options);
-        ASSERT_TRUE(fn.ok()) << fn.status();
-        absl::StatusOr<Buffer> ba = upload(dev, a), bb = upload(dev, b), bx = upload(dev, x),
-                               bints = upload(dev, std::vector<int32_t>(2 * n)), bfloats = dev.allocate(n * 4);
-        ASSERT_TRUE(ba.ok() && bb.ok() && bx.ok() && bints.ok() && bfloats.ok());
-        absl::Status s = fn->launch({.grid = 3, .num_warps = warps}, *ba, *bb, *bx, *bints, *bfloats);
-        ASSERT_TRUE(s.ok()) << s;
-        ASSERT_TRUE(dev.synchronize().ok());
-        absl::StatusOr<std::vector<int32_t>> gi = download<int32_t>(dev, *bints, 2 * n);
-        absl::StatusOr<std::vector<float>> gf = download<float>(dev, *bfloats, n);
-        ASSERT_TRUE(gi.ok() && gf.ok());
-        ints.push_back(*std::move(gi));
-        floats.push_back(*std::move(gf));
-      }
-      EXPECT_EQ(ints[0], ints[1]);
-      EXPECT_EQ(floats[0], floats[1]);
-    }
+    for (bool reverse : {false, true}) Agree(rng, rows, cols, 1, warps, reverse);
   }
 }
 
