@@ -182,24 +182,15 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
   };
   auto result = [&](llvm::Value* slot) { return ops_.narrow(b_.CreateLoad(acc_t, slot), d); };
   // Fewer lines than threads: each line in segments over the threads.
-  int64_t parts = 1;
-  if (!walks_alone() && threads_ > 0) {
-    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= n) parts *= 2;
-  }
-  if (parts > 1) {
-    const int64_t len = (n + parts - 1) / parts, count = (n + len - 1) / len;
+  if (const int64_t parts = line_parts(outer, n); parts > 1) {
+    const LineSegments seg = line_segments(outer, n, parts);
+    const int64_t count = seg.count;
     llvm::Value* totals = smem_alloc(numel(outer) * count * module_->getDataLayout().getTypeAllocSize(acc_t), 16);
-    llvm::Value* part = b_.CreateURem(thread_, b_.getInt64(count));
-    llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(count));
-    llvm::Value* active = b_.CreateICmpULT(thread_, b_.getInt64(numel(outer) * count));
-    // Segment `part` of line `line`, then `count` segments' totals from
-    // thread `first` on, each into a stack slot.
+    // This thread's segment, then `count` segments' totals from thread
+    // `first` on, each into a stack slot.
     auto segment = [&](llvm::Value* slot) {
-      ElemIndex at = at_linear(outer, line);
-      llvm::Value* lo = b_.CreateMul(part, b_.getInt64(len));
-      llvm::Value* hi =
-          b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(lo, b_.getInt64(len)), b_.getInt64(n));
-      emit_loop(b_, lo, hi, b_.getInt64(1), [&](llvm::Value* k) { accumulate(slot, at, k); });
+      ElemIndex at = at_linear(outer, seg.line);
+      emit_loop(b_, seg.lo, seg.hi, b_.getInt64(1), [&](llvm::Value* k) { accumulate(slot, at, k); });
     };
     auto totals_from = [&](llvm::Value* slot, llvm::Value* first) {
       loop(count, [&](llvm::Value* j) {
@@ -207,7 +198,7 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
         b_.CreateStore(combine(b_.CreateLoad(acc_t, slot), theirs), slot);
       });
     };
-    guarded(active, [&] {
+    guarded(seg.active, [&] {
       llvm::Value* slot = stack_slot(acc_t);
       b_.CreateStore(identity, slot);
       segment(slot);
@@ -222,9 +213,9 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
       set(o, result(slot));
     } else {
       llvm::Value* out = new_buffer(rt);
-      guarded(b_.CreateAnd(active, b_.CreateICmpEQ(part, b_.getInt64(0))), [&] {
+      guarded(b_.CreateAnd(seg.active, b_.CreateICmpEQ(seg.part, b_.getInt64(0))), [&] {
         totals_from(slot, thread_);
-        store_elem(out, rt, line, result(slot));
+        store_elem(out, rt, seg.line, result(slot));
       });
       set(o, out);
     }

@@ -132,31 +132,31 @@ std::vector<llvm::Value*> Lowering::fn_line(const Op& o, int axis, const std::ve
   return out;
 }
 
-Lowering::FnSegments Lowering::fn_segment_totals(const Op& o, const Shape& outer, int64_t parts, bool reverse) {
-  const Type& in = ir_.type(o.operands[0]);
-  const int axis = static_cast<int>(o.ints[0]);
-  const int64_t n = in.shape()[axis];
-  FnSegments seg;
+Lowering::LineSegments Lowering::line_segments(const Shape& outer, int64_t n, int64_t parts) {
+  LineSegments seg;
   // Segments of `len` elements, as many as that takes: none is empty.
   const int64_t len = (n + parts - 1) / parts;
   seg.count = (n + len - 1) / len;
-  const int64_t lines = std::max<int64_t>(numel(outer), 1);
+  seg.line = b_.CreateUDiv(thread_, b_.getInt64(seg.count));
+  seg.part = b_.CreateURem(thread_, b_.getInt64(seg.count));
+  seg.active = b_.CreateICmpULT(thread_, b_.getInt64(numel(outer) * seg.count));
+  seg.lo = b_.CreateMul(seg.part, b_.getInt64(len));
+  seg.hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(seg.lo, b_.getInt64(len)), b_.getInt64(n));
+  return seg;
+}
+
+Lowering::FnSegments Lowering::fn_segment_totals(const Op& o, const Shape& outer, int64_t parts, bool reverse) {
+  const int axis = static_cast<int>(o.ints[0]);
+  FnSegments seg;
+  seg.at = line_segments(outer, ir_.type(o.operands[0]).shape()[axis], parts);
   for (int v : o.operands) {
     seg.mem_types.push_back(elem_mem_type(ir_.type(v)));
     seg.totals.push_back(
-        smem_alloc(lines * seg.count * module_->getDataLayout().getTypeAllocSize(seg.mem_types.back()), 16));
+        smem_alloc(numel(outer) * seg.at.count * module_->getDataLayout().getTypeAllocSize(seg.mem_types.back()), 16));
   }
-  // Thread t takes segment t % count of line t / count; segment 0 comes
-  // first in the line's order.
-  llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(seg.count));
-  seg.part = b_.CreateURem(thread_, b_.getInt64(seg.count));
-  seg.active = b_.CreateICmpULT(thread_, b_.getInt64(lines * seg.count));
-  seg.span.lo = b_.CreateMul(seg.part, b_.getInt64(len));
-  seg.span.hi =
-      b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(seg.span.lo, b_.getInt64(len)), b_.getInt64(n));
-  seg.dims = unravel(line, outer);
-  guarded(seg.active, [&] {
-    const std::vector<llvm::Value*> total = fn_line(o, axis, seg.dims, reverse, nullptr, seg.span);
+  seg.dims = unravel(seg.at.line, outer);
+  guarded(seg.at.active, [&] {
+    const std::vector<llvm::Value*> total = fn_line(o, axis, seg.dims, reverse, nullptr, seg.span());
     for (size_t i = 0; i < total.size(); ++i) {
       b_.CreateStore(to_memory(total[i], seg.mem_types[i]), b_.CreateGEP(seg.mem_types[i], seg.totals[i], thread_));
     }
@@ -267,24 +267,19 @@ absl::Status Lowering::reduce_fn(const Op& o) {
   hold(o);
   Shape outer = in.shape();
   outer.erase(outer.begin() + axis);
-  int64_t parts = 1;
-  if (!walks_alone() && threads_ > 0) {
-    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= in.shape()[axis]) parts *= 2;
-  }
-  if (parts > 1) {
+  if (const int64_t parts = line_parts(outer, in.shape()[axis]); parts > 1) {
     FnSegments seg = fn_segment_totals(o, outer, parts, /*reverse=*/false);
     if (outer.empty()) {
       // Every thread combines the segments: each holds the scalars.
-      const FnPart all = fn_segments_combined(o, seg, b_.getInt64(0), b_.getInt64(seg.count));
+      const FnPart all = fn_segments_combined(o, seg, b_.getInt64(0), b_.getInt64(seg.at.count));
       for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = all.values[i];
     } else {
       // The first thread of each line combines its segments.
       std::vector<llvm::Value*> bufs;
       for (int r : o.results) bufs.push_back(new_buffer(ir_.type(r)));
-      guarded(b_.CreateAnd(seg.active, b_.CreateICmpEQ(seg.part, b_.getInt64(0))), [&] {
-        const FnPart all = fn_segments_combined(o, seg, thread_, b_.getInt64(seg.count));
-        llvm::Value* line = b_.CreateUDiv(thread_, b_.getInt64(seg.count));
-        for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), line, all.values[i]);
+      guarded(b_.CreateAnd(seg.at.active, b_.CreateICmpEQ(seg.at.part, b_.getInt64(0))), [&] {
+        const FnPart all = fn_segments_combined(o, seg, thread_, b_.getInt64(seg.at.count));
+        for (size_t i = 0; i < n; ++i) store_elem(bufs[i], ir_.type(o.results[i]), seg.at.line, all.values[i]);
       });
       for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
     }

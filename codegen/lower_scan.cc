@@ -149,16 +149,12 @@ absl::Status Lowering::scan(const Op& o, const Type& rt) {
   outer.erase(outer.begin() + axis);
   const int64_t n = in.shape()[axis];
   llvm::Value* out = new_buffer(rt);
-  if (!walks_alone() && threads_ > 0) {
-    // Fewer lines than threads: each line in as many segments as keep the
-    // threads busy.
-    int64_t parts = 1;
-    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= n) parts *= 2;
-    if (parts > 1) {
-      scan_segments(o, outer, parts, out, identity, combine);
-      set(o, out);
-      return absl::OkStatus();
-    }
+  // Fewer lines than threads: each line in as many segments as keep the
+  // threads busy.
+  if (const int64_t parts = line_parts(outer, n); parts > 1) {
+    scan_segments(o, outer, parts, out, identity, combine);
+    set(o, out);
+    return absl::OkStatus();
   }
   // Combines element k along the axis (counted from the end in reverse) at
   // position `at` of the other axes into the accumulator `slot`, and stores

@@ -94,10 +94,10 @@ void Lowering::scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, 
   const int axis = static_cast<int>(o.ints[0]);
   const bool reverse = o.ints[1] != 0;
   FnSegments seg = fn_segment_totals(o, outer, parts, reverse);
-  guarded(seg.active, [&] {
+  guarded(seg.at.active, [&] {
     // The segments before this one, then this one's elements after them.
-    const FnPart prefix = fn_segments_combined(o, seg, b_.CreateSub(thread_, seg.part), seg.part);
-    LineSpan span = seg.span;
+    const FnPart prefix = fn_segments_combined(o, seg, b_.CreateSub(thread_, seg.at.part), seg.at.part);
+    LineSpan span = seg.span();
     span.prefix = &prefix;
     fn_line(o, axis, seg.dims, reverse, put, span);
   });
@@ -134,11 +134,7 @@ absl::Status Lowering::scan_fn(const Op& o) {
       if (bufs[i] != nullptr) store_elem(bufs[i], ir_.type(o.results[i]), here.linear, values[i]);
     }
   };
-  int64_t parts = 1;
-  if (!walks_alone() && threads_ > 0) {
-    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= in.shape()[axis]) parts *= 2;
-  }
-  if (parts > 1) {
+  if (const int64_t parts = line_parts(outer, in.shape()[axis]); parts > 1) {
     scan_fn_segments(o, outer, parts, put);
     for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = bufs[i];
     return absl::OkStatus();

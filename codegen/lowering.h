@@ -462,23 +462,41 @@ class Lowering {
   // the program's threads (at most `parts` a line), each result element
   // given to `put`.
   void scan_fn_segments(const Op& o, const Shape& outer, int64_t parts, const LineVisit& put);
-  // The lines of reduce_fn's or scan_fn's operands (one per position of
-  // `outer`, the other axes) cut into at most `parts` non-empty segments,
-  // `count` a line: thread t takes segment `part` = t % count of line
-  // t / count (`active` where the thread has one), its span and the
-  // line's other indices `dims`. fn_segment_totals writes each segment's
-  // combination to `totals` (one area per operand, in memory's types, by
-  // thread) and meets the program; fn_segments_combined combines `count`
-  // of them from thread `first` on, in order, from an empty part;
-  // fn_segments_done meets the program again and frees the areas.
-  struct FnSegments {
-    std::vector<llvm::Value*> totals;
-    std::vector<llvm::Type*> mem_types;
+  // How many segments each line of `n` elements (one per position of
+  // `outer`) splits into so that the program's threads share the lines: a
+  // power of two, and 1 where one thread walks the tile or the lines are
+  // at least half as many as the threads.
+  int64_t line_parts(const Shape& outer, int64_t n) const {
+    int64_t parts = 1;
+    if (walks_alone() || threads_ <= 0) return parts;
+    while (parts * 2 * numel(outer) <= threads_ && parts * 2 <= n) parts *= 2;
+    return parts;
+  }
+  // The lines of n elements (one per position of `outer`) cut into at most
+  // `parts` non-empty segments, `count` a line: thread t takes segment
+  // `part` = t % count of line `line` = t / count (`active` where the
+  // thread has one), elements [lo, hi) of it.
+  struct LineSegments {
     int64_t count = 0;
+    llvm::Value* line = nullptr;
     llvm::Value* part = nullptr;
     llvm::Value* active = nullptr;
-    LineSpan span{};
+    llvm::Value* lo = nullptr;
+    llvm::Value* hi = nullptr;
+  };
+  LineSegments line_segments(const Shape& outer, int64_t n, int64_t parts);
+  // reduce_fn's or scan_fn's lines in segments, with each line's other
+  // indices `dims`. fn_segment_totals writes each segment's combination to
+  // `totals` (one area per operand, in memory's types, by thread) and meets
+  // the program; fn_segments_combined combines `count` of them from thread
+  // `first` on, in order, from an empty part; fn_segments_done meets the
+  // program again and frees the areas.
+  struct FnSegments {
+    LineSegments at;
+    std::vector<llvm::Value*> totals;
+    std::vector<llvm::Type*> mem_types;
     std::vector<llvm::Value*> dims;
+    LineSpan span() const { return {at.lo, at.hi, nullptr}; }
   };
   FnSegments fn_segment_totals(const Op& o, const Shape& outer, int64_t parts, bool reverse);
   FnPart fn_segments_combined(const Op& o, const FnSegments& seg, llvm::Value* first, llvm::Value* count);
