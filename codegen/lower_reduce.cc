@@ -1,11 +1,55 @@
 // Reductions: over a whole tile or along one axis, in registers (per-thread
 // combines, shuffles within a warp, shared memory across warps) or over
 // buffers; and histograms, counted in shared memory.
+#include <algorithm>
+
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
 
 using llvm::IRBuilder;
+
+namespace {
+
+// `x` with the bits `drop` taken out, the bits above them moved down.
+uint64_t without_bits(uint64_t x, uint64_t drop) {
+  uint64_t out = 0;
+  for (int bit = 0, to = 0; bit < 64; ++bit) {
+    if (((drop >> bit) & 1) == 0) out |= ((x >> bit) & 1) << to++;
+  }
+  return out;
+}
+
+// The same on the thread index `x`.
+llvm::Value* without_bits(IRBuilder<>& b, llvm::Value* x, uint64_t drop) {
+  if (drop == 0) return x;
+  // Each run of kept bits moves down by the dropped bits below it.
+  llvm::Value* out = nullptr;
+  int below = 0;
+  for (int bit = 0; bit < 64;) {
+    if ((drop >> bit) & 1) {
+      ++below;
+      ++bit;
+      continue;
+    }
+    int end = bit;
+    while (end < 64 && ((drop >> end) & 1) == 0) ++end;
+    const uint64_t run = (end == 64 ? ~uint64_t{0} : (uint64_t{1} << end) - 1) & ~((uint64_t{1} << bit) - 1);
+    llvm::Value* part = b.CreateLShr(b.CreateAnd(x, b.getInt64(run)), below);
+    out = out == nullptr ? part : b.CreateOr(out, part);
+    bit = end;
+  }
+  return out;
+}
+
+// How many of `threads` threads differ in more than the bits `same`.
+int64_t distinct_threads(int64_t threads, int same) {
+  uint64_t most = 0;
+  for (int64_t t = 0; t < threads; ++t) most = std::max(most, without_bits(t, same));
+  return static_cast<int64_t>(most) + 1;
+}
+
+}  // namespace
 
 std::vector<int> Lowering::submasks(int bits) {
   std::vector<int> masks;
@@ -23,49 +67,59 @@ std::shared_ptr<const Layout> Lowering::reduce_layout(const Op& o) {
   return in_registers(ir_.type(o.operands[0])) || l == wanted_[o.operands[0]] ? l : nullptr;
 }
 
-bool Lowering::across_warps_fits(const Op& o, llvm::Type* acc_t, int64_t chunks) {
+bool Lowering::across_warps_fits(const Op& o, llvm::Type* acc_t, int64_t chunks, int holders) {
   const llvm::DataLayout& dl = module_->getDataLayout();
   int64_t tiles = 0;
   for (int v : o.operands) {
     const Type& t = ir_.type(v);
     if (t.is_tile()) tiles += t.numel() * static_cast<int64_t>(dl.getTypeAllocSize(elem_mem_type(t)));
   }
-  return target_.tiles_in_shared() && threads_ * chunks * static_cast<int64_t>(dl.getTypeAllocSize(acc_t)) <= tiles;
+  const int64_t copies = distinct_threads(threads_, holders & (target_.warp_size() - 1));
+  return target_.tiles_in_shared() && copies * chunks * static_cast<int64_t>(dl.getTypeAllocSize(acc_t)) <= tiles;
 }
 
 void Lowering::through_shared(const std::vector<llvm::Value*>& values,
-                              const std::function<void(const ReadShared&)>& reads) {
+                              const std::function<void(const ReadShared&)>& reads, int same) {
   const int64_t slots = static_cast<int64_t>(values.size());
   llvm::Type* t = values[0]->getType();
-  llvm::Value* scratch = smem_alloc(threads_ * slots * module_->getDataLayout().getTypeAllocSize(t));
+  // One entry per group of threads that hold the same values.
+  const int64_t entries = distinct_threads(threads_, same);
+  llvm::Value* scratch = smem_alloc(entries * slots * module_->getDataLayout().getTypeAllocSize(t));
   // Slot-major: the lanes of a warp touch consecutive words (no bank conflicts).
   auto at = [&](llvm::Value* thread, int64_t slot) {
-    return b_.CreateGEP(t, scratch, b_.CreateAdd(thread, b_.getInt64(slot * threads_)));
+    return b_.CreateGEP(t, scratch, b_.CreateAdd(without_bits(b_, thread, same), b_.getInt64(slot * entries)));
   };
-  for (int64_t s = 0; s < slots; ++s) b_.CreateStore(values[s], at(thread_, s));
+  guarded(same == 0 ? nullptr : b_.CreateICmpEQ(b_.CreateAnd(thread_, b_.getInt64(same)), b_.getInt64(0)), [&] {
+    for (int64_t s = 0; s < slots; ++s) b_.CreateStore(values[s], at(thread_, s));
+  });
   target_.program_barrier(b_);
   reads([&](llvm::Value* thread, int64_t slot) { return b_.CreateLoad(t, at(thread, slot)); });
   // Freed at once; whatever reuses the memory waits for these reads first.
   shared_.erase(scratch);
 }
 
-void Lowering::exchange_warps(const std::vector<llvm::Value*>& values, int warp_bits,
+void Lowering::exchange_warps(const std::vector<llvm::Value*>& values, int holders,
                               const std::function<void(int, int64_t, llvm::Value*)>& read) {
-  through_shared(values, [&](const ReadShared& load) {
-    llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warp_bits)));
-    for (int m : submasks(warp_bits)) {
-      for (int64_t s = 0; s < static_cast<int64_t>(values.size()); ++s) {
-        read(m, s, load(b_.CreateOr(base, b_.getInt64(m)), s));
-      }
-    }
-  });
+  const int lanes = holders & (target_.warp_size() - 1), warps = holders & ~(target_.warp_size() - 1);
+  through_shared(
+      values,
+      [&](const ReadShared& load) {
+        llvm::Value* base = b_.CreateAnd(thread_, b_.getInt64(~static_cast<int64_t>(warps)));
+        for (int m : submasks(warps)) {
+          if (m >= threads_) break;  // past the last warp, where warps are not a power of two
+          for (int64_t s = 0; s < static_cast<int64_t>(values.size()); ++s) {
+            read(m, s, load(b_.CreateOr(base, b_.getInt64(m)), s));
+          }
+        }
+      },
+      lanes);
 }
 
-void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int warp_bits, const Combine& combine) {
+void Lowering::combine_warps(std::vector<llvm::Value*>& acc, int holders, const Combine& combine) {
   // Every holder reads the same threads' parts in the same order (lowest
   // thread first), so all of them compute the same bits.
   std::vector<llvm::Value*> all(acc.size(), nullptr);
-  exchange_warps(acc, warp_bits,
+  exchange_warps(acc, holders,
                  [&](int, int64_t s, llvm::Value* part) { all[s] = all[s] == nullptr ? part : combine(all[s], part); });
   acc = std::move(all);
 }
@@ -140,7 +194,7 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
     // Across warps only where the scratch area is no larger than the
     // operand's buffer would be (f16 accumulates in f32, for instance).
-    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(o, acc_t, slice->slots()))) {
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(o, acc_t, slice->slots(), *holders))) {
       const int lanes = *holders & (target_.warp_size() - 1);
       const Layout& l = slice->parent();
       std::vector<llvm::Value*> elems = regs(o.operands[0], l);
@@ -156,7 +210,7 @@ absl::Status Lowering::reduce(const Op& o, const Type& rt) {
         }
       }
       if (warp_bits != 0) {
-        combine_warps(acc, warp_bits, combine);
+        combine_warps(acc, *holders, combine);
       }
       for (llvm::Value*& a : acc) a = ops_.narrow(a, d);
       regs_[o.results[0]] = {std::move(slice), std::move(acc)};

@@ -4,6 +4,8 @@
 // thread's elements in turn, shuffles across lanes, shared memory across
 // warps), with a flag beside each tuple where a thread may hold no element;
 // otherwise over buffers, each line walked from its first element.
+#include <bit>
+
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -57,7 +59,7 @@ Lowering::FnPart Lowering::select_part(llvm::Value* cond, const FnPart& a, const
   return out;
 }
 
-void Lowering::exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits,
+void Lowering::exchange_fn_parts(const std::vector<FnPart>& parts, int holders,
                                  const std::function<void(int, size_t, const FnPart&)>& read) {
   // Each part travels as 64-bit words, one per value and one for its flag.
   const size_t n = parts[0].values.size();
@@ -72,7 +74,7 @@ void Lowering::exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits
     if (flags) packed.push_back(b_.CreateZExt(p.valid, b_.getInt64Ty()));
   }
   FnPart part;
-  exchange_warps(packed, warp_bits, [&](int m, int64_t k, llvm::Value* word) {
+  exchange_warps(packed, holders, [&](int m, int64_t k, llvm::Value* word) {
     const size_t slot = static_cast<size_t>(k) / words, w = static_cast<size_t>(k) % words;
     if (w < n) {
       llvm::Type* t = parts[0].values[w]->getType();
@@ -87,10 +89,10 @@ void Lowering::exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits
   });
 }
 
-void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits) {
+void Lowering::combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int holders) {
   // Every holder reads the same threads' parts in the same order.
   std::vector<std::optional<FnPart>> all(acc.size());
-  exchange_fn_parts(acc, warp_bits, [&](int, size_t slot, const FnPart& part) {
+  exchange_fn_parts(acc, holders, [&](int, size_t slot, const FnPart& part) {
     all[slot] = all[slot].has_value() ? combine_fn(o, *all[slot], part) : part;
   });
   for (size_t slot = 0; slot < acc.size(); ++slot) acc[slot] = *std::move(all[slot]);
@@ -229,7 +231,7 @@ absl::Status Lowering::reduce_fn(const Op& o) {
     combine_fn_lanes(o, acc, warp - 1);
     if (threads_ > warp) {
       std::vector<FnPart> accs = {acc};
-      combine_fn_warps(o, accs, (threads_ - 1) & ~(warp - 1));
+      combine_fn_warps(o, accs, static_cast<int>(std::bit_ceil(static_cast<unsigned>(threads_))) - 1);
       acc = accs[0];
     }
     for (size_t i = 0; i < n; ++i) vals_[o.results[i]] = acc.values[i];
@@ -242,7 +244,7 @@ absl::Status Lowering::reduce_fn(const Op& o) {
     std::optional<int> holders = holder_bits(*slice);
     const int warp_bits = holders.has_value() ? *holders & ~(target_.warp_size() - 1) : 0;
     const int64_t words = slice->slots() * static_cast<int64_t>(n + 1);
-    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(o, b_.getInt64Ty(), words))) {
+    if (holders.has_value() && (warp_bits == 0 || across_warps_fits(o, b_.getInt64Ty(), words, *holders))) {
       const Layout& l = slice->parent();
       const std::vector<std::vector<llvm::Value*>> elems = operand_regs(l);
       std::vector<std::optional<FnPart>> parts(slice->slots());
@@ -253,7 +255,7 @@ absl::Status Lowering::reduce_fn(const Op& o) {
       std::vector<FnPart> acc;
       for (std::optional<FnPart>& p : parts) acc.push_back(*std::move(p));
       for (FnPart& a : acc) combine_fn_lanes(o, a, *holders & (target_.warp_size() - 1));
-      if (warp_bits != 0) combine_fn_warps(o, acc, warp_bits);
+      if (warp_bits != 0) combine_fn_warps(o, acc, *holders);
       for (size_t i = 0; i < n; ++i) {
         std::vector<llvm::Value*> r;
         for (const FnPart& a : acc) r.push_back(a.values[i]);

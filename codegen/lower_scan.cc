@@ -52,7 +52,7 @@ void Lowering::scan_registers(const Op& o, std::shared_ptr<const Layout> l, cons
   if (const int warps = plan.holder_bits & ~(target_.warp_size() - 1); warps != 0) {
     llvm::Value* mine = b_.CreateAnd(thread_, b_.getInt64(warps));
     std::vector<llvm::Value*> earlier(total.size(), identity), all(total.size(), nullptr);
-    exchange_warps(total, warps, [&](int m, int64_t k, llvm::Value* theirs) {
+    exchange_warps(total, plan.holder_bits, [&](int m, int64_t k, llvm::Value* theirs) {
       llvm::Value* first = reverse ? b_.CreateICmpUGT(b_.getInt64(m), mine) : b_.CreateICmpULT(b_.getInt64(m), mine);
       earlier[k] = b_.CreateSelect(first, combine(earlier[k], theirs), earlier[k]);
       all[k] = all[k] == nullptr ? theirs : combine(all[k], theirs);
@@ -138,8 +138,9 @@ absl::Status Lowering::scan(const Op& o, const Type& rt) {
   if (in_registers(in)) {
     std::shared_ptr<const Layout> l = layout(o.operands[0]);
     std::optional<ScanPlan> plan = scan_plan(*l, in.shape(), axis);
-    if (plan.has_value() && ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 ||
-                             across_warps_fits(o, acc_t, static_cast<int64_t>(plan->slots.size()) * plan->rounds))) {
+    if (plan.has_value() &&
+        ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 ||
+         across_warps_fits(o, acc_t, static_cast<int64_t>(plan->slots.size()) * plan->rounds, plan->holder_bits))) {
       scan_registers(o, std::move(l), *plan, identity, combine);
       return absl::OkStatus();
     }

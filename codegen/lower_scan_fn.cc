@@ -56,7 +56,7 @@ void Lowering::scan_fn_registers(const Op& o, std::shared_ptr<const Layout> l, c
     llvm::Value* mine = b_.CreateAnd(thread_, b_.getInt64(warps));
     std::vector<FnPart> earlier(total.size(), none);
     std::vector<std::optional<FnPart>> all(total.size());
-    exchange_fn_parts(total, warps, [&](int m, size_t k, const FnPart& theirs) {
+    exchange_fn_parts(total, plan.holder_bits, [&](int m, size_t k, const FnPart& theirs) {
       // Ascending warps are the scan's order forwards, its reverse backwards.
       if (reverse) {
         llvm::Value* first = b_.CreateICmpUGT(b_.getInt64(m), mine);
@@ -113,9 +113,11 @@ absl::Status Lowering::scan_fn(const Op& o) {
     std::shared_ptr<const Layout> l = layout(o.operands[0]);
     std::optional<ScanPlan> plan = scan_plan(*l, in.shape(), axis);
     if (plan.has_value()) {
-      // The warps exchange a word per value and flag of each chunk.
-      const int64_t words = static_cast<int64_t>(plan->slots.size()) * plan->rounds * static_cast<int64_t>(n + 1);
-      if ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 || across_warps_fits(o, b_.getInt64Ty(), words)) {
+      // The warps exchange a word per value of each chunk (each holds
+      // elements, so its total needs no flag).
+      const int64_t words = static_cast<int64_t>(plan->slots.size()) * plan->rounds * static_cast<int64_t>(n);
+      if ((plan->holder_bits & ~(target_.warp_size() - 1)) == 0 ||
+          across_warps_fits(o, b_.getInt64Ty(), words, plan->holder_bits)) {
         scan_fn_registers(o, std::move(l), *plan);
         return absl::OkStatus();
       }

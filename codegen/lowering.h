@@ -395,19 +395,25 @@ class Lowering {
   llvm::Value* combine_parts(llvm::Value* identity, std::vector<llvm::Value*> parts, const Combine& combine);
   // Writes this thread's `values` (one type) to a scratch area in shared
   // memory and meets the program; `reads` may then load(thread, k), value k
-  // as that thread wrote it. The area is free again after.
+  // as that thread wrote it. Threads that differ only in the lane bits
+  // `same` hold the same values: the first of them writes for all, so the
+  // area holds one copy. The area is free again after.
   using ReadShared = std::function<llvm::Value*(llvm::Value* thread, int64_t k)>;
-  void through_shared(const std::vector<llvm::Value*>& values, const std::function<void(const ReadShared&)>& reads);
-  // Writes this thread's `values` to a scratch area in shared memory, meets
-  // the program, and calls read(m, k, theirs) with value k of thread
-  // (this thread & ~warp_bits) | m for each sub-mask m of `warp_bits`,
-  // ascending (submasks); the area is free again after.
-  void exchange_warps(const std::vector<llvm::Value*>& values, int warp_bits,
+  void through_shared(const std::vector<llvm::Value*>& values, const std::function<void(const ReadShared&)>& reads,
+                      int same = 0);
+  // The threads that differ only in the bits `holders` hold the same lines,
+  // and after a butterfly over their lanes each holds its warp's parts of
+  // them. Writes this thread's `values` to a scratch area in shared memory
+  // (one copy per warp's holders), meets the program, and calls
+  // read(m, k, theirs) with value k of thread (this thread & ~warps) | m for
+  // each sub-mask m of the warp bits of `holders`, ascending (submasks), up
+  // to the last thread; the area is free again after.
+  void exchange_warps(const std::vector<llvm::Value*>& values, int holders,
                       const std::function<void(int, int64_t, llvm::Value*)>& read);
   // Combines each slot's part across the warps that hold its position (the
-  // thread bits `warp_bits`) through shared memory; every holder gets the
-  // same result.
-  void combine_warps(std::vector<llvm::Value*>& acc, int warp_bits, const Combine& combine);
+  // thread bits `holders`, each lane of a warp's holding the same parts)
+  // through shared memory; every holder gets the same result.
+  void combine_warps(std::vector<llvm::Value*>& acc, int holders, const Combine& combine);
 
   // f16 and bf16 reductions accumulate in f32 and round once.
   absl::Status reduce(const Op& o, const Type& rt);
@@ -423,16 +429,16 @@ class Lowering {
   // `acc` combined with its copies in the lanes that differ in `lanes` bits.
   void combine_fn_lanes(const Op& o, FnPart& acc, int lanes);
   // Each slot's part combined across the warps that hold its position (the
-  // thread bits `warp_bits`) through shared memory; every holder gets the
-  // same result.
-  void combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int warp_bits);
+  // thread bits `holders`, each lane of a warp's holding the same parts)
+  // through shared memory; every holder gets the same result.
+  void combine_fn_warps(const Op& o, std::vector<FnPart>& acc, int holders);
   // `a` where `cond`, else `b`.
   FnPart select_part(llvm::Value* cond, const FnPart& a, const FnPart& b);
   // Writes `parts` (one per slot, of the same types) to shared memory and
   // meets the program; then read(m, slot, part) gets slot `slot`'s part of
-  // thread (this thread & ~warp_bits) | m, for each sub-mask m of
-  // `warp_bits` ascending.
-  void exchange_fn_parts(const std::vector<FnPart>& parts, int warp_bits,
+  // thread (this thread & ~warps) | m, for each sub-mask m of the warp bits
+  // of `holders` ascending, as exchange_warps does.
+  void exchange_fn_parts(const std::vector<FnPart>& parts, int holders,
                          const std::function<void(int, size_t, const FnPart&)>& read);
   // The line of `o`'s operands along `axis` at `others` (the indices
   // along the other axes), combined by its function from the line's first
@@ -525,10 +531,11 @@ class Lowering {
   // wants that one, unless a slice (whose threads may share elements),
   // then its planned one.
   std::shared_ptr<const Layout> reduce_layout(const Op& o);
-  // Whether `chunks` values per thread in `acc_t`, exchanged across warps
+  // Whether `chunks` values per warp's holders (the threads that differ
+  // in the lane bits of `holders`) in `acc_t`, exchanged across warps
   // through shared memory, take no more of it than the tile operands of `o`
   // would.
-  bool across_warps_fits(const Op& o, llvm::Type* acc_t, int64_t chunks);
+  bool across_warps_fits(const Op& o, llvm::Type* acc_t, int64_t chunks, int holders);
 
   // Inclusive scans (lower_scan.cc): f16 and bf16 accumulate in f32 and
   // round each result.

@@ -19,7 +19,7 @@ namespace {
 // h = a h + b along the rows of [rows, cols] f32 tiles, over `warps` warps,
 // the pointers 16-byte aligned (as a launch with aligned buffers
 // specializes it), so that each thread holds runs of four elements.
-std::string recurrence_ptx(int rows, int cols, int warps, bool reverse) {
+DeviceCode recurrence_code(int rows, int cols, int warps, bool reverse) {
   KernelBuilder k("recurrence");
   Value a = k.arg(ptr(f32), "a"), b = k.arg(ptr(f32), "b"), h = k.arg(ptr(f32), "h");
   Value offs = expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0);
@@ -37,7 +37,11 @@ std::string recurrence_ptx(int rows, int cols, int warps, bool reverse) {
   options.specialization.multiple_of_16 = 0b111;
   absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
   EXPECT_TRUE(code.ok()) << code.status();
-  return code.ok() ? code->binary : "";
+  return code.ok() ? *std::move(code) : DeviceCode();
+}
+
+std::string recurrence_ptx(int rows, int cols, int warps, bool reverse) {
+  return recurrence_code(rows, cols, warps, reverse).binary;
 }
 
 TEST(PtxScanFn, RowsWithinAWarpUseShufflesAlone) {
@@ -59,6 +63,18 @@ TEST(PtxScanFn, RowsOverWarpsMeetOnce) {
     EXPECT_GT(count(ptx, "st.shared.u64") + count(ptx, "st.shared.b64"), 0);
     expect_ptxas_accepts(ptx);
   }
+}
+
+TEST(PtxScanFn, ALongRowMeetsOnceInRegisters) {
+  // [1, 8192] over 128 threads: 64 elements a thread in 16 runs of four, a
+  // butterfly of 5 levels per run over the runs' (a, b) totals. After it
+  // every lane of a warp holds the warp's totals, so one lane per warp
+  // writes them: 4 warps x 16 runs x (a, b) x 8 bytes.
+  const DeviceCode code = recurrence_code(1, 8192, 4, false);
+  EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 16 * 5 * 2);
+  EXPECT_EQ(count(code.binary, "bar.sync"), 1);
+  EXPECT_EQ(code.shared_bytes, 4 * 16 * 2 * 8);
+  expect_ptxas_accepts(code.binary);
 }
 
 TEST(PtxScanFn, OtherTilesScanInSegmentsOverBuffers) {

@@ -107,13 +107,14 @@ TEST_F(PtxSlice, RowsOfAWarpEachCombineWithShufflesOnly) {
 
 TEST_F(PtxSlice, RowsSpreadOverWarpsMeetInAScratchArea) {
   // Two rows of 1024 over four warps: two warps per row keep every thread
-  // busy. Lanes combine by shuffles (5 per reduction), then the two warps'
-  // parts meet in 128 threads x 4 bytes of shared memory, which the second
-  // reduction reuses.
+  // busy. Lanes combine by shuffles (5 per reduction), after which every
+  // lane of a warp holds its warp's part; the first lane of each of the four
+  // warps writes it to 4 bytes of shared memory, which the second reduction
+  // reuses.
   absl::StatusOr<Kernel> two = samples::row_softmax_kernel(2, 1024);
   ASSERT_TRUE(two.ok()) << two.status();
   DeviceCode code = compile(*two, 1 | 2 | 8);
-  EXPECT_EQ(code.shared_bytes, 128 * 4);
+  EXPECT_EQ(code.shared_bytes, 4 * 4);
   EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 2 * 5);
   EXPECT_EQ(file_check(code.binary, "CHECK: shfl.sync.bfly.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"),
             0);
@@ -134,18 +135,42 @@ Kernel middle_axis_kernel(DType d) {
   return *kernel;
 }
 
-TEST_F(PtxSlice, AcrossWarpsOnlyWhereTheScratchAreaIsNoLargerThanTheTile) {
+TEST_F(PtxSlice, AcrossWarpsOneCopyPerWarp) {
   // [4, 64, 2] over 128 threads, one element per step: each thread holds
-  // parts of four positions, each spread over every warp, so the scratch
-  // area is 128 x 4 partial sums. In f32 that is the tile's own 2 KiB; in
-  // f16 (summed in f32) twice the tile, so the reduction goes through the
-  // tile's buffer instead.
-  DeviceCode f32_code = compile(middle_axis_kernel(f32), 0);
-  EXPECT_GT(count(f32_code.binary, "shfl.sync.bfly.b32"), 0);
-  EXPECT_GE(f32_code.shared_bytes, 128 * 4 * 4);
-  DeviceCode f16_code = compile(middle_axis_kernel(f16), 0);
-  EXPECT_EQ(count(f16_code.binary, "shfl.sync.bfly.b32"), 0);
-  EXPECT_EQ(file_check(f16_code.binary, "CHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\n"), 0);
+  // parts of four positions, each spread over 16 lanes of every warp. After
+  // the shuffles those lanes hold the same sums, so one of them writes
+  // them: 8 copies (4 warps x 2 positions a warp holds) x 4 partial sums,
+  // in f32 whatever the tile's dtype.
+  for (DType d : {f32, f16}) {
+    SCOPED_TRACE(d.name());
+    DeviceCode code = compile(middle_axis_kernel(d), 0);
+    EXPECT_EQ(count(code.binary, "shfl.sync.bfly.b32"), 4 * 4);
+    EXPECT_EQ(code.shared_bytes, 8 * 4 * 4);
+  }
+}
+
+Kernel column_sums_kernel(DType d) {
+  KernelBuilder k("column_sums");
+  Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
+  Value offs = expand_dims(k.arange(0, 4), 1) * 32 + expand_dims(k.arange(0, 32), 0);  // [4, 32] i32
+  Value v = load(x + offs);
+  store(out + offs, v - expand_dims(sum(v, 0), 0));
+  absl::StatusOr<Kernel> kernel = k.build();
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return *kernel;
+}
+
+TEST_F(PtxSlice, AcrossWarpsOnlyWhereTheScratchAreaIsNoLargerThanTheTile) {
+  // [4, 32] over 128 threads, an element each: a column's four elements lie
+  // in one lane of each warp, so every thread writes its part: 128 sums. In
+  // f32 that is the tile's own 512 bytes; in f16 (summed in f32) twice the
+  // tile, so the reduction goes through the tile's buffer instead.
+  DeviceCode f32_code = compile(column_sums_kernel(f32), 0);
+  EXPECT_EQ(f32_code.shared_bytes, 128 * 4);
+  EXPECT_EQ(count(f32_code.binary, "st.shared.b16"), 0);
+  DeviceCode f16_code = compile(column_sums_kernel(f16), 0);
+  EXPECT_GE(f16_code.shared_bytes, 4 * 32 * 2);
+  EXPECT_EQ(file_check(f16_code.binary, "CHECK: st.shared.b16\nCHECK: bar.sync\nCHECK: ld.shared.b16\n"), 0);
 }
 
 TEST_F(PtxSlice, EveryDtypeAndCombinerReducesRowsWithoutSharedMemory) {

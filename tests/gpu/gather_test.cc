@@ -2,8 +2,8 @@
 // the device TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with
 // the same random inputs (f32, i32, and bf16 as any bits): random block
 // shapes (sides often not powers of two), index tiles longer and shorter
-// than the block along the axis, indices outside it (they give 0), 1, 4 and
-// 8 warps; and a router's top k, argsort then gather, at a few widths. A
+// than the block along the axis, indices outside it (they give 0), 1, 4, 8
+// and 12 warps; and a router's top k, argsort then gather, at a few widths. A
 // gather moves elements, so the targets agree bit for bit.
 #include <cstdint>
 #include <tuple>

@@ -91,7 +91,7 @@ inline int tile_side(Rng& rng, int p) {
 
 // A random case of a kernel that works on [br, bc] blocks of a [rows, cols]
 // matrix along one axis: blocks of up to 4096 elements, their sides often
-// not powers of two; 1, 4 or 8 warps; a matrix of up to three blocks and a
+// not powers of two; 1, 4, 8 or 12 warps; a matrix of up to three blocks and a
 // few elements more each way, so that masks cut blocks.
 struct BlockCase {
   int br, bc, axis, num_warps, rows, cols;
@@ -102,7 +102,7 @@ inline BlockCase random_block_case(Rng& rng) {
   c.br = tile_side(rng, 1 << log_rows);
   c.bc = tile_side(rng, 1 << rng.uniform_int(0, 12 - log_rows));
   c.axis = rng.uniform_int(0, 1);
-  c.num_warps = std::vector<int>{1, 4, 8}[rng.uniform_int(0, 2)];
+  c.num_warps = std::vector<int>{1, 4, 8, 12}[rng.uniform_int(0, 3)];
   c.rows = rng.uniform_int(1, 3 * c.br + 5);
   c.cols = rng.uniform_int(1, 3 * c.bc + 5);
   return c;

@@ -2,7 +2,7 @@
 // TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with the same
 // random inputs: random block shapes (sides often not powers of two), bins
 // from 1 to 300, elements outside the bins, a mask, a row argmax's
-// positions (a tile threads share), 1, 4 and 8 warps, three
+// positions (a tile threads share), 1, 4, 8 and 12 warps, three
 // integer dtypes; and an MoE's tokens per expert, blocks counted in a loop
 // and the programs' counts added by atomics. Counts are exact, so the
 // targets agree exactly.

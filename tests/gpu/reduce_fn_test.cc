@@ -1,7 +1,7 @@
 // reduce with a combine function on the device under test (cuda:0, or the
 // device TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with the
 // same random inputs, on random block shapes (sides often not powers of
-// two), either axis, 1, 4 and 8 warps: an argmax with the lowest index on
+// two), either axis, 1, 4, 8 and 12 warps: an argmax with the lowest index on
 // ties and an xor of each line (exact, so bit for bit), a whole block's
 // minimum and maximum together (exact), and Welford's mean and variance of
 // each line (floats combined in other orders, so within a tolerance).

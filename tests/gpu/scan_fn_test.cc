@@ -1,7 +1,7 @@
 // associative_scan on the device under test (cuda:0, or the device
 // TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with the same
 // random inputs, on random block shapes (sides often not powers of two),
-// either axis, both directions, 1, 4 and 8 warps: a linear recurrence in
+// either axis, both directions, 1, 4, 8 and 12 warps: a linear recurrence in
 // wrapping i32 (its combine does not commute, so an order the device got
 // wrong shows), a running argmax with the lowest position on ties, and a
 // sum restarted at flags over integer-valued floats (exact). All three are

@@ -4,7 +4,7 @@
 // warp scan with shuffles alone, lines over warps exchange the warps'
 // totals; tiles some threads hold nothing of, or too large for registers,
 // scan in shared memory, in segments where lines are fewer than threads), random
-// matrix sizes (masks cut blocks), 1, 4 and 8 warps, each combiner, both
+// matrix sizes (masks cut blocks), 1, 4, 8 and 12 warps, each combiner, both
 // directions. Integers, max and min agree bit for bit; f32 sums and
 // products within a tolerance (the GPU combines in another order).
 #include <cmath>

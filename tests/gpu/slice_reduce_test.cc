@@ -3,7 +3,7 @@
 // e.g. host:1) against host:2 with the same random inputs: random block
 // shapes (rows inside a warp take warp shuffles, rows over warps or over
 // several slots of a thread take shared memory), random matrix sizes (not
-// powers of two, so masks cut blocks), 1, 4 and 8 warps. Per block, out =
+// powers of two, so masks cut blocks), 1, 4, 8 and 12 warps. Per block, out =
 // 2 * x - red(x, axis) broadcast back and the reduced tile are stored;
 // integers and max/min agree exactly, f32 sums within a tolerance. The row
 // softmax sample agrees too.

@@ -2,7 +2,7 @@
 // device TESSEL_GPU_TEST_DEVICE names, e.g. host:1) against host:2 with the
 // same random inputs (f32, i32, and bf16 as any bits): random block shapes
 // (sides often not powers of two, sorted over a buffer; powers of two sort in
-// registers on a GPU), random matrix sizes (masks cut blocks), 1, 4 and 8
+// registers on a GPU), random matrix sizes (masks cut blocks), 1, 4, 8 and 12
 // warps, both ways. The order is total, so whatever network a target runs,
 // they agree bit for bit, NaNs and zeros of both signs included.
 #include <cmath>
