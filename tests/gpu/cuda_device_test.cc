@@ -413,8 +413,9 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   absl::StatusOr<std::shared_ptr<FunctionImpl>> uncached = device.impl().compile_uncached(*k, CompileOptions{});
   ASSERT_TRUE(uncached.ok()) << uncached.status();
   EXPECT_EQ(first->stats().writes, 2);  // the PTX and the cubin
-  auto entries = [&](const char* space) {
+  auto entries = [&](const char* space) -> int64_t {
     namespace fs = std::filesystem;
+    if (!fs::exists(dir.path() / space)) return 0;
     return std::distance(fs::directory_iterator(dir.path() / space), fs::directory_iterator());
   };
   EXPECT_EQ(entries("kernels"), 1);
@@ -430,18 +431,22 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(entries("kernels"), 2);
   EXPECT_EQ(entries("cubins"), 1);
-  // So does a kernel whose wgmma the linker's compile serialized (the
-  // stream-K GEMM's 64-bit divisions call a routine of ptxas's in
-  // relocatable code), and the cache remembers that it does.
+  // So does a kernel whose wgmma the linker's compile serialized, and the
+  // cache remembers that it does. The stream-K GEMM's 64-bit divisions call
+  // a routine of ptxas's in relocatable code; whether the driver's JIT then
+  // serializes its wgmma (and says so) depends on the driver, so either
+  // outcome holds, but only one.
   absl::StatusOr<Kernel> sk = samples::gemm_kernel({.bm = 128, .bn = 256, .out = bf16, .stages = 3, .stream_k = true});
   ASSERT_TRUE(sk.ok()) << sk.status();
   CompileOptions eight;
   eight.num_warps = 8;
-  absl::StatusOr<std::shared_ptr<FunctionImpl>> serialized = device.impl().compile_uncached(*sk, eight);
-  ASSERT_TRUE(serialized.ok()) << serialized.status();
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> stream_k = device.impl().compile_uncached(*sk, eight);
+  ASSERT_TRUE(stream_k.ok()) << stream_k.status();
+  const bool serialized = entries("whole-programs") == 1;
+  SCOPED_TRACE(serialized ? "the link serialized the stream-K GEMM's wgmma" : "the stream-K GEMM linked as is");
   EXPECT_EQ(entries("kernels"), 3);
-  EXPECT_EQ(entries("cubins"), 1);
-  EXPECT_EQ(entries("whole-programs"), 1);
+  EXPECT_EQ(entries("cubins"), serialized ? 1 : 2);
+  EXPECT_EQ(entries("whole-programs"), serialized ? 1 : 0);
 
   device.impl().set_disk_cache(second);
   absl::StatusOr<Function> fn = device.compile(*k);
@@ -449,10 +454,11 @@ TEST(CudaCompile, ALaterCompileLoadsTheCachedCubin) {
   EXPECT_EQ(second->stats().hits, 2);
   EXPECT_EQ(second->stats().misses, 0);  // a kernel with a cubin has no marker to look for
   EXPECT_EQ(second->stats().writes, 0);
-  absl::StatusOr<Function> whole_again = device.compile(*sk, eight);
-  ASSERT_TRUE(whole_again.ok()) << whole_again.status();
-  EXPECT_EQ(second->stats().hits, 4);    // its PTX, and that it loads whole
-  EXPECT_EQ(second->stats().misses, 1);  // its cubin
+  absl::StatusOr<Function> stream_k_again = device.compile(*sk, eight);
+  ASSERT_TRUE(stream_k_again.ok()) << stream_k_again.status();
+  // Its PTX, and its cubin or that it loads whole (after a miss for the cubin).
+  EXPECT_EQ(second->stats().hits, 4);
+  EXPECT_EQ(second->stats().misses, serialized ? 1 : 0);
   EXPECT_EQ(second->stats().writes, 0);
   absl::StatusOr<std::vector<float>> sums = add_twos_and_ones(device, *fn, 4096);
   ASSERT_TRUE(sums.ok()) << sums.status();
