@@ -13,7 +13,7 @@
 // which reads the JSON this writes (--json=PATH) and prints the ratios.
 // Last, a mixture-of-experts router (samples::router_top_k_kernel: softmax,
 // argsort and gather) at 16384 tokens of 64, 128 and 256 experts, and the
-// token permutation after it (samples::moe_align_kernel).
+// token permutation after it (samples::MoeAlign).
 // With --only=TEXT it runs the cases whose name ("softmax, 4096x8192 bf16")
 // contains TEXT; with --pick, at row_block's pick alone (for profilers).
 #include <algorithm>
@@ -249,15 +249,16 @@ int main(int argc, char** argv) {
       first_case = false;
     }
   }
-  // An MoE layer's token permutation (samples::moe_align_kernel, one
-  // program): the router's 8 choices for each of 16384 tokens grouped by
-  // expert and padded to blocks of 64, at chunks of 512 to 4096 choices and
-  // 4 to 16 warps, the fastest reported. Choices are skewed (a quarter of
+  // An MoE layer's token permutation (samples::MoeAlign: three kernels,
+  // one program per chunk of choices): the router's 8 choices for each of
+  // 16384 tokens grouped by expert and padded to blocks of 64, at chunks of
+  // 256 to 4096 choices and 2 to 16 warps (1 to 32 choices a thread), the
+  // fastest reported. Choices are skewed (a quarter of
   // them spread over every expert, the rest over the first eight), as a
   // router's hot experts make them. Checked whole against the host's
   // grouping. Moved: the choices read, the padded order, the blocks'
   // experts and the offsets written.
-  constexpr int kBlock = 64;
+  constexpr int kBlock = 64, kMinChunk = 256;
   for (int experts : {64, 128, 256}) {
     const std::string case_name = "moe_align, " + std::to_string(kTokens) + "x" + std::to_string(kTop) + " of " +
                                   std::to_string(experts) + " experts";
@@ -270,21 +271,20 @@ int main(int argc, char** argv) {
     Buffer ids = must(dev.allocate(n * 4), "allocate"), sorted = must(dev.allocate(capacity * 4), "allocate");
     Buffer blocks = must(dev.allocate(capacity / kBlock * 4), "allocate");
     Buffer offsets = must(dev.allocate((experts + 1) * 4), "allocate");
+    Buffer work = must(dev.allocate(samples::moe_align_workspace_bytes(n, experts, kMinChunk)), "allocate");
     must(dev.copy_to_device(ids, hids.data(), n * 4), "upload");
     const samples::MoeAlignment want = samples::moe_align_reference(hids, experts, kBlock);
     double best_ms = INFINITY;
     std::string best;
     int wrong = 0;
-    for (int chunk = 512; chunk <= 4096; chunk *= 2) {
-      for (int warps = 4; warps <= 16; warps *= 2) {  // at most 32 choices a thread
-        CompileOptions options;
-        options.num_warps = warps;
-        absl::StatusOr<Function> compiled =
-            dev.compile(must(samples::moe_align_kernel(experts, kBlock, chunk), "build"), options);
+    for (int chunk = kMinChunk; chunk <= 4096; chunk *= 2) {
+      for (int warps = 2; warps <= 16; warps *= 2) {
+        if (chunk < 32 * warps || chunk > 32 * 32 * warps) continue;  // 1 to 32 choices a thread
+        absl::StatusOr<samples::MoeAlign> compiled = samples::MoeAlign::compile(dev, experts, kBlock, chunk, warps);
         if (absl::IsResourceExhausted(compiled.status())) continue;
-        Function fn = must(std::move(compiled), "compile");
-        const LaunchConfig lc = {.grid = 1, .num_warps = warps, .stream = &stream};
-        const double ms = timer.median_ms([&] { must(fn.launch(lc, ids, n, sorted, blocks, offsets), "launch"); });
+        const samples::MoeAlign align = must(std::move(compiled), "compile");
+        const double ms =
+            timer.median_ms([&] { must(align.launch(ids, n, sorted, blocks, offsets, work, &stream), "launch"); });
         must(stream.synchronize(), "sync");
         const size_t total = want.sorted.size();
         std::vector<int32_t> got_sorted(total), got_blocks(total / kBlock), got_offsets(experts + 1);

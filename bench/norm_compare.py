@@ -250,7 +250,7 @@ def measure_router():
 def moe_align(ids, experts, block):
     """ids [n] grouped by expert, each group padded with n to a multiple of `block`: the padded order
     (capacity long, its tail past the total unwritten), each block's expert and the groups' offsets,
-    as samples::moe_align_kernel gives them. The choices' order within a group is their own."""
+    as samples::MoeAlign gives them. The choices' order within a group is their own."""
     n = ids.numel()
     counts = torch.bincount(ids, minlength=experts)
     padded = (counts + block - 1) // block * block

@@ -192,11 +192,14 @@ TEST(Amdgpu, HistogramsCountInLds) {
 }
 
 TEST(Amdgpu, TheMoeAlignmentCompiles) {
-  absl::StatusOr<Kernel> kernel = samples::moe_align_kernel(64, 64, 1024);
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  absl::StatusOr<Compiled> c = compile_gfx942(*kernel);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_NE(c->artifacts.assembly.find("ds_add_u32"), std::string::npos);
+  absl::StatusOr<samples::MoeAlignKernels> kernels = samples::moe_align_kernels(64, 64, 1024);
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  for (const Kernel& kernel : {kernels->count, kernels->place, kernels->scatter}) {
+    absl::StatusOr<Compiled> c = compile_gfx942(kernel);
+    ASSERT_TRUE(c.ok()) << kernel.name() << ": " << c.status();
+  }
+  // The count kernel's histogram adds in LDS.
+  EXPECT_NE(compile_gfx942(kernels->count)->artifacts.assembly.find("ds_add_u32"), std::string::npos);
 }
 
 // A combine function's tuples cross lanes like the named reductions' values.

@@ -50,13 +50,18 @@ TEST(PtxHistogram, EveryPathAssembles) {
   }
 }
 
-// The MoE token permutation (histogram, cumsum, argsort, gather, cummax in
-// loops) at the shapes of the GPU test.
+// The MoE token permutation's three kernels (histogram, cumsum, argsort,
+// gather, cummax, loops over blocks) at the shapes of the GPU test.
 TEST(PtxHistogram, TheMoeAlignmentAssembles) {
   for (const auto& [experts, block, chunk, warps] :
        std::vector<std::tuple<int, int, int, int>>{{8, 16, 256, 4}, {64, 64, 1024, 8}, {256, 128, 1024, 8}}) {
     SCOPED_TRACE(::testing::Message() << experts << " experts, blocks of " << block << ", chunks of " << chunk);
-    expect_ptxas_accepts(ptx_of(samples::moe_align_kernel(experts, block, chunk), warps));
+    absl::StatusOr<samples::MoeAlignKernels> kernels = samples::moe_align_kernels(experts, block, chunk);
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    for (const Kernel& kernel : {kernels->count, kernels->place, kernels->scatter}) {
+      SCOPED_TRACE(kernel.name());
+      expect_ptxas_accepts(ptx_of(kernel, warps));
+    }
   }
 }
 

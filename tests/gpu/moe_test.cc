@@ -31,20 +31,18 @@ TEST_F(Moe, AlignmentAgreesWithTheHostAndTheReference) {
       v = rng.uniform_int(0, 3) == 0 ? rng.uniform_int(0, experts - 1) : rng.uniform_int(0, std::min(experts, 5) - 1);
       if (rng.uniform_int(0, 50) == 0) v = rng.uniform_int(0, 1) == 0 ? -1 : experts;
     }
-    absl::StatusOr<Kernel> kernel = samples::moe_align_kernel(experts, block, chunk);
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
     const int64_t capacity = samples::moe_align_capacity(n, experts, block);
     std::vector<std::vector<int32_t>> sorted, blocks, offsets;
     for (const Device& dev : devices_) {
-      CompileOptions options;
-      options.num_warps = warps;
-      absl::StatusOr<Function> fn = dev.compile(*kernel, options);
-      ASSERT_TRUE(fn.ok()) << fn.status();
+      absl::StatusOr<samples::MoeAlign> align = samples::MoeAlign::compile(dev, experts, block, chunk, warps);
+      ASSERT_TRUE(align.ok()) << align.status();
       absl::StatusOr<Buffer> bids = upload(dev, ids), bsorted = dev.allocate(capacity * 4),
-                             bblocks = dev.allocate(capacity / block * 4), boffsets = dev.allocate((experts + 1) * 4);
-      ASSERT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok());
+                             bblocks = dev.allocate(capacity / block * 4), boffsets = dev.allocate((experts + 1) * 4),
+                             bwork = dev.allocate(samples::moe_align_workspace_bytes(n, experts, chunk));
+      ASSERT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok() && bwork.ok());
       ASSERT_TRUE(poison<int32_t>(dev, *bsorted, capacity, -7).ok());
-      absl::Status s = fn->launch({.grid = 1, .num_warps = warps}, *bids, n, *bsorted, *bblocks, *boffsets);
+      ASSERT_TRUE(poison<int32_t>(dev, *bblocks, capacity / block, -7).ok());
+      absl::Status s = align->launch(*bids, n, *bsorted, *bblocks, *boffsets, *bwork);
       ASSERT_TRUE(s.ok()) << s;
       ASSERT_TRUE(dev.synchronize().ok());
       absl::StatusOr<std::vector<int32_t>> o = download<int32_t>(dev, *boffsets, experts + 1);

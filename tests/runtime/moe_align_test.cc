@@ -1,9 +1,14 @@
 // The MoE token permutation (samples/moe.h) on the host target against its
 // host reference: random choices, skewed ones, every choice on one expert,
-// choices outside the experts (dropped), and fewer choices than a chunk.
+// choices outside the experts (dropped), fewer choices than a chunk, and
+// none; and the errors bad shapes and short buffers get.
 #include <random>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "samples/moe.h"
 #include "tessel/tessel.h"
@@ -15,15 +20,17 @@ struct Got {
   std::vector<int32_t> sorted, block_experts, offsets;
 };
 
-Got align_on(const Device& dev, const Function& fn, const std::vector<int32_t>& ids, int experts, int block) {
+Got align_on(const Device& dev, const samples::MoeAlign& align, const std::vector<int32_t>& ids, int experts, int block,
+             int chunk) {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t capacity = samples::moe_align_capacity(n, experts, block);
   Got got;
   auto bids = dev.allocate(std::max<int64_t>(n, 1) * 4), bsorted = dev.allocate(capacity * 4),
-       bblocks = dev.allocate(std::max<int64_t>(capacity / block, 1) * 4), boffsets = dev.allocate((experts + 1) * 4);
-  EXPECT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok());
+       bblocks = dev.allocate(std::max<int64_t>(capacity / block, 1) * 4), boffsets = dev.allocate((experts + 1) * 4),
+       bwork = dev.allocate(samples::moe_align_workspace_bytes(n, experts, chunk));
+  EXPECT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok() && bwork.ok());
   if (n > 0) EXPECT_TRUE(dev.copy_to_device(*bids, ids.data(), n * 4).ok());
-  absl::Status s = fn.launch({.grid = 1}, *bids, static_cast<int32_t>(n), *bsorted, *bblocks, *boffsets);
+  absl::Status s = align.launch(*bids, static_cast<int32_t>(n), *bsorted, *bblocks, *boffsets, *bwork);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_TRUE(dev.synchronize().ok());
   got.offsets.resize(experts + 1);
@@ -69,15 +76,49 @@ TEST(MoeAlign, MatchesTheHostReference) {
       if (what == "some outside" && gen() % 5 == 0)
         v = gen() % 2 == 0 ? -1 : c.experts + static_cast<int32_t>(gen() % 3);
     }
-    absl::StatusOr<Kernel> kernel = samples::moe_align_kernel(c.experts, c.block, c.chunk);
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    absl::StatusOr<Function> fn = dev->compile(*kernel);
-    ASSERT_TRUE(fn.ok()) << fn.status();
-    const Got got = align_on(*dev, *fn, ids, c.experts, c.block);
+    absl::StatusOr<samples::MoeAlign> align = samples::MoeAlign::compile(*dev, c.experts, c.block, c.chunk);
+    ASSERT_TRUE(align.ok()) << align.status();
+    const Got got = align_on(*dev, *align, ids, c.experts, c.block, c.chunk);
     const samples::MoeAlignment want = samples::moe_align_reference(ids, c.experts, c.block);
     EXPECT_EQ(got.offsets, want.offsets);
     EXPECT_EQ(got.sorted, want.sorted);
     EXPECT_EQ(got.block_experts, want.block_experts);
+  }
+}
+
+TEST(MoeAlign, BadShapesAndBuffersAreErrors) {
+  for (const auto& [experts, block, chunk, what] :
+       std::vector<std::tuple<int, int, int, std::string>>{{0, 16, 64, "experts must be positive, got 0"},
+                                                           {8, 0, 64, "block must be positive, got 0"},
+                                                           {8, 16, 96, "chunk must be a power of two, got 96"},
+                                                           {8, 16, 0, "chunk must be a power of two, got 0"}}) {
+    absl::StatusOr<samples::MoeAlignKernels> kernels = samples::moe_align_kernels(experts, block, chunk);
+    EXPECT_TRUE(absl::IsInvalidArgument(kernels.status())) << kernels.status();
+    EXPECT_THAT(std::string(kernels.status().message()), ::testing::HasSubstr(what));
+  }
+  absl::StatusOr<Device> dev = Device::open("host:1");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  absl::StatusOr<samples::MoeAlign> align = samples::MoeAlign::compile(*dev, 8, 16, 64);
+  ASSERT_TRUE(align.ok()) << align.status();
+  // 100 choices: a capacity of 100 + 8 * 15 = 220 positions, 13 blocks, two
+  // programs' counts and the padding starts in the workspace.
+  auto buffer = [&](int64_t bytes) { return *dev->allocate(bytes); };
+  const Buffer ids = buffer(400), sorted = buffer(880), blocks = buffer(52), offsets = buffer(36),
+               work = buffer(samples::moe_align_workspace_bytes(100, 8, 64));
+  EXPECT_EQ(samples::moe_align_workspace_bytes(100, 8, 64), 4 * 3 * 8);
+  for (const auto& [status, what] : std::vector<std::pair<absl::Status, std::string>>{
+           {align->launch(ids, -1, sorted, blocks, offsets, work), "n must not be negative, got -1"},
+           {align->launch(buffer(396), 100, sorted, blocks, offsets, work),
+            "ids holds 396 bytes; 100 choices need 400"},
+           {align->launch(ids, 100, buffer(876), blocks, offsets, work),
+            "sorted holds 876 bytes; 100 choices need 880"},
+           {align->launch(ids, 100, sorted, buffer(48), offsets, work),
+            "block_experts holds 48 bytes; 100 choices need 52"},
+           {align->launch(ids, 100, sorted, blocks, buffer(32), work), "offsets holds 32 bytes; 100 choices need 36"},
+           {align->launch(ids, 100, sorted, blocks, offsets, buffer(64)),
+            "workspace holds 64 bytes; 100 choices need 96"}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(what));
   }
 }
 
