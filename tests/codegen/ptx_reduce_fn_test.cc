@@ -73,6 +73,24 @@ TEST(PtxReduceFn, AWholeTileMeetsOnce) {
   expect_ptxas_accepts(ptx);
 }
 
+// Over 12 warps (not a power of two) the warps' parts meet as over 8 or
+// 16: one 64-bit word per warp, written by its first lane, and every thread
+// reads all twelve.
+TEST(PtxReduceFn, AWholeTileOverTwelveWarpsReadsEveryWarp) {
+  KernelBuilder k("xor_all");
+  Value x = k.arg(ptr(u32), "x"), out = k.arg(ptr(u32), "out");
+  store(out, reduce(load(x + k.arange(0, 3072)), 0, [](const Value& a, const Value& b) { return a ^ b; }));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  CompileOptions options;
+  options.num_warps = 12;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(code->shared_bytes, 12 * 8);
+  EXPECT_EQ(count(code->binary, "ld.shared"), 12) << code->binary;
+  expect_ptxas_accepts(code->binary);
+}
+
 // A tile too large for registers (128 elements a thread) reduces in
 // segments over the threads, by a combine function or a named reduction:
 // each thread combines its own, the program meets, each combines the

@@ -188,12 +188,12 @@ TEST_F(PtxSlice, EveryDtypeAndCombinerReducesRowsWithoutSharedMemory) {
 
 TEST_F(PtxSlice, RandomBlocksAlongEitherAxisAssemble) {
   // Shuffles, thread-local combines and the shared-memory fallback, over
-  // 1, 4 and 8 warps: the IR verifies and ptxas takes every variant.
+  // 1, 4, 8 and 12 warps: the IR verifies and ptxas takes every variant.
   std::mt19937 gen(std::random_device{}());
   for (int trial = 0; trial < 12; ++trial) {
     int log_rows = static_cast<int>(gen() % 8);
     int br = 1 << log_rows, bc = 1 << (gen() % (13 - log_rows)), axis = static_cast<int>(gen() % 2);
-    int warps = std::vector<int>{1, 4, 8}[gen() % 3];
+    int warps = std::vector<int>{1, 4, 8, 12}[gen() % 4];
     SCOPED_TRACE(::testing::Message() << br << "x" << bc << " axis " << axis << " warps " << warps);
     compile(reduce_broadcast_kernel(trial % 2 ? f32 : i32, br, bc, axis, static_cast<int>(gen() % 3)), 0, warps);
   }
