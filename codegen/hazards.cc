@@ -164,11 +164,12 @@ class Hazards {
   void walk(int block, Touched& t) {
     for (int id : ir_.blocks[block].ops) {
       const Op& o = ir_.ops[id];
-      if (o.op == OpCode::kFor) {
-        // Within an iteration, after what came before the loop; and what
-        // any iteration touched, for what comes after it.
+      if (o.op == OpCode::kFor || o.op == OpCode::kWhile) {
+        // Within an iteration (a while's test, then its body), after what
+        // came before the loop; and what any iteration touched, for what
+        // comes after it.
         Touched body = t;
-        walk(o.blocks[0], body);
+        for (int b : o.blocks) walk(b, body);
         t.add(body);
         continue;
       }

@@ -175,6 +175,7 @@ llvm::Value* Lowering::smem_alloc(int64_t bytes, int64_t align) {
   }
   if (offset < smem_peak_) target_.program_barrier(b_);  // reusing memory others may still read
   smem_peak_ = std::max(smem_peak_, offset + bytes);
+  ++smem_allocations_;
   llvm::Value* ptr = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), smem_base_, offset);
   shared_[ptr] = {offset, bytes, block_};
   return ptr;
@@ -348,6 +349,8 @@ absl::Status Lowering::op(const Op& o) {
       return for_op(o);
     case OpCode::kIf:
       return if_op(o);
+    case OpCode::kWhile:
+      return while_op(o);
     case OpCode::kYield:
       return absl::OkStatus();  // handled by the owner
     case OpCode::kPublish:

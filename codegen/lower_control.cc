@@ -1,4 +1,4 @@
-// Structured control flow: for loops and ifs, with scalars and register
+// Structured control flow: for and while loops and ifs, with scalars and register
 // tiles carried in phis and larger tiles in buffers.
 #include <algorithm>
 
@@ -101,9 +101,13 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i], phis[i]);
   llvm::Value* index = pipelined ? b_.CreateSDiv(b_.CreateSub(iv64, lo64), step64) : nullptr;
   if (pipelined) enter_stage(o, index);
+  const int64_t allocations = smem_allocations_;
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
   if (pipelined) prefetch(o, vals_[body.args[0]], index, step, trips);
   carry_tiles(yield, bufs);
+  // The next iteration writes the body's shared memory again. (Pipelined
+  // and warp-specialized loops order their rings by mbarriers.)
+  if (!pipelined && !outer && lo_from == nullptr && smem_allocations_ != allocations) target_.program_barrier(b_);
   std::vector<std::vector<llvm::Value*>> next(n);
   for (size_t i = 0; i < n; ++i) {
     if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
@@ -143,6 +147,72 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     end_pipeline(o, trips);
   }
   if (outer) end_outer_pipeline(o);
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::while_op(const Op& o) {
+  const Block &test = ir_.blocks[o.blocks[0]], &body = ir_.blocks[o.blocks[1]];
+  const Op& yield = ir_.ops[body.ops.back()];
+  const size_t n = o.results.size();
+  std::vector<llvm::Value*> bufs(n, nullptr);
+  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tiles carried in registers, in this layout
+  auto slots = [&](size_t i, int id) {
+    return in_regs[i] != nullptr ? regs(id, *in_regs[i]) : std::vector<llvm::Value*>{val(id)};
+  };
+  std::vector<std::vector<llvm::Value*>> init(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Type& t = ir_.type(o.results[i]);
+    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
+      bufs[i] = new_buffer(t);
+      copy_tile(bufs[i], val(o.operands[i]), t);
+      continue;
+    }
+    if (t.is_tile()) in_regs[i] = layout(o.results[i]);
+    init[i] = slots(i, o.operands[i]);
+  }
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "while", fn_);
+  llvm::BasicBlock* loop_body = llvm::BasicBlock::Create(ctx_, "while.body", fn_);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "while.end", fn_);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  std::vector<std::vector<llvm::PHINode*>> phis(n);  // per carried value, one per slot
+  for (size_t i = 0; i < n; ++i) {
+    for (llvm::Value* v : init[i]) {
+      phis[i].push_back(b_.CreatePHI(v->getType(), 2));
+      phis[i].back()->addIncoming(v, pre);
+    }
+  }
+  // A carried value is its buffer or its phis: in the test, the body and after.
+  auto carried = [&](size_t i, int id) {
+    if (in_regs[i] != nullptr) {
+      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(phis[i].begin(), phis[i].end())};
+      vals_[id] = nullptr;
+    } else {
+      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i][0];
+    }
+  };
+  for (size_t i = 0; i < n; ++i) carried(i, test.args[i]);
+  const int64_t allocations = smem_allocations_;
+  TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
+  b_.CreateCondBr(val(ir_.ops[test.ops.back()].operands[0]), loop_body, exit);
+  b_.SetInsertPoint(loop_body);
+  for (size_t i = 0; i < n; ++i) carried(i, body.args[i]);
+  TESSEL_RETURN_IF_ERROR(block(o.blocks[1]));
+  carry_tiles(yield, bufs);
+  // The next test and body write the shared memory these took again.
+  if (smem_allocations_ != allocations) target_.program_barrier(b_);
+  std::vector<std::vector<llvm::Value*>> next(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
+  }
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t slot = 0; slot < phis[i].size(); ++slot) phis[i][slot]->addIncoming(next[i][slot], latch);
+  }
+  b_.CreateBr(head);
+  b_.SetInsertPoint(exit);
+  for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
   return absl::OkStatus();
 }
 

@@ -42,6 +42,12 @@ void Lowering::want_slices() {
         const Block& body = ir_.blocks[o.blocks[0]];
         const Op& yield = ir_.ops[body.ops.back()];
         for (size_t r = 0; r < o.results.size(); ++r) merge({o.results[r], body.args[1 + r], yield.operands[r]});
+      } else if (o.op == OpCode::kWhile) {
+        const Block &test = ir_.blocks[o.blocks[0]], &body = ir_.blocks[o.blocks[1]];
+        const Op& yield = ir_.ops[body.ops.back()];
+        for (size_t r = 0; r < o.results.size(); ++r) {
+          merge({o.results[r], test.args[r], body.args[r], yield.operands[r]});
+        }
       }
     }
     // An elementwise op on a tile that wants a layout (an accumulator)

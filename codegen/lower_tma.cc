@@ -74,7 +74,7 @@ bool streamed_store(const KernelIR& ir, const Op& o) {
     auto has = [&](OpCode code) {
       return std::any_of(block.ops.begin(), block.ops.end(), [&](int op) { return ir.ops[op].op == code; });
     };
-    return has(OpCode::kTmaLoad) && !has(OpCode::kFor);
+    return has(OpCode::kTmaLoad) && !has(OpCode::kFor) && !has(OpCode::kWhile);
   }
   return false;
 }

@@ -877,6 +877,10 @@ class Lowering {
   // instead (both i64).
   absl::Status for_op(const Op& o, llvm::Value* lo_from = nullptr, llvm::Value* step_by = nullptr);
 
+  // A while loop carries as a for loop does: its test reads the carried
+  // values at the head, and its body's yield feeds them back.
+  absl::Status while_op(const Op& o);
+
   // Copies yielded tiles into the carried buffers; through temporaries when
   // a yielded tile is itself one of those buffers (a swap, a view).
   void carry_tiles(const Op& yield, const std::vector<llvm::Value*>& bufs);
@@ -918,6 +922,10 @@ class Lowering {
   std::map<llvm::Value*, SharedBuffer> shared_;  // live buffers by their address value
   int64_t smem_reserved_ = 0;  // bytes at the start held for the kernel (TMA mbarriers, store tiles)
   int64_t smem_peak_ = 0;      // the most any point of the kernel uses
+  // How many buffers smem_alloc has handed out. A loop whose body took one
+  // meets at the end of each iteration: the next one writes that memory
+  // again, perhaps while a slower thread still reads this one's.
+  int64_t smem_allocations_ = 0;
   struct TmaBarrier {
     llvm::Value* address;  // the mbarrier in shared memory
     llvm::Value* phase;    // i32 slot holding the parity to wait for

@@ -490,6 +490,49 @@ void KernelBuilder::if_(const Operand& cond, const std::function<void()>& then_b
   for (size_t i = 0; i < slots.size(); ++i) s.vars[slots[i]] = results[i];
 }
 
+void KernelBuilder::while_(const std::function<Value()>& cond, const std::function<void()>& body,
+                           std::source_location loc) {
+  BuilderState& s = *state_;
+  if (s.failed()) return;
+  // Every live Var is carried; a pass drops the ones the body leaves alone.
+  std::vector<int> slots = live_slots(s);
+  std::vector<int> before;
+  for (int slot : slots) before.push_back(s.vars[slot]);
+  std::vector<Type> types;
+  for (int id : before) types.push_back(s.type(id));
+  int op = s.emit(OpCode::kWhile, before, types, loc);
+  // Block 0 tests, block 1 iterates; each sees the carried values as its
+  // arguments.
+  auto open_block = [&] {
+    int block = s.new_block();
+    s.ir.ops[op].blocks.push_back(block);
+    for (size_t i = 0; i < slots.size(); ++i) s.vars[slots[i]] = s.add_block_arg(block, types[i]);
+    s.open(block);
+    return block;
+  };
+  int test = open_block();
+  std::vector<int> args;
+  for (int slot : slots) args.push_back(s.vars[slot]);
+  Value c = cond();
+  int cid = s.failed() ? -1 : s.use(c, "while_ condition", loc);
+  if (cid >= 0 && s.type(cid) != Type(i1)) {
+    s.fail(loc, absl::StrCat("while_: the condition must be a scalar i1, got ", s.type(cid).str()));
+  }
+  for (size_t i = 0; i < slots.size() && !s.failed(); ++i) {
+    if (s.vars[slots[i]] != args[i]) s.fail(loc, "while_: the condition assigned a Var; assign Vars in the body");
+  }
+  if (!s.failed()) s.emit(OpCode::kYield, {cid}, {}, loc);
+  s.close(test);
+  int block = open_block();
+  body();
+  std::vector<int> next;
+  for (int slot : slots) next.push_back(s.vars[slot]);  // a Var keeps its type (Var's assignment checks)
+  if (!s.failed()) s.emit(OpCode::kYield, next, {}, loc);
+  s.close(block);
+  const std::vector<int>& results = s.ir.ops[op].results;
+  for (size_t i = 0; i < slots.size(); ++i) s.vars[slots[i]] = results[i];
+}
+
 namespace {
 
 // `defer`, where given, is publish's condition operand.

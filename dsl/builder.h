@@ -153,6 +153,14 @@ class KernelBuilder {
                      const LoopOptions& options = {}, std::source_location loc = std::source_location::current());
   void if_(const Operand& cond, const std::function<void()>& then_body, const std::function<void()>& else_body = {},
            std::source_location loc = std::source_location::current());
+  // while (cond()) body(): cond() returns a scalar i1 from the Vars as they
+  // stand before each iteration (it may compute, but not assign a Var), and
+  // Vars assigned in the body are carried to the next test. Scalars are the
+  // program's, so every thread runs as many iterations. A loop that waits
+  // on memory another program writes must read it atomically (an
+  // atomic_rmw that adds 0, say): a plain load may be read once.
+  void while_(const std::function<Value()>& cond, const std::function<void()>& body,
+              std::source_location loc = std::source_location::current());
 
   // Verifies the kernel and returns it, or the first error.
   absl::StatusOr<Kernel> build();

@@ -64,6 +64,7 @@ enum class OpCode : uint8_t {
   // Control flow.
   kFor,    // operands: lo, hi, step, inits...; block 0 args: iv, carried...
   kIf,     // operands: cond; blocks: then, else
+  kWhile,  // operands: inits...; blocks: cond (args: carried...; yields an i1), body (args: carried...)
   kYield,  // operands: values passed to the enclosing op's results; keep last (kLastOpCode)
 };
 // clang-format on

@@ -119,6 +119,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kReusable, "reusable", C::kTriggeredView, R::kOne, kReads),
     row(OpCode::kFor, "for", C::kControl, R::kPerCarried),
     row(OpCode::kIf, "if", C::kControl, R::kPerCarried),
+    row(OpCode::kWhile, "while", C::kControl, R::kPerCarried),
     row(OpCode::kYield, "yield", C::kControl, R::kNone),
 }};
 

@@ -30,7 +30,7 @@ enum class OpCategory : uint8_t {
 enum class OpResults : uint8_t {
   kNone,
   kOne,
-  kPerCarried,  // for and if: one per value their blocks carry or yield; reduce_fn and scan_fn: one per operand
+  kPerCarried,  // for, if and while: one per value their blocks carry or yield; reduce_fn and scan_fn: one per operand
 };
 
 struct OpTraits {

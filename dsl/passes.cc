@@ -42,6 +42,28 @@ bool simplify_for(KernelIR& ir, Op& op) {
   return false;
 }
 
+bool simplify_while(KernelIR& ir, Op& op) {
+  Block& body = ir.blocks[op.blocks[1]];
+  Op& yield = ir.ops[body.ops.back()];
+  for (size_t i = 0; i < op.results.size(); ++i) {
+    if (yield.operands[i] != body.args[i]) continue;
+    const int init = op.operands[i];
+    replace_uses(ir, op.results[i], init);
+    for (int b : op.blocks) {
+      Block& blk = ir.blocks[b];
+      replace_uses(ir, blk.args[i], init);
+      blk.args.erase(blk.args.begin() + i);
+      for (size_t a = 0; a < blk.args.size(); ++a) ir.values[blk.args[a]].index = static_cast<int>(a);
+    }
+    op.operands.erase(op.operands.begin() + i);
+    op.results.erase(op.results.begin() + i);
+    yield.operands.erase(yield.operands.begin() + i);
+    renumber(ir, op);
+    return true;
+  }
+  return false;
+}
+
 bool simplify_if(KernelIR& ir, int index) {
   Op& op = ir.ops[index];
   Op& then_yield = ir.ops[ir.blocks[op.blocks[0]].ops.back()];
@@ -70,6 +92,7 @@ void drop_unchanged_carried(KernelIR& ir) {
       Op& op = ir.ops[i];
       if (op.op == OpCode::kFor && !ir.blocks[op.blocks[0]].ops.empty()) changed |= simplify_for(ir, op);
       if (op.op == OpCode::kIf) changed |= simplify_if(ir, static_cast<int>(i));
+      if (op.op == OpCode::kWhile && !ir.blocks[op.blocks[1]].ops.empty()) changed |= simplify_while(ir, op);
     }
   }
 }

@@ -78,6 +78,11 @@ class Verifier {
     }
     switch (o.op) {
       case OpCode::kYield: {
+        if (owner->op == OpCode::kWhile && ir_.blocks[owner->blocks[0]].ops.back() == &o - ir_.ops.data()) {
+          // A while's test yields its condition.
+          if (o.operands.size() != 1 || type(0) != Type(i1)) return fail(o, "a while's condition must be a scalar i1");
+          break;
+        }
         if (o.operands.size() != owner->results.size()) return fail(o, "yields a different number of values");
         for (size_t i = 0; i < o.operands.size(); ++i) {
           // A combine function yields one element of each result.
@@ -135,6 +140,21 @@ class Verifier {
         }
         absl::Status s = block(o.blocks[0], &o);
         if (!s.ok()) return s;
+        break;
+      }
+      case OpCode::kWhile: {
+        if (o.operands.size() != o.results.size() || o.blocks.size() != 2) return fail(o, "malformed");
+        for (int b : o.blocks) {
+          const Block& blk = ir_.blocks[b];
+          if (blk.args.size() != o.results.size()) return fail(o, "block arguments do not match");
+          for (size_t i = 0; i < o.results.size(); ++i) {
+            if (type(i) != ir_.type(o.results[i]) || ir_.type(blk.args[i]) != ir_.type(o.results[i])) {
+              return fail(o, absl::StrCat("carried value ", i, " changes type"));
+            }
+          }
+          absl::Status s = block(b, &o);
+          if (!s.ok()) return s;
+        }
         break;
       }
       case OpCode::kIf: {

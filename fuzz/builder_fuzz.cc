@@ -3,11 +3,11 @@
 // then up to 48 builder calls (tiles, arithmetic, math, random numbers,
 // casts, shape ops, reductions, scans, sorts, argsorts, gathers, histograms, reductions by combine functions and
 // arg-reductions, dot, loads and stores, atomics, TMA loads, stores, reductions and multicasts, loops with their
-// pipelining and warp-specialization options, persistent tile loops, branches, vars) on values made earlier, many of
-// them ill-typed on purpose. build() must answer with a kernel that verified or with a Status; nothing may crash, abort
-// or hang. A kernel that builds prints, and the same bytes build it again to the same text and hash. Where the harness
-// links the whole library (the regression replay, TESSEL_FUZZ_HOST defined) each kernel that builds is also compiled
-// for the host, sm_90a and gfx942.
+// pipelining and warp-specialization options, persistent tile loops, while loops, branches, vars) on values made
+// earlier, many of them ill-typed on purpose. build() must answer with a kernel that verified or with a Status; nothing
+// may crash, abort or hang. A kernel that builds prints, and the same bytes build it again to the same text and hash.
+// Where the harness links the whole library (the regression replay, TESSEL_FUZZ_HOST defined) each kernel that builds
+// is also compiled for the host, sm_90a and gfx942.
 #include <cstdlib>
 #include <span>
 #include <string>
@@ -493,11 +493,25 @@ class Program {
       default:
         if (depth < 3) {
           Var v = k_.var(operand());
-          const Operand hi = operand();
-          k_.for_range(0, hi, 1, [&](Value) {
-            v = operand();
-            ops(static_cast<int>(r_.below(3)), depth + 1);
-          });
+          if (r_.below(4) == 0) {
+            // A test of the Var (at times a tile's, or one that assigns it:
+            // refused), and a body that assigns it.
+            k_.while_(
+                [&] {
+                  if (r_.below(8) == 0) v = operand();
+                  return r_.flip() ? v.get() < operand() : value();
+                },
+                [&] {
+                  v = operand();
+                  ops(static_cast<int>(r_.below(3)), depth + 1);
+                });
+          } else {
+            const Operand hi = operand();
+            k_.for_range(0, hi, 1, [&](Value) {
+              v = operand();
+              ops(static_cast<int>(r_.below(3)), depth + 1);
+            });
+          }
           keep(v.get());
         }
         break;

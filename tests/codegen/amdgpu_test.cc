@@ -191,6 +191,19 @@ TEST(Amdgpu, HistogramsCountInLds) {
   EXPECT_NE(s.find("s_barrier"), std::string::npos);
 }
 
+// A while loop whose test reduces the tile it carries across the warps.
+TEST(Amdgpu, WhileLoopsCompile) {
+  KernelBuilder k("halve");
+  Value x = k.arg(ptr(i32), "x");
+  Value offs = k.arange(0, 1024);
+  Var v = k.var(load(x + offs));
+  k.while_([&] { return max(v, 0) > 100; }, [&] { v = v / 2; });
+  store(x + offs, v);
+  absl::StatusOr<Compiled> c = compile_gfx942(*k.build());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(c->artifacts.assembly.find("s_barrier"), std::string::npos);
+}
+
 TEST(Amdgpu, TheMoeAlignmentCompiles) {
   absl::StatusOr<samples::MoeAlignKernels> kernels = samples::moe_align_kernels(64, 64, 1024);
   ASSERT_TRUE(kernels.ok()) << kernels.status();

@@ -1,7 +1,8 @@
 // Structured control flow on the host target: for_range with Vars (scalar
 // and tile) and with explicit carried values, nested loops, if_ inside
-// loops, steps > 1 and loops that run zero times, the persistent
-// for_each_tile loop, and program ids on 1-, 2- and 3-D grids.
+// loops, steps > 1 and loops that run zero times, while_ loops, the
+// persistent for_each_tile loop, and program ids on 1-, 2- and 3-D grids.
+#include <algorithm>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -232,6 +233,88 @@ TEST(If, VarsAssignedInBranchesInsideLoops) {
   }
   EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end() - 1), want);
   EXPECT_TRUE(is_poison(got.back()));
+}
+
+// while_: a Collatz walk per program (scalars, a test that reads them) and
+// a tile halved until its largest element is below a bound (a tile carried
+// in the loop, a test that reduces it), nested in a for_range; a Var the
+// body leaves alone is not carried; loops that run zero times.
+TEST(While, CarriesScalarsAndTilesUntilTheTestFails) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  KernelBuilder k("while_vars");
+  Value starts = k.arg(ptr(i32), "starts"), x = k.arg(ptr(i32), "x"), out = k.arg(ptr(i32), "out");
+  Value bound = k.arg(i32, "bound"), rounds = k.arg(i32, "rounds");
+  Value p = k.program_id(), cols = k.arange(0, kCols);
+  Var v = k.var(load(starts + p)), steps = k.var(0), top = k.var(0);
+  Var same = k.var(7);  // never assigned: not carried
+  k.while_([&] { return Value(v) > 1; },
+           [&] {
+             v = select(v % 2 == 0, v / 2, v * 3 + 1);
+             steps = steps + 1;
+             top = maximum(top, v);
+           });
+  Var row = k.var(load(x + p * kCols + cols)), halvings = k.var(0);
+  k.for_range(0, rounds, 1, [&](Value) {
+    k.while_([&] { return max(row, 0) >= bound; },
+             [&] {
+               row = row / 2;
+               halvings = halvings + 1;
+             });
+    row = row * 3;
+  });
+  Value o = out + p * (3 + kCols + 2);
+  store(o, steps);
+  store(o + 1, top);
+  store(o + 2, halvings);
+  store(o + 3 + cols, row);
+  store(o + 3 + kCols, same);
+
+  absl::StatusOr<Function> fn = compile(k);
+  TESSEL_ASSERT_OK(fn.status());
+  const int programs = 6;
+  std::vector<int32_t> start_values = {1, 0, 27, 97, static_cast<int32_t>(rng.uniform(2, 1000)), -5};
+  std::vector<int32_t> xs = make_vector<int32_t>(programs * kCols, [&] { return int32_t(rng.uniform(0, 100000)); });
+  for (int32_t bound_value : {1000, 1, 100001}) {
+    for (int32_t rounds_value : {0, 1, 3}) {
+      SCOPED_TRACE(absl::StrCat("bound ", bound_value, ", ", rounds_value, " rounds"));
+      const int per = 3 + kCols + 2;
+      std::vector<int32_t> got = poisoned<int32_t>(programs * per);
+      TESSEL_ASSERT_OK(
+          fn->launch({.grid = Grid(programs)}, start_values.data(), xs.data(), got.data(), bound_value, rounds_value));
+      for (int q = 0; q < programs; ++q) {
+        SCOPED_TRACE(absl::StrCat("program ", q));
+        int32_t c = start_values[q], want_steps = 0, want_top = 0;
+        while (c > 1) {
+          c = c % 2 == 0 ? c / 2 : c * 3 + 1;
+          ++want_steps;
+          want_top = std::max(want_top, c);
+        }
+        std::vector<int32_t> want_row(xs.begin() + q * kCols, xs.begin() + (q + 1) * kCols);
+        int32_t want_halvings = 0;
+        for (int r = 0; r < rounds_value; ++r) {
+          while (*std::max_element(want_row.begin(), want_row.end()) >= bound_value) {
+            for (int32_t& e : want_row) e /= 2;
+            ++want_halvings;
+          }
+          for (int32_t& e : want_row) e *= 3;
+        }
+        const int32_t* g = got.data() + q * per;
+        EXPECT_EQ(g[0], want_steps);
+        EXPECT_EQ(g[1], want_top);
+        EXPECT_EQ(g[2], want_halvings);
+        EXPECT_EQ(std::vector<int32_t>(g + 3, g + 3 + kCols), want_row);
+        EXPECT_EQ(g[3 + kCols], 7);
+        EXPECT_TRUE(is_poison(g[4 + kCols]));
+      }
+    }
+  }
+  Kernel kernel = *k.build();
+  for (const Op& op : kernel.ir().ops) {
+    if (op.op == OpCode::kWhile) {
+      EXPECT_LE(op.results.size(), 3u) << "the Var the bodies leave alone is carried";
+    }
+  }
 }
 
 // for_each_tile: t = program_id; t < num_tiles; t += num_programs. Every tile

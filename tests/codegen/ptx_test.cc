@@ -293,6 +293,59 @@ TEST(Ptx, LoopCarriedTilesStayInRegisters) {
   expect_ptxas_accepts(code->binary);
 }
 
+// A while loop carries tiles in registers as for_range does: the test reads
+// the carried tile's element each thread holds, with no shared memory.
+TEST(Ptx, WhileLoopsCarryTilesInRegisters) {
+  KernelBuilder k("carried_while");
+  Value out = k.arg(ptr(i32), "out");
+  Value n = k.arg(i32, "n");
+  Value idx = expand_dims(k.arange(0, 32), 1) * 64 + expand_dims(k.arange(0, 64), 0);
+  Var x = k.var(idx), count = k.var(n);
+  k.while_([&] { return Value(count) > 0; },
+           [&] {
+             x = x * 3 + count;
+             count = count - 1;
+           });
+  store(out + idx, x);
+  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_THAT(code->binary, Not(HasSubstr(".shared")));
+  EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
+  expect_ptxas_accepts(code->binary);
+}
+
+// A loop whose body takes shared memory (here the scratch area where the
+// two warps holding each row meet) meets again at the end of each
+// iteration: the next one writes the area again, perhaps while a slower
+// warp still reads this one's. Before the loop's end, each iteration
+// would meet once. The same for a while loop.
+TEST(Ptx, LoopsWhoseBodiesTakeSharedMemoryMeetAtTheirEnd) {
+  for (bool is_while : {false, true}) {
+    SCOPED_TRACE(is_while ? "while_" : "for_range");
+    KernelBuilder k("rows");
+    Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out"), n = k.arg(i32, "n");
+    Value offs = expand_dims(k.arange(0, 2), 1) * 1024 + expand_dims(k.arange(0, 1024), 0);  // [2, 1024]
+    auto body = [&](const Value& i) {
+      Value v = load(x + i * 2048 + offs);
+      store(out + i * 2048 + offs, v - expand_dims(sum(v, 1), 1));
+    };
+    if (is_while) {
+      Var i = k.var(0);
+      k.while_([&] { return Value(i) < n; },
+               [&] {
+                 body(i);
+                 i = i + 1;
+               });
+    } else {
+      k.for_range(0, n, 1, body);
+    }
+    absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(count(code->binary, "bar.sync"), 2) << code->binary;
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
 // A dot's accumulator carried through a loop stays in its buffer: dot
 // reads and writes buffers, so registers would add a round trip through
 // shared memory each iteration (and spilled in the matmul sample).

@@ -309,6 +309,34 @@ TEST(BuilderFeatures, NestedLoopsAndIfsCarryVars) {
   }
 }
 
+TEST(BuilderFeatures, WhileLoopsCarryTheVarsTheirBodyAssigns) {
+  KernelBuilder k("collatz");
+  Value out = k.arg(ptr(i32), "out");
+  Value n = k.arg(i32, "n");
+  Var x = k.var(n), steps = k.var(0);
+  Var untouched = k.var(k.zeros({8}, f32));
+  k.while_([&] { return Value(x) > 1; },
+           [&] {
+             x = select(x % 2 == 0, x / 2, x * 3 + 1);
+             steps = steps + 1;
+           });
+  store(out, steps);
+  store(out + 1, cast(sum(untouched, 0), i32));
+  Kernel kernel = Build(k);
+  ASSERT_EQ(CountOps(kernel, OpCode::kWhile), 1);
+  for (const Op& o : kernel.ir().ops) {
+    if (o.op != OpCode::kWhile) continue;
+    // x and steps; the tile the body leaves alone is not carried.
+    ASSERT_EQ(o.results.size(), 2u);
+    ASSERT_EQ(o.blocks.size(), 2u);
+    for (int b : o.blocks) EXPECT_EQ(kernel.ir().blocks[b].args.size(), 2u);
+    const Op& test = kernel.ir().ops[kernel.ir().blocks[o.blocks[0]].ops.back()];
+    ASSERT_EQ(test.operands.size(), 1u);
+    EXPECT_EQ(kernel.ir().type(test.operands[0]), Type(i1));
+  }
+  EXPECT_THAT(kernel.str(), HasSubstr("while"));
+}
+
 TEST(BuilderFeatures, VarsTakeLiteralsOfTheirType) {
   KernelBuilder k("literals");
   Var wide = k.var(k.constant(0, f64));

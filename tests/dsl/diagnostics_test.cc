@@ -307,6 +307,35 @@ TEST(Diagnostics, IfConditionIsATile) {
   EXPECT_TRUE(FailsAt(k, line, "if_: the condition must be a scalar i1, got tile<i1>[64]"));
 }
 
+TEST(Diagnostics, WhileConditions) {
+  {
+    KernelBuilder k("k");
+    Value n = k.arg(i32, "n");
+    const int line = __LINE__ + 1;
+    k.while_([&] { return n; }, [] {});
+    EXPECT_TRUE(FailsAt(k, line, "while_: the condition must be a scalar i1, got i32"));
+  }
+  {
+    KernelBuilder k("k");
+    Value lanes = k.arange(0, 64) < 3;
+    const int line = __LINE__ + 1;
+    k.while_([&] { return lanes; }, [] {});
+    EXPECT_TRUE(FailsAt(k, line, "while_: the condition must be a scalar i1, got tile<i1>[64]"));
+  }
+  {
+    KernelBuilder k("k");
+    Var v = k.var(0);
+    const int line = __LINE__ + 1;
+    k.while_(
+        [&] {
+          v = v + 1;
+          return v < 10;
+        },
+        [] {});
+    EXPECT_TRUE(FailsAt(k, line, "while_: the condition assigned a Var; assign Vars in the body"));
+  }
+}
+
 // A Var keeps one type, so a branch that assigns another type fails at the
 // assignment, before if_ compares the branches.
 TEST(Diagnostics, VarAssignedDifferentTypesInThenAndElse) {

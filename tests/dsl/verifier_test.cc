@@ -181,6 +181,58 @@ TEST(Verifier, RejectsACarriedValueChangingType) {
   ExpectInvalid(h, "for: carried value 0 changes type");
 }
 
+// A while loop carrying `inits` as `types`: its test and body blocks, each
+// with an argument per carried value.
+int WhileLoop(HandIr& h, const std::vector<int>& inits, const std::vector<Type>& types, int& test, int& body) {
+  int loop = h.op(0, OpCode::kWhile, inits, types);
+  test = h.block(loop, 0);
+  body = h.block(loop, 0);
+  for (const Type& t : types) {
+    h.block_arg(test, t);
+    h.block_arg(body, t);
+  }
+  return loop;
+}
+
+TEST(Verifier, ChecksWhileLoops) {
+  {
+    HandIr h("k");
+    int n = h.param(i32, "n");
+    int test, body;
+    WhileLoop(h, {n}, {i32}, test, body);
+    const int arg = h.ir().blocks[test].args[0];
+    h.op(test, OpCode::kYield, {h.value(test, OpCode::kGt, {arg, arg}, i1)});
+    h.op(body, OpCode::kYield, {h.ir().blocks[body].args[0]});
+    EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());
+  }
+  {
+    HandIr h("k");
+    int n = h.param(i32, "n");
+    int test, body;
+    WhileLoop(h, {n}, {i32}, test, body);
+    h.op(test, OpCode::kYield, {h.ir().blocks[test].args[0]});
+    h.op(body, OpCode::kYield, {h.ir().blocks[body].args[0]});
+    ExpectInvalid(h, "yield: a while's condition must be a scalar i1");
+  }
+  {
+    HandIr h("k");
+    int n = h.param(i32, "n");
+    int c = h.value(0, OpCode::kConstant, {}, i1);
+    int test, body;
+    WhileLoop(h, {n}, {i32}, test, body);
+    h.op(test, OpCode::kYield, {c});
+    h.op(body, OpCode::kYield, {c});
+    ExpectInvalid(h, "yield: value 0 changes type");
+  }
+  {
+    HandIr h("k");
+    int n = h.param(i32, "n");
+    int loop = h.op(0, OpCode::kWhile, {n}, {i32});
+    h.block(loop, 0);
+    ExpectInvalid(h, "while: malformed");
+  }
+}
+
 TEST(Verifier, RejectsAYieldOfAnotherType) {
   HandIr h("k");
   int n = h.param(i32, "n");

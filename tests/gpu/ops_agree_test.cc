@@ -733,6 +733,51 @@ TEST_F(OpsAgree, TilesCarriedThroughLoopsSwapAndChangeLayout) {
   }
 }
 
+// while_ loops: a Collatz walk per program whose trip count differs
+// between programs, and [32, 32] tiles carried in registers (one swapped
+// with a transpose of the other) until a row reduction of one falls below
+// a bound, nested in a for_range, with a branch in the body.
+TEST_F(OpsAgree, WhileLoopsCarryScalarsAndTiles) {
+  constexpr int kN = 32, kGrid = 4;
+  TESSEL_TRACE_SEED(rng_);
+  const Bytes xs = random_array(i32, 2 * kN * kN, rng_, {.max_exp = 1, .edges = false});
+  for (int bound : {0, 1 << 20, rng_.uniform_int(1, 1 << 16)}) {
+    SCOPED_TRACE(absl::StrCat("bound ", bound));
+    Case c("while_loops");
+    KernelBuilder& k = c.k();
+    Value x = c.array(i32, xs);
+    Value pid = k.program_id();
+    Var v = k.var(pid * 7 + 27), steps = k.var(0);
+    k.while_([&] { return Value(v) > 1; },
+             [&] {
+               k.if_(
+                   v % 2 == 0, [&] { v = v / 2; }, [&] { v = v * 3 + 1; });
+               steps = steps + 1;
+             });
+    Value idx = expand_dims(k.arange(0, kN), 1) * kN + expand_dims(k.arange(0, kN), 0);  // [32, 32]
+    Var a = k.var(load(x + idx) & 0xffff), b = k.var(load(x + kN * kN + idx) & 0xffff), turns = k.var(0);
+    Value limit = c.scalar(bound);
+    k.for_range(0, 2, 1, [&](Value round) {
+      k.while_([&] { return max(sum(a, 1), 0) > limit; },
+               [&] {
+                 Value old_a = a;
+                 a = trans(b) / 2;
+                 b = old_a / 3 + round;
+                 turns = turns + 1;
+               });
+      a = a + pid;
+    });
+    store(c.output(i32, 2 * kGrid, "the walks' steps and ends") + 2 * pid + k.arange(0, 2),
+          where(k.arange(0, 2) == 0, Value(steps), Value(v)));
+    Value out = c.output(i32, kGrid * (2 * kN * kN + 1), "the carried tiles and turns");
+    Value mine = out + pid * (2 * kN * kN + 1);
+    store(mine + idx, a);
+    store(mine + kN * kN + idx, b);
+    store(mine + 2 * kN * kN, turns);
+    run(c, kGrid);
+  }
+}
+
 // Each program of a 2-D and a 3-D grid records its ids and the grid's size.
 TEST_F(OpsAgree, ProgramIdsOn2DAnd3DGrids) {
   TESSEL_TRACE_SEED(rng_);

@@ -29,7 +29,9 @@ Got align_on(const Device& dev, const samples::MoeAlign& align, const std::vecto
        bblocks = dev.allocate(std::max<int64_t>(capacity / block, 1) * 4), boffsets = dev.allocate((experts + 1) * 4),
        bwork = dev.allocate(samples::moe_align_workspace_bytes(n, experts, chunk));
   EXPECT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok() && bwork.ok());
-  if (n > 0) EXPECT_TRUE(dev.copy_to_device(*bids, ids.data(), n * 4).ok());
+  if (n > 0) {
+    EXPECT_TRUE(dev.copy_to_device(*bids, ids.data(), n * 4).ok());
+  }
   absl::Status s = align.launch(*bids, static_cast<int32_t>(n), *bsorted, *bblocks, *boffsets, *bwork);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_TRUE(dev.synchronize().ok());
