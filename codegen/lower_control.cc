@@ -14,25 +14,8 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   llvm::Value* lo = val(o.operands[0]);
   llvm::Value* hi = val(o.operands[1]);
   llvm::Value* step = val(o.operands[2]);
-  size_t n = o.results.size();
-  std::vector<llvm::Value*> bufs(n, nullptr);
-  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tiles carried in registers, in this layout
-  // What a value not in a buffer carries: a scalar's one value, or a
-  // register tile's slots.
-  auto slots = [&](size_t i, int id) {
-    return in_regs[i] != nullptr ? regs(id, *in_regs[i]) : std::vector<llvm::Value*>{val(id)};
-  };
-  std::vector<std::vector<llvm::Value*>> init(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Type& t = ir_.type(o.results[i]);
-    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
-      bufs[i] = new_buffer(t);
-      copy_tile(bufs[i], val(o.operands[3 + i]), t);
-      continue;
-    }
-    if (t.is_tile()) in_regs[i] = layout(o.results[i]);
-    init[i] = slots(i, o.operands[3 + i]);
-  }
+  const size_t n = o.results.size();
+  Carried c = carry_init(o, 3, yield);
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "for", fn_);
   llvm::BasicBlock* loop_body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
@@ -75,22 +58,7 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   b_.SetInsertPoint(head);
   llvm::PHINode* iv64 = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
   iv64->addIncoming(lo64, pre);
-  std::vector<std::vector<llvm::PHINode*>> phis(n);  // per carried value, one per slot
-  for (size_t i = 0; i < n; ++i) {
-    for (llvm::Value* v : init[i]) {
-      phis[i].push_back(b_.CreatePHI(v->getType(), 2));
-      phis[i].back()->addIncoming(v, pre);
-    }
-  }
-  // A carried value is its buffer or its phis, inside the loop and after it.
-  auto carried = [&](size_t i, int id, const std::vector<llvm::PHINode*>& from) {
-    if (in_regs[i] != nullptr) {
-      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(from.begin(), from.end())};
-      vals_[id] = nullptr;
-    } else {
-      vals_[id] = bufs[i] != nullptr ? bufs[i] : from[0];
-    }
-  };
+  std::vector<std::vector<llvm::PHINode*>> phis = carried_phis(c, pre);
   if (rotated) {
     b_.CreateBr(loop_body);
   } else {
@@ -98,19 +66,19 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   }
   b_.SetInsertPoint(loop_body);
   vals_[body.args[0]] = b_.CreateTrunc(iv64, it);
-  for (size_t i = 0; i < n; ++i) carried(i, body.args[1 + i], phis[i]);
+  for (size_t i = 0; i < n; ++i) bind_carried(c, i, body.args[1 + i], phis[i]);
   llvm::Value* index = pipelined ? b_.CreateSDiv(b_.CreateSub(iv64, lo64), step64) : nullptr;
   if (pipelined) enter_stage(o, index);
   const int64_t allocations = smem_allocations_;
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
   if (pipelined) prefetch(o, vals_[body.args[0]], index, step, trips);
-  carry_tiles(yield, bufs);
+  carry_tiles(yield, c.bufs);
   // The next iteration writes the body's shared memory again. (Pipelined
   // and warp-specialized loops order their rings by mbarriers.)
   if (!pipelined && !outer && lo_from == nullptr && smem_allocations_ != allocations) target_.program_barrier(b_);
   std::vector<std::vector<llvm::Value*>> next(n);
   for (size_t i = 0; i < n; ++i) {
-    if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
+    if (c.bufs[i] == nullptr) next[i] = carried_slots(c, i, yield.operands[i]);
   }
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   llvm::Value* iv_next = b_.CreateAdd(iv64, step64);
@@ -121,7 +89,7 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   if (!rotated) {
     b_.CreateBr(head);
     b_.SetInsertPoint(exit);
-    for (size_t i = 0; i < n; ++i) carried(i, o.results[i], phis[i]);
+    for (size_t i = 0; i < n; ++i) bind_carried(c, i, o.results[i], phis[i]);
   } else {
     llvm::BasicBlock* ran = llvm::BasicBlock::Create(ctx_, "for.ran", fn_);
     b_.CreateCondBr(b_.CreateICmpSLT(iv_next, hi64), head, ran);
@@ -134,12 +102,12 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     b_.SetInsertPoint(exit);
     for (size_t i = 0; i < n; ++i) {
       std::vector<llvm::PHINode*> out;
-      for (size_t slot = 0; slot < init[i].size(); ++slot) {
-        out.push_back(b_.CreatePHI(init[i][slot]->getType(), 2));
-        out.back()->addIncoming(init[i][slot], pre);
+      for (size_t slot = 0; slot < c.init[i].size(); ++slot) {
+        out.push_back(b_.CreatePHI(c.init[i][slot]->getType(), 2));
+        out.back()->addIncoming(c.init[i][slot], pre);
         out.back()->addIncoming(next[i][slot], ran_end);
       }
-      carried(i, o.results[i], out);
+      bind_carried(c, i, o.results[i], out);
     }
   }
   if (pipelined) {
@@ -154,57 +122,28 @@ absl::Status Lowering::while_op(const Op& o) {
   const Block &test = ir_.blocks[o.blocks[0]], &body = ir_.blocks[o.blocks[1]];
   const Op& yield = ir_.ops[body.ops.back()];
   const size_t n = o.results.size();
-  std::vector<llvm::Value*> bufs(n, nullptr);
-  std::vector<std::shared_ptr<const Layout>> in_regs(n);  // tiles carried in registers, in this layout
-  auto slots = [&](size_t i, int id) {
-    return in_regs[i] != nullptr ? regs(id, *in_regs[i]) : std::vector<llvm::Value*>{val(id)};
-  };
-  std::vector<std::vector<llvm::Value*>> init(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Type& t = ir_.type(o.results[i]);
-    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
-      bufs[i] = new_buffer(t);
-      copy_tile(bufs[i], val(o.operands[i]), t);
-      continue;
-    }
-    if (t.is_tile()) in_regs[i] = layout(o.results[i]);
-    init[i] = slots(i, o.operands[i]);
-  }
+  Carried c = carry_init(o, 0, yield);
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx_, "while", fn_);
   llvm::BasicBlock* loop_body = llvm::BasicBlock::Create(ctx_, "while.body", fn_);
   llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx_, "while.end", fn_);
   b_.CreateBr(head);
   b_.SetInsertPoint(head);
-  std::vector<std::vector<llvm::PHINode*>> phis(n);  // per carried value, one per slot
-  for (size_t i = 0; i < n; ++i) {
-    for (llvm::Value* v : init[i]) {
-      phis[i].push_back(b_.CreatePHI(v->getType(), 2));
-      phis[i].back()->addIncoming(v, pre);
-    }
-  }
+  std::vector<std::vector<llvm::PHINode*>> phis = carried_phis(c, pre);
   // A carried value is its buffer or its phis: in the test, the body and after.
-  auto carried = [&](size_t i, int id) {
-    if (in_regs[i] != nullptr) {
-      regs_[id] = {in_regs[i], std::vector<llvm::Value*>(phis[i].begin(), phis[i].end())};
-      vals_[id] = nullptr;
-    } else {
-      vals_[id] = bufs[i] != nullptr ? bufs[i] : phis[i][0];
-    }
-  };
-  for (size_t i = 0; i < n; ++i) carried(i, test.args[i]);
+  for (size_t i = 0; i < n; ++i) bind_carried(c, i, test.args[i], phis[i]);
   const int64_t allocations = smem_allocations_;
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
   b_.CreateCondBr(val(ir_.ops[test.ops.back()].operands[0]), loop_body, exit);
   b_.SetInsertPoint(loop_body);
-  for (size_t i = 0; i < n; ++i) carried(i, body.args[i]);
+  for (size_t i = 0; i < n; ++i) bind_carried(c, i, body.args[i], phis[i]);
   TESSEL_RETURN_IF_ERROR(block(o.blocks[1]));
-  carry_tiles(yield, bufs);
+  carry_tiles(yield, c.bufs);
   // The next test and body write the shared memory these took again.
   if (smem_allocations_ != allocations) target_.program_barrier(b_);
   std::vector<std::vector<llvm::Value*>> next(n);
   for (size_t i = 0; i < n; ++i) {
-    if (bufs[i] == nullptr) next[i] = slots(i, yield.operands[i]);
+    if (c.bufs[i] == nullptr) next[i] = carried_slots(c, i, yield.operands[i]);
   }
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   for (size_t i = 0; i < n; ++i) {
@@ -212,8 +151,49 @@ absl::Status Lowering::while_op(const Op& o) {
   }
   b_.CreateBr(head);
   b_.SetInsertPoint(exit);
-  for (size_t i = 0; i < n; ++i) carried(i, o.results[i]);
+  for (size_t i = 0; i < n; ++i) bind_carried(c, i, o.results[i], phis[i]);
   return absl::OkStatus();
+}
+
+Lowering::Carried Lowering::carry_init(const Op& o, size_t first, const Op& yield) {
+  const size_t n = o.results.size();
+  Carried c{std::vector<llvm::Value*>(n, nullptr), std::vector<std::shared_ptr<const Layout>>(n),
+            std::vector<std::vector<llvm::Value*>>(n)};
+  for (size_t i = 0; i < n; ++i) {
+    const Type& t = ir_.type(o.results[i]);
+    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
+      c.bufs[i] = new_buffer(t);
+      copy_tile(c.bufs[i], val(o.operands[first + i]), t);
+      continue;
+    }
+    if (t.is_tile()) c.in_regs[i] = layout(o.results[i]);
+    c.init[i] = carried_slots(c, i, o.operands[first + i]);
+  }
+  return c;
+}
+
+std::vector<std::vector<llvm::PHINode*>> Lowering::carried_phis(const Carried& c, llvm::BasicBlock* pre) {
+  std::vector<std::vector<llvm::PHINode*>> phis(c.init.size());
+  for (size_t i = 0; i < c.init.size(); ++i) {
+    for (llvm::Value* v : c.init[i]) {
+      phis[i].push_back(b_.CreatePHI(v->getType(), 2));
+      phis[i].back()->addIncoming(v, pre);
+    }
+  }
+  return phis;
+}
+
+std::vector<llvm::Value*> Lowering::carried_slots(const Carried& c, size_t i, int id) {
+  return c.in_regs[i] != nullptr ? regs(id, *c.in_regs[i]) : std::vector<llvm::Value*>{val(id)};
+}
+
+void Lowering::bind_carried(const Carried& c, size_t i, int id, const std::vector<llvm::PHINode*>& from) {
+  if (c.in_regs[i] != nullptr) {
+    regs_[id] = {c.in_regs[i], std::vector<llvm::Value*>(from.begin(), from.end())};
+    vals_[id] = nullptr;
+  } else {
+    vals_[id] = c.bufs[i] != nullptr ? c.bufs[i] : from[0];
+  }
 }
 
 void Lowering::carry_tiles(const Op& yield, const std::vector<llvm::Value*>& bufs) {

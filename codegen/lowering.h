@@ -881,6 +881,25 @@ class Lowering {
   // values at the head, and its body's yield feeds them back.
   absl::Status while_op(const Op& o);
 
+  // What a loop carries: per carried value a buffer (a tile too large for
+  // registers, filled from its init), or the slots of a scalar or register
+  // tile (in the result's layout), which are phis in the loop.
+  struct Carried {
+    std::vector<llvm::Value*> bufs;
+    std::vector<std::shared_ptr<const Layout>> in_regs;
+    std::vector<std::vector<llvm::Value*>> init;  // the slots before the loop
+  };
+  // The values loop `o` carries, from its inits (operands from `first` on).
+  Carried carry_init(const Op& o, size_t first, const Op& yield);
+  // At the loop's head: a phi per slot of each carried value (none for a
+  // buffer), taking the init from `pre`.
+  std::vector<std::vector<llvm::PHINode*>> carried_phis(const Carried& c, llvm::BasicBlock* pre);
+  // Value `id` as carried value i's slots: a scalar's one value, or a
+  // register tile's slots.
+  std::vector<llvm::Value*> carried_slots(const Carried& c, size_t i, int id);
+  // Value `id` is carried value i: its buffer, or the phis `from`.
+  void bind_carried(const Carried& c, size_t i, int id, const std::vector<llvm::PHINode*>& from);
+
   // Copies yielded tiles into the carried buffers; through temporaries when
   // a yielded tile is itself one of those buffers (a swap, a view).
   void carry_tiles(const Op& yield, const std::vector<llvm::Value*>& bufs);

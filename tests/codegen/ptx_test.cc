@@ -273,45 +273,35 @@ TEST(Ptx, ViewHeaderIsReadOnceBeforeTheLoop) {
   EXPECT_GE(fields, 4);  // batch count, batch table, gates, epoch, spin limit, ...
 }
 
-// A [32, 64] tile carried through a loop and a branch stays in registers:
-// the loop's phis hold each thread's slots, and no shared memory or barrier
-// is needed.
+// A [32, 64] tile carried through a for_range (and a branch in it) or a
+// while_ loop stays in registers: the loop's phis hold each thread's
+// slots, and no shared memory or barrier is needed.
 TEST(Ptx, LoopCarriedTilesStayInRegisters) {
-  KernelBuilder k("carried");
-  Value out = k.arg(ptr(i32), "out");
-  Value n = k.arg(i32, "n");
-  Value idx = expand_dims(k.arange(0, 32), 1) * 64 + expand_dims(k.arange(0, 64), 0);
-  Var x = k.var(idx);
-  k.for_range(0, n, 1, [&](Value i) {
-    k.if_(i % 2 == 0, [&] { x = x * 3 + 1; }, [&] { x = x - i; });
-  });
-  store(out + idx, x);
-  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_THAT(code->binary, Not(HasSubstr(".shared")));
-  EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
-  expect_ptxas_accepts(code->binary);
-}
-
-// A while loop carries tiles in registers as for_range does: the test reads
-// the carried tile's element each thread holds, with no shared memory.
-TEST(Ptx, WhileLoopsCarryTilesInRegisters) {
-  KernelBuilder k("carried_while");
-  Value out = k.arg(ptr(i32), "out");
-  Value n = k.arg(i32, "n");
-  Value idx = expand_dims(k.arange(0, 32), 1) * 64 + expand_dims(k.arange(0, 64), 0);
-  Var x = k.var(idx), count = k.var(n);
-  k.while_([&] { return Value(count) > 0; },
-           [&] {
-             x = x * 3 + count;
-             count = count - 1;
-           });
-  store(out + idx, x);
-  absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_THAT(code->binary, Not(HasSubstr(".shared")));
-  EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
-  expect_ptxas_accepts(code->binary);
+  for (bool is_while : {false, true}) {
+    SCOPED_TRACE(is_while ? "while_" : "for_range");
+    KernelBuilder k("carried");
+    Value out = k.arg(ptr(i32), "out");
+    Value n = k.arg(i32, "n");
+    Value idx = expand_dims(k.arange(0, 32), 1) * 64 + expand_dims(k.arange(0, 64), 0);
+    Var x = k.var(idx), count = k.var(n);
+    if (is_while) {
+      k.while_([&] { return Value(count) > 0; },
+               [&] {
+                 x = x * 3 + count;
+                 count = count - 1;
+               });
+    } else {
+      k.for_range(0, n, 1, [&](Value i) {
+        k.if_(i % 2 == 0, [&] { x = x * 3 + 1; }, [&] { x = x - i; });
+      });
+    }
+    store(out + idx, x);
+    absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, Not(HasSubstr(".shared")));
+    EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
+    expect_ptxas_accepts(code->binary);
+  }
 }
 
 // A loop whose body takes shared memory (here the scratch area where the
