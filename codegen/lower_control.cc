@@ -72,14 +72,10 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   const int64_t allocations = smem_allocations_;
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
   if (pipelined) prefetch(o, vals_[body.args[0]], index, step, trips);
-  carry_tiles(yield, c.bufs);
   // The next iteration writes the body's shared memory again. (Pipelined
   // and warp-specialized loops order their rings by mbarriers.)
-  if (!pipelined && !outer && lo_from == nullptr && smem_allocations_ != allocations) target_.program_barrier(b_);
-  std::vector<std::vector<llvm::Value*>> next(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (c.bufs[i] == nullptr) next[i] = carried_slots(c, i, yield.operands[i]);
-  }
+  std::vector<std::vector<llvm::Value*>> next =
+      carry_next(c, yield, !pipelined && !outer && lo_from == nullptr ? allocations : -1);
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   llvm::Value* iv_next = b_.CreateAdd(iv64, step64);
   iv64->addIncoming(iv_next, latch);
@@ -138,13 +134,8 @@ absl::Status Lowering::while_op(const Op& o) {
   b_.SetInsertPoint(loop_body);
   for (size_t i = 0; i < n; ++i) bind_carried(c, i, body.args[i], phis[i]);
   TESSEL_RETURN_IF_ERROR(block(o.blocks[1]));
-  carry_tiles(yield, c.bufs);
   // The next test and body write the shared memory these took again.
-  if (smem_allocations_ != allocations) target_.program_barrier(b_);
-  std::vector<std::vector<llvm::Value*>> next(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (c.bufs[i] == nullptr) next[i] = carried_slots(c, i, yield.operands[i]);
-  }
+  std::vector<std::vector<llvm::Value*>> next = carry_next(c, yield, allocations);
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   for (size_t i = 0; i < n; ++i) {
     for (size_t slot = 0; slot < phis[i].size(); ++slot) phis[i][slot]->addIncoming(next[i][slot], latch);
@@ -185,6 +176,16 @@ std::vector<std::vector<llvm::PHINode*>> Lowering::carried_phis(const Carried& c
 
 std::vector<llvm::Value*> Lowering::carried_slots(const Carried& c, size_t i, int id) {
   return c.in_regs[i] != nullptr ? regs(id, *c.in_regs[i]) : std::vector<llvm::Value*>{val(id)};
+}
+
+std::vector<std::vector<llvm::Value*>> Lowering::carry_next(const Carried& c, const Op& yield, int64_t since) {
+  carry_tiles(yield, c.bufs);
+  if (since >= 0 && smem_allocations_ != since) target_.program_barrier(b_);
+  std::vector<std::vector<llvm::Value*>> next(c.init.size());
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (c.bufs[i] == nullptr) next[i] = carried_slots(c, i, yield.operands[i]);
+  }
+  return next;
 }
 
 void Lowering::bind_carried(const Carried& c, size_t i, int id, const std::vector<llvm::PHINode*>& from) {

@@ -897,6 +897,11 @@ class Lowering {
   // Value `id` as carried value i's slots: a scalar's one value, or a
   // register tile's slots.
   std::vector<llvm::Value*> carried_slots(const Carried& c, size_t i, int id);
+  // At the end of an iteration: the yielded tiles copied into their
+  // buffers; the program met if shared memory was handed out since
+  // smem_allocations_ was `since` (never where `since` is negative); and the
+  // slots the other carried values go on with.
+  std::vector<std::vector<llvm::Value*>> carry_next(const Carried& c, const Op& yield, int64_t since);
   // Value `id` is carried value i: its buffer, or the phis `from`.
   void bind_carried(const Carried& c, size_t i, int id, const std::vector<llvm::PHINode*>& from);
 

@@ -59,8 +59,9 @@ inline int64_t moe_align_workspace_bytes(int64_t n, int experts, int chunk) {
 }
 
 inline absl::StatusOr<MoeAlignKernels> moe_align_kernels(int experts, int block, int chunk = 1024) {
-  if (experts < 1)
+  if (experts < 1) {
     return absl::InvalidArgumentError(absl::StrCat("moe_align: experts must be positive, got ", experts));
+  }
   if (block < 1) return absl::InvalidArgumentError(absl::StrCat("moe_align: block must be positive, got ", block));
   if (chunk < 1 || (chunk & (chunk - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("moe_align: chunk must be a power of two, got ", chunk));
@@ -77,8 +78,8 @@ inline absl::StatusOr<MoeAlignKernels> moe_align_kernels(int experts, int block,
   {
     KernelBuilder k("moe_align_place");
     Value work = k.arg(ptr(i32), "work"), n = k.arg(i32, "n"), offsets = k.arg(ptr(i32), "offsets");
-    Value programs = (n + (chunk - 1)) / chunk;  // none for no choices: every count is 0
-    Value e = k.arange(0, experts);              // [E] i32
+    Value programs = cdiv(n, chunk);  // none for no choices: every count is 0
+    Value e = k.arange(0, experts);   // [E] i32
     // Tiles of [rows, experts] programs' counts: at most 4096 elements.
     const int rows = std::clamp(4096 / experts, 1, 128);
     Var counts = k.var(k.zeros({experts}, i32));  // [E] i32: the programs' so far
@@ -118,7 +119,7 @@ inline absl::StatusOr<MoeAlignKernels> moe_align_kernels(int experts, int block,
     // or before its start) and n at its positions past the expert's choices.
     Value ends = load(offsets + 1 + e), pad_from = load(work + e);  // [E] i32
     Value blocks = load(offsets + experts) / block;
-    Value share = (blocks + k.num_programs() - 1) / k.num_programs();
+    Value share = cdiv(blocks, k.num_programs());
     Value lo = p * share, hi = minimum(lo + share, blocks);
     // Tiles of [rows, experts] and [rows, block]: at most 4096 elements each.
     const int rows = std::clamp(4096 / std::max(experts, block), 1, 128);
