@@ -70,8 +70,17 @@ class Origins {
     return base_[v];
   }
 
+  // Whether `v` is still defined: drop_unchanged_carried leaves the values
+  // it drops (a loop's result and argument) in ir.values.
+  bool defined(int v) const {
+    const ValueInfo& info = ir_.values[v];
+    const std::vector<int>& defs = info.def_op < 0 ? ir_.blocks[info.def_block].args : ir_.ops[info.def_op].results;
+    return info.index < static_cast<int>(defs.size()) && defs[info.index] == v;
+  }
+
   int origin(int v) {
     if (params_.contains(v)) return v;
+    if (!defined(v)) return kUnknown;
     const ValueInfo& info = ir_.values[v];
     if (info.def_op < 0) {  // a block's argument: a loop's carried value (argument 0 is its index)
       const int loop = owner_[info.def_block];
