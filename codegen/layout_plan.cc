@@ -28,6 +28,32 @@ bool pairs_slots(OpCode op) {
 
 }  // namespace
 
+namespace {
+
+// The values that are one carried tile of a for, while or if op: per
+// result, its start (loops), the blocks' arguments, what they yield and the
+// result.
+std::vector<std::vector<int>> carried_tiles(const KernelIR& ir, const Op& o) {
+  std::vector<std::vector<int>> out;
+  for (size_t r = 0; r < o.results.size(); ++r) {
+    if (!ir.type(o.results[r]).is_tile()) continue;
+    std::vector<int> same = {o.results[r]};
+    const size_t first_arg = o.op == OpCode::kFor ? 1 : 0;
+    if (o.op == OpCode::kFor) same.push_back(o.operands[3 + r]);
+    if (o.op == OpCode::kWhile) same.push_back(o.operands[r]);
+    for (int b : o.blocks) {
+      const Block& block = ir.blocks[b];
+      if (o.op != OpCode::kIf) same.push_back(block.args[first_arg + r]);
+      const bool test = o.op == OpCode::kWhile && b == o.blocks[0];  // (yields its condition)
+      if (!test) same.push_back(ir.ops[block.ops.back()].operands[r]);
+    }
+    out.push_back(std::move(same));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads,
                                     int warp_size) {
   Groups groups(ir.values.size());
@@ -46,6 +72,14 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
     if (o.op == OpCode::kHistogram) {
       // The mask is read in the counted tile's layout; the counts in any.
       if (o.operands.size() == 2) groups.join(o.operands[1], o.operands[0]);
+      continue;
+    }
+    if (o.op == OpCode::kFor || o.op == OpCode::kWhile || o.op == OpCode::kIf) {
+      // A carried tile is one tile at every point: where it starts, the
+      // body's argument, what the body yields and the result.
+      for (const std::vector<int>& same : carried_tiles(ir, o)) {
+        for (int v : same) groups.join(v, same[0]);
+      }
       continue;
     }
     if (!pairs_slots(o.op) || o.operands.empty() || !ir.type(o.operands[0]).is_tile()) continue;

@@ -15,8 +15,8 @@ void Lowering::want_slices() {
     grew = true;
   };
   // Values that are one tile at different points (a branch's result and
-  // what its branches yield; a loop's result, its body's argument and what
-  // the body yields) take one layout: the first any of them wants.
+  // what its branches yield; a loop's start, result, its body's argument
+  // and what the body yields) take one layout: the first any of them wants.
   auto merge = [&](const std::vector<int>& same) {
     std::shared_ptr<const Layout> l;
     for (int v : same) l = l != nullptr ? l : wanted_[v];
@@ -41,12 +41,14 @@ void Lowering::want_slices() {
       } else if (o.op == OpCode::kFor) {
         const Block& body = ir_.blocks[o.blocks[0]];
         const Op& yield = ir_.ops[body.ops.back()];
-        for (size_t r = 0; r < o.results.size(); ++r) merge({o.results[r], body.args[1 + r], yield.operands[r]});
+        for (size_t r = 0; r < o.results.size(); ++r) {
+          merge({o.results[r], body.args[1 + r], yield.operands[r], o.operands[3 + r]});
+        }
       } else if (o.op == OpCode::kWhile) {
         const Block &test = ir_.blocks[o.blocks[0]], &body = ir_.blocks[o.blocks[1]];
         const Op& yield = ir_.ops[body.ops.back()];
         for (size_t r = 0; r < o.results.size(); ++r) {
-          merge({o.results[r], test.args[r], body.args[r], yield.operands[r]});
+          merge({o.results[r], test.args[r], body.args[r], yield.operands[r], o.operands[r]});
         }
       }
     }
@@ -62,6 +64,13 @@ void Lowering::want_slices() {
       }
     }
     for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
+      // A store of a value wanted in a layout (a product's C through
+      // pointers) computes its pointers and mask there too, whatever their
+      // size.
+      if (o->op == OpCode::kStore && wanted_[o->operands[1]] != nullptr) {
+        wish(o->operands[0], wanted_[o->operands[1]]);
+        if (o->operands.size() > 2) wish(o->operands[2], wanted_[o->operands[1]]);
+      }
       if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
       int r = o->results[0];
       const Type& rt = ir_.type(r);
