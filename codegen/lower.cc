@@ -14,13 +14,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "base/tma_rules.h"
 #include "base/float8.h"
+#include "base/status.h"
+#include "base/tma_rules.h"
 #include "codegen/hazards.h"
 #include "codegen/lowering.h"
-
+#include "codegen/prefetch.h"
 #include "dsl/printer.h"
-#include "base/status.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -370,8 +370,13 @@ absl::Status Lowering::op(const Op& o) {
   }
 }
 
-absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
+absl::StatusOr<LoweredKernel> lower(const KernelIR& built, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts, int64_t shared_limit) {
+  // Where tiles live in registers, loads in loops are issued an iteration ahead.
+  const int threads = target.register_tile_threads();
+  KernelIR prefetched;
+  if (threads > 0) prefetched = built;
+  const KernelIR& ir = threads > 0 && prefetch_loads(prefetched, threads) > 0 ? prefetched : built;
   // The most overlap that fits: held store tiles and rings across loops,
   // the same with tiles staged a panel at a time, then with only streamed
   // stores' tiles held, then one of them, then neither; each with the

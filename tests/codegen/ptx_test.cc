@@ -10,6 +10,7 @@
 #include "dsl/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "samples/kernels.h"
 #include "tests/codegen/ptx_test_util.h"
 
 namespace tessel {
@@ -334,6 +335,26 @@ TEST(Ptx, LoopsWhoseBodiesTakeSharedMemoryMeetAtTheirEnd) {
     EXPECT_EQ(count(code->binary, "bar.sync"), 2) << code->binary;
     expect_ptxas_accepts(code->binary);
   }
+}
+
+// Column sums over blocks of rows: the loop loads the next block (eight
+// 16-byte loads a thread) before it reduces this one, and the first
+// block's loads go before the loop (codegen/prefetch.h), all in registers.
+TEST(Ptx, LoopsLoadTheNextIterationsRowsBeforeReducingTheseOnes) {
+  absl::StatusOr<Kernel> sums = samples::matrix_reduce_kernel(0, samples::Reduction::kSum, {.rows = 32, .cols = 128});
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  CompileOptions aligned;
+  aligned.specialization.multiple_of_16 = 0xf;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*sums, aligned);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(file_check(code->binary,
+                       "CHECK-COUNT-8: ld.global.v4.b32\n"
+                       "CHECK: {{^\\$L__BB}}\n"
+                       "CHECK-COUNT-8: ld.global.v4.b32\n"
+                       "CHECK-NOT: ld.global\n"
+                       "CHECK: add.rn.f32\n"),
+            0);
+  expect_ptxas_accepts(code->binary);
 }
 
 // A dot's accumulator carried through a loop stays in its buffer: dot

@@ -705,6 +705,49 @@ TEST_F(OpsAgree, LoopsWithVarsNestedLoopsAndBranches) {
   }
 }
 
+// Loads issued an iteration ahead (codegen/prefetch.h): row blocks read
+// through a carried pointer and an index made from the loop's, masked at
+// the matrix's end, with a store to another array in the loop; then a loop
+// that reads what its last iteration stored (left in order), launched with
+// empty ranges and steps over 1 among the bounds.
+TEST_F(OpsAgree, LoadsIssuedAnIterationAhead) {
+  constexpr int kRows = 45, kCols = 32, kBlock = 4, kGrid = 2;
+  TESSEL_TRACE_SEED(rng_);
+  const Bytes xs = random_array(f32, kRows * kCols, rng_, {.max_exp = 1, .edges = false});
+  const std::vector<std::array<int, 3>> bounds = {
+      {0, kRows, kBlock}, {7, 7, kBlock}, {3, kRows, 2 * kBlock}, {rng_.uniform_int(0, kRows), kRows, kBlock}};
+  for (const auto& [lo, hi, step] : bounds) {
+    SCOPED_TRACE(absl::StrCat("for i in [", lo, ", ", hi, ") step ", step));
+    Case c("prefetched_loads");
+    KernelBuilder& k = c.k();
+    Value x = c.array(f32, xs);
+    Value pid = k.program_id(), cols = k.arange(0, kCols), rows = k.arange(0, kBlock);
+    Value seen = c.output(f32, kGrid * kRows, "each row's sum, stored in the loop", summed(f32));
+    Value first = c.scalar(lo), last = c.scalar(hi);
+    Var p = k.var(x + first * kCols);
+    Var acc = k.var(k.zeros({kCols}, f32)), peak = k.var(k.constant(-1e30, f32));
+    k.for_range(first, last, c.scalar(step), [&](Value i) {
+      Value r = i + rows;  // [B] i32
+      Value inside = expand_dims(r < kRows, 1) & expand_dims(cols >= 0, 0);
+      Value block = load(Value(p) + expand_dims(rows, 1) * kCols + expand_dims(cols, 0), inside, 0.0f);
+      Value again = load(x + expand_dims(r, 1) * kCols + expand_dims(cols, 0), inside, 0.0f);
+      acc = acc + sum(block * (pid + 1), 0);
+      peak = maximum(Value(peak), max(max(again, 1), 0));
+      store(seen + pid * kRows + r, sum(block, 1), r < kRows);
+      p = Value(p) + step * kCols;
+    });
+    Value chain = c.output(f32, kGrid * kCols, "a running sum through memory");
+    store(chain + pid * kCols + cols, k.zeros({kCols}, f32));
+    k.for_range(first, last, 1, [&](Value i) {
+      Value at = chain + pid * kCols + cols;
+      store(at, load(at) + load(x + (i % kRows) * kCols + cols));
+    });
+    store(c.output(f32, kGrid * kCols, "the column sums", summed(f32)) + pid * kCols + cols, acc);
+    store(c.output(f32, kGrid, "the maximum") + pid, peak);
+    run(c, kGrid);
+  }
+}
+
 // Tiles carried through loops and branches in registers: two [32, 32] Vars
 // swapped each iteration (a parallel assignment of the loop's phis), one
 // updated in a branch, and a transpose and a row reduction inside the loop

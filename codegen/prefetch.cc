@@ -1,0 +1,297 @@
+#include "codegen/prefetch.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "codegen/hazards.h"
+#include "dsl/opcode_traits.h"
+
+namespace tessel::codegen {
+namespace {
+
+// Ops whose result is a function of their operands alone: these may be
+// computed again, an iteration early.
+bool pure(const Op& o) {
+  if (!o.blocks.empty()) return false;
+  switch (op_traits(o.op).category) {
+    case OpCategory::kLeaf:
+    case OpCategory::kShape:
+    case OpCategory::kBinary:
+    case OpCategory::kComparison:
+    case OpCategory::kUnary:
+    case OpCategory::kOtherElementwise:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The ops of one block (directly) that values depend on, and the block's
+// arguments they read; or nothing where one of those ops is not pure.
+struct Slice {
+  std::set<int> ops;   // indices into ir.ops
+  std::set<int> args;  // value ids of the block's arguments
+};
+
+class Prefetcher {
+ public:
+  Prefetcher(KernelIR& ir, int threads)
+      : ir_(ir), threads_(threads), params_(pointer_parameters(ir)), owner_(ir.blocks.size(), -1) {
+    for (size_t i = 0; i < ir.ops.size(); ++i) {
+      for (int b : ir.ops[i].blocks) owner_[b] = static_cast<int>(i);
+    }
+  }
+
+  int run() {
+    int moved = 0;
+    const size_t ops = ir_.ops.size();  // the loops of the kernel as built
+    for (size_t i = 0; i < ops; ++i) {
+      if (ir_.ops[i].op == OpCode::kFor) moved += loop(static_cast<int>(i));
+    }
+    return moved;
+  }
+
+ private:
+  int param(int v) const { return v < static_cast<int>(params_.size()) ? params_[v] : kAnyParameter; }
+
+  bool specialized(const Op& o) const { return o.op == OpCode::kFor && o.ints.size() > 1 && o.ints[1] != 0; }
+
+  // Whether the loop may have its loads moved at all, and the parameters
+  // its body (with nested blocks) stores through.
+  bool movable(int f, std::set<int>& written) const {
+    const Op& o = ir_.ops[f];
+    if (!o.ints.empty() && o.ints[0] == 1) return false;
+    for (int b = owner_block(f); b >= 0; b = ir_.blocks[b].parent) {
+      if (owner_[b] >= 0 && specialized(ir_.ops[owner_[b]])) return false;
+    }
+    if (specialized(o)) return false;
+    for (int id : ir_.blocks[o.blocks[0]].ops) {
+      const OpCode code = ir_.ops[id].op;
+      if (code == OpCode::kTmaLoad || code == OpCode::kFor || code == OpCode::kWhile) return false;
+    }
+    return writes(o.blocks[0], written);
+  }
+
+  int owner_block(int op) const {
+    for (size_t b = 0; b < ir_.blocks.size(); ++b) {
+      const std::vector<int>& ops = ir_.blocks[b].ops;
+      if (std::find(ops.begin(), ops.end(), op) != ops.end()) return static_cast<int>(b);
+    }
+    return -1;
+  }
+
+  // Adds the parameters `block` stores through to `written`; false where it
+  // takes an atomic or a triggered view.
+  bool writes(int block, std::set<int>& written) const {
+    for (int id : ir_.blocks[block].ops) {
+      const Op& o = ir_.ops[id];
+      const OpCategory c = op_traits(o.op).category;
+      if (o.op == OpCode::kAtomic || o.op == OpCode::kAtomicCas || c == OpCategory::kTriggeredView) return false;
+      if (o.op == OpCode::kStore) written.insert(param(o.operands[0]));
+      for (int b : o.blocks) {
+        if (!writes(b, written)) return false;
+      }
+    }
+    return true;
+  }
+
+  // The slice of `values` in `block`.
+  std::optional<Slice> slice(int block, const std::vector<int>& values) const {
+    Slice s;
+    std::vector<int> work = values;
+    while (!work.empty()) {
+      const int v = work.back();
+      work.pop_back();
+      const ValueInfo& info = ir_.values[v];
+      if (info.def_block != block) continue;
+      if (info.def_op < 0) {
+        s.args.insert(v);
+        continue;
+      }
+      if (!s.ops.insert(info.def_op).second) continue;
+      const Op& o = ir_.ops[info.def_op];
+      if (!pure(o)) return std::nullopt;
+      work.insert(work.end(), o.operands.begin(), o.operands.end());
+    }
+    return s;
+  }
+
+  int64_t slots(const Type& t) const { return t.is_tile() ? (t.numel() + threads_ - 1) / threads_ : 1; }
+
+  int new_value(Type t, int def_op, int block, int index) {
+    ir_.values.push_back(ValueInfo{t, def_op, block, index});
+    return static_cast<int>(ir_.values.size()) - 1;
+  }
+
+  // Appends an op of one result to `out`, defining it in `block` (at
+  // `like`'s source line).
+  int emit(OpCode code, std::vector<int> operands, Type t, int block, const Op& like, std::vector<int>& out) {
+    Op o;
+    o.op = code;
+    o.operands = std::move(operands);
+    o.loc = like.loc;
+    ir_.ops.push_back(std::move(o));
+    const int id = static_cast<int>(ir_.ops.size()) - 1;
+    ir_.ops[id].results.push_back(new_value(t, id, block, 0));
+    out.push_back(id);
+    return ir_.ops[id].results[0];
+  }
+
+  // Copies the ops of `s` (in program order) into `out` for `block`, their
+  // operands renamed by `map`, which learns their results.
+  void clone(int from_block, const Slice& s, std::map<int, int>& map, int block, std::vector<int>& out) {
+    for (int id : ir_.blocks[from_block].ops) {
+      if (!s.ops.contains(id)) continue;
+      Op copy = ir_.ops[id];
+      for (int& v : copy.operands) {
+        if (auto it = map.find(v); it != map.end()) v = it->second;
+      }
+      copy.results.clear();
+      ir_.ops.push_back(std::move(copy));
+      const int nid = static_cast<int>(ir_.ops.size()) - 1;
+      for (size_t r = 0; r < ir_.ops[id].results.size(); ++r) {
+        const int old = ir_.ops[id].results[r];
+        const int nv = new_value(ir_.type(old), nid, block, static_cast<int>(r));
+        ir_.ops[nid].results.push_back(nv);
+        map[old] = nv;
+      }
+      out.push_back(nid);
+    }
+  }
+
+  // The load `ld` as it reads for the iteration whose index is `iv` (its
+  // operands already renamed): masked by iv < hi.
+  void masked(int ld, int iv, int hi, int block, std::vector<int>& out) {
+    const Op like = ir_.ops[ld];
+    const Type rt = ir_.type(like.results[0]);
+    int runs = emit(OpCode::kLt, {iv, hi}, Type(i1), block, like, out);
+    if (rt.is_tile()) runs = emit(OpCode::kSplat, {runs}, rt.with_element(Type(i1)), block, like, out);
+    if (like.operands.size() == 1) {  // (a load has no mask or both mask and other)
+      int zero = emit(OpCode::kConstant, {}, Type(rt.dtype()), block, like, out);
+      if (rt.dtype().is_float())
+        ir_.ops[out.back()].fval = 0;
+      else
+        ir_.ops[out.back()].ints = {0};
+      if (rt.is_tile()) zero = emit(OpCode::kSplat, {zero}, rt, block, like, out);
+      ir_.ops[ld].operands = {like.operands[0], runs, zero};
+      return;
+    }
+    const int mask = emit(OpCode::kAnd, {like.operands[1], runs}, ir_.type(runs), block, like, out);
+    ir_.ops[ld].operands = {like.operands[0], mask, like.operands[2]};
+  }
+
+  // What a loop's body needs to compute a carried value's next value at
+  // the top of an iteration: nothing for a value from outside the body or
+  // an argument; else its slice, which must be pure.
+  std::optional<Slice> next_slice(int body, int yielded) const {
+    if (ir_.values[yielded].def_block != body) return Slice{};
+    return slice(body, {yielded});
+  }
+
+  int loop(int f) {
+    std::set<int> written;
+    if (!movable(f, written)) return 0;
+    const int body = ir_.ops[f].blocks[0];
+    int64_t budget = kMaxPrefetchSlots;
+    int moved = 0;
+    const std::vector<int> ops = ir_.blocks[body].ops;
+    for (int id : ops) {
+      if (ir_.ops[id].op != OpCode::kLoad) continue;
+      const Type rt = ir_.type(ir_.ops[id].results[0]);
+      if (rt.is_pointer() || rt.elements_are_pointers()) continue;  // (no zero to stand in for one)
+      const int from = param(ir_.ops[id].operands[0]);
+      if (slots(rt) > budget || written.contains(from) || written.contains(kAnyParameter) ||
+          (from == kAnyParameter && !written.empty())) {
+        continue;
+      }
+      if (move(f, id)) {
+        budget -= slots(rt);
+        ++moved;
+      }
+    }
+    return moved;
+  }
+
+  // Moves load `ld` of loop `f`'s body an iteration ahead, if its slice
+  // allows.
+  bool move(int f, int ld) {
+    const int body = ir_.ops[f].blocks[0];
+    std::optional<Slice> s = slice(body, ir_.ops[ld].operands);
+    if (!s || s->args.empty()) return false;
+    const std::vector<int> args = ir_.blocks[body].args;
+    const int yield = ir_.blocks[body].ops.back();
+    // The carried values' next values, computed from this iteration's.
+    std::vector<std::optional<Slice>> nexts(args.size());
+    for (size_t a = 1; a < args.size(); ++a) {
+      if (!s->args.contains(args[a])) continue;
+      nexts[a] = next_slice(body, ir_.ops[yield].operands[a - 1]);
+      if (!nexts[a]) return false;
+    }
+    const Op& fo = ir_.ops[f];
+    const int lo = fo.operands[0], hi = fo.operands[1], step = fo.operands[2];
+
+    // Before the loop: the first iteration's load.
+    const int parent = ir_.blocks[body].parent;
+    std::vector<int> pre;
+    std::map<int, int> first = {{args[0], lo}};
+    for (size_t a = 1; a < args.size(); ++a) first[args[a]] = ir_.ops[f].operands[2 + a];
+    clone(body, *s, first, parent, pre);
+    clone(body, Slice{{ld}, {}}, first, parent, pre);
+    const int first_load = pre.back();
+    pre.pop_back();
+    masked(first_load, lo, hi, parent, pre);
+    pre.push_back(first_load);
+
+    // At the top of the body: the next iteration's.
+    std::vector<int> top;
+    std::map<int, int> next;
+    next[args[0]] = emit(OpCode::kAdd, {args[0], step}, ir_.type(args[0]), body, ir_.ops[ld], top);
+    for (size_t a = 1; a < args.size(); ++a) {
+      if (!nexts[a]) continue;
+      std::map<int, int> same;
+      clone(body, *nexts[a], same, body, top);
+      const int y = ir_.ops[yield].operands[a - 1];
+      next[args[a]] = same.contains(y) ? same[y] : y;
+    }
+    clone(body, *s, next, body, top);
+    Op& l = ir_.ops[ld];
+    for (int& v : l.operands) {
+      if (auto it = next.find(v); it != next.end()) v = it->second;
+    }
+    masked(ld, next[args[0]], hi, body, top);
+    top.push_back(ld);
+
+    // Carry it: this iteration reads the argument, and yields the next.
+    const int value = ir_.ops[ld].results[0];
+    const Type t = ir_.type(value);
+    Block& b = ir_.blocks[body];
+    const int arg = new_value(t, -1, body, static_cast<int>(b.args.size()));
+    b.args.push_back(arg);
+    for (Op& o : ir_.ops) std::replace(o.operands.begin(), o.operands.end(), value, arg);
+    std::vector<int>& list = ir_.blocks[body].ops;
+    list.erase(std::find(list.begin(), list.end(), ld));
+    list.insert(list.begin(), top.begin(), top.end());
+    ir_.ops[yield].operands.push_back(value);
+    const int first_value = ir_.ops[first_load].results[0];
+    std::vector<int>& outer = ir_.blocks[parent].ops;
+    outer.insert(std::find(outer.begin(), outer.end(), f), pre.begin(), pre.end());
+    Op& fl = ir_.ops[f];
+    fl.operands.push_back(first_value);
+    fl.results.push_back(new_value(t, f, parent, static_cast<int>(fl.results.size())));
+    return true;
+  }
+
+  KernelIR& ir_;
+  const int threads_;
+  const std::vector<int> params_;
+  std::vector<int> owner_;  // per block: the op that holds it, or -1
+};
+
+}  // namespace
+
+int prefetch_loads(KernelIR& ir, int threads) { return threads > 0 ? Prefetcher(ir, threads).run() : 0; }
+
+}  // namespace tessel::codegen

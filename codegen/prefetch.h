@@ -1,0 +1,43 @@
+// Loads issued an iteration ahead: software pipelining of pointer loads
+// through registers (the stream pipelining of Triton's AMD backend).
+//
+// In a for loop, a load whose addresses (and mask and other) are computed
+// from the induction variable, loop-carried values whose next values are
+// plain arithmetic, and values from outside the loop is rewritten so that
+// iteration i loads what iteration i + 1 reads, at the top of its body, and
+// carries it to the next iteration; the first iteration's load goes before
+// the loop. Both are masked by whether that iteration runs, so nothing past
+// the loop's end is read. The load's latency then hides under a whole
+// iteration's work instead of stalling its first use.
+//
+// A loop is left alone where moving its loads could change what they read
+// or cost more than it gains:
+// - it stores through a pointer of the load's parameter, or of a parameter
+//   it cannot tell (two parameters are taken not to overlap, as
+//   codegen/hazards.h does), or takes an atomic or a triggered view (which
+//   order memory across programs);
+// - it loads TMA boxes (its own pipeline issues those ahead), runs loops of
+//   its own (only innermost loops move loads: an outer loop's body loads
+//   before an inner loop that holds the registers, which hides the latency
+//   already), is turned off (LoopOptions::stages = 1), or is, or runs
+//   within, a warp-specialized loop;
+// - a load's addresses depend on another load in the loop, or on control
+//   flow, or do not change from one iteration to the next;
+// - the loads it would carry hold more than kMaxPrefetchSlots elements a
+//   thread together (they are carried in registers, live across the body).
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/api.h"
+#include "dsl/ir.h"
+
+namespace tessel::codegen {
+
+inline constexpr int64_t kMaxPrefetchSlots = 64;
+
+// Rewrites `ir`'s loops as above for programs of `threads` threads, each
+// tile spread over all of them; returns how many loads it moved.
+TESSEL_CODEGEN_API int prefetch_loads(KernelIR& ir, int threads);
+
+}  // namespace tessel::codegen
