@@ -2,7 +2,9 @@
 // at the shapes DESIGN.md's targets name, in TFLOP/s: bf16 with B given as
 // N x K for each tile configuration tried, then the two best-known
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
-// (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, and
+// (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, the
+// GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
+// through pointers, loads issued an iteration ahead or not), and
 // the autotuner's pick (tessel::autotune) among the bf16 configurations and
 // split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names,
 // then alone) against the best of timing every configuration again, in
@@ -304,6 +306,37 @@ int main(int argc, char** argv) {
                  std::string(in.name()) + (c.gemm.b_nk ? " B NxK, " : " B KxN, ") + label(c) +
                  (c.gemm.bias_gelu ? " +bias+gelu" : ""),
              2.0 * m * n * k / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
+    }
+    // The GEMM in the form of Triton's matmul tutorial (samples::pointer_gemm_kernel: operands through
+    // pointers, no tensor maps), bf16 with B as N x K, with its loads issued an iteration ahead and
+    // (stages 1) each in its own iteration; Triton's own tutorial kernel is triton_compare.py's baseline.
+    must(dev.copy_to_device(ab, host[ScalarKind::kBF16].first.data(), m * k * 2), "copy");
+    must(dev.copy_to_device(bb, host[ScalarKind::kBF16].second.data(), n * k * 2), "copy");
+    loaded = bf16;
+    loaded_nk = true;
+    for (auto [bm, bn, warps] :
+         std::vector<std::array<int, 3>>{{128, 128, 8}, {128, 256, 8}, {128, 128, 4}, {64, 128, 4}}) {
+      for (int stages : {0, 1}) {
+        const samples::PointerGemmConfig g = {.bm = bm, .bn = bn, .bk = 64, .stages = stages};
+        const std::string name = "pointer gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                 std::to_string(k) + " bf16 B NxK, " + std::to_string(bm) + "x" + std::to_string(bn) +
+                                 "x64 w" + std::to_string(warps) + (stages == 1 ? " loads in their iteration" : "");
+        if (name.find(only) == std::string::npos) continue;
+        CompileOptions options;
+        options.num_warps = warps;
+        absl::StatusOr<Kernel> kernel = samples::pointer_gemm_kernel(g);
+        absl::StatusOr<Function> fn = kernel.ok() ? dev.compile(*kernel, options) : kernel.status();
+        if (!fn.ok()) {
+          std::printf("%s: %s\n", name.c_str(), std::string(fn.status().message()).c_str());
+          continue;
+        }
+        const LaunchConfig lc = {
+            .grid = static_cast<int>(samples::pointer_gemm_grid(g, m, n)), .num_warps = warps, .stream = &stream};
+        const auto [mi, ni, ki] =
+            std::array<int32_t, 3>{static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k)};
+        const double t = time_ms([&] { must(fn->launch(lc, ab, bb, cb, mi, ni, ki), "launch"); });
+        report(name, 2.0 * m * n * k / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
+      }
     }
   }
   // The autotuner on a shape none of the configurations was chosen for (K = 712: rows of 16-byte

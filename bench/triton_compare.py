@@ -9,6 +9,9 @@
                        use_fast_accum=True) and the same Triton kernel at MM_CONFIGS_FP8; on
                        bench/gemm_bench's tensors with --gemm-inputs DIR
   matmul_shapes        the same for bf16 at the shapes of --tune-shapes (bench/gemm_bench's autotuned shapes)
+  matmul_pointer       Triton's matmul in its tutorial's form (operands through pointers, tl.load in the K
+                       loop, pipelined by num_stages; best of PTR_CONFIGS) vs cuBLAS, bf16, on gemm_bench's
+                       tensors: the baseline of gemm_bench's pointer GEMM
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
   elementwise_bandwidth torch.add on 64 Mi f32, GB/s (row kernels: bench/norm_compare.py)
 
@@ -57,6 +60,12 @@ MM_CONFIGS_FP8 = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_sta
                   dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
                   dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8)]
 LAUNCH_BLOCK = [64, 64]
+# The tutorial-form kernel's configurations (its autotuner's Hopper picks among them).
+PTR_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8),
+               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=8),
+               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
+               dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
+               dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4)]
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -109,6 +118,38 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
         tile_id_c += NUM_SMS
         pid_m, pid_n = _compute_pid(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def matmul_pointer_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # One program per C tile in the grouped order; A (M, K) and B (N, K) row-major, read through pointers
+    # with masks at the edges, as samples::pointer_gemm_kernel reads them.
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    per_group = GROUP_M * tl.cdiv(N, BLOCK_N)
+    first_m = pid // per_group * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)
+    rows = (first_m + pid % per_group % group_rows) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = (pid % per_group // group_rows) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kin = k0 + ks
+        a = tl.load(a_ptr + rows[:, None] * K + kin[None, :], mask=(rows[:, None] < M) & (kin[None, :] < K), other=0.0)
+        bt = tl.load(b_ptr + cols[None, :] * K + kin[:, None], mask=(kin[:, None] < K) & (cols[None, :] < N),
+                     other=0.0)
+        acc = tl.dot(a, bt, acc)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+def triton_pointer_matmul(a, b, c, cfg):
+    M, K = a.shape
+    N = b.shape[0]
+    grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
+    matmul_pointer_kernel[grid](a, b, c, M, N, K, **cfg)
+    return c
 
 
 @functools.lru_cache(maxsize=None)
@@ -424,6 +465,41 @@ def matmul_shapes(args):
     return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C bf16", "shapes": rows}
 
 
+def matmul_pointer(args):
+    """Triton's tutorial-form matmul at its best of PTR_CONFIGS, and cuBLAS, bf16 at MM_SHAPES."""
+    rows = []
+    for M, N, K in MM_SHAPES:
+        row = {"M": M, "N": N, "K": K, "dtype": "bfloat16"}
+        try:
+            a, b, row["inputs"] = _gemm_inputs(args, M, N, K, torch.bfloat16)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            reference = torch.matmul(a, b.T)
+            flop = 2.0 * M * N * K
+            row["cublas_tflops"] = flop / _bench_ms(lambda: torch.matmul(a, b.T)) / 1e9
+            for cfg in PTR_CONFIGS:
+                name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
+                try:
+                    c.fill_(float("nan"))
+                    triton_pointer_matmul(a, b, c, cfg)
+                    err = _rel_err(c, reference)
+                    ms = _bench_ms(lambda: triton_pointer_matmul(a, b, c, cfg))
+                    row["triton " + name + " tflops"] = flop / ms / 1e9
+                    if err < 1e-2 and ms < row.get("triton_ms", float("inf")):
+                        row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
+                        row["rel_err"] = err
+                except Exception as e:
+                    row["triton " + name + " error"] = _err(e)
+            row["ok"] = "triton_tflops" in row
+        except Exception as e:
+            row["error"] = _err(e)
+        finally:
+            a = b = c = None
+            _free()
+        _add_row(rows, row)
+    return {"configs": PTR_CONFIGS, "layout": "C = A @ B.T through pointers, A (M,K), B (N,K) row-major, C bf16",
+            "shapes": rows}
+
+
 def fused_epilogue(args):
     """cuBLAS's own bias + GELU epilogue (cublasLt GELU_BIAS, tanh form, through torch._addmm_activation)
     against its plain GEMM on the same tensors, and the unfused three kernels users would write first."""
@@ -484,7 +560,7 @@ def elementwise_bandwidth(args):
 
 
 MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, matmul_shapes,
-                                        fused_epilogue, copy_bandwidth, elementwise_bandwidth)}
+                                        matmul_pointer, fused_epilogue, copy_bandwidth, elementwise_bandwidth)}
 
 
 # ---------------------------------------------------------------------------- report
@@ -557,6 +633,12 @@ def print_table(res):
                      lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
                                  f"  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
                                  f"  {_f(row, 'cublas_ms', '.4f')} ms")
+    r = res.get("matmul_pointer")
+    if r is not None:
+        _shape_lines(out, r, lambda row: f"pointer matmul bf16 {row['M']}x{row['N']}x{row['K']}",
+                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+                                 f"  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
+                                 f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
     r = res.get("fused_epilogue")
     if r is not None:
         _shape_lines(out, r, lambda row: f"cublas bias+gelu {row['M']}x{row['N']}x{row['K']}",

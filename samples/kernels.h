@@ -642,6 +642,47 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   return k.build();
 }
 
+// A GEMM in the form of Triton's matmul tutorial: every operand through
+// pointers, no tensor maps, so any row stride serves. One program per C
+// tile in the grouped order, A's and B's tiles loaded in a K loop with
+// masks at the matrices' edges; the loop issues each step's loads an
+// iteration ahead (codegen/prefetch.h). A is [M, K] and B [N, K], both
+// row-major, C [M, N] of `out`; args a, b, c, m, n, k; launch on
+// pointer_gemm_grid programs.
+struct PointerGemmConfig {
+  int64_t bm = 128, bn = 128, bk = 64;
+  DType in = bf16, out = bf16;
+  int group_m = 8;
+  int stages = 0;  // the K loop's LoopOptions::stages: 1 loads each step in its own iteration
+};
+inline absl::StatusOr<Kernel> pointer_gemm_kernel(const PointerGemmConfig& g) {
+  KernelBuilder k("pointer_gemm");
+  Value a = k.arg(ptr(g.in), "a"), b = k.arg(ptr(g.in), "b"), c = k.arg(ptr(g.out), "c");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
+  Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);
+  Value t = k.program_id(), per_group = tiles_n * g.group_m;
+  Value first_m = t / per_group * g.group_m, group_rows = minimum(tiles_m - first_m, g.group_m);
+  Value rows = (first_m + t % per_group % group_rows) * g.bm + k.arange(0, g.bm);  // [BM] i32
+  Value cols = t % per_group / group_rows * g.bn + k.arange(0, g.bn);              // [BN] i32
+  Value a_rows = expand_dims(rows * kdim, 1), b_rows = expand_dims(cols * kdim, 1);
+  Value a_in = expand_dims(rows < m, 1), b_in = expand_dims(cols < n, 1);
+  Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32
+  k.for_range(0, kdim, g.bk,
+              [&](Value kk) {
+                Value ks = expand_dims(kk + k.arange(0, g.bk), 0);          // [1, BK] i32
+                Value at = load(a + a_rows + ks, a_in & (ks < kdim), 0.0);  // [BM, BK]
+                Value bt = load(b + b_rows + ks, b_in & (ks < kdim), 0.0);  // [BN, BK]
+                acc = dot(at, trans(bt), acc);
+              },
+              {.stages = g.stages});
+  store(c + expand_dims(rows * n, 1) + expand_dims(cols, 0), cast(acc, g.out),
+        expand_dims(rows < m, 1) & expand_dims(cols < n, 0));
+  return k.build();
+}
+inline int64_t pointer_gemm_grid(const PointerGemmConfig& g, int64_t m, int64_t n) {
+  return ((m + g.bm - 1) / g.bm) * ((n + g.bn - 1) / g.bn);
+}
+
 // The three maps gemm_kernel(g) takes, on `device`: over A [m, k] (or [k, m]
 // without g.a_mk), B [n, k] (or [k, n] without g.b_nk) and C [m, n].
 struct GemmMaps {

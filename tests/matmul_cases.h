@@ -393,6 +393,24 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   return download_f32(device, cb, g.out, m * n);
 }
 
+// samples::pointer_gemm_kernel(g) on `device`: A [m, k] and B [n, k] of
+// g.in, C [m, n] of g.out (f32 or bf16) returned as f32, NaN where the
+// kernel wrote nothing.
+inline absl::StatusOr<std::vector<float>> run_pointer_gemm(const Device& device, const samples::PointerGemmConfig& g,
+                                                           int warps, int64_t m, int64_t n, int64_t k, const Operand& a,
+                                                           const Operand& b) {
+  if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_pointer_gemm: C must be f32 or bf16");
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::pointer_gemm_kernel(g), warps));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, nan_buffer(device, g.out, m * n));
+  const LaunchConfig launch = {.grid = static_cast<int>(samples::pointer_gemm_grid(g, m, n)), .num_warps = warps};
+  TESSEL_RETURN_IF_ERROR(
+      fn.launch(launch, ab, bb, cb, static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k)));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  return download_f32(device, cb, g.out, m * n);
+}
+
 // Attention on `device` (samples::attention_kernel(c), as many warps as it
 // takes): O [heads, len, d] of c.out (f32, or bf16 returned as f32), NaN
 // where the kernel wrote nothing.
