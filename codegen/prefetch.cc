@@ -195,7 +195,12 @@ class Prefetcher {
     std::set<int> written;
     if (!movable(f, written)) return 0;
     const int body = ir_.ops[f].blocks[0];
-    int64_t budget = kMaxPrefetchSlots;
+    int64_t carried = 0;
+    for (size_t a = 1; a < ir_.blocks[body].args.size(); ++a) {
+      const Type& t = ir_.type(ir_.blocks[body].args[a]);
+      if (t.is_tile()) carried += slots(t);
+    }
+    int64_t budget = std::min(kMaxPrefetchSlots, kMaxLiveSlots - carried);
     int moved = 0;
     const std::vector<int> ops = ir_.blocks[body].ops;
     for (int id : ops) {

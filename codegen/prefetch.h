@@ -24,7 +24,11 @@
 // - a load's addresses depend on another load in the loop, or on control
 //   flow, or do not change from one iteration to the next;
 // - the loads it would carry hold more than kMaxPrefetchSlots elements a
-//   thread together (they are carried in registers, live across the body).
+//   thread, or, with the tiles the loop carries already (an accumulator),
+//   more than kMaxLiveSlots: all of them are live across the whole body,
+//   in registers. (A GEMM through pointers on 128 x 128 tiles and 4 warps
+//   carries 128 accumulators a thread; its operands loaded ahead pushed it
+//   to 255 registers and spills, 15 % slower on one H100.)
 #pragma once
 
 #include <cstdint>
@@ -34,7 +38,7 @@
 
 namespace tessel::codegen {
 
-inline constexpr int64_t kMaxPrefetchSlots = 64;
+inline constexpr int64_t kMaxPrefetchSlots = 64, kMaxLiveSlots = 128;
 
 // Rewrites `ir`'s loops as above for programs of `threads` threads, each
 // tile spread over all of them; returns how many loads it moved.

@@ -11,6 +11,7 @@
 #include "dsl/ops.h"
 #include "dsl/verifier.h"
 #include "gtest/gtest.h"
+#include "samples/kernels.h"
 
 namespace tessel::codegen {
 namespace {
@@ -176,7 +177,8 @@ TEST(Prefetch, OnlyInnermostLoopsAndLoadsThatMoveWithTheLoop) {
 }
 
 TEST(Prefetch, LoadsShareABudgetOfSlots) {
-  // Three rows of 4096 over 128 threads take 32 slots each: two fit in 64.
+  // Three rows of 4096 over 128 threads take 32 slots each: two fit in 64
+  // (and beside the carried sum's 32, in 128).
   KernelBuilder k("budget");
   Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y"), n = k.arg(i32, "n");
   Value c = k.arange(0, 4096);
@@ -188,6 +190,23 @@ TEST(Prefetch, LoadsShareABudgetOfSlots) {
   KernelIR ir = built(k);
   EXPECT_EQ(prefetch_loads(ir, kThreads), 2);
   EXPECT_TRUE(verify(ir).ok()) << verify(ir);
+}
+
+TEST(Prefetch, AnAccumulatorsRegistersComeFirst) {
+  // The GEMM through pointers: on 8 warps a 128 x 128 accumulator takes 64
+  // slots a thread and both operands move (32 each); on 4 warps it takes
+  // 128 and neither does, nor beside a 128 x 256 one on 8.
+  auto moved = [](int64_t bn, int threads) {
+    absl::StatusOr<Kernel> gemm = samples::pointer_gemm_kernel({.bm = 128, .bn = bn, .bk = 64});
+    EXPECT_TRUE(gemm.ok()) << gemm.status();
+    KernelIR ir = gemm->ir();
+    const int n = prefetch_loads(ir, threads);
+    EXPECT_TRUE(verify(ir).ok()) << verify(ir);
+    return n;
+  };
+  EXPECT_EQ(moved(128, 256), 2);
+  EXPECT_EQ(moved(128, 128), 0);
+  EXPECT_EQ(moved(256, 256), 0);
 }
 
 }  // namespace
