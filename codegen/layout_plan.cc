@@ -28,34 +28,26 @@ bool pairs_slots(OpCode op) {
 
 }  // namespace
 
-namespace {
-
-// The values that are one carried tile of a for, while or if op: per
-// result, its start (loops), the blocks' arguments, what they yield and the
-// result.
 std::vector<std::vector<int>> carried_tiles(const KernelIR& ir, const Op& o) {
   std::vector<std::vector<int>> out;
   for (size_t r = 0; r < o.results.size(); ++r) {
     if (!ir.type(o.results[r]).is_tile()) continue;
     std::vector<int> same = {o.results[r]};
     const size_t first_arg = o.op == OpCode::kFor ? 1 : 0;
-    if (o.op == OpCode::kFor) same.push_back(o.operands[3 + r]);
-    if (o.op == OpCode::kWhile) same.push_back(o.operands[r]);
     for (int b : o.blocks) {
       const Block& block = ir.blocks[b];
       if (o.op != OpCode::kIf) same.push_back(block.args[first_arg + r]);
       const bool test = o.op == OpCode::kWhile && b == o.blocks[0];  // (yields its condition)
       if (!test) same.push_back(ir.ops[block.ops.back()].operands[r]);
     }
+    if (o.op == OpCode::kFor) same.push_back(o.operands[3 + r]);
+    if (o.op == OpCode::kWhile) same.push_back(o.operands[r]);
     out.push_back(std::move(same));
   }
   return out;
 }
 
-}  // namespace
-
-std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads,
-                                    int warp_size) {
+std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads, int warp_size) {
   Groups groups(ir.values.size());
   for (const Op& o : ir.ops) {
     if (o.op == OpCode::kGather) {

@@ -29,9 +29,15 @@
 
 namespace tessel::codegen {
 
+// The values that are one tile at different points of a for, while or if
+// op, per tile result: the result, each block's argument (loops) and what
+// it yields (not a while's test, which yields its condition), then where a
+// loop starts it.
+TESSEL_CODEGEN_API std::vector<std::vector<int>> carried_tiles(const KernelIR& ir, const Op& o);
+
 // The blocking of every value's layout (one element per thread and step
 // for values that are not tiles), for programs of `threads` threads.
 TESSEL_CODEGEN_API std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads,
-                                                      int warp_size);
+                                                       int warp_size);
 
 }  // namespace tessel::codegen

@@ -1,8 +1,8 @@
 // Elementwise ops: one element's arithmetic (through ScalarOps), the op over
 // a whole tile (in registers, or element by element), the layout it
 // computes in, and the slices that broadcasts ask their operands to take.
-#include "codegen/lowering.h"
 #include "base/status.h"
+#include "codegen/lowering.h"
 #include "dsl/ops.h"
 
 namespace tessel::codegen {
@@ -32,24 +32,8 @@ void Lowering::want_slices() {
     if (!grew) planned_slices = true;
     grew = false;
     for (const Op& o : ir_.ops) {
-      if (o.op == OpCode::kIf) {
-        for (size_t r = 0; r < o.results.size(); ++r) {
-          std::vector<int> same = {o.results[r]};
-          for (int b : o.blocks) same.push_back(ir_.ops[ir_.blocks[b].ops.back()].operands[r]);
-          merge(same);
-        }
-      } else if (o.op == OpCode::kFor) {
-        const Block& body = ir_.blocks[o.blocks[0]];
-        const Op& yield = ir_.ops[body.ops.back()];
-        for (size_t r = 0; r < o.results.size(); ++r) {
-          merge({o.results[r], body.args[1 + r], yield.operands[r], o.operands[3 + r]});
-        }
-      } else if (o.op == OpCode::kWhile) {
-        const Block &test = ir_.blocks[o.blocks[0]], &body = ir_.blocks[o.blocks[1]];
-        const Op& yield = ir_.ops[body.ops.back()];
-        for (size_t r = 0; r < o.results.size(); ++r) {
-          merge({o.results[r], test.args[r], body.args[r], yield.operands[r], o.operands[r]});
-        }
+      if (o.op == OpCode::kIf || o.op == OpCode::kFor || o.op == OpCode::kWhile) {
+        for (const std::vector<int>& same : carried_tiles(ir_, o)) merge(same);
       }
     }
     // An elementwise op on a tile that wants a layout (an accumulator)

@@ -64,23 +64,15 @@ class Prefetcher {
   bool movable(int f, std::set<int>& written) const {
     const Op& o = ir_.ops[f];
     if (!o.ints.empty() && o.ints[0] == 1) return false;
-    for (int b = owner_block(f); b >= 0; b = ir_.blocks[b].parent) {
+    // (The loop itself holds its body, block by block out to the kernel's.)
+    for (int b = o.blocks[0]; b >= 0; b = ir_.blocks[b].parent) {
       if (owner_[b] >= 0 && specialized(ir_.ops[owner_[b]])) return false;
     }
-    if (specialized(o)) return false;
     for (int id : ir_.blocks[o.blocks[0]].ops) {
       const OpCode code = ir_.ops[id].op;
       if (code == OpCode::kTmaLoad || code == OpCode::kFor || code == OpCode::kWhile) return false;
     }
     return writes(o.blocks[0], written);
-  }
-
-  int owner_block(int op) const {
-    for (size_t b = 0; b < ir_.blocks.size(); ++b) {
-      const std::vector<int>& ops = ir_.blocks[b].ops;
-      if (std::find(ops.begin(), ops.end(), op) != ops.end()) return static_cast<int>(b);
-    }
-    return -1;
   }
 
   // Adds the parameters `block` stores through to `written`; false where it
