@@ -53,8 +53,16 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   mma_only_.assign(ir_.values.size(), false);
   if (threads_ > 0) {
     thread_ = target_.thread_index(b_);
+    plan_copy_loads();
     TESSEL_RETURN_IF_ERROR(plan_mma());
+    if (drop_copy_loads_read_elsewhere()) {
+      mma_dots_.clear();
+      wanted_.assign(ir_.values.size(), nullptr);
+      mma_only_.assign(ir_.values.size(), false);
+      TESSEL_RETURN_IF_ERROR(plan_mma());
+    }
     plan_pipelines();
+    plan_copy_rings();
     if (specialized_ != nullptr) {
       TESSEL_RETURN_IF_ERROR(check_roles());
       group_ = target_.group_of_thread(b_, thread_, threads_);
@@ -372,11 +380,14 @@ absl::Status Lowering::op(const Op& o) {
 
 absl::StatusOr<LoweredKernel> lower(const KernelIR& built, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts, int64_t shared_limit) {
-  // Where tiles live in registers, loads in loops are issued an iteration ahead.
+  // Where tiles live in registers, loads in loops are issued an iteration
+  // ahead (but those that copy rings bring in, further ahead).
   const int threads = target.register_tile_threads();
   KernelIR prefetched;
   if (threads > 0) prefetched = built;
-  const KernelIR& ir = threads > 0 && prefetch_loads(prefetched, threads) > 0 ? prefetched : built;
+  std::vector<RingLoad> rings;
+  if (target.async_copies()) rings = copy_ring_loads(built, AffineAnalysis(built, facts), target);
+  const KernelIR& ir = threads > 0 && prefetch_loads(prefetched, threads, rings) > 0 ? prefetched : built;
   // The most overlap that fits: held store tiles and rings across loops,
   // the same with tiles staged a panel at a time, then with only streamed
   // stores' tiles held, then one of them, then neither; each with the

@@ -28,10 +28,14 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   llvm::Value* step64 = step_by != nullptr ? step_by : widen(o, step);
   // (A specialized loop's producer issues the loads its ring would.)
   const bool pipelined = pipelines_.contains(&o), outer = outer_pipelines_.contains(&o) && &o != specialized_;
-  llvm::Value* trips = nullptr;
+  const bool ringed = copy_rings_.contains(&o);
+  llvm::Value* trips = pipelined || ringed ? trip_count(lo64, hi64, step64) : nullptr;
   if (pipelined) {
-    trips = trip_count(lo64, hi64, step64);
     begin_pipeline(o, lo, step, trips);
+    pre = b_.GetInsertBlock();
+  }
+  if (ringed) {
+    TESSEL_RETURN_IF_ERROR(begin_copies(o, lo, step, trips));
     pre = b_.GetInsertBlock();
   }
   if (outer) {
@@ -45,7 +49,7 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   // the wait without one, or reads the registers without the wait, as an
   // ill-formed pipeline, and serializes every wgmma.
   std::vector<bool> drained(n, false);
-  for (size_t i = 0; pipelined && i < n; ++i) {
+  for (size_t i = 0; (pipelined || ringed) && i < n; ++i) {
     const int def = ir_.values[yield.operands[i]].def_op;
     drained[i] = def >= 0 && in_flight(ir_.ops[def]) > 0;
   }
@@ -67,11 +71,13 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
   b_.SetInsertPoint(loop_body);
   vals_[body.args[0]] = b_.CreateTrunc(iv64, it);
   for (size_t i = 0; i < n; ++i) bind_carried(c, i, body.args[1 + i], phis[i]);
-  llvm::Value* index = pipelined ? b_.CreateSDiv(b_.CreateSub(iv64, lo64), step64) : nullptr;
+  llvm::Value* index = pipelined || ringed ? b_.CreateSDiv(b_.CreateSub(iv64, lo64), step64) : nullptr;
   if (pipelined) enter_stage(o, index);
+  if (ringed) TESSEL_RETURN_IF_ERROR(enter_copies(o, vals_[body.args[0]], index));
   const int64_t allocations = smem_allocations_;
   TESSEL_RETURN_IF_ERROR(block(o.blocks[0]));
   if (pipelined) prefetch(o, vals_[body.args[0]], index, step, trips);
+  if (ringed) TESSEL_RETURN_IF_ERROR(next_copies(o, vals_[body.args[0]], index, step, trips));
   // The next iteration writes the body's shared memory again. (Pipelined
   // and warp-specialized loops order their rings by mbarriers.)
   std::vector<std::vector<llvm::Value*>> next =
@@ -111,6 +117,7 @@ absl::Status Lowering::for_op(const Op& o, llvm::Value* lo_from, llvm::Value* st
     end_pipeline(o, trips);
   }
   if (outer) end_outer_pipeline(o);
+  if (ringed) end_copies(o);
   return absl::OkStatus();
 }
 

@@ -46,9 +46,9 @@ absl::Status Lowering::plan_mma() {
     auto as_stored = [&](int64_t mn, bool k_major, Swizzle swizzle) {
       return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
     };
-    // An operand as a TMA copy left it: a's [m, k] tile or b's [k, n] one,
-    // or the transpose of a tile stored the other way round. Stored [*, k],
-    // it is K-major.
+    // An operand as a TMA copy (or a copy ring) left it: a's [m, k] tile or
+    // b's [k, n] one, or the transpose of a tile stored the other way round.
+    // Stored [*, k], it is K-major.
     auto stored = [&](int v, int64_t mn, bool k_major_direct, int* tile) -> std::optional<SharedMatrix> {
       bool k_major = k_major_direct;
       if (const int t = transposed(v); t >= 0) {
@@ -66,6 +66,11 @@ absl::Status Lowering::plan_mma() {
         }
       }
       const Op* load = tma_tile(v);
+      if (load == nullptr && copy_loads_.contains(v)) {
+        // Copied into a ring of tiles laid out as the product reads them.
+        *tile = v;
+        return as_stored(mn, k_major, widest_swizzle(ir_.type(v)));
+      }
       if (load == nullptr) return std::nullopt;
       *tile = v;
       // Swizzled as the map says where the target's copies swizzle, else plain.
@@ -81,12 +86,7 @@ absl::Status Lowering::plan_mma() {
         v = t;
         k_major = !k_major;
       }
-      const Type& t = ir_.type(v);
-      const int64_t row = t.shape()[1] * t.dtype().bytes();
-      Swizzle swizzle = Swizzle::kNone;
-      for (Swizzle s : {Swizzle::k32B, Swizzle::k64B, Swizzle::k128B}) {
-        if (row % swizzle_bytes(s) == 0) swizzle = s;
-      }
+      const Swizzle swizzle = widest_swizzle(ir_.type(v));
       if (swizzle == Swizzle::kNone) return std::nullopt;
       *value = v;
       return as_stored(mn, k_major, swizzle);

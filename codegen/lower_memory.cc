@@ -80,6 +80,10 @@ int Lowering::root_param(int v) const {
 }
 
 absl::Status Lowering::load(const Op& o, const Type& rt) {
+  if (copied_.contains(&o)) {  // in its ring's stage already
+    set(o, ring_tile(o));
+    return absl::OkStatus();
+  }
   if (ir_.type(o.operands[0]).is_tile()) {
     // (A tile wanted in a register layout, an accumulator's, is loaded
     // there whatever its size.)

@@ -106,18 +106,7 @@ void Lowering::plan_pipelines() {
     // (A warp-specialized loop's producer needs the ring across it.)
     p.outer = overlap_.rings_across || specialized_ != nullptr ? runs_across(loop, loads) : nullptr;
     for (size_t i = 0; i < loads.size(); ++i) pipelined_[loads[i]] = {&loop, static_cast<int>(i)};
-    // Dots whose product only the next iteration reads may leave it running
-    // (but not on tiles staged for them, freed once it is done).
-    const Op& yield = ir_.ops[ir_.blocks[body].ops.back()];
-    for (int id : ir_.blocks[body].ops) {
-      const Op& o = ir_.ops[id];
-      if (!mma_dots_.contains(&o) || mma_dots_.at(&o).stages()) continue;
-      bool only_yielded = true;
-      for (const Op& user : ir_.ops) {
-        for (int v : user.operands) only_yielded = only_yielded && (v != o.results[0] || &user == &yield);
-      }
-      if (only_yielded) in_flight_dots_.insert(&o);
-    }
+    leave_in_flight(loop);
   }
   // One ring per outer loop runs across it.
   std::map<const Op*, int> per_outer;
@@ -135,6 +124,20 @@ void Lowering::plan_pipelines() {
     p.groups = {LoadGroup{}};
     for (size_t i = 0; i < p.loads.size(); ++i) p.groups[0].loads.push_back(static_cast<int>(i));
     if (specialized_ != nullptr && p.outer == specialized_) plan_groups(*loop, p);
+  }
+}
+
+void Lowering::leave_in_flight(const Op& loop) {
+  const Block& body = ir_.blocks[loop.blocks[0]];
+  const Op& yield = ir_.ops[body.ops.back()];
+  for (int id : body.ops) {
+    const Op& o = ir_.ops[id];
+    if (!mma_dots_.contains(&o) || mma_dots_.at(&o).stages()) continue;
+    bool only_yielded = true;
+    for (const Op& user : ir_.ops) {
+      for (int v : user.operands) only_yielded = only_yielded && (v != o.results[0] || &user == &yield);
+    }
+    if (only_yielded) in_flight_dots_.insert(&o);
   }
 }
 

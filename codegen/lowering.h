@@ -32,6 +32,7 @@
 #include "codegen/layout_plan.h"
 #include "codegen/loops.h"
 #include "codegen/lower.h"
+#include "codegen/prefetch.h"
 #include "codegen/scalar_ops.h"
 #include "codegen/target_info.h"
 #include "codegen/views.h"
@@ -50,6 +51,11 @@ bool streamed_store(const KernelIR& ir, const Op& o);
 // The boxes tma_load `o`'s tile holds: the kernel's cluster size for a
 // tma_multicast, else 1.
 inline int load_parts(const Op& o) { return o.ints.empty() ? 1 : static_cast<int>(o.ints[0]); }
+
+// The ring loads of `ir` (codegen/prefetch.h) that take copy rings on
+// `target` (Lowering's "Copy rings"): those whose accesses move 4 bytes or
+// more, a copy's least (narrower ones keep to registers).
+std::vector<RingLoad> copy_ring_loads(const KernelIR& ir, const AffineAnalysis& analysis, const TargetInfo& target);
 
 class Lowering {
  public:
@@ -649,6 +655,10 @@ class Lowering {
   // Whether mma dot `o` may leave its product in flight (a software
   // pipeline's, whose next iteration or exit waits for it).
   int in_flight(const Op& o) const { return in_flight_dots_.contains(&o) ? 1 : 0; }
+  // Lets the mma dots of pipelined `loop` whose product only the next
+  // iteration reads leave it running (but not those on tiles staged for
+  // them, freed once it is done).
+  void leave_in_flight(const Op& loop);
 
   // ---- Software pipelines (lower_pipeline.cc) --------------------------------------
   // A for loop (LoopOptions::stages) whose body loads TMA boxes at
@@ -796,6 +806,59 @@ class Lowering {
   void prefetch(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips);
   // After the loop: count its stages, free the rings.
   void end_pipeline(const Op& loop, llvm::Value* trips);
+
+  // ---- Copy rings (lower_copies.cc) ------------------------------------------------
+  // Loads through pointers that only a loop's mma dots read (ring_loads,
+  // codegen/prefetch.h), on a target with asynchronous copies: the loop
+  // keeps a ring of `stages` shared-memory tiles per load, each laid out
+  // as the dot's descriptors read it (swizzled as widely as its rows
+  // allow). Before the loop, the threads copy the tiles of the first
+  // stages - 1 iterations, a group of copies each; iteration i waits until
+  // its group is in (stages - 2 later ones may fly), fences and meets, runs
+  // the body on its stage, and at its end, once every thread's product of
+  // iteration i - 1 is done, copies iteration i + stages - 1's tiles into
+  // that stage, their addresses and masks computed again for that
+  // iteration's induction variable.
+  struct CopyRing {
+    int stages = 0;
+    std::vector<const RingLoad*> loads;
+    std::vector<Swizzle> swizzles;    // per load: its tile's, as the dots read it
+    std::vector<llvm::Value*> rings;  // per load: its stages, one after another
+    std::vector<int64_t> strides;     // per load: bytes from one stage to the next
+    llvm::Value* stage = nullptr;     // i64: while the body is lowered, its iteration's stage
+  };
+  // The loads that may take rings (before plan_mma, which reads their
+  // tiles from shared memory); after it, those some dot reads otherwise
+  // (not on the matrix instructions) dropped, true if any was (plan_mma
+  // then runs again); and the rings of the rest.
+  void plan_copy_loads();
+  bool drop_copy_loads_read_elsewhere();
+  void plan_copy_rings();
+
+  // The widest swizzle whose rows a [rows, cols] tile's rows are a
+  // multiple of (none under 32 bytes).
+  static Swizzle widest_swizzle(const Type& t);
+  // Before the loop: the rings and the copies of its first iterations; at
+  // the top of iteration `i` (i64; induction variable `iv`): the wait for
+  // its stage; at the end: the copies of iteration i + stages - 1; after
+  // the loop: the rings free.
+  absl::Status begin_copies(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips);
+  absl::Status enter_copies(const Op& loop, llvm::Value* iv, llvm::Value* i);
+  absl::Status next_copies(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips);
+  void end_copies(const Op& loop);
+  // The current iteration's stage of the ring of load `load`.
+  llvm::Value* ring_tile(const Op& load);
+  // Copies the tiles of the iteration whose induction variable is `iv`
+  // (the loop's type) into stage `stage` (i64) of each ring.
+  absl::Status issue_copies(const Op& loop, CopyRing& r, llvm::Value* iv, llvm::Value* stage);
+  // One load's copies into `tile`: the ops of its slice lowered again with
+  // `iv` for the loop's induction variable `iv_arg`, then each thread's
+  // runs of the tile copied to their swizzled places.
+  absl::Status copy_ring_tile(const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile, Swizzle swizzle);
+  std::map<int, const RingLoad*> copy_loads_;  // by load result: loads that may take rings
+  std::vector<RingLoad> ring_loads_;
+  std::map<const Op*, CopyRing> copy_rings_;  // by loop
+  std::map<const Op*, const Op*> copied_;     // a load with a ring -> its loop
 
   // ---- Warp specialization (lower_roles.cc) ------------------------------------------
   // A loop with LoopOptions::warp_specialize, on a target that can split

@@ -1,6 +1,7 @@
 #include "codegen/prefetch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,25 +37,15 @@ struct Slice {
   std::set<int> args;  // value ids of the block's arguments
 };
 
-class Prefetcher {
+// What the passes below ask of a kernel's loops.
+class LoopFacts {
  public:
-  Prefetcher(KernelIR& ir, int threads)
-      : ir_(ir), threads_(threads), params_(pointer_parameters(ir)), owner_(ir.blocks.size(), -1) {
+  explicit LoopFacts(const KernelIR& ir) : kernel_(ir), params_(pointer_parameters(ir)), owner_(ir.blocks.size(), -1) {
     for (size_t i = 0; i < ir.ops.size(); ++i) {
       for (int b : ir.ops[i].blocks) owner_[b] = static_cast<int>(i);
     }
   }
 
-  int run() {
-    int moved = 0;
-    const size_t ops = ir_.ops.size();  // the loops of the kernel as built
-    for (size_t i = 0; i < ops; ++i) {
-      if (ir_.ops[i].op == OpCode::kFor) moved += loop(static_cast<int>(i));
-    }
-    return moved;
-  }
-
- private:
   int param(int v) const { return v < static_cast<int>(params_.size()) ? params_[v] : kAnyParameter; }
 
   bool specialized(const Op& o) const { return o.op == OpCode::kFor && o.ints.size() > 1 && o.ints[1] != 0; }
@@ -62,24 +53,31 @@ class Prefetcher {
   // Whether the loop may have its loads moved at all, and the parameters
   // its body (with nested blocks) stores through.
   bool movable(int f, std::set<int>& written) const {
-    const Op& o = ir_.ops[f];
+    const Op& o = kernel_.ops[f];
     if (!o.ints.empty() && o.ints[0] == 1) return false;
     // (The loop itself holds its body, block by block out to the kernel's.)
-    for (int b = o.blocks[0]; b >= 0; b = ir_.blocks[b].parent) {
-      if (owner_[b] >= 0 && specialized(ir_.ops[owner_[b]])) return false;
+    for (int b = o.blocks[0]; b >= 0; b = kernel_.blocks[b].parent) {
+      if (owner_[b] >= 0 && specialized(kernel_.ops[owner_[b]])) return false;
     }
-    for (int id : ir_.blocks[o.blocks[0]].ops) {
-      const OpCode code = ir_.ops[id].op;
+    for (int id : kernel_.blocks[o.blocks[0]].ops) {
+      const OpCode code = kernel_.ops[id].op;
       if (code == OpCode::kTmaLoad || code == OpCode::kFor || code == OpCode::kWhile) return false;
     }
     return writes(o.blocks[0], written);
   }
 
+  // Whether load `ld` of a loop whose body stores through `written` reads
+  // memory none of those stores may touch.
+  bool untouched(int ld, const std::set<int>& written) const {
+    const int from = param(kernel_.ops[ld].operands[0]);
+    return !written.contains(from) && !written.contains(kAnyParameter) && (from != kAnyParameter || written.empty());
+  }
+
   // Adds the parameters `block` stores through to `written`; false where it
   // takes an atomic or a triggered view.
   bool writes(int block, std::set<int>& written) const {
-    for (int id : ir_.blocks[block].ops) {
-      const Op& o = ir_.ops[id];
+    for (int id : kernel_.blocks[block].ops) {
+      const Op& o = kernel_.ops[id];
       const OpCategory c = op_traits(o.op).category;
       if (o.op == OpCode::kAtomic || o.op == OpCode::kAtomicCas || c == OpCategory::kTriggeredView) return false;
       if (o.op == OpCode::kStore) written.insert(param(o.operands[0]));
@@ -97,20 +95,100 @@ class Prefetcher {
     while (!work.empty()) {
       const int v = work.back();
       work.pop_back();
-      const ValueInfo& info = ir_.values[v];
+      const ValueInfo& info = kernel_.values[v];
       if (info.def_block != block) continue;
       if (info.def_op < 0) {
         s.args.insert(v);
         continue;
       }
       if (!s.ops.insert(info.def_op).second) continue;
-      const Op& o = ir_.ops[info.def_op];
+      const Op& o = kernel_.ops[info.def_op];
       if (!pure(o)) return std::nullopt;
       work.insert(work.end(), o.operands.begin(), o.operands.end());
     }
     return s;
   }
 
+ protected:
+  const KernelIR& kernel_;
+
+ private:
+  const std::vector<int> params_;
+  std::vector<int> owner_;  // per block: the op that holds it, or -1
+};
+
+// Whether value `v` is a zero (a constant, or one splat or broadcast).
+bool zero(const KernelIR& ir, int v) {
+  const int def = ir.values[v].def_op;
+  if (def < 0) return false;
+  const Op& o = ir.ops[def];
+  if (o.op == OpCode::kSplat || o.op == OpCode::kBroadcast) return zero(ir, o.operands[0]);
+  return o.op == OpCode::kConstant && o.fval == 0 && !std::signbit(o.fval) && (o.ints.empty() || o.ints[0] == 0);
+}
+
+class Rings : LoopFacts {
+ public:
+  explicit Rings(const KernelIR& ir) : LoopFacts(ir), users_(ir.values.size()) {
+    for (const Op& o : ir.ops) {
+      for (int v : o.operands) users_[v].push_back(&o);
+    }
+  }
+
+  std::vector<RingLoad> run() const {
+    std::vector<RingLoad> out;
+    for (size_t f = 0; f < kernel_.ops.size(); ++f) {
+      std::set<int> written;
+      if (kernel_.ops[f].op != OpCode::kFor || !movable(static_cast<int>(f), written)) continue;
+      const int body = kernel_.ops[f].blocks[0];
+      for (int id : kernel_.blocks[body].ops) {
+        const Op& l = kernel_.ops[id];
+        if (l.op != OpCode::kLoad || !kernel_.type(l.operands[0]).is_tile() || !untouched(id, written)) continue;
+        if (kernel_.type(l.results[0]).rank() != 2 || !only_dots(l.results[0], body)) continue;
+        if (l.operands.size() == 3 && !zero(kernel_, l.operands[2])) continue;
+        std::optional<Slice> s = slice(body, l.operands);
+        if (!s || s->args != std::set<int>{kernel_.blocks[body].args[0]}) continue;
+        RingLoad r{id, static_cast<int>(f), {}};
+        for (int op : kernel_.blocks[body].ops) {
+          if (s->ops.contains(op)) r.slice.push_back(op);
+        }
+        out.push_back(std::move(r));
+      }
+    }
+    return out;
+  }
+
+ private:
+  // Whether only dots of `block` read `v`, as a or b (or through transposes).
+  bool only_dots(int v, int block) const {
+    if (users_[v].empty()) return false;
+    for (const Op* u : users_[v]) {
+      if (u->results.empty() || kernel_.values[u->results[0]].def_block != block) return false;
+      const bool operand = u->op == OpCode::kDot && (u->operands[0] == v || u->operands[1] == v) && u->operands[2] != v;
+      if (!operand && !(u->op == OpCode::kTrans && only_dots(u->results[0], block))) return false;
+    }
+    return true;
+  }
+
+  std::vector<std::vector<const Op*>> users_;
+};
+
+class Prefetcher : LoopFacts {
+ public:
+  Prefetcher(KernelIR& ir, int threads, const std::vector<RingLoad>& rings)
+      : LoopFacts(ir), ir_(ir), threads_(threads) {
+    for (const RingLoad& r : rings) rings_.insert(r.load);
+  }
+
+  int run() {
+    int moved = 0;
+    const size_t ops = ir_.ops.size();  // the loops of the kernel as built
+    for (size_t i = 0; i < ops; ++i) {
+      if (ir_.ops[i].op == OpCode::kFor) moved += loop(static_cast<int>(i));
+    }
+    return moved;
+  }
+
+ private:
   int64_t slots(const Type& t) const { return t.is_tile() ? (t.numel() + threads_ - 1) / threads_ : 1; }
 
   int new_value(Type t, int def_op, int block, int index) {
@@ -199,11 +277,7 @@ class Prefetcher {
       if (ir_.ops[id].op != OpCode::kLoad) continue;
       const Type rt = ir_.type(ir_.ops[id].results[0]);
       if (rt.is_pointer() || rt.elements_are_pointers()) continue;  // (no zero to stand in for one)
-      const int from = param(ir_.ops[id].operands[0]);
-      if (slots(rt) > budget || written.contains(from) || written.contains(kAnyParameter) ||
-          (from == kAnyParameter && !written.empty())) {
-        continue;
-      }
+      if (slots(rt) > budget || !untouched(id, written) || rings_.contains(id)) continue;
       if (move(f, id)) {
         budget -= slots(rt);
         ++moved;
@@ -283,12 +357,15 @@ class Prefetcher {
 
   KernelIR& ir_;
   const int threads_;
-  const std::vector<int> params_;
-  std::vector<int> owner_;  // per block: the op that holds it, or -1
+  std::set<int> rings_;  // loads left to copy rings
 };
 
 }  // namespace
 
-int prefetch_loads(KernelIR& ir, int threads) { return threads > 0 ? Prefetcher(ir, threads).run() : 0; }
+std::vector<RingLoad> ring_loads(const KernelIR& ir) { return Rings(ir).run(); }
+
+int prefetch_loads(KernelIR& ir, int threads, const std::vector<RingLoad>& rings) {
+  return threads > 0 ? Prefetcher(ir, threads, rings).run() : 0;
+}
 
 }  // namespace tessel::codegen

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "codegen/api.h"
 #include "dsl/ir.h"
@@ -40,8 +41,23 @@ namespace tessel::codegen {
 
 inline constexpr int64_t kMaxPrefetchSlots = 64, kMaxLiveSlots = 128;
 
+// A load that a target with asynchronous copies brings into a ring of
+// shared-memory stages instead, iterations ahead (Lowering's copy rings,
+// codegen/lower_copies.cc): in a loop whose loads could move as above, a
+// load of a 2-D tile that only dots of the same iteration read (as their a
+// or b, or through a transpose), with no mask or zeros where it is off (a
+// masked-off copy fills zeros), and whose addresses and mask are computed
+// from the induction variable and values from outside the loop alone.
+struct RingLoad {
+  int load = -1;           // index into ir.ops
+  int loop = -1;           // the for op around it
+  std::vector<int> slice;  // the body's ops its operands are computed by, in program order
+};
+TESSEL_CODEGEN_API std::vector<RingLoad> ring_loads(const KernelIR& ir);
+
 // Rewrites `ir`'s loops as above for programs of `threads` threads, each
-// tile spread over all of them; returns how many loads it moved.
-TESSEL_CODEGEN_API int prefetch_loads(KernelIR& ir, int threads);
+// tile spread over all of them, except loads of `rings` (which stay as they
+// are); returns how many loads it moved.
+TESSEL_CODEGEN_API int prefetch_loads(KernelIR& ir, int threads, const std::vector<RingLoad>& rings = {});
 
 }  // namespace tessel::codegen

@@ -198,6 +198,26 @@ class TargetInfo {
                             const SlotFilter& /*keep*/) {
     return false;
   }
+  // Asynchronous copies from global to shared memory, issued by every
+  // thread (the rings of loads that feed matrix instructions,
+  // lower_copies.cc): whether the target has them; one copy of `bytes` (4,
+  // 8 or 16, both addresses aligned to it) from `src` to `dst` that writes
+  // zeros instead, reading nothing, where `ok` (i1) is false; the end of
+  // this thread's group of the copies issued since the last; and a wait
+  // until at most `pending` of its groups are in flight. What they wrote
+  // is there for an mma once every thread waited and mma_operands_written
+  // ran.
+  virtual bool async_copies() const { return false; }
+  virtual void async_copy(llvm::IRBuilder<>& /*b*/, llvm::Value* /*dst*/, llvm::Value* /*src*/, int64_t /*bytes*/,
+                          llvm::Value* /*ok*/) {
+    TESSEL_CHECK(false, "async_copy() on a target without asynchronous copies");
+  }
+  virtual void async_commit(llvm::IRBuilder<>& /*b*/) {
+    TESSEL_CHECK(false, "async_commit() on a target without asynchronous copies");
+  }
+  virtual void async_wait(llvm::IRBuilder<>& /*b*/, int /*pending*/) {
+    TESSEL_CHECK(false, "async_wait() on a target without asynchronous copies");
+  }
   // Whether tiles a TMA copy leaves in shared memory hold their rows
   // swizzled as the tensor map says (the hardware's TMA), or always plain
   // (the software copy and the host's); codegen reads and writes swizzled

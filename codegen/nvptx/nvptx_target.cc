@@ -276,6 +276,21 @@ class NvptxTarget final : public GpuTarget {
     inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
     barrier(b);
   }
+  bool async_copies() const override { return true; }
+  void async_copy(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* src, int64_t bytes, llvm::Value* ok) override {
+    // (.cg, which skips L1, copies 16 bytes only.)
+    const std::string text =
+        absl::StrCat("cp.async.", bytes == 16 ? "cg" : "ca", ".shared.global [$0], [$1], ", bytes, ", $2;");
+    llvm::Value* from = b.CreatePtrToInt(global(b, src), b.getInt64Ty());
+    llvm::Value* size = b.CreateSelect(ok, b.getInt32(static_cast<int32_t>(bytes)), b.getInt32(0));
+    inline_asm(b, b.getVoidTy(), text, "r,l,r,~{memory}", {shared32(b, dst), from, size});
+  }
+  void async_commit(llvm::IRBuilder<>& b) override {
+    inline_asm(b, b.getVoidTy(), "cp.async.commit_group;", "~{memory}", {});
+  }
+  void async_wait(llvm::IRBuilder<>& b, int pending) override {
+    inline_asm(b, b.getVoidTy(), absl::StrCat("cp.async.wait_group ", pending, ";"), "~{memory}", {});
+  }
   bool swizzles_shared_tiles() const override { return true; }
   int warp_size() const override { return 32; }
 

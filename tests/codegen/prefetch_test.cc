@@ -2,9 +2,14 @@
 // move, and the IR they leave: the first iteration's load before the loop,
 // the next iteration's at the top of the body, masked by whether it runs,
 // carried to it. Whether the results agree with the host's is
-// OpsAgree.LoadsIssuedAnIterationAhead's (tests/gpu).
+// OpsAgree.LoadsIssuedAnIterationAhead's (tests/gpu). And which loads the
+// copy rings bring in instead (ring_loads); their code is
+// Wgmma.PointerOperandsAreCopiedIntoRings's, their results
+// Gemm.PointerGemmMatchesADoubleReferenceAndTheHost's.
 #include "codegen/prefetch.h"
 
+#include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "dsl/builder.h"
@@ -102,7 +107,9 @@ TEST(Prefetch, AnUnmaskedLoadGetsAMaskAndAZero) {
   ASSERT_EQ(prefetch_loads(ir, kThreads), 1);
   EXPECT_TRUE(verify(ir).ok()) << verify(ir);
   for (const Op& o : ir.ops) {
-    if (o.op == OpCode::kLoad) EXPECT_EQ(o.operands.size(), 3u);
+    if (o.op == OpCode::kLoad) {
+      EXPECT_EQ(o.operands.size(), 3u);
+    }
   }
 }
 
@@ -207,6 +214,114 @@ TEST(Prefetch, AnAccumulatorsRegistersComeFirst) {
   EXPECT_EQ(moved(128, 256), 2);
   EXPECT_EQ(moved(128, 128), 0);
   EXPECT_EQ(moved(256, 256), 0);
+}
+
+// A K loop of a GEMM through pointers: A [m, 64] and B [64, 64] tiles
+// loaded and multiplied; `body` may change what the loop does beside.
+struct GemmLoop {
+  std::function<Value(KernelBuilder&, Value a, Value ks, Value kk)>
+      a_tile;  // the A tile's load (nullptr: masked zeros)
+  std::function<void(KernelBuilder&, Value a, Value a_tile, Value kk)> body;
+  LoopOptions options;
+};
+KernelIR gemm_loop(const GemmLoop& g = {}) {
+  KernelBuilder k("gemm_loop");
+  Value a = k.arg(ptr(bf16), "a"), b = k.arg(ptr(bf16), "b"), c = k.arg(ptr(f32), "c"), kdim = k.arg(i32, "k");
+  Value rows = expand_dims(k.arange(0, 64), 1);
+  Var acc = k.var(k.zeros({64, 64}, f32));
+  k.for_range(
+      0, kdim, 64,
+      [&](Value kk) {
+        Value ks = expand_dims(kk + k.arange(0, 64), 0);  // [1, 64]
+        Value at = g.a_tile ? g.a_tile(k, a, ks, kk) : load(a + rows * kdim + ks, ks < kdim, 0.0);
+        Value bt = load(b + rows * kdim + ks, ks < kdim, 0.0);  // [64 n, 64 k]
+        acc = dot(at, trans(bt), acc);
+        if (g.body) g.body(k, a, at, kk);
+      },
+      g.options);
+  store(c + rows * 64 + expand_dims(k.arange(0, 64), 0), acc);
+  return built(k);
+}
+
+TEST(Rings, LoadsOnlyDotsReadTakeRings) {
+  KernelIR ir = gemm_loop();
+  std::vector<RingLoad> rings = ring_loads(ir);
+  ASSERT_EQ(rings.size(), 2u);
+  const Op& loop = first_loop(ir);
+  for (const RingLoad& r : rings) {
+    EXPECT_EQ(ir.ops[r.load].op, OpCode::kLoad);
+    EXPECT_EQ(&ir.ops[r.loop], &loop);
+    // The slice computes the addresses and the mask, in program order,
+    // from the induction variable: ks, its pointers, its comparison.
+    ASSERT_FALSE(r.slice.empty());
+    const std::vector<int>& body = ir.blocks[loop.blocks[0]].ops;
+    std::vector<int> order;
+    for (int op : r.slice) order.push_back(static_cast<int>(std::find(body.begin(), body.end(), op) - body.begin()));
+    EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+    EXPECT_LT(order.back(), static_cast<int>(body.size()));
+  }
+  // Loads that rings bring in are not issued ahead in registers as well.
+  EXPECT_EQ(prefetch_loads(ir, kThreads, rings), 0);
+  EXPECT_EQ(prefetch_loads(ir, kThreads), 2);
+}
+
+TEST(Rings, ThePointerGemmsOperandsTakeRings) {
+  absl::StatusOr<Kernel> gemm = samples::pointer_gemm_kernel({});
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  EXPECT_EQ(ring_loads(gemm->ir()).size(), 2u);
+}
+
+TEST(Rings, LoadsAnythingElseReadsOrThatFillOtherValuesKeepToRegisters) {
+  // A is summed beside the product: only B takes a ring.
+  KernelIR summed = gemm_loop({.body = [](KernelBuilder& k, Value, Value at, Value) {
+    store(k.arg(ptr(f32), "s") + k.arange(0, 64), sum(cast(at, f32), 1));
+  }});
+  EXPECT_EQ(ring_loads(summed).size(), 1u);
+  // A masked-off element of A is 1, which a copy does not write.
+  KernelIR ones = gemm_loop({.a_tile = [](KernelBuilder& k, Value a, Value ks, Value) {
+    return load(a + expand_dims(k.arange(0, 64), 1) * 64 + ks, ks < 64, 1.0);
+  }});
+  EXPECT_EQ(ring_loads(ones).size(), 1u);
+  // A 1-D load feeds no dot.
+  EXPECT_TRUE(ring_loads(row_sums()).empty());
+}
+
+TEST(Rings, LoopsAndAddressesRingsCannotRunAhead) {
+  // Turned off.
+  EXPECT_TRUE(ring_loads(gemm_loop({.options = {.stages = 1}})).empty());
+  // A store through A's parameter (the next tile may be what this
+  // iteration writes): only B takes a ring; one through another, both.
+  KernelIR into_a =
+      gemm_loop({.body = [](KernelBuilder&, Value a, Value, Value kk) { store(a + kk, cast(kk, bf16)); }});
+  EXPECT_EQ(ring_loads(into_a).size(), 1u);
+  KernelIR elsewhere = gemm_loop(
+      {.body = [](KernelBuilder& k, Value, Value, Value kk) { store(k.arg(ptr(bf16), "z") + kk, cast(kk, bf16)); }});
+  EXPECT_EQ(ring_loads(elsewhere).size(), 2u);
+  // A's address read from memory: A stays in registers.
+  KernelIR gathered = gemm_loop({.a_tile = [](KernelBuilder& k, Value a, Value ks, Value kk) {
+    Value row = load(k.arg(ptr(i32), "rows") + kk + k.arange(0, 64));
+    return load(a + expand_dims(row, 1) * 64 + ks, ks < 64, 0.0);
+  }});
+  EXPECT_EQ(ring_loads(gathered).size(), 1u);
+}
+
+TEST(Rings, CarriedPointersStayInRegisters) {
+  // Triton's tutorial steps its pointers in the loop: a carried value,
+  // which copies stages ahead would need stepping ahead.
+  KernelBuilder k("carried");
+  Value a = k.arg(ptr(bf16), "a"), b = k.arg(ptr(bf16), "b"), c = k.arg(ptr(f32), "c"), kdim = k.arg(i32, "k");
+  Value rows = expand_dims(k.arange(0, 64), 1), cols = expand_dims(k.arange(0, 64), 0);
+  Var pa = k.var(a + rows * 64 + cols);
+  Var acc = k.var(k.zeros({64, 64}, f32));
+  k.for_range(0, kdim, 64, [&](Value kk) {
+    acc = dot(load(pa), trans(load(b + rows * kdim + kk + cols)), acc);
+    pa = Value(pa) + 64;
+  });
+  store(c + rows * 64 + cols, acc);
+  KernelIR ir = built(k);
+  std::vector<RingLoad> rings = ring_loads(ir);
+  EXPECT_EQ(rings.size(), 1u);
+  EXPECT_EQ(prefetch_loads(ir, 256, rings), 1);
 }
 
 }  // namespace

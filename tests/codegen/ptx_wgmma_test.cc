@@ -97,6 +97,51 @@ TEST(Wgmma, GemmMainLoopRunsOnTensorCores) {
   }
 }
 
+// The GEMM through pointers (samples::pointer_gemm_kernel): with row
+// strides known to be multiples of 16 elements, both operands are copied
+// 16 bytes at a time into rings of swizzled tiles the products read by
+// descriptor, stages - 1 iterations ahead, with a product left in flight;
+// nothing is staged through registers.
+TEST(Wgmma, PointerOperandsAreCopiedIntoRings) {
+  auto compiled = [](int64_t bn, int warps, int stages, bool aligned) {
+    CompileOptions o;
+    o.num_warps = warps;
+    if (aligned) o.specialization.multiple_of_16 = 0x3f;  // every pointer aligned, m, n and k multiples of 16
+    return compile_ptx(*samples::pointer_gemm_kernel({.bm = 128, .bn = bn, .bk = 64, .stages = stages}), o);
+  };
+  for (const auto& [bn, warps] : std::vector<std::pair<int64_t, int>>{{128, 8}, {256, 8}, {128, 4}}) {
+    SCOPED_TRACE(absl::StrCat(bn, " columns, ", warps, " warps"));
+    absl::StatusOr<DeviceCode> code = compiled(bn, warps, 0, true);
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_THAT(ptx, HasSubstr("cp.async.cg.shared.global"));
+    EXPECT_THAT(ptx, HasSubstr("cp.async.wait_group 1;"));
+    EXPECT_THAT(ptx, HasSubstr("fence.proxy.async.shared::cta"));
+    EXPECT_THAT(ptx, HasSubstr("wgmma.wait_group.sync.aligned 1"));
+    EXPECT_THAT(ptx, Not(HasSubstr("stmatrix")));
+    // Three stages of a 128 x 64 A tile and a bn x 64 B tile.
+    EXPECT_EQ(code->shared_bytes, 3 * (128 + bn) * 64 * 2);
+    expect_ptxas_clean(ptx);
+  }
+  absl::StatusOr<DeviceCode> four = compiled(128, 8, 4, true);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_THAT(four->binary, HasSubstr("cp.async.wait_group 2;"));
+  EXPECT_EQ(four->shared_bytes, 4 * 2 * 128 * 64 * 2);
+  // Two stages: the next iteration's copies fly while this one multiplies.
+  absl::StatusOr<DeviceCode> two = compiled(128, 8, 2, true);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_THAT(two->binary, HasSubstr("cp.async.wait_group 0;"));
+  expect_ptxas_clean(two->binary);
+  // Rows of unknown alignment move an element at a time, narrower than a
+  // copy: they keep to registers, and B is staged. So with rings off.
+  for (const auto& [stages, aligned] : std::vector<std::pair<int, bool>>{{0, false}, {1, true}}) {
+    absl::StatusOr<DeviceCode> plain = compiled(128, 8, stages, aligned);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_THAT(plain->binary, Not(HasSubstr("cp.async.cg")));
+    EXPECT_THAT(plain->binary, Not(HasSubstr("cp.async.wait_group")));
+  }
+}
+
 TEST(Wgmma, F16AndOtherTileShapes) {
   for (auto [g, nw] : {std::pair{GemmConfig{.bm = 64, .bn = 64, .bk = 64, .in = f16}, 4},
                        std::pair{GemmConfig{.bm = 128, .bn = 256}, 8},

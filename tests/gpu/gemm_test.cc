@@ -314,7 +314,16 @@ TEST(Gemm, PointerGemmMatchesADoubleReferenceAndTheHost) {
         Problem{.m = 257, .n = 129, .k = 100, .stages = 1, .out = bf16},
         Problem{.m = 200, .n = 136, .k = 200, .in = f16, .bn = 256, .out = f32},
         Problem{.m = 1000, .n = 712, .k = 600, .bm = 64, .warps = 4, .out = bf16},
-        Problem{.m = 4095, .n = 4104, .k = 1032, .out = bf16}}) {
+        Problem{.m = 4095, .n = 4104, .k = 1032, .out = bf16},
+        // K a multiple of 16: both operands are copied into rings (of 3
+        // stages by default), also where the loop is shorter than the ring,
+        // and where K ends within a tile.
+        Problem{.m = 257, .n = 129, .k = 112, .out = bf16},
+        Problem{.m = 130, .n = 264, .k = 48, .stages = 4, .out = bf16},
+        Problem{.m = 257, .n = 129, .k = 320, .stages = 2, .out = bf16},
+        Problem{.m = 200, .n = 136, .k = 208, .in = f16, .bn = 256, .out = f32},
+        Problem{.m = 1000, .n = 712, .k = 608, .bm = 64, .warps = 4, .out = bf16},
+        Problem{.m = 4095, .n = 4104, .k = 1040, .out = bf16}}) {
     SCOPED_TRACE(name(p));
     const samples::PointerGemmConfig g = {
         .bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .out = p.out, .stages = p.stages};

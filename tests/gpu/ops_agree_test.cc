@@ -15,14 +15,15 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "dsl/random.h"
-#include "base/status.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -745,6 +746,42 @@ TEST_F(OpsAgree, LoadsIssuedAnIterationAhead) {
     store(c.output(f32, kGrid * kCols, "the column sums", summed(f32)) + pid * kCols + cols, acc);
     store(c.output(f32, kGrid, "the maximum") + pid, peak);
     run(c, kGrid);
+  }
+}
+
+// Operands through pointers that only products read, copied into rings of
+// shared-memory stages (codegen/lower_copies.cc): a K loop over [64, 32]
+// tiles of A and of B (given as N x K) with K ending within a tile or
+// running no iteration, on rings of 2, 3 and 4 stages (and loops shorter
+// than the ring); and one where A is also multiplied by a 4-column tile,
+// which the tensor cores do not take: A keeps to registers, B its ring.
+TEST_F(OpsAgree, DotOperandsCopiedIntoRings) {
+  constexpr int kM = 64, kN = 64, kBk = 32, kMaxK = 160;
+  TESSEL_TRACE_SEED(rng_);
+  const Draw draw = {.min_exp = -4, .max_exp = 0, .edges = false};
+  const Bytes as = random_array(bf16, kM * kMaxK, rng_, draw), bs = random_array(bf16, kN * kMaxK, rng_, draw);
+  const Bytes ws = random_array(bf16, kMaxK * 4, rng_, draw);
+  for (const auto& [kdim, stages, narrow] : std::vector<std::tuple<int, int, bool>>{
+           {160, 0, false}, {48, 4, false}, {112, 2, false}, {0, 0, false}, {144, 0, true}}) {
+    SCOPED_TRACE(absl::StrCat("K = ", kdim, ", ", stages, " stages", narrow ? ", A read by a narrow product too" : ""));
+    Case c("copy_rings");
+    KernelBuilder& k = c.k();
+    Value a = c.array(bf16, as), b = c.array(bf16, bs), w = c.array(bf16, ws), kk_end = c.scalar(kdim);
+    Value rows = expand_dims(k.arange(0, kM), 1), cols = expand_dims(k.arange(0, kN), 1);
+    Var acc = k.var(k.zeros({kM, kN}, f32)), side = k.var(k.zeros({kM, 4}, f32));
+    k.for_range(0, kk_end, kBk,
+                [&](Value kk) {
+                  Value ks = expand_dims(kk + k.arange(0, kBk), 0);  // [1, BK]
+                  Value at = load(a + rows * kk_end + ks, ks < kk_end, 0.0);
+                  acc = dot(at, trans(load(b + cols * kk_end + ks, ks < kk_end, 0.0)), acc);
+                  if (!narrow) return;
+                  Value kr = expand_dims(kk + k.arange(0, kBk), 1);  // [BK, 1]
+                  side = dot(at, load(w + kr * 4 + expand_dims(k.arange(0, 4), 0), kr < kk_end, 0.0), side);
+                },
+                {.stages = stages});
+    c.out("the product", acc, summed(f32));
+    if (narrow) c.out("the narrow product", side, summed(f32));
+    run(c, 1);
   }
 }
 

@@ -1,0 +1,202 @@
+// Copy rings: loads through pointers that feed matrix instructions, copied
+// asynchronously into rings of shared-memory stages iterations ahead (see
+// lowering.h, "Copy rings").
+#include "codegen/lowering.h"
+
+namespace tessel::codegen {
+
+Swizzle Lowering::widest_swizzle(const Type& t) {
+  const int64_t row = t.shape()[1] * t.dtype().bytes();
+  Swizzle swizzle = Swizzle::kNone;
+  for (Swizzle s : {Swizzle::k32B, Swizzle::k64B, Swizzle::k128B}) {
+    if (row % swizzle_bytes(s) == 0) swizzle = s;
+  }
+  return swizzle;
+}
+
+std::vector<RingLoad> copy_ring_loads(const KernelIR& ir, const AffineAnalysis& analysis, const TargetInfo& target) {
+  std::vector<RingLoad> out;
+  if (!target.async_copies()) return out;
+  for (RingLoad& l : ring_loads(ir)) {
+    const Op& o = ir.ops[l.load];
+    if (analysis.access_run(o) * ir.type(o.results[0]).dtype().bytes() >= 4) out.push_back(std::move(l));
+  }
+  return out;
+}
+
+void Lowering::plan_copy_loads() {
+  ring_loads_ = copy_ring_loads(ir_, analysis_, target_);
+  for (const RingLoad& l : ring_loads_) {
+    const int v = ir_.ops[l.load].results[0];
+    if (widest_swizzle(ir_.type(v)) != Swizzle::kNone) copy_loads_[v] = &l;
+  }
+}
+
+bool Lowering::drop_copy_loads_read_elsewhere() {
+  bool dropped = false;
+  for (auto it = copy_loads_.begin(); it != copy_loads_.end();) {
+    const int v = it->first;
+    // Every dot that reads it does so from its tile.
+    bool read_there = true;
+    for (const Op& o : ir_.ops) {
+      if (o.op != OpCode::kDot) continue;
+      for (int k : {0, 1}) {
+        const int def = ir_.values[o.operands[k]].def_op;
+        const bool through = def >= 0 && ir_.ops[def].op == OpCode::kTrans && ir_.ops[def].operands[0] == v;
+        if (o.operands[k] != v && !through) continue;
+        auto dot = mma_dots_.find(&o);
+        read_there = read_there && dot != mma_dots_.end() && (k == 0 ? dot->second.a_tile : dot->second.b_tile) == v;
+      }
+    }
+    dropped = dropped || !read_there;
+    it = read_there ? std::next(it) : copy_loads_.erase(it);
+  }
+  return dropped;
+}
+
+void Lowering::plan_copy_rings() {
+  for (const auto& [v, l] : copy_loads_) {
+    const Op& loop = ir_.ops[l->loop];
+    CopyRing& r = copy_rings_[&loop];
+    r.loads.push_back(l);
+    r.swizzles.push_back(widest_swizzle(ir_.type(v)));
+    copied_[&ir_.ops[l->load]] = &loop;
+  }
+  for (auto& [loop, r] : copy_rings_) {
+    const bool defaulted = loop->ints.empty() || loop->ints[0] == 0;
+    r.stages = defaulted ? overlap_.default_stages : static_cast<int>(loop->ints[0]);
+    pipelined_by_default_ = pipelined_by_default_ || defaulted;
+    if (r.stages > 1) leave_in_flight(*loop);
+  }
+}
+
+absl::Status Lowering::begin_copies(const Op& loop, llvm::Value* lo, llvm::Value* step, llvm::Value* trips) {
+  CopyRing& r = copy_rings_.at(&loop);
+  r.rings.clear();
+  r.strides.clear();
+  for (const RingLoad* l : r.loads) {
+    const Type& t = ir_.type(ir_.ops[l->load].results[0]);
+    r.strides.push_back(round_up(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment));
+    r.rings.push_back(smem_alloc(r.strides.back() * r.stages, tma::kSwizzledTileAlignment));
+  }
+  // Each thread ends a group for every iteration ahead, copies or none, so
+  // that iteration i's is always its i-th.
+  for (int j = 0; j + 1 < r.stages; ++j) {
+    absl::Status status = absl::OkStatus();
+    emit_if(b_, b_.CreateICmpSLT(b_.getInt64(j), trips), [&] {
+      llvm::Value* iv = b_.CreateAdd(lo, b_.CreateMul(step, llvm::ConstantInt::get(lo->getType(), j)));
+      status = issue_copies(loop, r, iv, b_.getInt64(j));
+    });
+    TESSEL_RETURN_IF_ERROR(status);
+    target_.async_commit(b_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::enter_copies(const Op& loop, llvm::Value* iv, llvm::Value* i) {
+  CopyRing& r = copy_rings_.at(&loop);
+  r.stage = b_.CreateURem(i, b_.getInt64(r.stages));
+  if (r.stages == 1) {
+    // One stage: this iteration's copies, once every thread is done with
+    // the last one's.
+    target_.program_barrier(b_);
+    TESSEL_RETURN_IF_ERROR(issue_copies(loop, r, iv, r.stage));
+    target_.async_commit(b_);
+  }
+  target_.async_wait(b_, std::max(r.stages - 2, 0));
+  target_.mma_operands_written(b_);
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::next_copies(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step,
+                                   llvm::Value* trips) {
+  CopyRing& r = copy_rings_.at(&loop);
+  if (r.stages == 1) return absl::OkStatus();
+  // The stage iteration i - 1 read: every thread's product of it is done
+  // (this iteration's may still run) once all are here.
+  target_.program_barrier(b_);
+  const int ahead = r.stages - 1;
+  llvm::Value* next = b_.CreateAdd(i, b_.getInt64(ahead));
+  absl::Status status = absl::OkStatus();
+  emit_if(b_, b_.CreateICmpSLT(next, trips), [&] {
+    llvm::Value* next_iv = b_.CreateAdd(iv, b_.CreateMul(step, llvm::ConstantInt::get(iv->getType(), ahead)));
+    status = issue_copies(loop, r, next_iv, b_.CreateURem(next, b_.getInt64(r.stages)));
+  });
+  TESSEL_RETURN_IF_ERROR(status);
+  target_.async_commit(b_);
+  return absl::OkStatus();
+}
+
+void Lowering::end_copies(const Op& loop) {
+  // (Every group with copies in it was waited for by the iteration that read it.)
+  for (llvm::Value* ring : copy_rings_.at(&loop).rings) shared_.erase(ring);
+}
+
+llvm::Value* Lowering::ring_tile(const Op& load) {
+  const CopyRing& r = copy_rings_.at(copied_.at(&load));
+  for (size_t k = 0; k < r.loads.size(); ++k) {
+    if (&ir_.ops[r.loads[k]->load] != &load) continue;
+    return b_.CreateInBoundsGEP(b_.getInt8Ty(), r.rings[k], b_.CreateMul(r.stage, b_.getInt64(r.strides[k])));
+  }
+  return nullptr;
+}
+
+absl::Status Lowering::issue_copies(const Op& loop, CopyRing& r, llvm::Value* iv, llvm::Value* stage) {
+  for (size_t k = 0; k < r.loads.size(); ++k) {
+    llvm::Value* tile =
+        b_.CreateInBoundsGEP(b_.getInt8Ty(), r.rings[k], b_.CreateMul(stage, b_.getInt64(r.strides[k])));
+    TESSEL_RETURN_IF_ERROR(copy_ring_tile(*r.loads[k], ir_.blocks[loop.blocks[0]].args[0], iv, tile, r.swizzles[k]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::copy_ring_tile(const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile,
+                                      Swizzle swizzle) {
+  // The slice's values as the iteration `iv` computes them, in place of
+  // the ones lowered so far (put back at the end).
+  const Op& ld = ir_.ops[l.load];
+  std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> saved = {{iv_arg, {vals_[iv_arg], regs_[iv_arg]}}};
+  for (int id : l.slice) {
+    for (int v : ir_.ops[id].results) saved.push_back({v, {vals_[v], regs_[v]}});
+  }
+  vals_[iv_arg] = iv;
+  absl::Status status = absl::OkStatus();
+  for (size_t s = 0; s < l.slice.size() && status.ok(); ++s) status = op(ir_.ops[l.slice[s]]);
+  if (status.ok()) {
+    const Type& t = ir_.type(ld.results[0]);
+    const int64_t bytes = t.dtype().bytes();
+    const Layout& lay = *layout(ld.results[0]);
+    const int64_t run = access_run(ld, lay);
+    // Copies of 16 bytes at most, each within one of the swizzle's chunks.
+    const int64_t piece = std::min<int64_t>(run * bytes, 16) / bytes;
+    std::vector<llvm::Value*> ptrs = register_addresses(ld.operands[0], lay);
+    std::vector<llvm::Value*> masks = ld.operands.size() == 3 ? regs(ld.operands[1], lay) : std::vector<llvm::Value*>();
+    llvm::Type* mt = elem_mem_type(t);
+    for (int64_t slot = 0; slot < lay.slots(); slot += run) {
+      guarded(lay.valid(b_, thread_, slot), [&] {
+        llvm::Value* e = lay.element(b_, thread_, slot);
+        for (int64_t p = 0; p < run; p += piece) {
+          llvm::Value* src = b_.CreateGEP(mt, ptrs[slot], b_.getInt64(p));
+          llvm::Value* dst = swizzled_elem(tile, t, b_.CreateAdd(e, b_.getInt64(p)), swizzle);
+          llvm::Value* ok = checked(ld, src, piece * bytes, masks.empty() ? nullptr : masks[slot]);
+          if (ok == nullptr) ok = b_.getTrue();
+          if (piece * bytes >= 4) {
+            target_.async_copy(b_, dst, src, piece * bytes, ok);
+            continue;
+          }
+          // (Narrower than a copy takes: loaded and stored, which the fence
+          // before the products orders as well.)
+          llvm::Value* v = predicated_load(mt, src, ok, llvm::Constant::getNullValue(mt), llvm::Align(bytes));
+          b_.CreateStore(v, dst);
+        }
+      });
+    }
+  }
+  for (auto& [v, was] : saved) {
+    vals_[v] = was.first;
+    regs_[v] = was.second;
+  }
+  return status;
+}
+
+}  // namespace tessel::codegen
