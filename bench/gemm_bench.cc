@@ -4,7 +4,7 @@
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
 // (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, the
 // GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
-// through pointers, loads issued an iteration ahead or not), and
+// through pointers, loads copied into rings stages ahead or each in its own iteration), and
 // the autotuner's pick (tessel::autotune) among the bf16 configurations and
 // split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names,
 // then alone) against the best of timing every configuration again, in
@@ -308,19 +308,23 @@ int main(int argc, char** argv) {
              2.0 * m * n * k / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
     }
     // The GEMM in the form of Triton's matmul tutorial (samples::pointer_gemm_kernel: operands through
-    // pointers, no tensor maps), bf16 with B as N x K, with its loads issued an iteration ahead and
-    // (stages 1) each in its own iteration; Triton's own tutorial kernel is triton_compare.py's baseline.
+    // pointers, no tensor maps), bf16 with B as N x K, with its loads copied into rings of the default
+    // 3 and of 4 stages and (stages 1) each in its own iteration; Triton's own tutorial kernel is triton_compare.py's
+    // baseline.
     must(dev.copy_to_device(ab, host[ScalarKind::kBF16].first.data(), m * k * 2), "copy");
     must(dev.copy_to_device(bb, host[ScalarKind::kBF16].second.data(), n * k * 2), "copy");
     loaded = bf16;
     loaded_nk = true;
     for (auto [bm, bn, warps] :
          std::vector<std::array<int, 3>>{{128, 128, 8}, {128, 256, 8}, {128, 128, 4}, {64, 128, 4}}) {
-      for (int stages : {0, 1}) {
+      for (int stages : {0, 4, 1}) {
         const samples::PointerGemmConfig g = {.bm = bm, .bn = bn, .bk = 64, .stages = stages};
         const std::string name = "pointer gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                                  std::to_string(k) + " bf16 B NxK, " + std::to_string(bm) + "x" + std::to_string(bn) +
-                                 "x64 w" + std::to_string(warps) + (stages == 1 ? " loads in their iteration" : "");
+                                 "x64 w" + std::to_string(warps) +
+                                 (stages == 1  ? " loads in their iteration"
+                                  : stages > 1 ? " s" + std::to_string(stages)
+                                               : "");
         if (name.find(only) == std::string::npos) continue;
         CompileOptions options;
         options.num_warps = warps;
