@@ -73,8 +73,11 @@ struct LoopOptions {
   // 0 picks the default: 3 (as Triton's num_stages), or 2, or none, the
   // most that fits in shared memory; 1 turns it off; at most 8. A count
   // given here that does not fit is an error naming the bytes.
-  // An innermost loop without TMA loads has its pointer loads issued an
-  // iteration ahead on GPUs (codegen/prefetch.h) unless stages is 1.
+  // An innermost loop without TMA loads, on GPUs, unless stages is 1:
+  // pointer loads that only tensor-core dots read are copied into a ring of
+  // `stages` shared-memory tiles, stages - 1 iterations ahead (NVIDIA's
+  // cp.async; codegen/lower_copies.cc), and its other pointer loads are
+  // issued an iteration ahead in registers (codegen/prefetch.h).
   int stages = 0;
   // Warp specialization of a persistent loop (for_each_tile's) whose body
   // runs a pipelined loop of tma_loads, on NVIDIA with num_warps = 12: one
