@@ -230,7 +230,7 @@ void Lowering::store_regs(int id, const std::function<llvm::Value*(llvm::Value*)
     }
     return true;
   };
-  const uint64_t bytes = mt->getPrimitiveSizeInBits() / 8;
+  const uint64_t bytes = module_->getDataLayout().getTypeStoreSize(mt);  // (pointers too)
   for (int64_t slot = 0; slot < layout.slots(); ++slot) {
     if (keep && !keep(slot)) continue;
     if (pair(slot) && (!keep || keep(slot + 1))) {

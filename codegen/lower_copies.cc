@@ -1,6 +1,8 @@
 // Copy rings: loads through pointers that feed matrix instructions, copied
 // asynchronously into rings of shared-memory stages iterations ahead (see
 // lowering.h, "Copy rings").
+#include <set>
+
 #include "codegen/lowering.h"
 
 namespace tessel::codegen {
@@ -61,6 +63,10 @@ void Lowering::plan_copy_rings() {
     r.loads.push_back(l);
     r.swizzles.push_back(widest_swizzle(ir_.type(v)));
     copied_[&ir_.ops[l->load]] = &loop;
+    // Its addresses and mask are wanted in the layout its copies take, and
+    // so are what they are computed from, whatever their size (a gathered
+    // row's pointers broadcast along K stay in registers).
+    wanted_[v] = planned(v);
   }
   for (auto& [loop, r] : copy_rings_) {
     const bool defaulted = loop->ints.empty() || loop->ints[0] == 0;
@@ -78,6 +84,24 @@ absl::Status Lowering::begin_copies(const Op& loop, llvm::Value* lo, llvm::Value
     const Type& t = ir_.type(ir_.ops[l->load].results[0]);
     r.strides.push_back(round_up(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment));
     r.rings.push_back(smem_alloc(r.strides.back() * r.stages, tma::kSwizzledTileAlignment));
+  }
+  // What the copies read that no iteration changes (a gathered row's
+  // pointers, broadcast along K), once, where it dominates every copy:
+  // else each iteration would convert it again into the copies' layout.
+  r.invariant.clear();
+  std::set<int> done;
+  std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> before;
+  for (const RingLoad* l : r.loads) {
+    for (int id : l->invariant) {
+      if (!done.insert(id).second) continue;
+      for (int v : ir_.ops[id].results) before.push_back({v, {vals_[v], regs_[v]}});
+      TESSEL_RETURN_IF_ERROR(op(ir_.ops[id]));
+    }
+  }
+  for (auto& [v, was] : before) {
+    r.invariant.push_back({v, {vals_[v], regs_[v]}});
+    vals_[v] = was.first;
+    regs_[v] = was.second;
   }
   // Each thread ends a group for every iteration ahead, copies or none, so
   // that iteration i's is always its i-th.
@@ -145,19 +169,24 @@ absl::Status Lowering::issue_copies(const Op& loop, CopyRing& r, llvm::Value* iv
   for (size_t k = 0; k < r.loads.size(); ++k) {
     llvm::Value* tile =
         b_.CreateInBoundsGEP(b_.getInt8Ty(), r.rings[k], b_.CreateMul(stage, b_.getInt64(r.strides[k])));
-    TESSEL_RETURN_IF_ERROR(copy_ring_tile(*r.loads[k], ir_.blocks[loop.blocks[0]].args[0], iv, tile, r.swizzles[k]));
+    TESSEL_RETURN_IF_ERROR(copy_ring_tile(r, *r.loads[k], ir_.blocks[loop.blocks[0]].args[0], iv, tile, r.swizzles[k]));
   }
   return absl::OkStatus();
 }
 
-absl::Status Lowering::copy_ring_tile(const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile,
-                                      Swizzle swizzle) {
+absl::Status Lowering::copy_ring_tile(const CopyRing& r, const RingLoad& l, int iv_arg, llvm::Value* iv,
+                                      llvm::Value* tile, Swizzle swizzle) {
   // The slice's values as the iteration `iv` computes them, in place of
   // the ones lowered so far (put back at the end).
   const Op& ld = ir_.ops[l.load];
   std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> saved = {{iv_arg, {vals_[iv_arg], regs_[iv_arg]}}};
   for (int id : l.slice) {
     for (int v : ir_.ops[id].results) saved.push_back({v, {vals_[v], regs_[v]}});
+  }
+  for (const auto& [v, value] : r.invariant) {
+    saved.push_back({v, {vals_[v], regs_[v]}});
+    vals_[v] = value.first;
+    regs_[v] = value.second;
   }
   vals_[iv_arg] = iv;
   absl::Status status = absl::OkStatus();

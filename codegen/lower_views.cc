@@ -51,6 +51,23 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     recompute_index_ = false;
     return absl::OkStatus();
   }
+  if (o.op == OpCode::kBroadcast && wanted_[o.results[0]] != nullptr && !regs_[o.operands[0]].slots.empty()) {
+    // Wanted, but held in another layout (a gathered row's pointers, wanted
+    // by the copies of a ring and by a store): the row or column converted
+    // into the slice, not the broadcast tile through a buffer.
+    const std::shared_ptr<const Layout>& want = layout(o.results[0]);
+    int axis = -1, stretched = 0;
+    for (int d = 0; d < rt.rank(); ++d) {
+      if (in.shape()[d] != rt.shape()[d]) axis = d, ++stretched;
+    }
+    if (stretched == 1 && in.shape()[axis] == 1) {
+      const SliceLayout into(want, rt.shape(), axis);
+      std::vector<llvm::Value*> row = regs(o.operands[0], into), out;
+      for (int64_t slot = 0; slot < want->slots(); ++slot) out.push_back(row[into.slot_of(slot)]);
+      set_regs(o, std::move(out));
+      return absl::OkStatus();
+    }
+  }
   const bool from_buffer = regs_[o.operands[0]].slots.empty();
   if (wanted_[o.results[0]] != nullptr &&
       ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) || o.op == OpCode::kTrans)) {

@@ -819,10 +819,17 @@ class Lowering {
   // iteration i - 1 is done, copies iteration i + stages - 1's tiles into
   // that stage, their addresses and masks computed again for that
   // iteration's induction variable.
+  struct RegTile {
+    std::shared_ptr<const Layout> layout;
+    std::vector<llvm::Value*> slots;  // empty: the tile is a buffer
+  };
   struct CopyRing {
     int stages = 0;
     std::vector<const RingLoad*> loads;
     std::vector<Swizzle> swizzles;    // per load: its tile's, as the dots read it
+    // The results of the loads' invariant ops (RingLoad::invariant), lowered
+    // once before the loop: what every iteration's copies read of them.
+    std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> invariant;
     std::vector<llvm::Value*> rings;  // per load: its stages, one after another
     std::vector<int64_t> strides;     // per load: bytes from one stage to the next
     llvm::Value* stage = nullptr;     // i64: while the body is lowered, its iteration's stage
@@ -852,9 +859,11 @@ class Lowering {
   // (the loop's type) into stage `stage` (i64) of each ring.
   absl::Status issue_copies(const Op& loop, CopyRing& r, llvm::Value* iv, llvm::Value* stage);
   // One load's copies into `tile`: the ops of its slice lowered again with
-  // `iv` for the loop's induction variable `iv_arg`, then each thread's
-  // runs of the tile copied to their swizzled places.
-  absl::Status copy_ring_tile(const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile, Swizzle swizzle);
+  // `iv` for the loop's induction variable `iv_arg` (reading r's invariant
+  // values), then each thread's runs of the tile copied to their swizzled
+  // places.
+  absl::Status copy_ring_tile(const CopyRing& r, const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile,
+                              Swizzle swizzle);
   std::map<int, const RingLoad*> copy_loads_;  // by load result: loads that may take rings
   std::vector<RingLoad> ring_loads_;
   std::map<const Op*, CopyRing> copy_rings_;  // by loop
@@ -988,10 +997,6 @@ class Lowering {
   llvm::Instruction* alloca_point_ = nullptr;
   ViewHeaderLoads view_header_;  // header fields of view arguments, loaded in the entry block
   std::vector<llvm::Value*> vals_;
-  struct RegTile {
-    std::shared_ptr<const Layout> layout;
-    std::vector<llvm::Value*> slots;  // empty: the tile is a buffer
-  };
   std::vector<RegTile> regs_;
   Specialization facts_;
   AffineAnalysis analysis_;

@@ -147,9 +147,17 @@ class Rings : LoopFacts {
         if (l.operands.size() == 3 && !zero(kernel_, l.operands[2])) continue;
         std::optional<Slice> s = slice(body, l.operands);
         if (!s || s->args != std::set<int>{kernel_.blocks[body].args[0]}) continue;
-        RingLoad r{id, static_cast<int>(f), {}};
+        RingLoad r{id, static_cast<int>(f), {}, {}};
+        std::set<int> varying = s->args;
         for (int op : kernel_.blocks[body].ops) {
-          if (s->ops.contains(op)) r.slice.push_back(op);
+          if (!s->ops.contains(op)) continue;
+          const Op& o = kernel_.ops[op];
+          // (A broadcast is made again where it is read: a whole tile of
+          // pointers held across the loop costs more registers than it saves.)
+          const bool again = o.op == OpCode::kBroadcast || std::any_of(o.operands.begin(), o.operands.end(),
+                                                                       [&](int v) { return varying.contains(v); });
+          (again ? r.slice : r.invariant).push_back(op);
+          if (again) varying.insert(o.results.begin(), o.results.end());
         }
         out.push_back(std::move(r));
       }

@@ -51,7 +51,11 @@ inline constexpr int64_t kMaxPrefetchSlots = 64, kMaxLiveSlots = 128;
 struct RingLoad {
   int load = -1;           // index into ir.ops
   int loop = -1;           // the for op around it
-  std::vector<int> slice;  // the body's ops its operands are computed by, in program order
+  // The body's ops its operands are computed by, in program order: those
+  // that read the induction variable (or ops that do) and broadcasts, and
+  // the others, which are the same in every iteration (a gathered row's
+  // pointers, before they are broadcast along K).
+  std::vector<int> slice, invariant;
 };
 TESSEL_CODEGEN_API std::vector<RingLoad> ring_loads(const KernelIR& ir);
 

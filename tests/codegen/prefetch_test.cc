@@ -259,6 +259,13 @@ TEST(Rings, LoadsOnlyDotsReadTakeRings) {
     for (int op : r.slice) order.push_back(static_cast<int>(std::find(body.begin(), body.end(), op) - body.begin()));
     EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
     EXPECT_LT(order.back(), static_cast<int>(body.size()));
+    // What no iteration changes (the rows' offsets) is apart, but not the
+    // broadcasts, which are made again where they are read.
+    EXPECT_FALSE(r.invariant.empty());
+    for (int op : r.invariant) {
+      EXPECT_NE(ir.ops[op].op, OpCode::kBroadcast);
+      for (int v : ir.ops[op].operands) EXPECT_NE(v, ir.blocks[loop.blocks[0]].args[0]);
+    }
   }
   // Loads that rings bring in are not issued ahead in registers as well.
   EXPECT_EQ(prefetch_loads(ir, kThreads, rings), 0);
