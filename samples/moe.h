@@ -187,6 +187,69 @@ class MoeAlign {
   Function count_, place_, scatter_;
 };
 
+// The experts' GEMM over the grouped choices (vLLM's fused_moe): row i of C
+// (token t's j-th choice, i = t * top_k + j) is token t's row of A times
+// the chosen expert's weights, for every choice at once, with no copy of
+// A's rows in expert order. A program takes a block of `bm` positions of
+// MoeAlign's order (one expert's, as `block_experts` says; bm is the
+// alignment's block) by `bn` columns, in grouped order: it gathers the
+// block's rows of A by their tokens through pointers, reads its expert's
+// N x K weights, and scatters its rows of C to their choices (padding
+// rows write nothing). The K loop's loads take copy rings on NVIDIA.
+// Args: a [tokens, K] and w [experts, N, K] of `in`; c [n, N] of `out`;
+// sorted, block_experts, offsets as MoeAlign leaves them; with
+// `routed_weights`, weights [n] f32, each choice's router weight, which
+// scales its row of C; then n (choices), top_k, experts, N, K (i32).
+// Launch on moe_gemm_grid programs.
+struct MoeGemmConfig {
+  int64_t bm = 64, bn = 128, bk = 64;
+  DType in = bf16, out = bf16;
+  int group_m = 8;
+  bool routed_weights = false;
+  int stages = 0;  // the K loop's LoopOptions::stages
+};
+inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g) {
+  KernelBuilder k("moe_gemm");
+  Value a = k.arg(ptr(g.in), "a"), w = k.arg(ptr(g.in), "w"), c = k.arg(ptr(g.out), "c");
+  Value sorted = k.arg(ptr(i32), "sorted"), block_experts = k.arg(ptr(i32), "block_experts");
+  Value offsets = k.arg(ptr(i32), "offsets");
+  Value weights = g.routed_weights ? k.arg(ptr(f32), "weights") : Value();
+  Value n = k.arg(i32, "n"), top_k = k.arg(i32, "top_k"), experts = k.arg(i32, "experts");
+  Value ncols = k.arg(i32, "N"), kdim = k.arg(i32, "K");
+  // Blocks past the padded total (the grid is sized for the most there
+  // may be) run no iteration and store nothing.
+  Value tiles_m = cdiv(load(offsets + experts), g.bm), tiles_n = cdiv(ncols, g.bn);
+  Value t = k.program_id(), per_group = tiles_n * g.group_m, live = t < tiles_m * tiles_n;
+  Value first_m = t / per_group * g.group_m, group_rows = maximum(minimum(tiles_m - first_m, g.group_m), 1);
+  Value block = first_m + t % per_group % group_rows;
+  Value choice = load(sorted + block * g.bm + k.arange(0, g.bm), live, n);  // [BM] i32; n: padding
+  Value row_in = expand_dims(choice < n, 1);                                // [BM, 1]
+  Value expert = load(block_experts + block, live, 0);
+  Value cols = t % per_group / group_rows * g.bn + k.arange(0, g.bn);                            // [BN] i32
+  Value a_rows = a + expand_dims(choice / top_k * kdim, 1);                                      // [BM, 1]
+  Value w_rows = w + cast(expert, i64) * cast(ncols * kdim, i64) + expand_dims(cols * kdim, 1);  // [BN, 1]
+  Value col_in = expand_dims(cols < ncols, 1);
+  Var acc = k.var(k.zeros({g.bm, g.bn}, f32));
+  k.for_range(0, where(live, kdim, 0), g.bk,
+              [&](Value kk) {
+                Value ks = expand_dims(kk + k.arange(0, g.bk), 0);        // [1, BK]
+                Value at = load(a_rows + ks, row_in & (ks < kdim), 0.0);  // [BM, BK]: the block's tokens
+                Value bt = load(w_rows + ks, col_in & (ks < kdim), 0.0);  // [BN, BK]: the expert's
+                acc = dot(at, trans(bt), acc);
+              },
+              {.stages = g.stages});
+  Value out = acc;
+  if (g.routed_weights) out = out * expand_dims(load(weights + choice, choice < n, 0.0f), 1);
+  store(c + expand_dims(choice * ncols, 1) + expand_dims(cols, 0), cast(out, g.out),
+        row_in & expand_dims(cols < ncols, 0));
+  return k.build();
+}
+// Programs for n choices over `experts`: every block there may be, by
+// every column tile.
+inline int64_t moe_gemm_grid(const MoeGemmConfig& g, int64_t n, int experts, int64_t ncols) {
+  return moe_align_capacity(n, experts, static_cast<int>(g.bm)) / g.bm * ((ncols + g.bn - 1) / g.bn);
+}
+
 // The same grouping, on the host.
 struct MoeAlignment {
   std::vector<int32_t> sorted;         // the padded total

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "dsl/types.h"
 #include "runtime/device.h"
 #include "samples/kernels.h"
+#include "samples/moe.h"
 
 namespace tessel::matmul_cases {
 
@@ -409,6 +411,50 @@ inline absl::StatusOr<std::vector<float>> run_pointer_gemm(const Device& device,
       fn.launch(launch, ab, bb, cb, static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download_f32(device, cb, g.out, m * n);
+}
+
+// A mixture of experts' GEMM on `device`: the n = tokens * top_k router
+// choices `ids` grouped by samples::MoeAlign (blocks of g.bm), then
+// samples::moe_gemm_kernel(g) over A [tokens, k] and W [experts, n_cols,
+// k] (and `weights` [n] f32 where g.routed_weights); C [n, n_cols] of g.out
+// (f32, or bf16 returned as f32), NaN in the rows of dropped choices.
+struct MoeProblem {
+  int tokens, top_k, experts;
+  int64_t n_cols, k;
+};
+inline absl::StatusOr<std::vector<float>> run_moe_gemm(const Device& device, const samples::MoeGemmConfig& g, int warps,
+                                                       const MoeProblem& p, const std::vector<int32_t>& ids,
+                                                       const Operand& a, const Operand& w,
+                                                       const std::vector<float>& weights) {
+  if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_moe_gemm: C must be f32 or bf16");
+  const int32_t n = p.tokens * p.top_k;
+  const int block = static_cast<int>(g.bm);
+  const int64_t capacity = samples::moe_align_capacity(n, p.experts, block);
+  TESSEL_ASSIGN_OR_RETURN(samples::MoeAlign align, samples::MoeAlign::compile(device, p.experts, block));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bids, put(device, ids.data(), ids.size() * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer sorted, device.allocate(capacity * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer blocks, device.allocate(capacity / block * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer offsets, device.allocate((p.experts + 1) * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer work, device.allocate(samples::moe_align_workspace_bytes(n, p.experts, 1024)));
+  TESSEL_RETURN_IF_ERROR(align.launch(bids, n, sorted, blocks, offsets, work));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::moe_gemm_kernel(g), warps));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer wb, put(device, w));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, nan_buffer(device, g.out, n * p.n_cols));
+  const std::vector<float> scales = weights.empty() ? std::vector<float>{0.0f} : weights;
+  TESSEL_ASSIGN_OR_RETURN(Buffer weights_b, put(device, scales.data(), scales.size() * 4));
+  const LaunchConfig launch = {.grid = static_cast<int>(samples::moe_gemm_grid(g, n, p.experts, p.n_cols)),
+                               .num_warps = warps};
+  const auto [top_k, experts, n_cols, k] =
+      std::array<int32_t, 4>{p.top_k, p.experts, static_cast<int32_t>(p.n_cols), static_cast<int32_t>(p.k)};
+  if (g.routed_weights) {
+    TESSEL_RETURN_IF_ERROR(
+        fn.launch(launch, ab, wb, cb, sorted, blocks, offsets, weights_b, n, top_k, experts, n_cols, k));
+  } else {
+    TESSEL_RETURN_IF_ERROR(fn.launch(launch, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, n_cols, k));
+  }
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  return download_f32(device, cb, g.out, n * p.n_cols);
 }
 
 // Attention on `device` (samples::attention_kernel(c), as many warps as it
