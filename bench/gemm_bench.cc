@@ -4,8 +4,9 @@
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
 // (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, the
 // GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
-// through pointers, loads copied into rings stages ahead or each in its own iteration), and
-// the autotuner's pick (tessel::autotune) among the bf16 configurations and
+// through pointers, loads copied into rings stages ahead or each in its own
+// iteration), a mixture of experts' GEMM over gathered rows
+// (samples::moe_gemm_kernel), and the autotuner's pick (tessel::autotune) among the bf16 configurations and
 // split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names,
 // then alone) against the best of timing every configuration again, in
 // turns (one run of each, then the next round).
@@ -18,14 +19,14 @@
 // events around one launch, L2 flushed before each (a 256 MiB copy),
 // median of 15.
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -35,6 +36,7 @@
 #include "cuda_raw.h"
 #include "report.h"
 #include "samples/kernels.h"
+#include "samples/moe.h"
 #include "tessel/tessel.h"
 
 using namespace tessel;
@@ -341,6 +343,57 @@ int main(int argc, char** argv) {
         const double t = time_ms([&] { must(fn->launch(lc, ab, bb, cb, mi, ni, ki), "launch"); });
         report(name, 2.0 * m * n * k / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
       }
+    }
+  }
+  // A mixture of experts' GEMM over gathered rows (samples::moe_gemm_kernel over samples::MoeAlign's
+  // grouping, bf16; the grouping itself is norm_bench's): useful TFLOP/s, 2 n N K for the n = tokens x
+  // top_k choices, routed uniformly at random. bench/triton_compare.py's moe_gemm times the same shapes
+  // in Triton (a kernel of the same form), torch eager and cuBLAS.
+  for (const auto& [tokens, top_k, experts, ncols, kdim] :
+       std::vector<std::array<int, 5>>{{4096, 2, 8, 14336, 4096}, {4096, 6, 64, 2816, 2048}}) {
+    const int n = tokens * top_k;
+    const std::string shape = "moe gemm " + std::to_string(tokens) + " tokens x " + std::to_string(top_k) + " of " +
+                              std::to_string(experts) + " experts, " + std::to_string(ncols) + "x" +
+                              std::to_string(kdim) + ", ";
+    std::vector<std::pair<samples::MoeGemmConfig, int>> tried;
+    for (auto [bn, warps, stages] :
+         std::vector<std::array<int, 3>>{{128, 4, 3}, {128, 4, 4}, {256, 8, 3}, {256, 8, 4}}) {
+      const samples::MoeGemmConfig g = {.bm = 64, .bn = bn, .stages = stages};
+      const std::string name =
+          shape + "64x" + std::to_string(bn) + "x64 s" + std::to_string(stages) + " w" + std::to_string(warps);
+      if (name.find(only) != std::string::npos) tried.push_back({g, warps});
+    }
+    if (tried.empty()) continue;
+    std::uniform_int_distribution<int> bits(0x3C00, 0x3F80), expert(0, experts - 1);
+    std::vector<uint16_t> a(int64_t{tokens} * kdim), w(int64_t{experts} * ncols * kdim);
+    for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
+    for (auto& x : w) x = static_cast<uint16_t>(bits(gen));
+    std::vector<int32_t> ids(n);
+    for (auto& e : ids) e = expert(gen);
+    const int64_t capacity = samples::moe_align_capacity(n, experts, 64);
+    Buffer ab = must(dev.allocate(a.size() * 2), "allocate"), wb = must(dev.allocate(w.size() * 2), "allocate");
+    Buffer cb = must(dev.allocate(int64_t{n} * ncols * 2), "allocate"), idb = must(dev.allocate(n * 4), "allocate");
+    Buffer sorted = must(dev.allocate(capacity * 4), "allocate"),
+           blocks = must(dev.allocate(capacity / 64 * 4), "allocate");
+    Buffer offsets = must(dev.allocate((experts + 1) * 4), "allocate");
+    Buffer work = must(dev.allocate(samples::moe_align_workspace_bytes(n, experts, 1024)), "allocate");
+    must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
+    must(dev.copy_to_device(wb, w.data(), w.size() * 2), "copy");
+    must(dev.copy_to_device(idb, ids.data(), n * 4), "copy");
+    const samples::MoeAlign align = must(samples::MoeAlign::compile(dev, experts, 64), "moe_align");
+    must(align.launch(idb, n, sorted, blocks, offsets, work), "moe_align");
+    for (const auto& [g, warps] : tried) {
+      const std::string name =
+          shape + "64x" + std::to_string(g.bn) + "x64 s" + std::to_string(g.stages) + " w" + std::to_string(warps);
+      CompileOptions options;
+      options.num_warps = warps;
+      const Function fn = must(dev.compile(must(samples::moe_gemm_kernel(g), "build"), options), "compile");
+      const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_gemm_grid(g, n, experts, ncols)),
+                               .num_warps = warps,
+                               .stream = &stream};
+      const double t = time_ms(
+          [&] { must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, ncols, kdim), "launch"); });
+      report(name, 2.0 * n * ncols * kdim / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
     }
   }
   // The autotuner on a shape none of the configurations was chosen for (K = 712: rows of 16-byte

@@ -12,6 +12,9 @@
   matmul_pointer       Triton's matmul in its tutorial's form (operands through pointers, tl.load in the K
                        loop, pipelined by num_stages; best of PTR_CONFIGS) vs cuBLAS, bf16, on gemm_bench's
                        tensors: the baseline of gemm_bench's pointer GEMM
+  moe_gemm             a mixture of experts' GEMM over router choices grouped by expert (MOE_SHAPES, bf16): a
+                       Triton kernel of samples::moe_gemm_kernel's form (best of MOE_CONFIGS), torch eager (a
+                       matmul per expert) and cuBLAS on a dense GEMM of the same size (no gathering)
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
   elementwise_bandwidth torch.add on 64 Mi f32, GB/s (row kernels: bench/norm_compare.py)
 
@@ -66,6 +69,13 @@ PTR_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=
                dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
                dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
                dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4)]
+
+# (tokens, top_k, experts, N, K): Mixtral's up projection, and a layer of 64 small experts.
+MOE_SHAPES = [(4096, 2, 8, 14336, 4096), (4096, 6, 64, 2816, 2048)]
+MOE_CONFIGS = [dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=4),
+               dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
+               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8),
+               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=8)]
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -142,6 +152,70 @@ def matmul_pointer_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, B
         acc = tl.dot(a, bt, acc)
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, total, n, top_k, N, K,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # samples::moe_gemm_kernel's form: a block of BLOCK_M positions of the grouped order (one expert's) by
+    # BLOCK_N columns, A's rows gathered by their tokens, C's rows scattered to their choices.
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(total, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    if pid >= tiles_m * tiles_n:
+        return
+    per_group = GROUP_M * tiles_n
+    first_m = pid // per_group * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)
+    block = first_m + pid % per_group % group_rows
+    cols = (pid % per_group // group_rows) * BLOCK_N + tl.arange(0, BLOCK_N)
+    choice = tl.load(sorted_ptr + block * BLOCK_M + tl.arange(0, BLOCK_M))
+    row_in = choice < n
+    expert = tl.load(block_expert_ptr + block).to(tl.int64)
+    a_rows = a_ptr + (choice // top_k)[:, None] * K
+    w_rows = w_ptr + expert * N * K + cols[None, :] * K
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kin = k0 + ks
+        a = tl.load(a_rows + kin[None, :], mask=row_in[:, None] & (kin[None, :] < K), other=0.0)
+        b = tl.load(w_rows + kin[:, None], mask=(kin[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + choice[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=row_in[:, None] & (cols[None, :] < N))
+
+
+def moe_align(ids, experts, block):
+    """samples::MoeAlign's grouping in torch: the choices' indices expert by expert, each group padded with
+    n to a multiple of `block`, and each block's expert."""
+    n = ids.numel()
+    order = torch.argsort(ids, stable=True).to(torch.int32)
+    counts = torch.bincount(ids, minlength=experts).tolist()
+    sorted_ids, block_experts, at = [], [], 0
+    for e, c in enumerate(counts):
+        padded = (c + block - 1) // block * block
+        sorted_ids.append(order[at:at + c])
+        sorted_ids.append(torch.full((padded - c,), n, dtype=torch.int32, device=ids.device))
+        block_experts += [e] * (padded // block)
+        at += c
+    return torch.cat(sorted_ids), torch.tensor(block_experts, dtype=torch.int32, device=ids.device)
+
+
+def triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg):
+    n, N = c.shape
+    K = a.shape[1]
+    grid = (block_experts.numel() * triton.cdiv(N, cfg["BLOCK_N"]),)
+    moe_gemm_kernel[grid](a, w, c, sorted_ids, block_experts, sorted_ids.numel(), n, top_k, N, K, **cfg)
+    return c
+
+
+def moe_eager(a, w, ids, top_k):
+    """What a torch user writes: per expert, its choices' rows of A times its weights."""
+    out = torch.empty(ids.numel(), w.shape[1], device=a.device, dtype=a.dtype)
+    for e in range(w.shape[0]):
+        chosen = (ids == e).nonzero().squeeze(1)
+        out[chosen] = a[chosen // top_k] @ w[e].T
+    return out
 
 
 def triton_pointer_matmul(a, b, c, cfg):
@@ -500,6 +574,50 @@ def matmul_pointer(args):
             "shapes": rows}
 
 
+def moe_gemm(args):
+    """The MoE GEMM over grouped choices: Triton (best of MOE_CONFIGS), torch eager, dense cuBLAS."""
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for tokens, top_k, experts, N, K in MOE_SHAPES:
+        row = {"M": tokens * top_k, "N": N, "K": K, "tokens": tokens, "top_k": top_k, "experts": experts,
+               "dtype": "bfloat16"}
+        try:
+            n = tokens * top_k
+            a = torch.rand(tokens, K, device="cuda", generator=gen).to(torch.bfloat16)
+            w = torch.rand(experts, N, K, device="cuda", generator=gen).to(torch.bfloat16) / 16
+            ids = torch.randint(0, experts, (n,), device="cuda", generator=gen)
+            sorted_ids, block_experts = moe_align(ids, experts, 64)
+            c = torch.full((n, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            reference = moe_eager(a, w, ids, top_k)
+            flop = 2.0 * n * N * K
+            row["eager_tflops"] = flop / _bench_ms(lambda: moe_eager(a, w, ids, top_k)) / 1e9
+            dense = a.repeat_interleave(top_k, dim=0)
+            row["dense_cublas_tflops"] = flop / _bench_ms(lambda: torch.matmul(dense, w[0].T)) / 1e9
+            dense = None
+            for cfg in MOE_CONFIGS:
+                name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
+                try:
+                    c.fill_(float("nan"))
+                    triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg)
+                    err = _rel_err(c, reference)
+                    ms = _bench_ms(lambda: triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg))
+                    row["triton " + name + " tflops"] = flop / ms / 1e9
+                    if err < 1e-2 and ms < row.get("triton_ms", float("inf")):
+                        row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
+                        row["rel_err"] = err
+                except Exception as e:
+                    row["triton " + name + " error"] = _err(e)
+            row["ok"] = "triton_tflops" in row
+        except Exception as e:
+            row["error"] = _err(e)
+        finally:
+            a = w = c = ids = sorted_ids = block_experts = reference = None
+            _free()
+        _add_row(rows, row)
+    return {"configs": MOE_CONFIGS, "layout": "C[i] = A[i // top_k] @ W[ids[i]].T, A (tokens,K), W (E,N,K), bf16",
+            "shapes": rows}
+
+
 def fused_epilogue(args):
     """cuBLAS's own bias + GELU epilogue (cublasLt GELU_BIAS, tanh form, through torch._addmm_activation)
     against its plain GEMM on the same tensors, and the unfused three kernels users would write first."""
@@ -560,7 +678,8 @@ def elementwise_bandwidth(args):
 
 
 MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, matmul_shapes,
-                                        matmul_pointer, fused_epilogue, copy_bandwidth, elementwise_bandwidth)}
+                                        matmul_pointer, moe_gemm, fused_epilogue, copy_bandwidth,
+                                        elementwise_bandwidth)}
 
 
 # ---------------------------------------------------------------------------- report
@@ -638,6 +757,14 @@ def print_table(res):
         _shape_lines(out, r, lambda row: f"pointer matmul bf16 {row['M']}x{row['N']}x{row['K']}",
                      lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
                                  f"  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
+                                 f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
+    r = res.get("moe_gemm")
+    if r is not None:
+        _shape_lines(out, r, lambda row: f"moe gemm {row['tokens']}x{row['top_k']} of {row['experts']}, "
+                                         f"{row['N']}x{row['K']}",
+                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+                                 f"  eager {_f(row, 'eager_tflops', '.1f')}"
+                                 f"  dense cublas {_f(row, 'dense_cublas_tflops', '.1f')} TFLOP/s"
                                  f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
     r = res.get("fused_epilogue")
     if r is not None:
