@@ -469,6 +469,26 @@ def _add_row(rows, row):
         flush=True)
 
 
+def _best_config(row, configs, c, reference, flop, launch):
+    """Times launch(cfg), which writes c, for each of `configs`: each one's TFLOP/s goes into `row`, and
+    the fastest whose c is within 1e-2 of `reference` into triton_ms, triton_tflops, triton_config and
+    rel_err; ok says whether one was."""
+    for cfg in configs:
+        name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
+        try:
+            c.fill_(float("nan"))
+            launch(cfg)
+            err = _rel_err(c, reference)
+            ms = _bench_ms(lambda: launch(cfg))
+            row["triton " + name + " tflops"] = flop / ms / 1e9
+            if err < 1e-2 and ms < row.get("triton_ms", float("inf")):
+                row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
+                row["rel_err"] = err
+        except Exception as e:
+            row["triton " + name + " error"] = _err(e)
+    row["ok"] = "triton_tflops" in row
+
+
 def _matmul_row(args, M, N, K, dtype, inputs=None):
     """cuBLAS and Triton (at its best config) on A (M, K) @ B (N, K).T: one row of the table."""
     row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
@@ -550,20 +570,7 @@ def matmul_pointer(args):
             reference = torch.matmul(a, b.T)
             flop = 2.0 * M * N * K
             row["cublas_tflops"] = flop / _bench_ms(lambda: torch.matmul(a, b.T)) / 1e9
-            for cfg in PTR_CONFIGS:
-                name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
-                try:
-                    c.fill_(float("nan"))
-                    triton_pointer_matmul(a, b, c, cfg)
-                    err = _rel_err(c, reference)
-                    ms = _bench_ms(lambda: triton_pointer_matmul(a, b, c, cfg))
-                    row["triton " + name + " tflops"] = flop / ms / 1e9
-                    if err < 1e-2 and ms < row.get("triton_ms", float("inf")):
-                        row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
-                        row["rel_err"] = err
-                except Exception as e:
-                    row["triton " + name + " error"] = _err(e)
-            row["ok"] = "triton_tflops" in row
+            _best_config(row, PTR_CONFIGS, c, reference, flop, lambda cfg: triton_pointer_matmul(a, b, c, cfg))
         except Exception as e:
             row["error"] = _err(e)
         finally:
@@ -594,20 +601,8 @@ def moe_gemm(args):
             dense = a.repeat_interleave(top_k, dim=0)
             row["dense_cublas_tflops"] = flop / _bench_ms(lambda: torch.matmul(dense, w[0].T)) / 1e9
             dense = None
-            for cfg in MOE_CONFIGS:
-                name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
-                try:
-                    c.fill_(float("nan"))
-                    triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg)
-                    err = _rel_err(c, reference)
-                    ms = _bench_ms(lambda: triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg))
-                    row["triton " + name + " tflops"] = flop / ms / 1e9
-                    if err < 1e-2 and ms < row.get("triton_ms", float("inf")):
-                        row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
-                        row["rel_err"] = err
-                except Exception as e:
-                    row["triton " + name + " error"] = _err(e)
-            row["ok"] = "triton_tflops" in row
+            _best_config(row, MOE_CONFIGS, c, reference, flop,
+                         lambda cfg: triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg))
         except Exception as e:
             row["error"] = _err(e)
         finally:
