@@ -132,6 +132,18 @@ TEST(Wgmma, PointerOperandsAreCopiedIntoRings) {
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_THAT(two->binary, HasSubstr("cp.async.wait_group 0;"));
   expect_ptxas_clean(two->binary);
+  // Stages of 192 KiB (K tiles of 256): two do not fit, so the default
+  // falls to one, copied at the top of each iteration and waited for there.
+  CompileOptions aligned;
+  aligned.num_warps = 8;
+  aligned.specialization.multiple_of_16 = 0x3f;
+  absl::StatusOr<DeviceCode> one =
+      compile_ptx(*samples::pointer_gemm_kernel({.bm = 128, .bn = 256, .bk = 256}), aligned);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->shared_bytes, (128 + 256) * 256 * 2);
+  EXPECT_THAT(one->binary, HasSubstr("cp.async.wait_group 0;"));
+  EXPECT_THAT(one->binary, Not(HasSubstr("wgmma.wait_group.sync.aligned 1")));
+  EXPECT_TRUE(ptxas_accepts_if_present(one->binary));
   // Rows of unknown alignment move an element at a time, narrower than a
   // copy: they keep to registers, and B is staged. So with rings off.
   for (const auto& [stages, aligned] : std::vector<std::pair<int, bool>>{{0, false}, {1, true}}) {
