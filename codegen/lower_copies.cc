@@ -43,9 +43,7 @@ bool Lowering::drop_copy_loads_read_elsewhere() {
     for (const Op& o : ir_.ops) {
       if (o.op != OpCode::kDot) continue;
       for (int k : {0, 1}) {
-        const int def = ir_.values[o.operands[k]].def_op;
-        const bool through = def >= 0 && ir_.ops[def].op == OpCode::kTrans && ir_.ops[def].operands[0] == v;
-        if (o.operands[k] != v && !through) continue;
+        if (o.operands[k] != v && transposed_from(o.operands[k]) != v) continue;
         auto dot = mma_dots_.find(&o);
         read_there = read_there && dot != mma_dots_.end() && (k == 0 ? dot->second.a_tile : dot->second.b_tile) == v;
       }
@@ -61,7 +59,6 @@ void Lowering::plan_copy_rings() {
     const Op& loop = ir_.ops[l->loop];
     CopyRing& r = copy_rings_[&loop];
     r.loads.push_back(l);
-    r.swizzles.push_back(widest_swizzle(ir_.type(v)));
     copied_[&ir_.ops[l->load]] = &loop;
     // Its addresses and mask are wanted in the layout its copies take, and
     // so are what they are computed from, whatever their size (a gathered
@@ -88,21 +85,19 @@ absl::Status Lowering::begin_copies(const Op& loop, llvm::Value* lo, llvm::Value
   // What the copies read that no iteration changes (a gathered row's
   // pointers, broadcast along K), once, where it dominates every copy:
   // else each iteration would convert it again into the copies' layout.
-  r.invariant.clear();
-  std::set<int> done;
-  std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> before;
+  std::set<int> seen;
+  std::vector<int> ops, results;  // (each load's in program order)
   for (const RingLoad* l : r.loads) {
     for (int id : l->invariant) {
-      if (!done.insert(id).second) continue;
-      for (int v : ir_.ops[id].results) before.push_back({v, {vals_[v], regs_[v]}});
-      TESSEL_RETURN_IF_ERROR(op(ir_.ops[id]));
+      if (!seen.insert(id).second) continue;
+      ops.push_back(id);
+      results.insert(results.end(), ir_.ops[id].results.begin(), ir_.ops[id].results.end());
     }
   }
-  for (auto& [v, was] : before) {
-    r.invariant.push_back({v, {vals_[v], regs_[v]}});
-    vals_[v] = was.first;
-    regs_[v] = was.second;
-  }
+  const std::vector<Lowered> before = lowered(results);
+  for (int id : ops) TESSEL_RETURN_IF_ERROR(op(ir_.ops[id]));
+  r.invariant = lowered(results);
+  set_lowered(before);
   // Each thread ends a group for every iteration ahead, copies or none, so
   // that iteration i's is always its i-th.
   for (int j = 0; j + 1 < r.stages; ++j) {
@@ -156,38 +151,49 @@ void Lowering::end_copies(const Op& loop) {
   for (llvm::Value* ring : copy_rings_.at(&loop).rings) shared_.erase(ring);
 }
 
+std::vector<Lowering::Lowered> Lowering::lowered(const std::vector<int>& ids) const {
+  std::vector<Lowered> out;
+  for (int id : ids) out.push_back({id, vals_[id], regs_[id]});
+  return out;
+}
+
+void Lowering::set_lowered(const std::vector<Lowered>& values) {
+  for (const Lowered& v : values) {
+    vals_[v.id] = v.val;
+    regs_[v.id] = v.regs;
+  }
+}
+
+llvm::Value* Lowering::stage_tile(const CopyRing& r, size_t k, llvm::Value* stage) {
+  return b_.CreateInBoundsGEP(b_.getInt8Ty(), r.rings[k], b_.CreateMul(stage, b_.getInt64(r.strides[k])));
+}
+
 llvm::Value* Lowering::ring_tile(const Op& load) {
   const CopyRing& r = copy_rings_.at(copied_.at(&load));
   for (size_t k = 0; k < r.loads.size(); ++k) {
-    if (&ir_.ops[r.loads[k]->load] != &load) continue;
-    return b_.CreateInBoundsGEP(b_.getInt8Ty(), r.rings[k], b_.CreateMul(r.stage, b_.getInt64(r.strides[k])));
+    if (&ir_.ops[r.loads[k]->load] == &load) return stage_tile(r, k, r.stage);
   }
   return nullptr;
 }
 
 absl::Status Lowering::issue_copies(const Op& loop, CopyRing& r, llvm::Value* iv, llvm::Value* stage) {
   for (size_t k = 0; k < r.loads.size(); ++k) {
-    llvm::Value* tile =
-        b_.CreateInBoundsGEP(b_.getInt8Ty(), r.rings[k], b_.CreateMul(stage, b_.getInt64(r.strides[k])));
-    TESSEL_RETURN_IF_ERROR(copy_ring_tile(r, *r.loads[k], ir_.blocks[loop.blocks[0]].args[0], iv, tile, r.swizzles[k]));
+    TESSEL_RETURN_IF_ERROR(
+        copy_ring_tile(r, *r.loads[k], ir_.blocks[loop.blocks[0]].args[0], iv, stage_tile(r, k, stage)));
   }
   return absl::OkStatus();
 }
 
 absl::Status Lowering::copy_ring_tile(const CopyRing& r, const RingLoad& l, int iv_arg, llvm::Value* iv,
-                                      llvm::Value* tile, Swizzle swizzle) {
+                                      llvm::Value* tile) {
   // The slice's values as the iteration `iv` computes them, in place of
   // the ones lowered so far (put back at the end).
   const Op& ld = ir_.ops[l.load];
-  std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> saved = {{iv_arg, {vals_[iv_arg], regs_[iv_arg]}}};
-  for (int id : l.slice) {
-    for (int v : ir_.ops[id].results) saved.push_back({v, {vals_[v], regs_[v]}});
-  }
-  for (const auto& [v, value] : r.invariant) {
-    saved.push_back({v, {vals_[v], regs_[v]}});
-    vals_[v] = value.first;
-    regs_[v] = value.second;
-  }
+  std::vector<int> ids = {iv_arg};
+  for (int id : l.slice) ids.insert(ids.end(), ir_.ops[id].results.begin(), ir_.ops[id].results.end());
+  for (const Lowered& v : r.invariant) ids.push_back(v.id);
+  const std::vector<Lowered> saved = lowered(ids);
+  set_lowered(r.invariant);
   vals_[iv_arg] = iv;
   absl::Status status = absl::OkStatus();
   for (size_t s = 0; s < l.slice.size() && status.ok(); ++s) status = op(ir_.ops[l.slice[s]]);
@@ -206,7 +212,7 @@ absl::Status Lowering::copy_ring_tile(const CopyRing& r, const RingLoad& l, int 
         llvm::Value* e = lay.element(b_, thread_, slot);
         for (int64_t p = 0; p < run; p += piece) {
           llvm::Value* src = b_.CreateGEP(mt, ptrs[slot], b_.getInt64(p));
-          llvm::Value* dst = swizzled_elem(tile, t, b_.CreateAdd(e, b_.getInt64(p)), swizzle);
+          llvm::Value* dst = swizzled_elem(tile, t, b_.CreateAdd(e, b_.getInt64(p)), widest_swizzle(t));
           llvm::Value* ok = checked(ld, src, piece * bytes, masks.empty() ? nullptr : masks[slot]);
           if (ok == nullptr) ok = b_.getTrue();
           if (piece * bytes >= 4) {
@@ -221,10 +227,7 @@ absl::Status Lowering::copy_ring_tile(const CopyRing& r, const RingLoad& l, int 
       });
     }
   }
-  for (auto& [v, was] : saved) {
-    vals_[v] = was.first;
-    regs_[v] = was.second;
-  }
+  set_lowered(saved);
   return status;
 }
 

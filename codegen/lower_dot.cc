@@ -37,11 +37,6 @@ absl::Status Lowering::plan_mma() {
     const Type& rt = ir_.type(o.results[0]);
     if (ir_.type(o.operands[2]).dtype() != rt.dtype()) continue;
     MmaShape shape{at.dtype(), bt.dtype(), rt.dtype(), at.shape()[0], bt.shape()[1], at.shape()[1], !o.ints.empty()};
-    // The value `v` is the transpose of, or -1.
-    auto transposed = [&](int v) {
-      const int def = ir_.values[v].def_op;
-      return def >= 0 && ir_.ops[def].op == OpCode::kTrans ? ir_.ops[def].operands[0] : -1;
-    };
     // An operand along `mn`, stored [*, k] (K-major) or [k, *], as a tile.
     auto as_stored = [&](int64_t mn, bool k_major, Swizzle swizzle) {
       return in_shared(k_major ? mn : shape.k, k_major ? shape.k : mn, k_major, swizzle);
@@ -51,7 +46,7 @@ absl::Status Lowering::plan_mma() {
     // Stored [*, k], it is K-major.
     auto stored = [&](int v, int64_t mn, bool k_major_direct, int* tile) -> std::optional<SharedMatrix> {
       bool k_major = k_major_direct;
-      if (const int t = transposed(v); t >= 0) {
+      if (const int t = transposed_from(v); t >= 0) {
         v = t;
         k_major = !k_major;
       }
@@ -82,7 +77,7 @@ absl::Status Lowering::plan_mma() {
     auto staged = [&](int v, int64_t mn, bool k_major_direct, int* value) -> std::optional<SharedMatrix> {
       if (!target_.swizzles_shared_tiles()) return std::nullopt;
       bool k_major = k_major_direct;
-      if (const int t = transposed(v); t >= 0) {
+      if (const int t = transposed_from(v); t >= 0) {
         v = t;
         k_major = !k_major;
       }
@@ -97,7 +92,7 @@ absl::Status Lowering::plan_mma() {
     if (!b) b = staged(o.operands[1], shape.n, /*k_major_direct=*/false, &b_staged);
     if (!b) continue;
     std::shared_ptr<const Layout> a_layout;
-    if (!a && transposed(o.operands[0]) < 0) {
+    if (!a && transposed_from(o.operands[0]) < 0) {
       // a computed in registers (P of P @ V): the register form, where the
       // target has one; a is then wanted in the layout that form reads.
       a_layout = target_.mma_register_a_layout(shape, *b);

@@ -59,13 +59,9 @@ void Lowering::want_slices() {
       int r = o->results[0];
       const Type& rt = ir_.type(r);
       if (o->op == OpCode::kBroadcast && (in_registers(rt) || wanted_[r] != nullptr)) {
-        const Shape& from = ir_.type(o->operands[0]).shape();
-        std::vector<int> stretched;
-        for (int d = 0; d < rt.rank(); ++d) {
-          if (from[d] != rt.shape()[d]) stretched.push_back(d);
-        }
-        if (stretched.size() == 1 && (wanted_[r] != nullptr || planned_slices)) {
-          wish(o->operands[0], std::make_shared<SliceLayout>(layout(r), rt.shape(), stretched[0]));
+        const int axis = stretched_axis(*o);
+        if (axis >= 0 && (wanted_[r] != nullptr || planned_slices)) {
+          wish(o->operands[0], std::make_shared<SliceLayout>(layout(r), rt.shape(), axis));
         }
       } else if (wanted_[r] != nullptr && (is_elementwise(o->op) || op_traits(o->op).view || o->op == OpCode::kLoad)) {
         for (int v : o->operands) wish(v, wanted_[r]);

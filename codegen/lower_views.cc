@@ -56,11 +56,7 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     // by the copies of a ring and by a store): the row or column converted
     // into the slice, not the broadcast tile through a buffer.
     const std::shared_ptr<const Layout>& want = layout(o.results[0]);
-    int axis = -1, stretched = 0;
-    for (int d = 0; d < rt.rank(); ++d) {
-      if (in.shape()[d] != rt.shape()[d]) axis = d, ++stretched;
-    }
-    if (stretched == 1 && in.shape()[axis] == 1) {
+    if (const int axis = stretched_axis(o); axis >= 0) {
       const SliceLayout into(want, rt.shape(), axis);
       std::vector<llvm::Value*> row = regs(o.operands[0], into), out;
       for (int64_t slot = 0; slot < want->slots(); ++slot) out.push_back(row[into.slot_of(slot)]);

@@ -652,6 +652,23 @@ class Lowering {
   // caller synchronizes the program.
   void write_tile(int id, const std::function<llvm::Value*(llvm::Value*)>& address);
 
+  // The one axis broadcast `o` stretches (from 1), or -1 where it stretches
+  // several.
+  int stretched_axis(const Op& o) const {
+    const Shape &from = ir_.type(o.operands[0]).shape(), &to = ir_.type(o.results[0]).shape();
+    int axis = -1;
+    for (size_t d = 0; d < to.size(); ++d) {
+      if (from[d] == to[d]) continue;
+      if (axis >= 0) return -1;
+      axis = static_cast<int>(d);
+    }
+    return axis;
+  }
+  // The value `v` is the transpose of (by a trans op), or -1.
+  int transposed_from(int v) const {
+    const int def = ir_.values[v].def_op;
+    return def >= 0 && ir_.ops[def].op == OpCode::kTrans ? ir_.ops[def].operands[0] : -1;
+  }
   // Whether mma dot `o` may leave its product in flight (a software
   // pipeline's, whose next iteration or exit waits for it).
   int in_flight(const Op& o) const { return in_flight_dots_.contains(&o) ? 1 : 0; }
@@ -823,13 +840,21 @@ class Lowering {
     std::shared_ptr<const Layout> layout;
     std::vector<llvm::Value*> slots;  // empty: the tile is a buffer
   };
+  // Values as lowered at some point (their vals_ and regs_), to be put
+  // back (set_lowered) after lowering their ops again elsewhere.
+  struct Lowered {
+    int id;
+    llvm::Value* val;
+    RegTile regs;
+  };
+  std::vector<Lowered> lowered(const std::vector<int>& ids) const;
+  void set_lowered(const std::vector<Lowered>& values);
   struct CopyRing {
     int stages = 0;
     std::vector<const RingLoad*> loads;
-    std::vector<Swizzle> swizzles;    // per load: its tile's, as the dots read it
     // The results of the loads' invariant ops (RingLoad::invariant), lowered
     // once before the loop: what every iteration's copies read of them.
-    std::vector<std::pair<int, std::pair<llvm::Value*, RegTile>>> invariant;
+    std::vector<Lowered> invariant;
     std::vector<llvm::Value*> rings;  // per load: its stages, one after another
     std::vector<int64_t> strides;     // per load: bytes from one stage to the next
     llvm::Value* stage = nullptr;     // i64: while the body is lowered, its iteration's stage
@@ -853,7 +878,9 @@ class Lowering {
   absl::Status enter_copies(const Op& loop, llvm::Value* iv, llvm::Value* i);
   absl::Status next_copies(const Op& loop, llvm::Value* iv, llvm::Value* i, llvm::Value* step, llvm::Value* trips);
   void end_copies(const Op& loop);
-  // The current iteration's stage of the ring of load `load`.
+  // The tile of r's load k at `stage` (i64), and the current iteration's
+  // tile of the ring of load `load`.
+  llvm::Value* stage_tile(const CopyRing& r, size_t k, llvm::Value* stage);
   llvm::Value* ring_tile(const Op& load);
   // Copies the tiles of the iteration whose induction variable is `iv`
   // (the loop's type) into stage `stage` (i64) of each ring.
@@ -862,8 +889,7 @@ class Lowering {
   // `iv` for the loop's induction variable `iv_arg` (reading r's invariant
   // values), then each thread's runs of the tile copied to their swizzled
   // places.
-  absl::Status copy_ring_tile(const CopyRing& r, const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile,
-                              Swizzle swizzle);
+  absl::Status copy_ring_tile(const CopyRing& r, const RingLoad& l, int iv_arg, llvm::Value* iv, llvm::Value* tile);
   std::map<int, const RingLoad*> copy_loads_;  // by load result: loads that may take rings
   std::vector<RingLoad> ring_loads_;
   std::map<const Op*, CopyRing> copy_rings_;  // by loop
