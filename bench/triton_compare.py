@@ -711,6 +711,14 @@ def _shape_lines(out, r, label, line):
         out.append((label(row), "ERROR " + row["error"][:100] if "error" in row else line(row)))
 
 
+def _triton_best(row):  # Triton's best TFLOP/s and the configuration that gave it
+    return f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+
+
+def _verdict(row, err_key):  # the relative error under err_key, and whether the row passed
+    return f"err {_f(row, err_key, '.1e')} {'ok' if row.get('ok') else 'FAIL'}"
+
+
 def print_table(res):
     h, out = res["header"], []
     print(f"\n== Triton baselines: {h.get('device')}  torch {h['torch']}  triton {h['triton']} ==")
@@ -738,36 +746,36 @@ def print_table(res):
                                          f"{row.get('dtype', '').replace('float8_e4m3fn', 'f8e4m3')}",
                      lambda row: f"triton {_f(row, 'triton_tflops', '.1f')}  cublas {_f(row, 'cublas_tflops', '.1f')}"
                                  f" TFLOP/s  ratio {_f(row, 'triton_over_cublas', '.3f')}"
-                                 f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
+                                 "  " + _verdict(row, 'rel_err'))
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
     r = res.get("matmul_shapes")
     if r is not None:
         _shape_lines(out, r, lambda row: f"matmul bf16 {row['M']}x{row['N']}x{row['K']}",
-                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+                     lambda row: _triton_best(row) +
                                  f"  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
                                  f"  {_f(row, 'cublas_ms', '.4f')} ms")
     r = res.get("matmul_pointer")
     if r is not None:
         _shape_lines(out, r, lambda row: f"pointer matmul bf16 {row['M']}x{row['N']}x{row['K']}",
-                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+                     lambda row: _triton_best(row) +
                                  f"  cublas {_f(row, 'cublas_tflops', '.1f')} TFLOP/s"
-                                 f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
+                                 "  " + _verdict(row, 'rel_err'))
     r = res.get("moe_gemm")
     if r is not None:
         _shape_lines(out, r, lambda row: f"moe gemm {row['tokens']}x{row['top_k']} of {row['experts']}, "
                                          f"{row['N']}x{row['K']}",
-                     lambda row: f"triton {_f(row, 'triton_tflops', '.1f')} ({row.get('triton_config', '?')})"
+                     lambda row: _triton_best(row) +
                                  f"  eager {_f(row, 'eager_tflops', '.1f')}"
                                  f"  dense cublas {_f(row, 'dense_cublas_tflops', '.1f')} TFLOP/s"
-                                 f"  err {_f(row, 'rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
+                                 "  " + _verdict(row, 'rel_err'))
     r = res.get("fused_epilogue")
     if r is not None:
         _shape_lines(out, r, lambda row: f"cublas bias+gelu {row['M']}x{row['N']}x{row['K']}",
                      lambda row: f"fused {_f(row, 'fused_ms', '.4f')} ms  plain {_f(row, 'plain_ms', '.4f')} ms"
                                  f"  ratio {_f(row, 'fused_over_plain', '.3f')}"
                                  f"  unfused {_f(row, 'unfused_over_plain', '.3f')}"
-                                 f"  err {_f(row, 'fused_rel_err', '.1e')} {'ok' if row.get('ok') else 'FAIL'}")
+                                 "  " + _verdict(row, 'fused_rel_err'))
     r = res.get("copy_bandwidth")
     if r is not None:
         out.append(("copy 1 GiB bf16, read+write", _f(r, "gb_per_s", ".1f") + " GB/s"
