@@ -583,6 +583,7 @@ absl::StatusOr<Kernel> KernelBuilder::build() {
   TESSEL_RETURN_IF_ERROR(s.error);
   auto ir = std::make_shared<KernelIR>(s.ir);
   drop_unchanged_carried(*ir);
+  close_stepped_carried(*ir);
   TESSEL_RETURN_IF_ERROR(verify(*ir));
   Kernel k;
   k.text_ = print(*ir);

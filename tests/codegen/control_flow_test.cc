@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <span>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tests/codegen/host_test_util.h"
@@ -101,6 +102,62 @@ TEST(ForRange, InductionVariablesDoNotWrap) {
   EXPECT_EQ(got[0], 118 + 123);
   EXPECT_EQ(got[1], 246 + 250 + 254);
   EXPECT_EQ(got[2], int64_t{3} * (2147483647 - 20) + 7 + 14);
+}
+
+// Values stepped alike every iteration, which the builder closes into
+// start + index * amount (dsl/passes.h): a pointer tile read a row every
+// other iteration and one stored through and read after the loop, an i32
+// counter and a u8 one that wraps, in a loop from 3 by 2; and a counter in
+// a loop of i8 bounds whose distance does not fit i8.
+TEST(ForRange, SteppedValuesAreWhatTheirStepsMake) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  KernelBuilder k("stepped");
+  Value x = k.arg(ptr(i32), "x"), out = k.arg(ptr(i32), "out"), rows_out = k.arg(ptr(i32), "rows_out");
+  Value hi = k.arg(i32, "hi"), lo8 = k.arg(i8, "lo8");
+  Value cols = k.arange(0, kCols);
+  Var p = k.var(x + cols), q = k.var(rows_out + cols), sum = k.var(k.zeros({kCols}, i32));
+  Var count = k.var(7), wrap = k.var(k.constant(250, u8));
+  k.for_range(3, hi, 2, [&](Value) {
+    sum = sum + load(p) * count + cast(wrap, i32);
+    store(q, sum);
+    p = Value(p) + 2 * kCols;
+    q = Value(q) + kCols;
+    count = count + 5;
+    wrap = wrap + k.constant(3, u8);
+  });
+  store(q, k.full({kCols}, -1, i32));
+  store(out + cols, sum);
+  Var n8 = k.var(0), seen = k.var(-1);
+  k.for_range(lo8, 127, 1, [&](Value) {
+    seen = maximum(seen, n8);
+    n8 = n8 + 1;
+  });
+  store(out + kCols, seen);
+
+  absl::StatusOr<Function> fn = compile(k);
+  TESSEL_ASSERT_OK(fn.status());
+  std::vector<int32_t> xs = make_vector<int32_t>(kRows * kCols, [&] { return int32_t(rng.uniform(-1000, 1000)); });
+  for (auto [hi_value, lo8_value] : std::vector<std::pair<int, int8_t>>{{66, -128}, {4, 100}, {3, 127}, {20, 0}}) {
+    SCOPED_TRACE(absl::StrCat("hi ", hi_value, ", lo8 ", lo8_value));
+    std::vector<int32_t> got = poisoned<int32_t>(kCols + 2), rows = poisoned<int32_t>((kRows + 1) * kCols);
+    TESSEL_ASSERT_OK(fn->launch({}, xs.data(), got.data(), rows.data(), hi_value, lo8_value));
+    std::vector<int32_t> want(kCols, 0), want_rows(rows.size(), 0);
+    int j = 0;
+    for (int i = 3; i < hi_value; i += 2, ++j) {
+      for (int c = 0; c < kCols; ++c) {
+        want[c] += xs[2 * j * kCols + c] * (7 + 5 * j) + (250 + 3 * j) % 256;
+        want_rows[j * kCols + c] = want[c];
+      }
+    }
+    for (int c = 0; c < kCols; ++c) want_rows[j * kCols + c] = -1;
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + kCols), want);
+    EXPECT_EQ(got[kCols], 127 - lo8_value - 1);
+    EXPECT_TRUE(is_poison(got[kCols + 1]));
+    EXPECT_EQ(std::vector<int32_t>(rows.begin(), rows.begin() + (j + 1) * kCols),
+              std::vector<int32_t>(want_rows.begin(), want_rows.begin() + (j + 1) * kCols));
+    for (size_t e = (j + 1) * kCols; e < rows.size(); ++e) EXPECT_TRUE(is_poison(rows[e])) << e;
+  }
 }
 
 // Explicit loop-carried values: (a, b) -> (b, a + b) for i64 scalars and

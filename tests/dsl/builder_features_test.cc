@@ -368,6 +368,7 @@ TEST(BuilderFeatures, ExplicitLoopCarriedValues) {
   EXPECT_EQ(final_values[0].type(), Tile(f32, {32}));
   EXPECT_EQ(final_values[1].type(), Type(i64));
   store(out + k.arange(0, 32), final_values[0]);
+  store(out + 32, cast(final_values[1], f32));
   Kernel kernel = Build(k);
   ASSERT_EQ(CountOps(kernel, OpCode::kFor), 1);
   for (const Op& o : kernel.ir().ops) {
