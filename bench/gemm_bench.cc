@@ -30,6 +30,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -311,7 +312,8 @@ int main(int argc, char** argv) {
     }
     // The GEMM in the form of Triton's matmul tutorial (samples::pointer_gemm_kernel: operands through
     // pointers, no tensor maps), bf16 with B as N x K, with its loads copied into rings of the default
-    // 3 and of 4 stages and (stages 1) each in its own iteration; Triton's own tutorial kernel is triton_compare.py's
+    // 3 and of 4 stages and (stages 1) each in its own iteration, and with 4 stages written as the tutorial's
+    // loop literally (pointers stepped by BK: "stepped"); Triton's own tutorial kernel is triton_compare.py's
     // baseline.
     must(dev.copy_to_device(ab, host[ScalarKind::kBF16].first.data(), m * k * 2), "copy");
     must(dev.copy_to_device(bb, host[ScalarKind::kBF16].second.data(), n * k * 2), "copy");
@@ -319,14 +321,15 @@ int main(int argc, char** argv) {
     loaded_nk = true;
     for (auto [bm, bn, warps] :
          std::vector<std::array<int, 3>>{{128, 128, 8}, {128, 256, 8}, {128, 128, 4}, {64, 128, 4}}) {
-      for (int stages : {0, 4, 1}) {
-        const samples::PointerGemmConfig g = {.bm = bm, .bn = bn, .bk = 64, .stages = stages};
+      for (auto [stages, stepped] : std::vector<std::pair<int, bool>>{{0, false}, {4, false}, {4, true}, {1, false}}) {
+        const samples::PointerGemmConfig g = {.bm = bm, .bn = bn, .bk = 64, .stages = stages, .stepped = stepped};
         const std::string name = "pointer gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                                  std::to_string(k) + " bf16 B NxK, " + std::to_string(bm) + "x" + std::to_string(bn) +
                                  "x64 w" + std::to_string(warps) +
                                  (stages == 1  ? " loads in their iteration"
                                   : stages > 1 ? " s" + std::to_string(stages)
-                                               : "");
+                                               : "") +
+                                 (stepped ? " stepped" : "");
         if (name.find(only) == std::string::npos) continue;
         CompileOptions options;
         options.num_warps = warps;

@@ -654,6 +654,11 @@ struct PointerGemmConfig {
   DType in = bf16, out = bf16;
   int group_m = 8;
   int stages = 0;  // the K loop's LoopOptions::stages: 1 loads each step in its own iteration
+  // The tutorial's loop literally: pointer tiles stepped by BK each
+  // iteration (a_ptrs += BLOCK_K) and masks against what K has left, where
+  // the default computes them from the induction variable. tessel turns
+  // the steps into the same addresses (close_stepped_carried, dsl/passes.h).
+  bool stepped = false;
 };
 inline absl::StatusOr<Kernel> pointer_gemm_kernel(const PointerGemmConfig& g) {
   KernelBuilder k("pointer_gemm");
@@ -667,14 +672,29 @@ inline absl::StatusOr<Kernel> pointer_gemm_kernel(const PointerGemmConfig& g) {
   Value a_rows = expand_dims(rows * kdim, 1), b_rows = expand_dims(cols * kdim, 1);
   Value a_in = expand_dims(rows < m, 1), b_in = expand_dims(cols < n, 1);
   Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32
-  k.for_range(0, kdim, g.bk,
-              [&](Value kk) {
-                Value ks = expand_dims(kk + k.arange(0, g.bk), 0);          // [1, BK] i32
-                Value at = load(a + a_rows + ks, a_in & (ks < kdim), 0.0);  // [BM, BK]
-                Value bt = load(b + b_rows + ks, b_in & (ks < kdim), 0.0);  // [BN, BK]
-                acc = dot(at, trans(bt), acc);
-              },
-              {.stages = g.stages});
+  if (g.stepped) {
+    Value ks = expand_dims(k.arange(0, g.bk), 0);  // [1, BK] i32
+    Var pa = k.var(a + a_rows + ks), pb = k.var(b + b_rows + ks);
+    k.for_range(0, cdiv(kdim, g.bk), 1,
+                [&](Value kk) {
+                  Value left = kdim - kk * g.bk;
+                  Value at = load(pa, a_in & (ks < left), 0.0);  // [BM, BK]
+                  Value bt = load(pb, b_in & (ks < left), 0.0);  // [BN, BK]
+                  acc = dot(at, trans(bt), acc);
+                  pa = pa + g.bk;
+                  pb = pb + g.bk;
+                },
+                {.stages = g.stages});
+  } else {
+    k.for_range(0, kdim, g.bk,
+                [&](Value kk) {
+                  Value ks = expand_dims(kk + k.arange(0, g.bk), 0);          // [1, BK] i32
+                  Value at = load(a + a_rows + ks, a_in & (ks < kdim), 0.0);  // [BM, BK]
+                  Value bt = load(b + b_rows + ks, b_in & (ks < kdim), 0.0);  // [BN, BK]
+                  acc = dot(at, trans(bt), acc);
+                },
+                {.stages = g.stages});
+  }
   store(c + expand_dims(rows * n, 1) + expand_dims(cols, 0), cast(acc, g.out),
         expand_dims(rows < m, 1) & expand_dims(cols < n, 0));
   return k.build();

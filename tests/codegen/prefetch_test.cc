@@ -114,13 +114,15 @@ TEST(Prefetch, AnUnmaskedLoadGetsAMaskAndAZero) {
 }
 
 TEST(Prefetch, CarriedPointersAdvanceAsTheBodyAdvancesThem) {
-  // Triton's style: the pointers are carried and stepped each iteration.
+  // The pointers are carried and stepped each iteration, by an amount that
+  // changes (one stepped alike every time the builder computes from the
+  // induction variable instead, dsl/passes.h).
   KernelBuilder k("carried_pointer");
   Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(f32), "y"), n = k.arg(i32, "n");
   Var p = k.var(x + k.arange(0, 64)), acc = k.var(k.zeros({64}, f32));
-  k.for_range(0, n, 1, [&](Value) {
+  k.for_range(0, n, 1, [&](Value i) {
     acc = acc + load(p);
-    p = Value(p) + 64;
+    p = Value(p) + 64 + i % 2;
   });
   store(y + k.arange(0, 64), acc);
   KernelIR ir = built(k);
@@ -312,23 +314,36 @@ TEST(Rings, LoopsAndAddressesRingsCannotRunAhead) {
   EXPECT_EQ(ring_loads(gathered).size(), 1u);
 }
 
-TEST(Rings, CarriedPointersStayInRegisters) {
-  // Triton's tutorial steps its pointers in the loop: a carried value,
-  // which copies stages ahead would need stepping ahead.
-  KernelBuilder k("carried");
-  Value a = k.arg(ptr(bf16), "a"), b = k.arg(ptr(bf16), "b"), c = k.arg(ptr(f32), "c"), kdim = k.arg(i32, "k");
-  Value rows = expand_dims(k.arange(0, 64), 1), cols = expand_dims(k.arange(0, 64), 0);
-  Var pa = k.var(a + rows * 64 + cols);
-  Var acc = k.var(k.zeros({64, 64}, f32));
-  k.for_range(0, kdim, 64, [&](Value kk) {
-    acc = dot(load(pa), trans(load(b + rows * kdim + kk + cols)), acc);
-    pa = Value(pa) + 64;
-  });
-  store(c + rows * 64 + cols, acc);
-  KernelIR ir = built(k);
-  std::vector<RingLoad> rings = ring_loads(ir);
+TEST(Rings, SteppedPointersTakeRings) {
+  // Triton's tutorial steps its pointers in the loop. Stepped by the same
+  // amount every iteration, they are computed from the induction variable
+  // (dsl/passes.h), and both operands take rings; stepped by an amount
+  // that changes, A's stay carried and A in registers.
+  auto gemm = [](bool changing) {
+    KernelBuilder k("carried");
+    Value a = k.arg(ptr(bf16), "a"), b = k.arg(ptr(bf16), "b"), c = k.arg(ptr(f32), "c"), kdim = k.arg(i32, "k");
+    Value rows = expand_dims(k.arange(0, 64), 1), cols = expand_dims(k.arange(0, 64), 0);
+    Var pa = k.var(a + rows * 64 + cols), pb = k.var(b + rows * kdim + cols);
+    Var acc = k.var(k.zeros({64, 64}, f32));
+    k.for_range(0, cdiv(kdim, 64), 1, [&](Value kk) {
+      acc = dot(load(pa), trans(load(pb)), acc);
+      pa = Value(pa) + (changing ? 64 + kk % 2 : Value(k.constant(64, i32)));
+      pb = Value(pb) + 64;
+    });
+    store(c + rows * 64 + cols, acc);
+    return built(k);
+  };
+  KernelIR ir = gemm(false);
+  EXPECT_EQ(ring_loads(ir).size(), 2u);
+  KernelIR changing = gemm(true);
+  std::vector<RingLoad> rings = ring_loads(changing);
   EXPECT_EQ(rings.size(), 1u);
-  EXPECT_EQ(prefetch_loads(ir, 256, rings), 1);
+  EXPECT_EQ(prefetch_loads(changing, 256, rings), 1);
+  // The pointer GEMM written so compiles to rings as the one that computes
+  // its addresses does (Wgmma.PointerOperandsAreCopiedIntoRings).
+  absl::StatusOr<Kernel> tutorial = samples::pointer_gemm_kernel({.stepped = true});
+  ASSERT_TRUE(tutorial.ok()) << tutorial.status();
+  EXPECT_EQ(ring_loads(tutorial->ir()).size(), 2u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "base/tma_rules.h"
@@ -101,17 +102,20 @@ TEST(Wgmma, GemmMainLoopRunsOnTensorCores) {
 // strides known to be multiples of 16 elements, both operands are copied
 // 16 bytes at a time into rings of swizzled tiles the products read by
 // descriptor, stages - 1 iterations ahead, with a product left in flight;
-// nothing is staged through registers.
+// nothing is staged through registers. So too where the loop steps its
+// pointers (Triton's tutorial literally).
 TEST(Wgmma, PointerOperandsAreCopiedIntoRings) {
-  auto compiled = [](int64_t bn, int warps, int stages, bool aligned) {
+  auto compiled = [](int64_t bn, int warps, int stages, bool aligned, bool stepped = false) {
     CompileOptions o;
     o.num_warps = warps;
     if (aligned) o.specialization.multiple_of_16 = 0x3f;  // every pointer aligned, m, n and k multiples of 16
-    return compile_ptx(*samples::pointer_gemm_kernel({.bm = 128, .bn = bn, .bk = 64, .stages = stages}), o);
+    return compile_ptx(
+        *samples::pointer_gemm_kernel({.bm = 128, .bn = bn, .bk = 64, .stages = stages, .stepped = stepped}), o);
   };
-  for (const auto& [bn, warps] : std::vector<std::pair<int64_t, int>>{{128, 8}, {256, 8}, {128, 4}}) {
-    SCOPED_TRACE(absl::StrCat(bn, " columns, ", warps, " warps"));
-    absl::StatusOr<DeviceCode> code = compiled(bn, warps, 0, true);
+  for (const auto& [bn, warps, stepped] :
+       std::vector<std::tuple<int64_t, int, bool>>{{128, 8, false}, {256, 8, false}, {128, 4, false}, {256, 8, true}}) {
+    SCOPED_TRACE(absl::StrCat(bn, " columns, ", warps, " warps", stepped ? ", pointers stepped" : ""));
+    absl::StatusOr<DeviceCode> code = compiled(bn, warps, 0, true, stepped);
     ASSERT_TRUE(code.ok()) << code.status();
     const std::string& ptx = code->binary;
     EXPECT_THAT(ptx, HasSubstr("cp.async.cg.shared.global"));

@@ -302,7 +302,8 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
 // The GEMM in the form of Triton's matmul tutorial (operands through
 // pointers, loads issued an iteration ahead; samples::pointer_gemm_kernel)
 // against the double reference, with loads in their own iteration too
-// (stages = 1), and the small shapes against the host.
+// (stages = 1), and the small shapes against the host; each with addresses
+// from the induction variable and with pointers stepped.
 TEST(Gemm, PointerGemmMatchesADoubleReferenceAndTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   absl::StatusOr<Device> host = Device::open("host");
@@ -324,19 +325,22 @@ TEST(Gemm, PointerGemmMatchesADoubleReferenceAndTheHost) {
         Problem{.m = 200, .n = 136, .k = 208, .in = f16, .bn = 256, .out = f32},
         Problem{.m = 1000, .n = 712, .k = 608, .bm = 64, .warps = 4, .out = bf16},
         Problem{.m = 4095, .n = 4104, .k = 1040, .out = bf16}}) {
-    SCOPED_TRACE(name(p));
-    const samples::PointerGemmConfig g = {
-        .bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .out = p.out, .stages = p.stages};
     Inputs in = random_inputs(p, rng);
-    absl::StatusOr<std::vector<float>> gpu =
-        matmul_cases::run_pointer_gemm(device, g, p.warps, p.m, p.n, p.k, in.a, in.b);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    EXPECT_TRUE(matches_reference(p, in, *gpu, rng));
-    if (p.m * p.n * p.k > (int64_t{1} << 26)) continue;
-    absl::StatusOr<std::vector<float>> cpu =
-        matmul_cases::run_pointer_gemm(*host, g, p.warps, p.m, p.n, p.k, in.a, in.b);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    EXPECT_TRUE(all_close(*gpu, *cpu, p.out == bf16 ? 1e-2 : 1e-5));
+    // Also with the tutorial's loop literally: pointers stepped by BK.
+    for (bool stepped : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(name(p), stepped ? ", pointers stepped" : ""));
+      const samples::PointerGemmConfig g = {
+          .bm = p.bm, .bn = p.bn, .bk = p.bk, .in = p.in, .out = p.out, .stages = p.stages, .stepped = stepped};
+      absl::StatusOr<std::vector<float>> gpu =
+          matmul_cases::run_pointer_gemm(device, g, p.warps, p.m, p.n, p.k, in.a, in.b);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      EXPECT_TRUE(matches_reference(p, in, *gpu, rng));
+      if (p.m * p.n * p.k > (int64_t{1} << 26)) continue;
+      absl::StatusOr<std::vector<float>> cpu =
+          matmul_cases::run_pointer_gemm(*host, g, p.warps, p.m, p.n, p.k, in.a, in.b);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      EXPECT_TRUE(all_close(*gpu, *cpu, p.out == bf16 ? 1e-2 : 1e-5));
+    }
   }
 }
 
