@@ -95,9 +95,12 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   }
   const int64_t shared = bytes > 0 ? bytes + target_.shared_base_slack() : 0;
   // (A warp-specialized loop's ring runs across it whatever the choice.)
-  return LoweredKernel{std::move(module), fn_->getName().str(), shared,
+  return LoweredKernel{std::move(module),
+                       fn_->getName().str(),
+                       shared,
                        !store_tiles_.empty() || (!outer_pipelines_.empty() && specialized_ == nullptr),
-                       pipelined_by_default_};
+                       pipelined_by_default_,
+                       !staged_stores_.empty()};
 }
 
 void Lowering::assume_facts(const std::vector<llvm::Value*>& params) {
@@ -405,12 +408,17 @@ absl::StatusOr<LoweredKernel> lower(const KernelIR& built, TargetInfo& target, l
   // Some stores streamed and some not (else holding only those is one of the other choices).
   const bool streamed = any_store([&](const Op& o) { return streamed_store(ir, o); }) &&
                         any_store([&](const Op& o) { return !streamed_store(ir, o); });
+  auto fits = [&](const LoweredKernel& l) { return shared_limit == 0 || l.shared_bytes <= shared_limit; };
   for (int stages = Lowering::kDefaultStages; stages >= 1; --stages) {
     for (Lowering::Overlap overlap : kChoices) {
       if ((overlap.stage_panels && !panelled) || (overlap.hold_streamed_only && !streamed)) continue;
       overlap.default_stages = stages;
       TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, Lowering(ir, target, ctx, facts, overlap).run());
-      if (shared_limit == 0 || lowered.shared_bytes <= shared_limit) return lowered;
+      if (!fits(lowered) && lowered.staged_stores) {  // stores from registers first
+        overlap.stage_stores = false;
+        TESSEL_ASSIGN_OR_RETURN(lowered, Lowering(ir, target, ctx, facts, overlap).run());
+      }
+      if (fits(lowered)) return lowered;
       if (lowered.overlapped) continue;
       if (!lowered.pipelined_by_default) return lowered;
       break;

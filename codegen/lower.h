@@ -22,6 +22,9 @@ struct LoweredKernel {
   // Whether a loop took the default stage count (LoopOptions::stages = 0)
   // and was pipelined, which a kernel over the limit may take fewer of.
   bool pipelined_by_default = false;
+  // Whether a store staged its value in shared memory (Overlap::stage_stores),
+  // which a kernel over the limit may do without.
+  bool staged_stores = false;
 };
 
 // `facts` are what the code may assume about the launch's arguments.
@@ -32,6 +35,8 @@ struct LoweredKernel {
 // else with one of the two, or neither (each store waits until the copy
 // engine has read its tile; rings live only while their loop runs); then
 // the same with 2 stages, then 1, in loops that take the default count.
+// Each choice first stages tensor-core products stored through pointers in
+// shared memory (Lowering::stages_store), then, if that does not fit, not.
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
                                     Specialization facts = {}, int64_t shared_limit = 0);
 

@@ -50,10 +50,13 @@ void Lowering::want_slices() {
     for (auto o = ir_.ops.rbegin(); o != ir_.ops.rend(); ++o) {
       // A store of a value wanted in a layout (a product's C through
       // pointers) computes its pointers and mask there too, whatever their
-      // size.
+      // size; or, where it stages the value, in their planned layout.
       if (o->op == OpCode::kStore && wanted_[o->operands[1]] != nullptr) {
-        wish(o->operands[0], wanted_[o->operands[1]]);
-        if (o->operands.size() > 2) wish(o->operands[2], wanted_[o->operands[1]]);
+        const bool staged = stages_store(*o);
+        if (staged) staged_stores_.insert(&*o);
+        for (size_t i = 0; i < o->operands.size(); i += 2) {
+          wish(o->operands[i], staged ? planned(o->operands[i]) : wanted_[o->operands[1]]);
+        }
       }
       if (o->results.empty() || !ir_.type(o->results[0]).is_tile()) continue;
       int r = o->results[0];
@@ -74,6 +77,16 @@ void Lowering::want_slices() {
     if (o.op != OpCode::kStore || wanted_[o.operands[0]] == nullptr) continue;
     for (size_t i = 1; i < o.operands.size(); ++i) wish(o.operands[i], wanted_[o.operands[0]]);
   }
+}
+
+bool Lowering::stages_store(const Op& o) const {
+  const Type& vt = ir_.type(o.operands[1]);
+  const std::shared_ptr<const Layout>& held = wanted_[o.operands[1]];
+  return overlap_.stage_stores && target_.swizzles_shared_tiles() && held != nullptr &&
+         dynamic_cast<const SliceLayout*>(held.get()) == nullptr && vt.is_tile() && vt.rank() == 2 &&
+         vt.dtype().bytes() == 2 && widest_swizzle(vt) != Swizzle::kNone &&
+         analysis_.access_run(o) * vt.dtype().bytes() >= kVectorBytes &&
+         contiguous_run(*held, kVectorBytes / vt.dtype().bytes()) * vt.dtype().bytes() < kVectorBytes;
 }
 
 llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>& args) {

@@ -1,9 +1,12 @@
 // Loads, stores and atomics: through pointer tiles (affine ones compute
 // their addresses), from registers or shared-memory buffers, with masks.
+#include <functional>
+
+#include "base/status.h"
+#include "base/tma_rules.h"
 #include "codegen/loops.h"
 #include "codegen/lowering.h"
 #include "dsl/ops.h"
-#include "base/status.h"
 
 namespace tessel::codegen {
 
@@ -197,19 +200,38 @@ absl::Status Lowering::store(const Op& o) {
     bool from_slice = !held.slots.empty() && dynamic_cast<const SliceLayout*>(held.layout.get()) != nullptr;
     const Layout& l = from_slice ? *held.layout : *layout(o.operands[0]);
     int64_t run = access_run(o, l);
-    std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l), values = regs(o.operands[1], l);
+    std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l);
     std::vector<llvm::Value*> masks = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();
     auto* vector_type = llvm::FixedVectorType::get(mt, static_cast<unsigned>(run));
+    llvm::Type* access_type = run == 1 ? mt : vector_type;
     llvm::Align align(run * module_->getDataLayout().getTypeAllocSize(mt));
+    // Each run's values: from the tile staged in shared memory, or from
+    // registers in the pointers' layout.
+    std::function<llvm::Value*(int64_t)> values_at;
+    std::vector<llvm::Value*> values;
+    llvm::Value* staged = staged_stores_.contains(&o) ? stage_for_store(o.operands[1]) : nullptr;
+    if (staged != nullptr) {
+      values_at = [&](int64_t slot) {
+        llvm::Value* e = l.element(b_, thread_, slot);
+        if (llvm::Value* ok = l.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(0));
+        return b_.CreateAlignedLoad(access_type, swizzled_elem(staged, vt, e, widest_swizzle(vt)), align);
+      };
+    } else {
+      values = regs(o.operands[1], l);
+      values_at = [&](int64_t slot) {
+        llvm::Value* v = run == 1 ? to_memory(values[slot], mt) : llvm::PoisonValue::get(vector_type);
+        for (int64_t lane = 0; run > 1 && lane < run; ++lane) {
+          v = b_.CreateInsertElement(v, to_memory(values[slot + lane], mt), lane);
+        }
+        return v;
+      };
+    }
     for (int64_t slot = 0; slot < l.slots(); slot += run) {
       llvm::Value* ok = l.valid(b_, thread_, slot);  // the same over the run, like the mask
       if (masked) ok = ok == nullptr ? masks[slot] : b_.CreateAnd(ok, masks[slot]);
-      llvm::Value* v = run == 1 ? to_memory(values[slot], mt) : llvm::PoisonValue::get(vector_type);
-      for (int64_t lane = 0; run > 1 && lane < run; ++lane) {
-        v = b_.CreateInsertElement(v, to_memory(values[slot + lane], mt), lane);
-      }
-      predicated_store(v, ptrs[slot], ok, align);
+      predicated_store(values_at(slot), ptrs[slot], ok, align);
     }
+    if (staged != nullptr) shared_.erase(staged);  // (smem_alloc meets before it is written again)
     return absl::OkStatus();
   }
   hold(o);
@@ -220,6 +242,14 @@ absl::Status Lowering::store(const Op& o) {
     one(p, v, masked ? element(o.operands[2], at) : nullptr);
   });
   return absl::OkStatus();
+}
+
+llvm::Value* Lowering::stage_for_store(int id) {
+  const Type& t = ir_.type(id);
+  llvm::Value* tile = smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
+  write_tile(id, [&](llvm::Value* i) { return swizzled_elem(tile, t, i, widest_swizzle(t)); });
+  target_.program_barrier(b_);
+  return tile;
 }
 
 // The DSL's orders are the program's (dsl/ops.h): a release makes every

@@ -72,6 +72,9 @@ class Lowering {
     bool stage_panels = false;
     // Of the store tiles, only those of streamed stores are held.
     bool hold_streamed_only = false;
+    // Stores of a tensor-core product through pointers that allow 16-byte
+    // accesses stage the product in shared memory (staged_stores_).
+    bool stage_stores = true;
     // The stages of loops that take the default count.
     int default_stages = kDefaultStages;
   };
@@ -329,6 +332,16 @@ class Lowering {
   // then reads the thread's own registers (walking backwards, consumers
   // first). A value keeps the first wish it gets.
   void want_slices();
+  // Whether store `o` stages its value, a tensor-core product of 16-bit
+  // elements, in shared memory: written with the target's matrix stores
+  // into a swizzled tile, then read back and stored along rows as wide as
+  // its pointers allow (16 bytes), where the product's own layout holds
+  // pairs (4-byte stores, half of each 32-byte sector). Triton converts
+  // such a store's layout the same way.
+  bool stages_store(const Op& o) const;
+  // Value `id` (a register tile) written into a swizzled shared-memory tile
+  // for such a store, the program met after it; returns the tile.
+  llvm::Value* stage_for_store(int id);
   // How many elements each access of load or store `o` moves when the
   // tile's registers are in layout `l`: what the pointers and mask allow,
   // over runs the layout holds in consecutive slots.
@@ -1058,6 +1071,7 @@ class Lowering {
     int64_t panels = 1;
   };
   std::map<const Op*, HeldTile> store_tiles_;
+  std::set<const Op*> staged_stores_;  // stores that stage their values (stages_store)
   std::map<const Op*, MmaDot> mma_dots_;
   std::map<const Op*, Pipeline> pipelines_;                  // by loop
   std::map<const Op*, const Op*> outer_pipelines_;           // outer loop -> the pipelined loop in it

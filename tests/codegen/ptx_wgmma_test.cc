@@ -122,7 +122,8 @@ TEST(Wgmma, PointerOperandsAreCopiedIntoRings) {
     EXPECT_THAT(ptx, HasSubstr("cp.async.wait_group 1;"));
     EXPECT_THAT(ptx, HasSubstr("fence.proxy.async.shared::cta"));
     EXPECT_THAT(ptx, HasSubstr("wgmma.wait_group.sync.aligned 1"));
-    EXPECT_THAT(ptx, Not(HasSubstr("stmatrix")));
+    // The only matrix stores are C's, staged for 16-byte stores (below).
+    EXPECT_EQ(count(ptx, "stmatrix"), 128 * bn / (warps * 32 * 8));
     // Three stages of a 128 x 64 A tile and a bn x 64 B tile.
     EXPECT_EQ(code->shared_bytes, 3 * (128 + bn) * 64 * 2);
     expect_ptxas_clean(ptx);
@@ -155,6 +156,62 @@ TEST(Wgmma, PointerOperandsAreCopiedIntoRings) {
     ASSERT_TRUE(plain.ok()) << plain.status();
     EXPECT_THAT(plain->binary, Not(HasSubstr("cp.async.cg")));
     EXPECT_THAT(plain->binary, Not(HasSubstr("cp.async.wait_group")));
+  }
+}
+
+// A product stored through pointers whose rows allow 16-byte accesses
+// leaves in them: written with stmatrix into a swizzled tile (in the
+// rings' memory, free after the loop), read back 16 bytes a thread. Not
+// where the pointers allow less, nor f32 products (no 16-bit matrix
+// stores); and where the tile would not fit beside what is live (a store
+// in the loop, beside its rings), the product leaves from its registers.
+TEST(Wgmma, ProductsStoredThroughPointersLeaveIn16ByteStores) {
+  auto compiled = [](const samples::PointerGemmConfig& g, bool aligned) {
+    CompileOptions o;
+    o.num_warps = 8;
+    if (aligned) o.specialization.multiple_of_16 = 0x3f;
+    return compile_ptx(*samples::pointer_gemm_kernel(g), o);
+  };
+  absl::StatusOr<DeviceCode> staged = compiled({.bm = 128, .bn = 256}, true);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(count(staged->binary, "stmatrix.sync.aligned.m8n8.x4"), 16);
+  EXPECT_EQ(count(staged->binary, "ld.shared.v4"), 16);
+  EXPECT_EQ(count(staged->binary, "st.global.v4.b32"), 16);
+  EXPECT_THAT(staged->binary, Not(HasSubstr("st.global.b32")));
+  EXPECT_EQ(staged->shared_bytes, 3 * (128 + 256) * 64 * 2);
+  expect_ptxas_clean(staged->binary);
+  for (const auto& [g, aligned] : std::vector<std::pair<samples::PointerGemmConfig, bool>>{
+           {{.bm = 128, .bn = 256, .out = f32}, true}, {{.bm = 128, .bn = 256}, false}}) {
+    SCOPED_TRACE(aligned ? "f32 out" : "rows of unknown alignment");
+    absl::StatusOr<DeviceCode> code = compiled(g, aligned);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, Not(HasSubstr("stmatrix")));
+    EXPECT_THAT(code->binary, Not(HasSubstr("st.global.v4")));
+  }
+  // Each iteration stores its partial product, beside the rings.
+  KernelBuilder k("partial_products");
+  Value a = k.arg(ptr(bf16), "a"), b = k.arg(ptr(bf16), "b"), c = k.arg(ptr(bf16), "c"), kdim = k.arg(i32, "k");
+  Value rows = expand_dims(k.arange(0, 128), 1), cols = expand_dims(k.arange(0, 128), 0);
+  Value ks = expand_dims(k.arange(0, 64), 0);
+  Var acc = k.var(k.zeros({128, 128}, f32));
+  k.for_range(0, kdim, 64, [&](Value kk) {
+    acc = dot(load(a + rows * kdim + kk + ks), trans(load(b + rows * kdim + kk + ks)), acc);
+    store(c + kk * 256 + rows * 128 + cols, cast(acc, bf16));
+  });
+  absl::StatusOr<Kernel> partial = k.build();
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  for (int programs : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat(programs, " programs a unit"));
+    CompileOptions o;
+    o.num_warps = 8;
+    o.specialization.multiple_of_16 = 0xf;
+    o.min_programs = programs;
+    absl::StatusOr<DeviceCode> code = compile_ptx(*partial, o);
+    ASSERT_TRUE(code.ok()) << code.status();
+    const int64_t rings = 3 * (128 + 128) * 64 * 2;
+    EXPECT_EQ(code->shared_bytes, programs == 1 ? rings + 128 * 128 * 2 : rings);
+    EXPECT_EQ(count(code->binary, "st.global.v4.b32") > 0, programs == 1);
+    EXPECT_TRUE(ptxas_accepts_if_present(code->binary));
   }
 }
 
