@@ -1,6 +1,7 @@
 // Copy rings: loads through pointers that feed matrix instructions, copied
 // asynchronously into rings of shared-memory stages iterations ahead (see
 // lowering.h, "Copy rings").
+#include <algorithm>
 #include <set>
 
 #include "codegen/lowering.h"
@@ -97,6 +98,34 @@ absl::Status Lowering::begin_copies(const Op& loop, llvm::Value* lo, llvm::Value
   const std::vector<Lowered> before = lowered(results);
   for (int id : ops) TESSEL_RETURN_IF_ERROR(op(ir_.ops[id]));
   r.invariant = lowered(results);
+  // A row the copies broadcast, held in another layout than the slice they
+  // read it in (a gathered row's pointers and mask, made before the loop),
+  // is converted into that slice here, once: else each iteration reads it
+  // back from shared memory.
+  auto inside = [&](int v) {
+    for (int b = ir_.values[v].def_block; b >= 0; b = ir_.blocks[b].parent) {
+      if (b == loop.blocks[0]) return true;
+    }
+    return false;
+  };
+  for (const RingLoad* l : r.loads) {
+    for (int id : l->slice) {
+      const Op& o = ir_.ops[id];
+      if (o.op != OpCode::kBroadcast || wanted_[o.results[0]] == nullptr) continue;
+      const int v = o.operands[0], axis = stretched_axis(o);
+      auto held = std::find_if(r.invariant.begin(), r.invariant.end(), [&](const Lowered& x) { return x.id == v; });
+      // (An index tile each slot computes again, as the broadcast does.)
+      if (axis < 0 || regs_[v].slots.empty() || index_tile_[v] || (inside(v) && held == r.invariant.end())) continue;
+      auto into = std::make_shared<SliceLayout>(layout(o.results[0]), ir_.type(o.results[0]).shape(), axis);
+      if (regs_[v].layout->same_as(*into)) continue;
+      const RegTile row{into, regs(v, *into)};
+      if (held == r.invariant.end()) {
+        r.invariant.push_back({v, vals_[v], row});
+      } else {
+        held->regs = row;
+      }
+    }
+  }
   set_lowered(before);
   // Each thread ends a group for every iteration ahead, copies or none, so
   // that iteration i's is always its i-th.

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "ptx_test_util.h"
 #include "samples/kernels.h"
+#include "samples/moe.h"
 
 namespace tessel {
 namespace {
@@ -213,6 +214,28 @@ TEST(Wgmma, ProductsStoredThroughPointersLeaveIn16ByteStores) {
     EXPECT_EQ(count(code->binary, "st.global.v4.b32") > 0, programs == 1);
     EXPECT_TRUE(ptxas_accepts_if_present(code->binary));
   }
+}
+
+// The MoE GEMM (samples::moe_gemm_kernel): A's rows gathered through
+// pointers made before the loop and broadcast along K. Their pointers and
+// mask are converted into the copies' layout once, before the loop: the
+// loop reads nothing from shared memory but its rings (by descriptor), and
+// C leaves in 16-byte stores.
+TEST(Wgmma, GatheredRowsAreHeldInTheCopiesLayoutAcrossTheLoop) {
+  CompileOptions o;
+  o.num_warps = 8;
+  o.specialization.multiple_of_16 = 0xe3f;  // pointers, N and K
+  absl::StatusOr<DeviceCode> code = compile_ptx(*samples::moe_gemm_kernel({.bn = 256, .stages = 4}), o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  const size_t top = ptx.find("cp.async.wait_group 2;"), end = ptx.find("wgmma.wait_group.sync.aligned 0;", top);
+  ASSERT_NE(top, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const std::string loop = ptx.substr(top, end - top);
+  EXPECT_THAT(loop, HasSubstr("cp.async.cg.shared.global"));
+  EXPECT_THAT(loop, Not(HasSubstr("ld.shared")));
+  EXPECT_EQ(count(ptx, "st.global.v4.b32"), 8);
+  expect_ptxas_clean(ptx);
 }
 
 TEST(Wgmma, F16AndOtherTileShapes) {
