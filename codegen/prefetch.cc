@@ -13,23 +13,6 @@
 namespace tessel::codegen {
 namespace {
 
-// Ops whose result is a function of their operands alone: these may be
-// computed again, an iteration early.
-bool pure(const Op& o) {
-  if (!o.blocks.empty()) return false;
-  switch (op_traits(o.op).category) {
-    case OpCategory::kLeaf:
-    case OpCategory::kShape:
-    case OpCategory::kBinary:
-    case OpCategory::kComparison:
-    case OpCategory::kUnary:
-    case OpCategory::kOtherElementwise:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The ops of one block (directly) that values depend on, and the block's
 // arguments they read; or nothing where one of those ops is not pure.
 struct Slice {
@@ -103,7 +86,7 @@ class LoopFacts {
       }
       if (!s.ops.insert(info.def_op).second) continue;
       const Op& o = kernel_.ops[info.def_op];
-      if (!pure(o)) return std::nullopt;
+      if (!is_pure(o)) return std::nullopt;
       work.insert(work.end(), o.operands.begin(), o.operands.end());
     }
     return s;

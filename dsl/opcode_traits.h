@@ -65,5 +65,20 @@ const OpTraits& op_traits(OpCode op);
 
 inline bool is_elementwise(OpCode op) { return op_traits(op).elementwise; }
 inline bool is_comparison(OpCode op) { return op_traits(op).category == OpCategory::kComparison; }
+// Whether op `o`'s result is a function of its operands alone (no memory,
+// no blocks): it may be computed again elsewhere, or dropped when unread.
+inline bool is_pure(const Op& o) {
+  switch (op_traits(o.op).category) {
+    case OpCategory::kLeaf:
+    case OpCategory::kShape:
+    case OpCategory::kBinary:
+    case OpCategory::kComparison:
+    case OpCategory::kUnary:
+    case OpCategory::kOtherElementwise:
+      return o.blocks.empty();
+    default:
+      return false;
+  }
+}
 
 }  // namespace tessel

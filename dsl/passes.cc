@@ -91,21 +91,6 @@ bool simplify_if(KernelIR& ir, int index) {
   return false;
 }
 
-// Ops whose result is a function of their operands alone.
-bool pure(const Op& o) {
-  switch (op_traits(o.op).category) {
-    case OpCategory::kLeaf:
-    case OpCategory::kShape:
-    case OpCategory::kBinary:
-    case OpCategory::kComparison:
-    case OpCategory::kUnary:
-    case OpCategory::kOtherElementwise:
-      return o.blocks.empty();
-    default:
-      return false;
-  }
-}
-
 std::optional<int64_t> int_constant(const KernelIR& ir, int v) {
   const int def = ir.values[v].def_op;
   if (def < 0 || ir.ops[def].op != OpCode::kConstant || ir.ops[def].ints.empty()) return std::nullopt;
@@ -169,7 +154,7 @@ class Stepped {
       work.pop_back();
       const ValueInfo& info = ir_.values[x];
       if (!defined_within(ir_, x, body_)) continue;
-      if (info.def_block != body_ || info.def_op < 0 || !pure(ir_.ops[info.def_op])) return std::nullopt;
+      if (info.def_block != body_ || info.def_op < 0 || !is_pure(ir_.ops[info.def_op])) return std::nullopt;
       if (std::find(found.begin(), found.end(), info.def_op) != found.end()) continue;
       found.push_back(info.def_op);
       work.insert(work.end(), ir_.ops[info.def_op].operands.begin(), ir_.ops[info.def_op].operands.end());
