@@ -102,12 +102,6 @@ absl::Status Lowering::begin_copies(const Op& loop, llvm::Value* lo, llvm::Value
   // read it in (a gathered row's pointers and mask, made before the loop),
   // is converted into that slice here, once: else each iteration reads it
   // back from shared memory.
-  auto inside = [&](int v) {
-    for (int b = ir_.values[v].def_block; b >= 0; b = ir_.blocks[b].parent) {
-      if (b == loop.blocks[0]) return true;
-    }
-    return false;
-  };
   for (const RingLoad* l : r.loads) {
     for (int id : l->slice) {
       const Op& o = ir_.ops[id];
@@ -115,7 +109,10 @@ absl::Status Lowering::begin_copies(const Op& loop, llvm::Value* lo, llvm::Value
       const int v = o.operands[0], axis = stretched_axis(o);
       auto held = std::find_if(r.invariant.begin(), r.invariant.end(), [&](const Lowered& x) { return x.id == v; });
       // (An index tile each slot computes again, as the broadcast does.)
-      if (axis < 0 || regs_[v].slots.empty() || index_tile_[v] || (inside(v) && held == r.invariant.end())) continue;
+      if (axis < 0 || regs_[v].slots.empty() || index_tile_[v] ||
+          (ir_.defined_within(v, loop.blocks[0]) && held == r.invariant.end())) {
+        continue;
+      }
       auto into = std::make_shared<SliceLayout>(layout(o.results[0]), ir_.type(o.results[0]).shape(), axis);
       if (regs_[v].layout->same_as(*into)) continue;
       const RegTile row{into, regs(v, *into)};

@@ -115,6 +115,13 @@ struct KernelIR {
   int cluster = 1;            // programs per cluster (KernelBuilder::cluster)
 
   const Type& type(int value) const { return values[value].type; }
+  // Whether `value` is defined inside `block` or a block nested in it.
+  bool defined_within(int value, int block) const {
+    for (int b = values[value].def_block; b >= 0; b = blocks[b].parent) {
+      if (b == block) return true;
+    }
+    return false;
+  }
 };
 
 }  // namespace tessel

@@ -12,14 +12,6 @@ void replace_uses(KernelIR& ir, int from, int to) {
   for (Op& op : ir.ops) std::replace(op.operands.begin(), op.operands.end(), from, to);
 }
 
-// Whether `value` is defined inside `block` or a block nested in it.
-bool defined_within(const KernelIR& ir, int value, int block) {
-  for (int b = ir.values[value].def_block; b >= 0; b = ir.blocks[b].parent) {
-    if (b == block) return true;
-  }
-  return false;
-}
-
 void renumber(KernelIR& ir, const Op& op) {
   for (size_t i = 0; i < op.results.size(); ++i) ir.values[op.results[i]].index = static_cast<int>(i);
 }
@@ -78,7 +70,7 @@ bool simplify_if(KernelIR& ir, int index) {
   Op& else_yield = ir.ops[ir.blocks[op.blocks[1]].ops.back()];
   for (size_t i = 0; i < op.results.size(); ++i) {
     int v = then_yield.operands[i];
-    if (v != else_yield.operands[i] || defined_within(ir, v, op.blocks[0]) || defined_within(ir, v, op.blocks[1])) {
+    if (v != else_yield.operands[i] || ir.defined_within(v, op.blocks[0]) || ir.defined_within(v, op.blocks[1])) {
       continue;
     }
     replace_uses(ir, op.results[i], v);
@@ -114,14 +106,13 @@ class Stepped {
  public:
   Stepped(KernelIR& ir, int loop) : ir_(ir), loop_(loop), body_(ir.ops[loop].blocks[0]) {}
 
-  bool run() {
+  void run() {
     const std::optional<int64_t> step = int_constant(ir_, ir_.ops[loop_].operands[2]);
-    if (!step || *step == 0) return false;  // (a division by a step unknown costs more than a step)
+    if (!step || *step == 0) return;  // (a division by a step unknown costs more than a step)
     for (size_t i = ir_.ops[loop_].results.size(); i-- > 0;) close(i);
     std::vector<int>& ops = ir_.blocks[body_].ops;
     ops.insert(ops.begin(), top_.begin(), top_.end());
     erase_dead(top_);  // (a splat whose scalar the offsets took)
-    return !top_.empty();
   }
 
  private:
@@ -153,7 +144,7 @@ class Stepped {
       const int x = work.back();
       work.pop_back();
       const ValueInfo& info = ir_.values[x];
-      if (!defined_within(ir_, x, body_)) continue;
+      if (!ir_.defined_within(x, body_)) continue;
       if (info.def_block != body_ || info.def_op < 0 || !is_pure(ir_.ops[info.def_op])) return std::nullopt;
       if (std::find(found.begin(), found.end(), info.def_op) != found.end()) continue;
       found.push_back(info.def_op);
@@ -251,11 +242,14 @@ class Stepped {
   }
 
   // Drops those of `ops` (pure ops of the body, in program order) that
-  // nothing reads now.
+  // nothing reads now, or only those dropped before them.
   void erase_dead(const std::vector<int>& ops) {
     std::vector<int>& list = ir_.blocks[body_].ops;
+    std::vector<int> uses = use_counts(ir_);
     for (auto id = ops.rbegin(); id != ops.rend(); ++id) {
-      if (use_counts(ir_)[ir_.ops[*id].results[0]] == 0) list.erase(std::find(list.begin(), list.end(), *id));
+      if (uses[ir_.ops[*id].results[0]] != 0) continue;
+      for (int v : ir_.ops[*id].operands) --uses[v];
+      list.erase(std::find(list.begin(), list.end(), *id));
     }
   }
 
