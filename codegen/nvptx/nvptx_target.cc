@@ -147,6 +147,7 @@ class NvptxTarget final : public GpuTarget {
       out.push_back(ir.params[i].type.is_bool() ? b.CreateTrunc(a, b.getInt1Ty()) : a);
     }
     tid_ = b.CreateZExt(sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), b.getInt64Ty());
+    warpgroup_of_ = warpgroup_ = nullptr;
     return out;
   }
 
@@ -258,7 +259,7 @@ class NvptxTarget final : public GpuTarget {
   }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
-    return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), tid_, threads_, in_flight);
+    return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), warpgroup(), threads_, in_flight);
   }
   bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
                     const std::function<llvm::Value*(llvm::Value*)>& address, const SlotFilter& keep) override {
@@ -454,9 +455,7 @@ class NvptxTarget final : public GpuTarget {
 
   llvm::Value* group_of_thread(llvm::IRBuilder<>& b, llvm::Value* thread, int threads) override {
     llvm::Value* group = b.CreateTrunc(b.CreateUDiv(thread, b.getInt64(threads)), b.getInt32Ty());
-    llvm::Value* lane0 = b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, {},
-                                           {b.getInt32(0xFFFFFFFF), group, b.getInt32(0), b.getInt32(0x1F)});
-    return b.CreateZExt(lane0, b.getInt64Ty());
+    return b.CreateZExt(from_lane0(b, group), b.getInt64Ty());
   }
 
   void program_barrier(llvm::IRBuilder<>& b) override { barrier(b); }
@@ -499,6 +498,29 @@ class NvptxTarget final : public GpuTarget {
     return scalar_param_type(b, t.dtype());
   }
   llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) { return b.CreateIntrinsic(id, {}, {}); }
+  // The i32 `v` as lane 0 of this warp holds it.
+  static llvm::Value* from_lane0(llvm::IRBuilder<>& b, llvm::Value* v) {
+    return b.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, {},
+                             {b.getInt32(0xFFFFFFFF), v, b.getInt32(0), b.getInt32(0x1F)});
+  }
+
+  // This thread's warpgroup in the program or in its group (i32), as lane 0
+  // of its warp holds it: ptxas takes a value shuffled from one lane to be
+  // the same across the warp and keeps what is computed from it (the wgmma
+  // descriptors) in uniform registers. Made once for each tid_, right where
+  // tid_ is made, so that it holds wherever tid_ does; 0 where the threads
+  // are one warpgroup.
+  llvm::Value* warpgroup() {
+    if (threads_ == kWarpgroup) return llvm::ConstantInt::get(llvm::Type::getInt32Ty(tid_->getContext()), 0);
+    if (warpgroup_of_ == tid_) return warpgroup_;
+    warpgroup_of_ = tid_;
+    llvm::IRBuilder<> b(tid_->getContext());
+    if (auto* made = llvm::dyn_cast<llvm::Instruction>(tid_)) {
+      b.SetInsertPoint(made->getParent(), std::next(made->getIterator()));
+    }
+    llvm::Value* own = b.CreateTrunc(b.CreateLShr(tid_, 7), b.getInt32Ty());
+    return warpgroup_ = llvm::isa<llvm::Constant>(own) ? own : from_lane0(b, own);
+  }
   int64_t tile_alignment() const {
     if (swizzled_) return tma::kSwizzledTileAlignment;
     return tensor_maps_ ? tma::kSharedTileAlignment : kDynamicSharedAlignment;
@@ -573,6 +595,8 @@ class NvptxTarget final : public GpuTarget {
 
   static constexpr int kWarpgroup = 128, kRegisterFile = 65536, kMaxRegisters = 240, kProducerRegisters = 40;
   int consumer_registers_ = 0;  // what split_program gave each consumer thread
+  llvm::Value* warpgroup_ = nullptr;     // warpgroup()'s value for the tid_ of
+  llvm::Value* warpgroup_of_ = nullptr;  // this
   std::unique_ptr<llvm::TargetMachine> tm_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;

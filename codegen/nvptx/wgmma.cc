@@ -243,7 +243,7 @@ llvm::Value* pack_b16(llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi) {
 }  // namespace
 
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
-                                     const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
+                                     const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* warpgroup,
                                      int threads, int in_flight) {
   const Form f = *form_of(s);
   const Split split = split_for(s, f, threads);
@@ -255,7 +255,7 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
     llvm::Value* start = b.CreateLShr(b.CreateAnd(b.CreateZExt(addr, b.getInt64Ty()), 0x3FFFF), 4);
     return b.CreateOr(start, b.getInt64(wgmma_descriptor(0, op.swizzle, steps.panel_bytes)));
   };
-  llvm::Value* group = b.CreateTrunc(b.CreateLShr(tid, 7), b.getInt32Ty());
+  llvm::Value* group = warpgroup;
   llvm::Value* a_base = a.registers ? nullptr : shared32(b, a.data);
   llvm::Value* b_base = shared32(b, bm.data);
   // With column groups, a warpgroup's row blocks are those of its group's

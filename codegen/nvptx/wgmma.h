@@ -45,9 +45,11 @@ std::shared_ptr<const Layout> wgmma_register_a_layout(const MmaShape& shape, con
 // acc + a @ b: fence, the chain of wgmma over k (each warpgroup its row
 // blocks), commit, and a wait that leaves `in_flight` groups running, with
 // the accumulators tied to each step so that LLVM moves no other use of
-// them across.
+// them across. `warpgroup` is this thread's warpgroup among the `threads`
+// (i32); the descriptors are computed from it alone, so where it is
+// warp-uniform they are too.
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
-                                     const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
+                                     const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* warpgroup,
                                      int threads, int in_flight);
 
 // Writes the 16-bit `slots` of an accumulator layout of wgmma_layout()'s

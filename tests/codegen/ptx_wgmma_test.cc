@@ -238,6 +238,34 @@ TEST(Wgmma, GatheredRowsAreHeldInTheCopiesLayoutAcrossTheLoop) {
   expect_ptxas_clean(ptx);
 }
 
+// A warpgroup's descriptors start from its index as lane 0 of each warp
+// holds it (one shfl.sync.idx of tid / 128), which ptxas takes to be the
+// same across the warp: descriptors built from it stay in uniform
+// registers. One warpgroup has none to take.
+TEST(Wgmma, DescriptorsStartFromTheWarpgroupAsItsWarpHoldsIt) {
+  auto pointer_gemm = [](int64_t bn, int warps) {
+    CompileOptions o;
+    o.num_warps = warps;
+    o.specialization.multiple_of_16 = 0x3f;
+    return compile_ptx(*samples::pointer_gemm_kernel({.bm = 128, .bn = bn, .bk = 64}), o);
+  };
+  for (const auto& [bn, warps] : std::vector<std::pair<int64_t, int>>{{256, 8}, {128, 4}}) {
+    SCOPED_TRACE(absl::StrCat(bn, " columns, ", warps, " warps"));
+    absl::StatusOr<DeviceCode> code = pointer_gemm(bn, warps);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(count(code->binary, "shfl.sync.idx.b32"), warps == 8 ? 1 : 0);
+    expect_ptxas_clean(code->binary);
+  }
+  // The MoE GEMM's 64 rows on two warpgroups: each its own columns of b.
+  CompileOptions o;
+  o.num_warps = 8;
+  o.specialization.multiple_of_16 = 0xe3f;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*samples::moe_gemm_kernel({.bn = 256, .stages = 4}), o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(count(code->binary, "shfl.sync.idx.b32"), 1);
+  expect_ptxas_clean(code->binary);
+}
+
 TEST(Wgmma, F16AndOtherTileShapes) {
   for (auto [g, nw] : {std::pair{GemmConfig{.bm = 64, .bn = 64, .bk = 64, .in = f16}, 4},
                        std::pair{GemmConfig{.bm = 128, .bn = 256}, 8},
