@@ -251,20 +251,29 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   const OperandSteps b_steps = operand_steps(bm, f);
   std::optional<OperandSteps> a_steps;  // a in shared memory
   if (!a.registers) a_steps = operand_steps(a, f);
-  auto descriptor = [&](const SharedMatrix& op, const OperandSteps& steps, llvm::Value* addr) {
-    llvm::Value* start = b.CreateLShr(b.CreateAnd(b.CreateZExt(addr, b.getInt64Ty()), 0x3FFFF), 4);
-    return b.CreateOr(start, b.getInt64(wgmma_descriptor(0, op.swizzle, steps.panel_bytes)));
+  // A descriptor's low word is the start address / 16 (14 bits) and the
+  // leading byte offset. Shared-memory addresses are below 2^18, so a
+  // step along a tile, whole 16-byte units, adds to the start without
+  // carrying into the offset: each operand's low word is made once, and
+  // each k step and row block adds its offset to it.
+  auto low_word = [&](const SharedMatrix& op, const OperandSteps& steps, llvm::Value* addr) {
+    const auto fields = static_cast<uint32_t>(wgmma_descriptor(0, op.swizzle, steps.panel_bytes));
+    return b.CreateOr(b.CreateAnd(b.CreateLShr(addr, 4), 0x3FFF), b.getInt32(fields));
   };
-  llvm::Value* group = warpgroup;
+  auto descriptor = [&](const SharedMatrix& op, const OperandSteps& steps, llvm::Value* low, int64_t offset) {
+    const uint64_t high = wgmma_descriptor(0, op.swizzle, steps.panel_bytes) & ~uint64_t{0xFFFFFFFF};
+    llvm::Value* word = b.CreateAdd(low, b.getInt32(offset / 16));
+    return b.CreateOr(b.CreateZExt(word, b.getInt64Ty()), b.getInt64(high));
+  };
   llvm::Value* a_base = a.registers ? nullptr : shared32(b, a.data);
   llvm::Value* b_base = shared32(b, bm.data);
   // With column groups, a warpgroup's row blocks are those of its group's
   // index among the row groups, and its b starts at its columns: rows of
   // a K-major b, whole panels of an MN-major one.
-  llvm::Value* row_group = group;
+  llvm::Value* row_group = warpgroup;
   if (split.col_groups > 1) {
-    row_group = b.CreateUDiv(group, b.getInt32(split.col_groups));
-    llvm::Value* col_group = b.CreateURem(group, b.getInt32(split.col_groups));
+    row_group = b.CreateUDiv(warpgroup, b.getInt32(split.col_groups));
+    llvm::Value* col_group = b.CreateURem(warpgroup, b.getInt32(split.col_groups));
     const int64_t elems = swizzle_bytes(bm.swizzle) / f.bytes;
     const int64_t col_bytes =
         bm.k_major ? width * swizzle_bytes(bm.swizzle) : width / elems * bm.rows * swizzle_bytes(bm.swizzle);
@@ -294,8 +303,13 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
   acc = tied(b, "wgmma.fence.sync.aligned;", acc);
   a_regs.assign(acc.begin() + (acc.size() - a_regs.size()), acc.end());
   acc.resize(acc.size() - a_regs.size());
+  llvm::Value* b_low = low_word(bm, b_steps, b_base);
+  llvm::Value* a_low =
+      a.registers
+          ? nullptr
+          : low_word(a, *a_steps, b.CreateAdd(a_base, b.CreateMul(row_group, b.getInt32(a_steps->block_bytes))));
   for (int64_t kk = 0; kk < s.k / step; ++kk) {
-    llvm::Value* b_desc = descriptor(bm, b_steps, b.CreateAdd(b_base, b.getInt32(b_steps.offset(kk))));
+    llvm::Value* b_desc = descriptor(bm, b_steps, b_low, b_steps.offset(kk));
     for (int64_t j = 0; j < blocks; ++j) {
       std::vector<llvm::Value*> operands;
       if (a.registers) {
@@ -303,10 +317,8 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
         const int64_t first = (j * (s.k / 2) + 8 * kk) / 2;
         operands.insert(operands.end(), a_regs.begin() + first, a_regs.begin() + first + 4);
       } else {
-        llvm::Value* block = b.CreateAdd(row_group, b.getInt32(j * split.row_groups()));
-        llvm::Value* a_addr = b.CreateAdd(b.CreateAdd(a_base, b.CreateMul(block, b.getInt32(a_steps->block_bytes))),
-                                          b.getInt32(a_steps->offset(kk)));
-        operands.push_back(descriptor(a, *a_steps, a_addr));
+        const int64_t offset = j * split.row_groups() * a_steps->block_bytes + a_steps->offset(kk);
+        operands.push_back(descriptor(a, *a_steps, a_low, offset));
       }
       operands.push_back(b_desc);
       operands.push_back(b.getInt32(1));

@@ -266,6 +266,23 @@ TEST(Wgmma, DescriptorsStartFromTheWarpgroupAsItsWarpHoldsIt) {
   expect_ptxas_clean(code->binary);
 }
 
+// Each operand's descriptor is made once a product (its start address,
+// shifted and masked, with the leading byte offset): each k step adds its
+// offset to that word, instead of shifting and masking again.
+TEST(Wgmma, DescriptorsOfAProductShareTheOperandsStart) {
+  CompileOptions o;
+  o.num_warps = 8;
+  o.specialization.multiple_of_16 = 0x3f;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*samples::pointer_gemm_kernel({.bm = 128, .bn = 256, .bk = 64}), o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  const size_t fence = ptx.find("wgmma.fence.sync.aligned;"), commit = ptx.find("wgmma.commit_group", fence);
+  ASSERT_NE(commit, std::string::npos);
+  const std::string product = ptx.substr(fence, commit - fence);
+  EXPECT_EQ(count(product, "wgmma.mma_async"), 4);
+  EXPECT_EQ(count(product, "bfe.u32"), 2);
+}
+
 TEST(Wgmma, F16AndOtherTileShapes) {
   for (auto [g, nw] : {std::pair{GemmConfig{.bm = 64, .bn = 64, .bk = 64, .in = f16}, 4},
                        std::pair{GemmConfig{.bm = 128, .bn = 256}, 8},
