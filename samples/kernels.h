@@ -660,8 +660,8 @@ struct PointerGemmConfig {
   // the steps into the same addresses (close_stepped_carried, dsl/passes.h).
   bool stepped = false;
 };
-inline absl::StatusOr<Kernel> pointer_gemm_kernel(const PointerGemmConfig& g) {
-  KernelBuilder k("pointer_gemm");
+inline absl::StatusOr<Kernel> pointer_gemm_kernel(const PointerGemmConfig& g, std::string name = "pointer_gemm") {
+  KernelBuilder k(std::move(name));
   Value a = k.arg(ptr(g.in), "a"), b = k.arg(ptr(g.in), "b"), c = k.arg(ptr(g.out), "c");
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value tiles_m = cdiv(m, g.bm), tiles_n = cdiv(n, g.bn);

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "base/status.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
+#include "kernels.h"
 #include "tessel/tessel.h"
 
 namespace samples {
@@ -208,8 +211,8 @@ struct MoeGemmConfig {
   bool routed_weights = false;
   int stages = 0;  // the K loop's LoopOptions::stages
 };
-inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g) {
-  KernelBuilder k("moe_gemm");
+inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g, std::string name = "moe_gemm") {
+  KernelBuilder k(std::move(name));
   Value a = k.arg(ptr(g.in), "a"), w = k.arg(ptr(g.in), "w"), c = k.arg(ptr(g.out), "c");
   Value sorted = k.arg(ptr(i32), "sorted"), block_experts = k.arg(ptr(i32), "block_experts");
   Value offsets = k.arg(ptr(i32), "offsets");
@@ -250,6 +253,225 @@ inline int64_t moe_gemm_grid(const MoeGemmConfig& g, int64_t n, int experts, int
   return moe_align_capacity(n, experts, static_cast<int>(g.bm)) / g.bm * ((ncols + g.bn - 1) / g.bn);
 }
 
+// SwiGLU between an MoE layer's two GEMMs: a [n, I] = silu(g) * u, where
+// row i of h [n, 2I] is choice i's gate projection g then its up projection
+// u; f32 arithmetic, one rounding to the tiles' dtype. A program takes a
+// [kSwigluRows, kSwigluCols] tile; args h, a, n, I; launch on swiglu_grid.
+inline constexpr int kSwigluRows = 16, kSwigluCols = 128;
+inline absl::StatusOr<Kernel> swiglu_kernel(DType d = bf16) {
+  KernelBuilder k("swiglu");
+  Value h = k.arg(ptr(d), "h"), a = k.arg(ptr(d), "a"), n = k.arg(i32, "n"), inter = k.arg(i32, "I");
+  Value tiles_c = cdiv(inter, kSwigluCols), p = k.program_id();
+  Value r = expand_dims(p / tiles_c * kSwigluRows + k.arange(0, kSwigluRows), 1);  // [R, 1] i32
+  Value c = expand_dims(p % tiles_c * kSwigluCols + k.arange(0, kSwigluCols), 0);  // [1, C] i32
+  Value in = (r < n) & (c < inter);
+  Value row = h + cast(r, i64) * cast(2 * inter, i64) + c;  // [R, C]: g's
+  Value g = load_f32(row, in, 0.0f), u = load_f32(row + inter, in, 0.0f);
+  store_as(a + cast(r, i64) * cast(inter, i64) + c, g * sigmoid(g) * u, in);
+  return k.build();
+}
+inline int64_t swiglu_grid(int64_t n, int64_t inter) {
+  return (n + kSwigluRows - 1) / kSwigluRows * ((inter + kSwigluCols - 1) / kSwigluCols);
+}
+
+// An MoE layer's last step: out [tokens, H] is the sum of each token's
+// top_k rows of y [tokens * top_k, H] (each already scaled by its router
+// weight), in f32, rounded once; choices outside [0, experts) are dropped
+// (their rows of y were never written). A program takes a
+// [kCombineRows, kCombineCols] tile; args y, ids, out, tokens, top_k,
+// experts, H; launch on moe_combine_grid.
+inline constexpr int kCombineRows = 16, kCombineCols = 128;
+inline absl::StatusOr<Kernel> moe_combine_kernel(DType d = bf16) {
+  KernelBuilder k("moe_combine");
+  Value y = k.arg(ptr(d), "y"), ids = k.arg(ptr(i32), "ids"), out = k.arg(ptr(d), "out");
+  Value tokens = k.arg(i32, "tokens"), top_k = k.arg(i32, "top_k"), experts = k.arg(i32, "experts");
+  Value hidden = k.arg(i32, "H");
+  Value tiles_c = cdiv(hidden, kCombineCols), p = k.program_id();
+  Value t = p / tiles_c * kCombineRows + k.arange(0, kCombineRows);                  // [R] i32
+  Value c = expand_dims(p % tiles_c * kCombineCols + k.arange(0, kCombineCols), 0);  // [1, C] i32
+  Var acc = k.var(k.zeros({kCombineRows, kCombineCols}, f32));                       // [R, C] f32
+  k.for_range(0, top_k, 1, [&](Value j) {
+    Value choice = t * top_k + j;                  // [R] i32
+    Value e = load(ids + choice, t < tokens, -1);  // [R] i32
+    Value kept = expand_dims((e >= 0) & (e < experts), 1) & (c < hidden);
+    acc = Value(acc) + load_f32(y + expand_dims(cast(choice, i64) * cast(hidden, i64), 1) + c, kept, 0.0f);
+  });
+  store_as(out + expand_dims(cast(t, i64) * cast(hidden, i64), 1) + c, acc, expand_dims(t < tokens, 1) & (c < hidden));
+  return k.build();
+}
+inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
+  return (tokens + kCombineRows - 1) / kCombineRows * ((hidden + kCombineCols - 1) / kCombineCols);
+}
+
+// A whole mixture-of-experts layer, Mixtral's: the router's logits (x times
+// the gate's weights, a pointer GEMM with f32 out), each token's top_k
+// experts and their softmax weights (router_top_k_kernel), the choices
+// grouped by expert (MoeAlign), the experts' up projection (moe_gemm_kernel
+// over w1: each expert's gate rows, then its up rows), SwiGLU, the down
+// projection scaled by the router weights (moe_gemm_kernel over w2, routed
+// weights), and each token's choices summed (moe_combine_kernel). bf16
+// activations and weights, f32 accumulation. `up` and `down` are the two
+// GEMMs' tiles; their bm is the alignment's block, so they share it.
+struct MoeLayerConfig {
+  int experts = 8, top_k = 2;
+  int64_t hidden = 4096, intermediate = 14336;
+  MoeGemmConfig up = {.bm = 64, .bn = 256, .stages = 4}, down = {.bm = 64, .bn = 256, .stages = 4};
+  int gemm_warps = 8;
+};
+
+// The layer's kernels, in the order they run: the router's logits (a
+// pointer GEMM, f32 out), its top_k (router_top_k_kernel), the up
+// projection, SwiGLU, the down projection with routed weights, and the
+// combine; MoeAlign's come between the second and the third. Small kernels
+// run on kMoeLayerSmallWarps warps, the GEMMs on c.gemm_warps.
+struct MoeLayerKernels {
+  Kernel logits, pick, up, act, down, combine;
+};
+inline constexpr int kMoeLayerSmallWarps = 4, kMoeRouterRows = 16;
+inline constexpr PointerGemmConfig kMoeRouterGemm = {.bm = 64, .bn = 64, .bk = 64, .out = f32};
+// The kernels compute row offsets (choice x N, token x K) in i32.
+inline constexpr int64_t kMoeMaxOffset = (int64_t{1} << 31) - 1;
+inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c) {
+  if (c.experts < 1 || c.top_k < 1 || c.top_k > c.experts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe_layer: top_k must be in [1, experts]; got top_k ", c.top_k, " of ", c.experts, " experts"));
+  }
+  if (c.hidden < 1 || c.intermediate < 1 || c.hidden > kMoeMaxOffset || c.intermediate > kMoeMaxOffset ||
+      2 * c.intermediate * c.hidden > kMoeMaxOffset) {
+    return absl::InvalidArgumentError(absl::StrCat("moe_layer: hidden and intermediate sizes must be positive, ",
+                                                   "with an expert's 2I x H weights below 2^31 elements; got H ",
+                                                   c.hidden, ", I ", c.intermediate));
+  }
+  if (c.up.bm != c.down.bm) {
+    return absl::InvalidArgumentError(absl::StrCat("moe_layer: the up and down GEMMs share the alignment's blocks, ",
+                                                   "so their bm must match; got ", c.up.bm, " and ", c.down.bm));
+  }
+  if (c.up.in != bf16 || c.up.out != bf16 || c.down.in != bf16 || c.down.out != bf16) {
+    return absl::InvalidArgumentError("moe_layer: the GEMMs' operands and results are bf16");
+  }
+  MoeGemmConfig up = c.up, down = c.down;
+  up.routed_weights = false;
+  down.routed_weights = true;
+  MoeLayerKernels k;
+  TESSEL_ASSIGN_OR_RETURN(k.logits, pointer_gemm_kernel(kMoeRouterGemm, "moe_router"));
+  TESSEL_ASSIGN_OR_RETURN(k.pick, router_top_k_kernel(kMoeRouterRows, c.experts, c.top_k, f32));
+  TESSEL_ASSIGN_OR_RETURN(k.up, moe_gemm_kernel(up, "moe_up"));
+  TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel());
+  TESSEL_ASSIGN_OR_RETURN(k.down, moe_gemm_kernel(down, "moe_down"));
+  TESSEL_ASSIGN_OR_RETURN(k.combine, moe_combine_kernel());
+  return k;
+}
+class MoeLayer {
+ public:
+  // Buffers for a launch on up to `tokens` tokens; public so that a caller
+  // can read the router's logits and choices.
+  struct Workspace {
+    int64_t tokens = 0;
+    Buffer logits;                          // [tokens, experts] f32
+    Buffer weights, ids;                    // [tokens * top_k] f32, i32
+    Buffer sorted, blocks, offsets, align;  // MoeAlign's
+    Buffer h, a, y;                         // [n, 2I], [n, I], [n, H] bf16 (n = tokens * top_k)
+  };
+
+  static absl::StatusOr<MoeLayer> compile(const Device& dev, const MoeLayerConfig& c) {
+    TESSEL_ASSIGN_OR_RETURN(MoeLayerKernels k, moe_layer_kernels(c));
+    TESSEL_ASSIGN_OR_RETURN(MoeAlign align, MoeAlign::compile(dev, c.experts, static_cast<int>(c.up.bm)));
+    CompileOptions gemm, small;
+    gemm.num_warps = c.gemm_warps;
+    small.num_warps = kMoeLayerSmallWarps;
+    TESSEL_ASSIGN_OR_RETURN(Function logits, dev.compile(k.logits, small));
+    TESSEL_ASSIGN_OR_RETURN(Function pick, dev.compile(k.pick, small));
+    TESSEL_ASSIGN_OR_RETURN(Function up, dev.compile(k.up, gemm));
+    TESSEL_ASSIGN_OR_RETURN(Function act, dev.compile(k.act, small));
+    TESSEL_ASSIGN_OR_RETURN(Function down, dev.compile(k.down, gemm));
+    TESSEL_ASSIGN_OR_RETURN(Function combine, dev.compile(k.combine, small));
+    Functions f{std::move(logits), std::move(pick), std::move(up), std::move(act), std::move(down), std::move(combine)};
+    return MoeLayer(dev, c, std::move(align), std::move(f));
+  }
+
+  absl::StatusOr<Workspace> workspace(int64_t tokens) const {
+    const int64_t widest = std::max(2 * c_.intermediate, c_.hidden);
+    if (tokens < 0 || tokens > kMoeMaxOffset || tokens * c_.top_k * widest > kMoeMaxOffset) {
+      return absl::InvalidArgumentError(absl::StrCat("moe_layer: tokens must be at least 0, with tokens x top_k x ",
+                                                     widest, " below 2^31 elements; got ", tokens, " tokens"));
+    }
+    const int64_t n = tokens * c_.top_k, rows = std::max<int64_t>(n, 1);
+    const int64_t capacity = moe_align_capacity(n, c_.experts, static_cast<int>(c_.up.bm));
+    Workspace w;
+    w.tokens = tokens;
+    for (auto [buf, bytes] :
+         std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, std::max<int64_t>(tokens, 1) * c_.experts * 4},
+                                                  {&w.weights, rows * 4},
+                                                  {&w.ids, rows * 4},
+                                                  {&w.sorted, capacity * 4},
+                                                  {&w.blocks, capacity / c_.up.bm * 4},
+                                                  {&w.offsets, (int64_t{c_.experts} + 1) * 4},
+                                                  {&w.align, moe_align_workspace_bytes(n, c_.experts, 1024)},
+                                                  {&w.h, rows * 2 * c_.intermediate * 2},
+                                                  {&w.a, rows * c_.intermediate * 2},
+                                                  {&w.y, rows * c_.hidden * 2}}) {
+      TESSEL_ASSIGN_OR_RETURN(*buf, dev_.allocate(static_cast<size_t>(bytes)));
+    }
+    return w;
+  }
+
+  // out [tokens, H] = the layer on x [tokens, H], with the router's weights
+  // gate [experts, H], w1 [experts, 2I, H] and w2 [experts, H, I], all bf16
+  // and row-major; queued on `stream` (the default stream where null).
+  absl::Status launch(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
+                      const Buffer& out, const Workspace& ws, const Stream* stream = nullptr) const {
+    if (tokens < 0 || tokens > ws.tokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("moe_layer: tokens must be in [0, ", ws.tokens, "] (the workspace's); got ", tokens));
+    }
+    const int64_t e = c_.experts, hid = c_.hidden, inter = c_.intermediate;
+    for (const auto& [buf, bytes, name] : {std::tuple<const Buffer&, int64_t, const char*>{x, 2 * tokens * hid, "x"},
+                                           {gate, 2 * e * hid, "gate"},
+                                           {w1, 2 * e * 2 * inter * hid, "w1"},
+                                           {w2, 2 * e * hid * inter, "w2"},
+                                           {out, 2 * tokens * hid, "out"}}) {
+      if (static_cast<int64_t>(buf.bytes()) < bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("moe_layer: ", name, " holds ", buf.bytes(), " bytes; ", tokens, " tokens need ", bytes));
+      }
+    }
+    if (tokens == 0) return absl::OkStatus();
+    const auto n = static_cast<int32_t>(tokens * c_.top_k), experts = static_cast<int32_t>(e);
+    const auto h32 = static_cast<int32_t>(hid), i32v = static_cast<int32_t>(inter), top_k = int32_t{c_.top_k};
+    auto on = [&](int64_t grid, int warps) {
+      return LaunchConfig{.grid = Grid(static_cast<int>(grid)), .num_warps = warps, .stream = stream};
+    };
+    const Functions& f = fns_;
+    TESSEL_RETURN_IF_ERROR(f.logits.launch(on(pointer_gemm_grid(kMoeRouterGemm, tokens, e), kMoeLayerSmallWarps), x,
+                                           gate, ws.logits, tokens, experts, h32));
+    TESSEL_RETURN_IF_ERROR(f.pick.launch(on((tokens + kMoeRouterRows - 1) / kMoeRouterRows, kMoeLayerSmallWarps),
+                                         ws.logits, ws.weights, ws.ids, tokens));
+    TESSEL_RETURN_IF_ERROR(align_.launch(ws.ids, n, ws.sorted, ws.blocks, ws.offsets, ws.align, stream));
+    TESSEL_RETURN_IF_ERROR(f.up.launch(on(moe_gemm_grid(c_.up, n, experts, 2 * inter), c_.gemm_warps), x, w1, ws.h,
+                                       ws.sorted, ws.blocks, ws.offsets, n, top_k, experts, 2 * i32v, h32));
+    TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, inter), kMoeLayerSmallWarps), ws.h, ws.a, n, i32v));
+    // Row i of a is choice i's (top_k 1: the GEMM reads A's row i / 1).
+    TESSEL_RETURN_IF_ERROR(f.down.launch(on(moe_gemm_grid(c_.down, n, experts, hid), c_.gemm_warps), ws.a, w2, ws.y,
+                                         ws.sorted, ws.blocks, ws.offsets, ws.weights, n, int32_t{1}, experts, h32,
+                                         i32v));
+    return f.combine.launch(on(moe_combine_grid(tokens, hid), kMoeLayerSmallWarps), ws.y, ws.ids, out, tokens, top_k,
+                            experts, h32);
+  }
+
+  const MoeLayerConfig& config() const { return c_; }
+
+ private:
+  struct Functions {
+    Function logits, pick, up, act, down, combine;
+  };
+  MoeLayer(Device dev, MoeLayerConfig c, MoeAlign align, Functions fns)
+      : dev_(std::move(dev)), c_(c), align_(std::move(align)), fns_(std::move(fns)) {}
+  Device dev_;
+  MoeLayerConfig c_;
+  MoeAlign align_;
+  Functions fns_;
+};
+
 // The same grouping, on the host.
 struct MoeAlignment {
   std::vector<int32_t> sorted;         // the padded total
@@ -270,6 +492,53 @@ inline MoeAlignment moe_align_reference(const std::vector<int32_t>& ids, int exp
     out.block_experts.resize(out.sorted.size() / block, e);
   }
   out.offsets.push_back(static_cast<int32_t>(out.sorted.size()));
+  return out;
+}
+
+// The router's logits [tokens, experts] = x [tokens, H] times gate
+// [experts, H] transposed, in double.
+inline std::vector<double> moe_logits_reference(const std::vector<float>& x, const std::vector<float>& gate,
+                                                int64_t tokens, int64_t experts, int64_t hidden) {
+  std::vector<double> out(tokens * experts);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < experts; ++e) {
+      double sum = 0;
+      for (int64_t k = 0; k < hidden; ++k) sum += double{x[t * hidden + k]} * gate[e * hidden + k];
+      out[t * experts + e] = sum;
+    }
+  }
+  return out;
+}
+
+// MoeLayer's experts on the host, in double, rounded to bf16 where the
+// layer rounds (each choice's h, a and y, and out): out [tokens, H] for
+// the choices `ids` [tokens * top_k] and their router `weights`, from x
+// [tokens, H], w1 [experts, 2I, H] and w2 [experts, H, I] (bf16 values).
+// Choices outside [0, experts) are dropped.
+inline std::vector<double> moe_layer_reference(const MoeLayerConfig& c, int64_t tokens, const std::vector<float>& x,
+                                               const std::vector<float>& w1, const std::vector<float>& w2,
+                                               const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+  auto round = [](double v) { return double{bf16_to_float(float_to_bf16(static_cast<float>(v)))}; };
+  const int64_t hid = c.hidden, inter = c.intermediate;
+  std::vector<double> out(tokens * hid, 0.0), h(2 * inter), a(inter);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int j = 0; j < c.top_k; ++j) {
+      const int64_t choice = t * c.top_k + j, e = ids[choice];
+      if (e < 0 || e >= c.experts) continue;
+      for (int64_t r = 0; r < 2 * inter; ++r) {
+        double sum = 0;
+        for (int64_t k = 0; k < hid; ++k) sum += double{x[t * hid + k]} * w1[(e * 2 * inter + r) * hid + k];
+        h[r] = round(sum);
+      }
+      for (int64_t r = 0; r < inter; ++r) a[r] = round(h[r] / (1 + std::exp(-h[r])) * h[inter + r]);
+      for (int64_t col = 0; col < hid; ++col) {
+        double sum = 0;
+        for (int64_t k = 0; k < inter; ++k) sum += a[k] * w2[(e * hid + col) * inter + k];
+        out[t * hid + col] += round(sum * weights[choice]);
+      }
+    }
+  }
+  for (double& v : out) v = round(v);
   return out;
 }
 

@@ -457,6 +457,75 @@ inline absl::StatusOr<std::vector<float>> run_moe_gemm(const Device& device, con
   return download_f32(device, cb, g.out, n * p.n_cols);
 }
 
+// A whole MoE layer (samples::MoeLayer) on `device`, on random bf16
+// inputs scaled so that its activations stay near 1: the inputs as the
+// kernels read them, and what the layer left (the router's logits, choices
+// and weights, and out).
+struct MoeLayerRun {
+  std::vector<float> x, gate, w1, w2;
+  std::vector<float> logits, weights, out;
+  std::vector<int32_t> ids;
+};
+inline absl::StatusOr<MoeLayerRun> run_moe_layer(const Device& device, const samples::MoeLayerConfig& c, int64_t tokens,
+                                                 std::mt19937& gen) {
+  TESSEL_ASSIGN_OR_RETURN(samples::MoeLayer layer, samples::MoeLayer::compile(device, c));
+  TESSEL_ASSIGN_OR_RETURN(samples::MoeLayer::Workspace ws, layer.workspace(tokens));
+  const int64_t e = c.experts, hid = c.hidden, inter = c.intermediate, n = tokens * c.top_k;
+  MoeLayerRun run;
+  auto random = [&](std::vector<float>& values, int64_t count, double scale) -> absl::StatusOr<Buffer> {
+    std::uniform_real_distribution<float> dist(static_cast<float>(-scale), static_cast<float>(scale));
+    std::vector<uint16_t> bits(std::max<int64_t>(count, 1));
+    values.resize(count);
+    for (int64_t i = 0; i < count; ++i) values[i] = bf16_to_float(bits[i] = float_to_bf16(dist(gen)));
+    return put(device, bits.data(), bits.size() * 2);
+  };
+  TESSEL_ASSIGN_OR_RETURN(Buffer x, random(run.x, tokens * hid, 1.0));
+  TESSEL_ASSIGN_OR_RETURN(Buffer gate, random(run.gate, e * hid, 0.5));
+  TESSEL_ASSIGN_OR_RETURN(Buffer w1, random(run.w1, e * 2 * inter * hid, 2 * std::sqrt(3.0 / hid)));
+  TESSEL_ASSIGN_OR_RETURN(Buffer w2, random(run.w2, e * hid * inter, std::sqrt(3.0 / inter)));
+  TESSEL_ASSIGN_OR_RETURN(Buffer out, nan_buffer(device, bf16, std::max<int64_t>(tokens * hid, 1)));
+  TESSEL_RETURN_IF_ERROR(layer.launch(x, static_cast<int32_t>(tokens), gate, w1, w2, out, ws));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  TESSEL_ASSIGN_OR_RETURN(run.logits, download_f32(device, ws.logits, f32, tokens * e));
+  TESSEL_ASSIGN_OR_RETURN(run.weights, download_f32(device, ws.weights, f32, n));
+  TESSEL_ASSIGN_OR_RETURN(run.out, download_f32(device, out, bf16, tokens * hid));
+  run.ids.resize(n);
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(run.ids.data(), ws.ids, n * 4));
+  return run;
+}
+
+// The first thing wrong with `run` (a logit off the double reference, a
+// choice or weight other than the host router's from the run's own logits,
+// an output off samples::moe_layer_reference), or empty.
+inline std::string moe_layer_mismatch(const samples::MoeLayerConfig& c, int64_t tokens, const MoeLayerRun& run) {
+  const int64_t e = c.experts, hid = c.hidden;
+  const std::vector<double> logits = samples::moe_logits_reference(run.x, run.gate, tokens, e, hid);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!(std::abs(run.logits[i] - logits[i]) <= 1e-4 * (std::abs(logits[i]) + 1))) {
+      return absl::StrCat("logit ", i / e, ", ", i % e, " = ", run.logits[i], ", want ", logits[i]);
+    }
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    const samples::RouterPick pick = samples::router_reference(&run.logits[t * e], c.experts, c.top_k);
+    for (int j = 0; j < c.top_k; ++j) {
+      const int64_t i = t * c.top_k + j;
+      if (run.ids[i] != pick.ids[j] || !(std::abs(run.weights[i] - pick.weights[j]) <= 1e-5)) {
+        return absl::StrCat("token ", t, "'s choice ", j, " is expert ", run.ids[i], " at ", run.weights[i], ", want ",
+                            pick.ids[j], " at ", pick.weights[j]);
+      }
+    }
+  }
+  // The reference rounds where the layer does; what is left is the order
+  // of f32 sums, and a rounding that goes the other way.
+  const std::vector<double> out = samples::moe_layer_reference(c, tokens, run.x, run.w1, run.w2, run.ids, run.weights);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!(std::abs(run.out[i] - out[i]) <= 2e-2 * (std::abs(out[i]) + 1))) {
+      return absl::StrCat("out[", i / hid, ", ", i % hid, "] = ", run.out[i], ", want ", out[i]);
+    }
+  }
+  return "";
+}
+
 // Attention on `device` (samples::attention_kernel(c), as many warps as it
 // takes): O [heads, len, d] of c.out (f32, or bf16 returned as f32), NaN
 // where the kernel wrote nothing.

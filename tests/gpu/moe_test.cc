@@ -4,7 +4,7 @@
 // the experts, at a few expert counts, block sizes and chunks. The
 // permutation is deterministic, so the targets agree exactly. And the
 // experts' GEMM over it (moe_gemm_kernel) on both, against a double
-// reference.
+// reference; and a whole MoE layer built from them.
 #include "samples/moe.h"
 
 #include <algorithm>
@@ -120,6 +120,24 @@ TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
       }
       EXPECT_EQ(bad, 0);
     }
+  }
+}
+
+// A whole MoE layer (samples::MoeLayer, Mixtral's form at a small size)
+// on each device against the double reference: its logits, its choices
+// from its own logits, and its output. The tensor-core tiles of the
+// benchmark on NVIDIA; the host runs the same kernels.
+TEST_F(Moe, LayerMatchesADoubleReference) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  std::mt19937 gen(rng.uniform_int(0, 1 << 30));
+  const samples::MoeLayerConfig c = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  const int64_t tokens = 200;
+  for (const Device& dev : devices_) {
+    SCOPED_TRACE(dev.name());
+    absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(dev, c, tokens, gen);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
   }
 }
 

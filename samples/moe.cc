@@ -1,0 +1,117 @@
+// A whole mixture-of-experts layer, Mixtral's (samples/moe.h MoeLayer): the
+// router picks each token's top 2 of 8 experts, the choices are grouped by
+// expert, and the experts' SwiGLU MLPs run as two grouped GEMMs over the
+// gathered tokens (the second scaled by the router's weights), whose rows
+// are summed back per token. bf16 activations and weights, f32
+// accumulation; on NVIDIA GPUs both GEMMs run on the tensor cores with
+// their operands copied into rings. It checks the router's logits against
+// a double reference, its choices against the host's choice from those
+// logits, and the layer's output against a double reference of the
+// experts that rounds where the layer does.
+#include "moe.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "base/float16.h"
+#include "common.h"
+
+using namespace tessel;
+
+namespace {
+
+// `count` bf16 values uniform in [-scale, scale]: their bits, and as floats.
+std::vector<uint16_t> random_bf16(int64_t count, float scale, std::mt19937& gen, std::vector<float>& values) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<uint16_t> bits(count);
+  values.resize(count);
+  for (int64_t i = 0; i < count; ++i) values[i] = bf16_to_float(bits[i] = float_to_bf16(dist(gen)));
+  return bits;
+}
+
+Buffer upload(const Device& dev, const std::vector<uint16_t>& bits) {
+  Buffer b = samples::value_or_die(dev.allocate(bits.size() * 2), "allocate");
+  samples::ok_or_die(dev.copy_to_device(b, bits.data(), bits.size() * 2), "copy");
+  return b;
+}
+
+template <class T>
+std::vector<T> download(const Device& dev, const Buffer& b, int64_t count) {
+  std::vector<T> out(count);
+  samples::ok_or_die(dev.copy_to_host(out.data(), b, count * sizeof(T)), "copy back");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  samples::Args args = samples::parse_args(argc, argv);
+  // Tokens not a multiple of the blocks; sizes small enough for the host's
+  // double reference.
+  const int64_t tokens = 300;
+  samples::MoeLayerConfig config = {.experts = 8, .top_k = 2, .hidden = 512, .intermediate = 704};
+  if (args.target.rfind("gfx", 0) == 0) {  // AMD: tiles that fit in 64 KiB of LDS
+    config.up = config.down = {.bm = 64, .bn = 64, .bk = 64, .stages = 1};
+    config.gemm_warps = 4;
+  }
+  const samples::MoeLayerKernels k = samples::value_or_die(samples::moe_layer_kernels(config), "build");
+  CompileOptions gemm = samples::compile_options(args), small = gemm;
+  gemm.num_warps = config.gemm_warps;
+  small.num_warps = samples::kMoeLayerSmallWarps;
+  if (!args.target.empty()) {
+    samples::emit_for_target(args, {k.up, k.down}, gemm);
+    samples::emit_for_target(args, {k.logits, k.pick, k.act, k.combine}, small);
+    return 0;
+  }
+  Device device = samples::value_or_die(samples::open_device(args), "device");
+  const samples::MoeLayer layer = samples::value_or_die(samples::MoeLayer::compile(device, config), "compile");
+  if (!args.emit_dir.empty()) return 0;
+
+  // Scales that keep h, a and the output near 1.
+  const int64_t e = config.experts, hid = config.hidden, inter = config.intermediate;
+  std::mt19937 gen(args.seed);
+  std::vector<float> x, gate, w1, w2;
+  const std::vector<uint16_t> hx = random_bf16(tokens * hid, 1.0f, gen, x);
+  const std::vector<uint16_t> hgate = random_bf16(e * hid, 0.2f, gen, gate);
+  const std::vector<uint16_t> hw1 = random_bf16(e * 2 * inter * hid, 2 * std::sqrt(3.0f / hid), gen, w1);
+  const std::vector<uint16_t> hw2 = random_bf16(e * hid * inter, std::sqrt(3.0f / inter), gen, w2);
+  const Buffer dx = upload(device, hx), dgate = upload(device, hgate), dw1 = upload(device, hw1),
+               dw2 = upload(device, hw2);
+  const Buffer dout = upload(device, std::vector<uint16_t>(tokens * hid, 0x7FC0));  // poisoned with NaN
+  const samples::MoeLayer::Workspace ws = samples::value_or_die(layer.workspace(tokens), "workspace");
+  samples::ok_or_die(layer.launch(dx, static_cast<int32_t>(tokens), dgate, dw1, dw2, dout, ws), "launch");
+  samples::ok_or_die(device.synchronize(), "synchronize");
+  std::printf("moe layer: %lld tokens x top %d of %lld experts, H %lld, I %lld, bf16, on %s\n",
+              static_cast<long long>(tokens), config.top_k, static_cast<long long>(e), static_cast<long long>(hid),
+              static_cast<long long>(inter), device.name().c_str());
+
+  // The router's logits, then its choices from those logits.
+  const std::vector<float> logits = download<float>(device, ws.logits, tokens * e);
+  const std::vector<double> want_logits = samples::moe_logits_reference(x, gate, tokens, e, hid);
+  bool ok = samples::check_close("router logits", logits, want_logits, 1e-4);
+  const int64_t n = tokens * config.top_k;
+  const std::vector<int32_t> ids = download<int32_t>(device, ws.ids, n);
+  const std::vector<float> weights = download<float>(device, ws.weights, n);
+  std::vector<double> want_weights(n);
+  int64_t wrong = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const samples::RouterPick pick = samples::router_reference(&logits[t * e], config.experts, config.top_k);
+    for (int j = 0; j < config.top_k; ++j) {
+      wrong += ids[t * config.top_k + j] != pick.ids[j];
+      want_weights[t * config.top_k + j] = pick.weights[j];
+    }
+  }
+  std::printf("router choices: %lld of %lld differ from the host's: %s\n", static_cast<long long>(wrong),
+              static_cast<long long>(n), wrong == 0 ? "OK" : "FAILED");
+  ok = ok && wrong == 0 && samples::check_close("router weights", weights, want_weights, 1e-5);
+
+  const std::vector<uint16_t> out = download<uint16_t>(device, dout, tokens * hid);
+  std::vector<float> got(out.size());
+  for (size_t i = 0; i < out.size(); ++i) got[i] = bf16_to_float(out[i]);
+  const std::vector<double> want = samples::moe_layer_reference(config, tokens, x, w1, w2, ids, weights);
+  // The reference rounds where the layer does; the rest is the order of
+  // f32 sums, and a rounding that goes the other way.
+  ok = samples::check_close("layer output", got, want, 2e-2) && ok;
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,142 @@
+// A whole MoE layer (samples/moe.h MoeLayer) on the host target against
+// its double reference, at a few shapes (tokens not a multiple of the
+// blocks, one expert chosen of one, top 3 of 6, no tokens); its combine
+// step alone with dropped choices; and the errors bad configurations, a
+// short workspace and short buffers get.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "base/float16.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "samples/moe.h"
+#include "tessel/tessel.h"
+#include "tests/matmul_cases.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <class T>
+std::vector<T> download(const Device& dev, const Buffer& b, int64_t count) {
+  std::vector<T> out(count);
+  EXPECT_TRUE(dev.copy_to_host(out.data(), b, count * sizeof(T)).ok());
+  return out;
+}
+
+TEST(MoeLayer, MatchesADoubleReference) {
+  std::mt19937 gen(std::random_device{}());
+  const unsigned seed = gen();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  gen.seed(seed);
+  absl::StatusOr<Device> dev = Device::open("host:2");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  const samples::MoeGemmConfig tile = {.bm = 16, .bn = 64, .bk = 32};
+  for (const auto& [tokens, experts, top_k, hidden, inter] :
+       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t>>{
+           {37, 4, 2, 64, 96}, {20, 1, 1, 40, 24}, {50, 6, 3, 72, 48}, {0, 4, 2, 64, 96}}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens x top " << top_k << " of " << experts << " experts, H "
+                                      << hidden << ", I " << inter);
+    const samples::MoeLayerConfig c = {
+        .experts = experts, .top_k = top_k, .hidden = hidden, .intermediate = inter, .up = tile, .down = tile};
+    absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, tokens, gen);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
+  }
+}
+
+// Choices outside [0, experts) are another rank's: their rows of y were
+// never written, and the sum leaves them out.
+TEST(MoeLayer, CombineLeavesOutDroppedChoices) {
+  absl::StatusOr<Device> dev = Device::open("host:1");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  absl::StatusOr<Kernel> kernel = samples::moe_combine_kernel();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<Function> fn = dev->compile(*kernel);
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  const int32_t tokens = 19, top_k = 3, experts = 4, hidden = 136;
+  std::vector<uint16_t> y(tokens * top_k * hidden);
+  std::vector<int32_t> ids(tokens * top_k);
+  for (int32_t i = 0; i < tokens * top_k; ++i) {
+    ids[i] = i % 5 == 0 ? -1 : (i % 7 == 0 ? experts : i % experts);
+    for (int32_t c = 0; c < hidden; ++c) {
+      y[i * hidden + c] = ids[i] == i % experts ? float_to_bf16(static_cast<float>(i % 9 + c % 4)) : 0x7FC0;
+    }
+  }
+  Buffer dy = *dev->allocate(y.size() * 2), dids = *dev->allocate(ids.size() * 4),
+         dout = *dev->allocate(tokens * hidden * 2);
+  ASSERT_TRUE(dev->copy_to_device(dy, y.data(), y.size() * 2).ok());
+  ASSERT_TRUE(dev->copy_to_device(dids, ids.data(), ids.size() * 4).ok());
+  const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_combine_grid(tokens, hidden))};
+  ASSERT_TRUE(fn->launch(lc, dy, dids, dout, tokens, top_k, experts, hidden).ok());
+  const std::vector<uint16_t> out = download<uint16_t>(*dev, dout, tokens * hidden);
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int32_t c = 0; c < hidden; ++c) {
+      float want = 0;
+      for (int32_t j = 0; j < top_k; ++j) {
+        const int32_t i = t * top_k + j;
+        if (ids[i] >= 0 && ids[i] < experts) want += static_cast<float>(i % 9 + c % 4);
+      }
+      ASSERT_EQ(bf16_to_float(out[t * hidden + c]), want) << "token " << t << ", column " << c;
+    }
+  }
+}
+
+TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
+  const samples::MoeLayerConfig good = {.experts = 4, .top_k = 2, .hidden = 64, .intermediate = 96};
+  auto with = [&](auto change) {
+    samples::MoeLayerConfig c = good;
+    change(c);
+    return samples::moe_layer_kernels(c).status();
+  };
+  for (const auto& [status, what] : std::vector<std::pair<absl::Status, std::string>>{
+           {with([](auto& c) { c.top_k = 5; }), "top_k must be in [1, experts]; got top_k 5 of 4 experts"},
+           {with([](auto& c) { c.top_k = 0; }), "got top_k 0 of 4 experts"},
+           {with([](auto& c) { c.experts = 0; }), "got top_k 2 of 0 experts"},
+           {with([](auto& c) { c.hidden = 0; }), "sizes must be positive"},
+           {with([](auto& c) {
+              c.intermediate = int64_t{1} << 20;
+              c.hidden = 1 << 11;
+            }),
+            "2I x H weights below 2^31 elements; got H 2048, I 1048576"},
+           {with([](auto& c) { c.down.bm = 128; }), "their bm must match; got 64 and 128"},
+           {with([](auto& c) { c.up.out = f32; }), "the GEMMs' operands and results are bf16"}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(what));
+  }
+
+  absl::StatusOr<Device> dev = Device::open("host:1");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  absl::StatusOr<samples::MoeLayer> layer = samples::MoeLayer::compile(*dev, good);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  for (const auto& [tokens, what] : std::vector<std::pair<int64_t, std::string>>{
+           {-1, "got -1 tokens"}, {int64_t{1} << 30, "tokens x top_k x 192 below 2^31 elements"}}) {
+    absl::StatusOr<samples::MoeLayer::Workspace> ws = layer->workspace(tokens);
+    EXPECT_TRUE(absl::IsInvalidArgument(ws.status())) << ws.status();
+    EXPECT_THAT(std::string(ws.status().message()), HasSubstr(what));
+  }
+  absl::StatusOr<samples::MoeLayer::Workspace> ws = layer->workspace(10);
+  ASSERT_TRUE(ws.ok()) << ws.status();
+  auto buffer = [&](int64_t bytes) { return *dev->allocate(bytes); };
+  // 10 tokens: x and out 10 x 64 bf16, gate 4 x 64, w1 4 x 192 x 64, w2 4 x 64 x 96.
+  const Buffer x = buffer(1280), gate = buffer(512), w1 = buffer(98304), w2 = buffer(49152), out = buffer(1280);
+  for (const auto& [status, what] : std::vector<std::pair<absl::Status, std::string>>{
+           {layer->launch(x, 11, gate, w1, w2, out, *ws), "tokens must be in [0, 10] (the workspace's); got 11"},
+           {layer->launch(x, -1, gate, w1, w2, out, *ws), "got -1"},
+           {layer->launch(buffer(1278), 10, gate, w1, w2, out, *ws), "x holds 1278 bytes; 10 tokens need 1280"},
+           {layer->launch(x, 10, buffer(510), w1, w2, out, *ws), "gate holds 510 bytes; 10 tokens need 512"},
+           {layer->launch(x, 10, gate, buffer(98302), w2, out, *ws), "w1 holds 98302 bytes; 10 tokens need 98304"},
+           {layer->launch(x, 10, gate, w1, buffer(49150), out, *ws), "w2 holds 49150 bytes; 10 tokens need 49152"},
+           {layer->launch(x, 10, gate, w1, w2, buffer(1278), *ws), "out holds 1278 bytes; 10 tokens need 1280"}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(what));
+  }
+}
+
+}  // namespace
+}  // namespace tessel
