@@ -361,6 +361,7 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
   TESSEL_ASSIGN_OR_RETURN(k.combine, moe_combine_kernel());
   return k;
 }
+
 class MoeLayer {
  public:
   // Buffers for a launch on up to `tokens` tokens; public so that a caller

@@ -22,13 +22,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <class T>
-std::vector<T> download(const Device& dev, const Buffer& b, int64_t count) {
-  std::vector<T> out(count);
-  EXPECT_TRUE(dev.copy_to_host(out.data(), b, count * sizeof(T)).ok());
-  return out;
-}
-
 TEST(MoeLayer, MatchesADoubleReference) {
   std::mt19937 gen(std::random_device{}());
   const unsigned seed = gen();
@@ -74,7 +67,8 @@ TEST(MoeLayer, CombineLeavesOutDroppedChoices) {
   ASSERT_TRUE(dev->copy_to_device(dids, ids.data(), ids.size() * 4).ok());
   const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_combine_grid(tokens, hidden))};
   ASSERT_TRUE(fn->launch(lc, dy, dids, dout, tokens, top_k, experts, hidden).ok());
-  const std::vector<uint16_t> out = download<uint16_t>(*dev, dout, tokens * hidden);
+  absl::StatusOr<std::vector<float>> out = matmul_cases::download_f32(*dev, dout, bf16, tokens * hidden);
+  ASSERT_TRUE(out.ok()) << out.status();
   for (int32_t t = 0; t < tokens; ++t) {
     for (int32_t c = 0; c < hidden; ++c) {
       float want = 0;
@@ -82,7 +76,7 @@ TEST(MoeLayer, CombineLeavesOutDroppedChoices) {
         const int32_t i = t * top_k + j;
         if (ids[i] >= 0 && ids[i] < experts) want += static_cast<float>(i % 9 + c % 4);
       }
-      ASSERT_EQ(bf16_to_float(out[t * hidden + c]), want) << "token " << t << ", column " << c;
+      ASSERT_EQ((*out)[t * hidden + c], want) << "token " << t << ", column " << c;
     }
   }
 }
