@@ -197,6 +197,7 @@ absl::Status Device::copy_to_device(const Buffer& dst, const void* src, size_t b
   if (bytes > dst.bytes()) {
     return absl::OutOfRangeError(absl::StrCat("copy_to_device: ", bytes, " bytes into a buffer of ", dst.bytes()));
   }
+  if (bytes == 0) return absl::OkStatus();  // `src` may then be null, as an empty vector's data() is.
   return impl_->copy_to_device(dst.data(), src, bytes);
 }
 
@@ -204,6 +205,7 @@ absl::Status Device::copy_to_host(void* dst, const Buffer& src, size_t bytes) co
   if (bytes > src.bytes()) {
     return absl::OutOfRangeError(absl::StrCat("copy_to_host: ", bytes, " bytes from a buffer of ", src.bytes()));
   }
+  if (bytes == 0) return absl::OkStatus();  // `dst` may then be null.
   return impl_->copy_to_host(dst, src.data(), bytes);
 }
 

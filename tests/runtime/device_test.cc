@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "dsl/ops.h"
 #include "gmock/gmock.h"
@@ -68,6 +69,14 @@ TEST(Device, CopyPastTheBufferIsAnError) {
   char src[32] = {};
   EXPECT_THAT(d.copy_to_device(b, src, 32).message(), HasSubstr("32 bytes into a buffer of 16"));
   EXPECT_THAT(d.allocate(0).status().message(), HasSubstr("0 bytes"));
+}
+
+TEST(Device, CopiesOfNoBytesTouchNoPointer) {
+  Device d = *Device::open("host:1");
+  Buffer b = *d.allocate(16);
+  std::vector<float> empty;  // its data() is null
+  EXPECT_TRUE(d.copy_to_device(b, empty.data(), 0).ok());
+  EXPECT_TRUE(d.copy_to_host(empty.data(), b, 0).ok());
 }
 
 Kernel axpy() {
