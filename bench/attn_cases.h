@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "base/float16.h"
 #include "report.h"
 
 namespace bench {
@@ -32,17 +31,6 @@ inline std::vector<AttnCase> attn_cases(const std::string& only) {
         if (name.find(only) != std::string::npos) out.push_back({len, d, causal, std::move(name)});
       }
     }
-  }
-  return out;
-}
-
-// Deterministic values in [-1, 1), as bf16 bits (splitmix64 of the index).
-inline std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::vector<uint16_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t z = (i + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
-    out[i] = tessel::float_to_bf16(static_cast<float>((z >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f);
   }
   return out;
 }

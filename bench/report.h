@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/float16.h"
 
 namespace bench {
 
@@ -85,6 +87,18 @@ bool keep_config(const char* program, const Flags& flags, const std::string& cas
   if (!tried.empty()) return true;
   std::fprintf(stderr, "%s: no configuration '%s' at %s\n", program, flags.config.c_str(), case_name.c_str());
   return false;
+}
+
+// Deterministic values in [-scale, scale), as bf16 bits (splitmix64 of the
+// index).
+inline std::vector<uint16_t> random_bf16(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t z = (i + seed * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+    out[i] = tessel::float_to_bf16(scale * (static_cast<float>((z >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f));
+  }
+  return out;
 }
 
 inline std::string ratio(double r, const char* target) {

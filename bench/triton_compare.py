@@ -49,6 +49,8 @@ import triton.language as tl  # noqa: E402
 import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
+from moe_common import MOE_CONFIGS, moe_align, moe_eager, triton_moe_gemm  # noqa: E402
+
 CHILD_MARK = "@@TRITON_COMPARE_RESULT@@ "
 MM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
 MM_DTYPES = [torch.bfloat16, torch.float16, torch.float8_e4m3fn]
@@ -72,10 +74,6 @@ PTR_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=
 
 # (tokens, top_k, experts, N, K): Mixtral's up projection, and a layer of 64 small experts.
 MOE_SHAPES = [(4096, 2, 8, 14336, 4096), (4096, 6, 64, 2816, 2048)]
-MOE_CONFIGS = [dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=4),
-               dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
-               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8),
-               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=8)]
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -152,70 +150,6 @@ def matmul_pointer_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, B
         acc = tl.dot(a, bt, acc)
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=(rows[:, None] < M) & (cols[None, :] < N))
-
-
-@triton.jit
-def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, total, n, top_k, N, K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    # samples::moe_gemm_kernel's form: a block of BLOCK_M positions of the grouped order (one expert's) by
-    # BLOCK_N columns, A's rows gathered by their tokens, C's rows scattered to their choices.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(total, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    if pid >= tiles_m * tiles_n:
-        return
-    per_group = GROUP_M * tiles_n
-    first_m = pid // per_group * GROUP_M
-    group_rows = min(tiles_m - first_m, GROUP_M)
-    block = first_m + pid % per_group % group_rows
-    cols = (pid % per_group // group_rows) * BLOCK_N + tl.arange(0, BLOCK_N)
-    choice = tl.load(sorted_ptr + block * BLOCK_M + tl.arange(0, BLOCK_M))
-    row_in = choice < n
-    expert = tl.load(block_expert_ptr + block).to(tl.int64)
-    a_rows = a_ptr + (choice // top_k)[:, None] * K
-    w_rows = w_ptr + expert * N * K + cols[None, :] * K
-    ks = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kin = k0 + ks
-        a = tl.load(a_rows + kin[None, :], mask=row_in[:, None] & (kin[None, :] < K), other=0.0)
-        b = tl.load(w_rows + kin[:, None], mask=(kin[:, None] < K) & (cols[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + choice[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=row_in[:, None] & (cols[None, :] < N))
-
-
-def moe_align(ids, experts, block):
-    """samples::MoeAlign's grouping in torch: the choices' indices expert by expert, each group padded with
-    n to a multiple of `block`, and each block's expert."""
-    n = ids.numel()
-    order = torch.argsort(ids, stable=True).to(torch.int32)
-    counts = torch.bincount(ids, minlength=experts).tolist()
-    sorted_ids, block_experts, at = [], [], 0
-    for e, c in enumerate(counts):
-        padded = (c + block - 1) // block * block
-        sorted_ids.append(order[at:at + c])
-        sorted_ids.append(torch.full((padded - c,), n, dtype=torch.int32, device=ids.device))
-        block_experts += [e] * (padded // block)
-        at += c
-    return torch.cat(sorted_ids), torch.tensor(block_experts, dtype=torch.int32, device=ids.device)
-
-
-def triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg):
-    n, N = c.shape
-    K = a.shape[1]
-    grid = (block_experts.numel() * triton.cdiv(N, cfg["BLOCK_N"]),)
-    moe_gemm_kernel[grid](a, w, c, sorted_ids, block_experts, sorted_ids.numel(), n, top_k, N, K, **cfg)
-    return c
-
-
-def moe_eager(a, w, ids, top_k):
-    """What a torch user writes: per expert, its choices' rows of A times its weights."""
-    out = torch.empty(ids.numel(), w.shape[1], device=a.device, dtype=a.dtype)
-    for e in range(w.shape[0]):
-        chosen = (ids == e).nonzero().squeeze(1)
-        out[chosen] = a[chosen // top_k] @ w[e].T
-    return out
 
 
 def triton_pointer_matmul(a, b, c, cfg):

@@ -511,35 +511,54 @@ inline std::vector<double> moe_logits_reference(const std::vector<float>& x, con
   return out;
 }
 
-// MoeLayer's experts on the host, in double, rounded to bf16 where the
-// layer rounds (each choice's h, a and y, and out): out [tokens, H] for
-// the choices `ids` [tokens * top_k] and their router `weights`, from x
-// [tokens, H], w1 [experts, 2I, H] and w2 [experts, H, I] (bf16 values).
-// Choices outside [0, experts) are dropped.
-inline std::vector<double> moe_layer_reference(const MoeLayerConfig& c, int64_t tokens, const std::vector<float>& x,
-                                               const std::vector<float>& w1, const std::vector<float>& w2,
-                                               const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+// A weight as moe_token_reference reads it: a bf16 value, or its bits.
+inline double moe_weight(float v) { return v; }
+inline double moe_weight(uint16_t bits) { return bf16_to_float(bits); }
+
+// MoeLayer's experts on the host for one token, in double, rounded to bf16
+// where the layer rounds (each choice's h, a and y, and the output): its row
+// of the output [H] for its top_k choices `ids` and their router `weights`,
+// from its row of x [H], w1 [experts, 2I, H] and w2 [experts, H, I] (bf16
+// values, or their bits). Choices outside [0, experts) are dropped.
+template <class W>
+std::vector<double> moe_token_reference(const MoeLayerConfig& c, const float* x, const std::vector<W>& w1,
+                                        const std::vector<W>& w2, const int32_t* ids, const float* weights) {
   auto round = [](double v) { return double{bf16_to_float(float_to_bf16(static_cast<float>(v)))}; };
   const int64_t hid = c.hidden, inter = c.intermediate;
-  std::vector<double> out(tokens * hid, 0.0), h(2 * inter), a(inter);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int j = 0; j < c.top_k; ++j) {
-      const int64_t choice = t * c.top_k + j, e = ids[choice];
-      if (e < 0 || e >= c.experts) continue;
-      for (int64_t r = 0; r < 2 * inter; ++r) {
-        double sum = 0;
-        for (int64_t k = 0; k < hid; ++k) sum += double{x[t * hid + k]} * w1[(e * 2 * inter + r) * hid + k];
-        h[r] = round(sum);
-      }
-      for (int64_t r = 0; r < inter; ++r) a[r] = round(h[r] / (1 + std::exp(-h[r])) * h[inter + r]);
-      for (int64_t col = 0; col < hid; ++col) {
-        double sum = 0;
-        for (int64_t k = 0; k < inter; ++k) sum += a[k] * w2[(e * hid + col) * inter + k];
-        out[t * hid + col] += round(sum * weights[choice]);
-      }
+  std::vector<double> out(hid, 0.0), h(2 * inter), a(inter);
+  for (int j = 0; j < c.top_k; ++j) {
+    const int64_t e = ids[j];
+    if (e < 0 || e >= c.experts) continue;
+    for (int64_t r = 0; r < 2 * inter; ++r) {
+      const W* w = &w1[(e * 2 * inter + r) * hid];
+      double sum = 0;
+      for (int64_t k = 0; k < hid; ++k) sum += double{x[k]} * moe_weight(w[k]);
+      h[r] = round(sum);
+    }
+    for (int64_t r = 0; r < inter; ++r) a[r] = round(h[r] / (1 + std::exp(-h[r])) * h[inter + r]);
+    for (int64_t col = 0; col < hid; ++col) {
+      const W* w = &w2[(e * hid + col) * inter];
+      double sum = 0;
+      for (int64_t k = 0; k < inter; ++k) sum += a[k] * moe_weight(w[k]);
+      out[col] += round(sum * weights[j]);
     }
   }
   for (double& v : out) v = round(v);
+  return out;
+}
+
+// The same for every token: out [tokens, H] for the choices `ids` [tokens *
+// top_k] and their `weights`, from x [tokens, H].
+inline std::vector<double> moe_layer_reference(const MoeLayerConfig& c, int64_t tokens, const std::vector<float>& x,
+                                               const std::vector<float>& w1, const std::vector<float>& w2,
+                                               const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+  std::vector<double> out;
+  out.reserve(tokens * c.hidden);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const std::vector<double> row =
+        moe_token_reference(c, &x[t * c.hidden], w1, w2, &ids[t * c.top_k], &weights[t * c.top_k]);
+    out.insert(out.end(), row.begin(), row.end());
+  }
   return out;
 }
 

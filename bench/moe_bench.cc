@@ -1,0 +1,173 @@
+// A whole mixture-of-experts layer (samples::MoeLayer: router, top k,
+// grouping, up projection, SwiGLU, down projection with routed weights,
+// combine) on an NVIDIA GPU: Mixtral's experts (8, top 2, H 4096, I 14336)
+// at 4096 tokens and at 256, and 64 small experts (top 6, H 2048, I 1408) at
+// 4096 tokens; bf16. Each case runs the layer with both GEMMs on each tile
+// configuration of `kGemms` and reports the fastest beside the default's;
+// TFLOP/s count the experts' GEMMs alone, 2 n (2I H + H I) for the n =
+// tokens x top_k choices. The output is checked against a double reference
+// (samples::moe_token_reference, rounding where the layer rounds) at a
+// sample of tokens, from the router's own choices. The baselines (torch
+// eager as Mixtral's reference implementation writes the layer, and the
+// same layer composed from Triton kernels) come from bench/moe_compare.py,
+// which reads the JSON this writes (--json=PATH) and prints the ratios.
+// Timed as the other benchmarks time: CUDA events around one layer, L2
+// flushed before each, median of 15. With --only=TEXT it runs the cases
+// whose name contains TEXT; with --default, the default configuration alone.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "base/float16.h"
+#include "cuda_raw.h"
+#include "report.h"
+#include "samples/moe.h"
+#include "tessel/tessel.h"
+
+using namespace tessel;
+using bench::must;
+
+namespace {
+
+struct MoeCase {
+  std::string name;
+  int64_t tokens;
+  int experts, top_k;
+  int64_t hidden, inter;
+};
+const std::vector<MoeCase> kCases = {{"mixtral, 4096 tokens", 4096, 8, 2, 4096, 14336},
+                                     {"mixtral, 256 tokens", 256, 8, 2, 4096, 14336},
+                                     {"64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408}};
+
+// Both GEMMs' tiles and warps; the first is MoeLayerConfig's default.
+struct Gemm {
+  int64_t bn;
+  int stages, warps;
+};
+constexpr Gemm kGemms[] = {{256, 4, 8}, {256, 3, 8}, {128, 4, 4}, {128, 3, 4}};
+
+std::string label(const Gemm& g) {
+  return "64x" + std::to_string(g.bn) + "x64 s" + std::to_string(g.stages) + " w" + std::to_string(g.warps);
+}
+
+// The layer's weights for one shape, as bits on the host and on the
+// device: scales that keep h, a and the output near 1 (samples/moe.cc's).
+struct Weights {
+  std::vector<uint16_t> w1, w2;
+  Buffer gate, dw1, dw2;
+};
+Weights make_weights(const Device& dev, const MoeCase& c) {
+  const int64_t e = c.experts, hid = c.hidden, inter = c.inter;
+  Weights w;
+  w.w1 = bench::random_bf16(e * 2 * inter * hid, 2, 2 * std::sqrt(3.0f / hid));
+  w.w2 = bench::random_bf16(e * hid * inter, 3, std::sqrt(3.0f / inter));
+  const std::vector<uint16_t> gate = bench::random_bf16(e * hid, 4, 0.2f);
+  using Upload = std::pair<Buffer*, const std::vector<uint16_t>*>;
+  for (auto [buf, bits] : {Upload{&w.gate, &gate}, Upload{&w.dw1, &w.w1}, Upload{&w.dw2, &w.w2}}) {
+    *buf = must(dev.allocate(bits->size() * 2), "allocate");
+    must(dev.copy_to_device(*buf, bits->data(), bits->size() * 2), "upload");
+  }
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags;  // --default: the default configuration alone
+  if (!bench::parse_flags("moe_bench", "default", argc, argv, flags)) return 2;
+  bench::CudaRaw cu;
+  std::optional<Device> opened = bench::open_cuda("moe_bench", cu);
+  if (!opened.has_value()) return 0;
+  Device dev = *opened;
+  std::printf("moe_bench on %s\n", dev.description().c_str());
+  Stream stream = must(dev.create_stream(), "stream");
+  bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
+  std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"cases\": [";
+  int entries = 0, failures = 0;
+  std::map<std::tuple<int, int64_t, int64_t>, Weights> weights;  // by (experts, H, I)
+  for (const MoeCase& mc : kCases) {
+    if (mc.name.find(flags.only) == std::string::npos) continue;
+    const int64_t hid = mc.hidden, tokens = mc.tokens, n = tokens * mc.top_k;
+    const auto shape = std::make_tuple(mc.experts, hid, mc.inter);
+    if (!weights.contains(shape)) {
+      weights.clear();  // (one shape's weights at a time: Mixtral's take 2.8 GB)
+      weights.emplace(shape, make_weights(dev, mc));
+    }
+    const Weights& w = weights.at(shape);
+    const std::vector<uint16_t> hx = bench::random_bf16(tokens * hid, 1);
+    Buffer x = must(dev.allocate(hx.size() * 2), "allocate"), out = must(dev.allocate(hx.size() * 2), "allocate");
+    must(dev.copy_to_device(x, hx.data(), hx.size() * 2), "upload");
+    // The sampled tokens' references, from the first configuration's
+    // choices (every configuration's router is the same kernel).
+    const std::vector<int64_t> sampled = {0, 1, tokens / 2, tokens - 1};
+    std::vector<std::vector<double>> want;
+    double worst = 0, best_ms = INFINITY, default_ms = INFINITY;
+    Gemm best{};
+    std::vector<Gemm> tried(std::begin(kGemms), std::end(kGemms));
+    if (flags.on) tried.resize(1);
+    for (const Gemm& g : tried) {
+      samples::MoeLayerConfig c = {.experts = mc.experts, .top_k = mc.top_k, .hidden = hid, .intermediate = mc.inter};
+      c.up = c.down = {.bm = 64, .bn = g.bn, .stages = g.stages};
+      c.gemm_warps = g.warps;
+      const samples::MoeLayer layer = must(samples::MoeLayer::compile(dev, c), "compile");
+      const samples::MoeLayer::Workspace ws = must(layer.workspace(tokens), "workspace");
+      const auto t32 = static_cast<int32_t>(tokens);
+      auto run = [&] { must(layer.launch(x, t32, w.gate, w.dw1, w.dw2, out, ws, &stream), "launch"); };
+      must(dev.synchronize(), "sync");
+      cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(out.data()), 0xFF, hx.size() * 2), "clear out");
+      const double ms = timer.median_ms(run);
+      must(stream.synchronize(), "sync");
+      std::vector<int32_t> ids(n);
+      std::vector<float> routed(n);
+      std::vector<uint16_t> got(hx.size());
+      must(dev.copy_to_host(ids.data(), ws.ids, n * 4), "download");
+      must(dev.copy_to_host(routed.data(), ws.weights, n * 4), "download");
+      must(dev.copy_to_host(got.data(), out, got.size() * 2), "download");
+      for (size_t s = 0; s < sampled.size(); ++s) {
+        const int64_t t = sampled[s];
+        if (want.size() == s) {
+          std::vector<float> xt(hid);
+          for (int64_t k = 0; k < hid; ++k) xt[k] = bf16_to_float(hx[t * hid + k]);
+          want.push_back(
+              samples::moe_token_reference(c, xt.data(), w.w1, w.w2, &ids[t * mc.top_k], &routed[t * mc.top_k]));
+        }
+        for (int64_t k = 0; k < hid; ++k) {
+          const double e = std::fabs(bf16_to_float(got[t * hid + k]) - want[s][k]) / (std::fabs(want[s][k]) + 1);
+          worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        }
+      }
+      std::printf("  %-24s %.1f us\n", label(g).c_str(), ms * 1e3);
+      if (default_ms == INFINITY) default_ms = ms;
+      if (ms < best_ms) best_ms = ms, best = g;
+    }
+    // The reference rounds where the layer does; what is left is the order
+    // of f32 sums, and a rounding that goes the other way.
+    constexpr double kTolerance = 2e-2;
+    const bool ok = worst <= kTolerance;
+    failures += ok ? 0 : 1;
+    const double flops = 2.0 * n * 3 * mc.inter * hid, tflops = flops / (best_ms * 1e9);
+    char note[200];
+    std::snprintf(note, sizeof note, "%.1f us; config %s (default %s: %.1f us); error %.1e%s", best_ms * 1e3,
+                  label(best).c_str(), label(tried[0]).c_str(), default_ms * 1e3, worst, ok ? "" : " FAILED");
+    bench::report("moe layer, " + mc.name, tflops, "TFLOP/s", note);
+    char entry[500];
+    std::snprintf(entry, sizeof entry,
+                  "%s\n    {\"name\": \"%s\", \"tokens\": %lld, \"experts\": %d, \"top_k\": %d, \"hidden\": %lld, "
+                  "\"intermediate\": %lld, \"us\": %.3f, \"default_us\": %.3f, \"config\": \"%s\", \"tflops\": %.1f, "
+                  "\"max_error\": %.3g, \"ok\": %s}",
+                  entries++ == 0 ? "" : ",", mc.name.c_str(), static_cast<long long>(tokens), mc.experts, mc.top_k,
+                  static_cast<long long>(hid), static_cast<long long>(mc.inter), best_ms * 1e3, default_ms * 1e3,
+                  label(best).c_str(), tflops, worst, ok ? "true" : "false");
+    json += entry;
+  }
+  if (!flags.json.empty()) std::ofstream(flags.json) << json << "\n  ]\n}\n";
+  if (failures > 0) std::printf("moe_bench: %d results outside their tolerance\n", failures);
+  return failures > 0 ? 1 : 0;
+}
