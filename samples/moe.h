@@ -202,13 +202,17 @@ class MoeAlign {
 // Args: a [tokens, K] and w [experts, N, K] of `in`; c [n, N] of `out`;
 // sorted, block_experts, offsets as MoeAlign leaves them; with
 // `routed_weights`, weights [n] f32, each choice's router weight, which
-// scales its row of C; then n (choices), top_k, experts, N, K (i32).
-// Launch on moe_gemm_grid programs.
+// scales its row of C; with `scaled`, scale_a [1] and scale_w [experts]
+// f32, A's scale and each expert's weights' (fp8's per-tensor scales: C =
+// scale_a * scale_w[e] * A W_e^T); then n (choices), top_k, experts, N, K
+// (i32). Launch on moe_gemm_grid programs. fp8 operands (f8e4m3, f8e5m2)
+// take rows of 128 bytes best (bk 128), as the TMA GEMM's do.
 struct MoeGemmConfig {
   int64_t bm = 64, bn = 128, bk = 64;
   DType in = bf16, out = bf16;
   int group_m = 8;
   bool routed_weights = false;
+  bool scaled = false;
   int stages = 0;  // the K loop's LoopOptions::stages
 };
 inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g, std::string name = "moe_gemm") {
@@ -217,6 +221,8 @@ inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g, std::strin
   Value sorted = k.arg(ptr(i32), "sorted"), block_experts = k.arg(ptr(i32), "block_experts");
   Value offsets = k.arg(ptr(i32), "offsets");
   Value weights = g.routed_weights ? k.arg(ptr(f32), "weights") : Value();
+  Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
+  Value scale_w = g.scaled ? k.arg(ptr(f32), "scale_w") : Value();
   Value n = k.arg(i32, "n"), top_k = k.arg(i32, "top_k"), experts = k.arg(i32, "experts");
   Value ncols = k.arg(i32, "N"), kdim = k.arg(i32, "K");
   // Blocks past the padded total (the grid is sized for the most there
@@ -242,6 +248,7 @@ inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g, std::strin
               },
               {.stages = g.stages});
   Value out = acc;
+  if (g.scaled) out = out * (load(scale_a) * load(scale_w + expert));
   if (g.routed_weights) out = out * expand_dims(load(weights + choice, choice < n, 0.0f), 1);
   store(c + expand_dims(choice * ncols, 1) + expand_dims(cols, 0), cast(out, g.out),
         row_in & expand_dims(cols < ncols, 0));

@@ -416,45 +416,81 @@ inline absl::StatusOr<std::vector<float>> run_pointer_gemm(const Device& device,
 // A mixture of experts' GEMM on `device`: the n = tokens * top_k router
 // choices `ids` grouped by samples::MoeAlign (blocks of g.bm), then
 // samples::moe_gemm_kernel(g) over A [tokens, k] and W [experts, n_cols,
-// k] (and `weights` [n] f32 where g.routed_weights); C [n, n_cols] of g.out
-// (f32, or bf16 returned as f32), NaN in the rows of dropped choices.
+// k], with `weights` [n] f32 where g.routed_weights and the scales where
+// g.scaled; C [n, n_cols] of g.out (f32, or bf16 returned as f32), NaN in
+// the rows of dropped choices.
 struct MoeProblem {
   int tokens, top_k, experts;
   int64_t n_cols, k;
 };
+struct MoeGemmInputs {
+  std::vector<int32_t> ids;
+  Operand a, w;
+  std::vector<float> weights;  // [n], where g.routed_weights
+  float scale_a = 1;           // where g.scaled
+  std::vector<float> scale_w;  // [experts], where g.scaled
+};
 inline absl::StatusOr<std::vector<float>> run_moe_gemm(const Device& device, const samples::MoeGemmConfig& g, int warps,
-                                                       const MoeProblem& p, const std::vector<int32_t>& ids,
-                                                       const Operand& a, const Operand& w,
-                                                       const std::vector<float>& weights) {
+                                                       const MoeProblem& p, const MoeGemmInputs& in) {
   if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_moe_gemm: C must be f32 or bf16");
   const int32_t n = p.tokens * p.top_k;
   const int block = static_cast<int>(g.bm);
   const int64_t capacity = samples::moe_align_capacity(n, p.experts, block);
   TESSEL_ASSIGN_OR_RETURN(samples::MoeAlign align, samples::MoeAlign::compile(device, p.experts, block));
-  TESSEL_ASSIGN_OR_RETURN(Buffer bids, put(device, ids.data(), ids.size() * 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bids, put(device, in.ids.data(), in.ids.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sorted, device.allocate(capacity * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer blocks, device.allocate(capacity / block * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer offsets, device.allocate((p.experts + 1) * 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer work, device.allocate(samples::moe_align_workspace_bytes(n, p.experts, 1024)));
   TESSEL_RETURN_IF_ERROR(align.launch(bids, n, sorted, blocks, offsets, work));
   TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::moe_gemm_kernel(g), warps));
-  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
-  TESSEL_ASSIGN_OR_RETURN(Buffer wb, put(device, w));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, in.a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer wb, put(device, in.w));
   TESSEL_ASSIGN_OR_RETURN(Buffer cb, nan_buffer(device, g.out, n * p.n_cols));
-  const std::vector<float> scales = weights.empty() ? std::vector<float>{0.0f} : weights;
-  TESSEL_ASSIGN_OR_RETURN(Buffer weights_b, put(device, scales.data(), scales.size() * 4));
+  std::vector<KernelArg> args = {ab, wb, cb, sorted, blocks, offsets};
+  std::vector<Buffer> held;  // what the arguments point to, until the launch is done
+  for (const auto& [wanted, values] :
+       {std::pair{g.routed_weights, in.weights}, std::pair{g.scaled, std::vector<float>{in.scale_a}},
+        std::pair{g.scaled, in.scale_w}}) {
+    if (!wanted) continue;
+    TESSEL_ASSIGN_OR_RETURN(held.emplace_back(), put(device, values.data(), values.size() * 4));
+    args.push_back(held.back());
+  }
+  args.insert(args.end(), {n, p.top_k, p.experts, static_cast<int32_t>(p.n_cols), static_cast<int32_t>(p.k)});
   const LaunchConfig launch = {.grid = static_cast<int>(samples::moe_gemm_grid(g, n, p.experts, p.n_cols)),
                                .num_warps = warps};
-  const auto [top_k, experts, n_cols, k] =
-      std::array<int32_t, 4>{p.top_k, p.experts, static_cast<int32_t>(p.n_cols), static_cast<int32_t>(p.k)};
-  if (g.routed_weights) {
-    TESSEL_RETURN_IF_ERROR(
-        fn.launch(launch, ab, wb, cb, sorted, blocks, offsets, weights_b, n, top_k, experts, n_cols, k));
-  } else {
-    TESSEL_RETURN_IF_ERROR(fn.launch(launch, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, n_cols, k));
-  }
+  TESSEL_RETURN_IF_ERROR(fn.launch_packed(launch, args));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download_f32(device, cb, g.out, n * p.n_cols);
+}
+
+// The first element of run_moe_gemm's C off a double reference (the
+// inputs' values, scaled and weighted as the kernel scales them), or a
+// written row of a dropped choice; "" when there is none. The tolerance is
+// C's dtype's, relative to 1 + |C|.
+inline std::string moe_gemm_mismatch(const samples::MoeGemmConfig& g, const MoeProblem& p, const MoeGemmInputs& in,
+                                     const std::vector<float>& got) {
+  const int n = p.tokens * p.top_k;
+  for (int i = 0; i < n; ++i) {
+    const int32_t e = in.ids[i];
+    for (int64_t col = 0; col < p.n_cols; ++col) {
+      const float x = got[i * p.n_cols + col];
+      if (e < 0 || e >= p.experts) {  // dropped: not written
+        if (!std::isnan(x)) return absl::StrCat("C[", i, ", ", col, "], of a dropped choice, is ", x);
+        continue;
+      }
+      double want = 0;
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        want += in.a.values[(i / p.top_k) * p.k + kk] * in.w.values[(e * p.n_cols + col) * p.k + kk];
+      }
+      if (g.scaled) want *= double{in.scale_a} * in.scale_w[e];
+      if (g.routed_weights) want *= in.weights[i];
+      if (!(std::abs(x - want) <= (g.out == bf16 ? 1e-2 : 1e-4) * (std::abs(want) + 1))) {
+        return absl::StrCat("C[", i, ", ", col, "] = ", x, ", want ", want);
+      }
+    }
+  }
+  return "";
 }
 
 // A whole MoE layer (samples::MoeLayer) on `device`, on random bf16

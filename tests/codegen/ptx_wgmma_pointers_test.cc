@@ -158,6 +158,24 @@ TEST(Wgmma, GatheredRowsAreHeldInTheCopiesLayoutAcrossTheLoop) {
   expect_ptxas_clean(ptx);
 }
 
+// The MoE GEMM on fp8 operands (e4m3, rows of 128 bytes) with their
+// scales and routed weights: the same rings, products of k 32 in e4m3.
+TEST(Wgmma, Fp8GatheredRowsTakeRingsAndE4m3Products) {
+  CompileOptions o;
+  o.num_warps = 8;
+  o.specialization.multiple_of_16 = 0x31ff;  // pointers, N and K
+  const samples::MoeGemmConfig g = {
+      .bn = 256, .bk = 128, .in = f8e4m3, .routed_weights = true, .scaled = true, .stages = 4};
+  absl::StatusOr<DeviceCode> code = compile_ptx(*samples::moe_gemm_kernel(g), o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 4);
+  const size_t top = ptx.find("cp.async.wait_group 2;"), end = ptx.find("wgmma.wait_group.sync.aligned 0;", top);
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_THAT(ptx.substr(top, end - top), Not(HasSubstr("ld.shared")));
+  expect_ptxas_clean(ptx);
+}
+
 // A warpgroup's descriptors start from its index as lane 0 of each warp
 // holds it (one shfl.sync.idx of tid / 128), which ptxas takes to be the
 // same across the warp: descriptors built from it stay in uniform

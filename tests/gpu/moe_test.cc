@@ -71,9 +71,10 @@ TEST_F(Moe, AlignmentAgreesWithTheHostAndTheReference) {
 }
 
 // Row i of C is token i / top_k's row of A times its choice's expert's
-// weights (times its router weight): rows gathered by the alignment,
-// dropped choices' rows left alone, K not a multiple of the tile, N ragged,
-// blocks of 64 on the tensor cores (with copy rings) and of 16 off them.
+// weights (times its router weight, and fp8's scales): rows gathered by
+// the alignment, dropped choices' rows left alone, K not a multiple of the
+// tile, N ragged, blocks of 64 on the tensor cores (with copy rings) and of
+// 16 off them, bf16 and fp8 operands.
 TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
@@ -83,42 +84,34 @@ TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
     samples::MoeGemmConfig g;
     int warps;
   };
-  for (const Case& c : {Case{{37, 2, 5, 136, 80}, {.bm = 64, .bn = 128}, 4},
-                        Case{{200, 4, 16, 256, 128}, {.bm = 64, .bn = 128, .routed_weights = true}, 4},
-                        Case{{120, 8, 64, 256, 256}, {.bm = 64, .bn = 256, .out = f32, .stages = 4}, 8},
-                        Case{{5, 1, 3, 64, 32}, {.bm = 16, .bn = 64, .bk = 16}, 4}}) {
+  for (const Case& c :
+       {Case{{37, 2, 5, 136, 80}, {.bm = 64, .bn = 128}, 4},
+        Case{{200, 4, 16, 256, 128}, {.bm = 64, .bn = 128, .routed_weights = true}, 4},
+        Case{{120, 8, 64, 256, 256}, {.bm = 64, .bn = 256, .out = f32, .stages = 4}, 8},
+        Case{{5, 1, 3, 64, 32}, {.bm = 16, .bn = 64, .bk = 16}, 4},
+        Case{{150, 2, 8, 256, 384},
+             {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .routed_weights = true, .scaled = true, .stages = 4},
+             8},
+        Case{{37, 2, 5, 136, 200}, {.bm = 64, .bn = 128, .bk = 128, .in = f8e5m2, .scaled = true}, 4}}) {
     const matmul_cases::MoeProblem& p = c.p;
     SCOPED_TRACE(::testing::Message() << p.tokens << " tokens x " << p.top_k << " of " << p.experts << " experts, N "
-                                      << p.n_cols << ", K " << p.k << ", blocks of " << c.g.bm << " x " << c.g.bn);
+                                      << p.n_cols << ", K " << p.k << ", blocks of " << c.g.bm << " x " << c.g.bn
+                                      << ", " << c.g.in.name());
     const int n = p.tokens * p.top_k;
-    std::vector<int32_t> ids(n);
-    for (int32_t& v : ids) v = rng.uniform_int(0, 40) == 0 ? p.experts : rng.uniform_int(0, p.experts - 1);
-    const matmul_cases::Operand a = matmul_cases::random_operand(bf16, p.tokens * p.k, gen);
-    const matmul_cases::Operand w = matmul_cases::random_operand(bf16, p.experts * p.n_cols * p.k, gen);
-    std::vector<float> weights(c.g.routed_weights ? n : 0);
-    for (float& x : weights) x = static_cast<float>(rng.uniform_int(1, 100)) / 64;
+    matmul_cases::MoeGemmInputs in = {.ids = std::vector<int32_t>(n),
+                                      .a = matmul_cases::random_operand(c.g.in, p.tokens * p.k, gen),
+                                      .w = matmul_cases::random_operand(c.g.in, p.experts * p.n_cols * p.k, gen),
+                                      .weights = std::vector<float>(c.g.routed_weights ? n : 0),
+                                      .scale_a = static_cast<float>(rng.uniform_int(1, 64)) / 32,
+                                      .scale_w = std::vector<float>(c.g.scaled ? p.experts : 0)};
+    for (int32_t& v : in.ids) v = rng.uniform_int(0, 40) == 0 ? p.experts : rng.uniform_int(0, p.experts - 1);
+    for (float& x : in.weights) x = static_cast<float>(rng.uniform_int(1, 100)) / 64;
+    for (float& x : in.scale_w) x = static_cast<float>(rng.uniform_int(1, 64)) / 32;
     for (const Device& dev : devices_) {
       SCOPED_TRACE(dev.name());
-      absl::StatusOr<std::vector<float>> got = matmul_cases::run_moe_gemm(dev, c.g, c.warps, p, ids, a, w, weights);
+      absl::StatusOr<std::vector<float>> got = matmul_cases::run_moe_gemm(dev, c.g, c.warps, p, in);
       ASSERT_TRUE(got.ok()) << got.status();
-      int bad = 0;
-      for (int i = 0; i < n; ++i) {
-        for (int64_t col = 0; col < p.n_cols; ++col) {
-          const float x = (*got)[i * p.n_cols + col];
-          if (ids[i] >= p.experts) {  // dropped: not written
-            if (!std::isnan(x) && bad++ == 0) ADD_FAILURE() << "C[" << i << ", " << col << "], dropped, is " << x;
-            continue;
-          }
-          double want = 0;
-          for (int64_t kk = 0; kk < p.k; ++kk) {
-            want += a.values[(i / p.top_k) * p.k + kk] * w.values[(ids[i] * p.n_cols + col) * p.k + kk];
-          }
-          if (c.g.routed_weights) want *= weights[i];
-          if (std::abs(x - want) <= (c.g.out == bf16 ? 1e-2 : 1e-4) * (std::abs(want) + 1)) continue;
-          if (bad++ == 0) ADD_FAILURE() << "C[" << i << ", " << col << "] = " << x << ", want " << want;
-        }
-      }
-      EXPECT_EQ(bad, 0);
+      EXPECT_EQ(matmul_cases::moe_gemm_mismatch(c.g, p, in, *got), "");
     }
   }
 }
