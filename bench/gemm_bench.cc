@@ -6,16 +6,12 @@
 // GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
 // through pointers, loads copied into rings stages ahead or each in its own
 // iteration), a mixture of experts' GEMM over gathered rows
-// (samples::moe_gemm_kernel), and the autotuner's pick (tessel::autotune) among the bf16 configurations and
-// split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names,
-// then alone) against the best of timing every configuration again, in
-// turns (one run of each, then the next round).
-// Its baselines, cuBLAS (torch.matmul, torch._scaled_mm for fp8) and
-// Triton's TMA persistent matmul,
-// come from bench/triton_compare.py's matmul_tflops in the same run of
-// scripts/gpu_bench.sh, on the same tensors: with --inputs=DIR this writes
-// each shape's A (M x K) and B (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin
-// for that script to read. Timed as that script times its kernels: CUDA
+// (samples::moe_gemm_kernel, bf16 and fp8), and the autotuner's pick (tessel::autotune) among the bf16 configurations
+// and split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names, then alone) against the best of timing
+// every configuration again, in turns (one run of each, then the next round). Its baselines, cuBLAS (torch.matmul,
+// torch._scaled_mm for fp8) and Triton's TMA persistent matmul, come from bench/triton_compare.py's matmul_tflops in
+// the same run of scripts/gpu_bench.sh, on the same tensors: with --inputs=DIR this writes each shape's A (M x K) and B
+// (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin for that script to read. Timed as that script times its kernels: CUDA
 // events around one launch, L2 flushed before each (a 256 MiB copy),
 // median of 15.
 #include <algorithm>
@@ -108,8 +104,14 @@ int main(int argc, char** argv) {
   auto config = [](int64_t bm, int64_t bn, int stages, int warps, DType in, bool b_nk) {
     // Rows of 128 bytes per box: BK 64 for 16-bit operands, 128 for fp8 (C then bf16, scaled).
     const bool fp8 = in.is_float8();
-    return Config{{.bm = bm, .bn = bn, .bk = fp8 ? 128 : 64, .in = in, .out = fp8 ? bf16 : in, .b_nk = b_nk,
-                   .stages = stages, .scaled = fp8},
+    return Config{{.bm = bm,
+                   .bn = bn,
+                   .bk = fp8 ? 128 : 64,
+                   .in = in,
+                   .out = fp8 ? bf16 : in,
+                   .b_nk = b_nk,
+                   .stages = stages,
+                   .scaled = fp8},
                   warps};
   };
   std::vector<Config> configs;
@@ -150,9 +152,15 @@ int main(int argc, char** argv) {
   // samples::splitk_finish_kernel, both timed): for few tiles and a long K,
   // so the autotuner's shapes only.
   // (An f32 C's staging tile 256 wide goes a panel at a time beside 3 or 4 stages.)
-  for (auto [bm, bn, stages, warps, split] : std::vector<std::array<int, 5>>{
-           {128, 128, 4, 8, 2}, {128, 128, 4, 8, 4}, {128, 256, 3, 8, 4}, {128, 256, 4, 8, 2}, {128, 256, 4, 8, 4},
-           {128, 128, 3, 12, 2}, {128, 128, 4, 12, 2}, {64, 128, 4, 4, 4}, {64, 128, 4, 4, 8}}) {
+  for (auto [bm, bn, stages, warps, split] : std::vector<std::array<int, 5>>{{128, 128, 4, 8, 2},
+                                                                             {128, 128, 4, 8, 4},
+                                                                             {128, 256, 3, 8, 4},
+                                                                             {128, 256, 4, 8, 2},
+                                                                             {128, 256, 4, 8, 4},
+                                                                             {128, 128, 3, 12, 2},
+                                                                             {128, 128, 4, 12, 2},
+                                                                             {64, 128, 4, 4, 4},
+                                                                             {64, 128, 4, 4, 8}}) {
     configs.push_back(config(bm, bn, stages, warps, bf16, true));
     configs.back().gemm.out = f32;
     configs.back().gemm.split_k = split;
@@ -265,8 +273,8 @@ int main(int argc, char** argv) {
       fill(a);
       fill(b);
       if (inputs.empty()) continue;
-      const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "_" +
-                                std::string(in.name());
+      const std::string shape =
+          std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "_" + std::string(in.name());
       for (auto [name, v] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
         std::ofstream f(inputs + "/" + name + "_" + shape + ".bin", std::ios::binary);
         f.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size()));
@@ -349,54 +357,78 @@ int main(int argc, char** argv) {
     }
   }
   // A mixture of experts' GEMM over gathered rows (samples::moe_gemm_kernel over samples::MoeAlign's
-  // grouping, bf16; the grouping itself is norm_bench's): useful TFLOP/s, 2 n N K for the n = tokens x
-  // top_k choices, routed uniformly at random. bench/triton_compare.py's moe_gemm times the same shapes
-  // in Triton (a kernel of the same form), torch eager and cuBLAS.
+  // grouping; the grouping itself is norm_bench's): useful TFLOP/s, 2 n N K for the n = tokens x top_k
+  // choices, routed uniformly at random; bf16, and fp8 e4m3 with per-tensor scales (one for A, one per
+  // expert's weights; C bf16). bench/triton_compare.py's moe_gemm times the same shapes in Triton (a
+  // kernel of the same form), torch eager and cuBLAS.
+  struct MoeGemm {
+    int64_t bn, bk;
+    int warps, stages;
+    DType in;
+  };
   for (const auto& [tokens, top_k, experts, ncols, kdim] :
        std::vector<std::array<int, 5>>{{4096, 2, 8, 14336, 4096}, {4096, 6, 64, 2816, 2048}}) {
     const int n = tokens * top_k;
     const std::string shape = "moe gemm " + std::to_string(tokens) + " tokens x " + std::to_string(top_k) + " of " +
                               std::to_string(experts) + " experts, " + std::to_string(ncols) + "x" +
                               std::to_string(kdim) + ", ";
-    std::vector<std::pair<samples::MoeGemmConfig, int>> tried;
-    for (auto [bn, warps, stages] :
-         std::vector<std::array<int, 3>>{{128, 4, 3}, {128, 4, 4}, {256, 8, 3}, {256, 8, 4}}) {
-      const samples::MoeGemmConfig g = {.bm = 64, .bn = bn, .stages = stages};
-      const std::string name =
-          shape + "64x" + std::to_string(bn) + "x64 s" + std::to_string(stages) + " w" + std::to_string(warps);
-      if (name.find(only) != std::string::npos) tried.push_back({g, warps});
+    auto moe_label = [&](const MoeGemm& g) {
+      return shape + "64x" + std::to_string(g.bn) + "x" + std::to_string(g.bk) + " s" + std::to_string(g.stages) +
+             " w" + std::to_string(g.warps) + (g.in == bf16 ? "" : " e4m3");
+    };
+    std::vector<MoeGemm> tried;
+    for (const MoeGemm& g : {MoeGemm{128, 64, 4, 3, bf16}, MoeGemm{128, 64, 4, 4, bf16}, MoeGemm{256, 64, 8, 3, bf16},
+                             MoeGemm{256, 64, 8, 4, bf16}, MoeGemm{128, 128, 4, 4, f8e4m3},
+                             MoeGemm{256, 128, 8, 3, f8e4m3}, MoeGemm{256, 128, 8, 4, f8e4m3}}) {
+      if (moe_label(g).find(only) != std::string::npos) tried.push_back(g);
     }
     if (tried.empty()) continue;
-    std::uniform_int_distribution<int> bits(0x3C00, 0x3F80), expert(0, experts - 1);
+    std::uniform_int_distribution<int> bits(0x3C00, 0x3F80), fp8(0x30, 0x3F), expert(0, experts - 1);
     std::vector<uint16_t> a(int64_t{tokens} * kdim), w(int64_t{experts} * ncols * kdim);
     for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
     for (auto& x : w) x = static_cast<uint16_t>(bits(gen));
+    std::vector<uint8_t> a8(a.size()), w8(w.size());  // e4m3 values in [0.5, 1)
+    for (auto& x : a8) x = static_cast<uint8_t>(fp8(gen));
+    for (auto& x : w8) x = static_cast<uint8_t>(fp8(gen));
     std::vector<int32_t> ids(n);
     for (auto& e : ids) e = expert(gen);
     const int64_t capacity = samples::moe_align_capacity(n, experts, 64);
     Buffer ab = must(dev.allocate(a.size() * 2), "allocate"), wb = must(dev.allocate(w.size() * 2), "allocate");
+    Buffer ab8 = must(dev.allocate(a8.size()), "allocate"), wb8 = must(dev.allocate(w8.size()), "allocate");
     Buffer cb = must(dev.allocate(int64_t{n} * ncols * 2), "allocate"), idb = must(dev.allocate(n * 4), "allocate");
     Buffer sorted = must(dev.allocate(capacity * 4), "allocate"),
            blocks = must(dev.allocate(capacity / 64 * 4), "allocate");
     Buffer offsets = must(dev.allocate((experts + 1) * 4), "allocate");
     Buffer work = must(dev.allocate(samples::moe_align_workspace_bytes(n, experts, 1024)), "allocate");
+    const std::vector<float> ones(experts, 1.0f);
+    Buffer scale_a = must(dev.allocate(4), "allocate"), scale_w = must(dev.allocate(experts * 4), "allocate");
     must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
     must(dev.copy_to_device(wb, w.data(), w.size() * 2), "copy");
+    must(dev.copy_to_device(ab8, a8.data(), a8.size()), "copy");
+    must(dev.copy_to_device(wb8, w8.data(), w8.size()), "copy");
     must(dev.copy_to_device(idb, ids.data(), n * 4), "copy");
+    must(dev.copy_to_device(scale_a, ones.data(), 4), "copy");
+    must(dev.copy_to_device(scale_w, ones.data(), experts * 4), "copy");
     const samples::MoeAlign align = must(samples::MoeAlign::compile(dev, experts, 64), "moe_align");
     must(align.launch(idb, n, sorted, blocks, offsets, work), "moe_align");
-    for (const auto& [g, warps] : tried) {
-      const std::string name =
-          shape + "64x" + std::to_string(g.bn) + "x64 s" + std::to_string(g.stages) + " w" + std::to_string(warps);
+    for (const MoeGemm& m : tried) {
+      const samples::MoeGemmConfig g = {
+          .bm = 64, .bn = m.bn, .bk = m.bk, .in = m.in, .scaled = m.in != bf16, .stages = m.stages};
       CompileOptions options;
-      options.num_warps = warps;
+      options.num_warps = m.warps;
       const Function fn = must(dev.compile(must(samples::moe_gemm_kernel(g), "build"), options), "compile");
       const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_gemm_grid(g, n, experts, ncols)),
-                               .num_warps = warps,
+                               .num_warps = m.warps,
                                .stream = &stream};
-      const double t = time_ms(
-          [&] { must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, ncols, kdim), "launch"); });
-      report(name, 2.0 * n * ncols * kdim / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
+      const double t = time_ms([&] {
+        if (g.scaled) {
+          must(fn.launch(lc, ab8, wb8, cb, sorted, blocks, offsets, scale_a, scale_w, n, top_k, experts, ncols, kdim),
+               "launch");
+        } else {
+          must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, ncols, kdim), "launch");
+        }
+      });
+      report(moe_label(m), 2.0 * n * ncols * kdim / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
     }
   }
   // The autotuner on a shape none of the configurations was chosen for (K = 712: rows of 16-byte

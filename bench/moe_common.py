@@ -5,7 +5,10 @@ import torch
 import triton
 import triton.language as tl
 
-# The configurations tried; Triton is reported at its best.
+# The configurations tried; Triton is reported at its best (fp8: rows of 128 bytes).
+MOE_CONFIGS_FP8 = [dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=4),
+                   dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8),
+                   dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8)]
 MOE_CONFIGS = [dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=4),
                dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=4),
                dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8),
@@ -13,12 +16,13 @@ MOE_CONFIGS = [dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3
 
 
 @triton.jit
-def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, weights_ptr, total, n, top_k, N, K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                    ROUTED: tl.constexpr):
+def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, weights_ptr, scale_a_ptr, scale_w_ptr,
+                    total, n, top_k, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    GROUP_M: tl.constexpr, ROUTED: tl.constexpr, SCALED: tl.constexpr):
     # samples::moe_gemm_kernel's form: a block of BLOCK_M positions of the grouped order (one expert's) by
     # BLOCK_N columns, A's rows gathered by their tokens, C's rows scattered to their choices (scaled by
-    # their router weights where ROUTED). A block of expert -1 lies past the groups and does nothing.
+    # A's scale and the expert's where SCALED, and by their router weights where ROUTED). A block of
+    # expert -1 lies past the groups and does nothing.
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(total, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -43,6 +47,8 @@ def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, sorted_ptr, block_expert_ptr, weights_p
         a = tl.load(a_rows + kin[None, :], mask=row_in[:, None] & (kin[None, :] < K), other=0.0)
         b = tl.load(w_rows + kin[:, None], mask=(kin[:, None] < K) & (cols[None, :] < N), other=0.0)
         acc = tl.dot(a, b, acc)
+    if SCALED:
+        acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_w_ptr + expert))
     if ROUTED:
         acc = acc * tl.load(weights_ptr + choice, mask=row_in, other=0.0)[:, None]
     tl.store(c_ptr + choice[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
@@ -84,14 +90,16 @@ def moe_align_device(ids, experts, block):
     return sorted_ids, torch.where(block_experts < experts, block_experts, -1).to(torch.int32)
 
 
-def triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg, weights=None):
+def triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg, weights=None, scales=None):
     """c [n, N] = rows of a (a choice's token's: choice // top_k) times its expert's w [E, N, K] transposed,
-    scaled by the choices' `weights` where given."""
+    scaled by `scales` (A's [1] and the experts' [E], f32) and by the choices' `weights` where given."""
     n, N = c.shape
     K = a.shape[1]
     grid = (block_experts.numel() * triton.cdiv(N, cfg["BLOCK_N"]),)
-    moe_gemm_kernel[grid](a, w, c, sorted_ids, block_experts, c if weights is None else weights,
-                          sorted_ids.numel(), n, top_k, N, K, ROUTED=weights is not None, **cfg)
+    scale_a, scale_w = (c, c) if scales is None else scales
+    moe_gemm_kernel[grid](a, w, c, sorted_ids, block_experts, c if weights is None else weights, scale_a, scale_w,
+                          sorted_ids.numel(), n, top_k, N, K, ROUTED=weights is not None, SCALED=scales is not None,
+                          **cfg)
     return c
 
 

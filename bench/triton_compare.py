@@ -12,9 +12,10 @@
   matmul_pointer       Triton's matmul in its tutorial's form (operands through pointers, tl.load in the K
                        loop, pipelined by num_stages; best of PTR_CONFIGS) vs cuBLAS, bf16, on gemm_bench's
                        tensors: the baseline of gemm_bench's pointer GEMM
-  moe_gemm             a mixture of experts' GEMM over router choices grouped by expert (MOE_SHAPES, bf16): a
-                       Triton kernel of samples::moe_gemm_kernel's form (best of MOE_CONFIGS), torch eager (a
-                       matmul per expert) and cuBLAS on a dense GEMM of the same size (no gathering)
+  moe_gemm             a mixture of experts' GEMM over router choices grouped by expert (MOE_SHAPES, bf16 and
+                       fp8 e4m3 with per-tensor scales): a Triton kernel of samples::moe_gemm_kernel's form (best
+                       of MOE_CONFIGS / MOE_CONFIGS_FP8), torch eager (a matmul per expert; bf16) and cuBLAS on a
+                       dense GEMM of the same size (no gathering; torch._scaled_mm for fp8)
   copy_bandwidth       dst.copy_(src) on 1 GiB of bf16, GB/s counting bytes read + written
   elementwise_bandwidth torch.add on 64 Mi f32, GB/s (row kernels: bench/norm_compare.py)
 
@@ -49,7 +50,7 @@ import triton.language as tl  # noqa: E402
 import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from moe_common import MOE_CONFIGS, moe_align, moe_eager, triton_moe_gemm  # noqa: E402
+from moe_common import MOE_CONFIGS, MOE_CONFIGS_FP8, moe_align, moe_eager, triton_moe_gemm  # noqa: E402
 
 CHILD_MARK = "@@TRITON_COMPARE_RESULT@@ "
 MM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
@@ -515,35 +516,57 @@ def matmul_pointer(args):
             "shapes": rows}
 
 
+def _moe_row(gen, tokens, top_k, experts, N, K, dtype):
+    """One shape of moe_gemm: Triton at its best configuration, and for bf16 torch eager and cuBLAS on a dense
+    GEMM of the same size; for fp8 (e4m3 values in [0.5, 1), per-tensor scales of 1, C bf16) torch._scaled_mm
+    on that dense GEMM."""
+    fp8 = dtype == torch.float8_e4m3fn
+    row = {"M": tokens * top_k, "N": N, "K": K, "tokens": tokens, "top_k": top_k, "experts": experts,
+           "dtype": str(dtype).replace("torch.", "")}
+    try:
+        n = tokens * top_k
+        if fp8:
+            a = (torch.rand(tokens, K, device="cuda", generator=gen) * 0.5 + 0.5).to(dtype)
+            w = (torch.rand(experts, N, K, device="cuda", generator=gen) * 0.5 + 0.5).to(dtype)
+            scales = (torch.ones(1, device="cuda"), torch.ones(experts, device="cuda"))
+        else:
+            a = torch.rand(tokens, K, device="cuda", generator=gen).to(dtype)
+            w = torch.rand(experts, N, K, device="cuda", generator=gen).to(dtype) / 16
+            scales = None
+        ids = torch.randint(0, experts, (n,), device="cuda", generator=gen)
+        sorted_ids, block_experts = moe_align(ids, experts, 64)
+        c = torch.full((n, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        reference = moe_eager(a.to(torch.bfloat16), w.to(torch.bfloat16), ids, top_k)
+        flop = 2.0 * n * N * K
+        dense = a.repeat_interleave(top_k, dim=0)
+        if fp8:
+            one = scales[0].reshape(())
+            row["dense_cublas_tflops"] = flop / _bench_ms(lambda: torch._scaled_mm(
+                dense, w[0].T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)) / 1e9
+        else:
+            row["eager_tflops"] = flop / _bench_ms(lambda: moe_eager(a, w, ids, top_k)) / 1e9
+            row["dense_cublas_tflops"] = flop / _bench_ms(lambda: torch.matmul(dense, w[0].T)) / 1e9
+        dense = None
+        _best_config(row, MOE_CONFIGS_FP8 if fp8 else MOE_CONFIGS, c, reference, flop,
+                     lambda cfg: triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg, scales=scales))
+    except Exception as e:
+        row["error"] = _err(e)
+    finally:
+        a = w = c = ids = sorted_ids = block_experts = reference = dense = None
+        _free()
+    return row
+
+
 def moe_gemm(args):
-    """The MoE GEMM over grouped choices: Triton (best of MOE_CONFIGS), torch eager, dense cuBLAS."""
+    """The MoE GEMM over grouped choices, bf16 and fp8: Triton (best of MOE_CONFIGS, MOE_CONFIGS_FP8), torch
+    eager, dense cuBLAS."""
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(1)
-    for tokens, top_k, experts, N, K in MOE_SHAPES:
-        row = {"M": tokens * top_k, "N": N, "K": K, "tokens": tokens, "top_k": top_k, "experts": experts,
-               "dtype": "bfloat16"}
-        try:
-            n = tokens * top_k
-            a = torch.rand(tokens, K, device="cuda", generator=gen).to(torch.bfloat16)
-            w = torch.rand(experts, N, K, device="cuda", generator=gen).to(torch.bfloat16) / 16
-            ids = torch.randint(0, experts, (n,), device="cuda", generator=gen)
-            sorted_ids, block_experts = moe_align(ids, experts, 64)
-            c = torch.full((n, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            reference = moe_eager(a, w, ids, top_k)
-            flop = 2.0 * n * N * K
-            row["eager_tflops"] = flop / _bench_ms(lambda: moe_eager(a, w, ids, top_k)) / 1e9
-            dense = a.repeat_interleave(top_k, dim=0)
-            row["dense_cublas_tflops"] = flop / _bench_ms(lambda: torch.matmul(dense, w[0].T)) / 1e9
-            dense = None
-            _best_config(row, MOE_CONFIGS, c, reference, flop,
-                         lambda cfg: triton_moe_gemm(a, w, c, sorted_ids, block_experts, top_k, cfg))
-        except Exception as e:
-            row["error"] = _err(e)
-        finally:
-            a = w = c = ids = sorted_ids = block_experts = reference = None
-            _free()
-        _add_row(rows, row)
-    return {"configs": MOE_CONFIGS, "layout": "C[i] = A[i // top_k] @ W[ids[i]].T, A (tokens,K), W (E,N,K), bf16",
+    for shape in MOE_SHAPES:
+        for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+            _add_row(rows, _moe_row(gen, *shape, dtype))
+    return {"configs": MOE_CONFIGS, "configs_fp8": MOE_CONFIGS_FP8,
+            "layout": "C[i] = A[i // top_k] @ W[ids[i]].T, A (tokens,K), W (E,N,K), bf16 or fp8 e4m3 in, bf16 out",
             "shapes": rows}
 
 
@@ -697,8 +720,8 @@ def print_table(res):
                                  "  " + _verdict(row, 'rel_err'))
     r = res.get("moe_gemm")
     if r is not None:
-        _shape_lines(out, r, lambda row: f"moe gemm {row['tokens']}x{row['top_k']} of {row['experts']}, "
-                                         f"{row['N']}x{row['K']}",
+        _shape_lines(out, r, lambda row: f"moe gemm {row['dtype']} {row['tokens']}x{row['top_k']} of "
+                                         f"{row['experts']}, {row['N']}x{row['K']}",
                      lambda row: _triton_best(row) +
                                  f"  eager {_f(row, 'eager_tflops', '.1f')}"
                                  f"  dense cublas {_f(row, 'dense_cublas_tflops', '.1f')} TFLOP/s"
