@@ -47,7 +47,8 @@ std::vector<std::vector<int>> carried_tiles(const KernelIR& ir, const Op& o) {
   return out;
 }
 
-std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads, int warp_size) {
+std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads, int warp_size,
+                                    const std::vector<int>& copied) {
   Groups groups(ir.values.size());
   for (const Op& o : ir.ops) {
     if (o.op == OpCode::kGather) {
@@ -92,6 +93,14 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       int g = groups.find(o.operands[0]);
       want[g] = std::max(want[g], analysis.access_run(o));
     }
+  }
+  for (int id : copied) {
+    const Op& o = ir.ops[id];
+    const int64_t elem = std::max(1, ir.type(o.results[0]).dtype().bytes());
+    int g = groups.find(o.operands[0]);
+    want[g] = std::max(want[g], std::min(analysis.runs(o.operands[0]).contiguous, kVectorBytes / elem));
+  }
+  for (const Op& o : ir.ops) {
     if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort || o.op == OpCode::kReduceFn ||
          o.op == OpCode::kScanFn) &&
         ir.type(o.results[0]).is_tile()) {

@@ -36,8 +36,12 @@ namespace tessel::codegen {
 TESSEL_CODEGEN_API std::vector<std::vector<int>> carried_tiles(const KernelIR& ir, const Op& o);
 
 // The blocking of every value's layout (one element per thread and step
-// for values that are not tiles), for programs of `threads` threads.
+// for values that are not tiles), for programs of `threads` threads. The
+// loads `copied` (op indices) are copied into shared memory element by
+// element where their pointers are not aligned: they want the runs their
+// pointers are contiguous over (16 bytes at most) even so, which share an
+// address and leave in one store.
 TESSEL_CODEGEN_API std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& analysis, int threads,
-                                                       int warp_size);
+                                                       int warp_size, const std::vector<int>& copied = {});
 
 }  // namespace tessel::codegen

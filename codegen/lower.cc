@@ -45,7 +45,10 @@ absl::StatusOr<LoweredKernel> Lowering::run() {
   smem_base_ = cta_smem_ = target_.shared_base(b_);
   TESSEL_RETURN_IF_ERROR(plan_roles());
   threads_ = target_.register_tile_threads();
-  blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size());
+  if (threads_ > 0) ring_loads_ = copy_ring_loads(ir_, analysis_, target_);
+  std::vector<int> copied;
+  for (const RingLoad& l : ring_loads_) copied.push_back(l.load);
+  blocking_ = plan_blocking(ir_, analysis_, threads_, target_.warp_size(), copied);
   pointer_params_ = pointer_parameters(ir_);
   hazards_ = hazard_barriers(ir_, pointer_params_);
   plan_inline();

@@ -20,15 +20,17 @@ Swizzle Lowering::widest_swizzle(const Type& t) {
 std::vector<RingLoad> copy_ring_loads(const KernelIR& ir, const AffineAnalysis& analysis, const TargetInfo& target) {
   std::vector<RingLoad> out;
   if (!target.async_copies()) return out;
+  const int threads = target.register_tile_threads();
   for (RingLoad& l : ring_loads(ir)) {
     const Op& o = ir.ops[l.load];
-    if (analysis.access_run(o) * ir.type(o.results[0]).dtype().bytes() >= 4) out.push_back(std::move(l));
+    const Type& t = ir.type(o.results[0]);
+    const bool past_registers = threads > 0 && t.numel() > threads * kMaxRegisterSlots;
+    if (analysis.access_run(o) * t.dtype().bytes() >= 4 || past_registers) out.push_back(std::move(l));
   }
   return out;
 }
 
 void Lowering::plan_copy_loads() {
-  ring_loads_ = copy_ring_loads(ir_, analysis_, target_);
   for (const RingLoad& l : ring_loads_) {
     const int v = ir_.ops[l.load].results[0];
     if (widest_swizzle(ir_.type(v)) != Swizzle::kNone) copy_loads_[v] = &l;
@@ -233,22 +235,35 @@ absl::Status Lowering::copy_ring_tile(const CopyRing& r, const RingLoad& l, int 
     std::vector<llvm::Value*> ptrs = register_addresses(ld.operands[0], lay);
     std::vector<llvm::Value*> masks = ld.operands.size() == 3 ? regs(ld.operands[1], lay) : std::vector<llvm::Value*>();
     llvm::Type* mt = elem_mem_type(t);
-    for (int64_t slot = 0; slot < lay.slots(); slot += run) {
+    auto ok_at = [&](int64_t slot, llvm::Value* src, int64_t size) {
+      llvm::Value* ok = checked(ld, src, size, masks.empty() ? nullptr : masks[slot]);
+      return ok == nullptr ? b_.getTrue() : ok;
+    };
+    // Narrower than a copy takes: each element loaded, and the layout's
+    // runs (16 bytes at most, within a swizzle chunk) stored at once, which
+    // the fence before the products orders as well.
+    const bool narrow = piece * bytes < 4;
+    const int64_t step = narrow ? contiguous_run(lay, kVectorBytes / bytes) : run;
+    for (int64_t slot = 0; slot < lay.slots(); slot += step) {
       guarded(lay.valid(b_, thread_, slot), [&] {
         llvm::Value* e = lay.element(b_, thread_, slot);
+        if (narrow) {
+          llvm::Value* v = llvm::UndefValue::get(llvm::FixedVectorType::get(mt, step));
+          for (int64_t p = 0; p < step; ++p) {
+            llvm::Value* x = predicated_load(mt, ptrs[slot + p], ok_at(slot + p, ptrs[slot + p], bytes),
+                                             llvm::Constant::getNullValue(mt), llvm::Align(bytes));
+            v = b_.CreateInsertElement(v, x, p);
+          }
+          llvm::Value* dst = swizzled_elem(tile, t, e, widest_swizzle(t));
+          const int64_t words = step * bytes / 4;
+          if (words > 0) v = b_.CreateBitCast(v, llvm::FixedVectorType::get(b_.getInt32Ty(), words));
+          b_.CreateAlignedStore(v, dst, llvm::Align(step * bytes));
+          return;
+        }
         for (int64_t p = 0; p < run; p += piece) {
           llvm::Value* src = b_.CreateGEP(mt, ptrs[slot], b_.getInt64(p));
           llvm::Value* dst = swizzled_elem(tile, t, b_.CreateAdd(e, b_.getInt64(p)), widest_swizzle(t));
-          llvm::Value* ok = checked(ld, src, piece * bytes, masks.empty() ? nullptr : masks[slot]);
-          if (ok == nullptr) ok = b_.getTrue();
-          if (piece * bytes >= 4) {
-            target_.async_copy(b_, dst, src, piece * bytes, ok);
-            continue;
-          }
-          // (Narrower than a copy takes: loaded and stored, which the fence
-          // before the products orders as well.)
-          llvm::Value* v = predicated_load(mt, src, ok, llvm::Constant::getNullValue(mt), llvm::Align(bytes));
-          b_.CreateStore(v, dst);
+          target_.async_copy(b_, dst, src, piece * bytes, ok_at(slot, src, piece * bytes));
         }
       });
     }

@@ -52,9 +52,15 @@ bool streamed_store(const KernelIR& ir, const Op& o);
 // tma_multicast, else 1.
 inline int load_parts(const Op& o) { return o.ints.empty() ? 1 : static_cast<int>(o.ints[0]); }
 
+// The most elements a thread holds of a tile in registers (larger tiles
+// stay in shared memory).
+inline constexpr int64_t kMaxRegisterSlots = 64;
+
 // The ring loads of `ir` (codegen/prefetch.h) that take copy rings on
 // `target` (Lowering's "Copy rings"): those whose accesses move 4 bytes or
-// more, a copy's least (narrower ones keep to registers).
+// more, a copy's least, and narrower ones whose tiles are larger than
+// registers hold (copied element by element; smaller ones keep to
+// registers, as Triton's do).
 std::vector<RingLoad> copy_ring_loads(const KernelIR& ir, const AffineAnalysis& analysis, const TargetInfo& target);
 
 class Lowering {
@@ -294,7 +300,7 @@ class Lowering {
   // across warps, dot, TMA) read buffers in shared
   // memory, which val() writes from the registers: the conversion through
   // shared memory, also taken between two register layouts.
-  static constexpr int64_t kMaxSlots = 64;  // larger tiles stay in shared memory
+  static constexpr int64_t kMaxSlots = kMaxRegisterSlots;
   bool in_registers(const Type& t) const {
     return threads_ > 0 && t.is_tile() && (t.numel() + threads_ - 1) / threads_ <= kMaxSlots;
   }

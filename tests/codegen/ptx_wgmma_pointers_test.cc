@@ -176,6 +176,26 @@ TEST(Wgmma, Fp8GatheredRowsTakeRingsAndE4m3Products) {
   expect_ptxas_clean(ptx);
 }
 
+// Where K is not a multiple of 16, fp8 rows are not aligned for cp.async:
+// W's tile, larger than registers hold, is still copied into its ring,
+// element by element, each thread's run of 16 elements leaving in 4-byte
+// stores (before, its pointers went through shared memory: 745 KB, more
+// than a program may have). A's, smaller, keeps to registers.
+TEST(Wgmma, UnalignedFp8RowsAreCopiedIntoRingsElementByElement) {
+  CompileOptions o;
+  o.num_warps = 8;
+  o.specialization.multiple_of_16 = 0x8ff;  // pointers and N
+  const samples::MoeGemmConfig g = {.bn = 256, .bk = 128, .in = f8e4m3, .scaled = true, .stages = 4};
+  absl::StatusOr<DeviceCode> code = compile_ptx(*samples::moe_gemm_kernel(g), o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  EXPECT_LE(code->shared_bytes, 227 * 1024);
+  EXPECT_EQ(count(ptx, "cp.async.cg"), 0);
+  // Four stages' copies of 256 rows of 128 bytes over 256 threads.
+  EXPECT_EQ(count(ptx, "st.shared.u32"), 4 * 256 * 128 / 256 / 4);
+  EXPECT_TRUE(ptxas_accepts_if_present(ptx));
+}
+
 // A warpgroup's descriptors start from its index as lane 0 of each warp
 // holds it (one shfl.sync.idx of tid / 128), which ptxas takes to be the
 // same across the warp: descriptors built from it stay in uniform
