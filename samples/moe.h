@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -16,6 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/float16.h"
+#include "base/float8.h"
 #include "base/status.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
@@ -262,23 +265,45 @@ inline int64_t moe_gemm_grid(const MoeGemmConfig& g, int64_t n, int experts, int
 
 // SwiGLU between an MoE layer's two GEMMs: a [n, I] = silu(g) * u, where
 // row i of h [n, 2I] is choice i's gate projection g then its up projection
-// u; f32 arithmetic, one rounding to the tiles' dtype. A program takes a
-// [kSwigluRows, kSwigluCols] tile; args h, a, n, I; launch on swiglu_grid.
+// u; f32 arithmetic, one rounding to a's dtype `out`. An fp8 `out` is
+// quantized by a static scale: a = silu(g) * u * (1 / scale[0]),
+// saturated. A program takes a [kSwigluRows, kSwigluCols] tile; args h, a,
+// (scale, for fp8), n, I; launch on swiglu_grid.
 inline constexpr int kSwigluRows = 16, kSwigluCols = 128;
-inline absl::StatusOr<Kernel> swiglu_kernel(DType d = bf16) {
+inline absl::StatusOr<Kernel> swiglu_kernel(DType in = bf16, DType out = bf16) {
   KernelBuilder k("swiglu");
-  Value h = k.arg(ptr(d), "h"), a = k.arg(ptr(d), "a"), n = k.arg(i32, "n"), inter = k.arg(i32, "I");
+  Value h = k.arg(ptr(in), "h"), a = k.arg(ptr(out), "a");
+  Value scale = out.is_float8() ? k.arg(ptr(f32), "scale") : Value();
+  Value n = k.arg(i32, "n"), inter = k.arg(i32, "I");
   Value tiles_c = cdiv(inter, kSwigluCols), p = k.program_id();
   Value r = expand_dims(p / tiles_c * kSwigluRows + k.arange(0, kSwigluRows), 1);  // [R, 1] i32
   Value c = expand_dims(p % tiles_c * kSwigluCols + k.arange(0, kSwigluCols), 0);  // [1, C] i32
-  Value in = (r < n) & (c < inter);
+  Value inside = (r < n) & (c < inter);
   Value row = h + cast(r, i64) * cast(2 * inter, i64) + c;  // [R, C]: g's
-  Value g = load_f32(row, in, 0.0f), u = load_f32(row + inter, in, 0.0f);
-  store_as(a + cast(r, i64) * cast(inter, i64) + c, g * sigmoid(g) * u, in);
+  Value g = load_f32(row, inside, 0.0f), u = load_f32(row + inter, inside, 0.0f);
+  Value v = g * sigmoid(g) * u;
+  if (out.is_float8()) v = v * (1.0f / load(scale));
+  store_as(a + cast(r, i64) * cast(inter, i64) + c, v, inside);
   return k.build();
 }
 inline int64_t swiglu_grid(int64_t n, int64_t inter) {
   return (n + kSwigluRows - 1) / kSwigluRows * ((inter + kSwigluCols - 1) / kSwigluCols);
+}
+
+// x quantized to fp8 by a static scale: y [rows, cols] of `out` = x [rows,
+// cols] * (1 / scale[0]) in f32, saturated; the fp8 layer's activations
+// before its up projection. Tiles and grid as swiglu's; args x, y, scale,
+// rows, cols.
+inline absl::StatusOr<Kernel> quantize_kernel(DType in = bf16, DType out = f8e4m3) {
+  KernelBuilder k("quantize");
+  Value x = k.arg(ptr(in), "x"), y = k.arg(ptr(out), "y"), scale = k.arg(ptr(f32), "scale");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  Value tiles_c = cdiv(cols, kSwigluCols), p = k.program_id();
+  Value r = expand_dims(p / tiles_c * kSwigluRows + k.arange(0, kSwigluRows), 1);  // [R, 1] i32
+  Value c = expand_dims(p % tiles_c * kSwigluCols + k.arange(0, kSwigluCols), 0);  // [1, C] i32
+  Value inside = (r < rows) & (c < cols), at = cast(r, i64) * cast(cols, i64) + c;
+  store_as(y + at, load_f32(x + at, inside, 0.0f) * (1.0f / load(scale)), inside);
+  return k.build();
 }
 
 // An MoE layer's last step: out [tokens, H] is the sum of each token's
@@ -319,6 +344,13 @@ inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
 // weights), and each token's choices summed (moe_combine_kernel). bf16
 // activations and weights, f32 accumulation. `up` and `down` are the two
 // GEMMs' tiles; their bm is the alignment's block, so they share it.
+//
+// With both GEMMs' `in` f8e4m3, the experts run in fp8 (w8a8, static
+// activation scales, as fp8 checkpoints of Mixtral ship them): w1 and w2
+// are e4m3 with a scale per expert, x is quantized by its scale before the
+// up projection (quantize_kernel; the router reads it in bf16), SwiGLU
+// quantizes a by its own, and each GEMM multiplies by its activations' and
+// its expert's scales (MoeLayer::Fp8Scales). h, y and out stay bf16.
 struct MoeLayerConfig {
   int experts = 8, top_k = 2;
   int64_t hidden = 4096, intermediate = 14336;
@@ -333,6 +365,7 @@ struct MoeLayerConfig {
 // run on kMoeLayerSmallWarps warps, the GEMMs on c.gemm_warps.
 struct MoeLayerKernels {
   Kernel logits, pick, up, act, down, combine;
+  std::optional<Kernel> quantize;  // x to fp8, for an fp8 layer
 };
 inline constexpr int kMoeLayerSmallWarps = 4, kMoeRouterRows = 16;
 inline constexpr PointerGemmConfig kMoeRouterGemm = {.bm = 64, .bn = 64, .bk = 64, .out = f32};
@@ -353,19 +386,26 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
     return absl::InvalidArgumentError(absl::StrCat("moe_layer: the up and down GEMMs share the alignment's blocks, ",
                                                    "so their bm must match; got ", c.up.bm, " and ", c.down.bm));
   }
-  if (c.up.in != bf16 || c.up.out != bf16 || c.down.in != bf16 || c.down.out != bf16) {
-    return absl::InvalidArgumentError("moe_layer: the GEMMs' operands and results are bf16");
+  if (!(c.up.in == bf16 || c.up.in == f8e4m3) || c.down.in != c.up.in || c.up.out != bf16 || c.down.out != bf16) {
+    return absl::InvalidArgumentError(absl::StrCat("moe_layer: the GEMMs' operands are both bf16 or both f8e4m3, ",
+                                                   "their results bf16; got ", c.up.in.name(), " x ", c.down.in.name(),
+                                                   " in, ", c.up.out.name(), " x ", c.down.out.name(), " out"));
   }
+  const bool fp8 = c.up.in == f8e4m3;
   MoeGemmConfig up = c.up, down = c.down;
   up.routed_weights = false;
   down.routed_weights = true;
+  up.scaled = down.scaled = fp8;
   MoeLayerKernels k;
   TESSEL_ASSIGN_OR_RETURN(k.logits, pointer_gemm_kernel(kMoeRouterGemm, "moe_router"));
   TESSEL_ASSIGN_OR_RETURN(k.pick, router_top_k_kernel(kMoeRouterRows, c.experts, c.top_k, f32));
   TESSEL_ASSIGN_OR_RETURN(k.up, moe_gemm_kernel(up, "moe_up"));
-  TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel());
+  TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel(bf16, c.up.in));
   TESSEL_ASSIGN_OR_RETURN(k.down, moe_gemm_kernel(down, "moe_down"));
   TESSEL_ASSIGN_OR_RETURN(k.combine, moe_combine_kernel());
+  if (fp8) {
+    TESSEL_ASSIGN_OR_RETURN(k.quantize, quantize_kernel(bf16, f8e4m3));
+  }
   return k;
 }
 
@@ -378,7 +418,13 @@ class MoeLayer {
     Buffer logits;                          // [tokens, experts] f32
     Buffer weights, ids;                    // [tokens * top_k] f32, i32
     Buffer sorted, blocks, offsets, align;  // MoeAlign's
-    Buffer h, a, y;                         // [n, 2I], [n, I], [n, H] bf16 (n = tokens * top_k)
+    Buffer h, a, y;                         // [n, 2I] bf16, [n, I] of the GEMMs' in, [n, H] bf16 (n = tokens * top_k)
+    Buffer xq;                              // [tokens, H] e4m3: x quantized, for an fp8 layer
+  };
+  // An fp8 layer's scales, f32: x's and a's (one each), w1's and w2's (one
+  // per expert). Its activations are x / x_scale and a / a_scale in e4m3.
+  struct Fp8Scales {
+    Buffer x, w1, a, w2;
   };
 
   static absl::StatusOr<MoeLayer> compile(const Device& dev, const MoeLayerConfig& c) {
@@ -394,6 +440,9 @@ class MoeLayer {
     TESSEL_ASSIGN_OR_RETURN(Function down, dev.compile(k.down, gemm));
     TESSEL_ASSIGN_OR_RETURN(Function combine, dev.compile(k.combine, small));
     Functions f{std::move(logits), std::move(pick), std::move(up), std::move(act), std::move(down), std::move(combine)};
+    if (k.quantize) {
+      TESSEL_ASSIGN_OR_RETURN(f.quantize, dev.compile(*k.quantize, small));
+    }
     return MoeLayer(dev, c, std::move(align), std::move(f));
   }
 
@@ -403,12 +452,12 @@ class MoeLayer {
       return absl::InvalidArgumentError(absl::StrCat("moe_layer: tokens must be at least 0, with tokens x top_k x ",
                                                      widest, " below 2^31 elements; got ", tokens, " tokens"));
     }
-    const int64_t n = tokens * c_.top_k, rows = std::max<int64_t>(n, 1);
+    const int64_t n = tokens * c_.top_k, rows = std::max<int64_t>(n, 1), t = std::max<int64_t>(tokens, 1);
     const int64_t capacity = moe_align_capacity(n, c_.experts, static_cast<int>(c_.up.bm));
     Workspace w;
     w.tokens = tokens;
     for (auto [buf, bytes] :
-         std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, std::max<int64_t>(tokens, 1) * c_.experts * 4},
+         std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, t * c_.experts * 4},
                                                   {&w.weights, rows * 4},
                                                   {&w.ids, rows * 4},
                                                   {&w.sorted, capacity * 4},
@@ -416,31 +465,64 @@ class MoeLayer {
                                                   {&w.offsets, (int64_t{c_.experts} + 1) * 4},
                                                   {&w.align, moe_align_workspace_bytes(n, c_.experts, 1024)},
                                                   {&w.h, rows * 2 * c_.intermediate * 2},
-                                                  {&w.a, rows * c_.intermediate * 2},
-                                                  {&w.y, rows * c_.hidden * 2}}) {
+                                                  {&w.a, rows * c_.intermediate * c_.up.in.bytes()},
+                                                  {&w.y, rows * c_.hidden * 2},
+                                                  {&w.xq, fp8() ? t * c_.hidden : 0}}) {
+      if (bytes == 0) continue;
       TESSEL_ASSIGN_OR_RETURN(*buf, dev_.allocate(static_cast<size_t>(bytes)));
     }
     return w;
   }
 
   // out [tokens, H] = the layer on x [tokens, H], with the router's weights
-  // gate [experts, H], w1 [experts, 2I, H] and w2 [experts, H, I], all bf16
-  // and row-major; queued on `stream` (the default stream where null).
+  // gate [experts, H], w1 [experts, 2I, H] and w2 [experts, H, I], row-major
+  // (x, gate and out bf16; w1 and w2 of the GEMMs' in); queued on `stream`
+  // (the default stream where null). An fp8 layer takes its scales.
   absl::Status launch(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
                       const Buffer& out, const Workspace& ws, const Stream* stream = nullptr) const {
+    if (fp8()) return absl::InvalidArgumentError("moe_layer: an fp8 layer's launch takes its Fp8Scales");
+    return run(x, tokens, gate, w1, w2, nullptr, out, ws, stream);
+  }
+  absl::Status launch(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
+                      const Fp8Scales& scales, const Buffer& out, const Workspace& ws,
+                      const Stream* stream = nullptr) const {
+    if (!fp8()) return absl::InvalidArgumentError("moe_layer: a bf16 layer takes no Fp8Scales");
+    return run(x, tokens, gate, w1, w2, &scales, out, ws, stream);
+  }
+
+  const MoeLayerConfig& config() const { return c_; }
+
+ private:
+  struct Functions {
+    Function logits, pick, up, act, down, combine;
+    std::optional<Function> quantize;
+  };
+  MoeLayer(Device dev, MoeLayerConfig c, MoeAlign align, Functions fns)
+      : dev_(std::move(dev)), c_(c), align_(std::move(align)), fns_(std::move(fns)) {}
+  bool fp8() const { return c_.up.in == f8e4m3; }
+
+  absl::Status run(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
+                   const Fp8Scales* scales, const Buffer& out, const Workspace& ws, const Stream* stream) const {
     if (tokens < 0 || tokens > ws.tokens) {
       return absl::InvalidArgumentError(
           absl::StrCat("moe_layer: tokens must be in [0, ", ws.tokens, "] (the workspace's); got ", tokens));
     }
-    const int64_t e = c_.experts, hid = c_.hidden, inter = c_.intermediate;
-    for (const auto& [buf, bytes, name] : {std::tuple<const Buffer&, int64_t, const char*>{x, 2 * tokens * hid, "x"},
-                                           {gate, 2 * e * hid, "gate"},
-                                           {w1, 2 * e * 2 * inter * hid, "w1"},
-                                           {w2, 2 * e * hid * inter, "w2"},
-                                           {out, 2 * tokens * hid, "out"}}) {
-      if (static_cast<int64_t>(buf.bytes()) < bytes) {
+    const int64_t e = c_.experts, hid = c_.hidden, inter = c_.intermediate, wb = c_.up.in.bytes();
+    std::vector<std::tuple<const Buffer*, int64_t, const char*>> sizes = {{&x, 2 * tokens * hid, "x"},
+                                                                          {&gate, 2 * e * hid, "gate"},
+                                                                          {&w1, wb * e * 2 * inter * hid, "w1"},
+                                                                          {&w2, wb * e * hid * inter, "w2"},
+                                                                          {&out, 2 * tokens * hid, "out"}};
+    if (scales != nullptr) {
+      sizes.insert(sizes.end(), {{&scales->x, 4, "x's scale"},
+                                 {&scales->w1, 4 * e, "w1's scales"},
+                                 {&scales->a, 4, "a's scale"},
+                                 {&scales->w2, 4 * e, "w2's scales"}});
+    }
+    for (const auto& [buf, bytes, name] : sizes) {
+      if (static_cast<int64_t>(buf->bytes()) < bytes) {
         return absl::InvalidArgumentError(
-            absl::StrCat("moe_layer: ", name, " holds ", buf.bytes(), " bytes; ", tokens, " tokens need ", bytes));
+            absl::StrCat("moe_layer: ", name, " holds ", buf->bytes(), " bytes; ", tokens, " tokens need ", bytes));
       }
     }
     if (tokens == 0) return absl::OkStatus();
@@ -450,30 +532,32 @@ class MoeLayer {
       return LaunchConfig{.grid = Grid(static_cast<int>(grid)), .num_warps = warps, .stream = stream};
     };
     const Functions& f = fns_;
-    TESSEL_RETURN_IF_ERROR(f.logits.launch(on(pointer_gemm_grid(kMoeRouterGemm, tokens, e), kMoeLayerSmallWarps), x,
-                                           gate, ws.logits, tokens, experts, h32));
-    TESSEL_RETURN_IF_ERROR(f.pick.launch(on((tokens + kMoeRouterRows - 1) / kMoeRouterRows, kMoeLayerSmallWarps),
-                                         ws.logits, ws.weights, ws.ids, tokens));
+    const int small = kMoeLayerSmallWarps, wide = c_.gemm_warps;
+    TESSEL_RETURN_IF_ERROR(f.logits.launch(on(pointer_gemm_grid(kMoeRouterGemm, tokens, e), small), x, gate, ws.logits,
+                                           tokens, experts, h32));
+    TESSEL_RETURN_IF_ERROR(f.pick.launch(on((tokens + kMoeRouterRows - 1) / kMoeRouterRows, small), ws.logits,
+                                         ws.weights, ws.ids, tokens));
     TESSEL_RETURN_IF_ERROR(align_.launch(ws.ids, n, ws.sorted, ws.blocks, ws.offsets, ws.align, stream));
-    TESSEL_RETURN_IF_ERROR(f.up.launch(on(moe_gemm_grid(c_.up, n, experts, 2 * inter), c_.gemm_warps), x, w1, ws.h,
-                                       ws.sorted, ws.blocks, ws.offsets, n, top_k, experts, 2 * i32v, h32));
-    TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, inter), kMoeLayerSmallWarps), ws.h, ws.a, n, i32v));
-    // Row i of a is choice i's (top_k 1: the GEMM reads A's row i / 1).
-    TESSEL_RETURN_IF_ERROR(f.down.launch(on(moe_gemm_grid(c_.down, n, experts, hid), c_.gemm_warps), ws.a, w2, ws.y,
-                                         ws.sorted, ws.blocks, ws.offsets, ws.weights, n, int32_t{1}, experts, h32,
-                                         i32v));
-    return f.combine.launch(on(moe_combine_grid(tokens, hid), kMoeLayerSmallWarps), ws.y, ws.ids, out, tokens, top_k,
-                            experts, h32);
+    const int64_t up_grid = moe_gemm_grid(c_.up, n, experts, 2 * inter),
+                  down_grid = moe_gemm_grid(c_.down, n, experts, hid);
+    // Row i of a is choice i's (top_k 1: the down GEMM reads A's row i / 1).
+    if (scales == nullptr) {
+      TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide), x, w1, ws.h, ws.sorted, ws.blocks, ws.offsets, n, top_k,
+                                         experts, 2 * i32v, h32));
+      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, inter), small), ws.h, ws.a, n, i32v));
+      TESSEL_RETURN_IF_ERROR(f.down.launch(on(down_grid, wide), ws.a, w2, ws.y, ws.sorted, ws.blocks, ws.offsets,
+                                           ws.weights, n, int32_t{1}, experts, h32, i32v));
+    } else {
+      TESSEL_RETURN_IF_ERROR(f.quantize->launch(on(swiglu_grid(tokens, hid), small), x, ws.xq, scales->x, tokens, h32));
+      TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide), ws.xq, w1, ws.h, ws.sorted, ws.blocks, ws.offsets,
+                                         scales->x, scales->w1, n, top_k, experts, 2 * i32v, h32));
+      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, inter), small), ws.h, ws.a, scales->a, n, i32v));
+      TESSEL_RETURN_IF_ERROR(f.down.launch(on(down_grid, wide), ws.a, w2, ws.y, ws.sorted, ws.blocks, ws.offsets,
+                                           ws.weights, scales->a, scales->w2, n, int32_t{1}, experts, h32, i32v));
+    }
+    return f.combine.launch(on(moe_combine_grid(tokens, hid), small), ws.y, ws.ids, out, tokens, top_k, experts, h32);
   }
 
-  const MoeLayerConfig& config() const { return c_; }
-
- private:
-  struct Functions {
-    Function logits, pick, up, act, down, combine;
-  };
-  MoeLayer(Device dev, MoeLayerConfig c, MoeAlign align, Functions fns)
-      : dev_(std::move(dev)), c_(c), align_(std::move(align)), fns_(std::move(fns)) {}
   Device dev_;
   MoeLayerConfig c_;
   MoeAlign align_;
@@ -518,36 +602,59 @@ inline std::vector<double> moe_logits_reference(const std::vector<float>& x, con
   return out;
 }
 
-// A weight as moe_token_reference reads it: a bf16 value, or its bits.
+// A weight as moe_token_reference reads it: a bf16 or e4m3 value, or its
+// bits (uint16_t bf16's, uint8_t e4m3's).
 inline double moe_weight(float v) { return v; }
 inline double moe_weight(uint16_t bits) { return bf16_to_float(bits); }
+inline double moe_weight(uint8_t bits) { return float8_to_float(bits, Float8::kE4M3); }
+
+// An fp8 layer's scales (MoeLayer::Fp8Scales), for its reference.
+struct MoeFp8Reference {
+  float x = 1, a = 1;
+  std::vector<float> w1, w2;  // [experts]
+};
 
 // MoeLayer's experts on the host for one token, in double, rounded to bf16
-// where the layer rounds (each choice's h, a and y, and the output): its row
-// of the output [H] for its top_k choices `ids` and their router `weights`,
-// from its row of x [H], w1 [experts, 2I, H] and w2 [experts, H, I] (bf16
-// values, or their bits). Choices outside [0, experts) are dropped.
+// where the layer rounds (each choice's h and y, a of a bf16 layer, and the
+// output) and quantized to e4m3 where an fp8 layer quantizes (x and a, by
+// f32 products with their scales' reciprocals): its row of the output [H]
+// for its top_k choices `ids` and their router `weights`, from its row of x
+// [H], w1 [experts, 2I, H] and w2 [experts, H, I]. Choices outside [0,
+// experts) are dropped.
 template <class W>
 std::vector<double> moe_token_reference(const MoeLayerConfig& c, const float* x, const std::vector<W>& w1,
-                                        const std::vector<W>& w2, const int32_t* ids, const float* weights) {
+                                        const std::vector<W>& w2, const int32_t* ids, const float* weights,
+                                        const MoeFp8Reference* fp8 = nullptr) {
   auto round = [](double v) { return double{bf16_to_float(float_to_bf16(static_cast<float>(v)))}; };
+  auto quantize = [](double v, float scale) {
+    return double{
+        float8_to_float(float_to_float8(static_cast<float>(v) * (1.0f / scale), Float8::kE4M3), Float8::kE4M3)};
+  };
   const int64_t hid = c.hidden, inter = c.intermediate;
-  std::vector<double> out(hid, 0.0), h(2 * inter), a(inter);
+  std::vector<double> out(hid, 0.0), xs(x, x + hid), h(2 * inter), a(inter);
+  if (fp8 != nullptr) {
+    for (double& v : xs) v = quantize(v, fp8->x);
+  }
   for (int j = 0; j < c.top_k; ++j) {
     const int64_t e = ids[j];
     if (e < 0 || e >= c.experts) continue;
+    const double up_scale = fp8 != nullptr ? double{fp8->x} * fp8->w1[e] : 1;
+    const double down_scale = fp8 != nullptr ? double{fp8->a} * fp8->w2[e] : 1;
     for (int64_t r = 0; r < 2 * inter; ++r) {
       const W* w = &w1[(e * 2 * inter + r) * hid];
       double sum = 0;
-      for (int64_t k = 0; k < hid; ++k) sum += double{x[k]} * moe_weight(w[k]);
-      h[r] = round(sum);
+      for (int64_t k = 0; k < hid; ++k) sum += xs[k] * moe_weight(w[k]);
+      h[r] = round(sum * up_scale);
     }
-    for (int64_t r = 0; r < inter; ++r) a[r] = round(h[r] / (1 + std::exp(-h[r])) * h[inter + r]);
+    for (int64_t r = 0; r < inter; ++r) {
+      const double v = h[r] / (1 + std::exp(-h[r])) * h[inter + r];
+      a[r] = fp8 != nullptr ? quantize(v, fp8->a) : round(v);
+    }
     for (int64_t col = 0; col < hid; ++col) {
       const W* w = &w2[(e * hid + col) * inter];
       double sum = 0;
       for (int64_t k = 0; k < inter; ++k) sum += a[k] * moe_weight(w[k]);
-      out[col] += round(sum * weights[j]);
+      out[col] += round(sum * down_scale * weights[j]);
     }
   }
   for (double& v : out) v = round(v);
@@ -558,12 +665,13 @@ std::vector<double> moe_token_reference(const MoeLayerConfig& c, const float* x,
 // top_k] and their `weights`, from x [tokens, H].
 inline std::vector<double> moe_layer_reference(const MoeLayerConfig& c, int64_t tokens, const std::vector<float>& x,
                                                const std::vector<float>& w1, const std::vector<float>& w2,
-                                               const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+                                               const std::vector<int32_t>& ids, const std::vector<float>& weights,
+                                               const MoeFp8Reference* fp8 = nullptr) {
   std::vector<double> out;
   out.reserve(tokens * c.hidden);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<double> row =
-        moe_token_reference(c, &x[t * c.hidden], w1, w2, &ids[t * c.top_k], &weights[t * c.top_k]);
+        moe_token_reference(c, &x[t * c.hidden], w1, w2, &ids[t * c.top_k], &weights[t * c.top_k], fp8);
     out.insert(out.end(), row.begin(), row.end());
   }
   return out;

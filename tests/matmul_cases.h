@@ -493,12 +493,13 @@ inline std::string moe_gemm_mismatch(const samples::MoeGemmConfig& g, const MoeP
   return "";
 }
 
-// A whole MoE layer (samples::MoeLayer) on `device`, on random bf16
-// inputs scaled so that its activations stay near 1: the inputs as the
-// kernels read them, and what the layer left (the router's logits, choices
-// and weights, and out).
+// A whole MoE layer (samples::MoeLayer) on `device`, on random inputs
+// scaled so that its activations stay near 1 (an fp8 layer's weights e4m3
+// with a random scale per expert): the inputs as the kernels read them, and
+// what the layer left (the router's logits, choices and weights, and out).
 struct MoeLayerRun {
   std::vector<float> x, gate, w1, w2;
+  samples::MoeFp8Reference scales;  // an fp8 layer's
   std::vector<float> logits, weights, out;
   std::vector<int32_t> ids;
 };
@@ -507,20 +508,45 @@ inline absl::StatusOr<MoeLayerRun> run_moe_layer(const Device& device, const sam
   TESSEL_ASSIGN_OR_RETURN(samples::MoeLayer layer, samples::MoeLayer::compile(device, c));
   TESSEL_ASSIGN_OR_RETURN(samples::MoeLayer::Workspace ws, layer.workspace(tokens));
   const int64_t e = c.experts, hid = c.hidden, inter = c.intermediate, n = tokens * c.top_k;
+  const bool fp8 = c.up.in == f8e4m3;
   MoeLayerRun run;
-  auto random = [&](std::vector<float>& values, int64_t count, double scale) -> absl::StatusOr<Buffer> {
-    std::uniform_real_distribution<float> dist(static_cast<float>(-scale), static_cast<float>(scale));
-    std::vector<uint16_t> bits(std::max<int64_t>(count, 1));
-    values.resize(count);
-    for (int64_t i = 0; i < count; ++i) values[i] = bf16_to_float(bits[i] = float_to_bf16(dist(gen)));
-    return put(device, bits.data(), bits.size() * 2);
+  // `count` values of `d` uniform in [-scale, scale] (bf16 where scale is not 1).
+  auto random = [&](std::vector<float>& values, DType d, int64_t count, double scale) -> absl::StatusOr<Buffer> {
+    Operand op = random_operand(d, std::max<int64_t>(count, 1), gen);
+    for (size_t i = 0; scale != 1 && i < op.values.size(); ++i) {
+      const uint16_t bits = float_to_bf16(static_cast<float>(op.values[i] * scale));
+      std::memcpy(&op.bytes[i * 2], &bits, 2);
+      op.values[i] = bf16_to_float(bits);
+    }
+    values.assign(op.values.begin(), op.values.begin() + count);
+    return put(device, op);
   };
-  TESSEL_ASSIGN_OR_RETURN(Buffer x, random(run.x, tokens * hid, 1.0));
-  TESSEL_ASSIGN_OR_RETURN(Buffer gate, random(run.gate, e * hid, 0.5));
-  TESSEL_ASSIGN_OR_RETURN(Buffer w1, random(run.w1, e * 2 * inter * hid, 2 * std::sqrt(3.0 / hid)));
-  TESSEL_ASSIGN_OR_RETURN(Buffer w2, random(run.w2, e * hid * inter, std::sqrt(3.0 / inter)));
+  // An fp8 layer's weights are e4m3 in [-1, 1], their experts' scales as
+  // the bf16 layer's ranges; x and a are quantized to steps of 1/64 and
+  // 1/32.
+  const double w1_range = 2 * std::sqrt(3.0 / hid), w2_range = std::sqrt(3.0 / inter);
+  const DType wd = fp8 ? f8e4m3 : bf16;
+  TESSEL_ASSIGN_OR_RETURN(Buffer x, random(run.x, bf16, tokens * hid, 1.0));
+  TESSEL_ASSIGN_OR_RETURN(Buffer gate, random(run.gate, bf16, e * hid, 0.5));
+  TESSEL_ASSIGN_OR_RETURN(Buffer w1, random(run.w1, wd, e * 2 * inter * hid, fp8 ? 1.0 : w1_range));
+  TESSEL_ASSIGN_OR_RETURN(Buffer w2, random(run.w2, wd, e * hid * inter, fp8 ? 1.0 : w2_range));
   TESSEL_ASSIGN_OR_RETURN(Buffer out, nan_buffer(device, bf16, std::max<int64_t>(tokens * hid, 1)));
-  TESSEL_RETURN_IF_ERROR(layer.launch(x, static_cast<int32_t>(tokens), gate, w1, w2, out, ws));
+  if (fp8) {
+    std::uniform_real_distribution<float> around(0.5f, 1.5f);
+    run.scales = {.x = 1.0f / 64, .a = 1.0f / 32};
+    for (int64_t i = 0; i < e; ++i) {
+      run.scales.w1.push_back(static_cast<float>(w1_range) * around(gen));
+      run.scales.w2.push_back(static_cast<float>(w2_range) * around(gen));
+    }
+    samples::MoeLayer::Fp8Scales scales;
+    TESSEL_ASSIGN_OR_RETURN(scales.x, put(device, &run.scales.x, 4));
+    TESSEL_ASSIGN_OR_RETURN(scales.a, put(device, &run.scales.a, 4));
+    TESSEL_ASSIGN_OR_RETURN(scales.w1, put(device, run.scales.w1.data(), e * 4));
+    TESSEL_ASSIGN_OR_RETURN(scales.w2, put(device, run.scales.w2.data(), e * 4));
+    TESSEL_RETURN_IF_ERROR(layer.launch(x, static_cast<int32_t>(tokens), gate, w1, w2, scales, out, ws));
+  } else {
+    TESSEL_RETURN_IF_ERROR(layer.launch(x, static_cast<int32_t>(tokens), gate, w1, w2, out, ws));
+  }
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_ASSIGN_OR_RETURN(run.logits, download_f32(device, ws.logits, f32, tokens * e));
   TESSEL_ASSIGN_OR_RETURN(run.weights, download_f32(device, ws.weights, f32, n));
@@ -553,7 +579,8 @@ inline std::string moe_layer_mismatch(const samples::MoeLayerConfig& c, int64_t 
   }
   // The reference rounds where the layer does; what is left is the order
   // of f32 sums, and a rounding that goes the other way.
-  const std::vector<double> out = samples::moe_layer_reference(c, tokens, run.x, run.w1, run.w2, run.ids, run.weights);
+  const std::vector<double> out = samples::moe_layer_reference(c, tokens, run.x, run.w1, run.w2, run.ids, run.weights,
+                                                               c.up.in == f8e4m3 ? &run.scales : nullptr);
   for (size_t i = 0; i < out.size(); ++i) {
     if (!(std::abs(run.out[i] - out[i]) <= 2e-2 * (std::abs(out[i]) + 1))) {
       return absl::StrCat("out[", i / hid, ", ", i % hid, "] = ", run.out[i], ", want ", out[i]);

@@ -118,19 +118,24 @@ TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
 
 // A whole MoE layer (samples::MoeLayer, Mixtral's form at a small size)
 // on each device against the double reference: its logits, its choices
-// from its own logits, and its output. The tensor-core tiles of the
-// benchmark on NVIDIA; the host runs the same kernels.
+// from its own logits, and its output; bf16, and fp8 (e4m3 weights and
+// activations, rows of 128 bytes). The tensor-core tiles of the benchmark
+// on NVIDIA; the host runs the same kernels.
 TEST_F(Moe, LayerMatchesADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   std::mt19937 gen(rng.uniform_int(0, 1 << 30));
-  const samples::MoeLayerConfig c = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  samples::MoeLayerConfig fp8 = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  fp8.up = fp8.down = {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .stages = 4};
   const int64_t tokens = 200;
-  for (const Device& dev : devices_) {
-    SCOPED_TRACE(dev.name());
-    absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(dev, c, tokens, gen);
-    ASSERT_TRUE(run.ok()) << run.status();
-    EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
+  for (const samples::MoeLayerConfig& c :
+       {samples::MoeLayerConfig{.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352}, fp8}) {
+    for (const Device& dev : devices_) {
+      SCOPED_TRACE(::testing::Message() << dev.name() << ", " << c.up.in.name());
+      absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(dev, c, tokens, gen);
+      ASSERT_TRUE(run.ok()) << run.status();
+      EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
+    }
   }
 }
 

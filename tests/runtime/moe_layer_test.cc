@@ -1,6 +1,7 @@
 // A whole MoE layer (samples/moe.h MoeLayer) on the host target against
 // its double reference, at a few shapes (tokens not a multiple of the
-// blocks, one expert chosen of one, top 3 of 6, no tokens); its combine
+// blocks, one expert chosen of one, top 3 of 6, no tokens), bf16 and fp8
+// (e4m3 weights and activations, static scales); its combine
 // step alone with dropped choices; and the errors bad configurations, a
 // short workspace and short buffers get.
 #include <cstdint>
@@ -29,12 +30,16 @@ TEST(MoeLayer, MatchesADoubleReference) {
   gen.seed(seed);
   absl::StatusOr<Device> dev = Device::open("host:2");
   ASSERT_TRUE(dev.ok()) << dev.status();
-  const samples::MoeGemmConfig tile = {.bm = 16, .bn = 64, .bk = 32};
-  for (const auto& [tokens, experts, top_k, hidden, inter] :
-       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t>>{
-           {37, 4, 2, 64, 96}, {20, 1, 1, 40, 24}, {50, 6, 3, 72, 48}, {0, 4, 2, 64, 96}}) {
+  for (const auto& [tokens, experts, top_k, hidden, inter, in] :
+       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t, DType>>{{37, 4, 2, 64, 96, bf16},
+                                                                           {20, 1, 1, 40, 24, bf16},
+                                                                           {50, 6, 3, 72, 48, bf16},
+                                                                           {0, 4, 2, 64, 96, bf16},
+                                                                           {37, 4, 2, 64, 96, f8e4m3},
+                                                                           {0, 4, 2, 64, 96, f8e4m3}}) {
     SCOPED_TRACE(::testing::Message() << tokens << " tokens x top " << top_k << " of " << experts << " experts, H "
-                                      << hidden << ", I " << inter);
+                                      << hidden << ", I " << inter << ", " << in.name());
+    const samples::MoeGemmConfig tile = {.bm = 16, .bn = 64, .bk = 32, .in = in};
     const samples::MoeLayerConfig c = {
         .experts = experts, .top_k = top_k, .hidden = hidden, .intermediate = inter, .up = tile, .down = tile};
     absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, tokens, gen);
@@ -99,7 +104,10 @@ TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
             }),
             "2I x H weights below 2^31 elements; got H 2048, I 1048576"},
            {with([](auto& c) { c.down.bm = 128; }), "their bm must match; got 64 and 128"},
-           {with([](auto& c) { c.up.out = f32; }), "the GEMMs' operands and results are bf16"}}) {
+           {with([](auto& c) { c.up.out = f32; }),
+            "both bf16 or both f8e4m3, their results bf16; got bf16 x bf16 in, f32"},
+           {with([](auto& c) { c.up.in = f8e4m3; }), "got f8e4m3 x bf16 in"},
+           {with([](auto& c) { c.up.in = c.down.in = f8e5m2; }), "got f8e5m2 x f8e5m2 in"}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_THAT(std::string(status.message()), HasSubstr(what));
   }
@@ -126,10 +134,36 @@ TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
            {layer->launch(x, 10, buffer(510), w1, w2, out, *ws), "gate holds 510 bytes; 10 tokens need 512"},
            {layer->launch(x, 10, gate, buffer(98302), w2, out, *ws), "w1 holds 98302 bytes; 10 tokens need 98304"},
            {layer->launch(x, 10, gate, w1, buffer(49150), out, *ws), "w2 holds 49150 bytes; 10 tokens need 49152"},
-           {layer->launch(x, 10, gate, w1, w2, buffer(1278), *ws), "out holds 1278 bytes; 10 tokens need 1280"}}) {
+           {layer->launch(x, 10, gate, w1, w2, buffer(1278), *ws), "out holds 1278 bytes; 10 tokens need 1280"},
+           {layer->launch(x, 10, gate, w1, w2, {x, x, x, x}, out, *ws), "a bf16 layer takes no Fp8Scales"}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_THAT(std::string(status.message()), HasSubstr(what));
   }
+
+  // An fp8 layer: e4m3 weights (w1 4 x 192 x 64 bytes, w2 4 x 64 x 96), and its scales.
+  samples::MoeLayerConfig fp8 = good;
+  fp8.up.in = fp8.down.in = f8e4m3;
+  absl::StatusOr<samples::MoeLayer> layer8 = samples::MoeLayer::compile(*dev, fp8);
+  ASSERT_TRUE(layer8.ok()) << layer8.status();
+  absl::StatusOr<samples::MoeLayer::Workspace> ws8 = layer8->workspace(10);
+  ASSERT_TRUE(ws8.ok()) << ws8.status();
+  const Buffer w18 = buffer(49152), w28 = buffer(24576), one = buffer(4), each = buffer(16);
+  for (const auto& [status, what] : std::vector<std::pair<absl::Status, std::string>>{
+           {layer8->launch(x, 10, gate, w18, w28, out, *ws8), "an fp8 layer's launch takes its Fp8Scales"},
+           {layer8->launch(x, 10, gate, buffer(49151), w28, {one, each, one, each}, out, *ws8),
+            "w1 holds 49151 bytes; 10 tokens need 49152"},
+           {layer8->launch(x, 10, gate, w18, w28, {buffer(2), each, one, each}, out, *ws8),
+            "x's scale holds 2 bytes; 10 tokens need 4"},
+           {layer8->launch(x, 10, gate, w18, w28, {one, one, one, each}, out, *ws8),
+            "w1's scales holds 4 bytes; 10 tokens need 16"},
+           {layer8->launch(x, 10, gate, w18, w28, {one, each, buffer(3), each}, out, *ws8),
+            "a's scale holds 3 bytes; 10 tokens need 4"},
+           {layer8->launch(x, 10, gate, w18, w28, {one, each, one, buffer(12)}, out, *ws8),
+            "w2's scales holds 12 bytes; 10 tokens need 16"}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(what));
+  }
+  EXPECT_TRUE(layer8->launch(x, 10, gate, w18, w28, {one, each, one, each}, out, *ws8).ok());
 }
 
 }  // namespace
