@@ -1,8 +1,9 @@
 // A whole mixture-of-experts layer (samples::MoeLayer: router, top k,
 // grouping, up projection, SwiGLU, down projection with routed weights,
 // combine) on an NVIDIA GPU: Mixtral's experts (8, top 2, H 4096, I 14336)
-// at 4096 tokens and at 256, and 64 small experts (top 6, H 2048, I 1408) at
-// 4096 tokens; bf16. Each case runs the layer with both GEMMs on each tile
+// at 4096 tokens and at 256, bf16 and fp8 (e4m3 weights and activations,
+// static scales), and 64 small experts (top 6, H 2048, I 1408) at 4096
+// tokens, bf16. Each case runs the layer with both GEMMs on each tile
 // configuration of `kGemms` and reports the fastest beside the default's;
 // TFLOP/s count the experts' GEMMs alone, 2 n (2I H + H I) for the n =
 // tokens x top_k choices. The output is checked against a double reference
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "base/float16.h"
+#include "base/float8.h"
 #include "cuda_raw.h"
 #include "report.h"
 #include "samples/moe.h"
@@ -41,39 +43,73 @@ struct MoeCase {
   int64_t tokens;
   int experts, top_k;
   int64_t hidden, inter;
+  bool fp8;
 };
-const std::vector<MoeCase> kCases = {{"mixtral, 4096 tokens", 4096, 8, 2, 4096, 14336},
-                                     {"mixtral, 256 tokens", 256, 8, 2, 4096, 14336},
-                                     {"64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408}};
+const std::vector<MoeCase> kCases = {{"mixtral, 4096 tokens", 4096, 8, 2, 4096, 14336, false},
+                                     {"mixtral, 256 tokens", 256, 8, 2, 4096, 14336, false},
+                                     {"mixtral fp8, 4096 tokens", 4096, 8, 2, 4096, 14336, true},
+                                     {"mixtral fp8, 256 tokens", 256, 8, 2, 4096, 14336, true},
+                                     {"64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408, false}};
 
-// Both GEMMs' tiles and warps; the first is MoeLayerConfig's default.
+// Both GEMMs' tiles and warps (rows of 128 bytes: bk 64 for bf16, 128 for
+// fp8); the first is MoeLayerConfig's default.
 struct Gemm {
   int64_t bn;
   int stages, warps;
 };
 constexpr Gemm kGemms[] = {{256, 4, 8}, {256, 3, 8}, {128, 4, 4}, {128, 3, 4}};
 
-std::string label(const Gemm& g) {
-  return "64x" + std::to_string(g.bn) + "x64 s" + std::to_string(g.stages) + " w" + std::to_string(g.warps);
+std::string label(const Gemm& g, bool fp8) {
+  return "64x" + std::to_string(g.bn) + (fp8 ? "x128 s" : "x64 s") + std::to_string(g.stages) + " w" +
+         std::to_string(g.warps);
+}
+
+// `n` e4m3 values uniform in [-1, 1) (bench::random_bf16's, rounded again).
+std::vector<uint8_t> random_e4m3(size_t n, uint64_t seed) {
+  const std::vector<uint16_t> bits = bench::random_bf16(n, seed);
+  std::vector<uint8_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_float8(bf16_to_float(bits[i]), Float8::kE4M3);
+  return out;
+}
+
+template <class T>
+Buffer upload(const Device& dev, const std::vector<T>& v) {
+  Buffer b = must(dev.allocate(v.size() * sizeof(T)), "allocate");
+  must(dev.copy_to_device(b, v.data(), v.size() * sizeof(T)), "upload");
+  return b;
 }
 
 // The layer's weights for one shape, as bits on the host and on the
-// device: scales that keep h, a and the output near 1 (samples/moe.cc's).
+// device: scales that keep h, a and the output near 1 (samples/moe.cc's);
+// fp8 weights in [-1, 1) with those ranges as their experts' scales, x and
+// a quantized to steps of 1/64 and 1/32.
 struct Weights {
-  std::vector<uint16_t> w1, w2;
+  std::vector<uint16_t> w1, w2;   // bf16
+  std::vector<uint8_t> w18, w28;  // e4m3
+  samples::MoeFp8Reference scales;
   Buffer gate, dw1, dw2;
+  samples::MoeLayer::Fp8Scales dscales;
 };
 Weights make_weights(const Device& dev, const MoeCase& c) {
   const int64_t e = c.experts, hid = c.hidden, inter = c.inter;
+  const float w1_range = 2 * std::sqrt(3.0f / hid), w2_range = std::sqrt(3.0f / inter);
   Weights w;
-  w.w1 = bench::random_bf16(e * 2 * inter * hid, 2, 2 * std::sqrt(3.0f / hid));
-  w.w2 = bench::random_bf16(e * hid * inter, 3, std::sqrt(3.0f / inter));
-  const std::vector<uint16_t> gate = bench::random_bf16(e * hid, 4, 0.2f);
-  using Upload = std::pair<Buffer*, const std::vector<uint16_t>*>;
-  for (auto [buf, bits] : {Upload{&w.gate, &gate}, Upload{&w.dw1, &w.w1}, Upload{&w.dw2, &w.w2}}) {
-    *buf = must(dev.allocate(bits->size() * 2), "allocate");
-    must(dev.copy_to_device(*buf, bits->data(), bits->size() * 2), "upload");
+  w.gate = upload(dev, bench::random_bf16(e * hid, 4, 0.2f));
+  if (!c.fp8) {
+    w.w1 = bench::random_bf16(e * 2 * inter * hid, 2, w1_range);
+    w.w2 = bench::random_bf16(e * hid * inter, 3, w2_range);
+    w.dw1 = upload(dev, w.w1);
+    w.dw2 = upload(dev, w.w2);
+    return w;
   }
+  w.w18 = random_e4m3(e * 2 * inter * hid, 2);
+  w.w28 = random_e4m3(e * hid * inter, 3);
+  w.dw1 = upload(dev, w.w18);
+  w.dw2 = upload(dev, w.w28);
+  w.scales = {
+      .x = 1.0f / 64, .a = 1.0f / 32, .w1 = std::vector<float>(e, w1_range), .w2 = std::vector<float>(e, w2_range)};
+  w.dscales = {upload(dev, std::vector<float>{w.scales.x}), upload(dev, w.scales.w1),
+               upload(dev, std::vector<float>{w.scales.a}), upload(dev, w.scales.w2)};
   return w;
 }
 
@@ -91,11 +127,11 @@ int main(int argc, char** argv) {
   bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
   std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"cases\": [";
   int entries = 0, failures = 0;
-  std::map<std::tuple<int, int64_t, int64_t>, Weights> weights;  // by (experts, H, I)
+  std::map<std::tuple<int, int64_t, int64_t, bool>, Weights> weights;  // by (experts, H, I, fp8)
   for (const MoeCase& mc : kCases) {
     if (mc.name.find(flags.only) == std::string::npos) continue;
     const int64_t hid = mc.hidden, tokens = mc.tokens, n = tokens * mc.top_k;
-    const auto shape = std::make_tuple(mc.experts, hid, mc.inter);
+    const auto shape = std::make_tuple(mc.experts, hid, mc.inter, mc.fp8);
     if (!weights.contains(shape)) {
       weights.clear();  // (one shape's weights at a time: Mixtral's take 2.8 GB)
       weights.emplace(shape, make_weights(dev, mc));
@@ -114,12 +150,18 @@ int main(int argc, char** argv) {
     if (flags.on) tried.resize(1);
     for (const Gemm& g : tried) {
       samples::MoeLayerConfig c = {.experts = mc.experts, .top_k = mc.top_k, .hidden = hid, .intermediate = mc.inter};
-      c.up = c.down = {.bm = 64, .bn = g.bn, .stages = g.stages};
+      c.up = c.down = {.bm = 64, .bn = g.bn, .bk = mc.fp8 ? 128 : 64, .in = mc.fp8 ? f8e4m3 : bf16, .stages = g.stages};
       c.gemm_warps = g.warps;
       const samples::MoeLayer layer = must(samples::MoeLayer::compile(dev, c), "compile");
       const samples::MoeLayer::Workspace ws = must(layer.workspace(tokens), "workspace");
       const auto t32 = static_cast<int32_t>(tokens);
-      auto run = [&] { must(layer.launch(x, t32, w.gate, w.dw1, w.dw2, out, ws, &stream), "launch"); };
+      auto run = [&] {
+        if (mc.fp8) {
+          must(layer.launch(x, t32, w.gate, w.dw1, w.dw2, w.dscales, out, ws, &stream), "launch");
+        } else {
+          must(layer.launch(x, t32, w.gate, w.dw1, w.dw2, out, ws, &stream), "launch");
+        }
+      };
       must(dev.synchronize(), "sync");
       cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(out.data()), 0xFF, hx.size() * 2), "clear out");
       const double ms = timer.median_ms(run);
@@ -143,7 +185,7 @@ int main(int argc, char** argv) {
           worst = std::isnan(e) ? INFINITY : std::max(worst, e);
         }
       }
-      std::printf("  %-24s %.1f us\n", label(g).c_str(), ms * 1e3);
+      std::printf("  %-24s %.1f us\n", label(g, mc.fp8).c_str(), ms * 1e3);
       if (default_ms == INFINITY) default_ms = ms;
       if (ms < best_ms) best_ms = ms, best = g;
     }
@@ -155,7 +197,8 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * n * 3 * mc.inter * hid, tflops = flops / (best_ms * 1e9);
     char note[200];
     std::snprintf(note, sizeof note, "%.1f us; config %s (default %s: %.1f us); error %.1e%s", best_ms * 1e3,
-                  label(best).c_str(), label(tried[0]).c_str(), default_ms * 1e3, worst, ok ? "" : " FAILED");
+                  label(best, mc.fp8).c_str(), label(tried[0], mc.fp8).c_str(), default_ms * 1e3, worst,
+                  ok ? "" : " FAILED");
     bench::report("moe layer, " + mc.name, tflops, "TFLOP/s", note);
     char entry[500];
     std::snprintf(entry, sizeof entry,
@@ -164,7 +207,7 @@ int main(int argc, char** argv) {
                   "\"max_error\": %.3g, \"ok\": %s}",
                   entries++ == 0 ? "" : ",", mc.name.c_str(), static_cast<long long>(tokens), mc.experts, mc.top_k,
                   static_cast<long long>(hid), static_cast<long long>(mc.inter), best_ms * 1e3, default_ms * 1e3,
-                  label(best).c_str(), tflops, worst, ok ? "true" : "false");
+                  label(best, mc.fp8).c_str(), tflops, worst, ok ? "true" : "false");
     json += entry;
   }
   if (!flags.json.empty()) std::ofstream(flags.json) << json << "\n  ]\n}\n";

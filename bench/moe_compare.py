@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The baselines of bench/moe_bench: a whole mixture-of-experts layer as tessel's users would otherwise run
 it, on the same GPU and shapes (Mixtral's experts, 8 of them, top 2, H 4096, I 14336, at 4096 and 256
-tokens; 64 experts, top 6, H 2048, I 1408, at 4096 tokens; bf16):
+tokens, bf16 and fp8; 64 experts, top 6, H 2048, I 1408, at 4096 tokens, bf16):
 
   eager    torch as Mixtral's reference implementation writes the layer: the router, softmax and top k,
            then per expert its tokens' rows through its SwiGLU MLP, scaled and added into the output
@@ -9,7 +9,8 @@ tokens; 64 experts, top 6, H 2048, I 1408, at 4096 tokens; bf16):
            softmax and top k in torch, the choices grouped by expert in torch ops, the up projection and
            the down projection (router weights applied) in the MoE GEMM of bench/moe_common.py at the
            fastest of its configurations, SwiGLU in a Triton kernel, the sum of each token's choices in
-           torch
+           torch; in fp8 (e4m3 weights with a scale per expert, x and a quantized by static scales, as
+           moe_bench's fp8 layer), x quantized in torch and a by the SwiGLU kernel (eager has no fp8 form)
 
 Both take the router's probabilities as moe_bench's layer does (the softmax over all experts, its top k
 unnormalized). Timed with triton.testing.do_bench (median, L2 flushed before each run), as moe_bench times
@@ -29,21 +30,28 @@ import triton.testing
 from attn_common import parse_args, print_case, write_json
 from moe_common import MOE_CONFIGS, moe_align_device, triton_moe_gemm
 
-# (name, tokens, experts, top_k, H, I): moe_bench's cases.
-CASES = [("mixtral, 4096 tokens", 4096, 8, 2, 4096, 14336),
-         ("mixtral, 256 tokens", 256, 8, 2, 4096, 14336),
-         ("64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408)]
+# (name, tokens, experts, top_k, H, I, fp8): moe_bench's cases.
+CASES = [("mixtral, 4096 tokens", 4096, 8, 2, 4096, 14336, False),
+         ("mixtral, 256 tokens", 256, 8, 2, 4096, 14336, False),
+         ("mixtral fp8, 4096 tokens", 4096, 8, 2, 4096, 14336, True),
+         ("mixtral fp8, 256 tokens", 256, 8, 2, 4096, 14336, True),
+         ("64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408, False)]
+E4M3_MAX = 448.0
 
 
 @triton.jit
-def swiglu_kernel(h_ptr, a_ptr, inter, BLOCK: tl.constexpr):
-    # a [n, I] = silu(g) * u, where row i of h [n, 2I] is choice i's g then its u.
+def swiglu_kernel(h_ptr, a_ptr, scale_ptr, inter, BLOCK: tl.constexpr, QUANTIZE: tl.constexpr):
+    # a [n, I] = silu(g) * u, where row i of h [n, 2I] is choice i's g then its u; quantized by the scale
+    # (e4m3, saturated) where QUANTIZE.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = cols < inter
     g = tl.load(h_ptr + row * 2 * inter + cols, mask=inside, other=0.0).to(tl.float32)
     u = tl.load(h_ptr + row * 2 * inter + inter + cols, mask=inside, other=0.0).to(tl.float32)
-    tl.store(a_ptr + row * inter + cols, (g * tl.sigmoid(g) * u).to(a_ptr.dtype.element_ty), mask=inside)
+    a = g * tl.sigmoid(g) * u
+    if QUANTIZE:
+        a = tl.clamp(a * (1.0 / tl.load(scale_ptr)), -448.0, 448.0)
+    tl.store(a_ptr + row * inter + cols, a.to(a_ptr.dtype.element_ty), mask=inside)
 
 
 def route(x, gate, top_k):
@@ -65,32 +73,49 @@ def eager_layer(x, gate, w1, w2, top_k):
     return out
 
 
-def triton_layer(x, gate, w1, w2, top_k, cfg):
+def triton_layer(x, gate, w1, w2, top_k, cfg, scales=None):
+    """The layer; fp8 where `scales` (x's, w1's, a's and w2's, f32 tensors) are given."""
     tokens, hidden = x.shape
     inter = w2.shape[2]
     weights, ids = route(x, gate, top_k)
     n = tokens * top_k
     sorted_ids, block_experts = moe_align_device(ids.view(-1), w1.shape[0], cfg["BLOCK_M"])
     h = torch.empty(n, 2 * inter, device=x.device, dtype=x.dtype)
-    triton_moe_gemm(x, w1, h, sorted_ids, block_experts, top_k, cfg)
-    a = torch.empty(n, inter, device=x.device, dtype=x.dtype)
-    swiglu_kernel[(n, triton.cdiv(inter, 1024))](h, a, inter, BLOCK=1024)
+    xin = x
+    if scales is not None:
+        xin = (x.float() * (1 / scales[0])).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    triton_moe_gemm(xin, w1, h, sorted_ids, block_experts, top_k, cfg,
+                    scales=None if scales is None else scales[:2])
+    a = torch.empty(n, inter, device=x.device, dtype=x.dtype if scales is None else torch.float8_e4m3fn)
+    swiglu_kernel[(n, triton.cdiv(inter, 1024))](h, a, h if scales is None else scales[2], inter, BLOCK=1024,
+                                                 QUANTIZE=scales is not None)
     y = torch.empty(n, hidden, device=x.device, dtype=x.dtype)
-    triton_moe_gemm(a, w2, y, sorted_ids, block_experts, 1, cfg, weights=weights.view(-1))
+    triton_moe_gemm(a, w2, y, sorted_ids, block_experts, 1, cfg, weights=weights.view(-1),
+                    scales=None if scales is None else scales[2:])
     return y.view(tokens, top_k, hidden).sum(dim=1)
 
 
-def inputs(tokens, experts, hidden, inter):
+def inputs(tokens, experts, hidden, inter, fp8):
     """x, the router's gate and the experts' w1 [E, 2I, H] (gate rows, then up rows) and w2 [E, H, I], uniform
-    at moe_bench's scales."""
+    at moe_bench's scales, and for fp8 (weights e4m3 in [-1, 1), those ranges their experts' scales) the scales
+    of x, w1, a and w2; else None."""
     gen = torch.Generator(device="cuda").manual_seed(tokens + experts)
 
-    def uniform(shape, scale):
-        return ((torch.rand(shape, device="cuda", generator=gen) * 2 - 1) * scale).to(torch.bfloat16)
+    def uniform(shape, scale, dtype=torch.bfloat16):
+        return ((torch.rand(shape, device="cuda", generator=gen) * 2 - 1) * scale).to(dtype)
 
-    return (uniform((tokens, hidden), 1.0), uniform((experts, hidden), 0.2),
-            uniform((experts, 2 * inter, hidden), 2 * (3 / hidden) ** 0.5),
-            uniform((experts, hidden, inter), (3 / inter) ** 0.5))
+    w1_range, w2_range = 2 * (3 / hidden) ** 0.5, (3 / inter) ** 0.5
+    x, gate = uniform((tokens, hidden), 1.0), uniform((experts, hidden), 0.2)
+    if not fp8:
+        return (x, gate, uniform((experts, 2 * inter, hidden), w1_range), uniform((experts, hidden, inter), w2_range),
+                None)
+
+    def full(value, count):
+        return torch.full((count,), value, device="cuda", dtype=torch.float32)
+
+    return (x, gate, uniform((experts, 2 * inter, hidden), 1.0, torch.float8_e4m3fn),
+            uniform((experts, hidden, inter), 1.0, torch.float8_e4m3fn),
+            (full(1 / 64, 1), full(w1_range, experts), full(1 / 32, 1), full(w2_range, experts)))
 
 
 def tessel_cases(path):
@@ -105,24 +130,31 @@ def main():
     args = parse_args("moe_bench")
     mine = tessel_cases(args.tessel)
     results = []
-    for name, tokens, experts, top_k, hidden, inter in CASES:
+    for name, tokens, experts, top_k, hidden, inter, fp8 in CASES:
         if args.only not in name:
             continue
-        x, gate, w1, w2 = inputs(tokens, experts, hidden, inter)
+        x, gate, w1, w2, scales = inputs(tokens, experts, hidden, inter, fp8)
         flops = 2.0 * tokens * top_k * 3 * inter * hidden
-        reference = eager_layer(x, gate, w1, w2, top_k)
-        baselines = {"eager": {"us": triton.testing.do_bench(lambda: eager_layer(x, gate, w1, w2, top_k),
-                                                             return_mode="median") * 1e3}}
+        baselines = {}
+        if fp8:  # checked against the bf16 layer on its dequantized weights
+            reference = eager_layer(x, gate, (w1.float() * scales[1][:, None, None]).to(torch.bfloat16),
+                                    (w2.float() * scales[3][:, None, None]).to(torch.bfloat16), top_k)
+        else:
+            reference = eager_layer(x, gate, w1, w2, top_k)
+            baselines["eager"] = {"us": triton.testing.do_bench(lambda: eager_layer(x, gate, w1, w2, top_k),
+                                                                return_mode="median") * 1e3}
         best = {}
-        for cfg in MOE_CONFIGS:
+        # fp8 at rows of 128 bytes, as moe_bench's
+        configs = [dict(c, BLOCK_K=128) for c in MOE_CONFIGS] if fp8 else MOE_CONFIGS
+        for cfg in configs:
             label = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
             try:
-                got = triton_layer(x, gate, w1, w2, top_k, cfg)
+                got = triton_layer(x, gate, w1, w2, top_k, cfg, scales)
                 err = ((got.float() - reference.float()).norm() / reference.float().norm()).item()
-                if err > 2e-2:
+                if err > (6e-2 if fp8 else 2e-2):
                     print(f"{name}: triton {label} differs from eager by {err:.3g}", flush=True)
                     continue
-                us = triton.testing.do_bench(lambda: triton_layer(x, gate, w1, w2, top_k, cfg),
+                us = triton.testing.do_bench(lambda: triton_layer(x, gate, w1, w2, top_k, cfg, scales),
                                              return_mode="median") * 1e3
                 if us < best.get("us", float("inf")):
                     best = {"us": us, "config": label, "rel_err": err}
@@ -131,8 +163,8 @@ def main():
         baselines["triton"] = best
         print_case(name, flops, mine.get(name), baselines)
         results.append({"name": name, "tokens": tokens, "experts": experts, "top_k": top_k, "hidden": hidden,
-                        "intermediate": inter, **baselines})
-        x = gate = w1 = w2 = reference = None
+                        "intermediate": inter, "fp8": fp8, **baselines})
+        x = gate = w1 = w2 = scales = reference = None
         torch.cuda.empty_cache()
     write_json(args.json, torch.cuda.get_device_name(), results)
 
