@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "samples/moe.h"
 #include "tessel/tessel.h"
+#include "tests/seeded.h"
 
 namespace tessel {
 namespace {
@@ -50,10 +51,7 @@ Got align_on(const Device& dev, const samples::MoeAlign& align, const std::vecto
 }
 
 TEST(MoeAlign, MatchesTheHostReference) {
-  std::mt19937 gen(std::random_device{}());
-  const unsigned seed = gen();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  gen.seed(seed);
+  TESSEL_SEEDED_GEN(gen);
   absl::StatusOr<Device> dev = Device::open("host:2");
   ASSERT_TRUE(dev.ok()) << dev.status();
   struct Case {

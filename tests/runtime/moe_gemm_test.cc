@@ -11,15 +11,13 @@
 #include "samples/moe.h"
 #include "tessel/tessel.h"
 #include "tests/matmul_cases.h"
+#include "tests/seeded.h"
 
 namespace tessel {
 namespace {
 
 TEST(MoeGemm, ScaledOperandsMatchADoubleReference) {
-  std::mt19937 gen(std::random_device{}());
-  const unsigned seed = gen();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  gen.seed(seed);
+  TESSEL_SEEDED_GEN(gen);
   absl::StatusOr<Device> dev = Device::open("host:2");
   ASSERT_TRUE(dev.ok()) << dev.status();
   struct Case {

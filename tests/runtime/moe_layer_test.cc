@@ -17,6 +17,7 @@
 #include "samples/moe.h"
 #include "tessel/tessel.h"
 #include "tests/matmul_cases.h"
+#include "tests/seeded.h"
 
 namespace tessel {
 namespace {
@@ -24,10 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(MoeLayer, MatchesADoubleReference) {
-  std::mt19937 gen(std::random_device{}());
-  const unsigned seed = gen();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  gen.seed(seed);
+  TESSEL_SEEDED_GEN(gen);
   absl::StatusOr<Device> dev = Device::open("host:2");
   ASSERT_TRUE(dev.ok()) << dev.status();
   for (const auto& [tokens, experts, top_k, hidden, inter, in] :
