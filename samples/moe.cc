@@ -7,14 +7,18 @@
 // their operands copied into rings. It checks the router's logits against
 // a double reference, its choices against the host's choice from those
 // logits, and the layer's output against a double reference of the
-// experts that rounds where the layer does.
+// experts that rounds where the layer does; then runs the same experts in
+// fp8 (e4m3 weights with a scale per expert, static activation scales) and
+// checks that against the reference that quantizes where the layer does.
 #include "moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "base/float16.h"
+#include "base/float8.h"
 #include "common.h"
 
 using namespace tessel;
@@ -30,10 +34,32 @@ std::vector<uint16_t> random_bf16(int64_t count, float scale, std::mt19937& gen,
   return bits;
 }
 
-Buffer upload(const Device& dev, const std::vector<uint16_t>& bits) {
-  Buffer b = samples::value_or_die(dev.allocate(bits.size() * 2), "allocate");
-  samples::ok_or_die(dev.copy_to_device(b, bits.data(), bits.size() * 2), "copy");
+template <class T>
+Buffer upload(const Device& dev, const std::vector<T>& v) {
+  Buffer b = samples::value_or_die(dev.allocate(v.size() * sizeof(T)), "allocate");
+  samples::ok_or_die(dev.copy_to_device(b, v.data(), v.size() * sizeof(T)), "copy");
   return b;
+}
+
+// The weights `w` of `experts` experts in e4m3, each expert's by the scale
+// that maps its largest magnitude onto e4m3's largest (448): their bits,
+// with the scales (into `scales`) and the values the bits hold.
+std::vector<uint8_t> quantize(const std::vector<float>& w, int64_t experts, std::vector<float>& scales,
+                              std::vector<float>& values) {
+  const int64_t each = static_cast<int64_t>(w.size()) / experts;
+  std::vector<uint8_t> bits(w.size());
+  values.resize(w.size());
+  for (int64_t e = 0; e < experts; ++e) {
+    float largest = 0;
+    for (int64_t i = e * each; i < (e + 1) * each; ++i) largest = std::max(largest, std::fabs(w[i]));
+    const float scale = largest > 0 ? largest / 448 : 1;
+    scales.push_back(scale);
+    for (int64_t i = e * each; i < (e + 1) * each; ++i) {
+      bits[i] = float_to_float8(w[i] / scale, Float8::kE4M3);
+      values[i] = float8_to_float(bits[i], Float8::kE4M3);
+    }
+  }
+  return bits;
 }
 
 template <class T>
@@ -113,5 +139,32 @@ int main(int argc, char** argv) {
   // The reference rounds where the layer does; the rest is the order of
   // f32 sums, and a rounding that goes the other way.
   ok = samples::check_close("layer output", got, want, 2e-2) && ok;
+
+  // The same experts in fp8, as an fp8 checkpoint holds them: each expert's
+  // weights in e4m3 by a scale that maps their largest onto e4m3's (448),
+  // and static scales for x (within [-1, 1]) and a.
+  samples::MoeLayerConfig fp8 = config;
+  fp8.up.in = fp8.down.in = f8e4m3;
+  fp8.up.bk = fp8.down.bk = 128;  // rows of 128 bytes
+  samples::MoeFp8Reference scales = {.x = 1.0f / 448, .a = 1.0f / 32};
+  std::vector<float> w1q, w2q;
+  const std::vector<uint8_t> hw1q = quantize(w1, e, scales.w1, w1q), hw2q = quantize(w2, e, scales.w2, w2q);
+  const samples::MoeLayer layer8 = samples::value_or_die(samples::MoeLayer::compile(device, fp8), "compile fp8");
+  const samples::MoeLayer::Workspace ws8 = samples::value_or_die(layer8.workspace(tokens), "workspace");
+  const samples::MoeLayer::Fp8Scales dscales = {upload(device, std::vector<float>{scales.x}), upload(device, scales.w1),
+                                                upload(device, std::vector<float>{scales.a}),
+                                                upload(device, scales.w2)};
+  samples::ok_or_die(device.copy_to_device(dout, std::vector<uint16_t>(tokens * hid, 0x7FC0).data(), tokens * hid * 2),
+                     "poison");
+  samples::ok_or_die(layer8.launch(dx, static_cast<int32_t>(tokens), dgate, upload(device, hw1q), upload(device, hw2q),
+                                   dscales, dout, ws8),
+                     "launch fp8");
+  samples::ok_or_die(device.synchronize(), "synchronize");
+  const std::vector<uint16_t> out8 = download<uint16_t>(device, dout, tokens * hid);
+  for (size_t i = 0; i < out8.size(); ++i) got[i] = bf16_to_float(out8[i]);
+  const std::vector<double> want8 =
+      samples::moe_layer_reference(fp8, tokens, x, w1q, w2q, download<int32_t>(device, ws8.ids, n),
+                                   download<float>(device, ws8.weights, n), &scales);
+  ok = samples::check_close("fp8 layer output", got, want8, 2e-2) && ok;
   return ok ? 0 : 1;
 }
