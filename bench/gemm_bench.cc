@@ -377,24 +377,39 @@ int main(int argc, char** argv) {
              " w" + std::to_string(g.warps) + (g.in == bf16 ? "" : " e4m3");
     };
     std::vector<MoeGemm> tried;
-    for (const MoeGemm& g : {MoeGemm{128, 64, 4, 3, bf16}, MoeGemm{128, 64, 4, 4, bf16}, MoeGemm{256, 64, 8, 3, bf16},
-                             MoeGemm{256, 64, 8, 4, bf16}, MoeGemm{128, 128, 4, 4, f8e4m3},
-                             MoeGemm{256, 128, 8, 3, f8e4m3}, MoeGemm{256, 128, 8, 4, f8e4m3}}) {
+    for (const MoeGemm& g :
+         {MoeGemm{128, 64, 4, 3, bf16}, MoeGemm{128, 64, 4, 4, bf16}, MoeGemm{256, 64, 8, 3, bf16},
+          MoeGemm{256, 64, 8, 4, bf16}, MoeGemm{128, 128, 4, 3, f8e4m3}, MoeGemm{128, 128, 4, 4, f8e4m3},
+          MoeGemm{256, 128, 8, 3, f8e4m3}, MoeGemm{256, 128, 8, 4, f8e4m3}}) {
       if (moe_label(g).find(only) != std::string::npos) tried.push_back(g);
     }
     if (tried.empty()) continue;
     std::uniform_int_distribution<int> bits(0x3C00, 0x3F80), fp8(0x30, 0x3F), expert(0, experts - 1);
-    std::vector<uint16_t> a(int64_t{tokens} * kdim), w(int64_t{experts} * ncols * kdim);
-    for (auto& x : a) x = static_cast<uint16_t>(bits(gen));
-    for (auto& x : w) x = static_cast<uint16_t>(bits(gen));
-    std::vector<uint8_t> a8(a.size()), w8(w.size());  // e4m3 values in [0.5, 1)
-    for (auto& x : a8) x = static_cast<uint8_t>(fp8(gen));
-    for (auto& x : w8) x = static_cast<uint8_t>(fp8(gen));
+    // `count` random values of `d` on the device: bf16 in [1, 2], e4m3 in [0.5, 1).
+    auto random = [&](int64_t count, DType d) {
+      std::vector<uint8_t> bytes(count * d.bytes());
+      for (int64_t i = 0; i < count; ++i) {
+        if (d != bf16) {
+          bytes[i] = static_cast<uint8_t>(fp8(gen));
+          continue;
+        }
+        const auto v = static_cast<uint16_t>(bits(gen));
+        std::memcpy(&bytes[i * 2], &v, 2);
+      }
+      Buffer b = must(dev.allocate(bytes.size()), "allocate");
+      must(dev.copy_to_device(b, bytes.data(), bytes.size()), "copy");
+      return b;
+    };
+    // A and W in bf16 and in e4m3, each made when a configuration first takes it.
+    std::optional<std::pair<Buffer, Buffer>> operands[2];
+    auto operands_of = [&](DType in) -> const std::pair<Buffer, Buffer>& {
+      std::optional<std::pair<Buffer, Buffer>>& o = operands[in == bf16 ? 0 : 1];
+      if (!o) o = {random(int64_t{tokens} * kdim, in), random(int64_t{experts} * ncols * kdim, in)};
+      return *o;
+    };
     std::vector<int32_t> ids(n);
     for (auto& e : ids) e = expert(gen);
     const int64_t capacity = samples::moe_align_capacity(n, experts, 64);
-    Buffer ab = must(dev.allocate(a.size() * 2), "allocate"), wb = must(dev.allocate(w.size() * 2), "allocate");
-    Buffer ab8 = must(dev.allocate(a8.size()), "allocate"), wb8 = must(dev.allocate(w8.size()), "allocate");
     Buffer cb = must(dev.allocate(int64_t{n} * ncols * 2), "allocate"), idb = must(dev.allocate(n * 4), "allocate");
     Buffer sorted = must(dev.allocate(capacity * 4), "allocate"),
            blocks = must(dev.allocate(capacity / 64 * 4), "allocate");
@@ -402,10 +417,6 @@ int main(int argc, char** argv) {
     Buffer work = must(dev.allocate(samples::moe_align_workspace_bytes(n, experts, 1024)), "allocate");
     const std::vector<float> ones(experts, 1.0f);
     Buffer scale_a = must(dev.allocate(4), "allocate"), scale_w = must(dev.allocate(experts * 4), "allocate");
-    must(dev.copy_to_device(ab, a.data(), a.size() * 2), "copy");
-    must(dev.copy_to_device(wb, w.data(), w.size() * 2), "copy");
-    must(dev.copy_to_device(ab8, a8.data(), a8.size()), "copy");
-    must(dev.copy_to_device(wb8, w8.data(), w8.size()), "copy");
     must(dev.copy_to_device(idb, ids.data(), n * 4), "copy");
     must(dev.copy_to_device(scale_a, ones.data(), 4), "copy");
     must(dev.copy_to_device(scale_w, ones.data(), experts * 4), "copy");
@@ -420,9 +431,10 @@ int main(int argc, char** argv) {
       const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_gemm_grid(g, n, experts, ncols)),
                                .num_warps = m.warps,
                                .stream = &stream};
+      const auto& [ab, wb] = operands_of(m.in);
       const double t = time_ms([&] {
         if (g.scaled) {
-          must(fn.launch(lc, ab8, wb8, cb, sorted, blocks, offsets, scale_a, scale_w, n, top_k, experts, ncols, kdim),
+          must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, scale_a, scale_w, n, top_k, experts, ncols, kdim),
                "launch");
         } else {
           must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, ncols, kdim), "launch");

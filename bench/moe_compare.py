@@ -28,7 +28,7 @@ import triton.language as tl
 import triton.testing
 
 from attn_common import parse_args, print_case, write_json
-from moe_common import MOE_CONFIGS, moe_align_device, triton_moe_gemm
+from moe_common import MOE_CONFIGS, MOE_CONFIGS_FP8, moe_align_device, triton_moe_gemm
 
 # (name, tokens, experts, top_k, H, I, fp8): moe_bench's cases.
 CASES = [("mixtral, 4096 tokens", 4096, 8, 2, 4096, 14336, False),
@@ -144,9 +144,7 @@ def main():
             baselines["eager"] = {"us": triton.testing.do_bench(lambda: eager_layer(x, gate, w1, w2, top_k),
                                                                 return_mode="median") * 1e3}
         best = {}
-        # fp8 at rows of 128 bytes, as moe_bench's
-        configs = [dict(c, BLOCK_K=128) for c in MOE_CONFIGS] if fp8 else MOE_CONFIGS
-        for cfg in configs:
+        for cfg in MOE_CONFIGS_FP8 if fp8 else MOE_CONFIGS:
             label = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
             try:
                 got = triton_layer(x, gate, w1, w2, top_k, cfg, scales)
