@@ -93,14 +93,6 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       int g = groups.find(o.operands[0]);
       want[g] = std::max(want[g], analysis.access_run(o));
     }
-  }
-  for (int id : copied) {
-    const Op& o = ir.ops[id];
-    const int64_t elem = std::max(1, ir.type(o.results[0]).dtype().bytes());
-    int g = groups.find(o.operands[0]);
-    want[g] = std::max(want[g], std::min(analysis.runs(o.operands[0]).contiguous, kVectorBytes / elem));
-  }
-  for (const Op& o : ir.ops) {
     if ((o.op == OpCode::kReduce || o.op == OpCode::kScan || o.op == OpCode::kSort || o.op == OpCode::kReduceFn ||
          o.op == OpCode::kScanFn) &&
         ir.type(o.results[0]).is_tile()) {
@@ -113,6 +105,12 @@ std::vector<Blocking> plan_blocking(const KernelIR& ir, const AffineAnalysis& an
       // shuffle: it wants each thread's share of a row in one run.
       if (o.op == OpCode::kSort && inner > 0) want[g] = std::max(want[g], inner);
     }
+  }
+  for (int id : copied) {
+    const Op& o = ir.ops[id];
+    const int64_t elem = std::max(1, ir.type(o.results[0]).dtype().bytes());
+    int g = groups.find(o.operands[0]);
+    want[g] = std::max(want[g], std::min(analysis.runs(o.operands[0]).contiguous, kVectorBytes / elem));
   }
   std::vector<Blocking> out(ir.values.size());
   for (size_t v = 0; v < ir.values.size(); ++v) {

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   samples::MoeLayerConfig fp8 = config;
   fp8.up.in = fp8.down.in = f8e4m3;
   fp8.up.bk = fp8.down.bk = 128;  // rows of 128 bytes
-  samples::MoeFp8Reference scales = {.x = 1.0f / 448, .a = 1.0f / 32};
+  samples::MoeFp8Reference scales = {.x = 1.0f / 448, .a = 1.0f / 32, .w1 = {}, .w2 = {}};
   std::vector<float> w1q, w2q;
   const std::vector<uint8_t> hw1q = quantize(w1, e, scales.w1, w1q), hw2q = quantize(w2, e, scales.w2, w2q);
   const samples::MoeLayer layer8 = samples::value_or_die(samples::MoeLayer::compile(device, fp8), "compile fp8");

@@ -270,14 +270,22 @@ inline int64_t moe_gemm_grid(const MoeGemmConfig& g, int64_t n, int experts, int
 // saturated. A program takes a [kSwigluRows, kSwigluCols] tile; args h, a,
 // (scale, for fp8), n, I; launch on swiglu_grid.
 inline constexpr int kSwigluRows = 16, kSwigluCols = 128;
+// The program's [kSwigluRows, kSwigluCols] tile of a matrix `cols` wide,
+// tiles in row-major order: its rows [R, 1] and columns [1, C] (i32).
+struct GridTile {
+  Value r, c;
+};
+inline GridTile grid_tile(KernelBuilder& k, const Value& cols) {
+  Value tiles_c = cdiv(cols, kSwigluCols), p = k.program_id();
+  return {expand_dims(p / tiles_c * kSwigluRows + k.arange(0, kSwigluRows), 1),
+          expand_dims(p % tiles_c * kSwigluCols + k.arange(0, kSwigluCols), 0)};
+}
 inline absl::StatusOr<Kernel> swiglu_kernel(DType in = bf16, DType out = bf16) {
   KernelBuilder k("swiglu");
   Value h = k.arg(ptr(in), "h"), a = k.arg(ptr(out), "a");
   Value scale = out.is_float8() ? k.arg(ptr(f32), "scale") : Value();
   Value n = k.arg(i32, "n"), inter = k.arg(i32, "I");
-  Value tiles_c = cdiv(inter, kSwigluCols), p = k.program_id();
-  Value r = expand_dims(p / tiles_c * kSwigluRows + k.arange(0, kSwigluRows), 1);  // [R, 1] i32
-  Value c = expand_dims(p % tiles_c * kSwigluCols + k.arange(0, kSwigluCols), 0);  // [1, C] i32
+  const auto [r, c] = grid_tile(k, inter);
   Value inside = (r < n) & (c < inter);
   Value row = h + cast(r, i64) * cast(2 * inter, i64) + c;  // [R, C]: g's
   Value g = load_f32(row, inside, 0.0f), u = load_f32(row + inter, inside, 0.0f);
@@ -298,9 +306,7 @@ inline absl::StatusOr<Kernel> quantize_kernel(DType in = bf16, DType out = f8e4m
   KernelBuilder k("quantize");
   Value x = k.arg(ptr(in), "x"), y = k.arg(ptr(out), "y"), scale = k.arg(ptr(f32), "scale");
   Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
-  Value tiles_c = cdiv(cols, kSwigluCols), p = k.program_id();
-  Value r = expand_dims(p / tiles_c * kSwigluRows + k.arange(0, kSwigluRows), 1);  // [R, 1] i32
-  Value c = expand_dims(p % tiles_c * kSwigluCols + k.arange(0, kSwigluCols), 0);  // [1, C] i32
+  const auto [r, c] = grid_tile(k, cols);
   Value inside = (r < rows) & (c < cols), at = cast(r, i64) * cast(cols, i64) + c;
   store_as(y + at, load_f32(x + at, inside, 0.0f) * (1.0f / load(scale)), inside);
   return k.build();
@@ -439,7 +445,8 @@ class MoeLayer {
     TESSEL_ASSIGN_OR_RETURN(Function act, dev.compile(k.act, small));
     TESSEL_ASSIGN_OR_RETURN(Function down, dev.compile(k.down, gemm));
     TESSEL_ASSIGN_OR_RETURN(Function combine, dev.compile(k.combine, small));
-    Functions f{std::move(logits), std::move(pick), std::move(up), std::move(act), std::move(down), std::move(combine)};
+    Functions f{std::move(logits), std::move(pick),    std::move(up), std::move(act),
+                std::move(down),   std::move(combine), std::nullopt};
     if (k.quantize) {
       TESSEL_ASSIGN_OR_RETURN(f.quantize, dev.compile(*k.quantize, small));
     }

@@ -513,10 +513,12 @@ inline absl::StatusOr<MoeLayerRun> run_moe_layer(const Device& device, const sam
   // `count` values of `d` uniform in [-scale, scale] (bf16 where scale is not 1).
   auto random = [&](std::vector<float>& values, DType d, int64_t count, double scale) -> absl::StatusOr<Buffer> {
     Operand op = random_operand(d, std::max<int64_t>(count, 1), gen);
-    for (size_t i = 0; scale != 1 && i < op.values.size(); ++i) {
-      const uint16_t bits = float_to_bf16(static_cast<float>(op.values[i] * scale));
-      std::memcpy(&op.bytes[i * 2], &bits, 2);
-      op.values[i] = bf16_to_float(bits);
+    if (scale != 1) {
+      for (size_t i = 0; i < op.values.size(); ++i) {
+        const uint16_t bits = float_to_bf16(static_cast<float>(op.values[i] * scale));
+        std::memcpy(&op.bytes[i * 2], &bits, 2);
+        op.values[i] = bf16_to_float(bits);
+      }
     }
     values.assign(op.values.begin(), op.values.begin() + count);
     return put(device, op);
@@ -533,7 +535,7 @@ inline absl::StatusOr<MoeLayerRun> run_moe_layer(const Device& device, const sam
   TESSEL_ASSIGN_OR_RETURN(Buffer out, nan_buffer(device, bf16, std::max<int64_t>(tokens * hid, 1)));
   if (fp8) {
     std::uniform_real_distribution<float> around(0.5f, 1.5f);
-    run.scales = {.x = 1.0f / 64, .a = 1.0f / 32};
+    run.scales = {.x = 1.0f / 64, .a = 1.0f / 32, .w1 = {}, .w2 = {}};
     for (int64_t i = 0; i < e; ++i) {
       run.scales.w1.push_back(static_cast<float>(w1_range) * around(gen));
       run.scales.w2.push_back(static_cast<float>(w2_range) * around(gen));
