@@ -159,7 +159,9 @@ Lowering::Carried Lowering::carry_init(const Op& o, size_t first, const Op& yiel
             std::vector<std::vector<llvm::Value*>>(n)};
   for (size_t i = 0; i < n; ++i) {
     const Type& t = ir_.type(o.results[i]);
-    if (t.is_tile() && !carried_in_registers(t, {yield.operands[i]})) {
+    // A tile wanted in a layout (an accumulator the body adds a product
+    // to, in the product's registers) is carried there whatever its size.
+    if (t.is_tile() && wanted_[o.results[i]] == nullptr && !carried_in_registers(t, {yield.operands[i]})) {
       c.bufs[i] = new_buffer(t);
       copy_tile(c.bufs[i], val(o.operands[first + i]), t);
       continue;

@@ -379,6 +379,17 @@ inline absl::StatusOr<Kernel> tile_transpose_kernel() {
   return k.build();
 }
 
+// One K step of a GEMM: acc + a @ b. With `promote`, the step's product is
+// summed from zero and then added to acc in f32, instead of being summed
+// into acc on the tensor cores: Hopper's fp8 products sum there with fewer
+// bits than f32 as the sum grows (about 2^-12 of sum |a b| at K = 1000), so
+// a sum over all of K loses bits that one step's does not.
+inline Value gemm_step(const Value& a, const Value& b, const Value& acc, bool promote,
+                       Precision precision = Precision::kIeee) {
+  if (!promote) return dot(a, b, acc, precision);
+  return acc + dot(a, b, splat(0.0f, acc.type().shape()), precision);
+}
+
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
 // @ B, with A and B bf16, f16, fp8 (e4m3 or e5m2, per-tensor scales applied
 // to the f32 sum) or f32 (multiplied as tf32) in swizzled TMA boxes of rows
@@ -406,6 +417,10 @@ struct GemmConfig {
   // (per-tensor scales of fp8 operands), taken by the kernel after `bias`.
   bool scaled = false;
   bool tf32 = false;  // f32 operands multiplied as tf32 (Precision::kTf32)
+  // fp8 only: the tensor cores' own running sum over all of K, which keeps
+  // fewer bits than f32 as it grows (cuBLAS's fast accumulation). Without
+  // it each K step's product is added to an f32 accumulator (gemm_step).
+  bool fast_accum = false;
   // The persistent loop warp-specialized (LoopOptions::warp_specialize):
   // each of two consumer warpgroups computes whole bm x bn tiles, and a
   // producer warpgroup loads for both; the program takes 12 warps.
@@ -601,7 +616,8 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                   };
                   Value at = g.a_mk ? load_a({row, kk}) : trans(load_a({kk, row}));  // [BM, BK], smem
                   Value bt = g.b_nk ? trans(load_b({col, kk})) : load_b({kk, col});  // [BK, BN], smem
-                  acc = dot(at, bt, acc, g.tf32 ? Precision::kTf32 : Precision::kIeee);
+                  acc = gemm_step(at, bt, acc, g.in.is_float8() && !g.fast_accum,
+                                  g.tf32 ? Precision::kTf32 : Precision::kIeee);
                 },
                 {.stages = g.stages});
     auto epilogue = [&](Value out) {  // [BM, BN] f32, registers

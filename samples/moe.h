@@ -217,6 +217,11 @@ struct MoeGemmConfig {
   bool routed_weights = false;
   bool scaled = false;
   int stages = 0;  // the K loop's LoopOptions::stages
+  // fp8 only: the tensor cores' own running sum over all of K, which keeps
+  // fewer bits than f32 as it grows (cuBLAS's fast accumulation). Without
+  // it each step's product, bk of K, is summed from zero and added to an
+  // f32 accumulator (gemm_step).
+  bool fast_accum = false;
 };
 inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g, std::string name = "moe_gemm") {
   KernelBuilder k(std::move(name));
@@ -247,7 +252,7 @@ inline absl::StatusOr<Kernel> moe_gemm_kernel(const MoeGemmConfig& g, std::strin
                 Value ks = expand_dims(kk + k.arange(0, g.bk), 0);        // [1, BK]
                 Value at = load(a_rows + ks, row_in & (ks < kdim), 0.0);  // [BM, BK]: the block's tokens
                 Value bt = load(w_rows + ks, col_in & (ks < kdim), 0.0);  // [BN, BK]: the expert's
-                acc = dot(at, trans(bt), acc);
+                acc = gemm_step(at, trans(bt), acc, g.in.is_float8() && !g.fast_accum);
               },
               {.stages = g.stages});
   Value out = acc;

@@ -31,7 +31,8 @@ absl::StatusOr<DeviceCode> gemm_ptx(const GemmConfig& g, int nw = 8) {
   return compile_ptx(*kernel, warps(nw));
 }
 
-constexpr GemmConfig kFp8 = {.bm = 128, .bn = 256, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 3, .scaled = true};
+constexpr GemmConfig kFp8 = {
+    .bm = 128, .bn = 256, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 3, .scaled = true, .fast_accum = true};
 
 TEST(WgmmaForms, Fp8GemmStepsK32WithoutTransposeBits) {
   for (auto [a, b, types] : {std::tuple{f8e4m3, f8e4m3, "e4m3.e4m3"},
@@ -53,6 +54,31 @@ TEST(WgmmaForms, Fp8GemmStepsK32WithoutTransposeBits) {
     EXPECT_THAT(ptx, Not(HasSubstr("k16.f32")));
     if (a == f8e4m3 && b == f8e4m3) expect_ptxas_clean(ptx);
   }
+}
+
+// Without fast accumulation each K step's products start from zero in a
+// second accumulator, which one f32 add an element moves into the first:
+// both stay in wgmma's registers (128 x 128 over 256 threads, 64 adds a
+// thread each step), however wide the tile. Carried by the loop as an add's
+// result, the 128 x 256 accumulator once went to shared memory (673 KB).
+TEST(WgmmaForms, Fp8StepsAddedInF32KeepBothAccumulatorsInRegisters) {
+  GemmConfig g = kFp8;
+  g.bn = 128;
+  g.stages = 4;
+  g.fast_accum = false;
+  absl::StatusOr<DeviceCode> code = gemm_ptx(g);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 4);
+  EXPECT_EQ(count(ptx, "add.rn.f32"), 64);
+  EXPECT_THAT(ptx, Not(HasSubstr("st.shared.f32")));
+  expect_ptxas_clean(ptx);
+  g.bn = 256;
+  g.stages = 3;
+  absl::StatusOr<DeviceCode> wide = gemm_ptx(g);
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(count(wide->binary, "add.rn.f32"), 128);
+  EXPECT_THAT(wide->binary, Not(HasSubstr("st.shared.f32")));
 }
 
 TEST(WgmmaForms, Fp8BoxesTakeAStageOfTheSameBytesAsBf16) {

@@ -74,7 +74,8 @@ TEST_F(Moe, AlignmentAgreesWithTheHostAndTheReference) {
 // weights (times its router weight, and fp8's scales): rows gathered by
 // the alignment, dropped choices' rows left alone, K not a multiple of the
 // tile, N ragged, blocks of 64 on the tensor cores (with copy rings) and of
-// 16 off them, bf16 and fp8 operands.
+// 16 off them, bf16 and fp8 operands (each K step's sum added in f32, and
+// fast accumulation).
 TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
@@ -92,7 +93,9 @@ TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
         Case{{150, 2, 8, 256, 384},
              {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .routed_weights = true, .scaled = true, .stages = 4},
              8},
-        Case{{37, 2, 5, 136, 200}, {.bm = 64, .bn = 128, .bk = 128, .in = f8e5m2, .scaled = true}, 4}}) {
+        Case{{37, 2, 5, 136, 200},
+             {.bm = 64, .bn = 128, .bk = 128, .in = f8e5m2, .scaled = true, .fast_accum = true},
+             4}}) {
     const matmul_cases::MoeProblem& p = c.p;
     SCOPED_TRACE(::testing::Message() << p.tokens << " tokens x " << p.top_k << " of " << p.experts << " experts, N "
                                       << p.n_cols << ", K " << p.k << ", blocks of " << c.g.bm << " x " << c.g.bn
