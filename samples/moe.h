@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -614,8 +615,8 @@ inline std::vector<double> moe_logits_reference(const std::vector<float>& x, con
   return out;
 }
 
-// A weight as moe_token_reference reads it: a bf16 or e4m3 value, or its
-// bits (uint16_t bf16's, uint8_t e4m3's).
+// A weight as moe_check_token reads it: a bf16 or e4m3 value, or its bits
+// (uint16_t bf16's, uint8_t e4m3's).
 inline double moe_weight(float v) { return v; }
 inline double moe_weight(uint16_t bits) { return bf16_to_float(bits); }
 inline double moe_weight(uint8_t bits) { return float8_to_float(bits, Float8::kE4M3); }
@@ -626,67 +627,183 @@ struct MoeFp8Reference {
   std::vector<float> w1, w2;  // [experts]
 };
 
-// MoeLayer's experts on the host for one token, in double, rounded to bf16
-// where the layer rounds (each choice's h and y, a of a bf16 layer, and the
-// output) and quantized to e4m3 where an fp8 layer quantizes (x and a, by
-// f32 products with their scales' reciprocals): its row of the output [H]
-// for its top_k choices `ids` and their router `weights`, from its row of x
-// [H], w1 [experts, 2I, H] and w2 [experts, H, I]. Choices outside [0,
-// experts) are dropped.
+// How far a GEMM's f32 sum may be from the exact one, as a share of the sum
+// of its terms' magnitudes: f32 accumulation's; for fp8 operands the tensor
+// cores', which keep fewer bits, within each K step (promoted) or over all
+// of K (fast accumulation).
+inline double moe_sum_tolerance(const MoeGemmConfig& g) {
+  if (!g.in.is_float8()) return 1e-5;
+  return std::ldexp(1.0, g.fast_accum ? -11 : -13);
+}
+
+// One token's pass through MoeLayer as the device left it: its input row x
+// [H], its top_k choices `ids` and router `weights`, and for each choice
+// its rows of the workspace's h [2I], a [I] (for fp8, e4m3 values before
+// a's scale) and y [H] (top_k rows each), then its output row out [H].
+struct MoeTokenRun {
+  const float* x;
+  const int32_t* ids;
+  const float* weights;
+  const float *h, *a, *y, *out;
+};
+
+// The worst error over its bound seen at each of the layer's stages (a
+// stage passes at 1 or less), and the first value past its bound, named.
+struct MoeStageErrors {
+  double h = 0, a = 0, y = 0, out = 0;
+  std::string first;
+  double worst() const { return std::max({h, a, y, out}); }
+};
+
+// Checks one token's stages, each against a double reference computed from
+// the stage before it as the device left it, so that a rounding the device
+// takes the other way (an fp8 a one step off, after an h one bf16 step off)
+// is not mistaken for an error downstream:
+// - h, the up projection: sum_k x_k w1[e, r, k] times the scales (x
+//   quantized to e4m3 first in an fp8 layer), rounded to bf16; bound: the
+//   GEMM's sum tolerance (moe_sum_tolerance) times sum_k |x_k w_k|, plus
+//   the rounding.
+// - a = silu(g) u from the device's h, rounded to bf16 or quantized to
+//   e4m3 by a's scale (saturated); bound: half a step of the result's
+//   format, with 2^-10 of it for the kernel's fast exp.
+// - y, the down projection from the device's a times the router's weight,
+//   rounded to bf16; bound as h's.
+// - out, the sum of the token's y rows rounded to bf16.
+// Choices outside [0, experts) have no rows to check and add nothing.
 template <class W>
-std::vector<double> moe_token_reference(const MoeLayerConfig& c, const float* x, const std::vector<W>& w1,
-                                        const std::vector<W>& w2, const int32_t* ids, const float* weights,
-                                        const MoeFp8Reference* fp8 = nullptr) {
-  auto round = [](double v) { return double{bf16_to_float(float_to_bf16(static_cast<float>(v)))}; };
+void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& run, const std::vector<W>& w1,
+                     const std::vector<W>& w2, const MoeFp8Reference* fp8, MoeStageErrors& errors) {
   auto quantize = [](double v, float scale) {
     return double{
         float8_to_float(float_to_float8(static_cast<float>(v) * (1.0f / scale), Float8::kE4M3), Float8::kE4M3)};
   };
+  // Records |got - want| / bound at `stage`, and names the first past 1.
+  auto check = [&](double& stage, const char* name, int64_t j, int64_t i, double got, double want, double bound) {
+    const double ratio = std::abs(got - want) / std::max(bound, 1e-30);
+    stage = std::isnan(ratio) ? INFINITY : std::max(stage, ratio);
+    if (!(ratio <= 1) && errors.first.empty()) {
+      errors.first = absl::StrCat("token ", token, (j >= 0 ? absl::StrCat(" choice ", j, " ") : " "), name, "[", i,
+                                  "] = ", got, ", want ", want, " within ", bound);
+    }
+  };
+  // A's rounding: half a step of bf16 (8 significant bits) or of e4m3 (4,
+  // steps of 2^-9 below 2^-6), at |v|.
+  auto half_step = [&](double v) {
+    if (fp8 == nullptr) return std::ldexp(std::abs(v), -8);
+    return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -6) - 4);
+  };
   const int64_t hid = c.hidden, inter = c.intermediate;
-  std::vector<double> out(hid, 0.0), xs(x, x + hid), h(2 * inter), a(inter);
+  std::vector<double> xs(run.x, run.x + hid), sum_y(hid, 0.0), size_y(hid, 0.0);
   if (fp8 != nullptr) {
     for (double& v : xs) v = quantize(v, fp8->x);
   }
   for (int j = 0; j < c.top_k; ++j) {
-    const int64_t e = ids[j];
+    const int64_t e = run.ids[j];
     if (e < 0 || e >= c.experts) continue;
     const double up_scale = fp8 != nullptr ? double{fp8->x} * fp8->w1[e] : 1;
-    const double down_scale = fp8 != nullptr ? double{fp8->a} * fp8->w2[e] : 1;
+    const double down_scale = (fp8 != nullptr ? double{fp8->a} * fp8->w2[e] : 1) * run.weights[j];
+    const float* h = run.h + j * 2 * inter;
+    const float* a = run.a + j * inter;
+    const float* y = run.y + j * hid;
     for (int64_t r = 0; r < 2 * inter; ++r) {
       const W* w = &w1[(e * 2 * inter + r) * hid];
-      double sum = 0;
-      for (int64_t k = 0; k < hid; ++k) sum += xs[k] * moe_weight(w[k]);
-      h[r] = round(sum * up_scale);
+      double sum = 0, size = 0;
+      for (int64_t k = 0; k < hid; ++k) {
+        sum += xs[k] * moe_weight(w[k]);
+        size += std::abs(xs[k] * moe_weight(w[k]));
+      }
+      const double want = sum * up_scale;
+      check(errors.h, "h", j, r, h[r], want,
+            moe_sum_tolerance(c.up) * size * std::abs(up_scale) + std::ldexp(std::abs(want), -8));
     }
     for (int64_t r = 0; r < inter; ++r) {
-      const double v = h[r] / (1 + std::exp(-h[r])) * h[inter + r];
-      a[r] = fp8 != nullptr ? quantize(v, fp8->a) : round(v);
+      const double g = h[r], v = g / (1 + std::exp(-g)) * h[inter + r];
+      const double want = fp8 != nullptr ? std::clamp(v / fp8->a, -448.0, 448.0) : v;
+      check(errors.a, "a", j, r, a[r], want, half_step(want) * (1 + std::ldexp(1.0, -10)));
     }
     for (int64_t col = 0; col < hid; ++col) {
       const W* w = &w2[(e * hid + col) * inter];
-      double sum = 0;
-      for (int64_t k = 0; k < inter; ++k) sum += a[k] * moe_weight(w[k]);
-      out[col] += round(sum * down_scale * weights[j]);
+      double sum = 0, size = 0;
+      for (int64_t k = 0; k < inter; ++k) {
+        sum += a[k] * moe_weight(w[k]);
+        size += std::abs(a[k] * moe_weight(w[k]));
+      }
+      const double want = sum * down_scale;
+      check(errors.y, "y", j, col, y[col], want,
+            moe_sum_tolerance(c.down) * size * std::abs(down_scale) + std::ldexp(std::abs(want), -8));
+      sum_y[col] += y[col];
+      size_y[col] += std::abs(y[col]);
     }
   }
-  for (double& v : out) v = round(v);
+  for (int64_t col = 0; col < hid; ++col) {
+    check(errors.out, "out", -1, col, run.out[col], sum_y[col],
+          std::ldexp(std::abs(sum_y[col]), -8) + 1e-6 * size_y[col]);
+  }
+}
+
+// The values of `d` in `bytes`: bf16's and e4m3's as floats, others (f32,
+// i32) as T of the same bytes.
+template <class T>
+std::vector<T> moe_values(const std::vector<uint8_t>& bytes, DType d) {
+  std::vector<T> out(bytes.size() / d.bytes());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (d == bf16) {
+      uint16_t bits;
+      std::memcpy(&bits, &bytes[i * 2], 2);
+      out[i] = bf16_to_float(bits);
+    } else if (d == f8e4m3) {
+      out[i] = float8_to_float(bytes[i], Float8::kE4M3);
+    } else {
+      std::memcpy(&out[i], &bytes[i * sizeof(T)], sizeof(T));
+    }
+  }
   return out;
 }
 
-// The same for every token: out [tokens, H] for the choices `ids` [tokens *
-// top_k] and their `weights`, from x [tokens, H].
-inline std::vector<double> moe_layer_reference(const MoeLayerConfig& c, int64_t tokens, const std::vector<float>& x,
-                                               const std::vector<float>& w1, const std::vector<float>& w2,
-                                               const std::vector<int32_t>& ids, const std::vector<float>& weights,
-                                               const MoeFp8Reference* fp8 = nullptr) {
-  std::vector<double> out;
-  out.reserve(tokens * c.hidden);
+// What a run of MoeLayer over `tokens` left, whole, for moe_check_layer:
+// the router's choices and weights, the workspace's h, a and y, and the
+// output, as floats (a's e4m3 values before its scale).
+struct MoeLayerOutputs {
+  std::vector<int32_t> ids;
+  std::vector<float> weights, h, a, y, out;
+};
+inline absl::StatusOr<MoeLayerOutputs> moe_layer_outputs(const Device& dev, const MoeLayerConfig& c, int64_t tokens,
+                                                         const MoeLayer::Workspace& ws, const Buffer& out) {
+  const int64_t n = tokens * c.top_k;
+  auto fetch = [&]<class T>(std::vector<T>& to, const Buffer& b, DType d, int64_t count) -> absl::Status {
+    std::vector<uint8_t> bytes(count * d.bytes());
+    TESSEL_RETURN_IF_ERROR(dev.copy_to_host(bytes.data(), b, bytes.size()));
+    to = moe_values<T>(bytes, d);
+    return absl::OkStatus();
+  };
+  MoeLayerOutputs o;
+  TESSEL_RETURN_IF_ERROR(fetch(o.ids, ws.ids, i32, n));
+  TESSEL_RETURN_IF_ERROR(fetch(o.weights, ws.weights, f32, n));
+  TESSEL_RETURN_IF_ERROR(fetch(o.h, ws.h, bf16, n * 2 * c.intermediate));
+  TESSEL_RETURN_IF_ERROR(fetch(o.a, ws.a, c.up.in, n * c.intermediate));
+  TESSEL_RETURN_IF_ERROR(fetch(o.y, ws.y, bf16, n * c.hidden));
+  TESSEL_RETURN_IF_ERROR(fetch(o.out, out, bf16, tokens * c.hidden));
+  return o;
+}
+
+// moe_check_token for every token of a run, from its input x [tokens, H].
+template <class W>
+MoeStageErrors moe_check_layer(const MoeLayerConfig& c, const std::vector<float>& x, const MoeLayerOutputs& o,
+                               const std::vector<W>& w1, const std::vector<W>& w2,
+                               const MoeFp8Reference* fp8 = nullptr) {
+  MoeStageErrors errors;
+  const int64_t tokens = static_cast<int64_t>(o.out.size()) / c.hidden, k = c.top_k;
   for (int64_t t = 0; t < tokens; ++t) {
-    const std::vector<double> row =
-        moe_token_reference(c, &x[t * c.hidden], w1, w2, &ids[t * c.top_k], &weights[t * c.top_k], fp8);
-    out.insert(out.end(), row.begin(), row.end());
+    const MoeTokenRun run = {&x[t * c.hidden],
+                             &o.ids[t * k],
+                             &o.weights[t * k],
+                             &o.h[t * k * 2 * c.intermediate],
+                             &o.a[t * k * c.intermediate],
+                             &o.y[t * k * c.hidden],
+                             &o.out[t * c.hidden]};
+    moe_check_token(c, t, run, w1, w2, fp8, errors);
   }
-  return out;
+  return errors;
 }
 
 }  // namespace samples

@@ -496,18 +496,19 @@ inline std::string moe_gemm_mismatch(const samples::MoeGemmConfig& g, const MoeP
 // A whole MoE layer (samples::MoeLayer) on `device`, on random inputs
 // scaled so that its activations stay near 1 (an fp8 layer's weights e4m3
 // with a random scale per expert): the inputs as the kernels read them, and
-// what the layer left (the router's logits, choices and weights, and out).
+// what the layer left (the router's logits, and its choices, weights,
+// workspace and output).
 struct MoeLayerRun {
   std::vector<float> x, gate, w1, w2;
   samples::MoeFp8Reference scales;  // an fp8 layer's
-  std::vector<float> logits, weights, out;
-  std::vector<int32_t> ids;
+  std::vector<float> logits;
+  samples::MoeLayerOutputs outputs;
 };
 inline absl::StatusOr<MoeLayerRun> run_moe_layer(const Device& device, const samples::MoeLayerConfig& c, int64_t tokens,
                                                  std::mt19937& gen) {
   TESSEL_ASSIGN_OR_RETURN(samples::MoeLayer layer, samples::MoeLayer::compile(device, c));
   TESSEL_ASSIGN_OR_RETURN(samples::MoeLayer::Workspace ws, layer.workspace(tokens));
-  const int64_t e = c.experts, hid = c.hidden, inter = c.intermediate, n = tokens * c.top_k;
+  const int64_t e = c.experts, hid = c.hidden, inter = c.intermediate;
   const bool fp8 = c.up.in == f8e4m3;
   MoeLayerRun run;
   // `count` values of `d` uniform in [-scale, scale] (bf16 where scale is not 1).
@@ -551,16 +552,14 @@ inline absl::StatusOr<MoeLayerRun> run_moe_layer(const Device& device, const sam
   }
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   TESSEL_ASSIGN_OR_RETURN(run.logits, download_f32(device, ws.logits, f32, tokens * e));
-  TESSEL_ASSIGN_OR_RETURN(run.weights, download_f32(device, ws.weights, f32, n));
-  TESSEL_ASSIGN_OR_RETURN(run.out, download_f32(device, out, bf16, tokens * hid));
-  run.ids.resize(n);
-  TESSEL_RETURN_IF_ERROR(device.copy_to_host(run.ids.data(), ws.ids, n * 4));
+  TESSEL_ASSIGN_OR_RETURN(run.outputs, samples::moe_layer_outputs(device, c, tokens, ws, out));
   return run;
 }
 
 // The first thing wrong with `run` (a logit off the double reference, a
 // choice or weight other than the host router's from the run's own logits,
-// an output off samples::moe_layer_reference), or empty.
+// a stage of a token's pass off samples::moe_check_layer's bounds), or
+// empty.
 inline std::string moe_layer_mismatch(const samples::MoeLayerConfig& c, int64_t tokens, const MoeLayerRun& run) {
   const int64_t e = c.experts, hid = c.hidden;
   const std::vector<double> logits = samples::moe_logits_reference(run.x, run.gate, tokens, e, hid);
@@ -573,22 +572,14 @@ inline std::string moe_layer_mismatch(const samples::MoeLayerConfig& c, int64_t 
     const samples::RouterPick pick = samples::router_reference(&run.logits[t * e], c.experts, c.top_k);
     for (int j = 0; j < c.top_k; ++j) {
       const int64_t i = t * c.top_k + j;
-      if (run.ids[i] != pick.ids[j] || !(std::abs(run.weights[i] - pick.weights[j]) <= 1e-5)) {
-        return absl::StrCat("token ", t, "'s choice ", j, " is expert ", run.ids[i], " at ", run.weights[i], ", want ",
-                            pick.ids[j], " at ", pick.weights[j]);
+      if (run.outputs.ids[i] != pick.ids[j] || !(std::abs(run.outputs.weights[i] - pick.weights[j]) <= 1e-5)) {
+        return absl::StrCat("token ", t, "'s choice ", j, " is expert ", run.outputs.ids[i], " at ",
+                            run.outputs.weights[i], ", want ", pick.ids[j], " at ", pick.weights[j]);
       }
     }
   }
-  // The reference rounds where the layer does; what is left is the order
-  // of f32 sums, and a rounding that goes the other way.
-  const std::vector<double> out = samples::moe_layer_reference(c, tokens, run.x, run.w1, run.w2, run.ids, run.weights,
-                                                               c.up.in == f8e4m3 ? &run.scales : nullptr);
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!(std::abs(run.out[i] - out[i]) <= 2e-2 * (std::abs(out[i]) + 1))) {
-      return absl::StrCat("out[", i / hid, ", ", i % hid, "] = ", run.out[i], ", want ", out[i]);
-    }
-  }
-  return "";
+  return samples::moe_check_layer(c, run.x, run.outputs, run.w1, run.w2, c.up.in == f8e4m3 ? &run.scales : nullptr)
+      .first;
 }
 
 // Attention on `device` (samples::attention_kernel(c), as many warps as it

@@ -1,9 +1,12 @@
-// A whole MoE layer (samples/moe.h MoeLayer) on the host target against
-// its double reference, at a few shapes (tokens not a multiple of the
+// A whole MoE layer (samples/moe.h MoeLayer) on the host target, stage by
+// stage against its double reference (and that those checks fail where a
+// stage is off), at a few shapes (tokens not a multiple of the
 // blocks, one expert chosen of one, top 3 of 6, no tokens), bf16 and fp8
 // (e4m3 weights and activations, static scales); its combine
 // step alone with dropped choices; and the errors bad configurations, a
 // short workspace and short buffers get.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -11,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/float16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -43,6 +47,37 @@ TEST(MoeLayer, MatchesADoubleReference) {
     absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, tokens, gen);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
+  }
+}
+
+// The stage checks fail where a stage is off by more than its bound and
+// name it: h, a and y of a token's first choice, and its output, each
+// moved by a step of its format from what the host left (its rounding
+// already takes up to half of the bound), in a bf16 and an fp8 layer.
+TEST(MoeLayer, StageChecksNameTheStageThatIsOff) {
+  TESSEL_SEEDED_GEN(gen);
+  absl::StatusOr<Device> dev = Device::open("host:2");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  for (DType in : {bf16, f8e4m3}) {
+    const samples::MoeGemmConfig tile = {.bm = 16, .bn = 64, .bk = 32, .in = in};
+    const samples::MoeLayerConfig c = {
+        .experts = 4, .top_k = 2, .hidden = 64, .intermediate = 96, .up = tile, .down = tile};
+    absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, 9, gen);
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(matmul_cases::moe_layer_mismatch(c, 9, *run), "");
+    const int64_t t = 5, i = t * c.top_k;  // token 5's first choice
+    for (auto [stage, values, at] : {std::tuple{"h", &samples::MoeLayerOutputs::h, i * 2 * c.intermediate + 7},
+                                     {"a", &samples::MoeLayerOutputs::a, i * c.intermediate + 3},
+                                     {"y", &samples::MoeLayerOutputs::y, i * c.hidden + 11},
+                                     {"out", &samples::MoeLayerOutputs::out, t * c.hidden + 2}}) {
+      SCOPED_TRACE(::testing::Message() << in.name() << ", " << stage);
+      matmul_cases::MoeLayerRun off = *run;
+      float& v = (off.outputs.*values)[at];
+      const bool e4m3 = in == f8e4m3 && std::string(stage) == "a";
+      v += std::max(std::abs(v), 0.25f) * (e4m3 ? 0.25f : 1.0f / 64);  // two steps of e4m3, four of bf16
+      EXPECT_THAT(matmul_cases::moe_layer_mismatch(c, 9, off),
+                  HasSubstr(absl::StrCat("token 5 ", stage == std::string("out") ? "" : "choice 0 ", stage, "[")));
+    }
   }
 }
 
