@@ -53,7 +53,7 @@ std::string label(const Config& c) {
          (c.gemm.warp_specialize ? (c.gemm.cooperative ? " coop" : " ws") : "") +
          (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") +
          (c.gemm.stream_k ? " stream-K" : "") + (c.gemm.cluster_m > 1 ? " cluster 2x1" : "") +
-         (c.gemm.cluster_n > 1 ? " cluster 1x2" : "");
+         (c.gemm.cluster_n > 1 ? " cluster 1x2" : "") + (c.gemm.in.is_float8() && c.gemm.fast_accum ? " fast" : "");
 }
 
 // Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
@@ -145,8 +145,13 @@ int main(int argc, char** argv) {
     configs.push_back(config(128, 256, 3, 8, in, b_nk));
     configs.push_back(config(128, 128, 4, 8, in, b_nk));
   }
-  for (auto [bm, bn, stages] : std::vector<std::array<int, 3>>{{128, 256, 3}, {128, 128, 4}}) {
-    configs.push_back(config(bm, bn, stages, 8, f8e4m3, true));
+  // fp8 with fast accumulation (the tensor cores' sum over all of K), and with each K step added to
+  // an f32 accumulator: two accumulators a thread, so no tile wider than 64 x 192 a warpgroup.
+  for (auto [bn, stages, warps, fast] : std::vector<std::array<int, 4>>{
+           {256, 3, 8, 1}, {128, 4, 8, 1}, {128, 4, 8, 0}, {128, 5, 8, 0}, {128, 4, 12, 0}, {192, 4, 12, 0}}) {
+    configs.push_back(config(128, bn, stages, warps, f8e4m3, true));
+    configs.back().gemm.fast_accum = fast != 0;
+    configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = warps == 12;
   }
   // Split-K (partial tiles added into an f32 workspace, then rounded to bf16 by
   // samples::splitk_finish_kernel, both timed): for few tiles and a long K,
@@ -365,6 +370,7 @@ int main(int argc, char** argv) {
     int64_t bn, bk;
     int warps, stages;
     DType in;
+    bool fast_accum = false;
   };
   for (const auto& [tokens, top_k, experts, ncols, kdim] :
        std::vector<std::array<int, 5>>{{4096, 2, 8, 14336, 4096}, {4096, 6, 64, 2816, 2048}}) {
@@ -374,13 +380,17 @@ int main(int argc, char** argv) {
                               std::to_string(kdim) + ", ";
     auto moe_label = [&](const MoeGemm& g) {
       return shape + "64x" + std::to_string(g.bn) + "x" + std::to_string(g.bk) + " s" + std::to_string(g.stages) +
-             " w" + std::to_string(g.warps) + (g.in == bf16 ? "" : " e4m3");
+             " w" + std::to_string(g.warps) +
+             (g.in == bf16   ? ""
+              : g.fast_accum ? " e4m3 fast"
+                             : " e4m3");
     };
     std::vector<MoeGemm> tried;
     for (const MoeGemm& g :
          {MoeGemm{128, 64, 4, 3, bf16}, MoeGemm{128, 64, 4, 4, bf16}, MoeGemm{256, 64, 8, 3, bf16},
           MoeGemm{256, 64, 8, 4, bf16}, MoeGemm{128, 128, 4, 3, f8e4m3}, MoeGemm{128, 128, 4, 4, f8e4m3},
-          MoeGemm{256, 128, 8, 3, f8e4m3}, MoeGemm{256, 128, 8, 4, f8e4m3}}) {
+          MoeGemm{256, 128, 8, 3, f8e4m3}, MoeGemm{256, 128, 8, 4, f8e4m3}, MoeGemm{128, 128, 4, 4, f8e4m3, true},
+          MoeGemm{256, 128, 8, 4, f8e4m3, true}}) {
       if (moe_label(g).find(only) != std::string::npos) tried.push_back(g);
     }
     if (tried.empty()) continue;
@@ -423,8 +433,13 @@ int main(int argc, char** argv) {
     const samples::MoeAlign align = must(samples::MoeAlign::compile(dev, experts, 64), "moe_align");
     must(align.launch(idb, n, sorted, blocks, offsets, work), "moe_align");
     for (const MoeGemm& m : tried) {
-      const samples::MoeGemmConfig g = {
-          .bm = 64, .bn = m.bn, .bk = m.bk, .in = m.in, .scaled = m.in != bf16, .stages = m.stages};
+      const samples::MoeGemmConfig g = {.bm = 64,
+                                        .bn = m.bn,
+                                        .bk = m.bk,
+                                        .in = m.in,
+                                        .scaled = m.in != bf16,
+                                        .stages = m.stages,
+                                        .fast_accum = m.fast_accum};
       CompileOptions options;
       options.num_warps = m.warps;
       const Function fn = must(dev.compile(must(samples::moe_gemm_kernel(g), "build"), options), "compile");

@@ -6,7 +6,8 @@
   fused_epilogue       cuBLAS's bias + GELU epilogue (torch._addmm_activation) vs its plain GEMM, bf16
   matmul_tflops        Triton TMA persistent matmul (best of MM_CONFIGS) vs torch.matmul (cuBLAS), bf16 and f16
                        in and out; fp8 e4m3 in, bf16 out vs torch._scaled_mm (per-tensor scales of 1,
-                       use_fast_accum=True) and the same Triton kernel at MM_CONFIGS_FP8; on
+                       use_fast_accum=True, and False: sums promoted to f32) and the same Triton kernel at
+                       MM_CONFIGS_FP8; on
                        bench/gemm_bench's tensors with --gemm-inputs DIR
   matmul_shapes        the same for bf16 at the shapes of --tune-shapes (bench/gemm_bench's autotuned shapes)
   matmul_pointer       Triton's matmul in its tutorial's form (operands through pointers, tl.load in the K
@@ -453,6 +454,15 @@ def _matmul_row(args, M, N, K, dtype, inputs=None):
             row["cublas_tflops"] = flop / ms / 1e9
         except Exception as e:
             row["cublas_error"] = _err(e)
+        if fp8:  # cuBLAS without fast accumulation: its sums promoted to f32, as tessel's fp8 GEMM by default
+            try:
+                exact = lambda: torch._scaled_mm(a, b.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                 use_fast_accum=False)
+                row["cublas_f32_sums_rel_err"] = _rel_err(exact(), reference)
+                ms = _bench_ms(exact)
+                row["cublas_f32_sums_ms"], row["cublas_f32_sums_tflops"] = ms, flop / ms / 1e9
+            except Exception as e:
+                row["cublas_f32_sums_error"] = _err(e)
         for cfg in (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS):
             name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
             try:
@@ -702,7 +712,9 @@ def print_table(res):
         _shape_lines(out, r, lambda row: f"matmul {row['M']}x{row['N']}x{row['K']} "
                                          f"{row.get('dtype', '').replace('float8_e4m3fn', 'f8e4m3')}",
                      lambda row: f"triton {_f(row, 'triton_tflops', '.1f')}  cublas {_f(row, 'cublas_tflops', '.1f')}"
-                                 f" TFLOP/s  ratio {_f(row, 'triton_over_cublas', '.3f')}"
+                                 + (f" (f32 sums {_f(row, 'cublas_f32_sums_tflops', '.1f')})"
+                                    if "cublas_f32_sums_tflops" in row else "")
+                                 + f" TFLOP/s  ratio {_f(row, 'triton_over_cublas', '.3f')}"
                                  "  " + _verdict(row, 'rel_err'))
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
