@@ -705,16 +705,22 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
     const float* h = run.h + j * 2 * inter;
     const float* a = run.a + j * inter;
     const float* y = run.y + j * hid;
-    for (int64_t r = 0; r < 2 * inter; ++r) {
-      const W* w = &w1[(e * 2 * inter + r) * hid];
+    // A GEMM's element from its K values `v` and row of weights `w`,
+    // against the device's `got`, at `stage`.
+    auto check_sum = [&](double& stage, const char* name, int64_t i, float got, const auto* v, const W* w, int64_t k,
+                         double scale, const MoeGemmConfig& g) {
       double sum = 0, size = 0;
-      for (int64_t k = 0; k < hid; ++k) {
-        sum += xs[k] * moe_weight(w[k]);
-        size += std::abs(xs[k] * moe_weight(w[k]));
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double term = v[kk] * moe_weight(w[kk]);
+        sum += term;
+        size += std::abs(term);
       }
-      const double want = sum * up_scale;
-      check(errors.h, "h", j, r, h[r], want,
-            moe_sum_tolerance(c.up) * size * std::abs(up_scale) + std::ldexp(std::abs(want), -8));
+      const double want = sum * scale;
+      check(stage, name, j, i, got, want,
+            moe_sum_tolerance(g) * size * std::abs(scale) + std::ldexp(std::abs(want), -8));
+    };
+    for (int64_t r = 0; r < 2 * inter; ++r) {
+      check_sum(errors.h, "h", r, h[r], xs.data(), &w1[(e * 2 * inter + r) * hid], hid, up_scale, c.up);
     }
     for (int64_t r = 0; r < inter; ++r) {
       const double g = h[r], v = g / (1 + std::exp(-g)) * h[inter + r];
@@ -722,15 +728,7 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
       check(errors.a, "a", j, r, a[r], want, half_step(want) * (1 + std::ldexp(1.0, -10)));
     }
     for (int64_t col = 0; col < hid; ++col) {
-      const W* w = &w2[(e * hid + col) * inter];
-      double sum = 0, size = 0;
-      for (int64_t k = 0; k < inter; ++k) {
-        sum += a[k] * moe_weight(w[k]);
-        size += std::abs(a[k] * moe_weight(w[k]));
-      }
-      const double want = sum * down_scale;
-      check(errors.y, "y", j, col, y[col], want,
-            moe_sum_tolerance(c.down) * size * std::abs(down_scale) + std::ldexp(std::abs(want), -8));
+      check_sum(errors.y, "y", col, y[col], a, &w2[(e * hid + col) * inter], inter, down_scale, c.down);
       sum_y[col] += y[col];
       size_y[col] += std::abs(y[col]);
     }
