@@ -4,6 +4,7 @@
 
 #include "base/status.h"
 #include "base/tma_rules.h"
+#include "codegen/hazards.h"
 #include "codegen/loops.h"
 #include "codegen/lowering.h"
 #include "dsl/ops.h"
@@ -100,14 +101,32 @@ absl::Status Lowering::load(const Op& o, const Type& rt) {
 }
 
 llvm::Value* Lowering::load_element(const Op& o, ElemIndex& at) {
-  const Type& rt = ir_.type(o.results[0]);
-  llvm::Type* mt = elem_mem_type(rt);
   const bool masked = o.operands.size() == 3;
   llvm::Value* p = ir_.type(o.operands[0]).is_tile() ? addresses(o.operands[0])(at) : val(o.operands[0]);
-  llvm::Value* mask = masked ? element(o.operands[1], at) : nullptr;
-  llvm::Value* other = masked ? to_memory(element(o.operands[2], at), mt) : nullptr;
+  return load_scalar(o, p, masked ? element(o.operands[1], at) : nullptr,
+                     masked ? element(o.operands[2], at) : nullptr);
+}
+
+llvm::Value* Lowering::load_scalar(const Op& o, llvm::Value* p, llvm::Value* mask, llvm::Value* other) {
+  const Type& rt = ir_.type(o.results[0]);
+  llvm::Type* mt = elem_mem_type(rt);
   llvm::Value* ok = checked(o, p, module_->getDataLayout().getTypeStoreSize(mt), mask);
-  return from_memory(predicated_load(mt, p, ok, other, module_->getDataLayout().getABITypeAlign(mt)), rt);
+  return from_memory(predicated_load(mt, p, ok, other != nullptr ? to_memory(other, mt) : nullptr,
+                                     module_->getDataLayout().getABITypeAlign(mt)),
+                     rt);
+}
+
+bool Lowering::reads_unwritten(const Op& o) const {
+  const int param = pointer_params_[o.operands[0]];
+  if (param == kAnyParameter) return false;
+  for (const Op& w : ir_.ops) {
+    if (!op_traits(w.op).writes_memory || w.op == OpCode::kTmaStore) continue;
+    const bool through_pointer = w.op == OpCode::kStore || w.op == OpCode::kAtomic || w.op == OpCode::kAtomicCas;
+    if (!through_pointer) return false;
+    const int written = pointer_params_[w.operands[0]];
+    if (written == kAnyParameter || written == param) return false;
+  }
+  return true;
 }
 
 absl::Status Lowering::load_registers(const Op& o, const Type& rt) {

@@ -34,7 +34,9 @@ bool Lowering::per_iteration(const Op& loop, int id, const Op* outer) const {
   if (v.def_op < 0) return id == body.args[0];  // the induction variable, not a carried value
   const Op& o = ir_.ops[v.def_op];
   if (o.op == OpCode::kConstant || o.op == OpCode::kProgramId || o.op == OpCode::kNumPrograms) return true;
-  if (ir_.type(id).is_tile() || !is_elementwise(o.op)) return false;
+  if (ir_.type(id).is_tile() || !(is_elementwise(o.op) || (o.op == OpCode::kLoad && reads_unwritten(o)))) {
+    return false;
+  }
   for (int operand : o.operands) {
     if (!per_iteration(loop, operand, outer)) return false;
   }
@@ -58,6 +60,8 @@ llvm::Value* Lowering::value_in_iteration(const Op& loop, int id, llvm::Value* i
   if (o.op == OpCode::kNumPrograms) return target_.num_programs(b_, static_cast<int>(o.ints[0]));
   std::vector<llvm::Value*> args;
   for (int operand : o.operands) args.push_back(value_in_iteration(loop, operand, iv, outer, outer_iv));
+  if (o.op == OpCode::kLoad)
+    return load_scalar(o, args[0], args.size() == 3 ? args[1] : nullptr, args.size() == 3 ? args[2] : nullptr);
   return elementwise(o, args);
 }
 

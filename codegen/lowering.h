@@ -590,6 +590,12 @@ class Lowering {
   // predicated load (masked-off and, in checked code, out-of-bounds
   // elements read `other` or zero).
   llvm::Value* load_element(const Op& o, ElemIndex& at);
+  // Scalar load `o` from `p`, where `mask` (or none) holds, else `other`.
+  llvm::Value* load_scalar(const Op& o, llvm::Value* p, llvm::Value* mask, llvm::Value* other);
+  // Whether scalar load `o` reads memory that nothing in the kernel writes
+  // (through its pointer's parameter; TMA stores write maps' memory), so
+  // that it reads the same whenever it runs.
+  bool reads_unwritten(const Op& o) const;
 
   // A thread loads its own elements; lanes past the tile's end or masked
   // off read `other` (or nothing) from a private slot instead of memory.
@@ -779,7 +785,8 @@ class Lowering {
   void stage_point(const Op& o, bool after);
   // Whether `id`, a coordinate of a load in `loop`'s body, can be computed
   // for any iteration: from the induction variable, outside values, constants,
-  // program ids and scalar arithmetic.
+  // program ids, scalar arithmetic and scalar loads of memory the kernel
+  // does not write (reads_unwritten; a grouped GEMM's group per tile).
   // With `outer`, the loop around `loop`, values of outer's body count too
   // where they can be computed for any iteration of outer.
   bool per_iteration(const Op& loop, int id, const Op* outer = nullptr) const;

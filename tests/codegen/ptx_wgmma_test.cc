@@ -449,6 +449,35 @@ TEST(Wgmma, RingsRunAcrossThePersistentLoop) {
   EXPECT_EQ(issues(Write::kNone), issues(Write::kOtherParameter));
 }
 
+// A tile's load coordinate read from memory (a grouped GEMM's group per
+// tile) is read again ahead for the next tile's first stages, where
+// nothing in the kernel writes that memory: the ring runs across as with
+// computed coordinates. A store through the same parameter keeps each
+// run's ring to itself; one through another parameter does not.
+TEST(Wgmma, RingsRunAcrossOnCoordinatesReadFromUnwrittenMemory) {
+  enum class Write { kNone, kOtherParameter, kSameParameter };
+  auto issues = [](Write write) {
+    KernelBuilder k("rings");
+    Value a = k.tensor_map(f32, {1, 32, 32}, "a");
+    Value c = k.tensor_map(f32, {32, 32}, "c");
+    Value groups = k.arg(ptr(i32), "groups"), other = k.arg(ptr(i32), "other");
+    Value tiles = k.arg(i32, "tiles"), kdim = k.arg(i32, "k");
+    k.for_each_tile(tiles, [&](Value t) {
+      Value g = load(groups + t);
+      Var acc = k.var(k.zeros({32, 32}, f32));
+      k.for_range(0, kdim, 32, [&](Value kk) { acc = acc + reshape(tma_load(a, {g, t * 32, kk}), {32, 32}); });
+      tma_store(c, {t * 32, 0}, acc);
+      if (write == Write::kOtherParameter) store(other + t, g);
+      if (write == Write::kSameParameter) store(groups + t, g + 1);
+    });
+    absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), warps(4));
+    EXPECT_TRUE(code.ok()) << code.status();
+    return code.ok() ? count(code->binary, "cp.async.bulk.tensor.3d.shared::cluster") : 0;
+  };
+  EXPECT_GT(issues(Write::kNone), issues(Write::kSameParameter));
+  EXPECT_EQ(issues(Write::kNone), issues(Write::kOtherParameter));
+}
+
 // Stream-K's epilogue: a partial tile added into its slot through the copy
 // engine, the count (an atomic), and the finished sum loaded back into the
 // accumulator's registers (its own layout, so no tile goes through shared
