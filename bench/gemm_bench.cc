@@ -393,7 +393,26 @@ int main(int argc, char** argv) {
           MoeGemm{256, 128, 8, 4, f8e4m3, true}}) {
       if (moe_label(g).find(only) != std::string::npos) tried.push_back(g);
     }
-    if (tried.empty()) continue;
+    // The same GEMM over the choices' rows already in expert order (A [rows, K] padded to blocks of
+    // 128, as MoeAlign groups them): a grouped TMA GEMM (GemmConfig::grouped), the gathering not
+    // timed; bf16, and fp8 with f32 sums and with fast accumulation.
+    std::vector<Config> grouped;
+    for (auto [bn, stages, warps, in, fast] :
+         std::vector<std::tuple<int, int, int, DType, bool>>{{256, 3, 8, bf16, false},
+                                                             {256, 4, 8, bf16, false},
+                                                             {256, 4, 12, bf16, false},
+                                                             {192, 4, 12, bf16, false},
+                                                             {192, 4, 12, f8e4m3, false},
+                                                             {256, 3, 8, f8e4m3, true},
+                                                             {256, 4, 12, f8e4m3, true}}) {
+      Config c = config(128, bn, stages, warps, in, true);
+      c.gemm.out = bf16;
+      c.gemm.grouped = true;
+      c.gemm.fast_accum = fast;
+      c.gemm.warp_specialize = c.gemm.cooperative = warps == 12;
+      if ((shape + "grouped " + label(c)).find(only) != std::string::npos) grouped.push_back(c);
+    }
+    if (tried.empty() && grouped.empty()) continue;
     std::uniform_int_distribution<int> bits(0x3C00, 0x3F80), fp8(0x30, 0x3F), expert(0, experts - 1);
     // `count` random values of `d` on the device: bf16 in [1, 2], e4m3 in [0.5, 1).
     auto random = [&](int64_t count, DType d) {
@@ -456,6 +475,33 @@ int main(int argc, char** argv) {
         }
       });
       report(moe_label(m), 2.0 * n * ncols * kdim / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
+    }
+    if (grouped.empty()) continue;
+    const samples::MoeAlign align128 = must(samples::MoeAlign::compile(dev, experts, 128), "moe_align");
+    const int64_t rows = samples::moe_align_capacity(n, experts, 128);
+    Buffer sorted128 = must(dev.allocate(rows * 4), "allocate"),
+           blocks128 = must(dev.allocate(rows / 128 * 4), "allocate");
+    must(align128.launch(idb, n, sorted128, blocks128, offsets, work), "moe_align");
+    std::vector<int32_t> starts(experts + 1);
+    must(dev.copy_to_host(starts.data(), offsets, starts.size() * 4), "copy");
+    samples::GemmRows groups = {.groups = blocks128, .total = must(dev.allocate(4), "allocate"), .scales = {}};
+    must(dev.copy_to_device(groups.total, &starts[experts], 4), "copy");
+    Buffer c128 = must(dev.allocate(rows * ncols * 2), "allocate");
+    for (const Config& c : grouped) {
+      const Buffer a_rows = random(rows * kdim, c.gemm.in);
+      const Function fn = must(
+          dev.compile(must(samples::gemm_kernel(c.gemm), "build"), CompileOptions{.num_warps = c.warps}), "compile");
+      const samples::GemmMaps maps =
+          must(samples::gemm_maps(dev, c.gemm, a_rows, operands_of(c.gemm.in).second, c128, rows, ncols, kdim, experts),
+               "maps");
+      const std::vector<KernelArg> args =
+          samples::gemm_args(c.gemm, maps, rows, ncols, kdim, scale_a, scale_a, scale_w, nullptr, &groups);
+      const LaunchConfig lc = {.grid = samples::gemm_grid(c.gemm, rows, ncols, dev.num_compute_units()),
+                               .num_warps = c.warps,
+                               .stream = &stream};
+      const double t = time_ms([&] { must(fn.launch_packed(lc, args), "launch"); });
+      report(shape + "grouped " + label(c) + (c.gemm.in == bf16 ? "" : " e4m3"), 2.0 * n * ncols * kdim / t / 1e9,
+             "TFLOP/s", std::to_string(t) + " ms");
     }
   }
   // The autotuner on a shape none of the configurations was chosen for (K = 712: rows of 16-byte

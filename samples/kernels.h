@@ -462,6 +462,18 @@ struct GemmConfig {
   // that its store drops. At most one of them is 2; not with split_k or
   // stream_k.
   int cluster_m = 1, cluster_n = 1;
+  // Grouped (an MoE layer's experts over its choices' rows in expert order,
+  // as MoeAlign groups them in blocks of bm): B is [groups, N, K], N x K per
+  // group (a 3-D map), and A's block of rows i is multiplied by group
+  // groups[i]'s B. The kernel takes, after the scales (scale_b then one
+  // per group), groups [M / bm] and total [1] (i32: the rows in use, a
+  // multiple of bm; tiles past it run no K step and store zeros), M being
+  // the rows A and C hold. B as N x K and A as M x K only; not with
+  // split_k, stream_k or clusters.
+  bool grouped = false;
+  // C's rows multiplied last by row_scales [M] (f32, taken after the
+  // grouping's arguments): an MoE layer's router weights.
+  bool row_scales = false;
 
   DType b_type() const { return in_b.value_or(in); }
   int cluster() const { return cluster_m * cluster_n; }
@@ -472,6 +484,7 @@ struct GemmConfig {
   }
   Shape b_box() const {
     const int64_t parts = cluster_m;
+    if (grouped) return {1, bn, bk};
     return b_nk ? Shape{bn / parts, bk} : Shape{bk / parts, bn};
   }
   // The swizzle of a bm x bn box of `t` (C's, or stream-K's f32 slots): the
@@ -525,6 +538,13 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                                                    " takes neither split_k (got ", g.split_k, ") nor stream_k (got ",
                                                    g.stream_k, ")"));
   }
+  if (g.grouped && (!g.a_mk || !g.b_nk || g.split_k > 1 || g.stream_k || g.cluster() > 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gemm_kernel: a grouped GEMM takes A as M x K and B as N x K per group, without split_k, stream_k or "
+        "clusters; got A ",
+        g.a_mk ? "M x K" : "K x M", ", B ", g.b_nk ? "N x K" : "K x N", ", split_k ", g.split_k, ", stream_k ",
+        g.stream_k, ", clusters of ", g.cluster()));
+  }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
                                                    " sums partial tiles, so the epilogue must be linear; bias + GELU "
@@ -539,6 +559,9 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
   Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
   Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
+  Value groups = g.grouped ? k.arg(ptr(i32), "groups") : Value();             // [M / BM] i32
+  Value used = g.grouped ? load(k.arg(ptr(i32), "total")) : Value();          // the rows in use
+  Value row_scales = g.row_scales ? k.arg(ptr(f32), "row_scales") : Value();  // [M] f32
   Value slots =
       g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.out_swizzle(f32)) : Value();  // [S * BM, BN] f32
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
@@ -597,8 +620,20 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     // A cluster's programs take the unit's tiles by rank.
     Value row = (g.cluster_m > 1 ? unit_row * g.cluster_m + k.cluster_rank() : unit_row) * g.bm;
     Value col = (g.cluster_n > 1 ? unit_col * g.cluster_n + k.cluster_rank() : unit_col) * g.bn;
+    // A grouped tile's group; one past the rows in use runs no K step.
+    Value group;
+    if (g.grouped) {
+      Value live = row < used;
+      group = load(groups + row / g.bm, live, 0);
+      k_hi = select(live, k_hi, k_lo);
+    }
     // The epilogue's operands are read before the K loop, which hides their latency.
-    Value scale = g.scaled ? load(scale_a) * load(scale_b) : Value();  // f32
+    Value scale = g.scaled ? load(scale_a) * load(g.grouped ? scale_b + group : scale_b) : Value();  // f32
+    Value row_scale;                                                                                 // [BM] f32
+    if (g.row_scales) {
+      Value rows = row + k.arange(0, g.bm);
+      row_scale = load(row_scales + rows, rows < m, 0.0f);
+    }
     Value half_bias;                                                     // [BN] f32, bias / 2
     if (g.bias_gelu) {
       Value cols = col + k.arange(0, g.bn);  // [BN] i32
@@ -615,7 +650,9 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                     return g.cluster_m > 1 ? tma_multicast(b, at) : tma_load(b, at);
                   };
                   Value at = g.a_mk ? load_a({row, kk}) : trans(load_a({kk, row}));  // [BM, BK], smem
-                  Value bt = g.b_nk ? trans(load_b({col, kk})) : load_b({kk, col});  // [BK, BN], smem
+                  Value bt = g.grouped ? trans(reshape(load_b({group, col, kk}), {g.bn, g.bk}))
+                             : g.b_nk  ? trans(load_b({col, kk}))
+                                       : load_b({kk, col});  // [BK, BN], smem
                   acc = gemm_step(at, bt, acc, g.in.is_float8() && !g.fast_accum,
                                   g.tf32 ? Precision::kTf32 : Precision::kIeee);
                 },
@@ -628,6 +665,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       } else if (g.scaled) {
         out = out * scale;
       }
+      if (g.row_scales) out = out * expand_dims(row_scale, 1);
       if (g.split_k > 1) {
         tma_reduce(AtomicOp::kAdd, c, {row, col}, out);
       } else {
@@ -720,16 +758,17 @@ inline int64_t pointer_gemm_grid(const PointerGemmConfig& g, int64_t m, int64_t 
 }
 
 // The three maps gemm_kernel(g) takes, on `device`: over A [m, k] (or [k, m]
-// without g.a_mk), B [n, k] (or [k, n] without g.b_nk) and C [m, n].
+// without g.a_mk), B [n, k] (or [k, n] without g.b_nk; [groups, n, k] where
+// g.grouped) and C [m, n].
 struct GemmMaps {
   TensorMap a, b, c;
 };
 inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig& g, const Buffer& a, const Buffer& b,
-                                          const Buffer& c, int64_t m, int64_t n, int64_t k) {
+                                          const Buffer& c, int64_t m, int64_t n, int64_t k, int64_t groups = 1) {
   absl::StatusOr<TensorMap> am = device.tensor_map(g.in, a, g.a_mk ? Shape{m, k} : Shape{k, m}, g.a_box(), g.swizzle);
   if (!am.ok()) return am.status();
-  absl::StatusOr<TensorMap> bm =
-      device.tensor_map(g.b_type(), b, g.b_nk ? Shape{n, k} : Shape{k, n}, g.b_box(), g.swizzle);
+  const Shape b_shape = g.grouped ? Shape{groups, n, k} : g.b_nk ? Shape{n, k} : Shape{k, n};
+  absl::StatusOr<TensorMap> bm = device.tensor_map(g.b_type(), b, b_shape, g.b_box(), g.swizzle);
   if (!bm.ok()) return bm.status();
   absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.out_swizzle(g.out));
   if (!cm.ok()) return cm.status();
@@ -822,16 +861,25 @@ inline absl::StatusOr<GemmWorkspace> gemm_workspace(const Device& device, const 
   return GemmWorkspace{*std::move(tiles), *std::move(counts), *map, programs};
 }
 
+// A grouped GEMM's rows (GemmConfig::grouped): each block's group and the
+// rows in use; and C's row scales where GemmConfig::row_scales.
+struct GemmRows {
+  Buffer groups, total, scales;
+};
+
 // gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`
-// where g.bias_gelu, the scales where g.scaled and the workspace where
-// g.stream_k. They point into `maps` and `ws`, which must outlive them.
+// where g.bias_gelu, the scales where g.scaled, `rows`' buffers where
+// g.grouped or g.row_scales, and the workspace where g.stream_k. They point
+// into `maps` and `ws`, which must outlive them.
 inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& maps, int64_t m, int64_t n, int64_t k,
                                         const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b,
-                                        const GemmWorkspace* ws = nullptr) {
+                                        const GemmWorkspace* ws = nullptr, const GemmRows* rows = nullptr) {
   std::vector<KernelArg> args = {maps.a, maps.b, maps.c, static_cast<int32_t>(m), static_cast<int32_t>(n),
                                  static_cast<int32_t>(k)};
   if (g.bias_gelu) args.push_back(bias);
   if (g.scaled) args.insert(args.end(), {scale_a, scale_b});
+  if (g.grouped && rows != nullptr) args.insert(args.end(), {rows->groups, rows->total});
+  if (g.row_scales && rows != nullptr) args.push_back(rows->scales);
   if (g.stream_k && ws != nullptr) args.insert(args.end(), {ws->map, ws->tiles, ws->counts});
   return args;
 }

@@ -395,6 +395,94 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   return download_f32(device, cb, g.out, m * n);
 }
 
+// A grouped GEMM's problem (samples::GemmConfig::grouped): blocks of bm
+// rows, each block's group, the blocks in use (the rest computes nothing),
+// and its operands: A [blocks * bm, k], B [groups, n, k], A's scale and
+// one per group (where g.scaled), and C's row scales (where g.row_scales).
+struct GroupedGemmInputs {
+  int64_t n, k;
+  int groups;
+  std::vector<int32_t> block_groups;  // [blocks]
+  int used_blocks;
+  Operand a, b;
+  float scale_a = 1;
+  std::vector<float> scale_b;     // [groups]
+  std::vector<float> row_scales;  // [blocks * bm]
+};
+// Random inputs for a grouped GEMM of `blocks` blocks (`used` in use) of
+// g.bm rows over `groups` groups, N x K each: operands of g.in in [-1, 1],
+// scales where g takes them.
+inline GroupedGemmInputs random_grouped_gemm(const samples::GemmConfig& g, int blocks, int used, int groups, int64_t n,
+                                             int64_t k, std::mt19937& gen) {
+  GroupedGemmInputs in = {.n = n, .k = k, .groups = groups, .used_blocks = used};
+  std::uniform_int_distribution<int> pick(0, groups - 1), step(1, 64);
+  for (int i = 0; i < blocks; ++i) in.block_groups.push_back(pick(gen));
+  in.a = random_operand(g.in, blocks * g.bm * k, gen);
+  in.b = random_operand(g.in, groups * n * k, gen);
+  if (g.scaled) {
+    in.scale_a = static_cast<float>(step(gen)) / 32;
+    for (int i = 0; i < groups; ++i) in.scale_b.push_back(static_cast<float>(step(gen)) / 32);
+  }
+  if (g.row_scales) {
+    for (int64_t r = 0; r < blocks * g.bm; ++r) in.row_scales.push_back(static_cast<float>(step(gen)) / 64);
+  }
+  return in;
+}
+// samples::gemm_kernel(g) for a grouped g on `device`: C [blocks * bm, n]
+// as f32 (NaN where nothing was written).
+inline absl::StatusOr<std::vector<float>> run_grouped_gemm(const Device& device, const samples::GemmConfig& g,
+                                                           int warps, const GroupedGemmInputs& in) {
+  if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_grouped_gemm: C must be f32 or bf16");
+  const int64_t m = static_cast<int64_t>(in.block_groups.size()) * g.bm;
+  const int32_t total = in.used_blocks * static_cast<int32_t>(g.bm);
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::gemm_kernel(g), warps));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, in.a));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, in.b));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, nan_buffer(device, g.out, m * in.n));
+  // (One value where an input is not taken: the kernel reads none.)
+  auto floats = [&](const std::vector<float>& v) {
+    return v.empty() ? put(device, &in.scale_a, 4) : put(device, v.data(), v.size() * 4);
+  };
+  TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &in.scale_a, 4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer sb, floats(in.scale_b));
+  samples::GemmRows rows;
+  TESSEL_ASSIGN_OR_RETURN(rows.groups, put(device, in.block_groups.data(), in.block_groups.size() * 4));
+  TESSEL_ASSIGN_OR_RETURN(rows.total, put(device, &total, 4));
+  TESSEL_ASSIGN_OR_RETURN(rows.scales, floats(in.row_scales));
+  TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, in.n, in.k, in.groups));
+  const LaunchConfig launch = {.grid = samples::gemm_grid(g, m, in.n, device.num_compute_units()), .num_warps = warps};
+  TESSEL_RETURN_IF_ERROR(
+      fn.launch_packed(launch, samples::gemm_args(g, maps, m, in.n, in.k, sa, sa, sb, nullptr, &rows)));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  return download_f32(device, cb, g.out, m * in.n);
+}
+// The first element of `got` off its double reference (rows past the
+// blocks in use: zero), or empty: within `tol` of sum |a b| times the
+// scales, plus C's rounding where it is bf16.
+inline std::string grouped_gemm_mismatch(const samples::GemmConfig& g, const GroupedGemmInputs& in,
+                                         const std::vector<float>& got, double tol) {
+  const int64_t m = static_cast<int64_t>(in.block_groups.size()) * g.bm;
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t grp = in.block_groups[r / g.bm];
+    const bool used = r < in.used_blocks * g.bm;
+    double scale = g.scaled ? double{in.scale_a} * in.scale_b[grp] : 1.0;
+    if (g.row_scales) scale *= in.row_scales[r];
+    for (int64_t col = 0; col < in.n; ++col) {
+      double sum = 0, size = 0;
+      for (int64_t kk = 0; used && kk < in.k; ++kk) {
+        const double term = in.a.values[r * in.k + kk] * in.b.values[(grp * in.n + col) * in.k + kk];
+        sum += term;
+        size += std::abs(term);
+      }
+      const double want = sum * scale;
+      const double bound = tol * size * std::abs(scale) + (g.out == bf16 ? std::ldexp(std::abs(want), -8) : 0) + 1e-6;
+      const float x = got[r * in.n + col];
+      if (!(std::abs(x - want) <= bound)) return absl::StrCat("C[", r, ", ", col, "] = ", x, ", want ", want);
+    }
+  }
+  return "";
+}
+
 // samples::pointer_gemm_kernel(g) on `device`: A [m, k] and B [n, k] of
 // g.in, C [m, n] of g.out (f32 or bf16) returned as f32, NaN where the
 // kernel wrote nothing.

@@ -81,6 +81,24 @@ TEST(WgmmaForms, Fp8StepsAddedInF32KeepBothAccumulatorsInRegisters) {
   EXPECT_THAT(wide->binary, Not(HasSubstr("st.shared.f32")));
 }
 
+// A grouped GEMM reads B's boxes from a 3-D map at its tile's group, which
+// it loads from memory, so its ring runs on into the next tile, and a
+// warp-specialized producer loads the next tile's group itself. Neither
+// form spills.
+TEST(WgmmaForms, GroupedGemmReadsEachGroupsBoxesOfA3DMap) {
+  const GemmConfig plain = {.bm = 128, .bn = 256, .out = bf16, .stages = 3, .grouped = true, .row_scales = true};
+  GemmConfig ws = {.bm = 128, .bn = 192, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 4, .scaled = true};
+  ws.warp_specialize = ws.cooperative = ws.grouped = true;
+  for (auto [g, nw] : {std::pair{plain, 8}, std::pair{ws, 12}}) {
+    SCOPED_TRACE(nw);
+    absl::StatusOr<DeviceCode> code = gemm_ptx(g, nw);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_GE(count(code->binary, "cp.async.bulk.tensor.3d.shared::cluster"), 1);
+    EXPECT_GE(count(code->binary, "cp.async.bulk.tensor.2d.shared::cluster"), 1);
+    expect_ptxas_clean(code->binary);
+  }
+}
+
 TEST(WgmmaForms, Fp8BoxesTakeAStageOfTheSameBytesAsBf16) {
   absl::StatusOr<DeviceCode> fp8 = gemm_ptx(kFp8);
   absl::StatusOr<DeviceCode> bf = gemm_ptx({.bm = 128, .bn = 256, .bk = 64, .out = bf16, .stages = 3});

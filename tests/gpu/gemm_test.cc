@@ -300,6 +300,35 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
   });
 }
 
+// A grouped GEMM (an MoE layer's experts over rows in expert order): each
+// block of rows by its group's B from a 3-D map, a scale per group and per
+// row, the blocks past those in use zero; plain and warp-specialized, bf16
+// and fp8 (each K step's sum in f32, and fast accumulation).
+TEST(Gemm, GroupedGemmMatchesADoubleReference) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  struct Form {
+    samples::GemmConfig g;
+    int warps;
+  };
+  samples::GemmConfig fp8 = {.bm = 128, .bn = 192, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 4, .scaled = true};
+  fp8.warp_specialize = fp8.cooperative = fp8.grouped = fp8.row_scales = true;
+  samples::GemmConfig fast = fp8;
+  fast.bn = 256;
+  fast.fast_accum = true;
+  for (const Form& f :
+       {Form{{.bm = 128, .bn = 256, .out = bf16, .stages = 3, .grouped = true}, 8}, Form{fp8, 12}, Form{fast, 12}}) {
+    SCOPED_TRACE(::testing::Message() << f.g.in.name() << ", " << f.g.bm << "x" << f.g.bn << ", " << f.warps << " warps"
+                                      << (f.g.fast_accum ? ", fast accumulation" : ""));
+    const matmul_cases::GroupedGemmInputs in = matmul_cases::random_grouped_gemm(f.g, 24, 19, 8, 520, 528, rng.gen());
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_grouped_gemm(device, f.g, f.warps, in);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const double tol = !f.g.in.is_float8() ? 1e-5 : std::ldexp(1.0, f.g.fast_accum ? -11 : -13);
+    EXPECT_EQ(matmul_cases::grouped_gemm_mismatch(f.g, in, *c, tol), "");
+  }
+}
+
 TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   absl::StatusOr<Device> host = Device::open("host");

@@ -42,6 +42,38 @@ void expect_gemm_matches(const GemmConfig& g, int64_t m, int64_t n, int64_t k, c
   EXPECT_EQ(bad, 0);
 }
 
+// A grouped GEMM (an MoE layer's experts over rows in expert order): each
+// block of rows by its group's B, with a scale per group and per row, the
+// blocks past those in use left zero; bf16 and fp8, C in f32 and bf16.
+TEST(MatmulForms, GroupedGemmMatchesADoubleReference) {
+  std::mt19937 gen(7);
+  for (const Form& f : {Form{{.bm = 64, .bn = 64, .bk = 32, .stages = 2, .grouped = true}, 4}, Form{{.bm = 64,
+                                                                                               .bn = 128,
+                                                                                               .bk = 128,
+                                                                                               .in = f8e4m3,
+                                                                                               .out = bf16,
+                                                                                               .scaled = true,
+                                                                                               .grouped = true,
+                                                                                               .row_scales = true},
+                                                                                                    4}}) {
+    SCOPED_TRACE(f.g.in.name());
+    const matmul_cases::GroupedGemmInputs in = matmul_cases::random_grouped_gemm(f.g, 7, 5, 3, 136, 256, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_grouped_gemm(host(), f.g, f.warps, in);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(matmul_cases::grouped_gemm_mismatch(f.g, in, *c, 1e-5), "");
+  }
+}
+
+TEST(MatmulForms, GroupedGemmTakesNoTransposeSplitOrCluster) {
+  for (GemmConfig g : {GemmConfig{.b_nk = false}, GemmConfig{.a_mk = false}, GemmConfig{.out = f32, .split_k = 2},
+                       GemmConfig{.stream_k = true}, GemmConfig{.cluster_m = 2}}) {
+    g.grouped = true;
+    absl::Status s = samples::gemm_kernel(g).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("a grouped GEMM takes A as M x K and B as N x K per group"));
+  }
+}
+
 TEST(MatmulForms, Fp8GemmWithScalesMatchesADoubleReference) {
   std::mt19937 gen(7);
   for (auto [da, db] : {std::pair{f8e4m3, f8e4m3}, {f8e4m3, f8e5m2}, {f8e5m2, f8e5m2}}) {
