@@ -1,5 +1,6 @@
 // Loads, stores and atomics: through pointer tiles (affine ones compute
 // their addresses), from registers or shared-memory buffers, with masks.
+#include <algorithm>
 #include <functional>
 
 #include "base/status.h"
@@ -116,17 +117,17 @@ llvm::Value* Lowering::load_scalar(const Op& o, llvm::Value* p, llvm::Value* mas
                      rt);
 }
 
+bool Lowering::may_write(const Op& o, int param) const {
+  if (!op_traits(o.op).writes_memory || o.op == OpCode::kTmaStore) return false;
+  if (o.op != OpCode::kStore && o.op != OpCode::kAtomic && o.op != OpCode::kAtomicCas) return true;
+  const int written = pointer_params_[o.operands[0]];
+  return written == kAnyParameter || written == param;
+}
+
 bool Lowering::reads_unwritten(const Op& o) const {
   const int param = pointer_params_[o.operands[0]];
-  if (param == kAnyParameter) return false;
-  for (const Op& w : ir_.ops) {
-    if (!op_traits(w.op).writes_memory || w.op == OpCode::kTmaStore) continue;
-    const bool through_pointer = w.op == OpCode::kStore || w.op == OpCode::kAtomic || w.op == OpCode::kAtomicCas;
-    if (!through_pointer) return false;
-    const int written = pointer_params_[w.operands[0]];
-    if (written == kAnyParameter || written == param) return false;
-  }
-  return true;
+  return param != kAnyParameter &&
+         std::none_of(ir_.ops.begin(), ir_.ops.end(), [&](const Op& w) { return may_write(w, param); });
 }
 
 absl::Status Lowering::load_registers(const Op& o, const Type& rt) {

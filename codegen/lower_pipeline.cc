@@ -271,11 +271,7 @@ const Op* Lowering::runs_across(const Op& loop, const std::vector<const Op*>& lo
     }
   }
   auto may_reach_loads = [&](const Op& o) {
-    if (!op_traits(o.op).writes_memory || o.op == OpCode::kTmaStore) return false;
-    if (o.op != OpCode::kStore && o.op != OpCode::kAtomic && o.op != OpCode::kAtomicCas) return true;
-    const int param = pointer_params_[o.operands[0]];
-    return param == kAnyParameter ||
-           std::any_of(loads.begin(), loads.end(), [&](const Op* l) { return l->operands[0] == param; });
+    return std::any_of(loads.begin(), loads.end(), [&](const Op* l) { return may_write(o, l->operands[0]); });
   };
   if (any_op(ir_, outer->blocks[0], may_reach_loads)) return nullptr;
   return outer;

@@ -592,9 +592,13 @@ class Lowering {
   llvm::Value* load_element(const Op& o, ElemIndex& at);
   // Scalar load `o` from `p`, where `mask` (or none) holds, else `other`.
   llvm::Value* load_scalar(const Op& o, llvm::Value* p, llvm::Value* mask, llvm::Value* other);
-  // Whether scalar load `o` reads memory that nothing in the kernel writes
-  // (through its pointer's parameter; TMA stores write maps' memory), so
-  // that it reads the same whenever it runs.
+  // Whether op `o` may write memory of parameter `param` (its value id): a
+  // store or atomic through a pointer derived from it, or from one that may
+  // be any parameter's, or any other write but a TMA store (which writes a
+  // map's memory; parameters do not overlap, codegen/hazards.h).
+  bool may_write(const Op& o, int param) const;
+  // Whether scalar load `o` reads memory that no op of the kernel may
+  // write, so that it reads the same whenever it runs.
   bool reads_unwritten(const Op& o) const;
 
   // A thread loads its own elements; lanes past the tile's end or masked

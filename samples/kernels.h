@@ -390,6 +390,15 @@ inline Value gemm_step(const Value& a, const Value& b, const Value& acc, bool pr
   return acc + dot(a, b, splat(0.0f, acc.type().shape()), precision);
 }
 
+// How far a GEMM's f32 sum of `in` operands may be from the exact one, as a
+// share of the sum of its terms' magnitudes: f32 accumulation's; for fp8
+// the tensor cores', which keep fewer bits, within each K step (gemm_step's
+// promotion) or over all of K (fast accumulation).
+inline double gemm_sum_tolerance(DType in, bool fast_accum) {
+  if (!in.is_float8()) return 1e-5;
+  return std::ldexp(1.0, fast_accum ? -11 : -13);
+}
+
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
 // @ B, with A and B bf16, f16, fp8 (e4m3 or e5m2, per-tensor scales applied
 // to the f32 sum) or f32 (multiplied as tf32) in swizzled TMA boxes of rows

@@ -627,15 +627,6 @@ struct MoeFp8Reference {
   std::vector<float> w1, w2;  // [experts]
 };
 
-// How far a GEMM's f32 sum may be from the exact one, as a share of the sum
-// of its terms' magnitudes: f32 accumulation's; for fp8 operands the tensor
-// cores', which keep fewer bits, within each K step (promoted) or over all
-// of K (fast accumulation).
-inline double moe_sum_tolerance(const MoeGemmConfig& g) {
-  if (!g.in.is_float8()) return 1e-5;
-  return std::ldexp(1.0, g.fast_accum ? -11 : -13);
-}
-
 // One token's pass through MoeLayer as the device left it: its input row x
 // [H], its top_k choices `ids` and router `weights`, and for each choice
 // its rows of the workspace's h [2I], a [I] (for fp8, e4m3 values before
@@ -661,7 +652,7 @@ struct MoeStageErrors {
 // is not mistaken for an error downstream:
 // - h, the up projection: sum_k x_k w1[e, r, k] times the scales (x
 //   quantized to e4m3 first in an fp8 layer), rounded to bf16; bound: the
-//   GEMM's sum tolerance (moe_sum_tolerance) times sum_k |x_k w_k|, plus
+//   GEMM's sum tolerance (gemm_sum_tolerance) times sum_k |x_k w_k|, plus
 //   the rounding.
 // - a = silu(g) u from the device's h, rounded to bf16 or quantized to
 //   e4m3 by a's scale (saturated); bound: half a step of the result's
@@ -717,7 +708,7 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
       }
       const double want = sum * scale;
       check(stage, name, j, i, got, want,
-            moe_sum_tolerance(g) * size * std::abs(scale) + std::ldexp(std::abs(want), -8));
+            gemm_sum_tolerance(g.in, g.fast_accum) * size * std::abs(scale) + std::ldexp(std::abs(want), -8));
     };
     for (int64_t r = 0; r < 2 * inter; ++r) {
       check_sum(errors.h, "h", r, h[r], xs.data(), &w1[(e * 2 * inter + r) * hid], hid, up_scale, c.up);

@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem&
     }
   }
   const double scale = p.in.is_float8() ? kFp8Scales.first * kFp8Scales.second : 1.0;
-  const double tol = !p.in.is_float8() ? 1e-5 : std::ldexp(1.0, p.fast_accum ? -11 : -13);
+  const double tol = samples::gemm_sum_tolerance(p.in, p.fast_accum);
   int64_t bad = 0;
   double worst = 0;
   ::testing::Message first;
@@ -324,7 +324,7 @@ TEST(Gemm, GroupedGemmMatchesADoubleReference) {
     const matmul_cases::GroupedGemmInputs in = matmul_cases::random_grouped_gemm(f.g, 24, 19, 8, 520, 528, rng.gen());
     absl::StatusOr<std::vector<float>> c = matmul_cases::run_grouped_gemm(device, f.g, f.warps, in);
     ASSERT_TRUE(c.ok()) << c.status();
-    const double tol = !f.g.in.is_float8() ? 1e-5 : std::ldexp(1.0, f.g.fast_accum ? -11 : -13);
+    const double tol = samples::gemm_sum_tolerance(f.g.in, f.g.fast_accum);
     EXPECT_EQ(matmul_cases::grouped_gemm_mismatch(f.g, in, *c, tol), "");
   }
 }
