@@ -400,10 +400,10 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
 // and its operands: A [blocks * bm, k], B [groups, n, k], A's scale and
 // one per group (where g.scaled), and C's row scales (where g.row_scales).
 struct GroupedGemmInputs {
-  int64_t n, k;
-  int groups;
+  int64_t n = 0, k = 0;
+  int groups = 0;
   std::vector<int32_t> block_groups;  // [blocks]
-  int used_blocks;
+  int used_blocks = 0;
   Operand a, b;
   float scale_a = 1;
   std::vector<float> scale_b;     // [groups]
@@ -414,7 +414,11 @@ struct GroupedGemmInputs {
 // scales where g takes them.
 inline GroupedGemmInputs random_grouped_gemm(const samples::GemmConfig& g, int blocks, int used, int groups, int64_t n,
                                              int64_t k, std::mt19937& gen) {
-  GroupedGemmInputs in = {.n = n, .k = k, .groups = groups, .used_blocks = used};
+  GroupedGemmInputs in;
+  in.n = n;
+  in.k = k;
+  in.groups = groups;
+  in.used_blocks = used;
   std::uniform_int_distribution<int> pick(0, groups - 1), step(1, 64);
   for (int i = 0; i < blocks; ++i) in.block_groups.push_back(pick(gen));
   in.a = random_operand(g.in, blocks * g.bm * k, gen);
