@@ -24,6 +24,17 @@ absl::StatusOr<Buffer> DeviceImpl::allocate(size_t bytes) {
   return b;
 }
 
+absl::StatusOr<Buffer> Buffer::slice(size_t offset, size_t bytes) const {
+  if (offset > bytes_ || bytes > bytes_ - offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat("Buffer::slice: ", bytes, " bytes at offset ", offset, " pass the buffer's ", bytes_));
+  }
+  Buffer b;
+  b.data_ = std::shared_ptr<void>(data_, static_cast<char*>(data()) + offset);
+  b.bytes_ = bytes;
+  return b;
+}
+
 absl::StatusOr<std::shared_ptr<FunctionImpl>> DeviceImpl::compile_variant(const Kernel& kernel,
                                                                           const CompileOptions& options) {
   std::string key = absl::StrCat(options.cache_key(), "\n", kernel.str());

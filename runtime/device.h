@@ -38,6 +38,9 @@ class Buffer {
   T* as() const {
     return static_cast<T*>(data());
   }
+  // `bytes` of this buffer from `offset` on, sharing its memory (which the
+  // slice keeps alive); an error past the buffer's end.
+  absl::StatusOr<Buffer> slice(size_t offset, size_t bytes) const;
 
  private:
   friend class DeviceImpl;

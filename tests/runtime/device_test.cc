@@ -71,6 +71,28 @@ TEST(Device, CopyPastTheBufferIsAnError) {
   EXPECT_THAT(d.allocate(0).status().message(), HasSubstr("0 bytes"));
 }
 
+TEST(Device, SlicesShareTheirBuffersMemory) {
+  Device d = *Device::open("host:1");
+  Buffer slice;
+  {
+    Buffer b = *d.allocate(16);
+    const int32_t values[4] = {1, 2, 3, 4};
+    ASSERT_TRUE(d.copy_to_device(b, values, 16).ok());
+    absl::StatusOr<Buffer> s = b.slice(8, 8);
+    ASSERT_TRUE(s.ok()) << s.status();
+    slice = *s;
+    EXPECT_EQ(slice.data(), b.as<char>() + 8);
+    EXPECT_EQ(slice.bytes(), 8u);
+  }
+  int32_t got[2] = {};  // the slice keeps the memory alive
+  ASSERT_TRUE(d.copy_to_host(got, slice, 8).ok());
+  EXPECT_EQ(got[0], 3);
+  EXPECT_EQ(got[1], 4);
+  EXPECT_THAT(slice.slice(4, 8).status().message(), HasSubstr("8 bytes at offset 4 pass the buffer's 8"));
+  EXPECT_THAT(slice.slice(9, 0).status().message(), HasSubstr("0 bytes at offset 9 pass the buffer's 8"));
+  EXPECT_TRUE(slice.slice(8, 0).ok());
+}
+
 TEST(Device, CopiesOfNoBytesTouchNoPointer) {
   Device d = *Device::open("host:1");
   Buffer b = *d.allocate(16);
