@@ -438,19 +438,15 @@ int main(int argc, char** argv) {
     };
     std::vector<int32_t> ids(n);
     for (auto& e : ids) e = expert(gen);
-    const int64_t capacity = samples::moe_align_capacity(n, experts, 64);
     Buffer cb = must(dev.allocate(int64_t{n} * ncols * 2), "allocate"), idb = must(dev.allocate(n * 4), "allocate");
-    Buffer sorted = must(dev.allocate(capacity * 4), "allocate"),
-           blocks = must(dev.allocate(capacity / 64 * 4), "allocate");
-    Buffer offsets = must(dev.allocate((experts + 1) * 4), "allocate");
-    Buffer work = must(dev.allocate(samples::moe_align_workspace_bytes(n, experts, 1024)), "allocate");
     const std::vector<float> ones(experts, 1.0f);
     Buffer scale_a = must(dev.allocate(4), "allocate"), scale_w = must(dev.allocate(experts * 4), "allocate");
     must(dev.copy_to_device(idb, ids.data(), n * 4), "copy");
     must(dev.copy_to_device(scale_a, ones.data(), 4), "copy");
     must(dev.copy_to_device(scale_w, ones.data(), experts * 4), "copy");
     const samples::MoeAlign align = must(samples::MoeAlign::compile(dev, experts, 64), "moe_align");
-    must(align.launch(idb, n, sorted, blocks, offsets, work), "moe_align");
+    const samples::MoeAlignBuffers al = must(align.buffers(dev, n), "allocate");
+    must(align.launch(idb, n, al), "moe_align");
     for (const MoeGemm& m : tried) {
       const samples::MoeGemmConfig g = {.bm = 64,
                                         .bn = m.bn,
@@ -468,10 +464,12 @@ int main(int argc, char** argv) {
       const auto& [ab, wb] = operands_of(m.in);
       const double t = time_ms([&] {
         if (g.scaled) {
-          must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, scale_a, scale_w, n, top_k, experts, ncols, kdim),
+          must(fn.launch(lc, ab, wb, cb, al.sorted, al.block_experts, al.offsets, scale_a, scale_w, n, top_k, experts,
+                         ncols, kdim),
                "launch");
         } else {
-          must(fn.launch(lc, ab, wb, cb, sorted, blocks, offsets, n, top_k, experts, ncols, kdim), "launch");
+          must(fn.launch(lc, ab, wb, cb, al.sorted, al.block_experts, al.offsets, n, top_k, experts, ncols, kdim),
+               "launch");
         }
       });
       report(moe_label(m), 2.0 * n * ncols * kdim / t / 1e9, "TFLOP/s", std::to_string(t) + " ms");
@@ -479,18 +477,16 @@ int main(int argc, char** argv) {
     if (grouped.empty()) continue;
     const samples::MoeAlign align128 = must(samples::MoeAlign::compile(dev, experts, 128), "moe_align");
     const int64_t rows = samples::moe_align_capacity(n, experts, 128);
-    Buffer sorted128 = must(dev.allocate(rows * 4), "allocate"),
-           blocks128 = must(dev.allocate(rows / 128 * 4), "allocate");
-    must(align128.launch(idb, n, sorted128, blocks128, offsets, work), "moe_align");
-    std::vector<int32_t> starts(experts + 1);
-    must(dev.copy_to_host(starts.data(), offsets, starts.size() * 4), "copy");
-    samples::GemmRows groups = {.groups = blocks128, .total = must(dev.allocate(4), "allocate"), .scales = {}};
-    must(dev.copy_to_device(groups.total, &starts[experts], 4), "copy");
+    const samples::MoeAlignBuffers al128 = must(align128.buffers(dev, n), "allocate");
+    must(align128.launch(idb, n, al128), "moe_align");
+    const samples::GemmRows groups = {
+        .groups = al128.block_experts, .total = must(al128.offsets.slice(4 * experts, 4), "slice"), .scales = {}};
     Buffer c128 = must(dev.allocate(rows * ncols * 2), "allocate");
     for (const Config& c : grouped) {
       const Buffer a_rows = random(rows * kdim, c.gemm.in);
-      const Function fn = must(
-          dev.compile(must(samples::gemm_kernel(c.gemm), "build"), CompileOptions{.num_warps = c.warps}), "compile");
+      CompileOptions options;
+      options.num_warps = c.warps;
+      const Function fn = must(dev.compile(must(samples::gemm_kernel(c.gemm), "build"), options), "compile");
       const samples::GemmMaps maps =
           must(samples::gemm_maps(dev, c.gemm, a_rows, operands_of(c.gemm.in).second, c128, rows, ncols, kdim, experts),
                "maps");

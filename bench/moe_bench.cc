@@ -4,8 +4,10 @@
 // at 4096 tokens and at 256, bf16 and fp8 (e4m3 weights and activations,
 // static scales; sums promoted to f32 each K step, and the tensor cores'
 // fast accumulation), and 64 small experts (top 6, H 2048, I 1408) at 4096
-// tokens, bf16. Each case runs the layer with both GEMMs on each tile
-// configuration of `kGemms` and reports the fastest beside the default's;
+// tokens, bf16. Each case runs the layer with both GEMMs in each form and
+// tile configuration of `kGemms` (gathering through pointers, or grouped
+// over x's rows copied into expert order) and reports the fastest beside
+// the default's;
 // TFLOP/s count the experts' GEMMs alone, 2 n (2I H + H I) for the n =
 // tokens x top_k choices. A sample of tokens is checked stage by stage
 // (samples::moe_check_token: each of h, a, y and the output against a
@@ -55,17 +57,21 @@ const std::vector<MoeCase> kCases = {
     {"mixtral fp8 fast accumulation, 256 tokens", 256, 8, 2, 4096, 14336, true, true},
     {"64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408, false}};
 
-// Both GEMMs' tiles and warps (rows of 128 bytes: bk 64 for bf16, 128 for
-// fp8); the first is MoeLayerConfig's default.
+// Both GEMMs' form, tiles and warps (rows of 128 bytes: bk 64 for bf16,
+// 128 for fp8); the first is MoeLayerConfig's default. Grouped GEMMs on 12
+// warps are warp-specialized.
 struct Gemm {
-  int64_t bn;
+  bool grouped;
+  int64_t bm, bn;
   int stages, warps;
 };
-constexpr Gemm kGemms[] = {{256, 4, 8}, {256, 3, 8}, {128, 4, 4}, {128, 3, 4}};
+constexpr Gemm kGemms[] = {{false, 64, 256, 4, 8},  {false, 64, 256, 3, 8},  {false, 64, 128, 4, 4},
+                           {false, 64, 128, 3, 4},  {true, 128, 256, 4, 12}, {true, 128, 192, 4, 12},
+                           {true, 128, 128, 4, 12}, {true, 128, 256, 3, 8}};
 
 std::string label(const Gemm& g, bool fp8) {
-  return "64x" + std::to_string(g.bn) + (fp8 ? "x128 s" : "x64 s") + std::to_string(g.stages) + " w" +
-         std::to_string(g.warps);
+  return std::string(g.grouped ? "grouped " : "") + std::to_string(g.bm) + "x" + std::to_string(g.bn) +
+         (fp8 ? "x128 s" : "x64 s") + std::to_string(g.stages) + " w" + std::to_string(g.warps);
 }
 
 // `n` e4m3 values uniform in [-1, 1) (bench::random_bf16's, rounded again).
@@ -170,13 +176,14 @@ int main(int argc, char** argv) {
     if (flags.on) tried.resize(1);
     for (const Gemm& g : tried) {
       samples::MoeLayerConfig c = {.experts = mc.experts, .top_k = mc.top_k, .hidden = hid, .intermediate = mc.inter};
-      c.up = c.down = {.bm = 64,
+      c.up = c.down = {.bm = g.bm,
                        .bn = g.bn,
                        .bk = mc.fp8 ? 128 : 64,
                        .in = mc.fp8 ? f8e4m3 : bf16,
                        .stages = g.stages,
                        .fast_accum = mc.fast_accum};
       c.gemm_warps = g.warps;
+      c.grouped = g.grouped;
       const samples::MoeLayer layer = must(samples::MoeLayer::compile(dev, c), "compile");
       const samples::MoeLayer::Workspace ws = must(layer.workspace(tokens), "workspace");
       const auto t32 = static_cast<int32_t>(tokens);
@@ -195,9 +202,20 @@ int main(int argc, char** argv) {
         const int64_t k = mc.top_k;
         const auto ids = rows<int32_t>(cu, ws.ids, t * k, k, 1, i32);
         const auto routed = rows<float>(cu, ws.weights, t * k, k, 1, f32);
-        const auto h = rows<float>(cu, ws.h, t * k, k, 2 * mc.inter, bf16);
-        const auto a = rows<float>(cu, ws.a, t * k, k, mc.inter, c.up.in);
-        const auto y = rows<float>(cu, ws.y, t * k, k, hid, bf16), o = rows<float>(cu, out, t, 1, hid, bf16);
+        // The token's choices' rows: at their positions in a grouped layer.
+        const auto at = c.grouped ? rows<int32_t>(cu, ws.align.positions, t * k, k, 1, i32) : std::vector<int32_t>{};
+        auto choice_rows = [&](const Buffer& b, int64_t width, DType d) {
+          if (!c.grouped) return rows<float>(cu, b, t * k, k, width, d);
+          std::vector<float> out;
+          for (int32_t p : at) {
+            const auto row = rows<float>(cu, b, p, 1, width, d);
+            out.insert(out.end(), row.begin(), row.end());
+          }
+          return out;
+        };
+        const auto h = choice_rows(ws.h, 2 * mc.inter, bf16);
+        const auto a = choice_rows(ws.a, mc.inter, c.up.in);
+        const auto y = choice_rows(ws.y, hid, bf16), o = rows<float>(cu, out, t, 1, hid, bf16);
         const samples::MoeTokenRun run = {&xf[t * hid], ids.data(), routed.data(), h.data(),
                                           a.data(),     y.data(),   o.data()};
         if (mc.fp8) {

@@ -257,21 +257,17 @@ int main(int argc, char** argv) {
   // them spread over every expert, the rest over the first eight), as a
   // router's hot experts make them. Checked whole against the host's
   // grouping. Moved: the choices read, the padded order, the blocks'
-  // experts and the offsets written.
+  // experts, the offsets and the choices' positions written.
   constexpr int kBlock = 64, kMinChunk = 256;
   for (int experts : {64, 128, 256}) {
     const std::string case_name = "moe_align, " + std::to_string(kTokens) + "x" + std::to_string(kTop) + " of " +
                                   std::to_string(experts) + " experts";
     if (case_name.find(only) == std::string::npos) continue;
     const int n = kTokens * kTop;
-    const int64_t capacity = samples::moe_align_capacity(n, experts, kBlock);
     std::vector<int32_t> hids(n);
     std::uniform_int_distribution<int> any(0, experts - 1), hot(0, 7), spread(0, 3);
     for (int32_t& v : hids) v = spread(gen) == 0 ? any(gen) : hot(gen);
-    Buffer ids = must(dev.allocate(n * 4), "allocate"), sorted = must(dev.allocate(capacity * 4), "allocate");
-    Buffer blocks = must(dev.allocate(capacity / kBlock * 4), "allocate");
-    Buffer offsets = must(dev.allocate((experts + 1) * 4), "allocate");
-    Buffer work = must(dev.allocate(samples::moe_align_workspace_bytes(n, experts, kMinChunk)), "allocate");
+    Buffer ids = must(dev.allocate(n * 4), "allocate");
     must(dev.copy_to_device(ids, hids.data(), n * 4), "upload");
     const samples::MoeAlignment want = samples::moe_align_reference(hids, experts, kBlock);
     double best_ms = INFINITY;
@@ -283,21 +279,23 @@ int main(int argc, char** argv) {
         absl::StatusOr<samples::MoeAlign> compiled = samples::MoeAlign::compile(dev, experts, kBlock, chunk, warps);
         if (absl::IsResourceExhausted(compiled.status())) continue;
         const samples::MoeAlign align = must(std::move(compiled), "compile");
-        const double ms =
-            timer.median_ms([&] { must(align.launch(ids, n, sorted, blocks, offsets, work, &stream), "launch"); });
+        const samples::MoeAlignBuffers out = must(align.buffers(dev, n), "allocate");
+        const double ms = timer.median_ms([&] { must(align.launch(ids, n, out, &stream), "launch"); });
         must(stream.synchronize(), "sync");
         const size_t total = want.sorted.size();
-        std::vector<int32_t> got_sorted(total), got_blocks(total / kBlock), got_offsets(experts + 1);
-        must(dev.copy_to_host(got_sorted.data(), sorted, total * 4), "download");
-        must(dev.copy_to_host(got_blocks.data(), blocks, total / kBlock * 4), "download");
-        must(dev.copy_to_host(got_offsets.data(), offsets, (experts + 1) * 4), "download");
-        wrong += got_sorted != want.sorted || got_blocks != want.block_experts || got_offsets != want.offsets;
+        std::vector<int32_t> got_sorted(total), got_blocks(total / kBlock), got_offsets(experts + 1), got_positions(n);
+        must(dev.copy_to_host(got_sorted.data(), out.sorted, total * 4), "download");
+        must(dev.copy_to_host(got_blocks.data(), out.block_experts, total / kBlock * 4), "download");
+        must(dev.copy_to_host(got_offsets.data(), out.offsets, (experts + 1) * 4), "download");
+        must(dev.copy_to_host(got_positions.data(), out.positions, n * 4), "download");
+        wrong += got_sorted != want.sorted || got_blocks != want.block_experts || got_offsets != want.offsets ||
+                 got_positions != want.positions;
         if (ms < best_ms) best_ms = ms, best = "chunk " + std::to_string(chunk) + " w" + std::to_string(warps);
       }
     }
     const bool ok = wrong == 0;
     failures += ok ? 0 : 1;
-    const double moved = 4.0 * (n + want.sorted.size() + want.block_experts.size() + want.offsets.size());
+    const double moved = 4.0 * (2 * n + want.sorted.size() + want.block_experts.size() + want.offsets.size());
     const double gbs = moved / (best_ms * 1e6);
     char note[160];
     std::snprintf(note, sizeof note, "%.2f us; %s; %d configurations wrong%s", best_ms * 1e3, best.c_str(), wrong,

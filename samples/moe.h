@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -49,8 +50,10 @@ inline int64_t moe_align_capacity(int64_t n, int experts, int block) { return n 
 // [moe_align_capacity] i32: the choices' indices, expert by expert and in
 // order within each, each group padded with n to a multiple of `block`;
 // block_experts [capacity / block] i32: each block's expert; offsets
-// [experts + 1] i32: where each group starts, and the padded total last.
-// Choices outside [0, experts) are dropped (an expert another rank holds).
+// [experts + 1] i32: where each group starts, and the padded total last;
+// positions [n] i32: where each choice sits in sorted (sorted's inverse).
+// Choices outside [0, experts) are dropped (an expert another rank holds;
+// position -1).
 struct MoeAlignKernels {
   Kernel count, place, scatter;
 };
@@ -109,7 +112,7 @@ inline absl::StatusOr<MoeAlignKernels> moe_align_kernels(int experts, int block,
     KernelBuilder k("moe_align_scatter");
     Value ids = k.arg(ptr(i32), "ids"), n = k.arg(i32, "n"), work = k.arg(ptr(i32), "work");
     Value offsets = k.arg(ptr(i32), "offsets"), sorted = k.arg(ptr(i32), "sorted");
-    Value block_experts = k.arg(ptr(i32), "block_experts");
+    Value block_experts = k.arg(ptr(i32), "block_experts"), positions = k.arg(ptr(i32), "positions");
     Value p = k.program_id(), e = k.arange(0, experts), lane = k.arange(0, chunk);
     // The chunk's choices in expert order, each at its group's start plus
     // the earlier programs' choices of its expert plus its place in its run.
@@ -120,7 +123,9 @@ inline absl::StatusOr<MoeAlignKernels> moe_align_kernels(int experts, int block,
     Value first = (lane == 0) | (s != gather(s, lane - 1, 0));
     Value place = lane - cummax(select(first, lane, 0), 0);               // [C] i32: within its run
     Value base = load(offsets + e) + load(work + (p + 1) * experts + e);  // [E] i32
-    store(sorted + gather(base, s, 0) + place, i + order, (s >= 0) & (s < experts));
+    Value kept = (s >= 0) & (s < experts), at_sorted = gather(base, s, 0) + place;
+    store(sorted + at_sorted, i + order, kept);
+    store(positions + i + order, select(kept, at_sorted, -1), i + order < n);
 
     // A share of the blocks: each block's expert (how many groups end at
     // or before its start) and n at its positions past the expert's choices.
@@ -142,6 +147,13 @@ inline absl::StatusOr<MoeAlignKernels> moe_align_kernels(int experts, int block,
   return out;
 }
 
+// Where MoeAlign leaves the grouping of up to some number of choices
+// (MoeAlign::buffers), as moe_align_kernels describes each.
+struct MoeAlignBuffers {
+  Buffer sorted, block_experts, offsets, positions;
+  Buffer workspace;  // moe_align_workspace_bytes
+};
+
 // The three kernels compiled for one device, and their launches in order.
 class MoeAlign {
  public:
@@ -155,19 +167,34 @@ class MoeAlign {
     return MoeAlign(experts, block, chunk, warps, std::move(count), std::move(place), std::move(scatter));
   }
 
-  // Groups the n choices of `ids` into `sorted`, `block_experts` and
-  // `offsets` (sized as moe_align_kernels says), through `workspace`
-  // (moe_align_workspace_bytes), queued on `stream` (the device's default
-  // stream where null).
-  absl::Status launch(const Buffer& ids, int32_t n, const Buffer& sorted, const Buffer& block_experts,
-                      const Buffer& offsets, const Buffer& workspace, const Stream* stream = nullptr) const {
+  // Buffers for up to n choices on `dev` (one element at least each).
+  absl::StatusOr<MoeAlignBuffers> buffers(const Device& dev, int64_t n) const {
     if (n < 0) return absl::InvalidArgumentError(absl::StrCat("moe_align: n must not be negative, got ", n));
     const int64_t capacity = moe_align_capacity(n, experts_, block_);
-    for (const auto& [buf, bytes, name] : {std::tuple<const Buffer&, int64_t, const char*>{ids, 4 * int64_t{n}, "ids"},
-                                           {sorted, 4 * capacity, "sorted"},
-                                           {block_experts, 4 * (capacity / block_), "block_experts"},
-                                           {offsets, 4 * (int64_t{experts_} + 1), "offsets"},
-                                           {workspace, moe_align_workspace_bytes(n, experts_, chunk_), "workspace"}}) {
+    MoeAlignBuffers out;
+    for (const auto& [buf, bytes] :
+         std::vector<std::pair<Buffer*, int64_t>>{{&out.sorted, 4 * capacity},
+                                                  {&out.block_experts, 4 * (capacity / block_)},
+                                                  {&out.offsets, 4 * (int64_t{experts_} + 1)},
+                                                  {&out.positions, 4 * n},
+                                                  {&out.workspace, moe_align_workspace_bytes(n, experts_, chunk_)}}) {
+      TESSEL_ASSIGN_OR_RETURN(*buf, dev.allocate(static_cast<size_t>(std::max<int64_t>(bytes, 4))));
+    }
+    return out;
+  }
+
+  // Groups the n choices of `ids` into `out` (sized for n at least),
+  // queued on `stream` (the device's default stream where null).
+  absl::Status launch(const Buffer& ids, int32_t n, const MoeAlignBuffers& out, const Stream* stream = nullptr) const {
+    if (n < 0) return absl::InvalidArgumentError(absl::StrCat("moe_align: n must not be negative, got ", n));
+    const int64_t capacity = moe_align_capacity(n, experts_, block_);
+    for (const auto& [buf, bytes, name] :
+         {std::tuple<const Buffer&, int64_t, const char*>{ids, 4 * int64_t{n}, "ids"},
+          {out.sorted, 4 * capacity, "sorted"},
+          {out.block_experts, 4 * (capacity / block_), "block_experts"},
+          {out.offsets, 4 * (int64_t{experts_} + 1), "offsets"},
+          {out.positions, 4 * int64_t{n}, "positions"},
+          {out.workspace, moe_align_workspace_bytes(n, experts_, chunk_), "workspace"}}) {
       if (static_cast<int64_t>(buf.bytes()) < bytes) {
         return absl::InvalidArgumentError(
             absl::StrCat("moe_align: ", name, " holds ", buf.bytes(), " bytes; ", n, " choices need ", bytes));
@@ -176,10 +203,12 @@ class MoeAlign {
     const int programs = static_cast<int>(moe_align_programs(n, chunk_));
     const LaunchConfig all = {.grid = Grid(programs), .num_warps = warps_, .stream = stream};
     const LaunchConfig one = {.grid = Grid(1), .num_warps = warps_, .stream = stream};
-    TESSEL_RETURN_IF_ERROR(count_.launch(all, ids, n, workspace));
-    TESSEL_RETURN_IF_ERROR(place_.launch(one, workspace, n, offsets));
-    return scatter_.launch(all, ids, n, workspace, offsets, sorted, block_experts);
+    TESSEL_RETURN_IF_ERROR(count_.launch(all, ids, n, out.workspace));
+    TESSEL_RETURN_IF_ERROR(place_.launch(one, out.workspace, n, out.offsets));
+    return scatter_.launch(all, ids, n, out.workspace, out.offsets, out.sorted, out.block_experts, out.positions);
   }
+
+  int block() const { return block_; }
 
  private:
   MoeAlign(int experts, int block, int chunk, int warps, Function count, Function place, Function scatter)
@@ -318,16 +347,46 @@ inline absl::StatusOr<Kernel> quantize_kernel(DType in = bf16, DType out = f8e4m
   return k.build();
 }
 
+// A grouped MoE layer's first step: x's rows in MoeAlign's order, the up
+// projection's A. Row p of xs [rows, H] is row sorted[p] / top_k of x
+// [tokens, H] (bf16), zero at padding and past the padded total; an fp8
+// `out` is quantized by a static scale as quantize_kernel does. And row p
+// of weights_sorted [rows] (f32) is the router's weights[sorted[p]], zero
+// there too: the down projection's row scales. Tiles and grid as swiglu's,
+// over rows x H; args x, xs, (scale, for fp8), weights, weights_sorted,
+// sorted, offsets, n, top_k, experts, rows, H.
+inline absl::StatusOr<Kernel> moe_permute_kernel(DType out = bf16) {
+  KernelBuilder k("moe_permute");
+  Value x = k.arg(ptr(bf16), "x"), xs = k.arg(ptr(out), "xs");
+  Value scale = out.is_float8() ? k.arg(ptr(f32), "scale") : Value();
+  Value weights = k.arg(ptr(f32), "weights"), weights_sorted = k.arg(ptr(f32), "weights_sorted");
+  Value sorted = k.arg(ptr(i32), "sorted"), offsets = k.arg(ptr(i32), "offsets");
+  Value n = k.arg(i32, "n"), top_k = k.arg(i32, "top_k"), experts = k.arg(i32, "experts");
+  Value rows = k.arg(i32, "rows"), hidden = k.arg(i32, "H");
+  const auto [r, c] = grid_tile(k, hidden);
+  Value choice = load(sorted + r, r < load(offsets + experts), n);  // [R, 1] i32; n: none
+  Value live = choice < n;
+  Value v = load_f32(x + cast(choice / top_k, i64) * cast(hidden, i64) + c, live & (c < hidden), 0.0f);
+  if (out.is_float8()) v = v * (1.0f / load(scale));
+  store_as(xs + cast(r, i64) * cast(hidden, i64) + c, v, (r < rows) & (c < hidden));
+  Value first_cols = k.program_id() % cdiv(hidden, kSwigluCols) == 0;
+  store(weights_sorted + r, load(weights + choice, live, 0.0f), (r < rows) & first_cols);
+  return k.build();
+}
+
 // An MoE layer's last step: out [tokens, H] is the sum of each token's
-// top_k rows of y [tokens * top_k, H] (each already scaled by its router
-// weight), in f32, rounded once; choices outside [0, experts) are dropped
-// (their rows of y were never written). A program takes a
-// [kCombineRows, kCombineCols] tile; args y, ids, out, tokens, top_k,
+// top_k rows of y (each already scaled by its router weight), in f32,
+// rounded once. Choice i's row is row i of y [tokens * top_k, H], with
+// `rows` ids [tokens * top_k] (choices outside [0, experts) dropped: their
+// rows were never written); or with `by_position`, row rows[i] of y where
+// rows are MoeAlign's positions (-1: dropped). A program takes a
+// [kCombineRows, kCombineCols] tile; args y, rows, out, tokens, top_k,
 // experts, H; launch on moe_combine_grid.
 inline constexpr int kCombineRows = 16, kCombineCols = 128;
-inline absl::StatusOr<Kernel> moe_combine_kernel(DType d = bf16) {
+inline absl::StatusOr<Kernel> moe_combine_kernel(DType d = bf16, bool by_position = false) {
   KernelBuilder k("moe_combine");
-  Value y = k.arg(ptr(d), "y"), ids = k.arg(ptr(i32), "ids"), out = k.arg(ptr(d), "out");
+  Value y = k.arg(ptr(d), "y"), rows = k.arg(ptr(i32), by_position ? "positions" : "ids");
+  Value out = k.arg(ptr(d), "out");
   Value tokens = k.arg(i32, "tokens"), top_k = k.arg(i32, "top_k"), experts = k.arg(i32, "experts");
   Value hidden = k.arg(i32, "H");
   Value tiles_c = cdiv(hidden, kCombineCols), p = k.program_id();
@@ -336,9 +395,10 @@ inline absl::StatusOr<Kernel> moe_combine_kernel(DType d = bf16) {
   Var acc = k.var(k.zeros({kCombineRows, kCombineCols}, f32));                       // [R, C] f32
   k.for_range(0, top_k, 1, [&](Value j) {
     Value choice = t * top_k + j;                  // [R] i32
-    Value e = load(ids + choice, t < tokens, -1);  // [R] i32
-    Value kept = expand_dims((e >= 0) & (e < experts), 1) & (c < hidden);
-    acc = Value(acc) + load_f32(y + expand_dims(cast(choice, i64) * cast(hidden, i64), 1) + c, kept, 0.0f);
+    Value e = load(rows + choice, t < tokens, -1);  // [R] i32
+    Value row = by_position ? e : choice;
+    Value kept = expand_dims(by_position ? e >= 0 : (e >= 0) & (e < experts), 1) & (c < hidden);
+    acc = Value(acc) + load_f32(y + expand_dims(cast(row, i64) * cast(hidden, i64), 1) + c, kept, 0.0f);
   });
   store_as(out + expand_dims(cast(t, i64) * cast(hidden, i64), 1) + c, acc, expand_dims(t < tokens, 1) & (c < hidden));
   return k.build();
@@ -350,34 +410,77 @@ inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
 // A whole mixture-of-experts layer, Mixtral's: the router's logits (x times
 // the gate's weights, a pointer GEMM with f32 out), each token's top_k
 // experts and their softmax weights (router_top_k_kernel), the choices
-// grouped by expert (MoeAlign), the experts' up projection (moe_gemm_kernel
-// over w1: each expert's gate rows, then its up rows), SwiGLU, the down
-// projection scaled by the router weights (moe_gemm_kernel over w2, routed
-// weights), and each token's choices summed (moe_combine_kernel). bf16
-// activations and weights, f32 accumulation. `up` and `down` are the two
-// GEMMs' tiles; their bm is the alignment's block, so they share it.
+// grouped by expert (MoeAlign), the experts' up projection over w1 (each
+// expert's gate rows, then its up rows), SwiGLU, the down projection over
+// w2 scaled by the router weights, and each token's choices summed
+// (moe_combine_kernel). bf16 activations and weights, f32 accumulation.
+// `up` and `down` are the two GEMMs' tiles; their bm is the alignment's
+// block, so they share it.
+//
+// The experts' GEMMs take one of two forms:
+// - gathering (the default): moe_gemm_kernel reads each block's rows of x
+//   by their tokens through pointers, and h, a and y hold the choices' rows
+//   in the choices' order;
+// - `grouped`: moe_permute_kernel first copies x's rows into MoeAlign's
+//   order, and the GEMMs are grouped TMA GEMMs (gemm_kernel with
+//   GemmConfig::grouped, as moe_grouped_gemm_config makes them), which read
+//   an expert's rows as a dense GEMM reads A; h, a and y keep MoeAlign's
+//   order, and the combine reads each choice's row at its position. On 12
+//   gemm_warps they are warp-specialized and cooperative (bm 128: 64 rows a
+//   consumer warpgroup), on 8 plain persistent.
 //
 // With both GEMMs' `in` f8e4m3, the experts run in fp8 (w8a8, static
 // activation scales, as fp8 checkpoints of Mixtral ship them): w1 and w2
 // are e4m3 with a scale per expert, x is quantized by its scale before the
-// up projection (quantize_kernel; the router reads it in bf16), SwiGLU
-// quantizes a by its own, and each GEMM multiplies by its activations' and
-// its expert's scales (MoeLayer::Fp8Scales). h, y and out stay bf16.
+// up projection (quantize_kernel, or moe_permute_kernel as it copies; the
+// router reads it in bf16), SwiGLU quantizes a by its own, and each GEMM
+// multiplies by its activations' and its expert's scales
+// (MoeLayer::Fp8Scales). h, y and out stay bf16.
 struct MoeLayerConfig {
   int experts = 8, top_k = 2;
   int64_t hidden = 4096, intermediate = 14336;
   MoeGemmConfig up = {.bm = 64, .bn = 256, .stages = 4}, down = {.bm = 64, .bn = 256, .stages = 4};
   int gemm_warps = 8;
+  bool grouped = false;
 };
+
+// A grouped layer's GEMM (MoeLayerConfig::grouped) of tiles `m` on `warps`
+// warps: fp8 operands scaled by their activations' and expert's scales,
+// and the down projection's rows (`down`) by the router's weights.
+inline GemmConfig moe_grouped_gemm_config(const MoeGemmConfig& m, int warps, bool down) {
+  GemmConfig g;
+  g.bm = m.bm;
+  g.bn = m.bn;
+  g.bk = m.bk;
+  g.in = m.in;
+  g.out = m.out;
+  g.stages = m.stages;
+  g.group_m = m.group_m;
+  g.scaled = m.in.is_float8();
+  g.fast_accum = m.fast_accum;
+  g.warp_specialize = g.cooperative = warps == 12;
+  g.grouped = true;
+  g.row_scales = down;
+  return g;
+}
+
+// The rows of h, a and y for `tokens`: the choices, or for a grouped layer
+// MoeAlign's positions for them (padding included).
+inline int64_t moe_layer_rows(const MoeLayerConfig& c, int64_t tokens) {
+  const int64_t n = tokens * c.top_k;
+  return c.grouped ? moe_align_capacity(n, c.experts, static_cast<int>(c.up.bm)) : n;
+}
 
 // The layer's kernels, in the order they run: the router's logits (a
 // pointer GEMM, f32 out), its top_k (router_top_k_kernel), the up
 // projection, SwiGLU, the down projection with routed weights, and the
-// combine; MoeAlign's come between the second and the third. Small kernels
-// run on kMoeLayerSmallWarps warps, the GEMMs on c.gemm_warps.
+// combine; MoeAlign's come between the second and the third, and the
+// quantize or permute kernel before the up projection. Small kernels run
+// on kMoeLayerSmallWarps warps, the GEMMs on c.gemm_warps.
 struct MoeLayerKernels {
   Kernel logits, pick, up, act, down, combine;
-  std::optional<Kernel> quantize;  // x to fp8, for an fp8 layer
+  std::optional<Kernel> quantize;  // x to fp8, for a gathering fp8 layer
+  std::optional<Kernel> permute;   // x's rows into MoeAlign's order, for a grouped layer
 };
 inline constexpr int kMoeLayerSmallWarps = 4, kMoeRouterRows = 16;
 inline constexpr PointerGemmConfig kMoeRouterGemm = {.bm = 64, .bn = 64, .bk = 64, .out = f32};
@@ -403,35 +506,50 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
                                                    "their results bf16; got ", c.up.in.name(), " x ", c.down.in.name(),
                                                    " in, ", c.up.out.name(), " x ", c.down.out.name(), " out"));
   }
+  if (c.grouped && c.gemm_warps != 8 && c.gemm_warps != 12) {
+    return absl::InvalidArgumentError(absl::StrCat("moe_layer: a grouped layer's GEMMs run on 8 warps (persistent) ",
+                                                   "or 12 (warp-specialized); got ", c.gemm_warps));
+  }
   const bool fp8 = c.up.in == f8e4m3;
-  MoeGemmConfig up = c.up, down = c.down;
-  up.routed_weights = false;
-  down.routed_weights = true;
-  up.scaled = down.scaled = fp8;
   MoeLayerKernels k;
   TESSEL_ASSIGN_OR_RETURN(k.logits, pointer_gemm_kernel(kMoeRouterGemm, "moe_router"));
   TESSEL_ASSIGN_OR_RETURN(k.pick, router_top_k_kernel(kMoeRouterRows, c.experts, c.top_k, f32));
-  TESSEL_ASSIGN_OR_RETURN(k.up, moe_gemm_kernel(up, "moe_up"));
-  TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel(bf16, c.up.in));
-  TESSEL_ASSIGN_OR_RETURN(k.down, moe_gemm_kernel(down, "moe_down"));
-  TESSEL_ASSIGN_OR_RETURN(k.combine, moe_combine_kernel());
-  if (fp8) {
-    TESSEL_ASSIGN_OR_RETURN(k.quantize, quantize_kernel(bf16, f8e4m3));
+  if (c.grouped) {
+    TESSEL_ASSIGN_OR_RETURN(k.permute, moe_permute_kernel(c.up.in));
+    TESSEL_ASSIGN_OR_RETURN(k.up, gemm_kernel(moe_grouped_gemm_config(c.up, c.gemm_warps, false), "moe_up"));
+    TESSEL_ASSIGN_OR_RETURN(k.down, gemm_kernel(moe_grouped_gemm_config(c.down, c.gemm_warps, true), "moe_down"));
+  } else {
+    MoeGemmConfig up = c.up, down = c.down;
+    up.routed_weights = false;
+    down.routed_weights = true;
+    up.scaled = down.scaled = fp8;
+    TESSEL_ASSIGN_OR_RETURN(k.up, moe_gemm_kernel(up, "moe_up"));
+    TESSEL_ASSIGN_OR_RETURN(k.down, moe_gemm_kernel(down, "moe_down"));
+    if (fp8) {
+      TESSEL_ASSIGN_OR_RETURN(k.quantize, quantize_kernel(bf16, f8e4m3));
+    }
   }
+  TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel(bf16, c.up.in));
+  TESSEL_ASSIGN_OR_RETURN(k.combine, moe_combine_kernel(bf16, c.grouped));
   return k;
 }
 
 class MoeLayer {
  public:
   // Buffers for a launch on up to `tokens` tokens; public so that a caller
-  // can read the router's logits and choices.
+  // can read the router's choices and the stages' results. Rows of h, a and
+  // y: moe_layer_rows.
   struct Workspace {
     int64_t tokens = 0;
-    Buffer logits;                          // [tokens, experts] f32
-    Buffer weights, ids;                    // [tokens * top_k] f32, i32
-    Buffer sorted, blocks, offsets, align;  // MoeAlign's
-    Buffer h, a, y;                         // [n, 2I] bf16, [n, I] of the GEMMs' in, [n, H] bf16 (n = tokens * top_k)
-    Buffer xq;                              // [tokens, H] e4m3: x quantized, for an fp8 layer
+    Buffer logits;        // [tokens, experts] f32
+    Buffer weights, ids;  // [tokens * top_k] f32, i32
+    MoeAlignBuffers align;
+    Buffer h, a, y;  // [rows, 2I] bf16, [rows, I] of the GEMMs' in, [rows, H] bf16
+    // The up projection's A where it is not x: x quantized to e4m3 for a
+    // gathering fp8 layer ([tokens, H]), or x's rows in MoeAlign's order for
+    // a grouped layer ([rows, H] of the GEMMs' in); and a grouped layer's
+    // router weights in that order ([rows] f32).
+    Buffer xs, weights_sorted;
   };
   // An fp8 layer's scales, f32: x's and a's (one each), w1's and w2's (one
   // per expert). Its activations are x / x_scale and a / a_scale in e4m3.
@@ -452,35 +570,38 @@ class MoeLayer {
     TESSEL_ASSIGN_OR_RETURN(Function down, dev.compile(k.down, gemm));
     TESSEL_ASSIGN_OR_RETURN(Function combine, dev.compile(k.combine, small));
     Functions f{std::move(logits), std::move(pick),    std::move(up), std::move(act),
-                std::move(down),   std::move(combine), std::nullopt};
+                std::move(down),   std::move(combine), std::nullopt,  std::nullopt};
     if (k.quantize) {
       TESSEL_ASSIGN_OR_RETURN(f.quantize, dev.compile(*k.quantize, small));
+    }
+    if (k.permute) {
+      TESSEL_ASSIGN_OR_RETURN(f.permute, dev.compile(*k.permute, small));
     }
     return MoeLayer(dev, c, std::move(align), std::move(f));
   }
 
   absl::StatusOr<Workspace> workspace(int64_t tokens) const {
     const int64_t widest = std::max(2 * c_.intermediate, c_.hidden);
-    if (tokens < 0 || tokens > kMoeMaxOffset || tokens * c_.top_k * widest > kMoeMaxOffset) {
+    if (tokens < 0 || tokens > kMoeMaxOffset || moe_layer_rows(c_, tokens) * widest > kMoeMaxOffset) {
       return absl::InvalidArgumentError(absl::StrCat("moe_layer: tokens must be at least 0, with tokens x top_k x ",
-                                                     widest, " below 2^31 elements; got ", tokens, " tokens"));
+                                                     widest, (c_.grouped ? " (and the alignment's padding)" : ""),
+                                                     " below 2^31 elements; got ", tokens, " tokens"));
     }
-    const int64_t n = tokens * c_.top_k, rows = std::max<int64_t>(n, 1), t = std::max<int64_t>(tokens, 1);
-    const int64_t capacity = moe_align_capacity(n, c_.experts, static_cast<int>(c_.up.bm));
+    const int64_t n = tokens * c_.top_k, rows = std::max<int64_t>(moe_layer_rows(c_, tokens), 1);
+    const int64_t t = std::max<int64_t>(tokens, 1), wb = c_.up.in.bytes();
     Workspace w;
     w.tokens = tokens;
-    for (auto [buf, bytes] :
-         std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, t * c_.experts * 4},
-                                                  {&w.weights, rows * 4},
-                                                  {&w.ids, rows * 4},
-                                                  {&w.sorted, capacity * 4},
-                                                  {&w.blocks, capacity / c_.up.bm * 4},
-                                                  {&w.offsets, (int64_t{c_.experts} + 1) * 4},
-                                                  {&w.align, moe_align_workspace_bytes(n, c_.experts, 1024)},
-                                                  {&w.h, rows * 2 * c_.intermediate * 2},
-                                                  {&w.a, rows * c_.intermediate * c_.up.in.bytes()},
-                                                  {&w.y, rows * c_.hidden * 2},
-                                                  {&w.xq, fp8() ? t * c_.hidden : 0}}) {
+    TESSEL_ASSIGN_OR_RETURN(w.align, align_.buffers(dev_, n));
+    for (auto [buf, bytes] : std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, t * c_.experts * 4},
+                                                                      {&w.weights, std::max<int64_t>(n, 1) * 4},
+                                                                      {&w.ids, std::max<int64_t>(n, 1) * 4},
+                                                                      {&w.h, rows * 2 * c_.intermediate * 2},
+                                                                      {&w.a, rows * c_.intermediate * wb},
+                                                                      {&w.y, rows * c_.hidden * 2},
+                                                                      {&w.xs, c_.grouped ? rows * c_.hidden * wb
+                                                                              : fp8()    ? t * c_.hidden
+                                                                                         : 0},
+                                                                      {&w.weights_sorted, c_.grouped ? rows * 4 : 0}}) {
       if (bytes == 0) continue;
       TESSEL_ASSIGN_OR_RETURN(*buf, dev_.allocate(static_cast<size_t>(bytes)));
     }
@@ -508,11 +629,14 @@ class MoeLayer {
  private:
   struct Functions {
     Function logits, pick, up, act, down, combine;
-    std::optional<Function> quantize;
+    std::optional<Function> quantize, permute;
   };
   MoeLayer(Device dev, MoeLayerConfig c, MoeAlign align, Functions fns)
       : dev_(std::move(dev)), c_(c), align_(std::move(align)), fns_(std::move(fns)) {}
   bool fp8() const { return c_.up.in == f8e4m3; }
+  LaunchConfig on(int64_t grid, int warps, const Stream* stream) const {
+    return LaunchConfig{.grid = Grid(static_cast<int>(grid)), .num_warps = warps, .stream = stream};
+  }
 
   absl::Status run(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
                    const Fp8Scales* scales, const Buffer& out, const Workspace& ws, const Stream* stream) const {
@@ -540,35 +664,86 @@ class MoeLayer {
     }
     if (tokens == 0) return absl::OkStatus();
     const auto n = static_cast<int32_t>(tokens * c_.top_k), experts = static_cast<int32_t>(e);
-    const auto h32 = static_cast<int32_t>(hid), i32v = static_cast<int32_t>(inter), top_k = int32_t{c_.top_k};
-    auto on = [&](int64_t grid, int warps) {
-      return LaunchConfig{.grid = Grid(static_cast<int>(grid)), .num_warps = warps, .stream = stream};
-    };
     const Functions& f = fns_;
-    const int small = kMoeLayerSmallWarps, wide = c_.gemm_warps;
-    TESSEL_RETURN_IF_ERROR(f.logits.launch(on(pointer_gemm_grid(kMoeRouterGemm, tokens, e), small), x, gate, ws.logits,
-                                           tokens, experts, h32));
-    TESSEL_RETURN_IF_ERROR(f.pick.launch(on((tokens + kMoeRouterRows - 1) / kMoeRouterRows, small), ws.logits,
+    const int small = kMoeLayerSmallWarps;
+    TESSEL_RETURN_IF_ERROR(f.logits.launch(on(pointer_gemm_grid(kMoeRouterGemm, tokens, e), small, stream), x, gate,
+                                           ws.logits, tokens, experts, static_cast<int32_t>(hid)));
+    TESSEL_RETURN_IF_ERROR(f.pick.launch(on((tokens + kMoeRouterRows - 1) / kMoeRouterRows, small, stream), ws.logits,
                                          ws.weights, ws.ids, tokens));
-    TESSEL_RETURN_IF_ERROR(align_.launch(ws.ids, n, ws.sorted, ws.blocks, ws.offsets, ws.align, stream));
-    const int64_t up_grid = moe_gemm_grid(c_.up, n, experts, 2 * inter),
-                  down_grid = moe_gemm_grid(c_.down, n, experts, hid);
+    TESSEL_RETURN_IF_ERROR(align_.launch(ws.ids, n, ws.align, stream));
+    TESSEL_RETURN_IF_ERROR(c_.grouped ? experts_grouped(x, tokens, w1, w2, scales, ws, stream)
+                                      : experts_gathering(x, tokens, w1, w2, scales, ws, stream));
+    return f.combine.launch(on(moe_combine_grid(tokens, hid), small, stream), ws.y,
+                            c_.grouped ? ws.align.positions : ws.ids, out, tokens, int32_t{c_.top_k}, experts,
+                            static_cast<int32_t>(hid));
+  }
+
+  // From the alignment to y: the gathering form.
+  absl::Status experts_gathering(const Buffer& x, int32_t tokens, const Buffer& w1, const Buffer& w2,
+                                 const Fp8Scales* scales, const Workspace& ws, const Stream* stream) const {
+    const auto n = static_cast<int32_t>(tokens * c_.top_k), experts = static_cast<int32_t>(c_.experts);
+    const auto h32 = static_cast<int32_t>(c_.hidden), i32v = static_cast<int32_t>(c_.intermediate);
+    const int32_t top_k = c_.top_k;
+    const int small = kMoeLayerSmallWarps, wide = c_.gemm_warps;
+    const Functions& f = fns_;
+    const int64_t up_grid = moe_gemm_grid(c_.up, n, experts, 2 * i32v),
+                  down_grid = moe_gemm_grid(c_.down, n, experts, h32);
+    const MoeAlignBuffers& al = ws.align;
     // Row i of a is choice i's (top_k 1: the down GEMM reads A's row i / 1).
     if (scales == nullptr) {
-      TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide), x, w1, ws.h, ws.sorted, ws.blocks, ws.offsets, n, top_k,
-                                         experts, 2 * i32v, h32));
-      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, inter), small), ws.h, ws.a, n, i32v));
-      TESSEL_RETURN_IF_ERROR(f.down.launch(on(down_grid, wide), ws.a, w2, ws.y, ws.sorted, ws.blocks, ws.offsets,
-                                           ws.weights, n, int32_t{1}, experts, h32, i32v));
-    } else {
-      TESSEL_RETURN_IF_ERROR(f.quantize->launch(on(swiglu_grid(tokens, hid), small), x, ws.xq, scales->x, tokens, h32));
-      TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide), ws.xq, w1, ws.h, ws.sorted, ws.blocks, ws.offsets,
-                                         scales->x, scales->w1, n, top_k, experts, 2 * i32v, h32));
-      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, inter), small), ws.h, ws.a, scales->a, n, i32v));
-      TESSEL_RETURN_IF_ERROR(f.down.launch(on(down_grid, wide), ws.a, w2, ws.y, ws.sorted, ws.blocks, ws.offsets,
-                                           ws.weights, scales->a, scales->w2, n, int32_t{1}, experts, h32, i32v));
+      TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide, stream), x, w1, ws.h, al.sorted, al.block_experts,
+                                         al.offsets, n, top_k, experts, 2 * i32v, h32));
+      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, i32v), small, stream), ws.h, ws.a, n, i32v));
+      return f.down.launch(on(down_grid, wide, stream), ws.a, w2, ws.y, al.sorted, al.block_experts, al.offsets,
+                           ws.weights, n, int32_t{1}, experts, h32, i32v);
     }
-    return f.combine.launch(on(moe_combine_grid(tokens, hid), small), ws.y, ws.ids, out, tokens, top_k, experts, h32);
+    TESSEL_RETURN_IF_ERROR(
+        f.quantize->launch(on(swiglu_grid(tokens, h32), small, stream), x, ws.xs, scales->x, tokens, h32));
+    TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide, stream), ws.xs, w1, ws.h, al.sorted, al.block_experts,
+                                       al.offsets, scales->x, scales->w1, n, top_k, experts, 2 * i32v, h32));
+    TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, i32v), small, stream), ws.h, ws.a, scales->a, n, i32v));
+    return f.down.launch(on(down_grid, wide, stream), ws.a, w2, ws.y, al.sorted, al.block_experts, al.offsets,
+                         ws.weights, scales->a, scales->w2, n, int32_t{1}, experts, h32, i32v);
+  }
+
+  // From the alignment to y: the grouped form, over MoeAlign's positions
+  // for this launch's choices.
+  absl::Status experts_grouped(const Buffer& x, int32_t tokens, const Buffer& w1, const Buffer& w2,
+                               const Fp8Scales* scales, const Workspace& ws, const Stream* stream) const {
+    const int64_t e = c_.experts, hid = c_.hidden, inter = c_.intermediate, rows = moe_layer_rows(c_, tokens);
+    const auto n = static_cast<int32_t>(tokens * c_.top_k), r32 = static_cast<int32_t>(rows);
+    const auto h32 = static_cast<int32_t>(hid), i32v = static_cast<int32_t>(inter);
+    const int small = kMoeLayerSmallWarps, wide = c_.gemm_warps;
+    const Functions& f = fns_;
+    const MoeAlignBuffers& al = ws.align;
+    std::vector<KernelArg> permute = {x, ws.xs};
+    if (scales != nullptr) permute.push_back(scales->x);
+    permute.insert(permute.end(), {ws.weights, ws.weights_sorted, al.sorted, al.offsets, n, int32_t{c_.top_k},
+                                   static_cast<int32_t>(e), r32, h32});
+    TESSEL_RETURN_IF_ERROR(f.permute->launch_packed(on(swiglu_grid(rows, hid), small, stream), permute));
+    // The padded total, the last of the offsets: the rows the GEMMs' tiles take.
+    TESSEL_ASSIGN_OR_RETURN(Buffer total, al.offsets.slice(4 * e, 4));
+    const Buffer none;
+    auto gemm = [&](const Function& fn, bool down, const Buffer& a, const Buffer& w, const Buffer& c, int64_t ncols,
+                    int64_t kdim, const Buffer* scale_a, const Buffer* scale_w) -> absl::Status {
+      const GemmConfig g = moe_grouped_gemm_config(down ? c_.down : c_.up, wide, down);
+      TESSEL_ASSIGN_OR_RETURN(GemmMaps maps, gemm_maps(dev_, g, a, w, c, rows, ncols, kdim, e));
+      const GemmRows by = {.groups = al.block_experts, .total = total, .scales = down ? ws.weights_sorted : none};
+      const LaunchConfig lc = {
+          .grid = gemm_grid(g, rows, ncols, dev_.num_compute_units()), .num_warps = wide, .stream = stream};
+      return fn.launch_packed(lc, gemm_args(g, maps, rows, ncols, kdim, none, scale_a != nullptr ? *scale_a : none,
+                                            scale_w != nullptr ? *scale_w : none, nullptr, &by));
+    };
+    const bool q = scales != nullptr;
+    TESSEL_RETURN_IF_ERROR(
+        gemm(f.up, false, ws.xs, w1, ws.h, 2 * inter, hid, q ? &scales->x : nullptr, q ? &scales->w1 : nullptr));
+    if (q) {
+      TESSEL_RETURN_IF_ERROR(
+          f.act.launch(on(swiglu_grid(rows, inter), small, stream), ws.h, ws.a, scales->a, r32, i32v));
+    } else {
+      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(rows, inter), small, stream), ws.h, ws.a, r32, i32v));
+    }
+    return gemm(f.down, true, ws.a, w2, ws.y, hid, inter, q ? &scales->a : nullptr, q ? &scales->w2 : nullptr);
   }
 
   Device dev_;
@@ -582,6 +757,7 @@ struct MoeAlignment {
   std::vector<int32_t> sorted;         // the padded total
   std::vector<int32_t> block_experts;  // total / block
   std::vector<int32_t> offsets;        // experts + 1
+  std::vector<int32_t> positions;      // n
 };
 inline MoeAlignment moe_align_reference(const std::vector<int32_t>& ids, int experts, int block) {
   std::vector<std::vector<int32_t>> groups(experts);
@@ -597,6 +773,10 @@ inline MoeAlignment moe_align_reference(const std::vector<int32_t>& ids, int exp
     out.block_experts.resize(out.sorted.size() / block, e);
   }
   out.offsets.push_back(static_cast<int32_t>(out.sorted.size()));
+  out.positions.assign(ids.size(), -1);
+  for (size_t p = 0; p < out.sorted.size(); ++p) {
+    if (out.sorted[p] < static_cast<int32_t>(ids.size())) out.positions[out.sorted[p]] = static_cast<int32_t>(p);
+  }
   return out;
 }
 
@@ -758,7 +938,7 @@ struct MoeLayerOutputs {
 };
 inline absl::StatusOr<MoeLayerOutputs> moe_layer_outputs(const Device& dev, const MoeLayerConfig& c, int64_t tokens,
                                                          const MoeLayer::Workspace& ws, const Buffer& out) {
-  const int64_t n = tokens * c.top_k;
+  const int64_t n = tokens * c.top_k, rows = moe_layer_rows(c, tokens);
   auto fetch = [&]<class T>(std::vector<T>& to, const Buffer& b, DType d, int64_t count) -> absl::Status {
     std::vector<uint8_t> bytes(count * d.bytes());
     TESSEL_RETURN_IF_ERROR(dev.copy_to_host(bytes.data(), b, bytes.size()));
@@ -768,9 +948,23 @@ inline absl::StatusOr<MoeLayerOutputs> moe_layer_outputs(const Device& dev, cons
   MoeLayerOutputs o;
   TESSEL_RETURN_IF_ERROR(fetch(o.ids, ws.ids, i32, n));
   TESSEL_RETURN_IF_ERROR(fetch(o.weights, ws.weights, f32, n));
-  TESSEL_RETURN_IF_ERROR(fetch(o.h, ws.h, bf16, n * 2 * c.intermediate));
-  TESSEL_RETURN_IF_ERROR(fetch(o.a, ws.a, c.up.in, n * c.intermediate));
-  TESSEL_RETURN_IF_ERROR(fetch(o.y, ws.y, bf16, n * c.hidden));
+  // Choice i's row of h, a and y: row i, or in a grouped layer its
+  // position in MoeAlign's order (-1, dropped: zeros).
+  std::vector<int32_t> at(n);
+  std::iota(at.begin(), at.end(), 0);
+  if (c.grouped) TESSEL_RETURN_IF_ERROR(fetch(at, ws.align.positions, i32, n));
+  auto stage = [&](std::vector<float>& to, const Buffer& b, DType d, int64_t width) -> absl::Status {
+    std::vector<float> all;
+    TESSEL_RETURN_IF_ERROR(fetch(all, b, d, rows * width));
+    to.assign(n * width, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      if (at[i] >= 0) std::copy_n(&all[at[i] * width], width, &to[i * width]);
+    }
+    return absl::OkStatus();
+  };
+  TESSEL_RETURN_IF_ERROR(stage(o.h, ws.h, bf16, 2 * c.intermediate));
+  TESSEL_RETURN_IF_ERROR(stage(o.a, ws.a, c.up.in, c.intermediate));
+  TESSEL_RETURN_IF_ERROR(stage(o.y, ws.y, bf16, c.hidden));
   TESSEL_RETURN_IF_ERROR(fetch(o.out, out, bf16, tokens * c.hidden));
   return o;
 }

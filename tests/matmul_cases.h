@@ -526,20 +526,16 @@ inline absl::StatusOr<std::vector<float>> run_moe_gemm(const Device& device, con
                                                        const MoeProblem& p, const MoeGemmInputs& in) {
   if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_moe_gemm: C must be f32 or bf16");
   const int32_t n = p.tokens * p.top_k;
-  const int block = static_cast<int>(g.bm);
-  const int64_t capacity = samples::moe_align_capacity(n, p.experts, block);
-  TESSEL_ASSIGN_OR_RETURN(samples::MoeAlign align, samples::MoeAlign::compile(device, p.experts, block));
+  TESSEL_ASSIGN_OR_RETURN(samples::MoeAlign align,
+                          samples::MoeAlign::compile(device, p.experts, static_cast<int>(g.bm)));
   TESSEL_ASSIGN_OR_RETURN(Buffer bids, put(device, in.ids.data(), in.ids.size() * 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer sorted, device.allocate(capacity * 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer blocks, device.allocate(capacity / block * 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer offsets, device.allocate((p.experts + 1) * 4));
-  TESSEL_ASSIGN_OR_RETURN(Buffer work, device.allocate(samples::moe_align_workspace_bytes(n, p.experts, 1024)));
-  TESSEL_RETURN_IF_ERROR(align.launch(bids, n, sorted, blocks, offsets, work));
+  TESSEL_ASSIGN_OR_RETURN(samples::MoeAlignBuffers al, align.buffers(device, n));
+  TESSEL_RETURN_IF_ERROR(align.launch(bids, n, al));
   TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::moe_gemm_kernel(g), warps));
   TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, in.a));
   TESSEL_ASSIGN_OR_RETURN(Buffer wb, put(device, in.w));
   TESSEL_ASSIGN_OR_RETURN(Buffer cb, nan_buffer(device, g.out, n * p.n_cols));
-  std::vector<KernelArg> args = {ab, wb, cb, sorted, blocks, offsets};
+  std::vector<KernelArg> args = {ab, wb, cb, al.sorted, al.block_experts, al.offsets};
   std::vector<Buffer> held;  // what the arguments point to, until the launch is done
   for (const auto& [wanted, values] :
        {std::pair{g.routed_weights, in.weights}, std::pair{g.scaled, std::vector<float>{in.scale_a}},

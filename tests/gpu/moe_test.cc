@@ -36,37 +36,41 @@ TEST_F(Moe, AlignmentAgreesWithTheHostAndTheReference) {
       if (rng.uniform_int(0, 50) == 0) v = rng.uniform_int(0, 1) == 0 ? -1 : experts;
     }
     const int64_t capacity = samples::moe_align_capacity(n, experts, block);
-    std::vector<std::vector<int32_t>> sorted, blocks, offsets;
+    std::vector<std::vector<int32_t>> sorted, blocks, offsets, positions;
     for (const Device& dev : devices_) {
       absl::StatusOr<samples::MoeAlign> align = samples::MoeAlign::compile(dev, experts, block, chunk, warps);
       ASSERT_TRUE(align.ok()) << align.status();
-      absl::StatusOr<Buffer> bids = upload(dev, ids), bsorted = dev.allocate(capacity * 4),
-                             bblocks = dev.allocate(capacity / block * 4), boffsets = dev.allocate((experts + 1) * 4),
-                             bwork = dev.allocate(samples::moe_align_workspace_bytes(n, experts, chunk));
-      ASSERT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok() && bwork.ok());
-      ASSERT_TRUE(poison<int32_t>(dev, *bsorted, capacity, -7).ok());
-      ASSERT_TRUE(poison<int32_t>(dev, *bblocks, capacity / block, -7).ok());
-      absl::Status s = align->launch(*bids, n, *bsorted, *bblocks, *boffsets, *bwork);
+      absl::StatusOr<Buffer> bids = upload(dev, ids);
+      absl::StatusOr<samples::MoeAlignBuffers> out = align->buffers(dev, n);
+      ASSERT_TRUE(bids.ok() && out.ok());
+      ASSERT_TRUE(poison<int32_t>(dev, out->sorted, capacity, -7).ok());
+      ASSERT_TRUE(poison<int32_t>(dev, out->block_experts, capacity / block, -7).ok());
+      ASSERT_TRUE(poison<int32_t>(dev, out->positions, n, -7).ok());
+      absl::Status s = align->launch(*bids, n, *out);
       ASSERT_TRUE(s.ok()) << s;
       ASSERT_TRUE(dev.synchronize().ok());
-      absl::StatusOr<std::vector<int32_t>> o = download<int32_t>(dev, *boffsets, experts + 1);
+      absl::StatusOr<std::vector<int32_t>> o = download<int32_t>(dev, out->offsets, experts + 1);
       ASSERT_TRUE(o.ok());
       const int32_t total = o->back();
       ASSERT_TRUE(total >= 0 && total <= capacity) << total;
-      absl::StatusOr<std::vector<int32_t>> so = download<int32_t>(dev, *bsorted, total);
-      absl::StatusOr<std::vector<int32_t>> bl = download<int32_t>(dev, *bblocks, total / block);
-      ASSERT_TRUE(so.ok() && bl.ok());
+      absl::StatusOr<std::vector<int32_t>> so = download<int32_t>(dev, out->sorted, total);
+      absl::StatusOr<std::vector<int32_t>> bl = download<int32_t>(dev, out->block_experts, total / block);
+      absl::StatusOr<std::vector<int32_t>> po = download<int32_t>(dev, out->positions, n);
+      ASSERT_TRUE(so.ok() && bl.ok() && po.ok());
       sorted.push_back(*std::move(so));
       blocks.push_back(*std::move(bl));
       offsets.push_back(*std::move(o));
+      positions.push_back(*std::move(po));
     }
     EXPECT_EQ(offsets[0], offsets[1]) << "device under test against host:2";
     EXPECT_EQ(sorted[0], sorted[1]) << "device under test against host:2";
     EXPECT_EQ(blocks[0], blocks[1]) << "device under test against host:2";
+    EXPECT_EQ(positions[0], positions[1]) << "device under test against host:2";
     const samples::MoeAlignment want = samples::moe_align_reference(ids, experts, block);
     EXPECT_EQ(offsets[0], want.offsets) << "against the reference";
     EXPECT_EQ(sorted[0], want.sorted) << "against the reference";
     EXPECT_EQ(blocks[0], want.block_experts) << "against the reference";
+    EXPECT_EQ(positions[0], want.positions) << "against the reference";
   }
 }
 
@@ -122,19 +126,28 @@ TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
 // A whole MoE layer (samples::MoeLayer, Mixtral's form at a small size)
 // on each device against the double reference: its logits, its choices
 // from its own logits, and its output; bf16, and fp8 (e4m3 weights and
-// activations, rows of 128 bytes). The tensor-core tiles of the benchmark
-// on NVIDIA; the host runs the same kernels.
+// activations, rows of 128 bytes); the gathering GEMMs, and grouped ones
+// warp-specialized (blocks of 128) and plain persistent (blocks of 64).
+// The tensor-core tiles of the benchmark on NVIDIA; the host runs the same
+// kernels.
 TEST_F(Moe, LayerMatchesADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   std::mt19937 gen(rng.uniform_int(0, 1 << 30));
-  samples::MoeLayerConfig fp8 = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  const samples::MoeLayerConfig bf = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  samples::MoeLayerConfig fp8 = bf, grouped = bf, grouped_fp8 = bf, grouped_plain = bf;
   fp8.up = fp8.down = {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .stages = 4};
+  grouped.up = grouped.down = {.bm = 128, .bn = 256, .bk = 64, .stages = 4};
+  grouped_fp8.up = grouped_fp8.down = {.bm = 128, .bn = 192, .bk = 128, .in = f8e4m3, .stages = 4};
+  grouped_plain.up = grouped_plain.down = {.bm = 64, .bn = 128, .bk = 64, .stages = 4};
+  grouped.gemm_warps = grouped_fp8.gemm_warps = 12;
+  grouped.grouped = grouped_fp8.grouped = grouped_plain.grouped = true;
   const int64_t tokens = 200;
-  for (const samples::MoeLayerConfig& c :
-       {samples::MoeLayerConfig{.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352}, fp8}) {
+  for (const samples::MoeLayerConfig& c : {bf, fp8, grouped, grouped_fp8, grouped_plain}) {
     for (const Device& dev : devices_) {
-      SCOPED_TRACE(::testing::Message() << dev.name() << ", " << c.up.in.name());
+      SCOPED_TRACE(::testing::Message() << dev.name() << ", " << c.up.in.name()
+                                        << (c.grouped ? ", grouped on " : ", gathering on ") << c.gemm_warps
+                                        << " warps, blocks of " << c.up.bm);
       absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(dev, c, tokens, gen);
       ASSERT_TRUE(run.ok()) << run.status();
       EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");

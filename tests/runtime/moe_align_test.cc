@@ -18,34 +18,35 @@ namespace tessel {
 namespace {
 
 struct Got {
-  std::vector<int32_t> sorted, block_experts, offsets;
+  std::vector<int32_t> sorted, block_experts, offsets, positions;
 };
 
-Got align_on(const Device& dev, const samples::MoeAlign& align, const std::vector<int32_t>& ids, int experts, int block,
-             int chunk) {
+Got align_on(const Device& dev, const samples::MoeAlign& align, const std::vector<int32_t>& ids, int experts,
+             int block) {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t capacity = samples::moe_align_capacity(n, experts, block);
   Got got;
-  auto bids = dev.allocate(std::max<int64_t>(n, 1) * 4), bsorted = dev.allocate(capacity * 4),
-       bblocks = dev.allocate(std::max<int64_t>(capacity / block, 1) * 4), boffsets = dev.allocate((experts + 1) * 4),
-       bwork = dev.allocate(samples::moe_align_workspace_bytes(n, experts, chunk));
-  EXPECT_TRUE(bids.ok() && bsorted.ok() && bblocks.ok() && boffsets.ok() && bwork.ok());
+  absl::StatusOr<Buffer> bids = dev.allocate(std::max<int64_t>(n, 1) * 4);
+  absl::StatusOr<samples::MoeAlignBuffers> out = align.buffers(dev, n);
+  EXPECT_TRUE(bids.ok() && out.ok());
   if (n > 0) {
     EXPECT_TRUE(dev.copy_to_device(*bids, ids.data(), n * 4).ok());
   }
-  absl::Status s = align.launch(*bids, static_cast<int32_t>(n), *bsorted, *bblocks, *boffsets, *bwork);
+  absl::Status s = align.launch(*bids, static_cast<int32_t>(n), *out);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_TRUE(dev.synchronize().ok());
   got.offsets.resize(experts + 1);
-  EXPECT_TRUE(dev.copy_to_host(got.offsets.data(), *boffsets, (experts + 1) * 4).ok());
+  EXPECT_TRUE(dev.copy_to_host(got.offsets.data(), out->offsets, (experts + 1) * 4).ok());
+  got.positions.resize(n);
+  EXPECT_TRUE(dev.copy_to_host(got.positions.data(), out->positions, n * 4).ok());
   const int32_t total = got.offsets.back();
   EXPECT_GE(total, 0);
   EXPECT_LE(total, capacity);
   got.sorted.resize(std::clamp<int64_t>(total, 0, capacity));
   got.block_experts.resize(got.sorted.size() / block);
   if (!got.sorted.empty()) {
-    EXPECT_TRUE(dev.copy_to_host(got.sorted.data(), *bsorted, got.sorted.size() * 4).ok());
-    EXPECT_TRUE(dev.copy_to_host(got.block_experts.data(), *bblocks, got.block_experts.size() * 4).ok());
+    EXPECT_TRUE(dev.copy_to_host(got.sorted.data(), out->sorted, got.sorted.size() * 4).ok());
+    EXPECT_TRUE(dev.copy_to_host(got.block_experts.data(), out->block_experts, got.block_experts.size() * 4).ok());
   }
   return got;
 }
@@ -78,11 +79,12 @@ TEST(MoeAlign, MatchesTheHostReference) {
     }
     absl::StatusOr<samples::MoeAlign> align = samples::MoeAlign::compile(*dev, c.experts, c.block, c.chunk);
     ASSERT_TRUE(align.ok()) << align.status();
-    const Got got = align_on(*dev, *align, ids, c.experts, c.block, c.chunk);
+    const Got got = align_on(*dev, *align, ids, c.experts, c.block);
     const samples::MoeAlignment want = samples::moe_align_reference(ids, c.experts, c.block);
     EXPECT_EQ(got.offsets, want.offsets);
     EXPECT_EQ(got.sorted, want.sorted);
     EXPECT_EQ(got.block_experts, want.block_experts);
+    EXPECT_EQ(got.positions, want.positions);
   }
 }
 
@@ -103,20 +105,27 @@ TEST(MoeAlign, BadShapesAndBuffersAreErrors) {
   // 100 choices: a capacity of 100 + 8 * 15 = 220 positions, 13 blocks, two
   // programs' counts and the padding starts in the workspace.
   auto buffer = [&](int64_t bytes) { return *dev->allocate(bytes); };
-  const Buffer ids = buffer(400), sorted = buffer(880), blocks = buffer(52), offsets = buffer(36),
-               work = buffer(samples::moe_align_workspace_bytes(100, 8, 64));
-  EXPECT_EQ(samples::moe_align_workspace_bytes(100, 8, 64), 4 * 3 * 8);
+  const Buffer ids = buffer(400);
+  absl::StatusOr<samples::MoeAlignBuffers> out = align->buffers(*dev, 100);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->sorted.bytes(), 880u);
+  EXPECT_EQ(out->workspace.bytes(), 4u * 3 * 8);
+  // `out` with one of its buffers `bytes` long.
+  auto with = [&](Buffer samples::MoeAlignBuffers::*field, int64_t bytes) {
+    samples::MoeAlignBuffers o = *out;
+    o.*field = buffer(bytes);
+    return o;
+  };
+  using B = samples::MoeAlignBuffers;
   for (const auto& [status, what] : std::vector<std::pair<absl::Status, std::string>>{
-           {align->launch(ids, -1, sorted, blocks, offsets, work), "n must not be negative, got -1"},
-           {align->launch(buffer(396), 100, sorted, blocks, offsets, work),
-            "ids holds 396 bytes; 100 choices need 400"},
-           {align->launch(ids, 100, buffer(876), blocks, offsets, work),
-            "sorted holds 876 bytes; 100 choices need 880"},
-           {align->launch(ids, 100, sorted, buffer(48), offsets, work),
-            "block_experts holds 48 bytes; 100 choices need 52"},
-           {align->launch(ids, 100, sorted, blocks, buffer(32), work), "offsets holds 32 bytes; 100 choices need 36"},
-           {align->launch(ids, 100, sorted, blocks, offsets, buffer(64)),
-            "workspace holds 64 bytes; 100 choices need 96"}}) {
+           {align->launch(ids, -1, *out), "n must not be negative, got -1"},
+           {align->buffers(*dev, -1).status(), "n must not be negative, got -1"},
+           {align->launch(buffer(396), 100, *out), "ids holds 396 bytes; 100 choices need 400"},
+           {align->launch(ids, 100, with(&B::sorted, 876)), "sorted holds 876 bytes; 100 choices need 880"},
+           {align->launch(ids, 100, with(&B::block_experts, 48)), "block_experts holds 48 bytes; 100 choices need 52"},
+           {align->launch(ids, 100, with(&B::offsets, 32)), "offsets holds 32 bytes; 100 choices need 36"},
+           {align->launch(ids, 100, with(&B::positions, 396)), "positions holds 396 bytes; 100 choices need 400"},
+           {align->launch(ids, 100, with(&B::workspace, 64)), "workspace holds 64 bytes; 100 choices need 96"}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(what));
   }

@@ -28,22 +28,43 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The gathering form on blocks of 16; the grouped form on 8 warps
+// (persistent, blocks of 64) and 12 (warp-specialized, blocks of 128).
 TEST(MoeLayer, MatchesADoubleReference) {
   TESSEL_SEEDED_GEN(gen);
   absl::StatusOr<Device> dev = Device::open("host:2");
   ASSERT_TRUE(dev.ok()) << dev.status();
-  for (const auto& [tokens, experts, top_k, hidden, inter, in] :
-       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t, DType>>{{37, 4, 2, 64, 96, bf16},
-                                                                           {20, 1, 1, 40, 24, bf16},
-                                                                           {50, 6, 3, 72, 48, bf16},
-                                                                           {0, 4, 2, 64, 96, bf16},
-                                                                           {37, 4, 2, 64, 96, f8e4m3},
-                                                                           {0, 4, 2, 64, 96, f8e4m3}}) {
+  for (const auto& [tokens, experts, top_k, hidden, inter, in, warps] :
+       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t, DType, int>>{{37, 4, 2, 64, 96, bf16, 0},
+                                                                                {20, 1, 1, 40, 24, bf16, 0},
+                                                                                {50, 6, 3, 72, 48, bf16, 0},
+                                                                                {0, 4, 2, 64, 96, bf16, 0},
+                                                                                {37, 4, 2, 64, 96, f8e4m3, 0},
+                                                                                {0, 4, 2, 64, 96, f8e4m3, 0},
+                                                                                {37, 4, 2, 64, 96, bf16, 8},
+                                                                                {50, 6, 3, 72, 48, bf16, 12},
+                                                                                {1, 1, 1, 40, 24, bf16, 8},
+                                                                                {0, 4, 2, 64, 96, bf16, 8},
+                                                                                {37, 4, 2, 64, 96, f8e4m3, 8},
+                                                                                {29, 3, 2, 64, 96, f8e4m3, 12}}) {
+    const bool grouped = warps > 0;
     SCOPED_TRACE(::testing::Message() << tokens << " tokens x top " << top_k << " of " << experts << " experts, H "
-                                      << hidden << ", I " << inter << ", " << in.name());
-    const samples::MoeGemmConfig tile = {.bm = 16, .bn = 64, .bk = 32, .in = in};
-    const samples::MoeLayerConfig c = {
-        .experts = experts, .top_k = top_k, .hidden = hidden, .intermediate = inter, .up = tile, .down = tile};
+                                      << hidden << ", I " << inter << ", " << in.name()
+                                      << (grouped ? ", grouped on " : ", gathering") << (grouped ? warps : 0));
+    const samples::MoeGemmConfig tile = {.bm = !grouped      ? 16
+                                               : warps == 12 ? 128
+                                                             : 64,
+                                         .bn = 64,
+                                         .bk = grouped ? 64 / in.bytes() : 32,
+                                         .in = in};
+    const samples::MoeLayerConfig c = {.experts = experts,
+                                       .top_k = top_k,
+                                       .hidden = hidden,
+                                       .intermediate = inter,
+                                       .up = tile,
+                                       .down = tile,
+                                       .gemm_warps = grouped ? warps : 8,
+                                       .grouped = grouped};
     absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, tokens, gen);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
@@ -82,39 +103,47 @@ TEST(MoeLayer, StageChecksNameTheStageThatIsOff) {
 }
 
 // Choices outside [0, experts) are another rank's: their rows of y were
-// never written, and the sum leaves them out.
+// never written, and the sum leaves them out. Read by choice (rows in the
+// choices' order, dropped by their ids) and by position (rows where
+// `positions` says, -1 dropped).
 TEST(MoeLayer, CombineLeavesOutDroppedChoices) {
   absl::StatusOr<Device> dev = Device::open("host:1");
   ASSERT_TRUE(dev.ok()) << dev.status();
-  absl::StatusOr<Kernel> kernel = samples::moe_combine_kernel();
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  absl::StatusOr<Function> fn = dev->compile(*kernel);
-  ASSERT_TRUE(fn.ok()) << fn.status();
-  const int32_t tokens = 19, top_k = 3, experts = 4, hidden = 136;
-  std::vector<uint16_t> y(tokens * top_k * hidden);
-  std::vector<int32_t> ids(tokens * top_k);
-  for (int32_t i = 0; i < tokens * top_k; ++i) {
+  const int32_t tokens = 19, top_k = 3, experts = 4, hidden = 136, n = tokens * top_k;
+  std::vector<int32_t> ids(n), positions(n);
+  for (int32_t i = 0; i < n; ++i) {
     ids[i] = i % 5 == 0 ? -1 : (i % 7 == 0 ? experts : i % experts);
-    for (int32_t c = 0; c < hidden; ++c) {
-      y[i * hidden + c] = ids[i] == i % experts ? float_to_bf16(static_cast<float>(i % 9 + c % 4)) : 0x7FC0;
-    }
+    positions[i] = ids[i] == i % experts ? i * 7 % n : -1;  // 7 is prime to 57
   }
-  Buffer dy = *dev->allocate(y.size() * 2), dids = *dev->allocate(ids.size() * 4),
-         dout = *dev->allocate(tokens * hidden * 2);
-  ASSERT_TRUE(dev->copy_to_device(dy, y.data(), y.size() * 2).ok());
-  ASSERT_TRUE(dev->copy_to_device(dids, ids.data(), ids.size() * 4).ok());
-  const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_combine_grid(tokens, hidden))};
-  ASSERT_TRUE(fn->launch(lc, dy, dids, dout, tokens, top_k, experts, hidden).ok());
-  absl::StatusOr<std::vector<float>> out = matmul_cases::download_f32(*dev, dout, bf16, tokens * hidden);
-  ASSERT_TRUE(out.ok()) << out.status();
-  for (int32_t t = 0; t < tokens; ++t) {
-    for (int32_t c = 0; c < hidden; ++c) {
-      float want = 0;
-      for (int32_t j = 0; j < top_k; ++j) {
-        const int32_t i = t * top_k + j;
-        if (ids[i] >= 0 && ids[i] < experts) want += static_cast<float>(i % 9 + c % 4);
+  for (bool by_position : {false, true}) {
+    SCOPED_TRACE(by_position ? "by position" : "by choice");
+    absl::StatusOr<Kernel> kernel = samples::moe_combine_kernel(bf16, by_position);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    absl::StatusOr<Function> fn = dev->compile(*kernel);
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    std::vector<uint16_t> y(n * hidden, 0x7FC0);  // NaN where no kept choice's row is
+    for (int32_t i = 0; i < n; ++i) {
+      if (ids[i] != i % experts) continue;
+      const int32_t row = by_position ? positions[i] : i;
+      for (int32_t c = 0; c < hidden; ++c) y[row * hidden + c] = float_to_bf16(static_cast<float>(i % 9 + c % 4));
+    }
+    const std::vector<int32_t>& rows = by_position ? positions : ids;
+    Buffer dy = *dev->allocate(y.size() * 2), drows = *dev->allocate(n * 4), dout = *dev->allocate(tokens * hidden * 2);
+    ASSERT_TRUE(dev->copy_to_device(dy, y.data(), y.size() * 2).ok());
+    ASSERT_TRUE(dev->copy_to_device(drows, rows.data(), n * 4).ok());
+    const LaunchConfig lc = {.grid = static_cast<int>(samples::moe_combine_grid(tokens, hidden))};
+    ASSERT_TRUE(fn->launch(lc, dy, drows, dout, tokens, top_k, experts, hidden).ok());
+    absl::StatusOr<std::vector<float>> out = matmul_cases::download_f32(*dev, dout, bf16, tokens * hidden);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int32_t t = 0; t < tokens; ++t) {
+      for (int32_t c = 0; c < hidden; ++c) {
+        float want = 0;
+        for (int32_t j = 0; j < top_k; ++j) {
+          const int32_t i = t * top_k + j;
+          if (ids[i] >= 0 && ids[i] < experts) want += static_cast<float>(i % 9 + c % 4);
+        }
+        ASSERT_EQ((*out)[t * hidden + c], want) << "token " << t << ", column " << c;
       }
-      ASSERT_EQ((*out)[t * hidden + c], want) << "token " << t << ", column " << c;
     }
   }
 }
@@ -140,7 +169,12 @@ TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
            {with([](auto& c) { c.up.out = f32; }),
             "both bf16 or both f8e4m3, their results bf16; got bf16 x bf16 in, f32"},
            {with([](auto& c) { c.up.in = f8e4m3; }), "got f8e4m3 x bf16 in"},
-           {with([](auto& c) { c.up.in = c.down.in = f8e5m2; }), "got f8e5m2 x f8e5m2 in"}}) {
+           {with([](auto& c) { c.up.in = c.down.in = f8e5m2; }), "got f8e5m2 x f8e5m2 in"},
+           {with([](auto& c) {
+              c.grouped = true;
+              c.gemm_warps = 4;
+            }),
+            "a grouped layer's GEMMs run on 8 warps (persistent) or 12 (warp-specialized); got 4"}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_THAT(std::string(status.message()), HasSubstr(what));
   }
