@@ -1,4 +1,4 @@
-// tessel's tensor-core GEMM (samples/kernels.h gemm_kernel) on an NVIDIA GPU
+// tessel's tensor-core GEMM (samples/gemm.h gemm_kernel) on an NVIDIA GPU
 // at the shapes DESIGN.md's targets name, in TFLOP/s: bf16 with B given as
 // N x K for each tile configuration tried, then the two best-known
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8

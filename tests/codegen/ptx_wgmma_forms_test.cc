@@ -113,7 +113,7 @@ TEST(WgmmaForms, Fp8MnMajorOperandIsAClearError) {
   absl::Status s = gemm_ptx(g).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("multiplies f8e4m3 by f8e4m3 on the tensor cores only with K-major operands"));
-  EXPECT_THAT(s.message(), HasSubstr("kernels.h:"));  // the dot's line
+  EXPECT_THAT(s.message(), HasSubstr("gemm.h:"));  // the dot's line
   // The host runs it (its loop reads any layout).
   absl::StatusOr<Kernel> kernel = samples::gemm_kernel(g);
   ASSERT_TRUE(kernel.ok());
