@@ -94,10 +94,10 @@ absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem&
 
 // Every element when there are few, else a sample (and every corner), against
 // a double-precision sum; the bound scales with the sum of |a| |b|: f32
-// accumulation's, or with fp8 operands 2^-13 of it, and 2^-11 with fast
-// accumulation: the tensor cores' fp8 instructions accumulate with fewer
-// bits than f32, within a K step and, fast, over all of K (the worst ratio
-// seen is recorded as a test property).
+// accumulation's, or with fp8 operands samples::gemm_sum_tolerance's share
+// of it: the tensor cores' fp8 instructions accumulate with fewer bits than
+// f32, within a K step and, fast, over all of K (the worst ratio seen is
+// recorded as a test property).
 ::testing::AssertionResult matches_reference(const Problem& p, const Inputs& in, const std::vector<float>& c,
                                              Rng& rng) {
   std::vector<int64_t> picks;
