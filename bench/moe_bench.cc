@@ -65,9 +65,9 @@ struct Gemm {
   int64_t bm, bn;
   int stages, warps;
 };
-constexpr Gemm kGemms[] = {{false, 64, 256, 4, 8},  {false, 64, 256, 3, 8},  {false, 64, 128, 4, 4},
-                           {false, 64, 128, 3, 4},  {true, 128, 256, 4, 12}, {true, 128, 192, 4, 12},
-                           {true, 128, 128, 4, 12}, {true, 128, 256, 3, 8}};
+constexpr Gemm kGemms[] = {{true, 128, 192, 4, 12}, {true, 128, 256, 4, 12}, {true, 128, 128, 4, 12},
+                           {true, 128, 256, 3, 8},  {false, 64, 256, 4, 8},  {false, 64, 256, 3, 8},
+                           {false, 64, 128, 4, 4},  {false, 64, 128, 3, 4}};
 
 std::string label(const Gemm& g, bool fp8) {
   return std::string(g.grouped ? "grouped " : "") + std::to_string(g.bm) + "x" + std::to_string(g.bn) +

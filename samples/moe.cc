@@ -1,10 +1,12 @@
 // A whole mixture-of-experts layer, Mixtral's (samples/moe.h MoeLayer): the
 // router picks each token's top 2 of 8 experts, the choices are grouped by
-// expert, and the experts' SwiGLU MLPs run as two grouped GEMMs over the
-// gathered tokens (the second scaled by the router's weights), whose rows
-// are summed back per token. bf16 activations and weights, f32
-// accumulation; on NVIDIA GPUs both GEMMs run on the tensor cores with
-// their operands copied into rings. It checks the router's logits against
+// expert, the tokens' rows are copied into that order, and the experts'
+// SwiGLU MLPs run as two grouped GEMMs over them (the second scaled by the
+// router's weights), whose rows are summed back per token. bf16
+// activations and weights, f32 accumulation; on NVIDIA GPUs both GEMMs run
+// on the tensor cores, warp-specialized, their operands read by TMA (on
+// AMD GPUs the layer takes the gathering GEMMs, which read the tokens' rows
+// through pointers). It checks the router's logits against
 // a double reference, its choices against the host's choice from those
 // logits, and the layer's output against a double reference of the
 // experts that rounds where the layer does; then runs the same experts in
@@ -15,7 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
+#include <vector>
 
 #include "base/float16.h"
 #include "base/float8.h"
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   if (args.target.rfind("gfx", 0) == 0) {  // AMD: tiles that fit in 64 KiB of LDS
     config.up = config.down = {.bm = 64, .bn = 64, .bk = 64, .stages = 1};
     config.gemm_warps = 4;
+    config.grouped = false;
   }
   const samples::MoeLayerKernels k = samples::value_or_die(samples::moe_layer_kernels(config), "build");
   CompileOptions gemm = samples::compile_options(args), small = gemm;
@@ -101,7 +106,11 @@ int main(int argc, char** argv) {
   small.num_warps = samples::kMoeLayerSmallWarps;
   if (!args.target.empty()) {
     samples::emit_for_target(args, {k.up, k.down}, gemm);
-    samples::emit_for_target(args, {k.logits, k.pick, k.act, k.combine}, small);
+    std::vector<Kernel> rest = {k.logits, k.pick, k.act, k.combine};
+    for (const std::optional<Kernel>& extra : {k.permute, k.quantize}) {
+      if (extra) rest.push_back(*extra);
+    }
+    samples::emit_for_target(args, rest, small);
     return 0;
   }
   Device device = samples::value_or_die(samples::open_device(args), "device");

@@ -134,16 +134,18 @@ TEST_F(Moe, LayerMatchesADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   std::mt19937 gen(rng.uniform_int(0, 1 << 30));
-  const samples::MoeLayerConfig bf = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
-  samples::MoeLayerConfig fp8 = bf, grouped = bf, grouped_fp8 = bf, grouped_plain = bf;
-  fp8.up = fp8.down = {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .stages = 4};
-  grouped.up = grouped.down = {.bm = 128, .bn = 256, .bk = 64, .stages = 4};
-  grouped_fp8.up = grouped_fp8.down = {.bm = 128, .bn = 192, .bk = 128, .in = f8e4m3, .stages = 4};
+  const samples::MoeLayerConfig grouped = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  samples::MoeLayerConfig grouped_fp8 = grouped, grouped_plain = grouped, gathering = grouped, gathering_fp8 = grouped;
+  grouped_fp8.up.in = grouped_fp8.down.in = f8e4m3;
+  grouped_fp8.up.bk = grouped_fp8.down.bk = 128;
   grouped_plain.up = grouped_plain.down = {.bm = 64, .bn = 128, .bk = 64, .stages = 4};
-  grouped.gemm_warps = grouped_fp8.gemm_warps = 12;
-  grouped.grouped = grouped_fp8.grouped = grouped_plain.grouped = true;
+  grouped_plain.gemm_warps = 8;
+  gathering.up = gathering.down = {.bm = 64, .bn = 256, .stages = 4};
+  gathering_fp8.up = gathering_fp8.down = {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .stages = 4};
+  gathering.gemm_warps = gathering_fp8.gemm_warps = 8;
+  gathering.grouped = gathering_fp8.grouped = false;
   const int64_t tokens = 200;
-  for (const samples::MoeLayerConfig& c : {bf, fp8, grouped, grouped_fp8, grouped_plain}) {
+  for (const samples::MoeLayerConfig& c : {grouped, grouped_fp8, grouped_plain, gathering, gathering_fp8}) {
     for (const Device& dev : devices_) {
       SCOPED_TRACE(::testing::Message() << dev.name() << ", " << c.up.in.name()
                                         << (c.grouped ? ", grouped on " : ", gathering on ") << c.gemm_warps

@@ -165,7 +165,7 @@ TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
               c.hidden = 1 << 11;
             }),
             "2I x H weights below 2^31 elements; got H 2048, I 1048576"},
-           {with([](auto& c) { c.down.bm = 128; }), "their bm must match; got 64 and 128"},
+           {with([](auto& c) { c.down.bm = 64; }), "their bm must match; got 128 and 64"},
            {with([](auto& c) { c.up.out = f32; }),
             "both bf16 or both f8e4m3, their results bf16; got bf16 x bf16 in, f32"},
            {with([](auto& c) { c.up.in = f8e4m3; }), "got f8e4m3 x bf16 in"},
@@ -184,7 +184,8 @@ TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
   absl::StatusOr<samples::MoeLayer> layer = samples::MoeLayer::compile(*dev, good);
   ASSERT_TRUE(layer.ok()) << layer.status();
   for (const auto& [tokens, what] : std::vector<std::pair<int64_t, std::string>>{
-           {-1, "got -1 tokens"}, {int64_t{1} << 30, "tokens x top_k x 192 below 2^31 elements"}}) {
+           {-1, "got -1 tokens"},
+           {int64_t{1} << 30, "tokens x top_k x 192 (and the alignment's padding) below 2^31 elements"}}) {
     absl::StatusOr<samples::MoeLayer::Workspace> ws = layer->workspace(tokens);
     EXPECT_TRUE(absl::IsInvalidArgument(ws.status())) << ws.status();
     EXPECT_THAT(std::string(ws.status().message()), HasSubstr(what));
