@@ -321,7 +321,6 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
     return absl::InvalidArgumentError(absl::StrCat("moe_layer: a grouped layer's GEMMs run on 8 warps (persistent) ",
                                                    "or 12 (warp-specialized); got ", c.gemm_warps));
   }
-  const bool fp8 = c.up.in == f8e4m3;
   MoeLayerKernels k;
   TESSEL_ASSIGN_OR_RETURN(k.logits, pointer_gemm_kernel(kMoeRouterGemm, "moe_router"));
   TESSEL_ASSIGN_OR_RETURN(k.pick, router_top_k_kernel(kMoeRouterRows, c.experts, c.top_k, f32));
@@ -333,10 +332,10 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
     MoeGemmConfig up = c.up, down = c.down;
     up.routed_weights = false;
     down.routed_weights = true;
-    up.scaled = down.scaled = fp8;
+    up.scaled = down.scaled = c.up.in == f8e4m3;
     TESSEL_ASSIGN_OR_RETURN(k.up, moe_gemm_kernel(up, "moe_up"));
     TESSEL_ASSIGN_OR_RETURN(k.down, moe_gemm_kernel(down, "moe_down"));
-    if (fp8) {
+    if (up.scaled) {
       TESSEL_ASSIGN_OR_RETURN(k.quantize, quantize_kernel(bf16, f8e4m3));
     }
   }
@@ -448,6 +447,14 @@ class MoeLayer {
   LaunchConfig on(int64_t grid, int warps, const Stream* stream) const {
     return LaunchConfig{.grid = Grid(static_cast<int>(grid)), .num_warps = warps, .stream = stream};
   }
+  // SwiGLU over the first `rows` rows of h into a (quantized by a's scale
+  // in an fp8 layer), between the two projections of either form.
+  absl::Status swiglu(const Workspace& ws, const Fp8Scales* scales, int32_t rows, const Stream* stream) const {
+    const auto inter = static_cast<int32_t>(c_.intermediate);
+    const LaunchConfig lc = on(swiglu_grid(rows, inter), kMoeLayerSmallWarps, stream);
+    if (scales == nullptr) return fns_.act.launch(lc, ws.h, ws.a, rows, inter);
+    return fns_.act.launch(lc, ws.h, ws.a, scales->a, rows, inter);
+  }
 
   absl::Status run(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
                    const Fp8Scales* scales, const Buffer& out, const Workspace& ws, const Stream* stream) const {
@@ -504,7 +511,7 @@ class MoeLayer {
     if (scales == nullptr) {
       TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide, stream), x, w1, ws.h, al.sorted, al.block_experts,
                                          al.offsets, n, top_k, experts, 2 * i32v, h32));
-      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, i32v), small, stream), ws.h, ws.a, n, i32v));
+      TESSEL_RETURN_IF_ERROR(swiglu(ws, scales, n, stream));
       return f.down.launch(on(down_grid, wide, stream), ws.a, w2, ws.y, al.sorted, al.block_experts, al.offsets,
                            ws.weights, n, int32_t{1}, experts, h32, i32v);
     }
@@ -512,7 +519,7 @@ class MoeLayer {
         f.quantize->launch(on(swiglu_grid(tokens, h32), small, stream), x, ws.xs, scales->x, tokens, h32));
     TESSEL_RETURN_IF_ERROR(f.up.launch(on(up_grid, wide, stream), ws.xs, w1, ws.h, al.sorted, al.block_experts,
                                        al.offsets, scales->x, scales->w1, n, top_k, experts, 2 * i32v, h32));
-    TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(n, i32v), small, stream), ws.h, ws.a, scales->a, n, i32v));
+    TESSEL_RETURN_IF_ERROR(swiglu(ws, scales, n, stream));
     return f.down.launch(on(down_grid, wide, stream), ws.a, w2, ws.y, al.sorted, al.block_experts, al.offsets,
                          ws.weights, scales->a, scales->w2, n, int32_t{1}, experts, h32, i32v);
   }
@@ -523,7 +530,7 @@ class MoeLayer {
                                const Fp8Scales* scales, const Workspace& ws, const Stream* stream) const {
     const int64_t e = c_.experts, hid = c_.hidden, inter = c_.intermediate, rows = moe_layer_rows(c_, tokens);
     const auto n = static_cast<int32_t>(tokens * c_.top_k), r32 = static_cast<int32_t>(rows);
-    const auto h32 = static_cast<int32_t>(hid), i32v = static_cast<int32_t>(inter);
+    const auto h32 = static_cast<int32_t>(hid);
     const int small = kMoeLayerSmallWarps, wide = c_.gemm_warps;
     const Functions& f = fns_;
     const MoeAlignBuffers& al = ws.align;
@@ -548,12 +555,7 @@ class MoeLayer {
     const bool q = scales != nullptr;
     TESSEL_RETURN_IF_ERROR(
         gemm(f.up, false, ws.xs, w1, ws.h, 2 * inter, hid, q ? &scales->x : nullptr, q ? &scales->w1 : nullptr));
-    if (q) {
-      TESSEL_RETURN_IF_ERROR(
-          f.act.launch(on(swiglu_grid(rows, inter), small, stream), ws.h, ws.a, scales->a, r32, i32v));
-    } else {
-      TESSEL_RETURN_IF_ERROR(f.act.launch(on(swiglu_grid(rows, inter), small, stream), ws.h, ws.a, r32, i32v));
-    }
+    TESSEL_RETURN_IF_ERROR(swiglu(ws, scales, r32, stream));
     return gemm(f.down, true, ws.a, w2, ws.y, hid, inter, q ? &scales->a : nullptr, q ? &scales->w2 : nullptr);
   }
 

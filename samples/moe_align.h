@@ -200,8 +200,6 @@ class MoeAlign {
     return scatter_.launch(all, ids, n, out.workspace, out.offsets, out.sorted, out.block_experts, out.positions);
   }
 
-  int block() const { return block_; }
-
  private:
   MoeAlign(int experts, int block, int chunk, int warps, Function count, Function place, Function scatter)
       : experts_(experts),
