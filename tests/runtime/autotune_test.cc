@@ -159,8 +159,9 @@ TEST(Autotune, CloseCandidatesAreTimedAgainInTurns) {
   struct Turns {
     std::vector<int> order;  // which candidate ran, in order
     std::vector<TuneCandidate> candidates;
-    // `lucky` sleeps 2 ms for its first four runs (the warmup and the first pass), then 8 ms or fails;
-    // `steady` 3 ms and `slow` 20 ms every time.
+    // `lucky` sleeps 10 ms for its first four runs (the warmup and the first pass), then 40 ms or fails;
+    // `steady` 14 ms and `slow` 80 ms every time. The gaps are milliseconds wide, past what a loaded
+    // machine's scheduler adds to a sleep.
     explicit Turns(bool lucky_fails_later) {
       auto sleeper = [this](int i, std::function<int(int)> ms) {
         return [this, i, ms, runs = 0]() mutable -> absl::Status {
@@ -171,18 +172,18 @@ TEST(Autotune, CloseCandidatesAreTimedAgainInTurns) {
           return absl::OkStatus();
         };
       };
-      candidates = {{"lucky", sleeper(0, [=](int run) { return run < 4             ? 2
+      candidates = {{"lucky", sleeper(0, [=](int run) { return run < 4             ? 10
                                                                : lucky_fails_later ? -1
-                                                                                   : 8; })},
-                    {"steady", sleeper(1, [](int) { return 3; })},
-                    {"slow", sleeper(2, [](int) { return 20; })}};
+                                                                                   : 40; })},
+                    {"steady", sleeper(1, [](int) { return 14; })},
+                    {"slow", sleeper(2, [](int) { return 80; })}};
     }
   };
   const AutotuneOptions options = {.warmup = 1, .reps = 3, .retime_within = 1.0, .memory = false, .disk = false};
   Turns t(false);
   absl::StatusOr<AutotuneResult> r = autotune(host(), unique_key("turns"), t.candidates, options);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->retimed, std::vector<int>({0, 1}));  // 3 ms is within 100 % of 2 ms; 20 ms is not
+  EXPECT_EQ(r->retimed, std::vector<int>({0, 1}));  // 14 ms is within 100 % of 10 ms; 80 ms is not
   EXPECT_EQ(r->index, 1);
   EXPECT_GT(r->seconds[0], r->seconds[1]);  // the second round's medians
   EXPECT_EQ(t.order, std::vector<int>({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 1, 0, 1, 0, 1}));
