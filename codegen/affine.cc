@@ -117,6 +117,13 @@ void AffineAnalysis::visit(const Op& op) {
         affine_[r] = a;
       }
       break;
+    case OpCode::kNarrow:
+      if (operand(0)) {
+        Affine a = *operand(0);
+        a.constant += op.ints[1] * a.strides[op.ints[0]];
+        affine_[r] = a;
+      }
+      break;
     case OpCode::kAdd:
       if (operand(0) && operand(1)) affine_[r] = add(*operand(0), *operand(1));
       break;
@@ -183,6 +190,10 @@ void AffineAnalysis::visit_runs(const Op& op) {
     case OpCode::kSplat:
       r.constant = last;
       r.divisor = t.elements_are_pointers() ? alignment(op.operands[0]) : divisibility(op.operands[0]);
+      break;
+    case OpCode::kNarrow:
+      // Whole rows keep their runs; a part of each row starts elsewhere in them.
+      if (op.ints[0] + 1 < t.rank()) r = of(0);
       break;
     case OpCode::kBroadcast:
     case OpCode::kExpandDims: {
@@ -392,6 +403,9 @@ int64_t AffineAnalysis::constancy(int v) const {
       case OpCode::kExpandDims:
       case OpCode::kReshape:
         c = constancy(op.operands[0]);
+        break;
+      case OpCode::kNarrow:
+        if (op.ints[0] + 1 < info.type.rank()) c = constancy(op.operands[0]);
         break;
       case OpCode::kBroadcast: {
         int64_t in_last = ir_.type(op.operands[0]).shape().back(), out_last = info.type.shape().back();

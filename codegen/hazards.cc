@@ -98,6 +98,7 @@ class Origins {
       case OpCode::kExpandDims:
       case OpCode::kReshape:
       case OpCode::kTrans:
+      case OpCode::kNarrow:
         return base(o.operands[0]);
       case OpCode::kSelect:
         return same(base(o.operands[1]), base(o.operands[2]));

@@ -145,6 +145,85 @@ bool SliceLayout::same_as(const Layout& other) const {
   return true;
 }
 
+NarrowLayout::NarrowLayout(std::shared_ptr<const Layout> parent, std::vector<int64_t> shape, int axis, int64_t start,
+                           int64_t size)
+    : parent_(std::move(parent)), shape_(std::move(shape)), axis_(axis), start_(start), size_(size), inner_(1) {
+  for (size_t d = axis_ + 1; d < shape_.size(); ++d) inner_ *= shape_[d];
+  for (int64_t s = 0; s < parent_->slots(); ++s) {
+    bool some = false, all = true;
+    for (int t = 0; t < parent_->threads(); ++t) {
+      const int64_t e = parent_->element_at(t, s);
+      if (e < 0) continue;
+      const bool inside = part_element(e) >= 0;
+      some = some || inside;
+      all = all && inside;
+    }
+    if (!some) continue;
+    kept_.push_back(s);
+    everywhere_.push_back(all);
+  }
+}
+
+int64_t NarrowLayout::part_element(int64_t e) const {
+  const int64_t n = shape_[axis_], along = e / inner_ % n - start_;
+  if (along < 0 || along >= size_) return -1;
+  return (e / (n * inner_) * size_ + along) * inner_ + e % inner_;
+}
+
+llvm::Value* NarrowLayout::element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const {
+  // e - start * inner - (e / (n * inner)) * (n - size) * inner: the rows
+  // before e's lose the elements outside the part.
+  llvm::Value* e = parent_->element(b, thread, kept_[slot]);
+  const int64_t n = shape_[axis_];
+  llvm::Value* part = b.CreateSub(e, b.getInt64(start_ * inner_));
+  if (n * inner_ == parent_->numel()) return part;
+  llvm::Value* outer = b.CreateUDiv(e, b.getInt64(n * inner_));
+  return b.CreateSub(part, b.CreateMul(outer, b.getInt64((n - size_) * inner_)));
+}
+
+llvm::Value* NarrowLayout::valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const {
+  llvm::Value* ok = parent_->valid(b, thread, kept_[slot]);
+  if (everywhere_[slot]) return ok;
+  llvm::Value* e = parent_->element(b, thread, kept_[slot]);
+  llvm::Value* along = b.CreateURem(b.CreateUDiv(e, b.getInt64(inner_)), b.getInt64(shape_[axis_]));
+  llvm::Value* inside = b.CreateICmpULT(b.CreateSub(along, b.getInt64(start_)), b.getInt64(size_));
+  return ok == nullptr ? inside : b.CreateAnd(ok, inside);
+}
+
+int64_t NarrowLayout::element_at(int64_t thread, int64_t slot) const {
+  const int64_t e = parent_->element_at(thread, kept_[slot]);
+  return e < 0 ? -1 : part_element(e);
+}
+
+bool NarrowLayout::same_as(const Layout& other) const {
+  auto* o = dynamic_cast<const NarrowLayout*>(&other);
+  return o != nullptr && o->axis_ == axis_ && o->start_ == start_ && o->size_ == size_ && o->shape_ == shape_ &&
+         o->parent_->same_as(*parent_);
+}
+
+Narrowed narrow_layout(const std::shared_ptr<const Layout>& parent, const std::vector<int64_t>& shape, int axis,
+                       int64_t start, int64_t size) {
+  auto part = std::make_shared<NarrowLayout>(parent, shape, axis, start, size);
+  std::shared_ptr<const Layout> own = parent->narrowed(shape, axis, start, size);
+  if (own == nullptr || own->threads() != part->threads() || own->slots() != part->slots()) {
+    return {part, part->kept()};
+  }
+  // Each of own's slots is the part's slot that holds its elements in every
+  // thread; where one has none, the part's layout serves.
+  std::vector<int64_t> from;
+  for (int64_t s = 0; s < own->slots(); ++s) {
+    int64_t match = -1;
+    for (int64_t p = 0; p < part->slots() && match < 0; ++p) {
+      bool same = true;
+      for (int t = 0; t < part->threads() && same; ++t) same = own->element_at(t, s) == part->element_at(t, p);
+      if (same) match = p;
+    }
+    if (match < 0) return {part, part->kept()};
+    from.push_back(part->kept()[match]);
+  }
+  return {own, from};
+}
+
 int64_t contiguous_run(const Layout& l, int64_t limit) {
   auto holds_runs = [&](int64_t r) {
     if (l.slots() % r != 0) return false;

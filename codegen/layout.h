@@ -46,6 +46,16 @@ class Layout {
   // -1 where that slot holds none. Plans (slices, shuffles) are made from it.
   virtual int64_t element_at(int64_t thread, int64_t slot) const = 0;
   virtual bool same_as(const Layout& other) const = 0;
+  // A layout of this one's kind that holds the part narrow(tile, axis,
+  // start, size) of a tile of `shape` in this layout, each element in a
+  // slot of the thread that holds it here (a product's fragment narrowed to
+  // whole column blocks is a fragment, which the target's matrix stores
+  // take); nullptr where there is none. narrow_layout falls back on a
+  // NarrowLayout.
+  virtual std::shared_ptr<const Layout> narrowed(const std::vector<int64_t>& /*shape*/, int /*axis*/, int64_t /*start*/,
+                                                 int64_t /*size*/) const {
+    return nullptr;
+  }
 };
 
 // Slot s of thread t (with t = t_row * threads_inner + t_col) holds row
@@ -92,6 +102,47 @@ class SliceLayout final : public Layout {
   std::vector<int64_t> slot_of_;  // per parent slot
   std::vector<int64_t> first_;    // per slot: its first parent slot
 };
+
+// The layout of narrow(tile, axis, start, size) for a tile of `shape` in
+// layout `parent`: the parent's slots that hold an element of the part in
+// some thread, in the parent's order, each holding it at its position in
+// the part. A slot that holds one in only some threads is valid in those.
+class NarrowLayout final : public Layout {
+ public:
+  NarrowLayout(std::shared_ptr<const Layout> parent, std::vector<int64_t> shape, int axis, int64_t start, int64_t size);
+
+  int64_t numel() const override { return parent_->numel() / shape_[axis_] * size_; }
+  int threads() const override { return parent_->threads(); }
+  int64_t slots() const override { return static_cast<int64_t>(kept_.size()); }
+  llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override;
+  llvm::Value* valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override;
+  int64_t element_at(int64_t thread, int64_t slot) const override;
+  bool same_as(const Layout& other) const override;
+
+  // The parent slot each slot is.
+  const std::vector<int64_t>& kept() const { return kept_; }
+  // Parent element `e`'s position in the part, or -1 where it lies outside.
+  int64_t part_element(int64_t e) const;
+
+ private:
+  std::shared_ptr<const Layout> parent_;
+  std::vector<int64_t> shape_;  // the parent's shape
+  int axis_;
+  int64_t start_, size_;
+  int64_t inner_;  // elements per step along axis_
+  std::vector<int64_t> kept_;
+  std::vector<bool> everywhere_;  // per slot: inside the part in every thread where the parent's is valid
+};
+
+// The layout narrow(tile, axis, start, size) takes in registers when the
+// tile of `shape` is held in `parent`, and the parent slot each of its
+// slots reads: parent->narrowed() where it has one, else a NarrowLayout.
+struct Narrowed {
+  std::shared_ptr<const Layout> layout;
+  std::vector<int64_t> from;
+};
+Narrowed narrow_layout(const std::shared_ptr<const Layout>& parent, const std::vector<int64_t>& shape, int axis,
+                       int64_t start, int64_t size);
 
 // The longest run R (a power of two, at most `limit`) such that in every
 // thread each R consecutive slots starting at a multiple of R hold R

@@ -1,6 +1,7 @@
 #include "codegen/layout_table.h"
 
 #include "codegen/layout.h"
+#include "codegen/nvptx/wgmma.h"
 #include "dsl/types.h"
 #include "llvm/IR/Constants.h"
 
@@ -45,6 +46,29 @@ LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int thre
   LayoutTable table = tabulate(slice, warp_size);
   for (int64_t s = 0; s < slice.parent().slots(); ++s) table.slot_of.push_back(slice.slot_of(s));
   return table;
+}
+
+namespace {
+
+LayoutTable tabulate_narrow(const std::shared_ptr<const Layout>& parent, const std::vector<int64_t>& shape, int axis,
+                            int64_t start, int64_t size, int warp_size) {
+  const Narrowed part = narrow_layout(parent, shape, axis, start, size);
+  LayoutTable table = tabulate(*part.layout, warp_size);
+  table.slot_of = part.from;
+  table.own_kind = dynamic_cast<const NarrowLayout*>(part.layout.get()) == nullptr;
+  return table;
+}
+
+}  // namespace
+
+LayoutTable tabulate_narrow(const std::vector<int64_t>& shape, int axis, int64_t start, int64_t size, int threads,
+                            Blocking blocking, int warp_size) {
+  return tabulate_narrow(blocked_layout(numel(shape), threads, blocking), shape, axis, start, size, warp_size);
+}
+
+LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n, int warpgroups, int col_groups, int axis, int64_t start,
+                                        int64_t size) {
+  return tabulate_narrow(nvptx::wgmma_accumulator_layout(m, n, warpgroups, col_groups), {m, n}, axis, start, size, 32);
 }
 
 std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis, int threads,

@@ -19,7 +19,8 @@ struct LayoutTable {
   // comes from the IR that element() and valid() emit, folded for constant
   // threads; `at` from element_at().
   std::vector<int64_t> emitted, at;
-  std::vector<int64_t> slot_of;    // slices: the slot each parent slot feeds
+  std::vector<int64_t> slot_of;    // slices: the slot each parent slot feeds; parts: the parent slot each reads
+  bool own_kind = false;           // parts: the parent's own narrowed() layout (Layout::narrowed)
   std::optional<int> butterfly;    // butterfly_lanes(layout, warp_size)
   std::optional<int> holders;      // holder_bits(layout)
 };
@@ -28,6 +29,15 @@ TESSEL_CODEGEN_API LayoutTable tabulate_blocked(int64_t numel, int threads, Bloc
 // The slice along `axis` of a tile of `shape` in blocked_layout(numel(shape), threads, blocking).
 TESSEL_CODEGEN_API LayoutTable tabulate_slice(const std::vector<int64_t>& shape, int axis, int threads,
                                               Blocking blocking, int warp_size);
+
+// narrow_layout (the part narrow(tile, axis, start, size)) of a tile of
+// `shape` in blocked_layout(numel(shape), threads, blocking).
+TESSEL_CODEGEN_API LayoutTable tabulate_narrow(const std::vector<int64_t>& shape, int axis, int64_t start, int64_t size,
+                                               int threads, Blocking blocking, int warp_size);
+// The same of an m x n wgmma accumulator on `warpgroups` warpgroups in
+// `col_groups` groups of columns (codegen/nvptx/wgmma.h).
+TESSEL_CODEGEN_API LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n, int warpgroups, int col_groups,
+                                                           int axis, int64_t start, int64_t size);
 
 // scan_plan of blocked_layout(numel(shape), threads, blocking) along `axis`.
 TESSEL_CODEGEN_API std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis,

@@ -28,6 +28,7 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
     case OpCode::kReshape:
     case OpCode::kBroadcast:
     case OpCode::kTrans:
+    case OpCode::kNarrow:
     case OpCode::kLoad:
     case OpCode::kStore:
       return ir.type(o.operands[0]).is_tile();
@@ -57,6 +58,7 @@ bool inlinable(const KernelIR& ir, const Op& o) {
     case OpCode::kReshape:
     case OpCode::kBroadcast:
     case OpCode::kTrans:
+    case OpCode::kNarrow:
       return true;
     case OpCode::kLoad:
       return ir.type(o.operands[0]).is_tile();
@@ -268,6 +270,9 @@ Lowering::ElemIndex& Lowering::operand_index(const Op& o, ElemIndex& at) {
   std::vector<llvm::Value*> dims(in.size(), b_.getInt64(0));
   if (o.op == OpCode::kTrans) {
     for (size_t d = 0; d < out.size(); ++d) dims[o.ints[d]] = at.dims[d];
+  } else if (o.op == OpCode::kNarrow) {
+    dims = at.dims;
+    dims[o.ints[0]] = b_.CreateAdd(dims[o.ints[0]], b_.getInt64(o.ints[1]));
   } else if (o.op == OpCode::kBroadcast) {
     for (size_t d = 0; d < out.size(); ++d) {
       if (in[d] != 1) dims[d] = at.dims[d];
@@ -311,6 +316,7 @@ llvm::Value* Lowering::offset_element(int id, ElemIndex& at) {
     case OpCode::kReshape:
     case OpCode::kBroadcast:
     case OpCode::kTrans:
+    case OpCode::kNarrow:
       return offset_element(o.operands[0], operand_index(o, at));
     default:
       return widened();
@@ -339,6 +345,7 @@ llvm::Value* Lowering::compute(const Op& o, ElemIndex& at) {
     case OpCode::kReshape:
     case OpCode::kBroadcast:
     case OpCode::kTrans:
+    case OpCode::kNarrow:
       return element(o.operands[0], operand_index(o, at));
     case OpCode::kLoad:
       return load_element(o, at);

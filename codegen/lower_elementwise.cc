@@ -40,6 +40,13 @@ void Lowering::want_slices() {
     // computes in it, whatever its size: the epilogue of a matrix product
     // stays in the product's registers.
     for (const Op& o : ir_.ops) {
+      // A part of such a tile stays in the registers that hold it there.
+      if (o.op == OpCode::kNarrow && wanted_[o.operands[0]] != nullptr) {
+        wish(o.results[0],
+             narrow_layout(wanted_[o.operands[0]], ir_.type(o.operands[0]).shape(), static_cast<int>(o.ints[0]),
+                           o.ints[1], ir_.type(o.results[0]).shape()[o.ints[0]])
+                 .layout);
+      }
       if (!is_elementwise(o.op) || o.results.empty() || !ir_.type(o.results[0]).is_tile()) continue;
       for (int v : o.operands) {
         if (wanted_[v] != nullptr && ir_.type(v).shape() == ir_.type(o.results[0]).shape()) {

@@ -65,8 +65,8 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     }
   }
   const bool from_buffer = regs_[o.operands[0]].slots.empty();
-  if (wanted_[o.results[0]] != nullptr &&
-      ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) || o.op == OpCode::kTrans)) {
+  if (wanted_[o.results[0]] != nullptr && ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) ||
+                                           o.op == OpCode::kTrans || o.op == OpCode::kNarrow)) {
     // Wanted in a register layout: a broadcast tile too large for registers
     // by itself (in an accumulator's layout, for the epilogue) or of a tile
     // held in shared memory (a row of statistics the copy engine loaded),
@@ -78,6 +78,22 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     return absl::OkStatus();
   }
   define_elements(o);
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::narrow(const Op& o, const Type& rt) {
+  const int x = o.operands[0];
+  const RegTile& src = regs_[x];
+  if (src.slots.empty()) return permute(o, rt);
+  if (is_splat(x)) {
+    set_regs(o, std::vector<llvm::Value*>(layout(o.results[0])->slots(), src.slots[0]));
+    return absl::OkStatus();
+  }
+  const Narrowed part =
+      narrow_layout(src.layout, ir_.type(x).shape(), static_cast<int>(o.ints[0]), o.ints[1], rt.shape()[o.ints[0]]);
+  std::vector<llvm::Value*> slots;
+  for (int64_t s : part.from) slots.push_back(src.slots[s]);
+  regs_[o.results[0]] = {part.layout, std::move(slots)};
   return absl::OkStatus();
 }
 

@@ -391,6 +391,9 @@ class Lowering {
   absl::Status view(const Op& o);
   // Broadcast and transpose: out[idx] = in[map(idx)].
   absl::Status permute(const Op& o, const Type& rt);
+  // Narrow: in registers, the operand's slots that hold the part
+  // (codegen/layout.h, narrow_layout); else as permute.
+  absl::Status narrow(const Op& o, const Type& rt);
   // Gather: each element read from the source's buffer at the position its
   // index gives; in registers, the index's registers in the result's layout.
   absl::Status gather(const Op& o, const Type& rt);

@@ -28,6 +28,7 @@ enum class OpCode : uint8_t {
   kExpandDims,  // ints[0] = axis
   kReshape,
   kTrans,       // ints = permutation
+  kNarrow,      // ints = {axis, start}: the elements from `start` on along the axis (as many as the type says)
   // Elementwise arithmetic: operands of one type (tile shapes equal).
   kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr, kPow,
   kEq, kNe, kLt, kLe, kGt, kGe,

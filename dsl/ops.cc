@@ -784,6 +784,40 @@ Value trans(const Value& x, std::vector<int64_t> perm, Loc loc) {
   return s->emit1(OpCode::kTrans, {ix}, Type::tile(t.element(), shape), loc, perm);
 }
 
+Value narrow(const Value& x, int axis, int64_t start, int64_t size, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return Value();
+  const int ix = s->use(x, "narrow", loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (!t.is_tile()) return s->fail(loc, absl::StrCat("narrow: needs a tile, got ", t.str()));
+  if (axis < 0 || axis >= t.rank()) {
+    return s->fail(loc, absl::StrCat("narrow: axis ", axis, " is out of range for ", t.str()));
+  }
+  const int64_t n = t.shape()[axis];
+  if (start < 0 || size < 1 || start > n - size) {
+    return s->fail(loc, absl::StrCat("narrow: ", size, " elements from ", start, " do not lie within the ", n,
+                                     " along axis ", axis, " of ", t.str()));
+  }
+  Shape shape = t.shape();
+  shape[axis] = size;
+  return s->emit1(OpCode::kNarrow, {ix}, Type::tile(t.element(), shape), loc, {axis, start});
+}
+
+std::pair<Value, Value> split(const Value& x, int axis, Loc loc) {
+  BuilderState* s = x.state();
+  if (s == nullptr) return {};
+  const int ix = s->use(x, "split", loc);
+  if (ix < 0) return {};
+  const Type& t = s->type(ix);
+  if (!t.is_tile() || axis < 0 || axis >= t.rank() || t.shape()[axis] % 2 != 0) {
+    s->fail(loc, absl::StrCat("split: needs a tile with an even size along axis ", axis, ", got ", t.str()));
+    return {};
+  }
+  const int64_t half = t.shape()[axis] / 2;
+  return {narrow(x, axis, 0, half, loc), narrow(x, axis, half, half, loc)};
+}
+
 Value load(const Operand& ptrs, Loc loc) {
   BuilderState* s = detail::state_of({&ptrs});
   int ip;

@@ -10,6 +10,7 @@
 
 #include <initializer_list>
 #include <source_location>
+#include <utility>
 #include <vector>
 
 #include "dsl/builder.h"
@@ -24,6 +25,14 @@ Value broadcast_to(const Value& x, const Shape& shape, Loc loc = Loc::current())
 Value expand_dims(const Value& x, int axis, Loc loc = Loc::current());
 Value reshape(const Value& x, const Shape& shape, Loc loc = Loc::current());
 Value trans(const Value& x, std::vector<int64_t> perm = {}, Loc loc = Loc::current());
+// The `size` elements of x from `start` on along `axis` (torch's narrow): a
+// tile of x's rank. In registers it is a choice of the operand's slots, so a
+// part of a product's accumulator stays where the product left it.
+Value narrow(const Value& x, int axis, int64_t start, int64_t size, Loc loc = Loc::current());
+// x's two halves along `axis` (whose size must be even): narrow(x, axis, 0,
+// n / 2) and narrow(x, axis, n / 2, n / 2). The rank is kept; Triton's split
+// of a last dimension of 2 is split(x, rank - 1) reshaped.
+std::pair<Value, Value> split(const Value& x, int axis, Loc loc = Loc::current());
 
 // Reductions along `axis` (removed from the shape).
 Value sum(const Value& x, int axis, Loc loc = Loc::current());

@@ -55,6 +55,15 @@ class WgmmaLayout final : public Layout {
     auto* o = dynamic_cast<const WgmmaLayout*>(&other);
     return o != nullptr && o->m_ == m_ && o->n_ == n_ && o->warpgroups_ == warpgroups_ && o->col_groups_ == col_groups_;
   }
+  // Whole blocks of 8 columns of a fragment whose warpgroups hold all
+  // columns: the same threads hold them as a fragment of that width.
+  std::shared_ptr<const Layout> narrowed(const std::vector<int64_t>& shape, int axis, int64_t start,
+                                         int64_t size) const override {
+    if (shape != std::vector<int64_t>{m_, n_} || axis != 1 || col_groups_ != 1 || start % 8 != 0 || size % 8 != 0) {
+      return nullptr;
+    }
+    return std::make_shared<WgmmaLayout>(m_, size, warpgroups_, 1);
+  }
 
  private:
   int64_t width() const { return n_ / col_groups_; }

@@ -4,12 +4,14 @@
 // compile-time mapping. Butterfly plans are checked by simulating them.
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "codegen/layout_table.h"
+#include "codegen/nvptx/wgmma_fragment.h"
 #include "gtest/gtest.h"
 
 namespace tessel::codegen {
@@ -220,6 +222,69 @@ TEST(Layout, SliceHoldsExactlyThePositionsOfItsParentSlots) {
   }
   EXPECT_GT(butterflies, 30);
   EXPECT_GT(butterflies + over_warps, 40);
+}
+
+// `part` (a narrow_layout table) against its parent's elements, given as
+// parent(thread, slot) (-1 for none): each slot holds what the parent slot
+// it reads holds where that lies in the part (none elsewhere), as the IR
+// computes it too, and every element of the part is held somewhere.
+void check_part(const LayoutTable& part, const std::function<int64_t(int, int64_t)>& parent,
+                const std::vector<int64_t>& shape, int axis, int64_t start, int64_t size) {
+  ASSERT_EQ(part.emitted, part.at);
+  ASSERT_EQ(static_cast<int64_t>(part.slot_of.size()), part.slots);
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[axis];
+  std::vector<bool> held(product(shape) / n * size, false);
+  for (int t = 0; t < part.threads; ++t) {
+    for (int64_t j = 0; j < part.slots; ++j) {
+      const int64_t e = parent(t, part.slot_of[j]), along = e / inner % n - start;
+      const int64_t want =
+          e < 0 || along < 0 || along >= size ? -1 : (e / (n * inner) * size + along) * inner + e % inner;
+      ASSERT_EQ(part.at[t * part.slots + j], want) << "thread " << t << " slot " << j;
+      if (want >= 0) held[want] = true;
+    }
+  }
+  EXPECT_EQ(std::count(held.begin(), held.end(), false), 0);
+}
+
+TEST(Layout, NarrowKeepsThePartInItsParentsRegisters) {
+  std::mt19937 gen(std::random_device{}());
+  for (int trial = 0; trial < 300; ++trial) {
+    RandomTile c = random_tile(gen, 8);
+    const int64_t n = c.shape[c.axis], size = 1 + gen() % n, start = gen() % (n - size + 1);
+    SCOPED_TRACE(::testing::Message() << c.trace << " part " << start << " + " << size);
+    LayoutTable parent = tabulate_blocked(product(c.shape), c.threads, c.k, 32);
+    LayoutTable part = tabulate_narrow(c.shape, c.axis, start, size, c.threads, c.k, 32);
+    EXPECT_FALSE(part.own_kind);
+    EXPECT_LE(part.slots, parent.slots);
+    check_part(
+        part, [&](int t, int64_t s) { return parent.at[t * parent.slots + s]; }, c.shape, c.axis, start, size);
+  }
+}
+
+// Whole 8-column blocks of an accumulator whose warpgroups hold every column
+// are a fragment of their own (which stmatrix stores); other parts are held
+// as a NarrowLayout, in the same registers.
+TEST(Layout, AccumulatorColumnBlocksNarrowToAFragment) {
+  struct Case {
+    int64_t m, n;
+    int warpgroups, col_groups, axis;
+    int64_t start, size;
+    bool fragment;
+  };
+  for (const Case& c : {Case{128, 192, 2, 1, 1, 0, 96, true}, Case{128, 192, 2, 1, 1, 96, 96, true},
+                        Case{64, 256, 1, 1, 1, 128, 128, true}, Case{256, 128, 2, 1, 1, 8, 24, true},
+                        Case{128, 192, 2, 1, 1, 4, 96, false}, Case{128, 192, 2, 1, 0, 64, 64, false},
+                        Case{128, 256, 2, 2, 1, 0, 128, false}}) {
+    SCOPED_TRACE(::testing::Message() << c.m << " x " << c.n << " on " << c.warpgroups << " in " << c.col_groups
+                                      << ", axis " << c.axis << " part " << c.start << " + " << c.size);
+    LayoutTable part = tabulate_narrow_accumulator(c.m, c.n, c.warpgroups, c.col_groups, c.axis, c.start, c.size);
+    EXPECT_EQ(part.own_kind, c.fragment);
+    check_part(
+        part, [&](int t, int64_t s) { return nvptx::wgmma_accumulator_element(c.n, c.warpgroups, t, s, c.col_groups); },
+        {c.m, c.n}, c.axis, c.start, c.size);
+  }
 }
 
 TEST(Layout, PositionsCombineOverTheThreadsThatHoldThem) {

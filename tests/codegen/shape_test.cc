@@ -1,5 +1,6 @@
 // Shape operations on the host target: broadcasting ([N,1] x [1,M], scalar
-// splats, full, zeros), expand_dims, reshape and trans in 2-D and 3-D.
+// splats, full, zeros), expand_dims, reshape and trans in 2-D and 3-D, and
+// narrow and split.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -162,6 +163,70 @@ TYPED_TEST(TransTest, PermutesEveryAxisOrder) {
     }
   }
   EXPECT_TRUE(is_poison(got[8 * kSize]));
+}
+
+using NarrowTypes = ::testing::Types<int16_t, float>;
+template <class T>
+class NarrowTest : public ::testing::Test {};
+TYPED_TEST_SUITE(NarrowTest, NarrowTypes);
+
+// narrow along each axis of a [4, 8, 16] tile, split's halves (combined
+// elementwise, as a SwiGLU epilogue combines a product's), a part of a
+// part, and a part of a pointer tile: out = the parts' elements in order.
+TYPED_TEST(NarrowTest, TakesThePartAlongEachAxis) {
+  using T = TypeParam;
+  constexpr DType kD = dtype_v<T>();
+  const Shape in = {4, 8, 16};
+  constexpr int kSize = 4 * 8 * 16;
+  struct Part {
+    int axis;
+    int64_t start, size;
+  };
+  const std::vector<Part> parts = {{0, 1, 2}, {1, 3, 5}, {2, 0, 16}, {2, 15, 1}, {2, 4, 8}};
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  KernelBuilder k("narrow");
+  Value x = k.arg(ptr(kD), "x"), out = k.arg(ptr(kD), "out");
+  Value t = load(x + index_tile(k, in));  // [4, 8, 16]
+  int64_t at = 0;
+  std::vector<int64_t> offsets;
+  for (const Part& p : parts) {
+    Value part = narrow(t, p.axis, p.start, p.size);
+    offsets.push_back(at);
+    store(out + at + index_tile(k, part.type().shape()), part);
+    at += part.type().numel();
+  }
+  auto [lo, hi] = split(t, 2);  // [4, 8, 8] each
+  store(out + at + index_tile(k, {4, 8, 8}), lo - hi);
+  store(out + at + 256 + index_tile(k, {4, 2, 8}), narrow(narrow(hi, 1, 4, 4), 1, 1, 2));  // rows 5, 6 of hi
+  Value ptrs = narrow(x + index_tile(k, in), 1, 6, 2);                                     // [4, 2, 16] pointers
+  store(out + at + 320 + index_tile(k, {4, 2, 16}), load(ptrs));
+  const int64_t total = at + 320 + 128;
+
+  std::vector<T> xs = make_vector<T>(kSize, [&] { return random_value<T>(rng); });
+  std::vector<T> got = poisoned<T>(total + 1);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  auto elem = [&](int64_t i, int64_t j, int64_t l) { return xs[(i * 8 + j) * 16 + l]; };
+  for (size_t p = 0; p < parts.size(); ++p) {
+    Shape shape = in;
+    shape[parts[p].axis] = parts[p].size;
+    for (int64_t e = 0; e < shape[0] * shape[1] * shape[2]; ++e) {
+      int64_t idx[3] = {e / (shape[1] * shape[2]), e / shape[2] % shape[1], e % shape[2]};
+      idx[parts[p].axis] += parts[p].start;
+      ASSERT_TRUE(same(got[offsets[p] + e], elem(idx[0], idx[1], idx[2]))) << "part " << p << " element " << e;
+    }
+  }
+  for (int64_t e = 0; e < 256; ++e) {
+    const int64_t i = e / 64, j = e / 8 % 8, l = e % 8;
+    ASSERT_TRUE(same(got[at + e], sub_reference(elem(i, j, l), elem(i, j, l + 8)), false)) << "halves at " << e;
+  }
+  for (int64_t e = 0; e < 64; ++e) {
+    ASSERT_TRUE(same(got[at + 256 + e], elem(e / 16, 5 + e / 8 % 2, 8 + e % 8))) << "part of a part at " << e;
+  }
+  for (int64_t e = 0; e < 128; ++e) {
+    ASSERT_TRUE(same(got[at + 320 + e], elem(e / 32, 6 + e / 16 % 2, e % 16))) << "pointers at " << e;
+  }
+  EXPECT_TRUE(is_poison(got[total]));
 }
 
 }  // namespace

@@ -741,6 +741,40 @@ TEST(Diagnostics, TransWithBadPermutation) {
   EXPECT_TRUE(FailsAt(k, line, "trans: [0,0] is not a permutation of the 2 dimensions of tile<f32>[64,32]"));
 }
 
+TEST(Diagnostics, NarrowOutsideTheTile) {
+  struct Case {
+    int axis;
+    int64_t start, size;
+    std::string message;
+  };
+  for (const Case& c :
+       {Case{2, 0, 1, "narrow: axis 2 is out of range for tile<f32>[64,32]"},
+        Case{-1, 0, 1, "narrow: axis -1 is out of range for tile<f32>[64,32]"},
+        Case{1, 16, 17, "narrow: 17 elements from 16 do not lie within the 32 along axis 1 of tile<f32>[64,32]"},
+        Case{0, -1, 4, "narrow: 4 elements from -1 do not lie within the 64 along axis 0 of tile<f32>[64,32]"},
+        Case{0, 0, 0, "narrow: 0 elements from 0 do not lie within the 64 along axis 0 of tile<f32>[64,32]"}}) {
+    KernelBuilder k("k");
+    Value x = k.zeros({64, 32}, f32);
+    const int line = __LINE__ + 1;
+    narrow(x, c.axis, c.start, c.size);
+    EXPECT_TRUE(FailsAt(k, line, c.message));
+  }
+  KernelBuilder k("k");
+  const int line = __LINE__ + 1;
+  narrow(k.constant(1.0, f32), 0, 0, 1);
+  EXPECT_TRUE(FailsAt(k, line, "narrow: needs a tile, got f32"));
+}
+
+TEST(Diagnostics, SplitOfAnOddSize) {
+  KernelBuilder k("k");
+  Value x = k.zeros({64, 30, 3}, bf16);
+  const int line = __LINE__ + 1;
+  auto [a, b] = split(x, 2);
+  EXPECT_TRUE(FailsAt(k, line, "split: needs a tile with an even size along axis 2, got tile<bf16>[64,30,3]"));
+  EXPECT_FALSE(a.valid());
+  EXPECT_FALSE(b.valid());
+}
+
 TEST(Diagnostics, ArangeWithHiNotAboveLo) {
   KernelBuilder k("k");
   const int line = __LINE__ + 1;

@@ -552,6 +552,46 @@ TEST_F(OpsAgree, BroadcastExpandDimsReshapeTrans) {
   }
 }
 
+// narrow along each axis of 2-D and 3-D tiles (in registers, a choice of
+// the operand's slots), split's halves combined elementwise, and the halves
+// of a product's accumulator (on sm_90a, wgmma's fragment narrowed to its
+// column blocks) multiplied, as a SwiGLU epilogue does.
+TEST_F(OpsAgree, NarrowAndSplitInRegisters) {
+  TESSEL_TRACE_SEED(rng_);
+  const Draw small = {.min_exp = -4, .max_exp = 0, .edges = false};
+  for (DType d : {i8, bf16, f32}) {
+    const int rows = tile_dim(rng_, 6), cols = 2 * tile_dim(rng_, 5);
+    const Shape cube = {tile_dim(rng_, 3), tile_dim(rng_, 4), tile_dim(rng_, 4)};
+    const int axis = rng_.uniform_int(0, 2);
+    const int64_t size = rng_.uniform_int(1, static_cast<int>(cube[axis])),
+                  start = rng_.uniform_int(0, static_cast<int>(cube[axis] - size));
+    SCOPED_TRACE(absl::StrCat(d.name(), " ", rows, "x", cols, ", ", shape_str(cube), " axis ", axis, " part ", start,
+                              " + ", size));
+    Case c("narrow");
+    KernelBuilder& k = c.k();
+    Value x = load(c.array(d, random_array(d, rows * cols, rng_)) + index_tile(k, {rows, cols}));  // [N, M]
+    Value t = load(c.array(d, random_array(d, numel(cube), rng_)) + index_tile(k, cube));          // [P, Q, R]
+    c.out("narrow rows", narrow(x, 0, rows / 2, rows - rows / 2));
+    c.out("narrow columns", narrow(x, 1, 1, cols - 1));
+    auto [left, right] = split(x, 1);
+    c.out("max of the halves", maximum(left, right), {.any_zero_sign = true});
+    c.out("narrow 3-D", narrow(t, axis, start, size));
+    run(c, 1);
+  }
+  for (DType d : {bf16, f16}) {
+    SCOPED_TRACE(d.name());
+    Case c("split_product");
+    KernelBuilder& k = c.k();
+    Value a = load(c.array(d, random_array(d, 64 * 64, rng_, small)) + index_tile(k, {64, 64}));    // [M, K]
+    Value b = load(c.array(d, random_array(d, 64 * 128, rng_, small)) + index_tile(k, {64, 128}));  // [K, N]
+    auto [gate, up] = split(dot(a, b, k.zeros({64, 128}, f32)), 1);
+    const Tolerance products = {.rel = 1e-4, .floor = 1};  // of two sums, each in another order
+    c.out("gate * up", gate * up, products);
+    c.out("the right half's right half", split(up, 1).second, products);
+    run(c, 1);
+  }
+}
+
 // Every lane of many programs adds into one of four counters (i32 and u64
 // wrap, so any order gives one answer; f32 within the bound below), and one
 // scalar atomic per program counts programs.
