@@ -50,15 +50,14 @@ absl::Status Lowering::plan_mma() {
         v = t;
         k_major = !k_major;
       }
-      // A box of a map of higher rank (one head of [heads, rows, cols]),
-      // its leading unit dimensions dropped: the same bytes.
+      // A box of a map of higher rank (one head of [heads, rows, cols]; a
+      // SwiGLU GEMM's gate and up rows, [1, 2, rows, cols]), its leading
+      // dimensions merged into its rows: the same bytes, rows in the same
+      // order (a swizzle permutes chunks within rows by the row's index).
       if (int r = ir_.values[v].def_op; r >= 0 && ir_.ops[r].op == OpCode::kReshape) {
         const Shape& from = ir_.type(ir_.ops[r].operands[0]).shape();
         const Shape& to = ir_.type(v).shape();
-        if (from.size() >= to.size() && std::equal(to.begin(), to.end(), from.end() - to.size()) &&
-            std::all_of(from.begin(), from.end() - to.size(), [](int64_t n) { return n == 1; })) {
-          v = ir_.ops[r].operands[0];
-        }
+        if (to.size() == 2 && from.size() >= 2 && from.back() == to.back()) v = ir_.ops[r].operands[0];
       }
       const Op* load = tma_tile(v);
       if (load == nullptr && copy_loads_.contains(v)) {

@@ -63,6 +63,8 @@ struct GemmConfig {
   int64_t bm = 128, bn = 128, bk = 64;
   DType in = bf16;
   std::optional<DType> in_b = std::nullopt;  // B's dtype where it is not `in`: with fp8, the other fp8 kind
+  // C's dtype. An fp8 C is quantized by a static scale: C = the result
+  // times 1 / scale_c[0] (f32, taken after the scales), saturated.
   DType out = f32;
   bool b_nk = true;  // B stored N x K (else K x N)
   bool a_mk = true;  // A stored M x K (else K x M)
@@ -133,8 +135,20 @@ struct GemmConfig {
   // C's rows multiplied last by row_scales [M] (f32, taken after the
   // grouping's arguments): an MoE layer's router weights.
   bool row_scales = false;
+  // The epilogue SwiGLU (an MoE layer's up projection, its activation
+  // fused): C [M, N] = silu(A @ G^T) * (A @ U^T), where B is G [N, K] then
+  // U [N, K], the two halves of [2N, K] ([groups, 2N, K] where grouped),
+  // N being C's width. A tile takes bn / 2 columns of C: its B box holds
+  // the matching bn / 2 rows of G and of U (a 3-D box, 4-D where grouped),
+  // so its accumulator's left half is the gate's and its right half the
+  // up projection's, which split() takes apart in registers. Scales apply
+  // before the activation, row scales after. A as M x K and B as N x K;
+  // not with bias_gelu, split_k, stream_k or clusters.
+  bool swiglu = false;
 
   DType b_type() const { return in_b.value_or(in); }
+  // The columns of C a tile takes.
+  int64_t c_cols() const { return swiglu ? bn / 2 : bn; }
   int cluster() const { return cluster_m * cluster_n; }
   // The boxes of A's and B's maps, outermost first, as stored.
   Shape a_box() const {
@@ -143,16 +157,18 @@ struct GemmConfig {
   }
   Shape b_box() const {
     const int64_t parts = cluster_m;
+    if (swiglu) return grouped ? Shape{1, 2, bn / 2, bk} : Shape{2, bn / 2, bk};
     if (grouped) return {1, bn, bk};
     return b_nk ? Shape{bn / parts, bk} : Shape{bk / parts, bn};
   }
-  // The swizzle of a bm x bn box of `t` (C's, or stream-K's f32 slots): the
-  // widest, up to `swizzle`, whose panels a row of it fills or is one of;
-  // none where no swizzle suits it (152 bf16 columns: 304 bytes).
+  // The swizzle of a bm x c_cols() box of `t` (C's, or stream-K's f32
+  // slots): the widest, up to `swizzle`, whose panels a row of it fills
+  // (NVIDIA's swizzled boxes are at least a panel wide); none where no
+  // swizzle suits it (152 bf16 columns: 304 bytes).
   Swizzle out_swizzle(DType t) const {
     for (Swizzle s = swizzle; s != Swizzle::kNone; s = static_cast<Swizzle>(static_cast<int>(s) - 1)) {
-      const int64_t row = bn * t.bytes(), width = swizzle_bytes(s);
-      if (row <= width || row % width == 0) return s;
+      const int64_t row = c_cols() * t.bytes(), width = swizzle_bytes(s);
+      if (row % width == 0) return s;
     }
     return Swizzle::kNone;
   }
@@ -174,6 +190,11 @@ inline Value gelu_of_half(const Value& h) {
 }
 // The same in double, for references.
 inline double gelu_reference(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+// silu(x) = x sigmoid(x) = x / (1 + exp(-x)), with the fast exponential
+// and division (ex2.approx and div.approx on NVIDIA): a large negative x
+// gives x / inf = -0, a large positive x / 1.
+inline Value silu(const Value& x) { return div(x, 1.0f + exp(-x, MathForm::kFast), MathForm::kFast); }
 
 inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name = "gemm") {
   if (g.split_k < 1) {
@@ -204,6 +225,14 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
         g.a_mk ? "M x K" : "K x M", ", B ", g.b_nk ? "N x K" : "K x N", ", split_k ", g.split_k, ", stream_k ",
         g.stream_k, ", clusters of ", g.cluster()));
   }
+  if (g.swiglu &&
+      (!g.a_mk || !g.b_nk || g.bias_gelu || g.split_k > 1 || g.stream_k || g.cluster() > 1 || g.bn % 16 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gemm_kernel: a SwiGLU epilogue takes A as M x K and B as N x K, tiles a multiple of 16 wide, and neither "
+        "bias_gelu, split_k, stream_k nor clusters; got A ",
+        g.a_mk ? "M x K" : "K x M", ", B ", g.b_nk ? "N x K" : "K x N", ", bn ", g.bn, ", bias_gelu ", g.bias_gelu,
+        ", split_k ", g.split_k, ", stream_k ", g.stream_k, ", clusters of ", g.cluster()));
+  }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
                                                    " sums partial tiles, so the epilogue must be linear; bias + GELU "
@@ -213,11 +242,12 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   if (g.cluster() > 1) k.cluster(g.cluster());
   Value a = k.tensor_map(g.in, g.a_box(), "a", g.swizzle);                    // A [M, K] (or [K, M])
   Value b = k.tensor_map(g.b_type(), g.b_box(), "b", g.swizzle);              // B [N, K] (or [K, N])
-  Value c = k.tensor_map(g.out, {g.bm, g.bn}, "c", g.out_swizzle(g.out));     // C [M, N]
+  Value c = k.tensor_map(g.out, {g.bm, g.c_cols()}, "c", g.out_swizzle(g.out));  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
   Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
   Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
   Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
+  Value scale_c = g.out.is_float8() ? k.arg(ptr(f32), "scale_c") : Value();
   Value groups = g.grouped ? k.arg(ptr(i32), "groups") : Value();             // [M / BM] i32
   Value used = g.grouped ? load(k.arg(ptr(i32), "total")) : Value();          // the rows in use
   Value row_scales = g.row_scales ? k.arg(ptr(f32), "row_scales") : Value();  // [M] f32
@@ -226,7 +256,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
   Value counts = g.stream_k ? k.arg(ptr(i32), "counts") : Value();                          // [S] i32
   // The tile order walks units of cluster_m x cluster_n tiles.
-  Value tiles_m = cdiv(cdiv(m, g.bm), g.cluster_m), tiles_n = cdiv(cdiv(n, g.bn), g.cluster_n);
+  Value tiles_m = cdiv(cdiv(m, g.bm), g.cluster_m), tiles_n = cdiv(cdiv(n, g.c_cols()), g.cluster_n);
   Value per_group = tiles_n * g.group_m;
   Value tiles = tiles_m * tiles_n;
   Value work = g.split_k > 1 ? tiles * g.split_k : tiles;
@@ -278,7 +308,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     Value unit_row = first_m + t % per_group % group_rows, unit_col = t % per_group / group_rows;
     // A cluster's programs take the unit's tiles by rank.
     Value row = (g.cluster_m > 1 ? unit_row * g.cluster_m + k.cluster_rank() : unit_row) * g.bm;
-    Value col = (g.cluster_n > 1 ? unit_col * g.cluster_n + k.cluster_rank() : unit_col) * g.bn;
+    Value col = (g.cluster_n > 1 ? unit_col * g.cluster_n + k.cluster_rank() : unit_col) * g.c_cols();
     // A grouped tile's group; one past the rows in use runs no K step.
     Value group;
     if (g.grouped) {
@@ -309,9 +339,13 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                     return g.cluster_m > 1 ? tma_multicast(b, at) : tma_load(b, at);
                   };
                   Value at = g.a_mk ? load_a({row, kk}) : trans(load_a({kk, row}));  // [BM, BK], smem
-                  Value bt = g.grouped ? trans(reshape(load_b({group, col, kk}), {g.bn, g.bk}))
-                             : g.b_nk  ? trans(load_b({col, kk}))
-                                       : load_b({kk, col});  // [BK, BN], smem
+                  // (SwiGLU: G's rows [col, col + BN / 2), then U's.)
+                  Value bt =
+                      g.swiglu
+                          ? trans(reshape(g.grouped ? load_b({group, 0, col, kk}) : load_b({0, col, kk}), {g.bn, g.bk}))
+                      : g.grouped ? trans(reshape(load_b({group, col, kk}), {g.bn, g.bk}))
+                      : g.b_nk    ? trans(load_b({col, kk}))
+                                  : load_b({kk, col});  // [BK, BN], smem
                   acc = gemm_step(at, bt, acc, g.in.is_float8() && !g.fast_accum,
                                   g.tf32 ? Precision::kTf32 : Precision::kIeee);
                 },
@@ -324,7 +358,12 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       } else if (g.scaled) {
         out = out * scale;
       }
+      if (g.swiglu) {
+        auto [gate, up] = split(out, 1);  // [BM, BN / 2] each, in the accumulator's registers
+        out = silu(gate) * up;
+      }
       if (g.row_scales) out = out * expand_dims(row_scale, 1);
+      if (g.out.is_float8()) out = out * (1.0f / load(scale_c));
       if (g.split_k > 1) {
         tma_reduce(AtomicOp::kAdd, c, {row, col}, out);
       } else {
@@ -426,17 +465,20 @@ inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig
                                           const Buffer& c, int64_t m, int64_t n, int64_t k, int64_t groups = 1) {
   absl::StatusOr<TensorMap> am = device.tensor_map(g.in, a, g.a_mk ? Shape{m, k} : Shape{k, m}, g.a_box(), g.swizzle);
   if (!am.ok()) return am.status();
-  const Shape b_shape = g.grouped ? Shape{groups, n, k} : g.b_nk ? Shape{n, k} : Shape{k, n};
+  const Shape b_shape = g.swiglu    ? (g.grouped ? Shape{groups, 2, n, k} : Shape{2, n, k})
+                        : g.grouped ? Shape{groups, n, k}
+                        : g.b_nk    ? Shape{n, k}
+                                    : Shape{k, n};
   absl::StatusOr<TensorMap> bm = device.tensor_map(g.b_type(), b, b_shape, g.b_box(), g.swizzle);
   if (!bm.ok()) return bm.status();
-  absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.bn}, g.out_swizzle(g.out));
+  absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.c_cols()}, g.out_swizzle(g.out));
   if (!cm.ok()) return cm.status();
   return GemmMaps{*am, *bm, *cm};
 }
 
-// The bm x bn tiles of an m x n C.
+// The bm x c_cols() tiles of an m x n C.
 inline int64_t gemm_tiles(const GemmConfig& g, int64_t m, int64_t n) {
-  return (m + g.bm - 1) / g.bm * ((n + g.bn - 1) / g.bn);
+  return (m + g.bm - 1) / g.bm * ((n + g.c_cols() - 1) / g.c_cols());
 }
 
 // The units of work gemm_kernel(g) spreads over its programs for an m x n
@@ -527,16 +569,18 @@ struct GemmRows {
 };
 
 // gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`
-// where g.bias_gelu, the scales where g.scaled, `rows`' buffers where
-// g.grouped or g.row_scales, and the workspace where g.stream_k. They point
-// into `maps` and `ws`, which must outlive them.
+// where g.bias_gelu, the scales where g.scaled, `scale_c` where C is fp8,
+// `rows`' buffers where g.grouped or g.row_scales, and the workspace where
+// g.stream_k. They point into `maps` and `ws`, which must outlive them.
 inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& maps, int64_t m, int64_t n, int64_t k,
                                         const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b,
-                                        const GemmWorkspace* ws = nullptr, const GemmRows* rows = nullptr) {
+                                        const GemmWorkspace* ws = nullptr, const GemmRows* rows = nullptr,
+                                        const Buffer* scale_c = nullptr) {
   std::vector<KernelArg> args = {maps.a, maps.b, maps.c, static_cast<int32_t>(m), static_cast<int32_t>(n),
                                  static_cast<int32_t>(k)};
   if (g.bias_gelu) args.push_back(bias);
   if (g.scaled) args.insert(args.end(), {scale_a, scale_b});
+  if (g.out.is_float8() && scale_c != nullptr) args.push_back(*scale_c);
   if (g.grouped && rows != nullptr) args.insert(args.end(), {rows->groups, rows->total});
   if (g.row_scales && rows != nullptr) args.push_back(rows->scales);
   if (g.stream_k && ws != nullptr) args.insert(args.end(), {ws->map, ws->tiles, ws->counts});

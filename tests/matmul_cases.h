@@ -208,6 +208,10 @@ inline absl::StatusOr<Function> compile_for(const Device& device, absl::StatusOr
 // `n` NaNs of `dtype` (f32 or bf16) in a new buffer: a value a kernel does
 // not write shows.
 inline absl::StatusOr<Buffer> nan_buffer(const Device& device, DType dtype, int64_t n) {
+  if (dtype == f8e4m3) {
+    const std::vector<uint8_t> bits(n, 0x7F);  // e4m3's NaN
+    return put(device, bits.data(), n);
+  }
   if (dtype == bf16) {
     const std::vector<uint16_t> bits(n, 0x7FC0);  // bf16's quiet NaN
     return put(device, bits.data(), n * 2);
@@ -216,10 +220,16 @@ inline absl::StatusOr<Buffer> nan_buffer(const Device& device, DType dtype, int6
   return put(device, values.data(), n * 4);
 }
 
-// `n` values of `dtype` (f32 or bf16) from `src`, as f32.
+// `n` values of `dtype` (f32, bf16 or f8e4m3) from `src`, as f32.
 inline absl::StatusOr<std::vector<float>> download_f32(const Device& device, const Buffer& src, DType dtype,
                                                        int64_t n) {
   std::vector<float> out(n);
+  if (dtype == f8e4m3) {
+    std::vector<uint8_t> bits(n);
+    TESSEL_RETURN_IF_ERROR(device.copy_to_host(bits.data(), src, n));
+    for (int64_t i = 0; i < n; ++i) out[i] = float8_to_float(bits[i], Float8::kE4M3);
+    return out;
+  }
   if (dtype != bf16) {
     TESSEL_RETURN_IF_ERROR(device.copy_to_host(out.data(), src, n * 4));
     return out;
@@ -395,17 +405,36 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   return download_f32(device, cb, g.out, m * n);
 }
 
+// SwiGLU's silu(g) u, and how far it may lie from the device's where g and
+// u are within dg and du of theirs (|silu'| < 1.1).
+struct SwigluValue {
+  double value, bound;
+};
+inline SwigluValue swiglu_reference(double g, double u, double dg, double du) {
+  const double s = g / (1 + std::exp(-g));
+  return {s * u, 1.1 * (std::abs(u) + du) * dg + std::abs(s) * du};
+}
+
+// Half a step of `out` (bf16: 8 significant bits; e4m3: 4, steps of 2^-9
+// below 2^-6) at |v|; 0 for f32.
+inline double rounding(DType out, double v) {
+  if (out == bf16) return std::ldexp(std::abs(v), -8);
+  if (out == f8e4m3) return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -6) - 4);
+  return 0;
+}
+
 // A grouped GEMM's problem (samples::GemmConfig::grouped): blocks of bm
 // rows, each block's group, the blocks in use (the rest computes nothing),
-// and its operands: A [blocks * bm, k], B [groups, n, k], A's scale and
-// one per group (where g.scaled), and C's row scales (where g.row_scales).
+// and its operands: A [blocks * bm, k], B [groups, n, k] ([groups, 2n, k]
+// with a SwiGLU epilogue), A's scale and one per group (where g.scaled),
+// C's row scales (where g.row_scales) and C's scale (an fp8 C).
 struct GroupedGemmInputs {
   int64_t n = 0, k = 0;
   int groups = 0;
   std::vector<int32_t> block_groups;  // [blocks]
   int used_blocks = 0;
   Operand a, b;
-  float scale_a = 1;
+  float scale_a = 1, scale_c = 1;
   std::vector<float> scale_b;     // [groups]
   std::vector<float> row_scales;  // [blocks * bm]
 };
@@ -422,7 +451,8 @@ inline GroupedGemmInputs random_grouped_gemm(const samples::GemmConfig& g, int b
   std::uniform_int_distribution<int> pick(0, groups - 1), step(1, 64);
   for (int i = 0; i < blocks; ++i) in.block_groups.push_back(pick(gen));
   in.a = random_operand(g.in, blocks * g.bm * k, gen);
-  in.b = random_operand(g.in, groups * n * k, gen);
+  in.b = random_operand(g.in, groups * (g.swiglu ? 2 : 1) * n * k, gen);
+  if (g.out.is_float8()) in.scale_c = static_cast<float>(step(gen)) / 256;
   if (g.scaled) {
     in.scale_a = static_cast<float>(step(gen)) / 32;
     for (int i = 0; i < groups; ++i) in.scale_b.push_back(static_cast<float>(step(gen)) / 32);
@@ -436,7 +466,9 @@ inline GroupedGemmInputs random_grouped_gemm(const samples::GemmConfig& g, int b
 // as f32 (NaN where nothing was written).
 inline absl::StatusOr<std::vector<float>> run_grouped_gemm(const Device& device, const samples::GemmConfig& g,
                                                            int warps, const GroupedGemmInputs& in) {
-  if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_grouped_gemm: C must be f32 or bf16");
+  if (!(g.out == f32 || g.out == bf16 || g.out == f8e4m3)) {
+    return absl::InvalidArgumentError("run_grouped_gemm: C must be f32, bf16 or f8e4m3");
+  }
   const int64_t m = static_cast<int64_t>(in.block_groups.size()) * g.bm;
   const int32_t total = in.used_blocks * static_cast<int32_t>(g.bm);
   TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::gemm_kernel(g), warps));
@@ -449,6 +481,7 @@ inline absl::StatusOr<std::vector<float>> run_grouped_gemm(const Device& device,
   };
   TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &in.scale_a, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, floats(in.scale_b));
+  TESSEL_ASSIGN_OR_RETURN(Buffer sc, put(device, &in.scale_c, 4));
   samples::GemmRows rows;
   TESSEL_ASSIGN_OR_RETURN(rows.groups, put(device, in.block_groups.data(), in.block_groups.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(rows.total, put(device, &total, 4));
@@ -456,30 +489,44 @@ inline absl::StatusOr<std::vector<float>> run_grouped_gemm(const Device& device,
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, in.n, in.k, in.groups));
   const LaunchConfig launch = {.grid = samples::gemm_grid(g, m, in.n, device.num_compute_units()), .num_warps = warps};
   TESSEL_RETURN_IF_ERROR(
-      fn.launch_packed(launch, samples::gemm_args(g, maps, m, in.n, in.k, sa, sa, sb, nullptr, &rows)));
+      fn.launch_packed(launch, samples::gemm_args(g, maps, m, in.n, in.k, sa, sa, sb, nullptr, &rows, &sc)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download_f32(device, cb, g.out, m * in.n);
 }
 // The first element of `got` off its double reference (rows past the
 // blocks in use: zero), or empty: within `tol` of sum |a b| times the
-// scales, plus C's rounding where it is bf16.
+// scales (with a SwiGLU epilogue, that error carried through silu(g) u,
+// and 2^-10 of the result for the fast exponential and division), plus
+// C's rounding.
 inline std::string grouped_gemm_mismatch(const samples::GemmConfig& g, const GroupedGemmInputs& in,
                                          const std::vector<float>& got, double tol) {
-  const int64_t m = static_cast<int64_t>(in.block_groups.size()) * g.bm;
+  const int64_t m = static_cast<int64_t>(in.block_groups.size()) * g.bm, b_rows = g.swiglu ? 2 * in.n : in.n;
   for (int64_t r = 0; r < m; ++r) {
     const int64_t grp = in.block_groups[r / g.bm];
     const bool used = r < in.used_blocks * g.bm;
-    double scale = g.scaled ? double{in.scale_a} * in.scale_b[grp] : 1.0;
-    if (g.row_scales) scale *= in.row_scales[r];
-    for (int64_t col = 0; col < in.n; ++col) {
-      double sum = 0, size = 0;
+    const double scale = g.scaled ? double{in.scale_a} * in.scale_b[grp] : 1.0;
+    const double after = (g.row_scales ? double{in.row_scales[r]} : 1.0) / in.scale_c;
+    // Row `row` of B's group times row r of A, with the scales, and its bound.
+    auto product = [&](int64_t row) {
+      Dot d;
       for (int64_t kk = 0; used && kk < in.k; ++kk) {
-        const double term = in.a.values[r * in.k + kk] * in.b.values[(grp * in.n + col) * in.k + kk];
-        sum += term;
-        size += std::abs(term);
+        const double term = in.a.values[r * in.k + kk] * in.b.values[(grp * b_rows + row) * in.k + kk];
+        d.sum += term;
+        d.size += std::abs(term);
       }
-      const double want = sum * scale;
-      const double bound = tol * size * std::abs(scale) + (g.out == bf16 ? std::ldexp(std::abs(want), -8) : 0) + 1e-6;
+      return SwigluValue{d.sum * scale, tol * d.size * std::abs(scale)};
+    };
+    for (int64_t col = 0; col < in.n; ++col) {
+      SwigluValue v = product(col);
+      if (g.swiglu) {
+        const SwigluValue gate = v, up = product(in.n + col);
+        v = swiglu_reference(gate.value, up.value, gate.bound, up.bound);
+        v.bound += std::ldexp(std::abs(v.value), -10);
+      }
+      double want = v.value * after;
+      if (g.out == f8e4m3) want = std::clamp(want, -448.0, 448.0);
+      const double bound =
+          v.bound * std::abs(after) + rounding(g.out, std::abs(want) + v.bound * std::abs(after)) + 1e-6;
       const float x = got[r * in.n + col];
       if (!(std::abs(x - want) <= bound)) return absl::StrCat("C[", r, ", ", col, "] = ", x, ", want ", want);
     }

@@ -99,6 +99,34 @@ TEST(WgmmaForms, GroupedGemmReadsEachGroupsBoxesOfA3DMap) {
   }
 }
 
+// The SwiGLU epilogue: B's gate and up rows come in one 4-D box a stage,
+// and the epilogue splits the accumulator in its registers (each half a
+// fragment of its own, which stmatrix stores): it takes no more shared
+// memory than the plain grouped GEMM's, whose C tile is twice as wide, and
+// nothing spills; bf16 operands and C, and fp8 ones (C quantized by its
+// scale).
+TEST(WgmmaForms, SwigluEpilogueSplitsTheAccumulatorInItsRegisters) {
+  GemmConfig bf = {.bm = 128, .bn = 192, .out = bf16, .stages = 4};
+  bf.warp_specialize = bf.cooperative = bf.grouped = true;
+  GemmConfig fp8 = bf;
+  fp8.bk = 128;
+  fp8.in = fp8.out = f8e4m3;
+  fp8.scaled = true;
+  for (const GemmConfig& g : {bf, fp8}) {
+    SCOPED_TRACE(g.in.name());
+    GemmConfig fused = g;
+    fused.swiglu = true;
+    absl::StatusOr<DeviceCode> plain = gemm_ptx(g, 12), code = gemm_ptx(fused, 12);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_GE(count(code->binary, "cp.async.bulk.tensor.4d.shared::cluster"), 1);
+    EXPECT_LE(code->shared_bytes, plain->shared_bytes);
+    EXPECT_THAT(code->binary, HasSubstr("ex2.approx"));
+    if (g.out == bf16) EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x4.shared.b16"));
+    expect_ptxas_clean(code->binary);
+  }
+}
+
 TEST(WgmmaForms, Fp8BoxesTakeAStageOfTheSameBytesAsBf16) {
   absl::StatusOr<DeviceCode> fp8 = gemm_ptx(kFp8);
   absl::StatusOr<DeviceCode> bf = gemm_ptx({.bm = 128, .bn = 256, .bk = 64, .out = bf16, .stages = 3});

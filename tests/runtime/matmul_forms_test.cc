@@ -74,6 +74,57 @@ TEST(MatmulForms, GroupedGemmTakesNoTransposeSplitOrCluster) {
   }
 }
 
+// The SwiGLU epilogue (an MoE layer's up projection with its activation):
+// C = silu(A G^T) * (A U^T) of B = [G; U], grouped (a 4-D box of each
+// group's G and U rows) with C in bf16, and in fp8 quantized by C's scale
+// after the row scales; and a plain GEMM's (a 3-D box), on a C whose width
+// is not a multiple of the tiles' half.
+TEST(MatmulForms, SwigluEpilogueMatchesADoubleReference) {
+  std::mt19937 gen(11);
+  GemmConfig fp8 = {.bm = 64, .bn = 128, .bk = 128, .in = f8e4m3, .out = f8e4m3, .stages = 2, .scaled = true};
+  fp8.grouped = fp8.row_scales = fp8.swiglu = true;
+  for (const Form& f :
+       {Form{{.bm = 64, .bn = 64, .bk = 32, .out = bf16, .stages = 2, .grouped = true, .swiglu = true}, 4},
+        Form{fp8, 4}}) {
+    SCOPED_TRACE(f.g.in.name());
+    const matmul_cases::GroupedGemmInputs in = matmul_cases::random_grouped_gemm(f.g, 7, 5, 3, 144, 256, gen);
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_grouped_gemm(host(), f.g, f.warps, in);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(matmul_cases::grouped_gemm_mismatch(f.g, in, *c, 1e-5), "");
+  }
+  const GemmConfig g = {.bm = 64, .bn = 64, .out = bf16, .stages = 2, .swiglu = true};
+  const int64_t m = 150, n = 136, k = 200;
+  Operand a = random_operand(bf16, m * k, gen), b = random_operand(bf16, 2 * n * k, gen);
+  absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const matmul_cases::Dot gate = matmul_cases::dot_at(a.values, b.values, m, 2 * n, k, true, true, i, j);
+      const matmul_cases::Dot up = matmul_cases::dot_at(a.values, b.values, m, 2 * n, k, true, true, i, n + j);
+      const matmul_cases::SwigluValue want =
+          matmul_cases::swiglu_reference(gate.sum, up.sum, 1e-5 * gate.size, 1e-5 * up.size);
+      const double got = (*c)[i * n + j];
+      if (!(std::abs(got - want.value) <= want.bound + std::ldexp(std::abs(want.value), -8) * 1.01 + 1e-6) &&
+          bad++ < 5) {
+        ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", want " << want.value;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(MatmulForms, SwigluEpilogueTakesNoTransposeSplitClusterOrGelu) {
+  for (GemmConfig g : {GemmConfig{.b_nk = false}, GemmConfig{.a_mk = false}, GemmConfig{.out = f32, .split_k = 2},
+                       GemmConfig{.bias_gelu = true}, GemmConfig{.stream_k = true}, GemmConfig{.cluster_m = 2},
+                       GemmConfig{.bn = 200}}) {
+    g.swiglu = true;
+    absl::Status s = samples::gemm_kernel(g).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("a SwiGLU epilogue takes A as M x K and B as N x K, tiles a multiple of 16"));
+  }
+}
+
 TEST(MatmulForms, Fp8GemmWithScalesMatchesADoubleReference) {
   std::mt19937 gen(7);
   for (auto [da, db] : {std::pair{f8e4m3, f8e4m3}, {f8e4m3, f8e5m2}, {f8e5m2, f8e5m2}}) {
@@ -264,7 +315,9 @@ TEST(MatmulForms, GemmClustersAreChecked) {
 
 TEST(MatmulForms, CsBoxTakesTheWidestSwizzleItsRowsFill) {
   EXPECT_EQ((GemmConfig{.bn = 256}.out_swizzle(bf16)), Swizzle::k128B);
-  EXPECT_EQ((GemmConfig{.bn = 32}.out_swizzle(bf16)), Swizzle::k128B);   // one row, narrower than a panel
+  EXPECT_EQ((GemmConfig{.bn = 32}.out_swizzle(bf16)), Swizzle::k64B);  // 64 bytes: one panel of 64
+  EXPECT_EQ((GemmConfig{.bn = 8}.out_swizzle(bf16)), Swizzle::kNone);  // 16 bytes, narrower than any panel
+  EXPECT_EQ((GemmConfig{.bn = 192, .in = f8e4m3, .swiglu = true}.out_swizzle(f8e4m3)), Swizzle::k32B);  // 96 bytes
   EXPECT_EQ((GemmConfig{.bn = 152}.out_swizzle(bf16)), Swizzle::kNone);  // 304 bytes
   EXPECT_EQ((GemmConfig{.bn = 232}.out_swizzle(f32)), Swizzle::k32B);    // 928 bytes
   EXPECT_EQ((GemmConfig{.bn = 160}.out_swizzle(bf16)), Swizzle::k64B);   // 320 bytes
