@@ -58,20 +58,24 @@ const std::vector<MoeCase> kCases = {
     {"64 experts, 4096 tokens", 4096, 64, 6, 2048, 1408, false}};
 
 // Both GEMMs' form, tiles and warps (rows of 128 bytes: bk 64 for bf16,
-// 128 for fp8); the first is MoeLayerConfig's default. Grouped GEMMs on 12
-// warps are warp-specialized.
+// 128 for fp8), and whether SwiGLU is fused into the up projection; the
+// first is MoeLayerConfig's default. Grouped GEMMs on 12 warps are
+// warp-specialized.
 struct Gemm {
   bool grouped;
   int64_t bm, bn;
   int stages, warps;
+  bool fused = false;
 };
-constexpr Gemm kGemms[] = {{true, 128, 192, 4, 12}, {true, 128, 256, 4, 12}, {true, 128, 128, 4, 12},
-                           {true, 128, 256, 3, 8},  {false, 64, 256, 4, 8},  {false, 64, 256, 3, 8},
-                           {false, 64, 128, 4, 4},  {false, 64, 128, 3, 4}};
+constexpr Gemm kGemms[] = {{true, 128, 192, 4, 12},       {true, 128, 192, 4, 12, true}, {true, 128, 256, 4, 12},
+                           {true, 128, 256, 4, 12, true}, {true, 128, 128, 4, 12},       {true, 128, 256, 3, 8},
+                           {false, 64, 256, 4, 8},        {false, 64, 256, 3, 8},        {false, 64, 128, 4, 4},
+                           {false, 64, 128, 3, 4}};
 
 std::string label(const Gemm& g, bool fp8) {
   return std::string(g.grouped ? "grouped " : "") + std::to_string(g.bm) + "x" + std::to_string(g.bn) +
-         (fp8 ? "x128 s" : "x64 s") + std::to_string(g.stages) + " w" + std::to_string(g.warps);
+         (fp8 ? "x128 s" : "x64 s") + std::to_string(g.stages) + " w" + std::to_string(g.warps) +
+         (g.fused ? " swiglu fused" : "");
 }
 
 // `n` e4m3 values uniform in [-1, 1) (bench::random_bf16's, rounded again).
@@ -184,6 +188,7 @@ int main(int argc, char** argv) {
                        .fast_accum = mc.fast_accum};
       c.gemm_warps = g.warps;
       c.grouped = g.grouped;
+      c.fused_swiglu = g.fused;
       const samples::MoeLayer layer = must(samples::MoeLayer::compile(dev, c), "compile");
       const samples::MoeLayer::Workspace ws = must(layer.workspace(tokens), "workspace");
       const auto t32 = static_cast<int32_t>(tokens);
@@ -213,10 +218,10 @@ int main(int argc, char** argv) {
           }
           return out;
         };
-        const auto h = choice_rows(ws.h, 2 * mc.inter, bf16);
+        const auto h = g.fused ? std::vector<float>{} : choice_rows(ws.h, 2 * mc.inter, bf16);
         const auto a = choice_rows(ws.a, mc.inter, c.up.in);
         const auto y = choice_rows(ws.y, hid, bf16), o = rows<float>(cu, out, t, 1, hid, bf16);
-        const samples::MoeTokenRun run = {&xf[t * hid], ids.data(), routed.data(), h.data(),
+        const samples::MoeTokenRun run = {&xf[t * hid], ids.data(), routed.data(), g.fused ? nullptr : h.data(),
                                           a.data(),     y.data(),   o.data()};
         if (mc.fp8) {
           samples::moe_check_token(c, t, run, w.w18, w.w28, &w.scales, errors);

@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
   small.num_warps = samples::kMoeLayerSmallWarps;
   if (!args.target.empty()) {
     samples::emit_for_target(args, {k.up, k.down}, gemm);
-    std::vector<Kernel> rest = {k.logits, k.pick, k.act, k.combine};
-    for (const std::optional<Kernel>& extra : {k.permute, k.quantize}) {
+    std::vector<Kernel> rest = {k.logits, k.pick, k.combine};
+    for (const std::optional<Kernel>& extra : {k.act, k.permute, k.quantize}) {
       if (extra) rest.push_back(*extra);
     }
     samples::emit_for_target(args, rest, small);

@@ -240,6 +240,11 @@ inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
 // The default tiles, 128 x 192 on 12 warps, suit bf16 and fp8 both (fp8
 // with f32 sums spills at 128 x 256; bk 128 for fp8's rows of 128 bytes).
 //
+// A grouped layer may also run SwiGLU in the up projection's epilogue
+// (`fused_swiglu`; GemmConfig::swiglu): each tile's B box holds an
+// expert's gate rows and the matching up rows, and the tile writes a's
+// columns, so h is never written or read again.
+//
 // With both GEMMs' `in` f8e4m3, the experts run in fp8 (w8a8, static
 // activation scales, as fp8 checkpoints of Mixtral ship them): w1 and w2
 // are e4m3 with a scale per expert, x is quantized by its scale before the
@@ -253,12 +258,15 @@ struct MoeLayerConfig {
   MoeGemmConfig up = {.bm = 128, .bn = 192, .stages = 4}, down = {.bm = 128, .bn = 192, .stages = 4};
   int gemm_warps = 12;
   bool grouped = true;
+  bool fused_swiglu = false;  // grouped only
 };
 
 // A grouped layer's GEMM (MoeLayerConfig::grouped) of tiles `m` on `warps`
 // warps: fp8 operands scaled by their activations' and expert's scales,
-// and the down projection's rows (`down`) by the router's weights.
-inline GemmConfig moe_grouped_gemm_config(const MoeGemmConfig& m, int warps, bool down) {
+// and the down projection's rows (`down`) by the router's weights; with
+// `swiglu`, the up projection with SwiGLU in its epilogue, its C a (of the
+// GEMMs' `in`: an fp8 a quantized by a's scale).
+inline GemmConfig moe_grouped_gemm_config(const MoeGemmConfig& m, int warps, bool down, bool swiglu = false) {
   GemmConfig g;
   g.bm = m.bm;
   g.bn = m.bn;
@@ -272,6 +280,8 @@ inline GemmConfig moe_grouped_gemm_config(const MoeGemmConfig& m, int warps, boo
   g.warp_specialize = g.cooperative = warps == 12;
   g.grouped = true;
   g.row_scales = down;
+  g.swiglu = swiglu;
+  if (swiglu) g.out = m.in;
   return g;
 }
 
@@ -289,7 +299,8 @@ inline int64_t moe_layer_rows(const MoeLayerConfig& c, int64_t tokens) {
 // quantize or permute kernel before the up projection. Small kernels run
 // on kMoeLayerSmallWarps warps, the GEMMs on c.gemm_warps.
 struct MoeLayerKernels {
-  Kernel logits, pick, up, act, down, combine;
+  Kernel logits, pick, up, down, combine;
+  std::optional<Kernel> act;       // SwiGLU, unless fused into the up projection
   std::optional<Kernel> quantize;  // x to fp8, for a gathering fp8 layer
   std::optional<Kernel> permute;   // x's rows into MoeAlign's order, for a grouped layer
 };
@@ -317,6 +328,9 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
                                                    "their results bf16; got ", c.up.in.name(), " x ", c.down.in.name(),
                                                    " in, ", c.up.out.name(), " x ", c.down.out.name(), " out"));
   }
+  if (c.fused_swiglu && !c.grouped) {
+    return absl::InvalidArgumentError("moe_layer: SwiGLU fuses into the up projection of a grouped layer only");
+  }
   if (c.grouped && c.gemm_warps != 8 && c.gemm_warps != 12) {
     return absl::InvalidArgumentError(absl::StrCat("moe_layer: a grouped layer's GEMMs run on 8 warps (persistent) ",
                                                    "or 12 (warp-specialized); got ", c.gemm_warps));
@@ -326,7 +340,8 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
   TESSEL_ASSIGN_OR_RETURN(k.pick, router_top_k_kernel(kMoeRouterRows, c.experts, c.top_k, f32));
   if (c.grouped) {
     TESSEL_ASSIGN_OR_RETURN(k.permute, moe_permute_kernel(c.up.in));
-    TESSEL_ASSIGN_OR_RETURN(k.up, gemm_kernel(moe_grouped_gemm_config(c.up, c.gemm_warps, false), "moe_up"));
+    TESSEL_ASSIGN_OR_RETURN(k.up,
+                            gemm_kernel(moe_grouped_gemm_config(c.up, c.gemm_warps, false, c.fused_swiglu), "moe_up"));
     TESSEL_ASSIGN_OR_RETURN(k.down, gemm_kernel(moe_grouped_gemm_config(c.down, c.gemm_warps, true), "moe_down"));
   } else {
     MoeGemmConfig up = c.up, down = c.down;
@@ -339,7 +354,9 @@ inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c
       TESSEL_ASSIGN_OR_RETURN(k.quantize, quantize_kernel(bf16, f8e4m3));
     }
   }
-  TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel(bf16, c.up.in));
+  if (!c.fused_swiglu) {
+    TESSEL_ASSIGN_OR_RETURN(k.act, swiglu_kernel(bf16, c.up.in));
+  }
   TESSEL_ASSIGN_OR_RETURN(k.combine, moe_combine_kernel(bf16, c.grouped));
   return k;
 }
@@ -354,7 +371,9 @@ class MoeLayer {
     Buffer logits;        // [tokens, experts] f32
     Buffer weights, ids;  // [tokens * top_k] f32, i32
     MoeAlignBuffers align;
-    Buffer h, a, y;  // [rows, 2I] bf16, [rows, I] of the GEMMs' in, [rows, H] bf16
+    // [rows, 2I] bf16 (none where SwiGLU is fused), [rows, I] of the GEMMs'
+    // in, [rows, H] bf16.
+    Buffer h, a, y;
     // The up projection's A where it is not x: x quantized to e4m3 for a
     // gathering fp8 layer ([tokens, H]), or x's rows in MoeAlign's order for
     // a grouped layer ([rows, H] of the GEMMs' in); and a grouped layer's
@@ -376,11 +395,12 @@ class MoeLayer {
     TESSEL_ASSIGN_OR_RETURN(Function logits, dev.compile(k.logits, small));
     TESSEL_ASSIGN_OR_RETURN(Function pick, dev.compile(k.pick, small));
     TESSEL_ASSIGN_OR_RETURN(Function up, dev.compile(k.up, gemm));
-    TESSEL_ASSIGN_OR_RETURN(Function act, dev.compile(k.act, small));
     TESSEL_ASSIGN_OR_RETURN(Function down, dev.compile(k.down, gemm));
     TESSEL_ASSIGN_OR_RETURN(Function combine, dev.compile(k.combine, small));
-    Functions f{std::move(logits), std::move(pick),    std::move(up), std::move(act),
-                std::move(down),   std::move(combine), std::nullopt,  std::nullopt};
+    Functions f{std::move(logits), std::move(pick), std::move(up), std::move(down), std::move(combine)};
+    if (k.act) {
+      TESSEL_ASSIGN_OR_RETURN(f.act, dev.compile(*k.act, small));
+    }
     if (k.quantize) {
       TESSEL_ASSIGN_OR_RETURN(f.quantize, dev.compile(*k.quantize, small));
     }
@@ -402,16 +422,17 @@ class MoeLayer {
     Workspace w;
     w.tokens = tokens;
     TESSEL_ASSIGN_OR_RETURN(w.align, align_.buffers(dev_, n));
-    for (auto [buf, bytes] : std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, t * c_.experts * 4},
-                                                                      {&w.weights, std::max<int64_t>(n, 1) * 4},
-                                                                      {&w.ids, std::max<int64_t>(n, 1) * 4},
-                                                                      {&w.h, rows * 2 * c_.intermediate * 2},
-                                                                      {&w.a, rows * c_.intermediate * wb},
-                                                                      {&w.y, rows * c_.hidden * 2},
-                                                                      {&w.xs, c_.grouped ? rows * c_.hidden * wb
-                                                                              : fp8()    ? t * c_.hidden
-                                                                                         : 0},
-                                                                      {&w.weights_sorted, c_.grouped ? rows * 4 : 0}}) {
+    for (auto [buf, bytes] :
+         std::vector<std::pair<Buffer*, int64_t>>{{&w.logits, t * c_.experts * 4},
+                                                  {&w.weights, std::max<int64_t>(n, 1) * 4},
+                                                  {&w.ids, std::max<int64_t>(n, 1) * 4},
+                                                  {&w.h, c_.fused_swiglu ? 0 : rows * 2 * c_.intermediate * 2},
+                                                  {&w.a, rows * c_.intermediate * wb},
+                                                  {&w.y, rows * c_.hidden * 2},
+                                                  {&w.xs, c_.grouped ? rows * c_.hidden * wb
+                                                          : fp8()    ? t * c_.hidden
+                                                                     : 0},
+                                                  {&w.weights_sorted, c_.grouped ? rows * 4 : 0}}) {
       if (bytes == 0) continue;
       TESSEL_ASSIGN_OR_RETURN(*buf, dev_.allocate(static_cast<size_t>(bytes)));
     }
@@ -438,8 +459,8 @@ class MoeLayer {
 
  private:
   struct Functions {
-    Function logits, pick, up, act, down, combine;
-    std::optional<Function> quantize, permute;
+    Function logits, pick, up, down, combine;
+    std::optional<Function> act, quantize, permute;
   };
   MoeLayer(Device dev, MoeLayerConfig c, MoeAlign align, Functions fns)
       : dev_(std::move(dev)), c_(c), align_(std::move(align)), fns_(std::move(fns)) {}
@@ -452,8 +473,8 @@ class MoeLayer {
   absl::Status swiglu(const Workspace& ws, const Fp8Scales* scales, int32_t rows, const Stream* stream) const {
     const auto inter = static_cast<int32_t>(c_.intermediate);
     const LaunchConfig lc = on(swiglu_grid(rows, inter), kMoeLayerSmallWarps, stream);
-    if (scales == nullptr) return fns_.act.launch(lc, ws.h, ws.a, rows, inter);
-    return fns_.act.launch(lc, ws.h, ws.a, scales->a, rows, inter);
+    if (scales == nullptr) return fns_.act->launch(lc, ws.h, ws.a, rows, inter);
+    return fns_.act->launch(lc, ws.h, ws.a, scales->a, rows, inter);
   }
 
   absl::Status run(const Buffer& x, int32_t tokens, const Buffer& gate, const Buffer& w1, const Buffer& w2,
@@ -542,20 +563,27 @@ class MoeLayer {
     // The padded total, the last of the offsets: the rows the GEMMs' tiles take.
     TESSEL_ASSIGN_OR_RETURN(Buffer total, al.offsets.slice(4 * e, 4));
     const Buffer none;
+    const bool q = scales != nullptr, fused = c_.fused_swiglu;
+    // (A fused up projection's C is a: of its in, quantized by a's scale for fp8.)
     auto gemm = [&](const Function& fn, bool down, const Buffer& a, const Buffer& w, const Buffer& c, int64_t ncols,
                     int64_t kdim, const Buffer* scale_a, const Buffer* scale_w) -> absl::Status {
-      const GemmConfig g = moe_grouped_gemm_config(down ? c_.down : c_.up, wide, down);
+      const GemmConfig g = moe_grouped_gemm_config(down ? c_.down : c_.up, wide, down, !down && fused);
       TESSEL_ASSIGN_OR_RETURN(GemmMaps maps, gemm_maps(dev_, g, a, w, c, rows, ncols, kdim, e));
       const GemmRows by = {.groups = al.block_experts, .total = total, .scales = down ? ws.weights_sorted : none};
       const LaunchConfig lc = {
           .grid = gemm_grid(g, rows, ncols, dev_.num_compute_units()), .num_warps = wide, .stream = stream};
-      return fn.launch_packed(lc, gemm_args(g, maps, rows, ncols, kdim, none, scale_a != nullptr ? *scale_a : none,
-                                            scale_w != nullptr ? *scale_w : none, nullptr, &by));
+      return fn.launch_packed(lc,
+                              gemm_args(g, maps, rows, ncols, kdim, none, scale_a != nullptr ? *scale_a : none,
+                                        scale_w != nullptr ? *scale_w : none, nullptr, &by, q ? &scales->a : nullptr));
     };
-    const bool q = scales != nullptr;
-    TESSEL_RETURN_IF_ERROR(
-        gemm(f.up, false, ws.xs, w1, ws.h, 2 * inter, hid, q ? &scales->x : nullptr, q ? &scales->w1 : nullptr));
-    TESSEL_RETURN_IF_ERROR(swiglu(ws, scales, r32, stream));
+    if (fused) {
+      TESSEL_RETURN_IF_ERROR(
+          gemm(f.up, false, ws.xs, w1, ws.a, inter, hid, q ? &scales->x : nullptr, q ? &scales->w1 : nullptr));
+    } else {
+      TESSEL_RETURN_IF_ERROR(
+          gemm(f.up, false, ws.xs, w1, ws.h, 2 * inter, hid, q ? &scales->x : nullptr, q ? &scales->w1 : nullptr));
+      TESSEL_RETURN_IF_ERROR(swiglu(ws, scales, r32, stream));
+    }
     return gemm(f.down, true, ws.a, w2, ws.y, hid, inter, q ? &scales->a : nullptr, q ? &scales->w2 : nullptr);
   }
 
@@ -600,7 +628,7 @@ struct MoeTokenRun {
   const float* x;
   const int32_t* ids;
   const float* weights;
-  const float *h, *a, *y, *out;
+  const float *h, *a, *y, *out;  // h null where SwiGLU is fused
 };
 
 // The worst error over its bound seen at each of the layer's stages (a
@@ -621,7 +649,9 @@ struct MoeStageErrors {
 //   the rounding.
 // - a = silu(g) u from the device's h, rounded to bf16 or quantized to
 //   e4m3 by a's scale (saturated); bound: half a step of the result's
-//   format, with 2^-10 of it for the kernel's fast exp.
+//   format, with 2^-10 of it for the kernel's fast exp. Where SwiGLU is
+//   fused (no h: run.h null), from g and u summed from x as h's are, the
+//   sums' bound carried through silu(g) u.
 // - y, the down projection from the device's a times the router's weight,
 //   rounded to bf16; bound as h's.
 // - out, the sum of the token's y rows rounded to bf16.
@@ -658,30 +688,45 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
     if (e < 0 || e >= c.experts) continue;
     const double up_scale = fp8 != nullptr ? double{fp8->x} * fp8->w1[e] : 1;
     const double down_scale = (fp8 != nullptr ? double{fp8->a} * fp8->w2[e] : 1) * run.weights[j];
-    const float* h = run.h + j * 2 * inter;
+    const float* h = run.h != nullptr ? run.h + j * 2 * inter : nullptr;
     const float* a = run.a + j * inter;
     const float* y = run.y + j * hid;
-    // A GEMM's element from its K values `v` and row of weights `w`,
-    // against the device's `got`, at `stage`.
-    auto check_sum = [&](double& stage, const char* name, int64_t i, float got, const auto* v, const W* w, int64_t k,
-                         double scale, const MoeGemmConfig& g) {
+    // A GEMM's element from its K values `v` and row of weights `w`, with
+    // the bound of its sum.
+    auto sum_of = [&](const auto* v, const W* w, int64_t k, double scale, const MoeGemmConfig& g) {
       double sum = 0, size = 0;
       for (int64_t kk = 0; kk < k; ++kk) {
         const double term = v[kk] * moe_weight(w[kk]);
         sum += term;
         size += std::abs(term);
       }
-      const double want = sum * scale;
-      check(stage, name, j, i, got, want,
-            gemm_sum_tolerance(g.in, g.fast_accum) * size * std::abs(scale) + std::ldexp(std::abs(want), -8));
+      return std::pair{sum * scale, gemm_sum_tolerance(g.in, g.fast_accum) * size * std::abs(scale)};
     };
-    for (int64_t r = 0; r < 2 * inter; ++r) {
-      check_sum(errors.h, "h", r, h[r], xs.data(), &w1[(e * 2 * inter + r) * hid], hid, up_scale, c.up);
-    }
+    // The same against the device's `got`, at `stage`, rounded to bf16.
+    auto check_sum = [&](double& stage, const char* name, int64_t i, float got, const auto* v, const W* w, int64_t k,
+                         double scale, const MoeGemmConfig& g) {
+      const auto [want, bound] = sum_of(v, w, k, scale, g);
+      check(stage, name, j, i, got, want, bound + std::ldexp(std::abs(want), -8));
+    };
+    // a from g and u, within `bound` before a's rounding.
+    auto check_a = [&](int64_t r, double g, double u, double bound) {
+      const double v = g / (1 + std::exp(-g)) * u, a_scale = fp8 != nullptr ? fp8->a : 1.0;
+      const double want = fp8 != nullptr ? std::clamp(v / a_scale, -448.0, 448.0) : v;
+      const double off = (bound + std::ldexp(std::abs(v), -10)) / a_scale;
+      check(errors.a, "a", j, r, a[r], want, off + half_step(std::abs(want) + off) * (1 + std::ldexp(1.0, -10)));
+    };
+    const W* gate_up = &w1[e * 2 * inter * hid];
     for (int64_t r = 0; r < inter; ++r) {
-      const double g = h[r], v = g / (1 + std::exp(-g)) * h[inter + r];
-      const double want = fp8 != nullptr ? std::clamp(v / fp8->a, -448.0, 448.0) : v;
-      check(errors.a, "a", j, r, a[r], want, half_step(want) * (1 + std::ldexp(1.0, -10)));
+      if (h == nullptr) {
+        // silu(g) u from sums off by dg and du: |silu'| < 1.1.
+        const auto [g, dg] = sum_of(xs.data(), gate_up + r * hid, hid, up_scale, c.up);
+        const auto [u, du] = sum_of(xs.data(), gate_up + (inter + r) * hid, hid, up_scale, c.up);
+        check_a(r, g, u, 1.1 * (std::abs(u) + du) * dg + std::abs(g / (1 + std::exp(-g))) * du);
+        continue;
+      }
+      check_sum(errors.h, "h", r, h[r], xs.data(), gate_up + r * hid, hid, up_scale, c.up);
+      check_sum(errors.h, "h", inter + r, h[inter + r], xs.data(), gate_up + (inter + r) * hid, hid, up_scale, c.up);
+      check_a(r, h[r], h[inter + r], 0);
     }
     for (int64_t col = 0; col < hid; ++col) {
       check_sum(errors.y, "y", col, y[col], a, &w2[(e * hid + col) * inter], inter, down_scale, c.down);
@@ -715,8 +760,9 @@ std::vector<T> moe_values(const std::vector<uint8_t>& bytes, DType d) {
 }
 
 // What a run of MoeLayer over `tokens` left, whole, for moe_check_layer:
-// the router's choices and weights, the workspace's h, a and y, and the
-// output, as floats (a's e4m3 values before its scale).
+// the router's choices and weights, the workspace's h (none where SwiGLU
+// is fused), a and y, and the output, as floats (a's e4m3 values before
+// its scale).
 struct MoeLayerOutputs {
   std::vector<int32_t> ids;
   std::vector<float> weights, h, a, y, out;
@@ -747,7 +793,7 @@ inline absl::StatusOr<MoeLayerOutputs> moe_layer_outputs(const Device& dev, cons
     }
     return absl::OkStatus();
   };
-  TESSEL_RETURN_IF_ERROR(stage(o.h, ws.h, bf16, 2 * c.intermediate));
+  if (!c.fused_swiglu) TESSEL_RETURN_IF_ERROR(stage(o.h, ws.h, bf16, 2 * c.intermediate));
   TESSEL_RETURN_IF_ERROR(stage(o.a, ws.a, c.up.in, c.intermediate));
   TESSEL_RETURN_IF_ERROR(stage(o.y, ws.y, bf16, c.hidden));
   TESSEL_RETURN_IF_ERROR(fetch(o.out, out, bf16, tokens * c.hidden));
@@ -765,7 +811,7 @@ MoeStageErrors moe_check_layer(const MoeLayerConfig& c, const std::vector<float>
     const MoeTokenRun run = {&x[t * c.hidden],
                              &o.ids[t * k],
                              &o.weights[t * k],
-                             &o.h[t * k * 2 * c.intermediate],
+                             o.h.empty() ? nullptr : &o.h[t * k * 2 * c.intermediate],
                              &o.a[t * k * c.intermediate],
                              &o.y[t * k * c.hidden],
                              &o.out[t * c.hidden]};

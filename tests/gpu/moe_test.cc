@@ -127,7 +127,8 @@ TEST_F(Moe, GemmOverTheAlignmentMatchesADoubleReference) {
 // on each device against the double reference: its logits, its choices
 // from its own logits, and its output; bf16, and fp8 (e4m3 weights and
 // activations, rows of 128 bytes); the gathering GEMMs, and grouped ones
-// warp-specialized (blocks of 128) and plain persistent (blocks of 64).
+// warp-specialized (blocks of 128) and plain persistent (blocks of 64),
+// with SwiGLU in its own kernel and in the up projection's epilogue.
 // The tensor-core tiles of the benchmark on NVIDIA; the host runs the same
 // kernels.
 TEST_F(Moe, LayerMatchesADoubleReference) {
@@ -144,12 +145,15 @@ TEST_F(Moe, LayerMatchesADoubleReference) {
   gathering_fp8.up = gathering_fp8.down = {.bm = 64, .bn = 256, .bk = 128, .in = f8e4m3, .stages = 4};
   gathering.gemm_warps = gathering_fp8.gemm_warps = 8;
   gathering.grouped = gathering_fp8.grouped = false;
+  samples::MoeLayerConfig fused = grouped, fused_fp8 = grouped_fp8, fused_plain = grouped_plain;
+  fused.fused_swiglu = fused_fp8.fused_swiglu = fused_plain.fused_swiglu = true;
   const int64_t tokens = 200;
-  for (const samples::MoeLayerConfig& c : {grouped, grouped_fp8, grouped_plain, gathering, gathering_fp8}) {
+  for (const samples::MoeLayerConfig& c :
+       {grouped, grouped_fp8, grouped_plain, gathering, gathering_fp8, fused, fused_fp8, fused_plain}) {
     for (const Device& dev : devices_) {
       SCOPED_TRACE(::testing::Message() << dev.name() << ", " << c.up.in.name()
                                         << (c.grouped ? ", grouped on " : ", gathering on ") << c.gemm_warps
-                                        << " warps, blocks of " << c.up.bm);
+                                        << " warps, blocks of " << c.up.bm << (c.fused_swiglu ? ", SwiGLU fused" : ""));
       absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(dev, c, tokens, gen);
       ASSERT_TRUE(run.ok()) << run.status();
       EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");

@@ -29,28 +29,37 @@ namespace {
 using ::testing::HasSubstr;
 
 // The gathering form on blocks of 16; the grouped form on 8 warps
-// (persistent, blocks of 64) and 12 (warp-specialized, blocks of 128).
+// (persistent, blocks of 64) and 12 (warp-specialized, blocks of 128),
+// with SwiGLU in its own kernel and fused into the up projection.
 TEST(MoeLayer, MatchesADoubleReference) {
   TESSEL_SEEDED_GEN(gen);
   absl::StatusOr<Device> dev = Device::open("host:2");
   ASSERT_TRUE(dev.ok()) << dev.status();
-  for (const auto& [tokens, experts, top_k, hidden, inter, in, warps] :
-       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t, DType, int>>{{37, 4, 2, 64, 96, bf16, 0},
-                                                                                {20, 1, 1, 40, 24, bf16, 0},
-                                                                                {50, 6, 3, 72, 48, bf16, 0},
-                                                                                {0, 4, 2, 64, 96, bf16, 0},
-                                                                                {37, 4, 2, 64, 96, f8e4m3, 0},
-                                                                                {0, 4, 2, 64, 96, f8e4m3, 0},
-                                                                                {37, 4, 2, 64, 96, bf16, 8},
-                                                                                {50, 6, 3, 72, 48, bf16, 12},
-                                                                                {1, 1, 1, 40, 24, bf16, 8},
-                                                                                {0, 4, 2, 64, 96, bf16, 8},
-                                                                                {37, 4, 2, 64, 96, f8e4m3, 8},
-                                                                                {29, 3, 2, 64, 96, f8e4m3, 12}}) {
+  for (const auto& [tokens, experts, top_k, hidden, inter, in, warps, fused] :
+       std::vector<std::tuple<int64_t, int, int, int64_t, int64_t, DType, int, bool>>{
+           {37, 4, 2, 64, 96, bf16, 0, false},
+           {20, 1, 1, 40, 24, bf16, 0, false},
+           {50, 6, 3, 72, 48, bf16, 0, false},
+           {0, 4, 2, 64, 96, bf16, 0, false},
+           {37, 4, 2, 64, 96, f8e4m3, 0, false},
+           {0, 4, 2, 64, 96, f8e4m3, 0, false},
+           {37, 4, 2, 64, 96, bf16, 8, false},
+           {50, 6, 3, 72, 48, bf16, 12, false},
+           {1, 1, 1, 40, 24, bf16, 8, false},
+           {0, 4, 2, 64, 96, bf16, 8, false},
+           {37, 4, 2, 64, 96, f8e4m3, 8, false},
+           {29, 3, 2, 64, 96, f8e4m3, 12, false},
+           {37, 4, 2, 64, 96, bf16, 8, true},
+           {50, 6, 3, 72, 48, bf16, 12, true},
+           {1, 1, 1, 40, 24, bf16, 8, true},
+           {0, 4, 2, 64, 96, bf16, 8, true},
+           {37, 4, 2, 64, 96, f8e4m3, 8, true},
+           {29, 3, 2, 64, 96, f8e4m3, 12, true}}) {
     const bool grouped = warps > 0;
     SCOPED_TRACE(::testing::Message() << tokens << " tokens x top " << top_k << " of " << experts << " experts, H "
                                       << hidden << ", I " << inter << ", " << in.name()
-                                      << (grouped ? ", grouped on " : ", gathering") << (grouped ? warps : 0));
+                                      << (grouped ? ", grouped on " : ", gathering") << (grouped ? warps : 0)
+                                      << (fused ? ", SwiGLU fused" : ""));
     const samples::MoeGemmConfig tile = {.bm = !grouped      ? 16
                                                : warps == 12 ? 128
                                                              : 64,
@@ -64,7 +73,8 @@ TEST(MoeLayer, MatchesADoubleReference) {
                                        .up = tile,
                                        .down = tile,
                                        .gemm_warps = grouped ? warps : 8,
-                                       .grouped = grouped};
+                                       .grouped = grouped,
+                                       .fused_swiglu = fused};
     absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, tokens, gen);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(matmul_cases::moe_layer_mismatch(c, tokens, *run), "");
@@ -99,6 +109,34 @@ TEST(MoeLayer, StageChecksNameTheStageThatIsOff) {
       EXPECT_THAT(matmul_cases::moe_layer_mismatch(c, 9, off),
                   HasSubstr(absl::StrCat("token 5 ", stage == std::string("out") ? "" : "choice 0 ", stage, "[")));
     }
+  }
+}
+
+// Where SwiGLU is fused there is no h: a is checked from x's sums, and an
+// a a few steps off is named.
+TEST(MoeLayer, FusedStageChecksNameA) {
+  TESSEL_SEEDED_GEN(gen);
+  absl::StatusOr<Device> dev = Device::open("host:2");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  for (DType in : {bf16, f8e4m3}) {
+    SCOPED_TRACE(in.name());
+    const samples::MoeGemmConfig tile = {.bm = 64, .bn = 64, .bk = 64 / in.bytes(), .in = in};
+    const samples::MoeLayerConfig c = {.experts = 4,
+                                       .top_k = 2,
+                                       .hidden = 64,
+                                       .intermediate = 96,
+                                       .up = tile,
+                                       .down = tile,
+                                       .gemm_warps = 8,
+                                       .fused_swiglu = true};
+    absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, 9, gen);
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(matmul_cases::moe_layer_mismatch(c, 9, *run), "");
+    EXPECT_TRUE(run->outputs.h.empty());
+    matmul_cases::MoeLayerRun off = *run;
+    float& v = off.outputs.a[5 * c.top_k * c.intermediate + 3];  // token 5's first choice
+    v += std::max(std::abs(v), 0.25f) * (in == f8e4m3 ? 0.25f : 1.0f / 64);
+    EXPECT_THAT(matmul_cases::moe_layer_mismatch(c, 9, off), HasSubstr("token 5 choice 0 a[3]"));
   }
 }
 
@@ -174,7 +212,12 @@ TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
               c.grouped = true;
               c.gemm_warps = 4;
             }),
-            "a grouped layer's GEMMs run on 8 warps (persistent) or 12 (warp-specialized); got 4"}}) {
+            "a grouped layer's GEMMs run on 8 warps (persistent) or 12 (warp-specialized); got 4"},
+           {with([](auto& c) {
+              c.grouped = false;
+              c.fused_swiglu = true;
+            }),
+            "SwiGLU fuses into the up projection of a grouped layer only"}}) {
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     EXPECT_THAT(std::string(status.message()), HasSubstr(what));
   }
