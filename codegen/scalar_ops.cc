@@ -78,6 +78,7 @@ llvm::Value* ScalarOps::round_to_tf32(llvm::Value* v) {
 
 // base/float8.h's float_to_float8, in IR.
 llvm::Value* ScalarOps::narrow_float8(llvm::Value* v, DType d) {
+  if (llvm::Value* own = target_.narrow_float8(b_, v, d)) return own;
   const Float8 f = float8_of(d);
   const Float8Format fmt = float8_format(f);
   const int m_bits = fmt.mantissa_bits, min_exponent = 1 - fmt.bias, shift = 23 - m_bits;

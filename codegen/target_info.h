@@ -94,6 +94,11 @@ class TargetInfo {
   // The fast form of x / y for f32 (at most 2 ulp from the quotient), or
   // nullptr where the exact division serves.
   virtual llvm::Value* fast_divide(llvm::IRBuilder<>&, llvm::Value* /*x*/, llvm::Value* /*y*/) { return nullptr; }
+  // An f32 as the bits (i8) of `d` (f8e4m3 or f8e5m2), rounded to nearest
+  // even and saturated to the largest finite value, in the target's own
+  // instruction; nullptr where ScalarOps' integer sequence serves. The
+  // results are ScalarOps' but for the sign of a NaN.
+  virtual llvm::Value* narrow_float8(llvm::IRBuilder<>&, llvm::Value* /*x*/, DType /*d*/) { return nullptr; }
 
   // A load of `type` (a scalar or vector of 1 to 16 bytes) from global
   // memory at `ptr` where the i1 `mask` holds, else `other`, without a

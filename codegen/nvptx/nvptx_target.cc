@@ -207,6 +207,14 @@ class NvptxTarget final : public GpuTarget {
     }
   }
 
+  // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (sm_89 on) packs two conversions;
+  // one of them here, the other a zero (its result in the high byte).
+  llvm::Value* narrow_float8(llvm::IRBuilder<>& b, llvm::Value* x, DType d) override {
+    const std::string text =
+        absl::StrCat("cvt.rn.satfinite.", d == f8e4m3 ? "e4m3x2" : "e5m2x2", ".f32 $0, 0f00000000, $1;");
+    return b.CreateTrunc(pure_asm(b, b.getInt16Ty(), text, "=h,f", {x}), b.getInt8Ty());
+  }
+
   llvm::Value* masked_load(llvm::IRBuilder<>& b, llvm::Type* type, llvm::Value* ptr, llvm::Value* mask,
                            llvm::Value* other) override {
     std::optional<Words> w = words(b, type);

@@ -489,10 +489,13 @@ TEST(Ptx, RejectsKernelsOverTheSharedMemoryLimit) {
   EXPECT_THAT(compile_ptx(*k.build(), {}).status().message(), HasSubstr("bytes of shared memory per program"));
 }
 
-// 8-bit floats compile for NVIDIA GPUs: loads and stores of bytes, and
-// the conversions as integer arithmetic (the same as the host's).
+// 8-bit floats compile for NVIDIA GPUs: loads and stores of bytes,
+// widening as integer arithmetic (the same as the host's), and narrowing
+// in the hardware's conversion, rounded to nearest even and saturated as
+// the host's: one cvt each for the cast and the sum's rounding.
 TEST(Ptx, Float8CastsAndArithmetic) {
   for (DType d : {f8e4m3, f8e5m2}) {
+    SCOPED_TRACE(d.name());
     KernelBuilder k("float8");
     Value x = k.arg(ptr(f32), "x"), y = k.arg(ptr(d), "y"), out = k.arg(ptr(d), "out");
     Value idx = k.program_id() * 128 + k.arange(0, 128);
@@ -500,6 +503,8 @@ TEST(Ptx, Float8CastsAndArithmetic) {
     absl::StatusOr<DeviceCode> code = compile_ptx(*k.build(), {});
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_THAT(code->binary, HasSubstr("st.global.u8"));
+    const std::string cvt = absl::StrCat("cvt.rn.satfinite.", d == f8e4m3 ? "e4m3x2" : "e5m2x2", ".f32");
+    EXPECT_GE(count(code->binary, cvt), 2);
     expect_ptxas_accepts(code->binary);
   }
 }
