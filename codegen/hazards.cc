@@ -102,6 +102,8 @@ class Origins {
         return base(o.operands[0]);
       case OpCode::kSelect:
         return same(base(o.operands[1]), base(o.operands[2]));
+      case OpCode::kConcat:
+        return same(base(o.operands[0]), base(o.operands[1]));
       case OpCode::kFor:  // the carried value's, as the loop's body leaves it
         return base(ir_.blocks[o.blocks[0]].args[info.index + 1]);
       case OpCode::kIf: {

@@ -224,6 +224,44 @@ Narrowed narrow_layout(const std::shared_ptr<const Layout>& parent, const std::v
   return {own, from};
 }
 
+ConcatLayout::ConcatLayout(std::shared_ptr<const Layout> a, std::shared_ptr<const Layout> b,
+                           std::vector<int64_t> a_shape, int axis, int64_t b_size)
+    : a_(std::move(a)), b_(std::move(b)), a_shape_(std::move(a_shape)), axis_(axis), b_size_(b_size), inner_(1) {
+  TESSEL_CHECK(a_->threads() == b_->threads(), "a concat's parts are held by as many threads");
+  for (size_t d = axis_ + 1; d < a_shape_.size(); ++d) inner_ *= a_shape_[d];
+}
+
+int64_t ConcatLayout::placed(int k, int64_t e) const {
+  const int64_t na = a_shape_[axis_], run = (k == 0 ? na : b_size_) * inner_;
+  return e / run * (na + b_size_) * inner_ + (k == 0 ? 0 : na * inner_) + e % run;
+}
+
+llvm::Value* ConcatLayout::element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const {
+  const int k = slot < a_->slots() ? 0 : 1;
+  const Layout& part = k == 0 ? *a_ : *b_;
+  llvm::Value* e = part.element(b, thread, k == 0 ? slot : slot - a_->slots());
+  const int64_t na = a_shape_[axis_], run = (k == 0 ? na : b_size_) * inner_;
+  llvm::Value* rest = b.CreateAdd(b.CreateURem(e, b.getInt64(run)), b.getInt64(k == 0 ? 0 : na * inner_));
+  if (run == part.numel()) return rest;
+  return b.CreateAdd(b.CreateMul(b.CreateUDiv(e, b.getInt64(run)), b.getInt64((na + b_size_) * inner_)), rest);
+}
+
+llvm::Value* ConcatLayout::valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const {
+  return slot < a_->slots() ? a_->valid(b, thread, slot) : b_->valid(b, thread, slot - a_->slots());
+}
+
+int64_t ConcatLayout::element_at(int64_t thread, int64_t slot) const {
+  const int k = slot < a_->slots() ? 0 : 1;
+  const int64_t e = k == 0 ? a_->element_at(thread, slot) : b_->element_at(thread, slot - a_->slots());
+  return e < 0 ? -1 : placed(k, e);
+}
+
+bool ConcatLayout::same_as(const Layout& other) const {
+  auto* o = dynamic_cast<const ConcatLayout*>(&other);
+  return o != nullptr && o->axis_ == axis_ && o->a_shape_ == a_shape_ && o->b_size_ == b_size_ && o->a_->same_as(*a_) &&
+         o->b_->same_as(*b_);
+}
+
 int64_t contiguous_run(const Layout& l, int64_t limit) {
   auto holds_runs = [&](int64_t r) {
     if (l.slots() % r != 0) return false;

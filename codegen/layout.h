@@ -134,6 +134,32 @@ class NarrowLayout final : public Layout {
   std::vector<bool> everywhere_;  // per slot: inside the part in every thread where the parent's is valid
 };
 
+// The layout of concat(a, b, axis) for tiles a of `a_shape` and b of
+// `b_size` along `axis` (the rest as a's), held in layouts `a` and `b` of
+// as many threads: a's slots, then b's, each holding its element at its
+// position in the result. No data moves.
+class ConcatLayout final : public Layout {
+ public:
+  ConcatLayout(std::shared_ptr<const Layout> a, std::shared_ptr<const Layout> b, std::vector<int64_t> a_shape, int axis,
+               int64_t b_size);
+
+  int64_t numel() const override { return a_->numel() + b_->numel(); }
+  int threads() const override { return a_->threads(); }
+  int64_t slots() const override { return a_->slots() + b_->slots(); }
+  llvm::Value* element(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override;
+  llvm::Value* valid(llvm::IRBuilder<>& b, llvm::Value* thread, int64_t slot) const override;
+  int64_t element_at(int64_t thread, int64_t slot) const override;
+  bool same_as(const Layout& other) const override;
+
+ private:
+  // Element `e` of part `k` (0: a, 1: b) at its position in the result.
+  int64_t placed(int k, int64_t e) const;
+  std::shared_ptr<const Layout> a_, b_;
+  std::vector<int64_t> a_shape_;
+  int axis_;
+  int64_t b_size_, inner_;  // inner_: elements per step along axis_
+};
+
 // The layout narrow(tile, axis, start, size) takes in registers when the
 // tile of `shape` is held in `parent`, and the parent slot each of its
 // slots reads: parent->narrowed() where it has one, else a NarrowLayout.

@@ -71,6 +71,14 @@ LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n, int warpgroups, in
   return tabulate_narrow(nvptx::wgmma_accumulator_layout(m, n, warpgroups, col_groups), {m, n}, axis, start, size, 32);
 }
 
+LayoutTable tabulate_concat(const std::vector<int64_t>& a_shape, int64_t b_size, int axis, int threads,
+                            Blocking a_blocking, Blocking b_blocking, int warp_size) {
+  const int64_t a_numel = numel(a_shape), b_numel = a_numel / a_shape[axis] * b_size;
+  return tabulate(ConcatLayout(blocked_layout(a_numel, threads, a_blocking),
+                               blocked_layout(b_numel, threads, b_blocking), a_shape, axis, b_size),
+                  warp_size);
+}
+
 std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis, int threads,
                                              Blocking blocking) {
   return scan_plan(*blocked_layout(numel(shape), threads, blocking), shape, axis);

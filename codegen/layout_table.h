@@ -39,6 +39,11 @@ TESSEL_CODEGEN_API LayoutTable tabulate_narrow(const std::vector<int64_t>& shape
 TESSEL_CODEGEN_API LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n, int warpgroups, int col_groups,
                                                            int axis, int64_t start, int64_t size);
 
+// ConcatLayout of concat(a, b, axis) for a of `a_shape` and b of `b_size`
+// along `axis`, each in blocked_layout(numel, threads, its blocking).
+TESSEL_CODEGEN_API LayoutTable tabulate_concat(const std::vector<int64_t>& a_shape, int64_t b_size, int axis,
+                                               int threads, Blocking a_blocking, Blocking b_blocking, int warp_size);
+
 // scan_plan of blocked_layout(numel(shape), threads, blocking) along `axis`.
 TESSEL_CODEGEN_API std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis,
                                                                 int threads, Blocking blocking);

@@ -333,6 +333,8 @@ absl::Status Lowering::op(const Op& o) {
       return permute(o, rt);
     case OpCode::kNarrow:
       return narrow(o, rt);
+    case OpCode::kConcat:
+      return concat(o, rt);
     case OpCode::kGather:
       return gather(o, rt);
     case OpCode::kHistogram:

@@ -29,6 +29,7 @@ bool reads_elements(const KernelIR& ir, const Op& o, int v) {
     case OpCode::kBroadcast:
     case OpCode::kTrans:
     case OpCode::kNarrow:
+    case OpCode::kConcat:
     case OpCode::kLoad:
     case OpCode::kStore:
       return ir.type(o.operands[0]).is_tile();
@@ -59,6 +60,7 @@ bool inlinable(const KernelIR& ir, const Op& o) {
     case OpCode::kBroadcast:
     case OpCode::kTrans:
     case OpCode::kNarrow:
+    case OpCode::kConcat:
       return true;
     case OpCode::kLoad:
       return ir.type(o.operands[0]).is_tile();
@@ -347,6 +349,8 @@ llvm::Value* Lowering::compute(const Op& o, ElemIndex& at) {
     case OpCode::kTrans:
     case OpCode::kNarrow:
       return element(o.operands[0], operand_index(o, at));
+    case OpCode::kConcat:
+      return concat_element(o, at);
     case OpCode::kLoad:
       return load_element(o, at);
     case OpCode::kGather:
@@ -355,6 +359,24 @@ llvm::Value* Lowering::compute(const Op& o, ElemIndex& at) {
       TESSEL_CHECK(false, "not an op computed element by element");
   }
   return nullptr;
+}
+
+llvm::Value* Lowering::concat_element(const Op& o, ElemIndex& at) {
+  // Both operands' elements at the position, each along the axis clamped
+  // into its own tile, then the one the position lies in.
+  const int axis = static_cast<int>(o.ints[0]);
+  const int64_t first = ir_.type(o.operands[0]).shape()[axis];
+  llvm::Value* along = at.dims[axis];
+  llvm::Value* in_a = b_.CreateICmpSLT(along, b_.getInt64(first));
+  auto part = [&](int k, llvm::Value* i) {
+    std::vector<llvm::Value*> dims = at.dims;
+    dims[axis] = i;
+    ElemIndex from = at_dims(ir_.type(o.operands[k]).shape(), std::move(dims));
+    return element(o.operands[k], from);
+  };
+  llvm::Value* a = part(0, b_.CreateSelect(in_a, along, b_.getInt64(first - 1)));
+  llvm::Value* b = part(1, b_.CreateSelect(in_a, b_.getInt64(0), b_.CreateSub(along, b_.getInt64(first))));
+  return b_.CreateSelect(in_a, a, b);
 }
 
 void Lowering::define_elements(const Op& o) {

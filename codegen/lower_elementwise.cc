@@ -47,6 +47,12 @@ void Lowering::want_slices() {
                            o.ints[1], ir_.type(o.results[0]).shape()[o.ints[0]])
                  .layout);
       }
+      if (o.op == OpCode::kConcat && wanted_[o.operands[0]] != nullptr && wanted_[o.operands[1]] != nullptr) {
+        const int axis = static_cast<int>(o.ints[0]);
+        wish(o.results[0], std::make_shared<ConcatLayout>(wanted_[o.operands[0]], wanted_[o.operands[1]],
+                                                          ir_.type(o.operands[0]).shape(), axis,
+                                                          ir_.type(o.operands[1]).shape()[axis]));
+      }
       if (!is_elementwise(o.op) || o.results.empty() || !ir_.type(o.results[0]).is_tile()) continue;
       for (int v : o.operands) {
         if (wanted_[v] != nullptr && ir_.type(v).shape() == ir_.type(o.results[0]).shape()) {

@@ -216,9 +216,16 @@ absl::Status Lowering::store(const Op& o) {
   if (in_registers(pt) || wanted_[o.operands[0]] != nullptr) {
     // Values held in a slice are stored from it: threads holding the same
     // element write the same value, which costs less than a conversion.
+    // So are parts and joins of register tiles (narrow, concat) where the
+    // pointers are affine: each slot's address is computed where it is.
     const RegTile& held = regs_[o.operands[1]];
-    bool from_slice = !held.slots.empty() && dynamic_cast<const SliceLayout*>(held.layout.get()) != nullptr;
-    const Layout& l = from_slice ? *held.layout : *layout(o.operands[0]);
+    const Layout* own = held.slots.empty() ? nullptr : held.layout.get();
+    const bool from_own =
+        own != nullptr &&
+        (dynamic_cast<const SliceLayout*>(own) != nullptr ||
+         ((dynamic_cast<const NarrowLayout*>(own) != nullptr || dynamic_cast<const ConcatLayout*>(own) != nullptr) &&
+          analysis_.affine(o.operands[0]) && wanted_[o.operands[0]] == nullptr));
+    const Layout& l = from_own ? *own : *layout(o.operands[0]);
     int64_t run = access_run(o, l);
     std::vector<llvm::Value*> ptrs = register_addresses(o.operands[0], l);
     std::vector<llvm::Value*> masks = masked ? regs(o.operands[2], l) : std::vector<llvm::Value*>();

@@ -65,8 +65,9 @@ absl::Status Lowering::permute(const Op& o, const Type& rt) {
     }
   }
   const bool from_buffer = regs_[o.operands[0]].slots.empty();
-  if (wanted_[o.results[0]] != nullptr && ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) ||
-                                           o.op == OpCode::kTrans || o.op == OpCode::kNarrow)) {
+  if (wanted_[o.results[0]] != nullptr &&
+      ((o.op == OpCode::kBroadcast && (!in_registers(rt) || from_buffer)) || o.op == OpCode::kTrans ||
+       o.op == OpCode::kNarrow || o.op == OpCode::kConcat)) {
     // Wanted in a register layout: a broadcast tile too large for registers
     // by itself (in an accumulator's layout, for the epilogue) or of a tile
     // held in shared memory (a row of statistics the copy engine loaded),
@@ -94,6 +95,18 @@ absl::Status Lowering::narrow(const Op& o, const Type& rt) {
   std::vector<llvm::Value*> slots;
   for (int64_t s : part.from) slots.push_back(src.slots[s]);
   regs_[o.results[0]] = {part.layout, std::move(slots)};
+  return absl::OkStatus();
+}
+
+absl::Status Lowering::concat(const Op& o, const Type& rt) {
+  const int a = o.operands[0], b = o.operands[1];
+  if (regs_[a].slots.empty() || regs_[b].slots.empty()) return permute(o, rt);
+  const int axis = static_cast<int>(o.ints[0]);
+  std::vector<llvm::Value*> slots = regs_[a].slots;
+  slots.insert(slots.end(), regs_[b].slots.begin(), regs_[b].slots.end());
+  regs_[o.results[0]] = {std::make_shared<ConcatLayout>(regs_[a].layout, regs_[b].layout, ir_.type(a).shape(), axis,
+                                                        ir_.type(b).shape()[axis]),
+                         std::move(slots)};
   return absl::OkStatus();
 }
 

@@ -211,6 +211,8 @@ class Lowering {
   bool costly(const Op& o) const;
   // Op `o`'s elements (an op plan_inline may inline), at `at` in its result.
   llvm::Value* compute(const Op& o, ElemIndex& at);
+  // Concat `o`'s element at `at`.
+  llvm::Value* concat_element(const Op& o, ElemIndex& at);
   // Tile `id`'s element at `at`: computed there when inline, else read from
   // the buffer `hold` gave it; a scalar's value.
   llvm::Value* element(int id, ElemIndex& at);
@@ -394,6 +396,9 @@ class Lowering {
   // Narrow: in registers, the operand's slots that hold the part
   // (codegen/layout.h, narrow_layout); else as permute.
   absl::Status narrow(const Op& o, const Type& rt);
+  // Concat: in registers, both operands' slots (codegen/layout.h,
+  // ConcatLayout); else as permute.
+  absl::Status concat(const Op& o, const Type& rt);
   // Gather: each element read from the source's buffer at the position its
   // index gives; in registers, the index's registers in the result's layout.
   absl::Status gather(const Op& o, const Type& rt);

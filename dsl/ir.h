@@ -29,6 +29,7 @@ enum class OpCode : uint8_t {
   kReshape,
   kTrans,       // ints = permutation
   kNarrow,      // ints = {axis, start}: the elements from `start` on along the axis (as many as the type says)
+  kConcat,      // operands: a, b; ints = {axis}: a's elements, then b's, along the axis
   // Elementwise arithmetic: operands of one type (tile shapes equal).
   kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr, kPow,
   kEq, kNe, kLt, kLe, kGt, kGe,

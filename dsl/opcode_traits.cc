@@ -57,6 +57,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kReshape, "reshape", C::kShape, R::kOne, kView),
     row(OpCode::kTrans, "trans", C::kShape, R::kOne),
     row(OpCode::kNarrow, "narrow", C::kShape, R::kOne),
+    row(OpCode::kConcat, "concat", C::kShape, R::kOne),
     row(OpCode::kAdd, "add", C::kBinary, R::kOne, kElementwise | kCommutative),
     row(OpCode::kSub, "sub", C::kBinary, R::kOne, kElementwise),
     row(OpCode::kMul, "mul", C::kBinary, R::kOne, kElementwise | kCommutative),

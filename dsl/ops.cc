@@ -818,6 +818,26 @@ std::pair<Value, Value> split(const Value& x, int axis, Loc loc) {
   return {narrow(x, axis, 0, half, loc), narrow(x, axis, half, half, loc)};
 }
 
+Value concat(const Value& a, const Value& b, int axis, Loc loc) {
+  BuilderState* s = a.state();
+  if (s == nullptr) return Value();
+  const int ia = s->use(a, "concat", loc);
+  const int ib = ia < 0 ? -1 : s->use(b, "concat", loc);
+  if (ib < 0) return Value();
+  const Type &ta = s->type(ia), &tb = s->type(ib);
+  bool fits = ta.is_tile() && tb.is_tile() && ta.element() == tb.element() && ta.rank() == tb.rank() && axis >= 0 &&
+              axis < ta.rank();
+  for (int d = 0; fits && d < ta.rank(); ++d) fits = d == axis || ta.shape()[d] == tb.shape()[d];
+  if (!fits) {
+    return s->fail(loc, absl::StrCat("concat: needs two tiles of one element type and rank, equal but along axis ",
+                                     axis, "; got ", ta.str(), " and ", tb.str()));
+  }
+  Shape shape = ta.shape();
+  shape[axis] += tb.shape()[axis];
+  if (!s->check_shape(shape, "concat", loc)) return Value();
+  return s->emit1(OpCode::kConcat, {ia, ib}, Type::tile(ta.element(), shape), loc, {axis});
+}
+
 Value load(const Operand& ptrs, Loc loc) {
   BuilderState* s = detail::state_of({&ptrs});
   int ip;

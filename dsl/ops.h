@@ -33,6 +33,10 @@ Value narrow(const Value& x, int axis, int64_t start, int64_t size, Loc loc = Lo
 // n / 2) and narrow(x, axis, n / 2, n / 2). The rank is kept; Triton's split
 // of a last dimension of 2 is split(x, rank - 1) reshaped.
 std::pair<Value, Value> split(const Value& x, int axis, Loc loc = Loc::current());
+// a's elements, then b's, along `axis` (torch's cat of two; split's
+// inverse): tiles of one dtype and rank whose other sizes are equal.
+// Triton's join(a, b) is concat(expand_dims(a, r), expand_dims(b, r), r).
+Value concat(const Value& a, const Value& b, int axis, Loc loc = Loc::current());
 
 // Reductions along `axis` (removed from the shape).
 Value sum(const Value& x, int axis, Loc loc = Loc::current());

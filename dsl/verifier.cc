@@ -187,6 +187,32 @@ class Verifier {
         if (ir_.type(o.results[0]) != want) return fail(o, "malformed");
         break;
       }
+      case OpCode::kNarrow: {
+        // The part of its operand's shape along ints[0] from ints[1] on.
+        const Type& rt = ir_.type(o.results[0]);
+        bool ok = o.operands.size() == 1 && o.ints.size() == 2 && type(0).is_tile() && rt.is_tile() &&
+                  rt.rank() == type(0).rank() && o.ints[0] >= 0 && o.ints[0] < rt.rank() &&
+                  rt.dtype() == type(0).dtype();
+        for (int d = 0; ok && d < rt.rank(); ++d) {
+          const int64_t want = type(0).shape()[d];
+          ok = d == o.ints[0] ? rt.shape()[d] >= 1 && o.ints[1] >= 0 && o.ints[1] + rt.shape()[d] <= want
+                              : rt.shape()[d] == want;
+        }
+        if (!ok) return fail(o, "malformed");
+        break;
+      }
+      case OpCode::kConcat: {
+        const Type& rt = ir_.type(o.results[0]);
+        bool ok = o.operands.size() == 2 && o.ints.size() == 1 && type(0).is_tile() && type(1).is_tile() &&
+                  rt.is_tile() && type(0).element() == type(1).element() && rt.element() == type(0).element() &&
+                  type(0).rank() == rt.rank() && type(1).rank() == rt.rank() && o.ints[0] >= 0 && o.ints[0] < rt.rank();
+        for (int d = 0; ok && d < rt.rank(); ++d) {
+          const int64_t a = type(0).shape()[d], b = type(1).shape()[d];
+          ok = d == o.ints[0] ? rt.shape()[d] == a + b : a == b && rt.shape()[d] == a;
+        }
+        if (!ok) return fail(o, "malformed");
+        break;
+      }
       case OpCode::kGather: {
         if (o.operands.size() != 2 || o.ints.size() != 1 || !type(0).is_tile() || !type(1).is_tile() ||
             type(1).rank() != type(0).rank() || o.ints[0] < 0 || o.ints[0] >= type(0).rank() ||

@@ -397,7 +397,8 @@ class MoeLayer {
     TESSEL_ASSIGN_OR_RETURN(Function up, dev.compile(k.up, gemm));
     TESSEL_ASSIGN_OR_RETURN(Function down, dev.compile(k.down, gemm));
     TESSEL_ASSIGN_OR_RETURN(Function combine, dev.compile(k.combine, small));
-    Functions f{std::move(logits), std::move(pick), std::move(up), std::move(down), std::move(combine)};
+    Functions f{std::move(logits),  std::move(pick), std::move(up), std::move(down),
+                std::move(combine), std::nullopt,    std::nullopt,  std::nullopt};
     if (k.act) {
       TESSEL_ASSIGN_OR_RETURN(f.act, dev.compile(*k.act, small));
     }

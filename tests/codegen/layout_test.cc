@@ -287,6 +287,41 @@ TEST(Layout, AccumulatorColumnBlocksNarrowToAFragment) {
   }
 }
 
+// A concat's layout holds a's elements, then b's, each where the result
+// has it, as its parts' layouts hold them: every element of the result
+// once, as the IR computes it too.
+TEST(Layout, ConcatHoldsBothPartsWhereTheResultHasThem) {
+  std::mt19937 gen(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    RandomTile c = random_tile(gen, 4);
+    const int64_t b_size = 1 + gen() % 9;
+    std::vector<int64_t> b_shape = c.shape;
+    b_shape[c.axis] = b_size;
+    const Blocking b_blocking = {.per_thread = 1};
+    SCOPED_TRACE(::testing::Message() << c.trace << " b along the axis " << b_size);
+    LayoutTable a = tabulate_blocked(product(c.shape), c.threads, c.k, 32);
+    LayoutTable b = tabulate_blocked(product(b_shape), c.threads, b_blocking, 32);
+    LayoutTable t = tabulate_concat(c.shape, b_size, c.axis, c.threads, c.k, b_blocking, 32);
+    ASSERT_EQ(t.emitted, t.at);
+    ASSERT_EQ(t.slots, a.slots + b.slots);
+    int64_t inner = 1;
+    for (size_t d = c.axis + 1; d < c.shape.size(); ++d) inner *= c.shape[d];
+    const int64_t na = c.shape[c.axis], n = na + b_size;
+    std::vector<int> held(product(c.shape) / na * n, 0);
+    for (int th = 0; th < c.threads; ++th) {
+      for (int64_t s = 0; s < t.slots; ++s) {
+        const bool in_a = s < a.slots;
+        const int64_t e = in_a ? a.at[th * a.slots + s] : b.at[th * b.slots + s - a.slots];
+        const int64_t run = (in_a ? na : b_size) * inner;
+        const int64_t want = e < 0 ? -1 : e / run * n * inner + (in_a ? 0 : na * inner) + e % run;
+        ASSERT_EQ(t.at[th * t.slots + s], want) << "thread " << th << " slot " << s;
+        if (want >= 0) ++held[want];
+      }
+    }
+    EXPECT_EQ(std::count(held.begin(), held.end(), 1), static_cast<int64_t>(held.size()));
+  }
+}
+
 TEST(Layout, PositionsCombineOverTheThreadsThatHoldThem) {
   // [16, 64] f32 in runs of 4 over 128 threads: 16 lanes per row.
   LayoutTable rows = tabulate_slice({16, 64}, 1, 128, {.per_thread = 4}, 32);

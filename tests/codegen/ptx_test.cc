@@ -489,6 +489,31 @@ TEST(Ptx, RejectsKernelsOverTheSharedMemoryLimit) {
   EXPECT_THAT(compile_ptx(*k.build(), {}).status().message(), HasSubstr("bytes of shared memory per program"));
 }
 
+// narrow, split and concat of register tiles choose and join their
+// operands' registers, and a store through affine pointers stores them
+// from there: a row's halves swapped (rotary embeddings' rotate_half) and
+// a part of the rows move no data through shared memory. (Combined with a
+// tile in another layout, such a part converts as any layout does.)
+TEST(Ptx, NarrowSplitAndConcatStayInRegisters) {
+  KernelBuilder k("halves");
+  Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out"), rows_out = k.arg(ptr(f32), "rows_out");
+  Value rows = expand_dims(k.arange(0, 32), 1) * 64, cols = expand_dims(k.arange(0, 64), 0);
+  Value t = load(x + rows + cols);  // [32, 64]
+  auto [x1, x2] = split(t, 1);
+  store(out + rows + cols, concat(-x2, x1 * 2.0f, 1));
+  Value part = narrow(t, 0, 8, 8);                              // [8, 64]
+  store(rows_out + narrow(rows, 0, 8, 8) + cols, part * part);  // (another parameter: no barrier between the stores)
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  CompileOptions options;
+  options.num_warps = 4;
+  absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_THAT(code->binary, Not(HasSubstr("st.shared")));
+  EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
+  expect_ptxas_accepts(code->binary);
+}
+
 // 8-bit floats compile for NVIDIA GPUs: loads and stores of bytes,
 // widening as integer arithmetic (the same as the host's), and narrowing
 // in the hardware's conversion, rounded to nearest even and saturated as

@@ -229,5 +229,65 @@ TYPED_TEST(NarrowTest, TakesThePartAlongEachAxis) {
   EXPECT_TRUE(is_poison(got[total]));
 }
 
+// concat along each axis of [4, 8, 16] tiles with parts of other sizes, a
+// splat part, and a rotation of each row's halves (rotary embeddings'
+// rotate_half: concat(-x2, x1) of split's halves).
+TYPED_TEST(NarrowTest, ConcatJoinsPartsAlongEachAxis) {
+  using T = TypeParam;
+  constexpr DType kD = dtype_v<T>();
+  const Shape in = {4, 8, 16};
+  constexpr int kSize = 4 * 8 * 16;
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  KernelBuilder k("concat");
+  Value x = k.arg(ptr(kD), "x"), out = k.arg(ptr(kD), "out");
+  Value t = load(x + index_tile(k, in));  // [4, 8, 16]
+  std::vector<int64_t> offsets;
+  int64_t at = 0;
+  for (int axis = 0; axis < 3; ++axis) {
+    Shape other = in;
+    other[axis] = 1;
+    Value part = narrow(t, axis, 0, 1) + 1;  // [.., 1 along axis, ..]
+    Value joined = concat(t, part, axis);
+    offsets.push_back(at);
+    store(out + at + index_tile(k, joined.type().shape()), joined);
+    at += joined.type().numel();
+  }
+  Value seven = k.full({4, 8, 2}, 7, kD);
+  store(out + at + index_tile(k, {4, 8, 18}), concat(seven, t, 2));
+  auto [x1, x2] = split(t, 2);
+  store(out + at + 576 + index_tile(k, in), concat(-x2, x1, 2));
+  const int64_t total = at + 576 + kSize;
+
+  std::vector<T> xs = make_vector<T>(kSize, [&] { return random_value<T>(rng); });
+  std::vector<T> got = poisoned<T>(total + 1);
+  TESSEL_ASSERT_OK(run(k, 1, xs.data(), got.data()));
+  auto elem = [&](int64_t i, int64_t j, int64_t l) { return xs[(i * 8 + j) * 16 + l]; };
+  const T one = from_f64<T>(1);
+  for (int axis = 0; axis < 3; ++axis) {
+    Shape shape = in;
+    shape[axis] += 1;
+    for (int64_t e = 0; e < shape[0] * shape[1] * shape[2]; ++e) {
+      int64_t idx[3] = {e / (shape[1] * shape[2]), e / shape[2] % shape[1], e % shape[2]};
+      const bool added = idx[axis] == in[axis];
+      if (added) idx[axis] = 0;
+      T want = elem(idx[0], idx[1], idx[2]);
+      if (added) want = kIsFloat<T> ? from_f64<T>(to_f64(want) + 1) : static_cast<T>(want + one);
+      ASSERT_TRUE(same(got[offsets[axis] + e], want)) << "axis " << axis << " element " << e;
+    }
+  }
+  for (int64_t e = 0; e < 576; ++e) {
+    const int64_t r = e / 18, l = e % 18;
+    ASSERT_TRUE(same(got[at + e], l < 2 ? from_f64<T>(7) : elem(r / 8, r % 8, l - 2))) << "splat part at " << e;
+  }
+  for (int64_t e = 0; e < kSize; ++e) {
+    const int64_t r = e / 16, l = e % 16;
+    const T v = elem(r / 8, r % 8, (l + 8) % 16);
+    const T want = l < 8 ? (kIsFloat<T> ? from_f64<T>(-to_f64(v)) : static_cast<T>(-v)) : v;
+    ASSERT_TRUE(same(got[at + 576 + e], want)) << "rotated halves at " << e;
+  }
+  EXPECT_TRUE(is_poison(got[total]));
+}
+
 }  // namespace
 }  // namespace tessel::testing

@@ -775,6 +775,26 @@ TEST(Diagnostics, SplitOfAnOddSize) {
   EXPECT_FALSE(b.valid());
 }
 
+TEST(Diagnostics, ConcatOfTilesThatDoNotFit) {
+  for (const auto& [a, b, axis, message] : std::vector<std::tuple<Shape, Shape, int, std::string>>{
+           {{4, 8}, {4, 8}, 2, "got tile<f32>[4,8] and tile<f32>[4,8]"},
+           {{4, 8}, {5, 8}, 1, "equal but along axis 1; got tile<f32>[4,8] and tile<f32>[5,8]"},
+           {{4, 8}, {4, 8, 1}, 0, "got tile<f32>[4,8] and tile<f32>[4,8,1]"}}) {
+    KernelBuilder k("k");
+    Value x = k.zeros(a, f32), y = k.zeros(b, f32);
+    const int line = __LINE__ + 1;
+    concat(x, y, axis);
+    EXPECT_TRUE(FailsAt(k, line, message));
+  }
+  KernelBuilder k("k");
+  Value x = k.zeros({4, 8}, f32), y = k.zeros({4, 8}, bf16);
+  const int line = __LINE__ + 1;
+  concat(x, y, 0);
+  EXPECT_TRUE(FailsAt(k, line,
+                      "concat: needs two tiles of one element type and rank, equal but along axis 0; got "
+                      "tile<f32>[4,8] and tile<bf16>[4,8]"));
+}
+
 TEST(Diagnostics, ArangeWithHiNotAboveLo) {
   KernelBuilder k("k");
   const int line = __LINE__ + 1;

@@ -301,6 +301,50 @@ TEST(Verifier, RejectsADotWhoseResultIsNotTheAccumulatorType) {
   ExpectInvalid(h, "dot: malformed");
 }
 
+TEST(Verifier, RejectsMalformedNarrows) {
+  const Type tile = Type::tile(f32, {4, 8});
+  for (auto [ints, result, ok] : std::vector<std::tuple<std::vector<int64_t>, Type, bool>>{
+           {{1, 2}, Type::tile(f32, {4, 6}), true},
+           {{0, 0}, Type::tile(f32, {1, 8}), true},
+           {{1, 3}, Type::tile(f32, {4, 6}), false},  // past the end
+           {{1, -1}, Type::tile(f32, {4, 2}), false},
+           {{2, 0}, Type::tile(f32, {4, 8}), false},
+           {{0, 0}, Type::tile(f32, {2, 4}), false},  // another axis changed
+           {{0, 0}, Type::tile(i32, {2, 8}), false},
+           {{0}, Type::tile(f32, {2, 8}), false},
+       }) {
+    HandIr h("k");
+    int x = h.value(0, OpCode::kConstant, {}, tile);
+    h.set_ints(h.op(0, OpCode::kNarrow, {x}, {result}), ints);
+    if (ok) {
+      EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());
+    } else {
+      ExpectInvalid(h, "narrow: malformed");
+    }
+  }
+}
+
+TEST(Verifier, RejectsMalformedConcats) {
+  const Type a = Type::tile(f32, {4, 8}), b = Type::tile(f32, {4, 3});
+  for (auto [ints, second, result, ok] : std::vector<std::tuple<std::vector<int64_t>, Type, Type, bool>>{
+           {{1}, b, Type::tile(f32, {4, 11}), true},
+           {{1}, b, Type::tile(f32, {4, 12}), false},
+           {{0}, b, Type::tile(f32, {8, 8}), false},  // b differs along the other axis
+           {{1}, Type::tile(i32, {4, 3}), Type::tile(f32, {4, 11}), false},
+           {{2}, b, Type::tile(f32, {4, 11}), false},
+           {{}, b, Type::tile(f32, {4, 11}), false},
+       }) {
+    HandIr h("k");
+    int x = h.value(0, OpCode::kConstant, {}, a), y = h.value(0, OpCode::kConstant, {}, second);
+    h.set_ints(h.op(0, OpCode::kConcat, {x, y}, {result}), ints);
+    if (ok) {
+      EXPECT_TRUE(verify(h.ir()).ok()) << verify(h.ir());
+    } else {
+      ExpectInvalid(h, "concat: malformed");
+    }
+  }
+}
+
 TEST(Verifier, RejectsMalformedScans) {
   const int64_t add = static_cast<int64_t>(OpCode::kAdd), sub = static_cast<int64_t>(OpCode::kSub);
   const Type tile = Type::tile(f32, {4, 8});

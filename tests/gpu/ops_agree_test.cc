@@ -553,7 +553,8 @@ TEST_F(OpsAgree, BroadcastExpandDimsReshapeTrans) {
 }
 
 // narrow along each axis of 2-D and 3-D tiles (in registers, a choice of
-// the operand's slots), split's halves combined elementwise, and the halves
+// the operand's slots), split's halves combined elementwise and joined
+// again the other way round (concat), and the halves
 // of a product's accumulator (on sm_90a, wgmma's fragment narrowed to its
 // column blocks) multiplied, as a SwiGLU epilogue does.
 TEST_F(OpsAgree, NarrowAndSplitInRegisters) {
@@ -575,6 +576,8 @@ TEST_F(OpsAgree, NarrowAndSplitInRegisters) {
     c.out("narrow columns", narrow(x, 1, 1, cols - 1));
     auto [left, right] = split(x, 1);
     c.out("max of the halves", maximum(left, right), {.any_zero_sign = true});
+    c.out("the halves swapped", concat(right, left, 1));
+    c.out("a row and the tile", concat(narrow(x, 0, 0, 1), x, 0));
     c.out("narrow 3-D", narrow(t, axis, start, size));
     run(c, 1);
   }
