@@ -67,8 +67,8 @@ struct Gemm {
   int stages, warps;
   bool fused = false;
 };
-constexpr Gemm kGemms[] = {{true, 128, 192, 4, 12},       {true, 128, 192, 4, 12, true}, {true, 128, 256, 4, 12},
-                           {true, 128, 256, 4, 12, true}, {true, 128, 128, 4, 12},       {true, 128, 256, 3, 8},
+constexpr Gemm kGemms[] = {{true, 128, 192, 4, 12, true}, {true, 128, 192, 4, 12},       {true, 128, 256, 4, 12, true},
+                           {true, 128, 256, 4, 12},       {true, 128, 128, 4, 12, true}, {true, 128, 256, 3, 8, true},
                            {false, 64, 256, 4, 8},        {false, 64, 256, 3, 8},        {false, 64, 128, 4, 4},
                            {false, 64, 128, 3, 4}};
 

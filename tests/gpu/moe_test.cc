@@ -135,7 +135,8 @@ TEST_F(Moe, LayerMatchesADoubleReference) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   std::mt19937 gen(rng.uniform_int(0, 1 << 30));
-  const samples::MoeLayerConfig grouped = {.experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352};
+  const samples::MoeLayerConfig grouped = {
+      .experts = 8, .top_k = 2, .hidden = 256, .intermediate = 352, .fused_swiglu = false};
   samples::MoeLayerConfig grouped_fp8 = grouped, grouped_plain = grouped, gathering = grouped, gathering_fp8 = grouped;
   grouped_fp8.up.in = grouped_fp8.down.in = f8e4m3;
   grouped_fp8.up.bk = grouped_fp8.down.bk = 128;
