@@ -28,6 +28,18 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A grouped layer of 4 experts (top 2, H 64, I 96) on `tile` and `warps`.
+samples::MoeLayerConfig small_layer(const samples::MoeGemmConfig& tile, int warps, bool fused_swiglu) {
+  return {.experts = 4,
+          .top_k = 2,
+          .hidden = 64,
+          .intermediate = 96,
+          .up = tile,
+          .down = tile,
+          .gemm_warps = warps,
+          .fused_swiglu = fused_swiglu};
+}
+
 // The gathering form on blocks of 16; the grouped form on 8 warps
 // (persistent, blocks of 64) and 12 (warp-specialized, blocks of 128),
 // with SwiGLU in its own kernel and fused into the up projection.
@@ -91,13 +103,7 @@ TEST(MoeLayer, StageChecksNameTheStageThatIsOff) {
   ASSERT_TRUE(dev.ok()) << dev.status();
   for (DType in : {bf16, f8e4m3}) {
     const samples::MoeGemmConfig tile = {.bm = 16, .bn = 64, .bk = 32, .in = in};
-    const samples::MoeLayerConfig c = {.experts = 4,
-                                       .top_k = 2,
-                                       .hidden = 64,
-                                       .intermediate = 96,
-                                       .up = tile,
-                                       .down = tile,
-                                       .fused_swiglu = false};  // (h is one of the stages)
+    const samples::MoeLayerConfig c = small_layer(tile, 12, false);  // (h is one of the stages)
     absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, 9, gen);
     ASSERT_TRUE(run.ok()) << run.status();
     ASSERT_EQ(matmul_cases::moe_layer_mismatch(c, 9, *run), "");
@@ -130,14 +136,7 @@ TEST(MoeLayer, FusedStageChecksNameA) {
   for (DType in : {bf16, f8e4m3}) {
     SCOPED_TRACE(in.name());
     const samples::MoeGemmConfig tile = {.bm = 64, .bn = 64, .bk = 64 / in.bytes(), .in = in};
-    const samples::MoeLayerConfig c = {.experts = 4,
-                                       .top_k = 2,
-                                       .hidden = 64,
-                                       .intermediate = 96,
-                                       .up = tile,
-                                       .down = tile,
-                                       .gemm_warps = 8,
-                                       .fused_swiglu = true};
+    const samples::MoeLayerConfig c = small_layer(tile, 8, true);
     absl::StatusOr<matmul_cases::MoeLayerRun> run = matmul_cases::run_moe_layer(*dev, c, 9, gen);
     ASSERT_TRUE(run.ok()) << run.status();
     ASSERT_EQ(matmul_cases::moe_layer_mismatch(c, 9, *run), "");
