@@ -245,7 +245,8 @@ inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
 // expert's gate rows and the matching up rows, and the tile writes a's
 // columns, so h is never written or read again. At Mixtral's size and
 // 4096 tokens on one H200 that made the fp8 layer 1.10x faster; the bf16
-// layer 0.99x at the default tiles and 1.03x at 128 x 256 (its fastest).
+// layer 0.99x at the default tiles and 1.02x at 128 x 256 (its fastest,
+// 1.03x the unfused default).
 //
 // With both GEMMs' `in` f8e4m3, the experts run in fp8 (w8a8, static
 // activation scales, as fp8 checkpoints of Mixtral ship them): w1 and w2
