@@ -40,14 +40,17 @@ void Lowering::want_slices() {
     // computes in it, whatever its size: the epilogue of a matrix product
     // stays in the product's registers.
     for (const Op& o : ir_.ops) {
-      // A part of such a tile stays in the registers that hold it there.
-      if (o.op == OpCode::kNarrow && wanted_[o.operands[0]] != nullptr) {
+      // A part or a join of such tiles stays in the registers that hold
+      // them there (its layout made once, not on each pass to the fixed point).
+      const bool unwished = !o.results.empty() && wanted_[o.results[0]] == nullptr;
+      if (unwished && o.op == OpCode::kNarrow && wanted_[o.operands[0]] != nullptr) {
         wish(o.results[0],
              narrow_layout(wanted_[o.operands[0]], ir_.type(o.operands[0]).shape(), static_cast<int>(o.ints[0]),
                            o.ints[1], ir_.type(o.results[0]).shape()[o.ints[0]])
                  .layout);
       }
-      if (o.op == OpCode::kConcat && wanted_[o.operands[0]] != nullptr && wanted_[o.operands[1]] != nullptr) {
+      if (unwished && o.op == OpCode::kConcat && wanted_[o.operands[0]] != nullptr &&
+          wanted_[o.operands[1]] != nullptr) {
         const int axis = static_cast<int>(o.ints[0]);
         wish(o.results[0], std::make_shared<ConcatLayout>(wanted_[o.operands[0]], wanted_[o.operands[1]],
                                                           ir_.type(o.operands[0]).shape(), axis,

@@ -49,6 +49,19 @@ inline double gemm_sum_tolerance(DType in, bool fast_accum) {
   return std::ldexp(1.0, fast_accum ? -10 : -11);
 }
 
+// Half a step of `d` at |v|, the most rounding to it moves v: bf16 keeps 8
+// significant bits, e4m3 4 (steps of 2^-9 below 2^-6); 0 for f32.
+inline double half_step(DType d, double v) {
+  if (d == bf16) return std::ldexp(std::abs(v), -8);
+  if (d == f8e4m3) return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -6) - 4);
+  return 0;
+}
+
+// A double reference's value and how far a device's may lie from it.
+struct Bounded {
+  double value, bound;
+};
+
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
 // @ B, with A and B bf16, f16, fp8 (e4m3 or e5m2, per-tensor scales applied
 // to the f32 sum) or f32 (multiplied as tf32) in swizzled TMA boxes of rows
@@ -190,6 +203,13 @@ inline Value gelu_of_half(const Value& h) {
 }
 // The same in double, for references.
 inline double gelu_reference(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+// silu(g) u in double, where g and u are within dg and du of the device's
+// (|silu'| < 1.1).
+inline Bounded swiglu_reference(double g, double u, double dg, double du) {
+  const double s = g / (1 + std::exp(-g));
+  return {s * u, 1.1 * (std::abs(u) + du) * dg + std::abs(s) * du};
+}
 
 // silu(x) = x sigmoid(x) = x / (1 + exp(-x)), with the fast exponential
 // and division (ex2.approx and div.approx on NVIDIA): a large negative x

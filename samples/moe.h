@@ -677,12 +677,6 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
                                   "] = ", got, ", want ", want, " within ", bound);
     }
   };
-  // A's rounding: half a step of bf16 (8 significant bits) or of e4m3 (4,
-  // steps of 2^-9 below 2^-6), at |v|.
-  auto half_step = [&](double v) {
-    if (fp8 == nullptr) return std::ldexp(std::abs(v), -8);
-    return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -6) - 4);
-  };
   const int64_t hid = c.hidden, inter = c.intermediate;
   std::vector<double> xs(run.x, run.x + hid), sum_y(hid, 0.0), size_y(hid, 0.0);
   if (fp8 != nullptr) {
@@ -705,33 +699,33 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
         sum += term;
         size += std::abs(term);
       }
-      return std::pair{sum * scale, gemm_sum_tolerance(g.in, g.fast_accum) * size * std::abs(scale)};
+      return Bounded{sum * scale, gemm_sum_tolerance(g.in, g.fast_accum) * size * std::abs(scale)};
     };
     // The same against the device's `got`, at `stage`, rounded to bf16.
     auto check_sum = [&](double& stage, const char* name, int64_t i, float got, const auto* v, const W* w, int64_t k,
                          double scale, const MoeGemmConfig& g) {
-      const auto [want, bound] = sum_of(v, w, k, scale, g);
-      check(stage, name, j, i, got, want, bound + std::ldexp(std::abs(want), -8));
+      const Bounded want = sum_of(v, w, k, scale, g);
+      check(stage, name, j, i, got, want.value, want.bound + half_step(bf16, want.value));
     };
-    // a from g and u, within `bound` before a's rounding.
-    auto check_a = [&](int64_t r, double g, double u, double bound) {
-      const double v = g / (1 + std::exp(-g)) * u, a_scale = fp8 != nullptr ? fp8->a : 1.0;
-      const double want = fp8 != nullptr ? std::clamp(v / a_scale, -448.0, 448.0) : v;
-      const double off = (bound + std::ldexp(std::abs(v), -10)) / a_scale;
-      check(errors.a, "a", j, r, a[r], want, off + half_step(std::abs(want) + off) * (1 + std::ldexp(1.0, -10)));
+    // a from silu(g) u, rounded to a's dtype.
+    auto check_a = [&](int64_t r, const Bounded& v) {
+      const double a_scale = fp8 != nullptr ? fp8->a : 1.0;
+      const double want = fp8 != nullptr ? std::clamp(v.value / a_scale, -448.0, 448.0) : v.value;
+      const double off = (v.bound + std::ldexp(std::abs(v.value), -10)) / a_scale;
+      check(errors.a, "a", j, r, a[r], want,
+            off + half_step(fp8 != nullptr ? f8e4m3 : bf16, std::abs(want) + off) * (1 + std::ldexp(1.0, -10)));
     };
     const W* gate_up = &w1[e * 2 * inter * hid];
     for (int64_t r = 0; r < inter; ++r) {
-      if (h == nullptr) {
-        // silu(g) u from sums off by dg and du: |silu'| < 1.1.
-        const auto [g, dg] = sum_of(xs.data(), gate_up + r * hid, hid, up_scale, c.up);
-        const auto [u, du] = sum_of(xs.data(), gate_up + (inter + r) * hid, hid, up_scale, c.up);
-        check_a(r, g, u, 1.1 * (std::abs(u) + du) * dg + std::abs(g / (1 + std::exp(-g))) * du);
+      if (h == nullptr) {  // from g's and u's sums
+        const Bounded g = sum_of(xs.data(), gate_up + r * hid, hid, up_scale, c.up);
+        const Bounded u = sum_of(xs.data(), gate_up + (inter + r) * hid, hid, up_scale, c.up);
+        check_a(r, swiglu_reference(g.value, u.value, g.bound, u.bound));
         continue;
       }
       check_sum(errors.h, "h", r, h[r], xs.data(), gate_up + r * hid, hid, up_scale, c.up);
       check_sum(errors.h, "h", inter + r, h[inter + r], xs.data(), gate_up + (inter + r) * hid, hid, up_scale, c.up);
-      check_a(r, h[r], h[inter + r], 0);
+      check_a(r, swiglu_reference(h[r], h[inter + r], 0, 0));
     }
     for (int64_t col = 0; col < hid; ++col) {
       check_sum(errors.y, "y", col, y[col], a, &w2[(e * hid + col) * inter], inter, down_scale, c.down);

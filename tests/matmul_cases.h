@@ -405,24 +405,6 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   return download_f32(device, cb, g.out, m * n);
 }
 
-// SwiGLU's silu(g) u, and how far it may lie from the device's where g and
-// u are within dg and du of theirs (|silu'| < 1.1).
-struct SwigluValue {
-  double value, bound;
-};
-inline SwigluValue swiglu_reference(double g, double u, double dg, double du) {
-  const double s = g / (1 + std::exp(-g));
-  return {s * u, 1.1 * (std::abs(u) + du) * dg + std::abs(s) * du};
-}
-
-// Half a step of `out` (bf16: 8 significant bits; e4m3: 4, steps of 2^-9
-// below 2^-6) at |v|; 0 for f32.
-inline double rounding(DType out, double v) {
-  if (out == bf16) return std::ldexp(std::abs(v), -8);
-  if (out == f8e4m3) return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -6) - 4);
-  return 0;
-}
-
 // A grouped GEMM's problem (samples::GemmConfig::grouped): blocks of bm
 // rows, each block's group, the blocks in use (the rest computes nothing),
 // and its operands: A [blocks * bm, k], B [groups, n, k] ([groups, 2n, k]
@@ -514,19 +496,19 @@ inline std::string grouped_gemm_mismatch(const samples::GemmConfig& g, const Gro
         d.sum += term;
         d.size += std::abs(term);
       }
-      return SwigluValue{d.sum * scale, tol * d.size * std::abs(scale)};
+      return samples::Bounded{d.sum * scale, tol * d.size * std::abs(scale)};
     };
     for (int64_t col = 0; col < in.n; ++col) {
-      SwigluValue v = product(col);
+      samples::Bounded v = product(col);
       if (g.swiglu) {
-        const SwigluValue gate = v, up = product(in.n + col);
-        v = swiglu_reference(gate.value, up.value, gate.bound, up.bound);
+        const samples::Bounded gate = v, up = product(in.n + col);
+        v = samples::swiglu_reference(gate.value, up.value, gate.bound, up.bound);
         v.bound += std::ldexp(std::abs(v.value), -10);
       }
       double want = v.value * after;
       if (g.out == f8e4m3) want = std::clamp(want, -448.0, 448.0);
       const double bound =
-          v.bound * std::abs(after) + rounding(g.out, std::abs(want) + v.bound * std::abs(after)) + 1e-6;
+          v.bound * std::abs(after) + samples::half_step(g.out, std::abs(want) + v.bound * std::abs(after)) + 1e-6;
       const float x = got[r * in.n + col];
       if (!(std::abs(x - want) <= bound)) return absl::StrCat("C[", r, ", ", col, "] = ", x, ", want ", want);
     }

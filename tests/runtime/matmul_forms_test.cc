@@ -102,8 +102,7 @@ TEST(MatmulForms, SwigluEpilogueMatchesADoubleReference) {
     for (int64_t j = 0; j < n; ++j) {
       const matmul_cases::Dot gate = matmul_cases::dot_at(a.values, b.values, m, 2 * n, k, true, true, i, j);
       const matmul_cases::Dot up = matmul_cases::dot_at(a.values, b.values, m, 2 * n, k, true, true, i, n + j);
-      const matmul_cases::SwigluValue want =
-          matmul_cases::swiglu_reference(gate.sum, up.sum, 1e-5 * gate.size, 1e-5 * up.size);
+      const samples::Bounded want = samples::swiglu_reference(gate.sum, up.sum, 1e-5 * gate.size, 1e-5 * up.size);
       const double got = (*c)[i * n + j];
       if (!(std::abs(got - want.value) <= want.bound + std::ldexp(std::abs(want.value), -8) * 1.01 + 1e-6) &&
           bad++ < 5) {
