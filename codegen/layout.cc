@@ -282,6 +282,75 @@ int64_t contiguous_run(const Layout& l, int64_t limit) {
   return run;
 }
 
+std::optional<std::vector<SlotSources>> register_moves(const Layout& from, const Layout& to, int warp_size) {
+  const int threads = to.threads();
+  if (from.threads() != threads || from.numel() != to.numel()) return std::nullopt;
+  std::vector<std::vector<std::pair<int, int64_t>>> holders(from.numel());
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t s = 0; s < from.slots(); ++s) {
+      const int64_t e = from.element_at(t, s);
+      if (e >= 0) holders[e].emplace_back(t, s);
+    }
+  }
+  // The sources within a warp of slot `slot`'s element in thread t, its own first.
+  auto sources_of = [&](int64_t slot, int t) {
+    std::vector<SlotSource> found;
+    for (const auto& [holder, s] : holders[to.element_at(t, slot)]) {
+      if ((holder ^ t) < warp_size) found.push_back({.from = s, .lanes = holder ^ t});
+    }
+    std::stable_sort(found.begin(), found.end(),
+                     [](const SlotSource& a, const SlotSource& b) { return a.lanes == 0 && b.lanes != 0; });
+    return found;
+  };
+  auto held = [&](int t, const SlotSource& src) {
+    const int peer = t ^ src.lanes;
+    return peer < threads ? from.element_at(peer, src.from) : -1;
+  };
+  // The first thread that `sources` leaves without its element (the
+  // first source whose slot holds one where it is read is taken), or -1.
+  auto unserved = [&](int64_t slot, const SlotSources& sources) {
+    for (int t = 0; t < threads; ++t) {
+      const int64_t e = to.element_at(t, slot);
+      if (e < 0) continue;
+      int64_t got = -1;
+      for (const SlotSource& src : sources) {
+        got = held(t, src);
+        if (got >= 0) break;
+      }
+      if (got != e) return t;
+    }
+    return -1;
+  };
+  std::vector<SlotSources> moves(to.slots(), SlotSources{SlotSource{}});
+  for (int64_t slot = 0; slot < to.slots(); ++slot) {
+    int t0 = 0;
+    while (t0 < threads && to.element_at(t0, slot) < 0) ++t0;
+    if (t0 == threads) continue;
+    // One source for every thread, else a first one for the threads where
+    // its slot holds an element and a second for the rest.
+    bool found = false;
+    for (const SlotSource& first : sources_of(slot, t0)) {
+      const int t = unserved(slot, {first});
+      if (t < 0) {
+        moves[slot] = {first};
+        found = true;
+        break;
+      }
+      if (held(t, first) >= 0) continue;
+      for (const SlotSource& second : sources_of(slot, t)) {
+        if (unserved(slot, {first, second}) < 0) {
+          moves[slot] = {first, second};
+          found = true;
+          break;
+        }
+      }
+      if (found) break;
+    }
+    if (!found) return std::nullopt;
+  }
+  return moves;
+}
+
 std::optional<int> holder_bits(const Layout& l) {
   const int threads = l.threads();
   const int64_t slots = l.slots();

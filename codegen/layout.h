@@ -176,6 +176,24 @@ Narrowed narrow_layout(const std::shared_ptr<const Layout>& parent, const std::v
 // vector access of a tile in layout `l` may move.
 int64_t contiguous_run(const Layout& l, int64_t limit);
 
+// A register a slot of one layout reads for another: slot `from` of the
+// thread whose index differs from the reader's in the bits of `lanes` (0:
+// the reader's own register).
+struct SlotSource {
+  int64_t from = 0;
+  int lanes = 0;
+};
+// Where a slot finds its element: the first of its sources (one or two)
+// that holds an element in the thread it is read from (the two halves of a
+// concat hold theirs in different threads).
+using SlotSources = std::vector<SlotSource>;
+// How a tile held in layout `from` reaches layout `to` in registers: the
+// sources of every slot of `to`, with `lanes` below `warp_size` (a shuffle
+// within a warp), or nullopt where some slot has none: the tile then moves
+// through shared memory. A slot that holds no element in any thread reads
+// slot 0 of its own thread.
+std::optional<std::vector<SlotSources>> register_moves(const Layout& from, const Layout& to, int warp_size);
+
 // The thread-index bits in which the holders of a position differ: when,
 // for every slot s and thread t holding a position p, the holders of p are
 // exactly slot s of the threads t ^ m (m made of those bits) where that slot

@@ -79,6 +79,37 @@ LayoutTable tabulate_concat(const std::vector<int64_t>& a_shape, int64_t b_size,
                   warp_size);
 }
 
+namespace {
+
+MovesTable tabulate_moves(const Layout& from, const Layout& to, int warp_size) {
+  MovesTable table = {.from = tabulate(from, warp_size), .to = tabulate(to, warp_size), .moves = std::nullopt};
+  if (std::optional<std::vector<SlotSources>> moves = register_moves(from, to, warp_size)) {
+    table.moves.emplace();
+    for (const SlotSources& sources : *moves) {
+      std::vector<std::pair<int64_t, int>>& slot = table.moves->emplace_back();
+      for (const SlotSource& m : sources) slot.emplace_back(m.from, m.lanes);
+    }
+  }
+  return table;
+}
+
+}  // namespace
+
+MovesTable moves_between_blocked(int64_t numel, int threads, Blocking from, Blocking to, int warp_size) {
+  return tabulate_moves(*blocked_layout(numel, threads, from), *blocked_layout(numel, threads, to), warp_size);
+}
+
+MovesTable moves_from_swapped_halves(const std::vector<int64_t>& shape, int axis, int threads, Blocking blocking,
+                                     int warp_size) {
+  std::shared_ptr<const Layout> whole = blocked_layout(numel(shape), threads, blocking);
+  const int64_t half = shape[axis] / 2;
+  std::vector<int64_t> half_shape = shape;
+  half_shape[axis] = half;
+  ConcatLayout swapped(narrow_layout(whole, shape, axis, half, half).layout,
+                       narrow_layout(whole, shape, axis, 0, half).layout, half_shape, axis, half);
+  return tabulate_moves(swapped, *whole, warp_size);
+}
+
 std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis, int threads,
                                              Blocking blocking) {
   return scan_plan(*blocked_layout(numel(shape), threads, blocking), shape, axis);

@@ -44,6 +44,22 @@ TESSEL_CODEGEN_API LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n,
 TESSEL_CODEGEN_API LayoutTable tabulate_concat(const std::vector<int64_t>& a_shape, int64_t b_size, int axis,
                                                int threads, Blocking a_blocking, Blocking b_blocking, int warp_size);
 
+// register_moves from one layout to another, with both written out.
+struct MovesTable {
+  LayoutTable from, to;
+  // Per slot of `to`, its sources: the slot of `from` each reads and the
+  // lanes it reads it from.
+  std::optional<std::vector<std::vector<std::pair<int64_t, int>>>> moves;
+};
+// From blocked_layout(numel, threads, from) to the same with `to`.
+TESSEL_CODEGEN_API MovesTable moves_between_blocked(int64_t numel, int threads, Blocking from, Blocking to,
+                                                    int warp_size);
+// From the layout of concat(second half, first half, axis) of a tile of
+// `shape` in blocked_layout(numel(shape), threads, blocking) (rotary
+// embeddings' rotate_half, less its negation) to that blocked layout.
+TESSEL_CODEGEN_API MovesTable moves_from_swapped_halves(const std::vector<int64_t>& shape, int axis, int threads,
+                                                        Blocking blocking, int warp_size);
+
 // scan_plan of blocked_layout(numel(shape), threads, blocking) along `axis`.
 TESSEL_CODEGEN_API std::optional<ScanPlan> scan_plan_of_blocked(const std::vector<int64_t>& shape, int axis,
                                                                 int threads, Blocking blocking);

@@ -12,6 +12,7 @@
 // to the files of their concern (see lowering.h), shared-memory buffers
 // and the conversions between registers and buffers.
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "base/float8.h"
@@ -256,12 +257,63 @@ std::vector<llvm::Value*> Lowering::regs(int id, const Layout& want) {
   const Type& t = ir_.type(id);
   if (!regs_[id].slots.empty() && regs_[id].layout->same_as(want)) return regs_[id].slots;
   if (!regs_[id].slots.empty() && is_splat(id)) return std::vector<llvm::Value*>(want.slots(), regs_[id].slots[0]);
+  if (!regs_[id].slots.empty()) {
+    if (std::optional<std::vector<SlotSources>> moves = register_moves(*regs_[id].layout, want, target_.warp_size())) {
+      return moved(regs_[id].slots, *regs_[id].layout, *moves);
+    }
+  }
   llvm::Value* buf = val(id);
   std::vector<llvm::Value*> out;
   for (int64_t slot = 0; slot < want.slots(); ++slot) {
     llvm::Value* e = want.element(b_, thread_, slot);
     if (llvm::Value* ok = want.valid(b_, thread_, slot)) e = b_.CreateSelect(ok, e, b_.getInt64(t.numel() - 1));
     out.push_back(load_elem(buf, t, e));
+  }
+  return out;
+}
+
+std::vector<llvm::Value*> Lowering::moved(const std::vector<llvm::Value*>& slots, const Layout& from,
+                                          const std::vector<SlotSources>& moves) {
+  // The registers each shuffle distance reads, each once.
+  std::map<int, std::vector<int64_t>> shuffled;
+  for (const SlotSources& sources : moves) {
+    for (const SlotSource& m : sources) {
+      std::vector<int64_t>& read = shuffled[m.lanes];
+      if (m.lanes != 0 && std::find(read.begin(), read.end(), m.from) == read.end()) read.push_back(m.from);
+    }
+  }
+  std::map<std::pair<int, int64_t>, llvm::Value*> got;
+  for (const auto& [lanes, read] : shuffled) {
+    for (size_t i = 0; i < read.size(); ++i) {
+      llvm::Value* v = slots[read[i]];
+      llvm::Type* t = v->getType();
+      const bool narrow = t->isIntegerTy() && t->getIntegerBitWidth() <= 16;
+      if (narrow && i + 1 < read.size() && slots[read[i + 1]]->getType() == t) {
+        // Two values of 16 bits or fewer share one 32-bit shuffle.
+        llvm::Value* both = b_.CreateOr(b_.CreateZExt(v, b_.getInt32Ty()),
+                                        b_.CreateShl(b_.CreateZExt(slots[read[i + 1]], b_.getInt32Ty()), 16));
+        both = target_.shuffle_xor(b_, both, lanes);
+        got[{lanes, read[i]}] = b_.CreateTrunc(both, t);
+        got[{lanes, read[i + 1]}] = b_.CreateTrunc(b_.CreateLShr(both, 16), t);
+        ++i;
+      } else if (t->isPointerTy()) {
+        llvm::Value* p = target_.shuffle_xor(b_, b_.CreatePtrToInt(v, b_.getInt64Ty()), lanes);
+        got[{lanes, read[i]}] = b_.CreateIntToPtr(p, t);
+      } else {
+        got[{lanes, read[i]}] = target_.shuffle_xor(b_, v, lanes);
+      }
+    }
+  }
+  auto source = [&](const SlotSource& m) { return m.lanes == 0 ? slots[m.from] : got.at({m.lanes, m.from}); };
+  std::vector<llvm::Value*> out;
+  for (const SlotSources& sources : moves) {
+    // The first source whose slot holds an element where it was read.
+    llvm::Value* v = source(sources.back());
+    for (auto m = sources.rbegin() + 1; m != sources.rend(); ++m) {
+      llvm::Value* ok = from.valid(b_, b_.CreateXor(thread_, b_.getInt64(m->lanes)), m->from);
+      if (ok != nullptr) v = b_.CreateSelect(ok, source(*m), v);
+    }
+    out.push_back(v);
   }
   return out;
 }

@@ -185,16 +185,22 @@ std::shared_ptr<const Layout> Lowering::registers_layout(const Op& o) {
 }
 
 std::shared_ptr<const Layout> Lowering::elementwise_layout(const Op& o) {
-  std::shared_ptr<const Layout> common;
+  std::vector<std::shared_ptr<const Layout>> held;
   for (int v : o.operands) {
     if (!ir_.type(v).is_tile() || regs_[v].slots.empty() || is_splat(v)) continue;
-    if (common == nullptr) {
-      common = regs_[v].layout;
-    } else if (!common->same_as(*regs_[v].layout)) {
-      return layout(o.results[0]);
-    }
+    const std::shared_ptr<const Layout>& l = regs_[v].layout;
+    if (std::none_of(held.begin(), held.end(), [&](const auto& h) { return h->same_as(*l); })) held.push_back(l);
   }
-  return common != nullptr ? common : layout(o.results[0]);
+  if (held.size() == 1) return held[0];
+  std::vector<std::shared_ptr<const Layout>> tries = {layout(o.results[0])};
+  tries.insert(tries.end(), held.begin(), held.end());
+  for (const std::shared_ptr<const Layout>& to : tries) {
+    auto reaches = [&](const std::shared_ptr<const Layout>& from) {
+      return from->same_as(*to) || register_moves(*from, *to, target_.warp_size()).has_value();
+    };
+    if (std::all_of(held.begin(), held.end(), reaches)) return to;
+  }
+  return tries[0];
 }
 
 }  // namespace tessel::codegen

@@ -357,10 +357,15 @@ class Lowering {
     int64_t run = analysis_.access_run(o);
     return run == 1 ? 1 : contiguous_run(l, run);
   }
-  // A tile's elements of this thread in layout `want`: its own registers, or
-  // loaded from its buffer (written there first when the registers have
-  // another layout).
+  // A tile's elements of this thread in layout `want`: its registers; where
+  // they have another layout, taken from its own and other threads'
+  // registers when register_moves finds every slot within a warp, else
+  // loaded from its buffer (written there first).
   std::vector<llvm::Value*> regs(int id, const Layout& want);
+  // A thread's registers in another layout, taken from `slots` (its
+  // registers in layout `from`) as `moves` says.
+  std::vector<llvm::Value*> moved(const std::vector<llvm::Value*>& slots, const Layout& from,
+                                  const std::vector<SlotSources>& moves);
   std::vector<llvm::Value*> regs(int id) { return regs(id, *layout(id)); }
   // Whether any op reads value `id`.
   bool has_uses(int id) const {
@@ -379,7 +384,9 @@ class Lowering {
   std::shared_ptr<const Layout> registers_layout(const Op& o);
   // The layout an elementwise op computes in: its operands' common register
   // layout (splats aside), so that arithmetic on reduced rows stays in their
-  // slice; else its planned one.
+  // slice. Operands held in different layouts meet in the first of its
+  // planned layout and theirs that each reaches in registers (a row's two
+  // halves, in the first's); else in its planned one, through shared memory.
   std::shared_ptr<const Layout> elementwise_layout(const Op& o);
   absl::Status op(const Op& o);
 

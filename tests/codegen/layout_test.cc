@@ -322,6 +322,93 @@ TEST(Layout, ConcatHoldsBothPartsWhereTheResultHasThem) {
   }
 }
 
+// Whether some slot of `m.from`, read in the thread whose index differs in
+// bits below `warp`, holds slot `s` of `m.to` for every thread: brute force.
+bool reachable(const MovesTable& m, int64_t s, int warp) {
+  for (int64_t f = 0; f < m.from.slots; ++f) {
+    for (int lanes = 0; lanes < warp; ++lanes) {
+      bool all = true;
+      for (int t = 0; t < m.to.threads && all; ++t) {
+        const int64_t e = m.to.at[t * m.to.slots + s];
+        all = e < 0 || ((t ^ lanes) < m.from.threads && m.from.at[(t ^ lanes) * m.from.slots + f] == e);
+      }
+      if (all) return true;
+    }
+  }
+  return false;
+}
+
+void check_moves(const MovesTable& m, int warp) {
+  if (!m.moves.has_value()) {
+    bool some_unreachable = false;
+    for (int64_t s = 0; s < m.to.slots && !some_unreachable; ++s) some_unreachable = !reachable(m, s, warp);
+    EXPECT_TRUE(some_unreachable) << "every slot has a source, but none was found";
+    return;
+  }
+  ASSERT_EQ(static_cast<int64_t>(m.moves->size()), m.to.slots);
+  for (int64_t s = 0; s < m.to.slots; ++s) {
+    const std::vector<std::pair<int64_t, int>>& sources = (*m.moves)[s];
+    ASSERT_TRUE(sources.size() == 1 || sources.size() == 2) << sources.size();
+    for (int t = 0; t < m.to.threads; ++t) {
+      const int64_t e = m.to.at[t * m.to.slots + s];
+      if (e < 0) continue;
+      // The first source whose slot holds an element where it is read.
+      int64_t got = -1;
+      for (const auto& [f, lanes] : sources) {
+        ASSERT_LT(lanes, warp);
+        got = m.from.at[(t ^ lanes) * m.from.slots + f];
+        if (got >= 0) break;
+      }
+      ASSERT_EQ(got, e) << "thread " << t << " slot " << s;
+    }
+  }
+}
+
+// A tile reaches another layout in registers where every slot's element
+// lies in a fixed slot of a fixed lane partner within the warp, or in one
+// of two such where the other holds nothing: then register_moves says
+// where, and where no single source serves a slot it may find nothing.
+TEST(Layout, RegisterMovesFindEverySourceWithinAWarp) {
+  std::mt19937 gen(std::random_device{}());
+  int found = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    RandomTile c = random_tile(gen, 8);
+    SCOPED_TRACE(c.trace);
+    if (c.shape[c.axis] >= 2) {
+      const MovesTable halves = moves_from_swapped_halves(c.shape, c.axis, c.threads, c.k, 32);
+      check_moves(halves, 32);
+      found += halves.moves.has_value();
+    }
+    RandomTile other = random_tile(gen, 8);
+    Blocking to = other.k;
+    to.per_thread = static_cast<int>(std::min<int64_t>(to.per_thread, product(c.shape) / c.threads));
+    if (to.inner != 0 && (c.shape.back() != to.inner || to.inner % to.per_thread != 0)) to = {.per_thread = 1};
+    SCOPED_TRACE(::testing::Message() << "to per_thread " << to.per_thread << " inner " << to.inner);
+    check_moves(moves_between_blocked(product(c.shape), c.threads, c.k, to, 32), 32);
+  }
+  EXPECT_GT(found, 0);
+  // rotate_half of [32, 128] f32 rows held by 32 lanes in runs of four:
+  // each half's run is 16 lanes away, in a slot of the concat's first part
+  // for lanes 0-15 and of its second for lanes 16-31.
+  const MovesTable rope =
+      moves_from_swapped_halves({32, 128}, 1, 128, {.per_thread = 4, .inner = 128, .threads_inner = 32}, 32);
+  ASSERT_TRUE(rope.moves.has_value());
+  for (const std::vector<std::pair<int64_t, int>>& sources : *rope.moves) {
+    ASSERT_EQ(sources.size(), 2u);
+    EXPECT_EQ(sources[0].second, 16);
+    EXPECT_EQ(sources[1].second, 16);
+  }
+  // The same layout: each slot its own register.
+  const MovesTable same = moves_between_blocked(4096, 128, {.per_thread = 4}, {.per_thread = 4}, 32);
+  ASSERT_TRUE(same.moves.has_value());
+  for (int64_t s = 0; s < same.to.slots; ++s) {
+    EXPECT_EQ((*same.moves)[s], (std::vector<std::pair<int64_t, int>>{{s, 0}}));
+  }
+  // Runs of four to single elements: element e moves from thread e / 4 to
+  // thread e % 128, no fixed lane partner.
+  EXPECT_FALSE(moves_between_blocked(4096, 128, {.per_thread = 4}, {.per_thread = 1}, 32).moves.has_value());
+}
+
 TEST(Layout, PositionsCombineOverTheThreadsThatHoldThem) {
   // [16, 64] f32 in runs of 4 over 128 threads: 16 lanes per row.
   LayoutTable rows = tabulate_slice({16, 64}, 1, 128, {.per_thread = 4}, 32);

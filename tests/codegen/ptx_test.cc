@@ -492,8 +492,7 @@ TEST(Ptx, RejectsKernelsOverTheSharedMemoryLimit) {
 // narrow, split and concat of register tiles choose and join their
 // operands' registers, and a store through affine pointers stores them
 // from there: a row's halves swapped (rotary embeddings' rotate_half) and
-// a part of the rows move no data through shared memory. (Combined with a
-// tile in another layout, such a part converts as any layout does.)
+// a part of the rows move no data through shared memory.
 TEST(Ptx, NarrowSplitAndConcatStayInRegisters) {
   KernelBuilder k("halves");
   Value x = k.arg(ptr(f32), "x"), out = k.arg(ptr(f32), "out"), rows_out = k.arg(ptr(f32), "rows_out");
@@ -512,6 +511,37 @@ TEST(Ptx, NarrowSplitAndConcatStayInRegisters) {
   EXPECT_THAT(code->binary, Not(HasSubstr("st.shared")));
   EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
   expect_ptxas_accepts(code->binary);
+}
+
+// Rotary embeddings as a user writes them: x * cos + rotate_half(x) * sin.
+// With aligned rows, loaded 16 bytes at a time, rotate_half's elements lie
+// in the registers of lanes of the same warp that hold x's, so they come
+// by shuffles (bf16 two to a shuffle), not through shared memory; so does
+// the product of a row's two halves.
+TEST(Ptx, RotateHalfMeetsItsTileThroughShuffles) {
+  for (DType d : {f32, bf16}) {
+    SCOPED_TRACE(d.name());
+    KernelBuilder k("rope");
+    Value x = k.arg(ptr(d), "x"), cos = k.arg(ptr(d), "cos"), sin = k.arg(ptr(d), "sin");
+    Value out = k.arg(ptr(d), "out"), halves = k.arg(ptr(d), "halves");
+    Value rows = expand_dims(k.arange(0, 32), 1) * 128, cols = expand_dims(k.arange(0, 128), 0);
+    Value t = load(x + rows + cols);  // [32, 128]
+    auto [x1, x2] = split(t, 1);      // [32, 64] each
+    store(out + rows + cols, t * load(cos + rows + cols) + concat(-x2, x1, 1) * load(sin + rows + cols));
+    store(halves + expand_dims(k.arange(0, 32), 1) * 64 + expand_dims(k.arange(0, 64), 0), x1 * x2);
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    CompileOptions options;
+    options.num_warps = 4;
+    options.specialization.multiple_of_16 = 0b11111;
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr("ld.global.v4"));
+    EXPECT_THAT(code->binary, Not(HasSubstr("st.shared")));
+    EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
+    EXPECT_THAT(code->binary, HasSubstr("shfl.sync.bfly.b32"));
+    expect_ptxas_accepts(code->binary);
+  }
 }
 
 // 8-bit floats compile for NVIDIA GPUs: loads and stores of bytes,

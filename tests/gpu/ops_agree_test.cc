@@ -577,6 +577,7 @@ TEST_F(OpsAgree, NarrowAndSplitInRegisters) {
     auto [left, right] = split(x, 1);
     c.out("max of the halves", maximum(left, right), {.any_zero_sign = true});
     c.out("the halves swapped", concat(right, left, 1));
+    c.out("rotary", x * x + concat(-right, left, 1) * x, {.any_zero_sign = true});
     c.out("a row and the tile", concat(narrow(x, 0, 0, 1), x, 0));
     c.out("narrow 3-D", narrow(t, axis, start, size));
     run(c, 1);
