@@ -11,7 +11,9 @@
 // checked against a double reference on a sample of rows. The baselines
 // (torch eager, torch.compile, Triton) come from bench/norm_compare.py,
 // which reads the JSON this writes (--json=PATH) and prints the ratios.
-// Last, a mixture-of-experts router (samples::router_top_k_kernel: softmax,
+// Then rotary embeddings (samples::rope_kernel) on queries of 4096 tokens
+// of 32 heads of 128 and 16384 tokens of 16 heads of 64. Last, a
+// mixture-of-experts router (samples::router_top_k_kernel: softmax,
 // argsort and gather) at 16384 tokens of 64, 128 and 256 experts, and the
 // token permutation after it (samples::MoeAlign).
 // With --only=TEXT it runs the cases whose name ("softmax, 4096x8192 bf16")
@@ -23,6 +25,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/float16.h"
@@ -182,6 +185,86 @@ int main(int argc, char** argv) {
         json += entry;
         first_case = false;
       }
+    }
+  }
+  // Rotary embeddings: x [tokens * heads, dim] and its cos and sin tables
+  // [tokens, dim], at row_block's pick and the other blocks of 1 to 64 rows
+  // and 1 to 16 warps that give each thread 8 to 64 elements. Moved: x
+  // read, y written, both tables read. Checked on a sample of rows.
+  for (auto [tokens, heads, dim] : {std::tuple{4096, 32, 128}, std::tuple{16384, 16, 64}}) {
+    for (DType d : {f32, bf16}) {
+      const int rows = tokens * heads;
+      const std::string case_name = "rope, " + std::to_string(tokens) + "x" + std::to_string(heads) + "x" +
+                                    std::to_string(dim) + " " + std::string(d.name());
+      if (case_name.find(only) == std::string::npos) continue;
+      const size_t n = size_t{1} * rows * dim, table = size_t{1} * tokens * dim, elem = d.bytes();
+      Buffer x = must(dev.allocate(n * elem), "allocate"), y = must(dev.allocate(n * elem), "allocate");
+      Buffer cos = must(dev.allocate(table * elem), "allocate"), sin = must(dev.allocate(table * elem), "allocate");
+      std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
+      std::vector<float> hc = upload(dev, cos, d, table, 0, 0.7f, gen), hs = upload(dev, sin, d, table, 0, 0.7f, gen);
+      const double copy_ms = timer.median_ms([&] {
+        cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(y.data()), reinterpret_cast<CUdeviceptr>(x.data()),
+                                      n * elem, raw_stream),
+                 "copy");
+      });
+      const double copy_gbs = 2.0 * n * elem / (copy_ms * 1e6), moved = (2.0 * n + 2.0 * table) * elem;
+      std::vector<samples::RowBlock> tried = {samples::row_block(dim)};
+      for (int block_rows = 1; block_rows <= 64 && !pick_only; block_rows *= 2) {
+        for (int warps = 1; warps <= 16; warps *= 2) {
+          const int per_thread = block_rows * dim / (32 * warps);
+          samples::RowBlock b{.rows = block_rows, .cols = dim, .warps = warps};
+          if (per_thread >= 8 && per_thread <= 64 && label(b) != label(tried[0])) tried.push_back(b);
+        }
+      }
+      double best_ms = INFINITY, pick_ms = INFINITY, worst = 0;
+      samples::RowBlock best;
+      for (const samples::RowBlock& block : tried) {
+        CompileOptions options;
+        options.num_warps = block.warps;
+        Function fn = must(dev.compile(must(samples::rope_kernel(block, d), "build"), options), "compile");
+        const LaunchConfig lc = {
+            .grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
+        must(dev.synchronize(), "sync");
+        cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(y.data()), 0xFF, n * elem), "clear y");
+        const double ms = timer.median_ms([&] { must(fn.launch(lc, x, y, cos, sin, rows, heads), "launch"); });
+        must(stream.synchronize(), "sync");
+        std::vector<float> got(n);
+        if (d == f32) {
+          must(dev.copy_to_host(got.data(), y, n * elem), "download");
+        } else {
+          std::vector<uint16_t> bits(n);
+          must(dev.copy_to_host(bits.data(), y, n * elem), "download");
+          got = to_float(bits);
+        }
+        for (int r = 0; r < rows; r += rows / 64) {
+          const size_t t = r / heads;
+          std::vector<double> want =
+              samples::rope_reference(hx.data() + size_t{1} * r * dim, hc.data() + t * dim, hs.data() + t * dim, dim);
+          for (int j = 0; j < dim; ++j) {
+            worst =
+                std::max(worst, std::fabs(got[size_t{1} * r * dim + j] - want[j]) / std::max(1.0, std::fabs(want[j])));
+          }
+        }
+        if (pick_ms == INFINITY) pick_ms = ms;
+        if (ms < best_ms) best_ms = ms, best = block;
+      }
+      const bool ok = worst <= (d == f32 ? 1e-5 : 1.0 / 256);
+      failures += ok ? 0 : 1;
+      const double gbs = moved / (best_ms * 1e6);
+      char note[160];
+      std::snprintf(note, sizeof note, "%.2f us, %.3f x copy; block %s (row_block's %s: %.2f us); error %.1e%s",
+                    best_ms * 1e3, gbs / copy_gbs, label(best).c_str(), label(tried[0]).c_str(), pick_ms * 1e3, worst,
+                    ok ? "" : " FAILED");
+      bench::report(case_name, gbs, "GB/s", note);
+      char entry[512];
+      std::snprintf(entry, sizeof entry,
+                    "%s\n    {\"op\": \"rope\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
+                    "\"pick_us\": %.3f, \"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, "
+                    "\"copy_gb_per_s\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
+                    first_case ? "" : ",", std::string(d.name()).c_str(), rows, dim, best_ms * 1e3, pick_ms * 1e3,
+                    label(best).c_str(), moved, gbs, copy_gbs, worst, ok ? "true" : "false");
+      json += entry;
+      first_case = false;
     }
   }
   // A mixture-of-experts router: 16384 tokens' top 8 of 64 to 256 experts,

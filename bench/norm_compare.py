@@ -11,6 +11,9 @@ and 4096 x 8192, f32 and bf16):
             fastest of num_warps 1 to 16
   copy      dst.copy_(src) of the same matrix
 
+rotary embeddings on queries of 4096 tokens of 32 heads of 128 and 16384 tokens of 16 heads of 64
+(Hugging Face's x * cos + rotate_half(x) * sin eager and compiled, and a Triton kernel in the style of
+Liger's, a program per token over its heads, each half loaded on its own, at its fastest num_warps),
 and a mixture-of-experts router's top 8 of 64, 128 and 256 experts for 16384 tokens
 (torch.topk of torch.softmax, eager and compiled; Triton's tl.topk gives no indices), and the token
 permutation after it (vLLM's moe_align_block_size, blocks of 64) written in torch: bincount, a
@@ -37,6 +40,8 @@ SHAPES = [(16384, 1024), (4096, 8192)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "recurrence", "sort"]
 ROUTER = "router_top_k"
+ROPE = "rope"
+ROPE_SHAPES = [(4096, 32, 128), (16384, 16, 64)]
 MOE = "moe_align"
 MOE_BLOCK = 64
 ROUTER_SHAPES = [(16384, 64), (16384, 128), (16384, 256)]
@@ -123,6 +128,72 @@ def sort_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
     mask = c < cols
     x = tl.load(x_ptr + row * cols + c, mask=mask, other=float("inf")).to(tl.float32)
     tl.store(y_ptr + row * cols + c, tl.sort(x, 0).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rope_kernel(x_ptr, y_ptr, cos_ptr, sin_ptr, heads, HEADS: tl.constexpr, HALF: tl.constexpr):
+    tok = tl.program_id(0).to(tl.int64)
+    h = tl.arange(0, HEADS)[:, None]
+    c = tl.arange(0, HALF)[None, :]
+    inside = h < heads
+    cos = tl.load(cos_ptr + tok * 2 * HALF + c).to(tl.float32)
+    sin = tl.load(sin_ptr + tok * 2 * HALF + c).to(tl.float32)
+    at = tok * heads * 2 * HALF + h * 2 * HALF + c
+    x1 = tl.load(x_ptr + at, mask=inside, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + at + HALF, mask=inside, other=0.0).to(tl.float32)
+    tl.store(y_ptr + at, (x1 * cos - x2 * sin).to(y_ptr.dtype.element_ty), mask=inside)
+    tl.store(y_ptr + at + HALF, (x2 * cos + x1 * sin).to(y_ptr.dtype.element_ty), mask=inside)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(x, cos, sin):
+    return x * cos + rotate_half(x) * sin
+
+
+def measure_rope():
+    out = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for tokens, heads, dim in ROPE_SHAPES:
+        for dname, dtype in DTYPES.items():
+            x = torch.randn(tokens, heads, dim, device="cuda", generator=gen).to(dtype)
+            angles = torch.rand(tokens, 1, dim // 2, device="cuda", generator=gen) * 100
+            cos = torch.cat((angles.cos(), angles.cos()), dim=-1).to(dtype)  # the tables' halves are equal
+            sin = torch.cat((angles.sin(), angles.sin()), dim=-1).to(dtype)
+            y = torch.empty_like(x)
+            want = rope(x.float(), cos.float(), sin.float())
+            copy_ms = bench_ms(lambda: y.copy_(x))
+            case = {"op": ROPE, "dtype": dname, "rows": tokens * heads, "cols": dim,
+                    "torch_copy_gb_per_s": 2 * x.nbytes / (copy_ms * 1e-3) / 1e9}
+            case["eager_us"] = bench_ms(lambda: rope(x, cos, sin)) * 1e3
+            case["eager_max_abs_error"] = (rope(x, cos, sin).float() - want).abs().max().item()
+            try:
+                fn = torch.compile(rope, fullgraph=True, dynamic=False)
+                torch.testing.assert_close(fn(x, cos, sin).float(), want, atol=2e-2, rtol=2e-2)
+                case["compile_us"] = bench_ms(lambda: fn(x, cos, sin)) * 1e3
+            except Exception as e:  # recorded, the other baselines still run
+                case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+            best = None
+            for warps in WARPS:
+                def launch(warps=warps):
+                    rope_kernel[(tokens,)](x, y, cos, sin, heads, HEADS=triton.next_power_of_2(heads),
+                                           HALF=dim // 2, num_warps=warps)
+                launch()
+                try:
+                    torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
+                except AssertionError as e:  # a wrong result is not timed; the others still are
+                    case.setdefault("triton_wrong", {})[warps] = str(e).splitlines()[-3:]
+                    continue
+                us = bench_ms(launch) * 1e3
+                if best is None or us < best[0]:
+                    best = (us, warps)
+            case["triton_us"], case["triton_warps"] = best if best else (math.nan, 0)
+            print(json.dumps(case), flush=True)
+            out.append(case)
+    return out
 
 
 def eager(op, x, w, b):
@@ -322,13 +393,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel", help="norm_bench's JSON from the same run")
     ap.add_argument("--json", help="where to write the baselines' JSON")
-    ap.add_argument("--only", choices=OPS + [ROUTER, MOE], help="measure this op alone")
+    ap.add_argument("--only", choices=OPS + [ROPE, ROUTER, MOE], help="measure this op alone")
     args = ap.parse_args()
     print(f"norm_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}",
           flush=True)
-    ops = [args.only] if args.only else OPS + [ROUTER, MOE]
-    cases = (measure([op for op in ops if op not in (ROUTER, MOE)]) + (measure_router() if ROUTER in ops else [])
-             + (measure_moe() if MOE in ops else []))
+    ops = [args.only] if args.only else OPS + [ROPE, ROUTER, MOE]
+    cases = (measure([op for op in ops if op not in (ROPE, ROUTER, MOE)]) + (measure_rope() if ROPE in ops else [])
+             + (measure_router() if ROUTER in ops else []) + (measure_moe() if MOE in ops else []))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "cases": cases}, f, indent=2)

@@ -198,6 +198,44 @@ inline absl::StatusOr<Kernel> row_sort_kernel(RowBlock block, DType d = f32) {
   return k.build();
 }
 
+// Rotary position embeddings (RoPE) as Llama applies them to queries and
+// keys: y = x * cos + rotate_half(x) * sin, where rotate_half(x) is
+// concat(-x2, x1) of x's halves along the head dimension. x and y are
+// [rows, block.cols] (a row per token and head, row r of token r / heads),
+// cos and sin [tokens, block.cols] (a row per position, its halves equal,
+// as the models' tables hold them). block.rows rows per program; f32
+// arithmetic, rounded once to the dtype. rotate_half's halves come from
+// lanes of the same warp where the rows are held in 16-byte runs (aligned
+// rows of 64 or 128): no shared memory. Args x, y, cos, sin, rows, heads.
+inline absl::StatusOr<Kernel> rope_kernel(RowBlock block, DType d = f32) {
+  const int dim = block.cols;
+  if (dim < 2 || dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("rope_kernel: the head dimension must be even, not ", dim));
+  }
+  KernelBuilder k("rope");
+  Value x = k.arg(ptr(d), "x"), y = k.arg(ptr(d), "y"), cos = k.arg(ptr(d), "cos"), sin = k.arg(ptr(d), "sin");
+  Value rows = k.arg(i32, "rows"), heads = k.arg(i32, "heads");
+  Value r = k.program_id() * block.rows + k.arange(0, block.rows);  // [BR] i32
+  Value c = expand_dims(k.arange(0, dim), 0);                       // [1, D] i32
+  Value mask = expand_dims(r < rows, 1) & (c < dim);                // [BR, D] i1
+  Value offs = expand_dims(r, 1) * dim + c, at = expand_dims(r / heads, 1) * dim + c;
+  Value v = load_f32(x + offs, mask, 0.0f);  // [BR, D] f32
+  auto [v1, v2] = split(v, 1);               // [BR, D/2] each
+  Value rotated = concat(-v2, v1, 1);
+  store_as(y + offs, v * load_f32(cos + at, mask, 0.0f) + rotated * load_f32(sin + at, mask, 0.0f), mask);
+  return k.build();
+}
+// One row of rope_kernel's result in double.
+inline std::vector<double> rope_reference(const float* x, const float* cos, const float* sin, int64_t dim) {
+  std::vector<double> out(dim);
+  const int64_t half = dim / 2;
+  for (int64_t j = 0; j < dim; ++j) {
+    const double rotated = j < half ? -double{x[j + half]} : double{x[j - half]};
+    out[j] = double{x[j]} * cos[j] + rotated * sin[j];
+  }
+  return out;
+}
+
 // A mixture-of-experts router: per token (row) of `experts` logits, the
 // softmax's k largest probabilities, largest first, and their experts:
 // args x [rows, experts] (f32 or bf16), weights [rows, k] f32, ids

@@ -517,7 +517,7 @@ TEST(Ptx, NarrowSplitAndConcatStayInRegisters) {
 // With aligned rows, loaded 16 bytes at a time, rotate_half's elements lie
 // in the registers of lanes of the same warp that hold x's, so they come
 // by shuffles (bf16 two to a shuffle), not through shared memory; so does
-// the product of a row's two halves.
+// the product of a row's two halves, and so do samples::rope_kernel's.
 TEST(Ptx, RotateHalfMeetsItsTileThroughShuffles) {
   for (DType d : {f32, bf16}) {
     SCOPED_TRACE(d.name());
@@ -541,6 +541,20 @@ TEST(Ptx, RotateHalfMeetsItsTileThroughShuffles) {
     EXPECT_THAT(code->binary, Not(HasSubstr("bar.sync")));
     EXPECT_THAT(code->binary, HasSubstr("shfl.sync.bfly.b32"));
     expect_ptxas_accepts(code->binary);
+    // The sample's rotary kernel, on its pointers' 16-byte alignment.
+    for (int dim : {64, 128}) {
+      SCOPED_TRACE(dim);
+      const samples::RowBlock block = samples::row_block(dim);
+      absl::StatusOr<Kernel> rope = samples::rope_kernel(block, d);
+      ASSERT_TRUE(rope.ok()) << rope.status();
+      options.num_warps = block.warps;
+      options.specialization.multiple_of_16 = 0b1111;
+      code = compile_ptx(*rope, options);
+      ASSERT_TRUE(code.ok()) << code.status();
+      EXPECT_THAT(code->binary, Not(HasSubstr("st.shared")));
+      EXPECT_THAT(code->binary, HasSubstr("shfl.sync.bfly.b32"));
+      expect_ptxas_accepts(code->binary);
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // test and on host:2, each against the other and against a double
 // reference: row softmax, layer norm, RMS norm, prefix sums and sorts in
 // f32 and bf16 with rows of 768 to 16 384 elements, sums and maxima of a
-// matrix along either axis, and a mixture-of-experts router's top k.
+// matrix along either axis, a mixture-of-experts router's top k, and
+// rotary embeddings.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -207,6 +208,62 @@ TEST_F(RowKernels, RouterTopKAgreesWithTheHostAndADoubleReference) {
       }
       EXPECT_EQ(ids[0], want_ids) << "against the stable order of the logits";
       EXPECT_TRUE(all_close(weights[0], want_weights, 1e-6)) << "against the double reference";
+    }
+  }
+}
+
+// Rotary embeddings (samples::rope_kernel): f32 and bf16, head dimensions
+// of 64 and 128 (rotate_half by shuffles) and 80 (through shared memory),
+// rows in blocks that leave the last one part empty.
+TEST_F(RowKernels, RopeAgreesWithTheHostAndADoubleReference) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (DType d : {f32, bf16}) {
+    for (const samples::RowBlock& block :
+         {samples::row_block(128), samples::row_block(64), samples::RowBlock{.rows = 3, .cols = 80, .warps = 4}}) {
+      const int heads = rng.uniform_int(1, 8), tokens = rng.uniform_int(1, 40), rows = heads * tokens;
+      const int dim = block.cols;
+      SCOPED_TRACE(::testing::Message() << d.name() << " head dimension " << dim << ", " << tokens << " tokens of "
+                                        << heads << " heads");
+      const size_t n = size_t{1} * rows * dim, table = size_t{1} * tokens * dim;
+      const Matrix x(d, n, rng, -2, 2), cos(d, table, rng, -1, 1), sin(d, table, rng, -1, 1);
+      absl::StatusOr<Kernel> kernel = samples::rope_kernel(block, d);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      std::vector<std::vector<float>> got;
+      for (const Device& dev : devices_) {
+        CompileOptions options;
+        options.num_warps = block.warps;
+        absl::StatusOr<Function> fn = dev.compile(*kernel, options);
+        ASSERT_TRUE(fn.ok()) << fn.status();
+        absl::StatusOr<Buffer> bx = x.upload_to(dev), bc = cos.upload_to(dev), bs = sin.upload_to(dev),
+                               by = dev.allocate(n * d.bytes());
+        ASSERT_TRUE(bx.ok() && bc.ok() && bs.ok() && by.ok());
+        ASSERT_TRUE(poison<uint16_t>(dev, *by, n * d.bytes() / 2, 0x7FC1).ok());
+        const LaunchConfig lc = {.grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps};
+        ASSERT_TRUE(fn->launch(lc, *bx, *by, *bc, *bs, rows, heads).ok());
+        ASSERT_TRUE(dev.synchronize().ok());
+        if (d == f32) {
+          absl::StatusOr<std::vector<float>> y = download<float>(dev, *by, n);
+          ASSERT_TRUE(y.ok());
+          got.push_back(*std::move(y));
+        } else {
+          absl::StatusOr<std::vector<uint16_t>> y = download<uint16_t>(dev, *by, n);
+          ASSERT_TRUE(y.ok());
+          std::vector<float>& out = got.emplace_back();
+          for (uint16_t v : *y) out.push_back(bf16_to_float(v));
+        }
+      }
+      // One rounding of the f32 arithmetic (which a device may contract into
+      // fmas) to bf16: a step apart between devices, half a step from the reference.
+      EXPECT_TRUE(all_close(got[0], got[1], d == f32 ? 1e-6 : 1.0 / 128)) << "device under test against host:2";
+      std::vector<double> want;
+      for (int r = 0; r < rows; ++r) {
+        const size_t t = r / heads;
+        const std::vector<double> row =
+            samples::rope_reference(&x.values[size_t{1} * r * dim], &cos.values[t * dim], &sin.values[t * dim], dim);
+        want.insert(want.end(), row.begin(), row.end());
+      }
+      EXPECT_TRUE(all_close(got[0], want, d == f32 ? 1e-6 : 1.0 / 256)) << "against the double reference";
     }
   }
 }
