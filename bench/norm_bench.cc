@@ -83,6 +83,12 @@ std::vector<float> upload(const Device& dev, const Buffer& dst, DType d, size_t 
   return to_float(bits);
 }
 
+// A row kernel's fastest block and time, and row_block's pick and its time.
+struct Timed {
+  double best_ms, pick_ms;
+  samples::RowBlock best, pick;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +108,26 @@ int main(int argc, char** argv) {
   std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"cases\": [";
   bool first_case = true;
   int failures = 0;
+  // A row kernel's result: printed, and a case in the JSON.
+  auto record = [&](const std::string& case_name, const char* op, DType d, int rows, int cols, const Timed& t,
+                    double moved, double copy_gbs, double worst, bool ok) {
+    failures += ok ? 0 : 1;
+    const double gbs = moved / (t.best_ms * 1e6);
+    char note[160];
+    std::snprintf(note, sizeof note, "%.2f us, %.3f x copy; block %s (row_block's %s: %.2f us); error %.1e%s",
+                  t.best_ms * 1e3, gbs / copy_gbs, label(t.best).c_str(), label(t.pick).c_str(), t.pick_ms * 1e3, worst,
+                  ok ? "" : " FAILED");
+    bench::report(case_name, gbs, "GB/s", note);
+    char entry[512];
+    std::snprintf(entry, sizeof entry,
+                  "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
+                  "\"pick_us\": %.3f, \"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, "
+                  "\"copy_gb_per_s\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
+                  first_case ? "" : ",", op, std::string(d.name()).c_str(), rows, cols, t.best_ms * 1e3,
+                  t.pick_ms * 1e3, label(t.best).c_str(), moved, gbs, copy_gbs, worst, ok ? "true" : "false");
+    json += entry;
+    first_case = false;
+  };
   for (auto [rows, cols] : {std::pair{16384, 1024}, std::pair{4096, 8192}}) {
     for (DType d : {f32, bf16}) {
       const size_t n = size_t{static_cast<size_t>(rows)} * cols, elem = d.bytes(), bytes = n * elem;
@@ -167,23 +193,8 @@ int main(int argc, char** argv) {
         // Prefix sums and recurrences carry the f32 error of `cols` steps.
         const bool scan = op == RowOp::kCumsum || op == RowOp::kRecurrence;
         const bool ok = worst <= (d == f32 ? (scan ? 1e-6 * cols : 1e-4) : 2e-2);
-        failures += ok ? 0 : 1;
-        const double gbs = moved / (best_ms * 1e6);
-        char note[160];
-        std::snprintf(note, sizeof note, "%.2f us, %.3f x copy; block %s (row_block's %s: %.2f us); error %.1e%s",
-                      best_ms * 1e3, gbs / copy_gbs, label(best).c_str(), label(samples::row_block(cols)).c_str(),
-                      pick_ms * 1e3, worst, ok ? "" : " FAILED");
-        bench::report(case_name, gbs, "GB/s", note);
-        char entry[512];
-        std::snprintf(entry, sizeof entry,
-                      "%s\n    {\"op\": \"%s\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
-                      "\"pick_us\": %.3f, \"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, "
-                      "\"copy_gb_per_s\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
-                      first_case ? "" : ",", samples::row_op_name(op), std::string(d.name()).c_str(), rows, cols,
-                      best_ms * 1e3, pick_ms * 1e3, label(best).c_str(), moved, gbs, copy_gbs, worst,
-                      ok ? "true" : "false");
-        json += entry;
-        first_case = false;
+        record(case_name, samples::row_op_name(op), d, rows, cols, {best_ms, pick_ms, best, samples::row_block(cols)},
+               moved, copy_gbs, worst, ok);
       }
     }
   }
@@ -249,22 +260,7 @@ int main(int argc, char** argv) {
         if (ms < best_ms) best_ms = ms, best = block;
       }
       const bool ok = worst <= (d == f32 ? 1e-5 : 1.0 / 256);
-      failures += ok ? 0 : 1;
-      const double gbs = moved / (best_ms * 1e6);
-      char note[160];
-      std::snprintf(note, sizeof note, "%.2f us, %.3f x copy; block %s (row_block's %s: %.2f us); error %.1e%s",
-                    best_ms * 1e3, gbs / copy_gbs, label(best).c_str(), label(tried[0]).c_str(), pick_ms * 1e3, worst,
-                    ok ? "" : " FAILED");
-      bench::report(case_name, gbs, "GB/s", note);
-      char entry[512];
-      std::snprintf(entry, sizeof entry,
-                    "%s\n    {\"op\": \"rope\", \"dtype\": \"%s\", \"rows\": %d, \"cols\": %d, \"us\": %.3f, "
-                    "\"pick_us\": %.3f, \"block\": \"%s\", \"bytes\": %.0f, \"gb_per_s\": %.1f, "
-                    "\"copy_gb_per_s\": %.1f, \"max_error\": %.3g, \"ok\": %s}",
-                    first_case ? "" : ",", std::string(d.name()).c_str(), rows, dim, best_ms * 1e3, pick_ms * 1e3,
-                    label(best).c_str(), moved, gbs, copy_gbs, worst, ok ? "true" : "false");
-      json += entry;
-      first_case = false;
+      record(case_name, "rope", d, rows, dim, {best_ms, pick_ms, best, tried[0]}, moved, copy_gbs, worst, ok);
     }
   }
   // A mixture-of-experts router: 16384 tokens' top 8 of 64 to 256 experts,

@@ -176,21 +176,8 @@ def measure_rope():
                 case["compile_us"] = bench_ms(lambda: fn(x, cos, sin)) * 1e3
             except Exception as e:  # recorded, the other baselines still run
                 case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
-            best = None
-            for warps in WARPS:
-                def launch(warps=warps):
-                    rope_kernel[(tokens,)](x, y, cos, sin, heads, HEADS=triton.next_power_of_2(heads),
-                                           HALF=dim // 2, num_warps=warps)
-                launch()
-                try:
-                    torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
-                except AssertionError as e:  # a wrong result is not timed; the others still are
-                    case.setdefault("triton_wrong", {})[warps] = str(e).splitlines()[-3:]
-                    continue
-                us = bench_ms(launch) * 1e3
-                if best is None or us < best[0]:
-                    best = (us, warps)
-            case["triton_us"], case["triton_warps"] = best if best else (math.nan, 0)
+            time_triton(case, y, want, lambda warps: lambda: rope_kernel[(tokens,)](
+                x, y, cos, sin, heads, HEADS=triton.next_power_of_2(heads), HALF=dim // 2, num_warps=warps))
             print(json.dumps(case), flush=True)
             out.append(case)
     return out
@@ -245,6 +232,23 @@ def bench_ms(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
+def time_triton(case, y, want, launcher):
+    """The Triton kernel launcher(warps) makes, at its fastest num_warps whose result (in y) is right."""
+    best = None
+    for warps in WARPS:
+        launch = launcher(warps)
+        launch()
+        try:
+            torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
+        except AssertionError as e:  # a wrong result is not timed; the others still are
+            case.setdefault("triton_wrong", {})[warps] = str(e).splitlines()[-3:]
+            continue
+        us = bench_ms(launch) * 1e3
+        if best is None or us < best[0]:
+            best = (us, warps)
+    case["triton_us"], case["triton_warps"] = best if best else (math.nan, 0)
+
+
 def measure(ops):
     out = []
     gen = torch.Generator(device="cuda").manual_seed(1)
@@ -274,19 +278,7 @@ def measure(ops):
                         case["compile_us"] = bench_ms(fn) * 1e3
                     except Exception as e:  # recorded, the other baselines still run
                         case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
-                best = None
-                for warps in WARPS:
-                    launch = triton_launch(op, x, y, w, b, warps)
-                    launch()
-                    try:
-                        torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
-                    except AssertionError as e:  # a wrong result is not timed; the others still are
-                        case.setdefault("triton_wrong", {})[warps] = str(e).splitlines()[-3:]
-                        continue
-                    us = bench_ms(launch) * 1e3
-                    if best is None or us < best[0]:
-                        best = (us, warps)
-                case["triton_us"], case["triton_warps"] = best if best else (math.nan, 0)
+                time_triton(case, y, want, lambda warps: triton_launch(op, x, y, w, b, warps))
                 print(json.dumps(case), flush=True)
                 out.append(case)
     return out
