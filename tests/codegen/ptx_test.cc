@@ -558,6 +558,32 @@ TEST(Ptx, RotateHalfMeetsItsTileThroughShuffles) {
   }
 }
 
+// GPT-J's rotary form rotates every two elements: (x0, x1) -> (-x1, x0)
+// of each pair, as split and concat of a [.., n/2, 2] view. A thread's
+// 16-byte runs hold whole pairs, so the parts and the row meet in the
+// thread's own registers: neither shuffles nor shared memory.
+TEST(Ptx, RotateEveryTwoStaysInEachThread) {
+  for (DType d : {f32, bf16}) {
+    SCOPED_TRACE(d.name());
+    KernelBuilder k("rope_pairs");
+    Value x = k.arg(ptr(d), "x"), out = k.arg(ptr(d), "out");
+    Value rows = expand_dims(k.arange(0, 32), 1) * 128, cols = expand_dims(k.arange(0, 128), 0);
+    Value t = reshape(load(x + rows + cols), {32, 64, 2});  // [32, 64, 2]
+    auto [even, odd] = split(t, 2);                         // [32, 64, 1] each
+    store(out + rows + cols, reshape(t + concat(-odd, even, 2), {32, 128}));
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    CompileOptions options;
+    options.specialization.multiple_of_16 = 0b11;
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, options);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr("ld.global.v4"));
+    EXPECT_THAT(code->binary, Not(HasSubstr("st.shared")));
+    EXPECT_THAT(code->binary, Not(HasSubstr("shfl")));
+    expect_ptxas_accepts(code->binary);
+  }
+}
+
 // 8-bit floats compile for NVIDIA GPUs: loads and stores of bytes,
 // widening as integer arithmetic (the same as the host's), and narrowing
 // in the hardware's conversion, rounded to nearest even and saturated as

@@ -578,6 +578,10 @@ TEST_F(OpsAgree, NarrowAndSplitInRegisters) {
     c.out("max of the halves", maximum(left, right), {.any_zero_sign = true});
     c.out("the halves swapped", concat(right, left, 1));
     c.out("rotary", x * x + concat(-right, left, 1) * x, {.any_zero_sign = true});
+    const Value pairs = reshape(x, {rows, cols / 2, 2});
+    auto [even, odd] = split(pairs, 2);
+    c.out("rotary in pairs", reshape(pairs * pairs + concat(-odd, even, 2) * pairs, {rows, cols}),
+          {.any_zero_sign = true});
     c.out("a row and the tile", concat(narrow(x, 0, 0, 1), x, 0));
     c.out("narrow 3-D", narrow(t, axis, start, size));
     run(c, 1);
