@@ -284,7 +284,7 @@ int64_t contiguous_run(const Layout& l, int64_t limit) {
 
 std::optional<std::vector<SlotSources>> register_moves(const Layout& from, const Layout& to, int warp_size) {
   const int threads = to.threads();
-  if (from.threads() != threads || from.numel() != to.numel()) return std::nullopt;
+  if (from.threads() != threads || from.numel() != to.numel() || from.slots() == 0) return std::nullopt;
   std::vector<std::vector<std::pair<int, int64_t>>> holders(from.numel());
   for (int t = 0; t < threads; ++t) {
     for (int64_t s = 0; s < from.slots(); ++s) {
