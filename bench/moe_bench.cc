@@ -59,18 +59,20 @@ const std::vector<MoeCase> kCases = {
 
 // Both GEMMs' form, tiles and warps (rows of 128 bytes: bk 64 for bf16,
 // 128 for fp8), and whether SwiGLU is fused into the up projection; the
-// first is MoeLayerConfig's default. Grouped GEMMs on 12 warps are
-// warp-specialized.
+// first is MoeLayerConfig's default (bn 0: the operands' default,
+// samples::with_default_tiles), and a later one the same as it is not
+// timed again. Grouped GEMMs on 12 warps are warp-specialized.
 struct Gemm {
   bool grouped;
   int64_t bm, bn;
   int stages, warps;
   bool fused = false;
+  bool operator==(const Gemm&) const = default;
 };
-constexpr Gemm kGemms[] = {{true, 128, 192, 4, 12, true}, {true, 128, 192, 4, 12},       {true, 128, 256, 4, 12, true},
-                           {true, 128, 256, 4, 12},       {true, 128, 128, 4, 12, true}, {true, 128, 256, 3, 8, true},
-                           {false, 64, 256, 4, 8},        {false, 64, 256, 3, 8},        {false, 64, 128, 4, 4},
-                           {false, 64, 128, 3, 4}};
+constexpr Gemm kGemms[] = {{true, 128, 0, 4, 12, true},   {true, 128, 192, 4, 12, true}, {true, 128, 192, 4, 12},
+                           {true, 128, 256, 4, 12, true}, {true, 128, 256, 4, 12},       {true, 128, 128, 4, 12, true},
+                           {true, 128, 256, 3, 8, true},  {false, 64, 256, 4, 8},        {false, 64, 256, 3, 8},
+                           {false, 64, 128, 4, 4},        {false, 64, 128, 3, 4}};
 
 std::string label(const Gemm& g, bool fp8) {
   return std::string(g.grouped ? "grouped " : "") + std::to_string(g.bm) + "x" + std::to_string(g.bn) +
@@ -176,7 +178,15 @@ int main(int argc, char** argv) {
     samples::MoeStageErrors errors;
     double best_ms = INFINITY, default_ms = INFINITY;
     Gemm best{};
-    std::vector<Gemm> tried(std::begin(kGemms), std::end(kGemms));
+    std::vector<Gemm> tried;
+    for (Gemm g : kGemms) {
+      if (g.bn == 0) {
+        samples::MoeLayerConfig defaults;
+        defaults.up.in = defaults.down.in = mc.fp8 ? f8e4m3 : bf16;
+        g.bn = samples::with_default_tiles(defaults).up.bn;
+      }
+      if (std::find(tried.begin(), tried.end(), g) == tried.end()) tried.push_back(g);
+    }
     if (flags.on) tried.resize(1);
     for (const Gemm& g : tried) {
       samples::MoeLayerConfig c = {.experts = mc.experts, .top_k = mc.top_k, .hidden = hid, .intermediate = mc.inter};

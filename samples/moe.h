@@ -237,16 +237,16 @@ inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
 //   order. It pads each expert's rows to smaller blocks (64): at Mixtral's
 //   size on one H100 it was 1.6x slower at 4096 tokens, but 1.06x faster
 //   at 256 (1.15x against the default tiles).
-// The default tiles, 128 x 192 on 12 warps, suit bf16 and fp8 both (fp8
-// with f32 sums spills at 128 x 256; bk 128 for fp8's rows of 128 bytes).
+// The default tiles on 12 warps are 128 x 256 for bf16 and 128 x 192 for
+// fp8 (with_default_tiles; fp8 with f32 sums spills at 128 x 256; bk 128
+// for fp8's rows of 128 bytes).
 //
 // A grouped layer runs SwiGLU in the up projection's epilogue (by
 // default; `fused_swiglu`, GemmConfig::swiglu): each tile's B box holds an
 // expert's gate rows and the matching up rows, and the tile writes a's
 // columns, so h is never written or read again. At Mixtral's size and
-// 4096 tokens on one H200 that made the fp8 layer 1.10x faster; the bf16
-// layer 0.99x at the default tiles and 1.02x at 128 x 256 (its fastest,
-// 1.03x the unfused default).
+// 4096 tokens on one H200 that made the fp8 layer 1.10x faster, and the
+// bf16 layer 1.02x at 128 x 256 (0.99x at 128 x 192).
 //
 // With both GEMMs' `in` f8e4m3, the experts run in fp8 (w8a8, static
 // activation scales, as fp8 checkpoints of Mixtral ship them): w1 and w2
@@ -258,7 +258,8 @@ inline int64_t moe_combine_grid(int64_t tokens, int64_t hidden) {
 struct MoeLayerConfig {
   int experts = 8, top_k = 2;
   int64_t hidden = 4096, intermediate = 14336;
-  MoeGemmConfig up = {.bm = 128, .bn = 192, .stages = 4}, down = {.bm = 128, .bn = 192, .stages = 4};
+  // bn 0: the default for the GEMMs' operands (with_default_tiles).
+  MoeGemmConfig up = {.bm = 128, .bn = 0, .stages = 4}, down = {.bm = 128, .bn = 0, .stages = 4};
   int gemm_warps = 12;
   bool grouped = true;
   // A grouped layer's SwiGLU in its up projection's epilogue (a gathering
@@ -267,6 +268,17 @@ struct MoeLayerConfig {
 
   bool fuses_swiglu() const { return grouped && fused_swiglu; }
 };
+
+// `c` with each GEMM's bn of 0 made its operands' default: 256 for bf16,
+// its fastest layer at Mixtral's size on one H200 (1.04x 128 x 192's speed
+// at 4096 tokens, 1.12x at 256, and 1.02x with 64 small experts), and 192
+// for fp8, whose f32 sums spill at 128 x 256.
+inline MoeLayerConfig with_default_tiles(MoeLayerConfig c) {
+  for (MoeGemmConfig* g : {&c.up, &c.down}) {
+    if (g->bn == 0) g->bn = g->in.is_float8() ? 192 : 256;
+  }
+  return c;
+}
 
 // A grouped layer's GEMM (MoeLayerConfig::grouped) of tiles `m` on `warps`
 // warps: fp8 operands scaled by their activations' and expert's scales,
@@ -315,7 +327,8 @@ inline constexpr int kMoeLayerSmallWarps = 4, kMoeRouterRows = 16;
 inline constexpr PointerGemmConfig kMoeRouterGemm = {.bm = 64, .bn = 64, .bk = 64, .out = f32};
 // The kernels compute row offsets (choice x N, token x K) in i32.
 inline constexpr int64_t kMoeMaxOffset = (int64_t{1} << 31) - 1;
-inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& c) {
+inline absl::StatusOr<MoeLayerKernels> moe_layer_kernels(const MoeLayerConfig& config) {
+  const MoeLayerConfig c = with_default_tiles(config);
   if (c.experts < 1 || c.top_k < 1 || c.top_k > c.experts) {
     return absl::InvalidArgumentError(
         absl::StrCat("moe_layer: top_k must be in [1, experts]; got top_k ", c.top_k, " of ", c.experts, " experts"));
@@ -390,7 +403,9 @@ class MoeLayer {
     Buffer x, w1, a, w2;
   };
 
-  static absl::StatusOr<MoeLayer> compile(const Device& dev, const MoeLayerConfig& c) {
+  // With c's GEMMs' default tiles chosen (config() has them).
+  static absl::StatusOr<MoeLayer> compile(const Device& dev, const MoeLayerConfig& config) {
+    const MoeLayerConfig c = with_default_tiles(config);
     TESSEL_ASSIGN_OR_RETURN(MoeLayerKernels k, moe_layer_kernels(c));
     TESSEL_ASSIGN_OR_RETURN(MoeAlign align, MoeAlign::compile(dev, c.experts, static_cast<int>(c.up.bm)));
     CompileOptions gemm, small;

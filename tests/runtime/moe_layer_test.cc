@@ -194,6 +194,26 @@ TEST(MoeLayer, CombineLeavesOutDroppedChoices) {
   }
 }
 
+// A layer's GEMMs left at bn 0 take their operands' default tiles: 128 x
+// 256 for bf16, 128 x 192 for fp8 (whose f32 sums spill at 256); a bn
+// given stays.
+TEST(MoeLayer, DefaultTilesFollowTheOperands) {
+  samples::MoeLayerConfig c = {.experts = 4, .top_k = 2, .hidden = 64, .intermediate = 96};
+  EXPECT_EQ(samples::with_default_tiles(c).up.bn, 256);
+  EXPECT_EQ(samples::with_default_tiles(c).down.bn, 256);
+  absl::StatusOr<Device> dev = Device::open("host:1");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  absl::StatusOr<samples::MoeLayer> layer = samples::MoeLayer::compile(*dev, c);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  EXPECT_EQ(layer->config().up.bn, 256);
+  c.up.in = c.down.in = f8e4m3;
+  EXPECT_EQ(samples::with_default_tiles(c).up.bn, 192);
+  EXPECT_EQ(samples::with_default_tiles(c).down.bn, 192);
+  c.up.bn = 128;
+  EXPECT_EQ(samples::with_default_tiles(c).up.bn, 128);
+  EXPECT_EQ(samples::with_default_tiles(c).down.bn, 192);
+}
+
 TEST(MoeLayer, BadConfigurationsAndBuffersAreErrors) {
   const samples::MoeLayerConfig good = {.experts = 4, .top_k = 2, .hidden = 64, .intermediate = 96};
   auto with = [&](auto change) {
