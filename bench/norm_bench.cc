@@ -67,6 +67,18 @@ std::vector<float> to_float(const std::vector<uint16_t>& bits) {
   return out;
 }
 
+// `n` elements of dtype `d` (f32 or bf16) from the device, as floats.
+std::vector<float> download(const Device& dev, const Buffer& src, DType d, size_t n) {
+  if (d == f32) {
+    std::vector<float> got(n);
+    must(dev.copy_to_host(got.data(), src, n * 4), "download");
+    return got;
+  }
+  std::vector<uint16_t> bits(n);
+  must(dev.copy_to_host(bits.data(), src, n * 2), "download");
+  return to_float(bits);
+}
+
 // Random values of `d` (rounded to it), uploaded; returns what the device holds, as floats.
 std::vector<float> upload(const Device& dev, const Buffer& dst, DType d, size_t n, float mean, float stddev,
                           std::mt19937& gen) {
@@ -108,6 +120,15 @@ int main(int argc, char** argv) {
   std::string json = "{\n  \"device\": \"" + dev.description() + "\",\n  \"cases\": [";
   bool first_case = true;
   int failures = 0;
+  // The GB/s of a device-to-device copy of `bytes` from x to y (each byte read and written).
+  auto copy_speed = [&](const Buffer& x, const Buffer& y, size_t bytes) {
+    const double ms = timer.median_ms([&] {
+      cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(y.data()), reinterpret_cast<CUdeviceptr>(x.data()),
+                                    bytes, raw_stream),
+               "copy");
+    });
+    return 2.0 * bytes / (ms * 1e6);
+  };
   // A row kernel's result: printed, and a case in the JSON.
   auto record = [&](const std::string& case_name, const char* op, DType d, int rows, int cols, const Timed& t,
                     double moved, double copy_gbs, double worst, bool ok) {
@@ -135,12 +156,7 @@ int main(int argc, char** argv) {
       Buffer w = must(dev.allocate(cols * elem), "allocate"), b = must(dev.allocate(cols * elem), "allocate");
       std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
       std::vector<float> hw = upload(dev, w, d, cols, 1, 0.1f, gen), hb = upload(dev, b, d, cols, 0, 0.1f, gen);
-      const double copy_ms = timer.median_ms([&] {
-        cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(y.data()), reinterpret_cast<CUdeviceptr>(x.data()),
-                                      bytes, raw_stream),
-                 "copy");
-      });
-      const double copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
+      const double copy_gbs = copy_speed(x, y, bytes);
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
       bench::report("device-to-device copy, " + shape, copy_gbs, "GB/s");
       for (RowOp op :
@@ -152,14 +168,7 @@ int main(int argc, char** argv) {
         // The largest error over a sample of rows of y, relative where |want| > 1.
         auto check = [&] {
           must(stream.synchronize(), "sync");
-          std::vector<float> got(n);
-          if (d == f32) {
-            must(dev.copy_to_host(got.data(), y, bytes), "download");
-          } else {
-            std::vector<uint16_t> bits(n);
-            must(dev.copy_to_host(bits.data(), y, bytes), "download");
-            got = to_float(bits);
-          }
+          const std::vector<float> got = download(dev, y, d, n);
           double worst = 0;
           for (int64_t r = 0; r < rows; r += rows / 64) {
             std::vector<double> want = samples::row_reference(op, hx.data() + r * cols, hw.data(), hb.data(), cols);
@@ -213,12 +222,7 @@ int main(int argc, char** argv) {
       Buffer cos = must(dev.allocate(table * elem), "allocate"), sin = must(dev.allocate(table * elem), "allocate");
       std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
       std::vector<float> hc = upload(dev, cos, d, table, 0, 0.7f, gen), hs = upload(dev, sin, d, table, 0, 0.7f, gen);
-      const double copy_ms = timer.median_ms([&] {
-        cu.check(cu.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(y.data()), reinterpret_cast<CUdeviceptr>(x.data()),
-                                      n * elem, raw_stream),
-                 "copy");
-      });
-      const double copy_gbs = 2.0 * n * elem / (copy_ms * 1e6), moved = (2.0 * n + 2.0 * table) * elem;
+      const double copy_gbs = copy_speed(x, y, n * elem), moved = (2.0 * n + 2.0 * table) * elem;
       std::vector<samples::RowBlock> tried = {samples::row_block(dim)};
       for (int block_rows = 1; block_rows <= 64 && !pick_only; block_rows *= 2) {
         for (int warps = 1; warps <= 16; warps *= 2) {
@@ -239,14 +243,7 @@ int main(int argc, char** argv) {
         cu.check(cu.cuMemsetD8(reinterpret_cast<CUdeviceptr>(y.data()), 0xFF, n * elem), "clear y");
         const double ms = timer.median_ms([&] { must(fn.launch(lc, x, y, cos, sin, rows, heads), "launch"); });
         must(stream.synchronize(), "sync");
-        std::vector<float> got(n);
-        if (d == f32) {
-          must(dev.copy_to_host(got.data(), y, n * elem), "download");
-        } else {
-          std::vector<uint16_t> bits(n);
-          must(dev.copy_to_host(bits.data(), y, n * elem), "download");
-          got = to_float(bits);
-        }
+        const std::vector<float> got = download(dev, y, d, n);
         for (int r = 0; r < rows; r += rows / 64) {
           const size_t t = r / heads;
           std::vector<double> want =
