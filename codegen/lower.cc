@@ -278,8 +278,9 @@ std::vector<llvm::Value*> Lowering::moved(const std::vector<llvm::Value*>& slots
   std::map<int, std::vector<int64_t>> shuffled;
   for (const SlotSources& sources : moves) {
     for (const SlotSource& m : sources) {
+      if (m.lanes == 0) continue;
       std::vector<int64_t>& read = shuffled[m.lanes];
-      if (m.lanes != 0 && std::find(read.begin(), read.end(), m.from) == read.end()) read.push_back(m.from);
+      if (std::find(read.begin(), read.end(), m.from) == read.end()) read.push_back(m.from);
     }
   }
   std::map<std::pair<int, int64_t>, llvm::Value*> got;
