@@ -749,8 +749,7 @@ void moe_check_token(const MoeLayerConfig& c, int64_t token, const MoeTokenRun& 
     }
   }
   for (int64_t col = 0; col < hid; ++col) {
-    check(errors.out, "out", -1, col, run.out[col], sum_y[col],
-          std::ldexp(std::abs(sum_y[col]), -8) + 1e-6 * size_y[col]);
+    check(errors.out, "out", -1, col, run.out[col], sum_y[col], half_step(bf16, sum_y[col]) + 1e-6 * size_y[col]);
   }
 }
 

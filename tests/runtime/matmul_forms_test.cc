@@ -104,7 +104,7 @@ TEST(MatmulForms, SwigluEpilogueMatchesADoubleReference) {
       const matmul_cases::Dot up = matmul_cases::dot_at(a.values, b.values, m, 2 * n, k, true, true, i, n + j);
       const samples::Bounded want = samples::swiglu_reference(gate.sum, up.sum, 1e-5 * gate.size, 1e-5 * up.size);
       const double got = (*c)[i * n + j];
-      if (!(std::abs(got - want.value) <= want.bound + std::ldexp(std::abs(want.value), -8) * 1.01 + 1e-6) &&
+      if (!(std::abs(got - want.value) <= want.bound + samples::half_step(bf16, want.value) * 1.01 + 1e-6) &&
           bad++ < 5) {
         ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", want " << want.value;
       }
