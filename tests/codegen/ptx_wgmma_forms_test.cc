@@ -122,7 +122,9 @@ TEST(WgmmaForms, SwigluEpilogueSplitsTheAccumulatorInItsRegisters) {
     EXPECT_GE(count(code->binary, "cp.async.bulk.tensor.4d.shared::cluster"), 1);
     EXPECT_LE(code->shared_bytes, plain->shared_bytes);
     EXPECT_THAT(code->binary, HasSubstr("ex2.approx"));
-    if (g.out == bf16) EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x4.shared.b16"));
+    if (g.out == bf16) {
+      EXPECT_THAT(code->binary, HasSubstr("stmatrix.sync.aligned.m8n8.x4.shared.b16"));
+    }
     expect_ptxas_clean(code->binary);
   }
 }
