@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/device.h"
+#include "runtime/plans/bootstrap.h"
 
 namespace tessel {
 
@@ -27,6 +28,11 @@ struct Backend {
   std::function<absl::StatusOr<std::shared_ptr<DeviceImpl>>(absl::string_view name, absl::string_view suffix)> open;
   // Triggered-plan groups of this backend's devices; null where it has none.
   std::function<absl::StatusOr<std::unique_ptr<GroupBackend>>(const std::vector<Device>& devices)> make_group;
+  // Groups joined across processes, this process holding `device` as rank
+  // bootstrap->rank(); null where it has none.
+  std::function<absl::StatusOr<std::unique_ptr<GroupBackend>>(const Device& device,
+                                                              std::shared_ptr<Bootstrap> bootstrap)>
+      make_joined_group;
 };
 
 // Adds `backend`; returns true so that a file can register with

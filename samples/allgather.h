@@ -50,6 +50,7 @@ class AllGather {
     if (!producer.ok()) return producer.status();
     if (!check.ok()) return check.status();
     for (int r = 0; r < world; ++r) {
+      if (!group.is_local(r)) continue;  // its own process runs it
       const Device& d = group.device(r);
       absl::StatusOr<Function> p = d.compile(*producer), c = d.compile(*check);
       if (!p.ok()) return p.status();
@@ -72,6 +73,7 @@ class AllGather {
       ag->checks_.push_back(*c);
       ag->errors_.push_back(*errors);
       ag->streams_.push_back(*stream);
+      ag->ranks_.push_back(r);
     }
     ag->schedule_ = *std::move(schedule);
     return ag;
@@ -105,8 +107,9 @@ class AllGather {
   void set_passes(int passes) { config_.passes = passes; }
   void set_rounds(int rounds) { config_.rounds = rounds; }
 
-  // Runs the armed epoch on every rank; returns the wrong elements summed
-  // over ranks. Leaves the plan complete (call next()) or failed. With
+  // Runs the armed epoch on every rank of this process (in a group joined
+  // across processes, every process calls it); returns the wrong elements
+  // summed over those ranks. Leaves the plan complete (call next()) or failed. With
   // `seconds`, stores the time from the kernels' launch until
   // end_device_epoch returned; `launched` runs between the two, given the
   // time of the launch.
@@ -114,10 +117,10 @@ class AllGather {
   absl::StatusOr<int64_t> run_epoch(double* seconds = nullptr, const LaunchHook& launched = {}) {
     using namespace tessel;  // NOLINT
     if (plan_ == nullptr) return absl::FailedPreconditionError("AllGather::run_epoch: call arm() first");
-    int world = group_.size();
+    int world = group_.size(), local = static_cast<int>(ranks_.size());
     const int32_t zero = 0;
-    for (int r = 0; r < world; ++r) {
-      absl::Status s = group_.device(r).copy_to_device(errors_[r], &zero, sizeof(zero));
+    for (int k = 0; k < local; ++k) {
+      absl::Status s = group_.device(ranks_[k]).copy_to_device(errors_[k], &zero, sizeof(zero));
       if (!s.ok()) return s;
     }
     absl::StatusOr<std::vector<ViewHeader*>> views = plan_->begin_device_epoch();
@@ -125,27 +128,28 @@ class AllGather {
     int32_t epoch = static_cast<int32_t>(plan_->epoch());
     int32_t batches = static_cast<int32_t>(plan_->schedule().num_batches());
     int32_t total = world * config_.rows * config_.cols;
-    std::vector<absl::Status> statuses(world);
-    auto launch = [&](int r) {
+    std::vector<absl::Status> statuses(local);
+    auto launch = [&](int k) {
+      const int r = ranks_[k];
       int32_t first = static_cast<int32_t>(*plan_->batch_id(r, 0));
       auto* data = buffer_.as<int32_t>(r);
-      statuses[r] = producers_[r].launch({.grid = config_.programs, .stream = &streams_[r]}, (*views)[r], data, r,
+      statuses[k] = producers_[k].launch({.grid = config_.programs, .stream = &streams_[k]}, (*views)[r], data, r,
                                          config_.rows, config_.cols, epoch, first, config_.passes, config_.rounds,
                                          config_.waves_per_batch, config_.defer);
-      if (statuses[r].ok() && config_.check) {
-        statuses[r] = checks_[r].launch({.grid = config_.check_programs, .stream = &streams_[r]}, (*views)[r], data,
-                                        total, batches, epoch, errors_[r]);
+      if (statuses[k].ok() && config_.check) {
+        statuses[k] = checks_[k].launch({.grid = config_.check_programs, .stream = &streams_[k]}, (*views)[r], data,
+                                        total, batches, epoch, errors_[k]);
       }
     };
     const auto launched_at = std::chrono::steady_clock::now();
-    if (group_.device(0).kind() == DeviceKind::kHost) {
+    if (group_.device(ranks_[0]).kind() == DeviceKind::kHost) {
       // Host launches run to completion: one thread per rank, as on GPUs
       // every rank's kernels run at once.
       std::vector<std::thread> threads;
-      for (int r = 0; r < world; ++r) threads.emplace_back(launch, r);
+      for (int k = 0; k < local; ++k) threads.emplace_back(launch, k);
       for (std::thread& t : threads) t.join();
     } else {
-      for (int r = 0; r < world; ++r) launch(r);
+      for (int k = 0; k < local; ++k) launch(k);
     }
     for (const absl::Status& s : statuses) {
       if (!s.ok()) return s;
@@ -156,11 +160,11 @@ class AllGather {
       *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched_at).count();
     }
     int64_t wrong = 0;
-    for (int r = 0; r < world; ++r) {
-      absl::Status s = streams_[r].synchronize();
+    for (int k = 0; k < local; ++k) {
+      absl::Status s = streams_[k].synchronize();
       if (!s.ok()) return s;
       int32_t e = 0;
-      s = group_.device(r).copy_to_host(&e, errors_[r], sizeof(e));
+      s = group_.device(ranks_[k]).copy_to_host(&e, errors_[k], sizeof(e));
       if (!s.ok()) return s;
       wrong += e;
     }
@@ -171,6 +175,7 @@ class AllGather {
   tessel::TriggeredPlan& plan() { return *plan_; }
   const tessel::Schedule& schedule() const { return schedule_; }
   const tessel::SymmetricBuffer& buffer() const { return buffer_; }
+  // Per rank of this process (every rank, where all are here), in rank order.
   const std::vector<tessel::Stream>& streams() const { return streams_; }
   const std::vector<tessel::Function>& producers() const { return producers_; }
 
@@ -182,6 +187,7 @@ class AllGather {
   tessel::SymmetricBuffer buffer_;
   tessel::Schedule schedule_;
   std::unique_ptr<tessel::TriggeredPlan> plan_;
+  std::vector<int> ranks_;  // this process's, in order; the vectors below follow them
   std::vector<tessel::Function> producers_, checks_;
   std::vector<tessel::Buffer> errors_;
   std::vector<tessel::Stream> streams_;

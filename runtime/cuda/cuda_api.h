@@ -198,9 +198,11 @@ union CUstreamBatchMemOpParams {
 enum CUmemAllocationType : int {
   CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
 };
-// A zero-initialised CUmemAllocationProp asks for no exportable handle.
+// A zero-initialised CUmemAllocationProp asks for no exportable handle;
+// groups joined across processes export theirs as file descriptors.
 enum CUmemAllocationHandleType : int {
   CU_MEM_HANDLE_TYPE_NONE = 0x0,
+  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
 };
 enum CUmemLocationType : int {
   CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
@@ -331,6 +333,13 @@ using PFN_cuMemAddressFree_v10020 = CUresult(CUDAAPI*)(CUdeviceptr ptr, size_t s
 using PFN_cuMemCreate_v10020 = CUresult(CUDAAPI*)(CUmemGenericAllocationHandle* handle, size_t size,
                                                   const CUmemAllocationProp* prop, unsigned long long flags);
 using PFN_cuMemRelease_v10020 = CUresult(CUDAAPI*)(CUmemGenericAllocationHandle handle);
+using PFN_cuMemExportToShareableHandle_v10020 = CUresult(CUDAAPI*)(void* shareableHandle,
+                                                                   CUmemGenericAllocationHandle handle,
+                                                                   CUmemAllocationHandleType handleType,
+                                                                   unsigned long long flags);
+using PFN_cuMemImportFromShareableHandle_v10020 = CUresult(CUDAAPI*)(CUmemGenericAllocationHandle* handle,
+                                                                     void* osHandle,
+                                                                     CUmemAllocationHandleType shHandleType);
 using PFN_cuMemMap_v10020 = CUresult(CUDAAPI*)(CUdeviceptr ptr, size_t size, size_t offset,
                                                CUmemGenericAllocationHandle handle, unsigned long long flags);
 using PFN_cuMemUnmap_v10020 = CUresult(CUDAAPI*)(CUdeviceptr ptr, size_t size);

@@ -555,8 +555,11 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_cuda(absl::string_view requeste
   return std::shared_ptr<DeviceImpl>(*std::move(device));
 }
 
-[[maybe_unused]] const bool registered = register_backend(
-    {.prefix = "cuda", .usage = "cuda:N", .open = &open_cuda, .make_group = &make_cuda_group_backend});
+[[maybe_unused]] const bool registered = register_backend({.prefix = "cuda",
+                                                           .usage = "cuda:N",
+                                                           .open = &open_cuda,
+                                                           .make_group = &make_cuda_group_backend,
+                                                           .make_joined_group = &make_cuda_joined_group_backend});
 
 }  // namespace
 

@@ -1,6 +1,11 @@
-// CUDA groups: GPUs of one process. Symmetric memory comes from the virtual
-// memory API (an address range reserved per GPU, chunks created, mapped and
-// opened to every peer as the group grows, never moved).
+// CUDA groups: GPUs of one process, or one GPU per process of a joined
+// group. Symmetric memory comes from the virtual memory API (an address
+// range reserved per GPU, chunks created, mapped and opened to every peer as
+// the group grows, never moved). Across processes each process creates its
+// own GPU's chunk, exports it as a file descriptor, and maps every rank's
+// chunk, imported from the descriptors the others sent, into its own
+// reservation for that rank; every rank's range then lives in this process's
+// context, which is the only one a joined group holds.
 //
 // A batch's chains to its peers run on its owner's streams: a copy stream per
 // (owner, peer) queue, a gate stream and an arrival stream (chains.h says
@@ -14,6 +19,8 @@
 // about 3 us from gate to arrival. Small deliveries are latency-bound, large
 // ones bandwidth-bound. Events are recorded anew for every batch; a wait
 // takes the record made just before it.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -26,6 +33,7 @@
 #include "base/status.h"
 #include "runtime/cuda/chains.h"
 #include "runtime/cuda/context.h"
+#include "runtime/plans/exchange.h"
 #include "runtime/plans/plan_backend.h"
 
 namespace tessel {
@@ -49,6 +57,7 @@ using cuda::CUevent;
 using cuda::CUmemAccessDesc;
 using cuda::CUmemAllocationProp;
 using cuda::CUmemGenericAllocationHandle;
+using enum cuda::CUmemAllocationHandleType;
 using cuda::CUresult;
 using cuda::CUstream;
 using cuda::CUstreamBatchMemOpParams;
@@ -73,9 +82,11 @@ CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 // on a pending one may, so chains count every command.
 constexpr int64_t kQueueCapacity = 1000;
 
-CUmemAllocationProp allocation_prop(const Context& c) {
+// `exported`: the chunk can be handed to another process as a descriptor.
+CUmemAllocationProp allocation_prop(const Context& c, bool exported) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = exported ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = static_cast<int>(c.device());
   return prop;
@@ -109,11 +120,19 @@ class CudaArmedEpoch final : public ArmedEpoch {
 
 class CudaGroupBackend final : public GroupBackend {
  public:
-  explicit CudaGroupBackend(std::vector<std::shared_ptr<Context>> contexts)
-      : contexts_(std::move(contexts)), d_(contexts_[0]->driver()) {}
+  // One context per rank; in a joined group (`bootstrap`), this process's
+  // context at every rank, since every rank's memory is mapped here.
+  explicit CudaGroupBackend(std::vector<std::shared_ptr<Context>> contexts,
+                            std::shared_ptr<Bootstrap> bootstrap = nullptr)
+      : contexts_(std::move(contexts)),
+        d_(contexts_[0]->driver()),
+        bootstrap_(std::move(bootstrap)),
+        self_(bootstrap_ != nullptr ? bootstrap_->rank() : -1) {}
   ~CudaGroupBackend() override;
 
   absl::Status init();
+  // What every local rank's GPU must offer; sets the granularity.
+  absl::Status check_devices();
   int64_t granularity() const override { return granularity_; }
   absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) override;
   absl::Status map(int64_t offset, int64_t bytes) override;
@@ -143,8 +162,13 @@ class CudaGroupBackend final : public GroupBackend {
   absl::StatusOr<CUevent> stage_event(Lane lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
   absl::Status prefix(int rank, absl::string_view what, absl::Status s) const {
     if (s.ok()) return s;
-    return prefixed(absl::StrCat(contexts_[rank]->name(), ": ", what), s);
+    return prefixed(absl::StrCat(name(rank), ": ", what), s);
   }
+  bool local(int rank) const { return self_ < 0 || rank == self_; }
+  // "cuda:1", or for a rank in another process "rank 1".
+  std::string name(int rank) const { return local(rank) ? contexts_[rank]->name() : absl::StrCat("rank ", rank); }
+  // map() in a joined group: this rank's chunk made and sent, every rank's mapped.
+  absl::Status map_joined(int64_t offset, int64_t bytes);
   std::string lane_name(Lane lane) const;
   // Enqueues `op` on its lane's stream; the owner's context is current.
   absl::Status issue(const ChainOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
@@ -153,6 +177,8 @@ class CudaGroupBackend final : public GroupBackend {
 
   const std::vector<std::shared_ptr<Context>> contexts_;
   const Driver& d_;
+  const std::shared_ptr<Bootstrap> bootstrap_;
+  const int self_;  // this process's rank in a joined group, else -1
   int64_t granularity_ = 0;
   int64_t reserved_ = 0;
   std::vector<uintptr_t> bases_;
@@ -182,7 +208,20 @@ absl::Status CudaGroupBackend::init() {
     absl::MutexLock lock(&mu_);
     free_events_.resize(n);
   }
+  absl::Status checked = check_devices();
+  if (bootstrap_ == nullptr) return checked;
+  // Chunks are a multiple of every rank's granularity.
+  TESSEL_RETURN_IF_ERROR(agree_ok(*bootstrap_, checked, "cuda group"));
+  std::vector<int64_t> all(n);
+  TESSEL_RETURN_IF_ERROR(prefixed("cuda group", bootstrap_->all_gather(&granularity_, all.data(), sizeof(int64_t))));
+  for (int64_t g : all) granularity_ = std::max(granularity_, g);
+  return absl::OkStatus();
+}
+
+absl::Status CudaGroupBackend::check_devices() {
+  int n = static_cast<int>(contexts_.size());
   for (int r = 0; r < n; ++r) {
+    if (!local(r)) continue;
     const Context& c = *contexts_[r];
     TESSEL_ASSIGN_OR_RETURN(int memops, c.attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS));
     if (memops == 0) {
@@ -195,17 +234,18 @@ absl::Status CudaGroupBackend::init() {
       return absl::FailedPreconditionError(
           absl::StrCat(c.name(), " has no virtual memory management, which symmetric allocations need"));
     }
-    for (int p = 0; p < n; ++p) {
+    // Across processes, mapping a peer's chunk is the test of peer access.
+    for (int p = 0; p < n && bootstrap_ == nullptr; ++p) {
       if (p == r) continue;
       int can = 0;
       TESSEL_RETURN_IF_ERROR(prefix(r, "cuDeviceCanAccessPeer",
                                     d_.device_can_access_peer(&can, c.device(), contexts_[p]->device())));
       if (can == 0) {
         return absl::FailedPreconditionError(
-            absl::StrCat(c.name(), " cannot access the memory of ", contexts_[p]->name(), " (no peer access)"));
+            absl::StrCat(c.name(), " cannot access the memory of ", name(p), " (no peer access)"));
       }
     }
-    CUmemAllocationProp prop = allocation_prop(c);
+    CUmemAllocationProp prop = allocation_prop(c, bootstrap_ != nullptr);
     size_t g = 0;
     TESSEL_RETURN_IF_ERROR(prefix(
         r, "granularity", d_.mem_get_allocation_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)));
@@ -280,6 +320,7 @@ absl::StatusOr<std::vector<uintptr_t>> CudaGroupBackend::reserve(int64_t bytes) 
 }
 
 absl::Status CudaGroupBackend::map(int64_t offset, int64_t bytes) {
+  if (bootstrap_ != nullptr) return map_joined(offset, bytes);
   std::vector<CUmemAccessDesc> access(contexts_.size());
   for (size_t p = 0; p < contexts_.size(); ++p) {
     access[p].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -289,7 +330,7 @@ absl::Status CudaGroupBackend::map(int64_t offset, int64_t bytes) {
   for (size_t r = 0; r < contexts_.size(); ++r) {
     ContextScope scope(*contexts_[r]);
     TESSEL_RETURN_IF_ERROR(scope.status());
-    CUmemAllocationProp prop = allocation_prop(*contexts_[r]);
+    CUmemAllocationProp prop = allocation_prop(*contexts_[r], false);
     CUmemGenericAllocationHandle handle = 0;
     std::string what = absl::StrCat("mapping ", bytes, " bytes of symmetric memory");
     TESSEL_RETURN_IF_ERROR(prefix(r, what, d_.mem_create(&handle, bytes, &prop, 0)));
@@ -305,7 +346,62 @@ absl::Status CudaGroupBackend::map(int64_t offset, int64_t bytes) {
   return absl::OkStatus();
 }
 
+absl::Status CudaGroupBackend::map_joined(int64_t offset, int64_t bytes) {
+  const Context& c = *contexts_[self_];
+  ContextScope scope(c);
+  const std::string what = absl::StrCat("mapping ", bytes, " bytes of symmetric memory");
+  CUmemGenericAllocationHandle mine = 0;
+  int fd = -1;
+  absl::Status made = scope.status();
+  if (made.ok()) {
+    CUmemAllocationProp prop = allocation_prop(c, true);
+    made = prefix(self_, what, d_.mem_create(&mine, bytes, &prop, 0));
+    if (!made.ok()) mine = 0;
+  }
+  if (made.ok()) {
+    made = prefix(self_, "cuMemExportToShareableHandle",
+                  d_.mem_export_to_shareable_handle(&fd, mine, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (!made.ok()) fd = -1;
+  }
+  absl::StatusOr<std::vector<int>> fds = exchange_fds(*bootstrap_, made.ok() ? fd : -1, "cuda group: " + what);
+  if (!fds.ok()) {
+    if (fd >= 0) close(fd);
+    if (mine != 0) d_.mem_release.raw(mine);
+    return made.ok() ? fds.status() : made;
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = static_cast<int>(c.device());
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  absl::Status status = absl::OkStatus();
+  for (int r = 0; r < static_cast<int>(fds->size()) && status.ok(); ++r) {
+    CUmemGenericAllocationHandle handle = mine;
+    if (r != self_) {
+      void* os_handle = reinterpret_cast<void*>(static_cast<uintptr_t>((*fds)[r]));
+      status =
+          prefix(self_, absl::StrCat("importing rank ", r, "'s memory"),
+                 d_.mem_import_from_shareable_handle(&handle, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+      if (!status.ok()) break;
+    }
+    CUdeviceptr at = bases_[r] + offset;
+    status = d_.mem_map(at, bytes, 0, handle, 0);
+    if (!status.ok()) {
+      if (r != self_) d_.mem_release.raw(handle);
+      status = prefix(self_, absl::StrCat(what, " of rank ", r), status);
+      break;
+    }
+    chunks_.push_back({r, at, static_cast<size_t>(bytes), handle});
+    if (r == self_) mine = 0;  // the chunk list owns it now
+    status = prefix(self_, absl::StrCat(what, " of rank ", r), d_.mem_set_access(at, bytes, &access, 1));
+  }
+  // The imported handles and the mappings hold the memory; the descriptors are spent.
+  for (int f : *fds) close(f);
+  if (mine != 0) d_.mem_release.raw(mine);
+  return status;
+}
+
 absl::Status CudaGroupBackend::zero(int rank, void* p, size_t bytes) {
+  if (!local(rank)) return absl::OkStatus();  // its own process zeroes it
   ContextScope scope(*contexts_[rank]);
   TESSEL_RETURN_IF_ERROR(scope.status());
   absl::Status s = d_.memset_d8(dptr(p), 0, bytes);
@@ -405,7 +501,7 @@ std::string CudaGroupBackend::lane_name(Lane lane) const {
   const std::string& owner = contexts_[lane.owner]->name();
   if (lane.key == Lane::kGate) return absl::StrCat(owner, "'s gate stream");
   if (lane.key == Lane::kArrival) return absl::StrCat(owner, "'s arrival stream");
-  return absl::StrCat(owner, "'s copy stream to ", contexts_[lane.key]->name());
+  return absl::StrCat(owner, "'s copy stream to ", name(lane.key));
 }
 
 absl::Status CudaGroupBackend::write_words(CUstream s, absl::Span<const WordWrite> writes) const {
@@ -543,7 +639,7 @@ absl::Status CudaGroupBackend::copy(int rank, int peer, void* dst, const void* s
   TESSEL_ASSIGN_OR_RETURN(CUstream s, stream(rank, peer));
   absl::Status status = d_.memcpy_async(dptr(dst), dptr(src), bytes, s);
   if (status.ok()) status = d_.stream_synchronize(s);
-  return prefix(rank, absl::StrCat("copy to ", contexts_[peer]->name()), status);
+  return prefix(rank, absl::StrCat("copy to ", name(peer)), status);
 }
 
 CudaArmedEpoch::~CudaArmedEpoch() {
@@ -578,6 +674,14 @@ absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std:
   std::vector<std::shared_ptr<Context>> contexts;
   for (const Device& d : devices) contexts.push_back(cuda::context_of(d.impl()));
   auto backend = std::make_unique<CudaGroupBackend>(std::move(contexts));
+  TESSEL_RETURN_IF_ERROR(backend->init());
+  return std::unique_ptr<GroupBackend>(std::move(backend));
+}
+
+absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_joined_group_backend(const Device& device,
+                                                                             std::shared_ptr<Bootstrap> bootstrap) {
+  std::vector<std::shared_ptr<Context>> contexts(bootstrap->size(), cuda::context_of(device.impl()));
+  auto backend = std::make_unique<CudaGroupBackend>(std::move(contexts), std::move(bootstrap));
   TESSEL_RETURN_IF_ERROR(backend->init());
   return std::unique_ptr<GroupBackend>(std::move(backend));
 }

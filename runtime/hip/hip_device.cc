@@ -303,8 +303,11 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_hip(absl::string_view name, abs
   return device;
 }
 
-[[maybe_unused]] const bool registered =
-    register_backend({.prefix = "hip", .usage = "hip:N", .open = &open_hip, .make_group = &hip::make_group_backend});
+[[maybe_unused]] const bool registered = register_backend({.prefix = "hip",
+                                                           .usage = "hip:N",
+                                                           .open = &open_hip,
+                                                           .make_group = &hip::make_group_backend,
+                                                           .make_joined_group = nullptr});
 
 }  // namespace
 

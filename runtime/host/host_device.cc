@@ -164,9 +164,10 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_host(absl::string_view name, ab
 }
 
 [[maybe_unused]] const bool registered = register_backend({.prefix = "host",
-                                          .usage = "host, host:N, host:checked, host:N:checked",
-                                          .open = &open_host,
-                                          .make_group = &make_host_group_backend});
+                                                           .usage = "host, host:N, host:checked, host:N:checked",
+                                                           .open = &open_host,
+                                                           .make_group = &make_host_group_backend,
+                                                           .make_joined_group = &make_host_joined_group_backend});
 
 }  // namespace
 

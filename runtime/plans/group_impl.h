@@ -6,6 +6,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,18 @@ class GroupImpl : public std::enable_shared_from_this<GroupImpl> {
   static constexpr int64_t kAlignment = 256;
 
   static absl::StatusOr<std::shared_ptr<GroupImpl>> create(std::vector<Device> devices, const GroupOptions& options);
+  static absl::StatusOr<std::shared_ptr<GroupImpl>> join(Device device, std::shared_ptr<Bootstrap> bootstrap,
+                                                         const GroupOptions& options);
   ~GroupImpl();
 
   int size() const { return static_cast<int>(devices_.size()); }
-  const Device& device(int rank) const { return devices_[rank]; }
-  DeviceKind kind() const { return devices_[0].kind(); }
+  bool is_local(int rank) const { return devices_[rank].has_value(); }
+  // This process's rank in a joined group, else -1.
+  int rank() const { return bootstrap_ != nullptr ? bootstrap_->rank() : -1; }
+  // The processes of a joined group; null where every rank is here.
+  Bootstrap* bootstrap() const { return bootstrap_.get(); }
+  const Device& device(int rank) const;
+  DeviceKind kind() const { return kind_; }
   GroupBackend& backend() const { return *backend_; }
 
   absl::StatusOr<SymmetricBuffer> allocate(int64_t bytes);
@@ -54,13 +62,33 @@ class GroupImpl : public std::enable_shared_from_this<GroupImpl> {
   std::list<PlanImpl*>& queued_plans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(plans_mu_) { return queued_plans_; }
 
  private:
-  GroupImpl(std::vector<Device> devices, GroupOptions options, std::unique_ptr<GroupBackend> backend)
-      : devices_(std::move(devices)), options_(options), backend_(std::move(backend)) {}
-  absl::Status grow(int64_t at_least) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where an allocation goes: `offset`, once the mapped space is `mapped` bytes.
+  struct Placement {
+    int64_t offset = 0;
+    int64_t mapped = 0;
+  };
 
-  const std::vector<Device> devices_;
+  GroupImpl(std::vector<std::optional<Device>> devices, DeviceKind kind, GroupOptions options,
+            std::unique_ptr<GroupBackend> backend, std::shared_ptr<Bootstrap> bootstrap)
+      : devices_(std::move(devices)),
+        kind_(kind),
+        options_(options),
+        backend_(std::move(backend)),
+        bootstrap_(std::move(bootstrap)) {}
+  // Reserves the address space, once the backend is made.
+  absl::Status reserve();
+  Placement place(int64_t rounded) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // In a joined group, fails on every process unless all ask for the same.
+  absl::Status agree(int64_t bytes, const Placement& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps up to p.mapped and takes `rounded` bytes at p.offset from the free list.
+  absl::Status take(int64_t rounded, const Placement& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // One per rank: the device where it is in this process.
+  const std::vector<std::optional<Device>> devices_;
+  const DeviceKind kind_;
   const GroupOptions options_;
   const std::unique_ptr<GroupBackend> backend_;
+  const std::shared_ptr<Bootstrap> bootstrap_;
   std::vector<uintptr_t> bases_;
   int64_t chunk_ = 0;
 

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/status.h"
 #include "runtime/device_impl.h"
+#include "runtime/plans/exchange.h"
 #include "runtime/plans/group_impl.h"
 
 namespace tessel {
@@ -149,9 +150,12 @@ class PlanImpl {
   // chains are still queued.
   absl::Status check_order(absl::string_view call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(group_->plans_mu());
 
-  // Every rank's batches as chains deliver them, in arming order, with
-  // epoch 0: the same every epoch, since peer addresses never move.
+  // The batches of this process's ranks as chains deliver them, in arming
+  // order, with epoch 0: the same every epoch, since peer addresses never move.
   std::vector<ArmedBatch> deliveries() const;
+  // In a joined group, whether every batch of a rank in another process has
+  // reached this process's rank this epoch.
+  absl::StatusOr<bool> arrived() const;
   // Arms `epoch`'s chains.
   absl::StatusOr<std::unique_ptr<ArmedChains>> arm_chains(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status arm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
@@ -164,9 +168,10 @@ class PlanImpl {
   absl::Status begin_locked(bool for_kernels) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status end_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   absl::Status open_locked(int rank, int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
-  // Waits until `chains` finish; false once `timeout` has passed since the
-  // first poll.
-  absl::StatusOr<bool> drain(ArmedChains& chains, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // Waits until `chains` finish, and with `incoming` until arrived(); false
+  // once `timeout` has passed since the first poll.
+  absl::StatusOr<bool> drain(ArmedChains& chains, absl::Duration timeout, bool incoming)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
   // Whether a kernel on any rank raised its view's alarm (recorded an error).
   bool alarmed() const {
     for (int r = 0; r < group_->size(); ++r) {
@@ -192,6 +197,8 @@ class PlanImpl {
   // deliveries(), made once: a wave's tiles cost a pass over thousands of
   // segments, which arming each epoch would repeat.
   std::vector<ArmedBatch> armed_batches_;
+  // Gate numbers of the batches owned by ranks in other processes (joined groups).
+  std::vector<int64_t> incoming_;
   mutable absl::Mutex op_mu_;  // one call at a time
   std::atomic<uint64_t> epoch_;  // changed under op_mu_, read by epoch() at any time
   SymmetricBuffer control_;
@@ -215,6 +222,7 @@ absl::Status PlanImpl::init() {
     for (const Batch& b : schedule_.batches(r)) table.push_back({static_cast<uint32_t>(r), static_cast<uint32_t>(b.contributors)});
   }
   for (int r = 0; r < world; ++r) {
+    if (!group_->is_local(r)) continue;
     ViewHeader h{kViewVersion,
                  static_cast<uint32_t>(table.size()),
                  static_cast<uint32_t>(r),
@@ -232,6 +240,11 @@ absl::Status PlanImpl::init() {
     }
   }
   armed_batches_ = deliveries();
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < schedule_.batches(r).size() && !group_->is_local(r); ++i) {
+      incoming_.push_back(*batch_id(schedule_, r, static_cast<int>(i)));
+    }
+  }
   absl::MutexLock op(&op_mu_);
   return arm();
 }
@@ -240,7 +253,7 @@ std::vector<ArmedBatch> PlanImpl::deliveries() const {
   int world = group_->size();
   std::vector<ArmedBatch> batches;
   for (int r = 0; r < world; ++r) {
-    for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
+    for (size_t i = 0; i < schedule_.batches(r).size() && group_->is_local(r); ++i) {
       int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
       ArmedBatch a;
       a.owner = r;
@@ -273,7 +286,7 @@ absl::StatusOr<std::unique_ptr<ArmedChains>> PlanImpl::arm_chains(uint64_t epoch
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<ArmedEpoch> chains, group_->backend().arm(std::move(batches)));
   std::vector<DeviceImpl*> owners;
   for (int r = 0; r < world; ++r) {
-    if (!schedule_.batches(r).empty()) owners.push_back(&group_->device(r).impl());
+    if (group_->is_local(r) && !schedule_.batches(r).empty()) owners.push_back(&group_->device(r).impl());
   }
   return std::make_unique<ArmedChains>(std::move(chains), std::move(owners));
 }
@@ -344,6 +357,7 @@ absl::Status PlanImpl::begin_locked(bool for_kernels) {
     TESSEL_RETURN_IF_ERROR(check_order("begin"));
   }
   for (int r = 0; r < group_->size() && for_kernels; ++r) {
+    if (!group_->is_local(r)) continue;
     uint64_t e = epoch_;
     TESSEL_RETURN_IF_ERROR(control_.write(r, &e, sizeof(e), layout_.header + offsetof(ViewHeader, epoch)));
   }
@@ -355,11 +369,21 @@ absl::StatusOr<std::vector<ViewHeader*>> PlanImpl::begin() {
   absl::MutexLock op(&op_mu_);
   TESSEL_RETURN_IF_ERROR(begin_locked(/*for_kernels=*/true));
   std::vector<ViewHeader*> views;
-  for (int r = 0; r < group_->size(); ++r) views.push_back(header(r));
+  for (int r = 0; r < group_->size(); ++r) views.push_back(group_->is_local(r) ? header(r) : nullptr);
   return views;
 }
 
-absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Duration timeout) {
+absl::StatusOr<bool> PlanImpl::arrived() const {
+  if (incoming_.empty()) return true;
+  std::vector<GateRow> rows(schedule_.num_batches());
+  TESSEL_RETURN_IF_ERROR(control_.read(group_->rank(), rows.data(), rows.size() * sizeof(GateRow), 0));
+  for (int64_t g : incoming_) {
+    if (!gate_open(rows[g].arrival, epoch_)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Duration timeout, bool incoming) {
   // Chains that are done cost one poll and no clock read. Otherwise yield
   // between polls for the first 10 ms, so a transfer is seen within a
   // microsecond or two of its end; then sleep between them.
@@ -368,6 +392,9 @@ absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Duration timeout
   Clock::time_point start;
   for (bool first = true;; first = false) {
     TESSEL_ASSIGN_OR_RETURN(bool done, chains.chains().done());
+    if (done && incoming) {
+      TESSEL_ASSIGN_OR_RETURN(done, arrived());
+    }
     if (done) return true;
     const Clock::time_point now = Clock::now();
     if (first) start = now;
@@ -380,12 +407,15 @@ absl::StatusOr<bool> PlanImpl::drain(ArmedChains& chains, absl::Duration timeout
 absl::Status PlanImpl::check_gates(bool delivered) {
   int world = group_->size();
   int64_t n = schedule_.num_batches();
-  // Gate rows and the view header lie together: one read per rank.
-  std::vector<std::vector<GateRow>> rows(world, std::vector<GateRow>(n));
+  auto local = [&](int r) { return group_->is_local(r); };
+  // Gate rows and the view header lie together: one read per rank here.
+  std::vector<std::vector<GateRow>> rows(world);
   std::vector<ViewHeader> headers(world);
   std::vector<char> block(layout_.header + sizeof(ViewHeader));
   for (int r = 0; r < world; ++r) {
+    if (!local(r)) continue;
     TESSEL_RETURN_IF_ERROR(control_.read(r, block.data(), block.size(), 0));
+    rows[r].resize(n);
     std::memcpy(rows[r].data(), block.data(), n * sizeof(GateRow));
     std::memcpy(&headers[r], block.data() + layout_.header, sizeof(ViewHeader));
   }
@@ -393,7 +423,7 @@ absl::Status PlanImpl::check_gates(bool delivered) {
   auto open = [&](uint64_t word) { return gate_open(word, epoch); };
   std::vector<std::string> problems;
   for (int r = 0; r < world; ++r) {
-    if (headers[r].status == kViewBadBatch) {
+    if (local(r) && headers[r].status == kViewBadBatch) {
       problems.push_back(absl::StrCat("a kernel on rank ", r, " named a batch the plan does not have (it has ", n, ")"));
     }
   }
@@ -401,14 +431,24 @@ absl::Status PlanImpl::check_gates(bool delivered) {
     for (size_t i = 0; i < schedule_.batches(r).size(); ++i) {
       int64_t g = *batch_id(schedule_, r, static_cast<int>(i));
       const Batch& b = schedule_.batches(r)[i];
+      const std::string batch = absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ")");
       for (int p = 0; p < world; ++p) {
-        if (rows[p][g].error == kGateTimeout) {
+        if (local(p) && rows[p][g].error == kGateTimeout) {
           problems.push_back(absl::StrCat("a kernel on rank ", p, " gave up waiting for batch ", g));
         }
       }
       if (delivered) continue;
+      if (!local(r)) {
+        for (int p = 0; p < world; ++p) {
+          if (local(p) && !open(rows[p][g].arrival)) {
+            problems.push_back(absl::StrCat(batch, " did not reach rank ", p, " (rank ", r,
+                                            " is in another process, whose plan says why)"));
+          }
+        }
+        continue;
+      }
       if (!open(rows[r][g].ready)) {
-        const std::string never = absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") was never opened: ");
+        const std::string never = absl::StrCat(batch, " was never opened: ");
         if (headers[r].carry == carry_tag(epoch, g)) {
           problems.push_back(absl::StrCat(never,
                                           "its last contributor deferred the release and no later publish or "
@@ -422,10 +462,17 @@ absl::Status PlanImpl::check_gates(bool delivered) {
         }
         continue;
       }
+      bool remote_peers = false;
       for (int p = 0; p < world; ++p) {
-        if (p != r && !open(rows[p][g].arrival)) {
-          problems.push_back(absl::StrCat("batch ", g, " (rank ", r, "'s #", i, ") did not reach rank ", p));
+        if (p == r) continue;
+        if (!local(p)) {
+          remote_peers = true;
+        } else if (!open(rows[p][g].arrival)) {
+          problems.push_back(absl::StrCat(batch, " did not reach rank ", p));
         }
+      }
+      if (remote_peers && !open(rows[r][g].completion)) {
+        problems.push_back(absl::StrCat(batch, " did not reach every rank in other processes"));
       }
     }
   }
@@ -439,7 +486,7 @@ absl::Status PlanImpl::check_gates(bool delivered) {
 absl::Status PlanImpl::end_locked() {
   TESSEL_RETURN_IF_ERROR(require(PlanState::kActive, "end an epoch"));
   arm_next_ahead();
-  TESSEL_ASSIGN_OR_RETURN(bool done, drain(*armed_, options_.timeout));
+  TESSEL_ASSIGN_OR_RETURN(bool done, drain(*armed_, options_.timeout, /*incoming=*/true));
   // Delivered with no alarm raised: nothing to read back from the devices.
   absl::Status gates = done && !alarmed() ? absl::OkStatus() : check_gates(done);
   if (!done && gates.ok()) {
@@ -460,11 +507,17 @@ absl::Status PlanImpl::end() {
 
 absl::Status PlanImpl::next() {
   absl::MutexLock op(&op_mu_);
-  TESSEL_RETURN_IF_ERROR(require(PlanState::kComplete, "arm the next epoch"));
-  if (epoch_ >= kMaxEpoch) {
-    return absl::OutOfRangeError(absl::StrCat(where(), ": epoch ", kMaxEpoch,
-                                              " is the last a plan may run (gates compare 32 bits); create a new plan"));
+  absl::Status ready = require(PlanState::kComplete, "arm the next epoch");
+  if (ready.ok() && epoch_ >= kMaxEpoch) {
+    ready = absl::OutOfRangeError(absl::StrCat(
+        where(), ": epoch ", kMaxEpoch, " is the last a plan may run (gates compare 32 bits); create a new plan"));
   }
+  // Across processes, no rank may publish the next epoch into a buffer that
+  // a peer still reads: every process arrives here first.
+  if (Bootstrap* boot = group_->bootstrap()) {
+    TESSEL_RETURN_IF_ERROR(agree_ok(*boot, ready, absl::StrCat(where(), ": next_epoch")));
+  }
+  TESSEL_RETURN_IF_ERROR(ready);
   ++epoch_;
   if (ahead_ != nullptr) {
     armed_ = std::move(ahead_);
@@ -487,6 +540,10 @@ absl::Status PlanImpl::publish(int rank, int i) {
 absl::Status PlanImpl::open_locked(int rank, int i) {
   absl::StatusOr<int64_t> g = batch_id(schedule_, rank, i);
   if (!g.ok()) return prefixed(absl::StrCat(where(), ": publish"), g.status());
+  if (!group_->is_local(rank)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), ": publish: rank ", rank, " is in another process; its process publishes its batches"));
+  }
   uint64_t* ready = &gates(rank)[*g].ready;
   return group_->backend().open_gates(rank, absl::MakeConstSpan(&ready, 1), epoch_);
 }
@@ -516,7 +573,7 @@ absl::Status PlanImpl::release(bool in_order, absl::string_view call) {
   }
   for (std::unique_ptr<ArmedChains>* chains : {&armed_, &ahead_}) {
     if (*chains == nullptr) continue;
-    TESSEL_ASSIGN_OR_RETURN(bool done, drain(**chains, options_.timeout));
+    TESSEL_ASSIGN_OR_RETURN(bool done, drain(**chains, options_.timeout, /*incoming=*/false));
     if (!done) {
       return absl::DeadlineExceededError(absl::StrCat(where(), ": released chains did not finish within ",
                                                       absl::FormatDuration(options_.timeout)));
@@ -565,9 +622,10 @@ PlanImpl::~PlanImpl() {
 
 // --- Creation and the handle
 
-absl::StatusOr<TriggeredPlan> TriggeredPlan::create(const Group& group, const SymmetricBuffer& buffer,
-                                                    std::vector<Schedule> schedules, PlanOptions options) {
-  std::string where = absl::StrCat("TriggeredPlan '", options.name, "'");
+namespace {
+
+absl::Status check_plan(const std::string& where, const Group& group, const SymmetricBuffer& buffer,
+                        const std::vector<Schedule>& schedules, const PlanOptions& options) {
   if (buffer.empty() || buffer.group() != &group.impl()) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": the buffer is not in this group's symmetric allocation (allocate it with Group::allocate, whose "
@@ -598,6 +656,44 @@ absl::StatusOr<TriggeredPlan> TriggeredPlan::create(const Group& group, const Sy
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": the timeout must be positive"));
   }
+  return absl::OkStatus();
+}
+
+// Across processes: every process checked its own arguments; all of them
+// must hold the same schedule and start at the same epoch.
+absl::Status agree_plan(Bootstrap& boot, const std::string& where, const absl::Status& valid, const Schedule& s,
+                        const PlanOptions& options) {
+  TESSEL_RETURN_IF_ERROR(agree_ok(boot, valid, where));
+  struct Terms {
+    uint64_t digest, first_epoch;
+  };
+  Terms mine{digest(s), options.first_epoch};
+  std::vector<Terms> all(boot.size());
+  TESSEL_RETURN_IF_ERROR(prefixed(where, boot.all_gather(&mine, all.data(), sizeof(Terms))));
+  for (int r = 1; r < boot.size(); ++r) {
+    if (all[r].digest != all[0].digest) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": rank ", r, "'s process holds another schedule than rank 0's (digest ",
+                       absl::Hex(all[r].digest), " against ", absl::Hex(all[0].digest), ")"));
+    }
+    if (all[r].first_epoch != all[0].first_epoch) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": rank ", r, "'s process starts at epoch ",
+                                                     all[r].first_epoch, " but rank 0's at ", all[0].first_epoch));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TriggeredPlan> TriggeredPlan::create(const Group& group, const SymmetricBuffer& buffer,
+                                                    std::vector<Schedule> schedules, PlanOptions options) {
+  std::string where = absl::StrCat("TriggeredPlan '", options.name, "'");
+  absl::Status valid = check_plan(where, group, buffer, schedules, options);
+  if (Bootstrap* boot = group.impl().bootstrap()) {
+    TESSEL_RETURN_IF_ERROR(agree_plan(*boot, where, valid, valid.ok() ? schedules[0] : Schedule(), options));
+  }
+  TESSEL_RETURN_IF_ERROR(valid);
   auto impl = std::make_shared<PlanImpl>(group.shared_impl(), buffer, std::move(schedules[0]), std::move(options));
   TESSEL_RETURN_IF_ERROR(impl->init());
   return TriggeredPlan(std::move(impl));

@@ -54,7 +54,9 @@ class TriggeredPlan {
   // identical (digest compared). The schedule's shards lie back to back in
   // `buffer` (rank r's at r * shard_bytes), which must come from the
   // group's symmetric allocation. Allocates a gate row per batch on every
-  // rank and arms the first epoch.
+  // rank and arms the first epoch. In a group joined across processes every
+  // process creates the plan, with the same schedules and first epoch
+  // (compared), and arms the chains of its own rank's batches.
   static absl::StatusOr<TriggeredPlan> create(const Group& group, const SymmetricBuffer& buffer,
                                               std::vector<Schedule> schedules, PlanOptions options = {});
 
@@ -63,17 +65,24 @@ class TriggeredPlan {
   const Schedule& schedule() const;
   const std::string& name() const;
 
-  // armed -> active. Returns one view per rank, for that rank's kernels.
-  // Plans of a group share copy queues, so plans begin in the order they
-  // were armed.
+  // armed -> active. Returns one view per rank, for that rank's kernels
+  // (null for a rank in another process). Plans of a group share copy
+  // queues, so plans begin in the order they were armed.
   absl::StatusOr<std::vector<ViewHeader*>> begin_device_epoch();
   // active -> complete once every batch has reached every peer, or -> failed
   // after the timeout or when a kernel recorded an error in a gate or view.
+  // Across processes each process waits for what it can see: its ranks'
+  // batches delivered to every peer, and every peer's batches delivered to
+  // its ranks.
   absl::Status end_device_epoch();
-  // complete -> armed for the next epoch.
+  // complete -> armed for the next epoch. Collective in a joined group: it
+  // returns once every process has called it (and fails on all where one's
+  // plan is not complete), so that no rank publishes into a buffer a peer
+  // still reads.
   absl::Status next_epoch();
   // Opens rank's i-th batch from the host, as its last contributor would: for
-  // data the host wrote or waited for. The epoch must be active.
+  // data the host wrote or waited for. The epoch must be active, and rank's
+  // device in this process.
   absl::Status publish(int rank, int i);
   // One epoch driven by the host: begin, open every gate, end. For data
   // already in the buffer (written by earlier kernels or copies). No kernel

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/device.h"
+#include "runtime/plans/bootstrap.h"
 
 namespace tessel {
 
@@ -60,15 +61,19 @@ class GroupBackend {
   virtual ~GroupBackend() = default;
   // Mapping granularity: chunks are multiples of it.
   virtual int64_t granularity() const = 0;
-  // Reserves `bytes` of address space on every rank; returns each rank's base.
+  // Reserves `bytes` of address space on every rank; returns each rank's
+  // base (in a joined group, where this process sees it; collective).
   virtual absl::StatusOr<std::vector<uintptr_t>> reserve(int64_t bytes) = 0;
   // Backs [offset, offset + bytes) of every rank's reservation with memory
-  // that every rank can read and write. Never moves what is mapped.
+  // that every rank can read and write. Never moves what is mapped. In a
+  // joined group, collective (every process grows its space alike).
   virtual absl::Status map(int64_t offset, int64_t bytes) = 0;
   // The longest linear copy one chain step may make (schedules split longer
   // segments with split_linear); abutting segments are joined up to it.
   virtual int64_t max_linear_copy() const { return std::numeric_limits<int64_t>::max(); }
-  // Zero-fills `bytes` at `p` in rank's memory.
+  // Zero-fills `bytes` at `p` in rank's memory. Called for every rank of an
+  // allocation: in a joined group a rank in another process zeroes its own
+  // copy, and this process only forgets what its chains left in the words there.
   virtual absl::Status zero(int rank, void* p, size_t bytes) = 0;
   // `count` zeroed 64-bit words in host memory that kernels on every rank
   // can store to at the same address (pinned and mapped on CUDA), for views'
@@ -91,5 +96,12 @@ absl::Status open_gates_by_owner(GroupBackend& backend, absl::Span<const ArmedBa
 
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_host_group_backend(const std::vector<Device>& devices);
 absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_group_backend(const std::vector<Device>& devices);
+// This process's rank of a group joined across processes. Host: every
+// rank's symmetric memory is a memfd that each process maps. CUDA: chunks
+// exported as file descriptors, which each process imports and maps.
+absl::StatusOr<std::unique_ptr<GroupBackend>> make_host_joined_group_backend(const Device& device,
+                                                                             std::shared_ptr<Bootstrap> bootstrap);
+absl::StatusOr<std::unique_ptr<GroupBackend>> make_cuda_joined_group_backend(const Device& device,
+                                                                             std::shared_ptr<Bootstrap> bootstrap);
 
 }  // namespace tessel

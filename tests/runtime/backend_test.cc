@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "runtime/device_impl.h"
 #include "runtime/plans/group.h"
+#include "runtime/plans/plan.h"
 
 namespace tessel {
 namespace {
@@ -56,7 +57,24 @@ absl::StatusOr<std::shared_ptr<DeviceImpl>> open_fake(absl::string_view name, ab
 }
 
 [[maybe_unused]] const bool registered =
-    register_backend({.prefix = "fake", .usage = "fake:N", .open = &open_fake, .make_group = nullptr});
+    register_backend({.prefix = "fake", .usage = "fake:N", .open = &open_fake, .make_group = nullptr,
+                      .make_joined_group = nullptr});
+
+// A job of one process: the gathers copy, the barrier returns.
+class SoloBootstrap final : public Bootstrap {
+ public:
+  explicit SoloBootstrap(int rank = 0, int size = 1) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status all_gather(const void* in, void* out, size_t bytes) override {
+    std::memcpy(out, in, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status barrier() override { return absl::OkStatus(); }
+
+ private:
+  int rank_, size_;
+};
 
 TEST(Backend, ARegisteredBackendOpensByItsPrefix) {
   absl::StatusOr<Device> d = Device::open("fake:3");
@@ -91,6 +109,33 @@ TEST(Backend, GroupsNeedABackendThatOffersThem) {
   // Ranks of two backends are refused, naming both.
   s = Group::create({*Device::open("host:1"), *Device::open("fake:0")}).status();
   EXPECT_THAT(s.message(), HasSubstr("rank 1 is fake:0 but rank 0 is host:1"));
+  // Groups across processes, too.
+  s = Group::join(*Device::open("fake:0"), std::make_shared<SoloBootstrap>()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("fake:0 cannot join a group across processes"));
+}
+
+TEST(Backend, JoinRefusesABootstrapWithoutThisRank) {
+  for (auto [rank, size] : {std::pair{1, 1}, {-1, 2}, {0, 0}, {0, 65}}) {
+    absl::Status s = Group::join(*Device::open("host:1"), std::make_shared<SoloBootstrap>(rank, size)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("the bootstrap says rank ", rank, " of ", size)));
+  }
+  EXPECT_THAT(Group::join(*Device::open("host:1"), nullptr).status().message(), HasSubstr("no bootstrap"));
+}
+
+// One process is a joined group of one rank: it allocates and runs plans.
+TEST(Backend, AJoinedGroupOfOneRankRunsAPlan) {
+  absl::StatusOr<Group> g = Group::join(*Device::open("host:1"), std::make_shared<SoloBootstrap>());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->rank(), 0);
+  EXPECT_TRUE(g->is_local(0));
+  EXPECT_FALSE(g->is_local(1));
+  SymmetricBuffer buf = *g->allocate(4096);
+  TriggeredPlan plan = *TriggeredPlan::create(*g, buf, {*chunks({8, 32, 4, 0}, 1, 2)});
+  EXPECT_TRUE(plan.run().ok());
+  EXPECT_TRUE(plan.next_epoch().ok());
+  EXPECT_TRUE(plan.destroy().ok());
 }
 
 TEST(Backend, TheHostIsRegistered) {
