@@ -44,6 +44,10 @@ foreach(_header IN LISTS TESSEL_PUBLIC_HEADERS)
   get_filename_component(_dir ${_header} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${_header} DESTINATION ${TESSEL_INSTALL_INCLUDEDIR}/${_dir} COMPONENT devel)
 endforeach()
+# The MPI bootstrap is header-only and needs <mpi.h>: installed for programs
+# built with MPI, outside the closure whose headers compile on their own.
+install(FILES ${PROJECT_SOURCE_DIR}/runtime/plans/mpi_bootstrap.h
+  DESTINATION ${TESSEL_INSTALL_INCLUDEDIR}/runtime/plans COMPONENT devel)
 
 # Abseil for code built against the installed tree: the headers tessel's
 # headers include, under include/tessel/third_party/ rather than include/, so

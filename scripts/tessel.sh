@@ -28,9 +28,10 @@ case $command in
   *) usage ;;
 esac
 
-# Everything the build needs, from Debian 12 (bookworm) main.
+# Everything the build and its tests need (libopenmpi-dev: the MPI test), from
+# Debian 12 (bookworm) main.
 packages=(cmake g++ ninja-build llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libhsakmt-dev
+          libhsakmt-dev libopenmpi-dev
           ccache xz-utils binutils patchelf)
 
 missing_packages() {
