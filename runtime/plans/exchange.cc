@@ -46,6 +46,22 @@ absl::Status errno_error(absl::string_view what, absl::string_view call) {
   return absl::UnavailableError(absl::StrCat(what, ": ", call, " failed: ", std::strerror(errno)));
 }
 
+// One descriptor and the sender's rank: what each connection carries.
+struct FdMessage {
+  FdMessage() {
+    header.msg_iov = &data;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+  int32_t rank = -1;
+  iovec data{&rank, sizeof(rank)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+};
+
 // Sends `fd` with the sender's rank over a new connection to `peer`.
 absl::Status send_fd(uint64_t token, int rank, int peer, int fd, absl::string_view what) {
   Fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -55,20 +71,14 @@ absl::Status send_fd(uint64_t token, int rank, int peer, int fd, absl::string_vi
   if (connect(s.fd, reinterpret_cast<sockaddr*>(&to), length) != 0) {
     return errno_error(what, absl::StrCat("connecting to rank ", peer));
   }
-  int32_t from = rank;
-  iovec data{&from, sizeof(from)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &data;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  FdMessage message;
+  message.rank = rank;
+  cmsghdr* c = CMSG_FIRSTHDR(&message.header);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  if (sendmsg(s.fd, &m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(from))) {
+  if (sendmsg(s.fd, &message.header, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(message.rank))) {
     return errno_error(what, absl::StrCat("sending to rank ", peer));
   }
   return absl::OkStatus();
@@ -84,16 +94,12 @@ absl::Status receive_fd(int listener, int size, std::vector<int>& fds, absl::str
     }
     return errno_error(what, "accept");
   }
-  int32_t from = -1;
-  iovec data{&from, sizeof(from)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &data;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof(control);
-  if (recvmsg(s.fd, &m, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof(from))) return errno_error(what, "recvmsg");
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  FdMessage message;
+  if (recvmsg(s.fd, &message.header, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof(message.rank))) {
+    return errno_error(what, "recvmsg");
+  }
+  const int32_t from = message.rank;
+  cmsghdr* c = CMSG_FIRSTHDR(&message.header);
   if (c == nullptr || c->cmsg_type != SCM_RIGHTS || from < 0 || from >= size || fds[from] >= 0) {
     return absl::DataLossError(
         absl::StrCat(what, ": a peer's message carried no descriptor or a wrong rank (", from, ")"));
