@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/faults.h"
 #include "runtime/plans/group.h"
 #include "runtime/plans/plan.h"
 #include "samples/allgather.h"
@@ -208,6 +209,36 @@ TEST(Join, OptionsAndPlansThatDifferFailOnEveryProcess) {
     // next_epoch is collective and fails everywhere while a plan has failed.
     TESSEL_RETURN_IF_ERROR(expect_error(plan->next_epoch(), absl::StatusCode::kFailedPrecondition, "failed"));
     return plan->destroy();
+  });
+  EXPECT_EQ(failures, "");
+}
+
+// Each of rank 1's allocation sites in joining and growing fails in turn:
+// rank 1 returns that failure, and rank 0 an error naming rank 1, both
+// without waiting out a timeout.
+TEST(Join, AFailureInOneProcessFailsTheCollectiveEverywhere) {
+  std::string failures = run_ranks(2, [](std::shared_ptr<Bootstrap> boot) -> absl::Status {
+    const int self = boot->rank();
+    absl::StatusOr<Device> d = Device::open("host:1");
+    if (!d.ok()) return d.status();
+    for (int n = 1;; ++n) {
+      if (self == 1) faults::arm(n);
+      absl::StatusOr<Group> g = Group::join(*d, boot, kOptions);
+      absl::Status s = g.ok() ? g->allocate(int64_t{3} << 20).status() : g.status();
+      const std::string site = self == 1 ? faults::failed_site() : "";
+      faults::arm(0);
+      // Rank 1 tells whether its n-th site came before the end.
+      char fired = !site.empty();
+      char both[2];
+      TESSEL_RETURN_IF_ERROR(boot->all_gather(&fired, both, 1));
+      // Two reservations, the memfd and a growth at least.
+      if (!both[1]) return expect(s.ok() && n > 4, absl::StrCat("no fault at site ", n, ", yet ", s.ToString()));
+      if (self == 1) {
+        TESSEL_RETURN_IF_ERROR(expect_error(s, absl::StatusCode::kResourceExhausted, ""));
+      } else {
+        TESSEL_RETURN_IF_ERROR(expect_error(s, absl::StatusCode::kFailedPrecondition, "rank 1 failed"));
+      }
+    }
   });
   EXPECT_EQ(failures, "");
 }
