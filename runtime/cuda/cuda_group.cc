@@ -212,8 +212,7 @@ absl::Status CudaGroupBackend::init() {
   if (bootstrap_ == nullptr) return checked;
   // Chunks are a multiple of every rank's granularity.
   TESSEL_RETURN_IF_ERROR(agree_ok(*bootstrap_, checked, "cuda group"));
-  std::vector<int64_t> all(n);
-  TESSEL_RETURN_IF_ERROR(prefixed("cuda group", bootstrap_->all_gather(&granularity_, all.data(), sizeof(int64_t))));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> all, gather(*bootstrap_, granularity_, "cuda group"));
   for (int64_t g : all) granularity_ = std::max(granularity_, g);
   return absl::OkStatus();
 }

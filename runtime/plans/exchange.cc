@@ -111,9 +111,7 @@ absl::Status receive_fd(int listener, int size, std::vector<int>& fds, absl::str
 }  // namespace
 
 absl::Status agree_ok(Bootstrap& boot, const absl::Status& local, absl::string_view what) {
-  const char mine = local.ok() ? 1 : 0;
-  std::vector<char> all(boot.size());
-  TESSEL_RETURN_IF_ERROR(prefixed(what, boot.all_gather(&mine, all.data(), 1)));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<char> all, gather(boot, static_cast<char>(local.ok()), what));
   if (!local.ok()) return local;
   for (int r = 0; r < boot.size(); ++r) {
     if (all[r] == 0) {
@@ -129,8 +127,7 @@ absl::StatusOr<std::vector<int>> exchange_fds(Bootstrap& boot, int fd, absl::str
   // Rank 0's token names this exchange's sockets, apart from any other job's.
   uint64_t token = std::random_device{}() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32) ^
                    static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  std::vector<uint64_t> tokens(size);
-  TESSEL_RETURN_IF_ERROR(prefixed(what, boot.all_gather(&token, tokens.data(), sizeof(token))));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<uint64_t> tokens, gather(boot, token, what));
   token = tokens[0];
 
   Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

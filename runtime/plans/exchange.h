@@ -4,14 +4,25 @@
 // error instead of leaving the others waiting.
 #pragma once
 
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/status.h"
 #include "runtime/plans/bootstrap.h"
 
 namespace tessel {
+
+// Every process's `mine`, in rank order; errors are prefixed with `what`.
+template <class T>
+absl::StatusOr<std::vector<T>> gather(Bootstrap& boot, const T& mine, absl::string_view what) {
+  static_assert(std::is_trivially_copyable_v<T>, "gathered as bytes");
+  std::vector<T> all(boot.size());
+  TESSEL_RETURN_IF_ERROR(prefixed(what, boot.all_gather(&mine, all.data(), sizeof(T))));
+  return all;
+}
 
 // `local` where it is an error; otherwise OK unless another process's step
 // failed, then FailedPrecondition naming the first such rank (whose own

@@ -108,8 +108,7 @@ absl::StatusOr<std::shared_ptr<GroupImpl>> GroupImpl::join(Device device, std::s
   std::strncpy(hello.backend, kind->prefix.c_str(), sizeof(hello.backend) - 1);
   hello.reserve_bytes = options.reserve_bytes;
   hello.chunk_bytes = options.chunk_bytes;
-  std::vector<JoinHello> all(size);
-  TESSEL_RETURN_IF_ERROR(prefixed("Group::join", bootstrap->all_gather(&hello, all.data(), sizeof(hello))));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<JoinHello> all, gather(*bootstrap, hello, "Group::join"));
   TESSEL_RETURN_IF_ERROR(check_hellos(all));
   absl::StatusOr<std::unique_ptr<GroupBackend>> backend = kind->make_joined_group(device, bootstrap);
   TESSEL_RETURN_IF_ERROR(agree_ok(*bootstrap, backend.status(), "Group::join"));
@@ -158,9 +157,7 @@ absl::Status GroupImpl::agree(int64_t bytes, const Placement& p) {
   struct Ask {
     int64_t bytes, offset, mapped;
   };
-  Ask mine{bytes, p.offset, p.mapped};
-  std::vector<Ask> all(size());
-  TESSEL_RETURN_IF_ERROR(prefixed("Group::allocate", bootstrap_->all_gather(&mine, all.data(), sizeof(Ask))));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Ask> all, gather(*bootstrap_, Ask{bytes, p.offset, p.mapped}, "Group::allocate"));
   for (int r = 1; r < size(); ++r) {
     if (all[r].bytes != all[0].bytes || all[r].offset != all[0].offset || all[r].mapped != all[0].mapped) {
       return absl::FailedPreconditionError(absl::StrCat(

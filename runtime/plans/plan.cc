@@ -667,9 +667,7 @@ absl::Status agree_plan(Bootstrap& boot, const std::string& where, const absl::S
   struct Terms {
     uint64_t digest, first_epoch;
   };
-  Terms mine{digest(s), options.first_epoch};
-  std::vector<Terms> all(boot.size());
-  TESSEL_RETURN_IF_ERROR(prefixed(where, boot.all_gather(&mine, all.data(), sizeof(Terms))));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Terms> all, gather(boot, Terms{digest(s), options.first_epoch}, where));
   for (int r = 1; r < boot.size(); ++r) {
     if (all[r].digest != all[0].digest) {
       return absl::InvalidArgumentError(
