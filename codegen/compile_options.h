@@ -44,11 +44,14 @@ struct CompileOptions {
   // amdgpu-waves-per-eu for AMDGPU) so that registers fit that many too. A
   // kernel that does not fit is an error naming what it needs.
   int min_programs = 1;
+  // Compiles device_asserts in (TESSEL_DEBUG=1); without it they are dropped.
+  bool debug = false;
 
   // Whether the options change generated code (they key the JIT cache).
   std::string cache_key() const {
     return absl::StrCat("O", opt_level, ";w", num_warps, ";", arch, ";s", absl::Hex(specialization.multiple_of_16),
-                        checked ? ";checked" : "", min_programs != 1 ? absl::StrCat(";p", min_programs) : "");
+                        checked ? ";checked" : "", debug ? ";debug" : "",
+                        min_programs != 1 ? absl::StrCat(";p", min_programs) : "");
   }
 };
 

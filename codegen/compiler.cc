@@ -1,5 +1,7 @@
 #include "codegen/compiler.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -46,8 +48,18 @@ absl::StatusOr<DeviceCode> compile(const Kernel& kernel, const CompileOptions& o
         "min_programs (programs to run at once on one compute unit) must be 1 to 32, got ", options.min_programs));
   }
   if (arch == "host") return codegen::compile_host(kernel, options, artifacts);
+  if (absl::StartsWith(arch, "gfx") && writes_debug_buffer(kernel, options.debug)) {
+    return absl::UnimplementedError(
+        absl::StrCat("kernel '", kernel.name(), "': device_print and device_assert do not run on AMD GPUs yet"));
+  }
   if (absl::StartsWith(arch, "gfx")) return codegen::compile_amdgpu(kernel, options, arch, artifacts);
   return codegen::compile_nvptx(kernel, options, arch, artifacts);
+}
+
+bool writes_debug_buffer(const Kernel& kernel, bool debug) {
+  const std::vector<Op>& ops = kernel.ir().ops;
+  return std::any_of(ops.begin(), ops.end(),
+                     [&](const Op& o) { return o.op == OpCode::kPrint || (debug && o.op == OpCode::kAssert); });
 }
 
 Specialization specializable(const Kernel& kernel) { return codegen::specializable(kernel.ir()); }

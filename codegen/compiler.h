@@ -74,6 +74,8 @@ class TESSEL_CODEGEN_API HostCode {
   virtual HostEntry entry() const = 0;
   // Shared memory one program needs.
   virtual int64_t shared_bytes() const = 0;
+  // The address of the code's global `name`, or null where it has none.
+  virtual void* global(const std::string& name) const = 0;
 };
 
 // A function the runtime lends to host kernels (see base/host_abi.h).
@@ -86,6 +88,10 @@ struct HostSymbol {
 // `symbols` and the process's own (libm) resolving what it calls.
 TESSEL_CODEGEN_API absl::StatusOr<std::unique_ptr<HostCode>> load_host_code(const DeviceCode& code,
                                                                            const std::vector<HostSymbol>& symbols);
+
+// Whether code compiled from `kernel` holds a debug buffer
+// (base/debug_abi.h): it prints, or it asserts and `debug` is on.
+TESSEL_CODEGEN_API bool writes_debug_buffer(const Kernel& kernel, bool debug);
 
 // The parameters whose Specialization facts a kernel's code can use (the
 // rest need never key a variant).

@@ -392,6 +392,9 @@ absl::Status Lowering::op(const Op& o) {
       return gather(o, rt);
     case OpCode::kHistogram:
       return histogram(o, rt);
+    case OpCode::kPrint:
+    case OpCode::kAssert:
+      return debug(o);
     case OpCode::kReduceFn:
       return reduce_fn(o);
     case OpCode::kScanFn:
@@ -442,7 +445,15 @@ absl::Status Lowering::op(const Op& o) {
 }
 
 absl::StatusOr<LoweredKernel> lower(const KernelIR& built, TargetInfo& target, llvm::LLVMContext& ctx,
-                                    Specialization facts, int64_t shared_limit) {
+                                    Specialization facts, int64_t shared_limit, bool debug) {
+  // Without debug, asserts are compiled away before anything looks at them.
+  if (!debug && std::any_of(built.ops.begin(), built.ops.end(), [](const Op& o) { return o.op == OpCode::kAssert; })) {
+    KernelIR stripped = built;
+    for (Block& b : stripped.blocks) {
+      std::erase_if(b.ops, [&](int id) { return stripped.ops[id].op == OpCode::kAssert; });
+    }
+    return lower(stripped, target, ctx, facts, shared_limit, true);
+  }
   // Where tiles live in registers, loads in loops are issued an iteration
   // ahead (but those that copy rings bring in, further ahead).
   const int threads = target.register_tile_threads();

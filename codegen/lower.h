@@ -37,8 +37,9 @@ struct LoweredKernel {
 // the same with 2 stages, then 1, in loops that take the default count.
 // Each choice first stages tensor-core products stored through pointers in
 // shared memory (Lowering::stages_store), then, if that does not fit, not.
+// Without `debug`, device_asserts are dropped first.
 absl::StatusOr<LoweredKernel> lower(const KernelIR& ir, TargetInfo& target, llvm::LLVMContext& ctx,
-                                    Specialization facts = {}, int64_t shared_limit = 0);
+                                    Specialization facts = {}, int64_t shared_limit = 0, bool debug = false);
 
 // OK where `lowered` fits in `limit` bytes of `memory` (the target's name
 // for shared memory) per program on `arch`, the limit of `programs` of

@@ -551,6 +551,19 @@ class Lowering {
   // Histogram: counts of the operand's elements per bin, in the result's
   // buffer (shared memory on GPUs).
   absl::Status histogram(const Op& o, const Type& rt);
+
+  // ---- Debugging (lower_debug.cc) ----------------------------------------------------
+  // device_print and device_assert: records in the kernel's debug buffer
+  // (base/debug_abi.h), which the runtime reads once the work is done.
+  absl::Status debug(const Op& o);
+  // Word `word` of the debug buffer's header, as a flat i64 pointer.
+  llvm::Value* debug_word(int64_t word);
+  // One value as a record's word: integers extended, floats as a double's bits.
+  llvm::Value* debug_bits(llvm::Value* v, const Type& t);
+  // Whether a program that fails an assert may stop there: no asynchronous
+  // copy of its can be in flight.
+  bool stops_on_assert() const;
+  llvm::GlobalVariable* debug_buffer_ = nullptr;
   // The position of element k along `axis` of a tile of `shape`, at
   // `others` (the indices along the other axes).
   ElemIndex at_axis(const Shape& shape, int axis, std::vector<llvm::Value*> others, llvm::Value* k);

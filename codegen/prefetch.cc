@@ -57,12 +57,15 @@ class LoopFacts {
   }
 
   // Adds the parameters `block` stores through to `written`; false where it
-  // takes an atomic or a triggered view.
+  // takes an atomic, a triggered view or an assert (which may guard a load).
   bool writes(int block, std::set<int>& written) const {
     for (int id : kernel_.blocks[block].ops) {
       const Op& o = kernel_.ops[id];
       const OpCategory c = op_traits(o.op).category;
-      if (o.op == OpCode::kAtomic || o.op == OpCode::kAtomicCas || c == OpCategory::kTriggeredView) return false;
+      if (o.op == OpCode::kAtomic || o.op == OpCode::kAtomicCas || o.op == OpCode::kAssert ||
+          c == OpCategory::kTriggeredView) {
+        return false;
+      }
       if (o.op == OpCode::kStore) written.insert(param(o.operands[0]));
       for (int b : o.blocks) {
         if (!writes(b, written)) return false;

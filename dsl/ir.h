@@ -63,6 +63,9 @@ enum class OpCode : uint8_t {
   kDot,       // operands: a, b, acc
   // Triggered views.
   kPublish, kArrived, kWait, kReusable,  // operands: view, batch
+  // Debugging (base/debug_abi.h): ints[0] indexes KernelIR::texts.
+  kPrint,   // operands: scalars, or tiles of one shape; each element's values, after the text
+  kAssert,  // operands: an i1 scalar or tile; the text is the message of an element that is false
   // Control flow.
   kFor,    // operands: lo, hi, step, inits...; block 0 args: iv, carried...
   kIf,     // operands: cond; blocks: then, else
@@ -115,6 +118,7 @@ struct KernelIR {
   std::vector<Op> ops;
   std::vector<Block> blocks;  // blocks[0] is the kernel body
   int cluster = 1;            // programs per cluster (KernelBuilder::cluster)
+  std::vector<std::string> texts;  // what kPrint and kAssert say
 
   const Type& type(int value) const { return values[value].type; }
   // Whether `value` is defined inside `block` or a block nested in it.

@@ -119,6 +119,8 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kArrived, "arrived", C::kTriggeredView, R::kOne, kReads),
     row(OpCode::kWait, "wait", C::kTriggeredView, R::kNone, kReads),
     row(OpCode::kReusable, "reusable", C::kTriggeredView, R::kOne, kReads),
+    row(OpCode::kPrint, "print", C::kDebug, R::kNone),
+    row(OpCode::kAssert, "assert", C::kDebug, R::kNone),
     row(OpCode::kFor, "for", C::kControl, R::kPerCarried),
     row(OpCode::kIf, "if", C::kControl, R::kPerCarried),
     row(OpCode::kWhile, "while", C::kControl, R::kPerCarried),

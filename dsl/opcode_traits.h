@@ -23,6 +23,7 @@ enum class OpCategory : uint8_t {
   kTma,               // tma_load, tma_store
   kMatrix,            // dot
   kTriggeredView,     // publish, arrived, wait, reusable
+  kDebug,             // print, assert
   kControl,           // for, if, yield
 };
 

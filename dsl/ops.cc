@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "base/debug_abi.h"
 #include "base/tma_rules.h"
 #include "dsl/opcode_traits.h"
 #include "dsl/state.h"
@@ -595,6 +596,66 @@ std::vector<Value> associative_scan(const std::vector<Value>& xs, int axis, cons
 Value associative_scan(const Value& x, int axis, const std::function<Value(const Value& a, const Value& b)>& combine,
                        bool reverse, Loc loc) {
   return associative_scan(std::vector<Value>{x}, axis, on_tuples(combine), reverse, loc)[0];
+}
+
+namespace {
+
+void debug_op(OpCode op, absl::string_view what, absl::string_view text, std::vector<const Operand*> values, Loc loc) {
+  BuilderState* s = nullptr;
+  for (const Operand* v : values) {
+    if (s == nullptr && v->is_value()) s = v->value().state();
+  }
+  if (s == nullptr) s = detail::state_of({});
+  if (s == nullptr) return;
+  if (values.size() > kMaxPrintValues) {
+    s->fail(loc, absl::StrCat(what, ": takes at most ", kMaxPrintValues, " values, got ", values.size()));
+    return;
+  }
+  std::vector<int> ids;
+  Shape shape;
+  for (const Operand* v : values) {
+    const int id = s->operand(*v, std::nullopt, what, loc);
+    if (id < 0) return;
+    const Type& t = s->type(id);
+    if (!t.is_scalar() && !t.is_pointer() && !t.is_tile()) {
+      s->fail(loc, absl::StrCat(what, ": ", t.str(), " is not a number, pointer or tile"));
+      return;
+    }
+    if (op == OpCode::kAssert && !t.is_bool()) {
+      s->fail(loc, absl::StrCat(what, ": the condition must be i1, got ", t.str()));
+      return;
+    }
+    if (!ids.empty()) {
+      std::optional<Shape> common = common_shape(*s, s->type(ids[0]), t, what, loc);
+      if (!common) return;
+      if (!common->empty()) shape = *common;
+    } else if (t.is_tile()) {
+      shape = t.shape();
+    }
+    ids.push_back(id);
+  }
+  for (int& id : ids) id = to_shape(*s, id, shape, loc);
+  s->ir.texts.emplace_back(text);
+  s->emit(op, std::move(ids), {}, loc, {static_cast<int64_t>(s->ir.texts.size() - 1)});
+}
+
+}  // namespace
+
+void device_print(absl::string_view prefix, std::initializer_list<Operand> values, Loc loc) {
+  std::vector<const Operand*> ptrs;
+  for (const Operand& v : values) ptrs.push_back(&v);
+  debug_op(OpCode::kPrint, "device_print", prefix, std::move(ptrs), loc);
+}
+
+void device_print(absl::string_view prefix, const std::vector<Value>& values, Loc loc) {
+  std::vector<Operand> operands(values.begin(), values.end());
+  std::vector<const Operand*> ptrs;
+  for (const Operand& v : operands) ptrs.push_back(&v);
+  debug_op(OpCode::kPrint, "device_print", prefix, std::move(ptrs), loc);
+}
+
+void device_assert(const Operand& cond, absl::string_view message, Loc loc) {
+  debug_op(OpCode::kAssert, "device_assert", message, {&cond}, loc);
 }
 
 namespace {

@@ -208,6 +208,25 @@ Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& valu
 Value atomic_cas(const Operand& ptr, const Operand& compare, const Operand& value, MemoryOrder order,
                  Loc loc = Loc::current());
 
+// Debugging. device_print writes a line per element (per program for
+// scalars): "pid (x, y, z) idx (i, j) prefix v0, v1", the values
+// broadcast to one shape (at most 16). The lines reach stdout once the
+// launch's work is done: after a host launch, and at the synchronize that
+// waits for a GPU's (Device::synchronize, Stream::synchronize). A launch
+// prints at most about a MiB of records (40 bytes, and 8 a value, a line);
+// a line says how many more were dropped.
+// device_assert checks that every element of an i1 `cond` holds when the
+// kernel is compiled with CompileOptions::debug (TESSEL_DEBUG=1); otherwise
+// it is compiled away. The first failure is reported as an error naming the
+// message, the call's line, the program and the element: by the host
+// launch, or by a GPU's next synchronize. A failing program stops there,
+// except in kernels with asynchronous copies that may be in flight (TMA
+// loads, copy rings, warp specialization, clusters), where it records the
+// failure and runs on.
+void device_print(absl::string_view prefix, std::initializer_list<Operand> values = {}, Loc loc = Loc::current());
+void device_print(absl::string_view prefix, const std::vector<Value>& values, Loc loc = Loc::current());
+void device_assert(const Operand& cond, absl::string_view message, Loc loc = Loc::current());
+
 // TMA: coordinates are outermost first, like the box. Out-of-bounds parts
 // of a box read zeros and are clipped on store.
 Value tma_load(const Value& map, std::initializer_list<Operand> coords, Loc loc = Loc::current());

@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -70,6 +71,8 @@ class Printer {
                       memory_order_name(static_cast<MemoryOrder>(o.ints[1])));
     } else if (o.op == OpCode::kAtomicCas) {
       absl::StrAppend(&out_, " ", memory_order_name(static_cast<MemoryOrder>(o.ints[0])));
+    } else if (o.op == OpCode::kPrint || o.op == OpCode::kAssert) {
+      absl::StrAppend(&out_, " \"", absl::CEscape(ir_.texts[o.ints[0]]), "\"");
     } else if (!o.ints.empty()) {
       absl::StrAppend(&out_, " [", absl::StrJoin(o.ints, ","), "]");
     }

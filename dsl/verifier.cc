@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "base/debug_abi.h"
 #include "dsl/opcode_traits.h"
 #include "dsl/ops.h"
 #include "dsl/printer.h"
@@ -236,6 +237,22 @@ class Verifier {
           return fail(o, "precision is tf32 on f32 operands or absent");
         }
         break;
+      case OpCode::kPrint:
+      case OpCode::kAssert: {
+        if (o.ints.size() != 1 || o.ints[0] < 0 || o.ints[0] >= static_cast<int64_t>(ir_.texts.size()) ||
+            !o.results.empty() || o.operands.size() > kMaxPrintValues ||
+            (o.op == OpCode::kAssert && (o.operands.size() != 1 || !type(0).is_bool()))) {
+          return fail(o, "malformed");
+        }
+        for (size_t i = 0; i < o.operands.size(); ++i) {
+          const Type& t = type(i);
+          if (t.is_tensor_map() || t.is_triggered_view() || t.is_tile() != type(0).is_tile() ||
+              (t.is_tile() && t.shape() != type(0).shape())) {
+            return fail(o, "malformed");
+          }
+        }
+        break;
+      }
       default:
         break;
     }

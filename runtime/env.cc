@@ -33,6 +33,10 @@ CompileOptions options_from_env(CompileOptions options) {
   if (options.dump_stages.empty()) {
     if (const char* stages = std::getenv("TESSEL_DUMP")) options.dump_stages = stages;
   }
+  if (const char* debug = std::getenv("TESSEL_DEBUG");
+      debug != nullptr && debug[0] != '\0' && absl::string_view(debug) != "0") {
+    options.debug = true;
+  }
   if (options.dump_dir.empty() && !options.dump_stages.empty()) {
     const char* dir = std::getenv("TESSEL_DUMP_DIR");
     options.dump_dir = dir != nullptr ? dir : ".";

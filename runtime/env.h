@@ -1,6 +1,7 @@
 // The one place where tessel reads environment variables:
 //   TESSEL_DUMP=ir,llvm,ptx   stages of every compilation to write
 //   TESSEL_DUMP_DIR=DIR       where to write them (default: the working directory)
+//   TESSEL_DEBUG=1            compile device_asserts in (CompileOptions::debug)
 //   TESSEL_CACHE_DIR=DIR      the disk cache of compiled kernels (runtime/disk_cache.h);
 //                             default $XDG_CACHE_HOME/tessel, else ~/.cache/tessel;
 //                             set but empty turns the cache off

@@ -77,7 +77,8 @@ absl::StatusOr<DeviceCode> compile_amdgpu(const Kernel& kernel, const CompileOpt
   // A compute unit's LDS is one program's limit; min_programs share it.
   const int n = options.min_programs;
   const int64_t limit = kGfx942LdsLimit / n;
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, limit));
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered,
+                          lower(kernel.ir(), *target, ctx, options.specialization, limit, options.debug));
   TESSEL_RETURN_IF_ERROR(check_shared_limit(kernel.ir(), lowered, arch, limit, "LDS", n, "a compute unit"));
   optimize(*lowered.module, target->machine(), options.opt_level);
   TESSEL_RETURN_IF_ERROR(record_artifacts(kernel, *lowered.module, target->machine(), "AMDGPU", artifacts));

@@ -23,6 +23,14 @@ class JitHostCode final : public HostCode {
       : jit_(std::move(jit)), entry_(entry), shared_bytes_(shared_bytes) {}
   HostEntry entry() const override { return entry_; }
   int64_t shared_bytes() const override { return shared_bytes_; }
+  void* global(const std::string& name) const override {
+    auto addr = jit_->lookup(name);
+    if (!addr) {
+      llvm::consumeError(addr.takeError());
+      return nullptr;
+    }
+    return addr->toPtr<void*>();
+  }
 
  private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;  // owns the code entry_ points into
@@ -40,7 +48,8 @@ absl::StatusOr<DeviceCode> compile_host(const Kernel& kernel, const CompileOptio
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
                           make_host_target(options.opt_level, tma, options.checked));
   llvm::LLVMContext ctx;
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization));
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered,
+                          lower(kernel.ir(), *target, ctx, options.specialization, 0, options.debug));
   optimize(*lowered.module, target->machine(), options.opt_level);
   TESSEL_RETURN_IF_ERROR(record_artifacts(kernel, *lowered.module, target->machine(), "host", artifacts));
   DeviceCode code;

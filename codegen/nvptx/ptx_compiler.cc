@@ -62,7 +62,8 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
   llvm::LLVMContext ctx;
   const int n = options.min_programs;
   const int64_t limit = std::min(kSm90SharedLimit, kSm90SharedPerSm / n - kSm90ReservedPerBlock);
-  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered, lower(kernel.ir(), *target, ctx, options.specialization, limit));
+  TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered,
+                          lower(kernel.ir(), *target, ctx, options.specialization, limit, options.debug));
   TESSEL_RETURN_IF_ERROR(check_shared_limit(kernel.ir(), lowered, arch, limit, "shared memory", n, "an SM"));
   optimize(*lowered.module, target->machine(), options.opt_level);
 

@@ -5,8 +5,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "codegen/compiler.h"
+#include "base/debug_abi.h"
 #include "base/status.h"
+#include "codegen/compiler.h"
+#include "runtime/debug_output.h"
 
 namespace tessel::cuda {
 
@@ -63,21 +65,47 @@ void Context::add_module(const std::shared_ptr<Module>& module) {
   modules_.push_back(module);
 }
 
+absl::StatusOr<absl::Status> Context::read_debug_buffer(const Module& m) {
+  uint64_t header[kDebugHeaderBytes / 8];
+  TESSEL_RETURN_IF_ERROR(driver_.memcpy_dtoh(header, m.debug_buffer, sizeof(header)));
+  std::vector<uint64_t> records(debug_record_bytes(header) / 8);
+  if (!records.empty()) {
+    TESSEL_RETURN_IF_ERROR(
+        driver_.memcpy_dtoh(records.data(), m.debug_buffer + kDebugHeaderBytes, records.size() * sizeof(uint64_t)));
+  }
+  // Cleared so the next synchronize reports only new lines and failures.
+  TESSEL_RETURN_IF_ERROR(driver_.memset_d8(m.debug_buffer, 0, sizeof(header)));
+  DebugReport report = read_debug(*m.debug_kernel, "", header, records);
+  print_debug_lines(report.lines);
+  return report.assertion;
+}
+
 absl::Status Context::check_device_errors() {
   std::vector<std::shared_ptr<Module>> launched;
   {
     absl::MutexLock lock(&mu_);
     for (const std::weak_ptr<Module>& weak : modules_) {
       std::shared_ptr<Module> m = weak.lock();
-      if (m != nullptr && m->error_word != 0 && m->take_launched()) launched.push_back(std::move(m));
+      if (m != nullptr && (m->error_word != 0 || m->debug_buffer != 0) && m->take_launched()) {
+        launched.push_back(std::move(m));
+      }
     }
   }
   if (launched.empty()) return absl::OkStatus();
   ContextScope scope(*this);
   TESSEL_RETURN_IF_ERROR(scope.status());
   std::vector<std::string> errors;
-  bool all_timeouts = true;
+  bool all_timeouts = true, cleared = false;
   for (const std::shared_ptr<Module>& m : launched) {
+    if (m->debug_buffer != 0) {
+      TESSEL_ASSIGN_OR_RETURN(absl::Status assertion, read_debug_buffer(*m));
+      cleared = true;
+      if (!assertion.ok()) {
+        all_timeouts = false;
+        errors.emplace_back(assertion.message());
+      }
+    }
+    if (m->error_word == 0) continue;
     uint32_t code = 0;
     TESSEL_RETURN_IF_ERROR(driver_.memcpy_dtoh(&code, m->error_word, sizeof(code)));
     if (code == 0) continue;
@@ -90,10 +118,11 @@ absl::Status Context::check_device_errors() {
       errors.push_back(absl::StrCat("kernel '", m->kernel_name(), "' reported device error code ", code));
     }
   }
-  if (errors.empty()) return absl::OkStatus();
+  if (errors.empty() && !cleared) return absl::OkStatus();
   // The memsets above are queued on the default stream: finish them so a
   // launch on another stream cannot have its fresh error cleared.
   TESSEL_RETURN_IF_ERROR(driver_.stream_synchronize(nullptr));
+  if (errors.empty()) return absl::OkStatus();
   std::string message = absl::StrCat(name_, ": ", absl::StrJoin(errors, "; "));
   return all_timeouts ? absl::DeadlineExceededError(message) : absl::InternalError(message);
 }

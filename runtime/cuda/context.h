@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,16 @@ class Context {
   // Error words of the modules below are read by check_device_errors().
   void add_module(const std::shared_ptr<Module>& module);
   // Reads (and clears) the error word of every module launched since the last
-  // check: "kernel 'x' timed out in a bounded wait (code 1)". Call after the
-  // launches have finished.
+  // check: "kernel 'x' timed out in a bounded wait (code 1)"; and its debug
+  // buffer: device_print's lines go to stdout, a failed device_assert is an
+  // error. Call after the launches have finished.
   absl::Status check_device_errors();
 
  private:
+  // Prints the lines of `m`'s debug buffer and clears it; returns its
+  // failed assert (OK for none), or the error of reading it.
+  absl::StatusOr<absl::Status> read_debug_buffer(const Module& m);
+
   Context(const Driver& driver, CUdevice device, CUcontext context, int ordinal)
       : driver_(driver), device_(device), context_(context), name_("cuda:" + std::to_string(ordinal)) {}
 
@@ -104,6 +110,10 @@ class Module {
   // The device u32 in which the kernel's bounded waits record an error
   // (PtxCode::error_symbol); 0 if it has none.
   CUdeviceptr error_word = 0;
+  // Its debug buffer (base/debug_abi.h) and the kernel, whose ops say what
+  // the records hold; 0 and empty where it has none.
+  CUdeviceptr debug_buffer = 0;
+  std::optional<Kernel> debug_kernel;
 
   // Set by every launch, taken by the error check, so a synchronize reads only
   // the words of kernels that ran since the last one.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "base/debug_abi.h"
 #include "base/status.h"
 #include "base/tma_rules.h"
 #include "codegen/compiler.h"
@@ -418,7 +419,7 @@ class CudaDevice final : public DeviceImpl {
   }
 
   // Loads `code` and makes its function ready to launch.
-  absl::StatusOr<std::shared_ptr<FunctionImpl>> load(const Kernel& kernel, const DeviceCode& code);
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> load(const Kernel& kernel, const DeviceCode& code, bool debug);
 
   const std::shared_ptr<Context> context_;
   int sm_count_ = 0;
@@ -470,12 +471,13 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::compile_uncached(const
                                                      " bytes of shared memory per program; ", name(),
                                                      " allows at most ", shared_optin_));
   }
-  absl::StatusOr<std::shared_ptr<FunctionImpl>> fn = load(kernel, *code);
+  absl::StatusOr<std::shared_ptr<FunctionImpl>> fn = load(kernel, *code, resolved.debug);
   if (!fn.ok()) return prefixed(prefix, fn.status());
   return fn;
 }
 
-absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& kernel, const DeviceCode& code) {
+absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& kernel, const DeviceCode& code,
+                                                               bool debug) {
   const Driver& d = context_->driver();
   ContextScope scope(*context_);
   TESSEL_RETURN_IF_ERROR(scope.status());
@@ -517,8 +519,17 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& ker
       return absl::InternalError(
           absl::StrCat("the error word '", code.error_symbol, "' has ", bytes, " bytes; expected 4"));
     }
-    context_->add_module(module);
   }
+  if (writes_debug_buffer(kernel, debug)) {
+    size_t bytes = 0;
+    absl::Status found = d.module_get_global(&module->debug_buffer, &bytes, raw_module, kDebugSymbol);
+    if (!found.ok()) return prefixed("the debug buffer", found);
+    if (bytes != static_cast<size_t>(kDebugBytes)) {
+      return absl::InternalError(absl::StrCat("the debug buffer has ", bytes, " bytes; expected ", kDebugBytes));
+    }
+    module->debug_kernel = kernel;
+  }
+  if (module->error_word != 0 || module->debug_buffer != 0) context_->add_module(module);
   return std::make_shared<CudaFunction>(kernel, std::move(module), function, code.threads, code.shared_bytes);
 }
 

@@ -9,16 +9,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "codegen/compiler.h"
+#include "base/debug_abi.h"
 #include "base/status.h"
+#include "codegen/compiler.h"
 #include "runtime/backend.h"
 #include "runtime/compile_cached.h"
+#include "runtime/debug_output.h"
 #include "runtime/device_impl.h"
 #include "runtime/faults.h"
-#include "runtime/plans/plan_backend.h"
 #include "runtime/host/host_checks.h"
 #include "runtime/host/host_tma.h"
 #include "runtime/host/thread_pool.h"
+#include "runtime/plans/plan_backend.h"
 #include "runtime/tensor_map.h"
 
 namespace tessel {
@@ -43,21 +45,36 @@ absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, co
 class HostFunction final : public FunctionImpl {
  public:
   HostFunction(Kernel kernel, std::unique_ptr<HostCode> code, std::shared_ptr<ThreadPool> pool, std::string device,
-               bool checked)
+               bool checked, uint64_t* debug)
       : FunctionImpl(std::move(kernel), TensorMapEncoding::kHost),
         code_(std::move(code)),
         pool_(std::move(pool)),
         device_(std::move(device)),
-        checked_(checked) {}
+        checked_(checked),
+        debug_(debug) {}
 
   int64_t shared_bytes() const override { return code_->shared_bytes(); }
   // A worker thread runs one program at a time.
   absl::StatusOr<int> programs_per_compute_unit() const override { return 1; }
 
-  absl::Status run(const LaunchConfig& config, void** params) override { return run_programs(config, params, nullptr); }
+  absl::Status run(const LaunchConfig& config, void** params) override { return run_with(config, params, {}); }
 
   absl::Status run_with(const LaunchConfig& config, void** params, absl::Span<const KernelArg> args) override {
-    if (!checked_) return run(config, params);
+    if (debug_ == nullptr) return run_checked(config, params, args);
+    // One launch at a time writes the buffer, which is read after it.
+    absl::MutexLock lock(&debug_mu_);
+    absl::Status ran = run_checked(config, params, args);
+    const absl::Span<const uint64_t> header(debug_, kDebugHeaderBytes / 8);
+    DebugReport report = read_debug(kernel(), device_, header,
+                                    {debug_ + header.size(), static_cast<size_t>(debug_record_bytes(header) / 8)});
+    std::memset(debug_, 0, kDebugHeaderBytes);
+    print_debug_lines(report.lines);
+    return ran.ok() ? report.assertion : ran;
+  }
+
+ private:
+  absl::Status run_checked(const LaunchConfig& config, void** params, absl::Span<const KernelArg> args) {
+    if (!checked_) return run_programs(config, params, nullptr);
     HostChecks checks;
     TESSEL_RETURN_IF_ERROR(host_regions(kernel(), args, checks.regions));
     TESSEL_RETURN_IF_ERROR(run_programs(config, params, &checks));
@@ -65,7 +82,6 @@ class HostFunction final : public FunctionImpl {
     return absl::OkStatus();
   }
 
- private:
   absl::Status run_programs(const LaunchConfig& config, void** params, HostChecks* checks) {
     const std::array<int, 3>& g = config.grid.dims;
     int64_t arena = (code_->shared_bytes() + 127) / 128 * 128;
@@ -94,6 +110,8 @@ class HostFunction final : public FunctionImpl {
   std::shared_ptr<ThreadPool> pool_;  // shared with the device, which may go first
   const std::string device_;
   const bool checked_;
+  uint64_t* const debug_;  // the code's debug buffer, where it has one
+  absl::Mutex debug_mu_;
 };
 
 class HostDevice final : public DeviceImpl {
@@ -143,7 +161,14 @@ class HostDevice final : public DeviceImpl {
                                        {kHostTmaStore, reinterpret_cast<void*>(&tma_store_entry)},
                                        {kHostCheck, reinterpret_cast<void*>(&host_check)}};
     TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<HostCode> code, load_host_code(device_code, symbols));
-    return std::make_shared<HostFunction>(kernel, std::move(code), pool_, name(), checked_);
+    uint64_t* debug = nullptr;
+    if (writes_debug_buffer(kernel, resolved.debug)) {
+      debug = static_cast<uint64_t*>(code->global(kDebugSymbol));
+      if (debug == nullptr) {
+        return absl::InternalError(absl::StrCat("kernel '", kernel.name(), "': its code has no debug buffer"));
+      }
+    }
+    return std::make_shared<HostFunction>(kernel, std::move(code), pool_, name(), checked_, debug);
   }
 
  private:

@@ -135,5 +135,17 @@ TEST(Promotion, TheMeanOfARowDividesByAnIntegerCount) {
   EXPECT_EQ(mean, 24.5f);  // (0 + ... + 49) / 50
 }
 
+TEST(Builder, DebugOpsPrintTheirTextEscaped) {
+  KernelBuilder k("debug");
+  Value t = k.arange(0, 4);
+  device_print("t \"now\"", {t, 2.5});
+  device_assert(t < 4, "in range");
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->str(), HasSubstr("print %0, %2 \"t \\\"now\\\"\"\n"));
+  EXPECT_THAT(kernel->str(), HasSubstr("assert %5 \"in range\"\n"));
+  EXPECT_EQ(kernel->ir().texts, (std::vector<std::string>{"t \"now\"", "in range"}));
+}
+
 }  // namespace
 }  // namespace tessel

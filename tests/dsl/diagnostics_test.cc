@@ -1084,5 +1084,38 @@ TEST(Diagnostics, RandomNumbersNeedIntegerSeedsAndOffsets) {
         [](KernelBuilder& k) { umulhi(k.arange(0, 64), k.arg(u32, "x")); });
 }
 
+TEST(Diagnostics, DevicePrintAndAssertNameWhatTheyCannotTake) {
+  {
+    KernelBuilder k("k");
+    std::vector<Value> many(17, k.program_id());
+    device_print("p", many);
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "device_print: takes at most 16 values, got 17"));
+  }
+  {
+    KernelBuilder k("k");
+    device_print("p", {k.arange(0, 4), k.arange(0, 8)});
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "device_print"));
+  }
+  {
+    KernelBuilder k("k");
+    Value map = k.tensor_map(bf16, {64, 64}, "map");
+    device_print("p", {map});
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "device_print: tensor_map"));
+  }
+  {
+    KernelBuilder k("k");
+    device_assert(k.arange(0, 4), "not a condition");
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "device_assert: the condition must be i1, got tile<i32>[4]"));
+  }
+}
+
+TEST(Diagnostics, DevicePrintTakesValuesOfItsOwnKernel) {
+  KernelBuilder other("other");
+  Value foreign = other.arange(0, 4);
+  KernelBuilder k("k");
+  device_print("p", {k.arange(0, 4), foreign});
+  EXPECT_FALSE(k.build().ok());
+}
+
 }  // namespace
 }  // namespace tessel
