@@ -127,6 +127,8 @@ llvm::Value* Lowering::elementwise(const Op& o, const std::vector<llvm::Value*>&
     }
     case OpCode::kCast:
       return ops_.convert(args[0], d, ir_.type(o.results[0]).dtype());
+    case OpCode::kBitcast:
+      return b_.CreateBitCast(args[0], reg_type(ir_.type(o.results[0]).dtype()));
     case OpCode::kSelect:
       return b_.CreateSelect(args[0], args[1], args[2]);
     case OpCode::kSplat:

@@ -40,6 +40,7 @@ enum class OpCode : uint8_t {
   kFma,
   kPtrAdd,  // pointer(s) + integer offset(s) in elements
   kCast,
+  kBitcast,  // the same bits as another dtype of the same width
   kSelect,
   kReduce,  // ints = {axis, combiner opcode}
   kScan,    // ints = {axis, combiner opcode, reverse}: inclusive, the shape kept

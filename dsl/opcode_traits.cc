@@ -99,6 +99,7 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kFma, "fma", C::kOtherElementwise, R::kOne, kElementwise | kFloats),
     row(OpCode::kPtrAdd, "ptr_add", C::kOtherElementwise, R::kOne, kElementwise),
     row(OpCode::kCast, "cast", C::kOtherElementwise, R::kOne, kElementwise | kI1),
+    row(OpCode::kBitcast, "bitcast", C::kOtherElementwise, R::kOne, kElementwise),
     row(OpCode::kSelect, "select", C::kOtherElementwise, R::kOne, kElementwise | kI1),
     row(OpCode::kReduce, "reduce", C::kReduction, R::kOne),
     row(OpCode::kScan, "scan", C::kReduction, R::kOne),

@@ -732,6 +732,23 @@ Value cast(const Operand& x, DType to, Loc loc) {
   return s->emit1(OpCode::kCast, {ix}, t.with_element(Type(to)), loc);
 }
 
+Value bitcast(const Operand& x, DType to, Loc loc) {
+  BuilderState* s = detail::state_of({&x});
+  if (s == nullptr) return Value();
+  int ix = s->operand(x, std::nullopt, "bitcast", loc);
+  if (ix < 0) return Value();
+  const Type& t = s->type(ix);
+  if (is_pointerish(t) || !(t.is_scalar() || t.is_tile()) || t.is_bool() || to.is_bool()) {
+    return s->fail(loc, absl::StrCat("bitcast: reinterprets numbers other than i1, got ", t.str(), " to ", to.name()));
+  }
+  if (t.dtype().bits() != to.bits()) {
+    return s->fail(loc, absl::StrCat("bitcast: ", t.dtype().name(), " has ", t.dtype().bits(), " bits and ", to.name(),
+                                     " ", to.bits(), "; a bitcast keeps the width"));
+  }
+  if (t.dtype() == to) return s->value(ix);
+  return s->emit1(OpCode::kBitcast, {ix}, t.with_element(Type(to)), loc);
+}
+
 namespace {
 
 Value choose(const Operand& cond, const Operand& a, const Operand& b, absl::string_view what, Loc loc) {

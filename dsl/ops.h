@@ -127,6 +127,9 @@ Value histogram(const Value& x, int64_t bins, const Operand& mask, Loc loc = Loc
 
 // Elementwise.
 Value cast(const Operand& x, DType to, Loc loc = Loc::current());
+// x's bits as `to`, a number type of the same width (Triton's
+// cast(x, to, bitcast=True)): f32 to i32 or u32, bf16 to u16, f8e4m3 to u8.
+Value bitcast(const Operand& x, DType to, Loc loc = Loc::current());
 Value select(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());
 // select by another name: cond ? a : b elementwise.
 Value where(const Operand& cond, const Operand& a, const Operand& b, Loc loc = Loc::current());

@@ -276,5 +276,42 @@ TEST(Cast, FloatToIntSaturates) {
   EXPECT_EQ(goti8, (std::vector<int8_t>{127, -128, 0, 127, -128, 0, 1, 0}));
 }
 
+TEST(Bitcast, KeepsTheBitsAndRoundTrips) {
+  constexpr int kN = 4;
+  KernelBuilder k("bitcasts");
+  Value f = k.arg(ptr(f32), "f"), h = k.arg(ptr(bf16), "h"), q = k.arg(ptr(f8e4m3), "q"), d = k.arg(ptr(f64), "d");
+  Value bits32 = k.arg(ptr(u32), "bits32"), bits16 = k.arg(ptr(i16), "bits16"), bits8 = k.arg(ptr(u8), "bits8");
+  Value back = k.arg(ptr(f32), "back"), half = k.arg(ptr(f16), "half"), bits64 = k.arg(ptr(i64), "bits64");
+  Value idx = k.arange(0, kN);
+  Value x = load(f + idx);
+  store(bits32 + idx, bitcast(x, u32));
+  store(back + idx, bitcast(bitcast(x, i32) + 1, f32));  // the next float up
+  store(bits16 + idx, bitcast(load(h + idx), i16));
+  store(half + idx, bitcast(load(h + idx), f16));
+  store(bits8 + idx, bitcast(load(q + idx), u8));
+  store(bits64 + idx, bitcast(load(d + idx), i64));
+  std::vector<float> fs = {1.0f, -2.0f, 0.0f, std::numeric_limits<float>::infinity()};
+  std::vector<BFloat16> hs = {BFloat16{0x3F80}, BFloat16{0xC000}, BFloat16{0x8000}, BFloat16{0x7FC1}};
+  std::vector<uint8_t> qs = {0x38, 0xC0, 0x7F, 0x01};
+  std::vector<double> ds = {1.0, -0.0, 0.5, 3.0};
+  std::vector<uint32_t> got32 = poisoned<uint32_t>(kN);
+  std::vector<int16_t> got16 = poisoned<int16_t>(kN);
+  std::vector<uint8_t> got8 = poisoned<uint8_t>(kN);
+  std::vector<float> gotf = poisoned<float>(kN);
+  std::vector<Half> goth = poisoned<Half>(kN);
+  std::vector<int64_t> got64 = poisoned<int64_t>(kN);
+  TESSEL_ASSERT_OK(run(k, 1, fs.data(), hs.data(), KernelArg(static_cast<const void*>(qs.data())), ds.data(),
+                       got32.data(), got16.data(), got8.data(), gotf.data(), goth.data(), got64.data()));
+  EXPECT_EQ(got32, (std::vector<uint32_t>{0x3F800000u, 0xC0000000u, 0u, 0x7F800000u}));
+  EXPECT_EQ(gotf[0], std::nextafter(1.0f, 2.0f));
+  EXPECT_EQ(gotf[2], std::numeric_limits<float>::denorm_min());
+  EXPECT_TRUE(std::isnan(gotf[3]));
+  EXPECT_EQ(got16, (std::vector<int16_t>{0x3F80, static_cast<int16_t>(0xC000), static_cast<int16_t>(0x8000), 0x7FC1}));
+  EXPECT_EQ(goth[1].bits, 0xC000);
+  EXPECT_EQ(got8, qs);
+  EXPECT_EQ(got64, (std::vector<int64_t>{0x3FF0000000000000, std::numeric_limits<int64_t>::min(), 0x3FE0000000000000,
+                                         0x4008000000000000}));
+}
+
 }  // namespace
 }  // namespace tessel::testing

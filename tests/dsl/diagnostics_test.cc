@@ -1117,5 +1117,23 @@ TEST(Diagnostics, DevicePrintTakesValuesOfItsOwnKernel) {
   EXPECT_FALSE(k.build().ok());
 }
 
+TEST(Diagnostics, BitcastKeepsTheWidthOfNumbers) {
+  {
+    KernelBuilder k("k");
+    bitcast(k.arg(f32, "x"), f16);
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "bitcast: f32 has 32 bits and f16 16; a bitcast keeps the width"));
+  }
+  {
+    KernelBuilder k("k");
+    bitcast(k.arange(0, 4) < 2, u8);
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "bitcast: reinterprets numbers other than i1, got tile<i1>[4] to u8"));
+  }
+  {
+    KernelBuilder k("k");
+    bitcast(k.arg(ptr(f32), "p"), i64);
+    EXPECT_TRUE(FailsAt(k, __LINE__ - 1, "bitcast: reinterprets numbers other than i1, got ptr<f32> to i64"));
+  }
+}
+
 }  // namespace
 }  // namespace tessel

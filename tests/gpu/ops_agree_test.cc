@@ -472,6 +472,9 @@ TEST_P(PerDtype, CastsToEveryDtype) {
   }
   Value x = e.in(from, xs, 0);  // [B]
   for (DType to : {i1, i8, i32, u32, i64, f16, bf16, f32, f64}) e.out(absl::StrCat("cast to ", to.name()), cast(x, to));
+  for (DType to : {i8, i16, u16, i32, u32, i64, f16, bf16, f32, f64}) {
+    if (to != from && to.bits() == from.bits()) e.out(absl::StrCat("bitcast to ", to.name()), bitcast(x, to));
+  }
   run(e, e.grid());
 }
 
