@@ -358,6 +358,38 @@ class Math {
   llvm::Type* t_;
 };
 
+// In f64, then rounded once. log1p: u = 1 + x is exact but for x below
+// 2^-29 in magnitude or past 2^29, and (x - (u - 1)) / u puts back what its
+// rounding lost; u = 0 (x = -1) and u = inf keep log's answers, and x = +-0
+// stays itself.
+Value* emit_log1p_f32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::Type* f64 = b.getDoubleTy();
+  Math m(b, f64);
+  Value* xd = b.CreateFPExt(x, f64);
+  Value* u = b.CreateFAdd(m.c(1), xd);
+  Value* lost = b.CreateFDiv(b.CreateFSub(xd, b.CreateFSub(u, m.c(1))), u);
+  Value* r = emit_log_f64(b, u);
+  Value* finite = b.CreateAnd(b.CreateFCmpONE(u, m.c(0)), b.CreateFCmpONE(u, m.c(INFINITY)));
+  r = m.select(finite, b.CreateFAdd(r, lost), r);
+  r = m.select(b.CreateFCmpOEQ(xd, m.c(0)), xd, r);
+  return b.CreateFPTrunc(r, x->getType());
+}
+
+// expm1 in f64, then rounded once: its Taylor series to x^9 / 9! where
+// |x| < 0.35 (the next term is 2e-11 of the sum), exp(x) - 1 beyond, where
+// the subtraction loses at most two of f64's bits.
+Value* emit_expm1_f32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::Type* f64 = b.getDoubleTy();
+  Math m(b, f64);
+  Value* xd = b.CreateFPExt(x, f64);
+  std::vector<double> taylor;
+  double f = 1;
+  for (int n = 1; n <= 9; ++n) taylor.push_back(1 / (f *= n));
+  Value* near = b.CreateFMul(xd, m.horner(xd, taylor));
+  Value* far = b.CreateFSub(emit_exp_f64(b, xd), m.c(1));
+  return b.CreateFPTrunc(m.select(m.lt(m.abs(xd), 0.35), near, far), x->getType());
+}
+
 }  // namespace
 
 Value* emit_math(llvm::IRBuilder<>& b, OpCode op, Value* x) {
@@ -379,6 +411,10 @@ Value* emit_math(llvm::IRBuilder<>& b, OpCode op, Value* x) {
       return m.sinh(x);
     case OpCode::kCosh:
       return m.cosh(x);
+    case OpCode::kLog1p:
+      return emit_log1p_f32(b, x);
+    case OpCode::kExpm1:
+      return emit_expm1_f32(b, x);
     case OpCode::kErf:
       return m.erf_f32(x);
     case OpCode::kSin:

@@ -5,7 +5,8 @@
 // measured against long double by tests/codegen/math_test.cc on the host and
 // tests/gpu/math_agree_test.cc on GPUs, are in docs/math.md.
 //
-// f32: exp, exp2, log, log2, tanh, sigmoid, erf, sin, cos, sinh, cosh, pow.
+// f32: exp, exp2, log, log2, tanh, sigmoid, erf, sin, cos, sinh, cosh, log1p,
+// expm1, pow.
 // f64: exp and log (math_f64.h), exp2, log2, tanh, sigmoid, sinh and cosh; the
 // builder refuses f64 for the others (OpTraits::no_f64).
 #pragma once

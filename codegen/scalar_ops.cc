@@ -315,6 +315,8 @@ llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x, bool fast) {
     case OpCode::kCos:
     case OpCode::kSinh:
     case OpCode::kCosh:
+    case OpCode::kLog1p:
+    case OpCode::kExpm1:
       if (fast && w->getType()->isFloatTy()) r = target_.fast_math(b_, op, w);
       if (r == nullptr) r = emit_math(b_, op, w);
       break;

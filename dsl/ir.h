@@ -36,7 +36,7 @@ enum class OpCode : uint8_t {
   // Unary; the math functions take ints = {MathForm} (dsl/ops.h) where they
   // have a fast form (OpTraits::fast_form), else none.
   kNeg, kNot, kExp, kLog, kSqrt, kRsqrt, kAbs, kFloor, kCeil, kRound,
-  kExp2, kLog2, kTanh, kSigmoid, kErf, kSin, kCos, kSinh, kCosh,
+  kExp2, kLog2, kTanh, kSigmoid, kErf, kSin, kCos, kSinh, kCosh, kLog1p, kExpm1,
   kFma,
   kPtrAdd,  // pointer(s) + integer offset(s) in elements
   kCast,

@@ -96,6 +96,8 @@ constexpr std::array<OpTraits, kNumOpCodes> kTable = {{
     row(OpCode::kCos, "cos", C::kUnary, R::kOne, kMath | kFast | kNoF64),
     row(OpCode::kSinh, "sinh", C::kUnary, R::kOne, kMath),
     row(OpCode::kCosh, "cosh", C::kUnary, R::kOne, kMath),
+    row(OpCode::kLog1p, "log1p", C::kUnary, R::kOne, kMath | kNoF64),
+    row(OpCode::kExpm1, "expm1", C::kUnary, R::kOne, kMath | kNoF64),
     row(OpCode::kFma, "fma", C::kOtherElementwise, R::kOne, kElementwise | kFloats),
     row(OpCode::kPtrAdd, "ptr_add", C::kOtherElementwise, R::kOne, kElementwise),
     row(OpCode::kCast, "cast", C::kOtherElementwise, R::kOne, kElementwise | kI1),

@@ -397,6 +397,8 @@ Value sigmoid(const Operand& x, Loc loc) { return unary(OpCode::kSigmoid, x, "si
 Value erf(const Operand& x, Loc loc) { return unary(OpCode::kErf, x, "erf", loc); }
 Value sinh(const Operand& x, Loc loc) { return unary(OpCode::kSinh, x, "sinh", loc); }
 Value cosh(const Operand& x, Loc loc) { return unary(OpCode::kCosh, x, "cosh", loc); }
+Value log1p(const Operand& x, Loc loc) { return unary(OpCode::kLog1p, x, "log1p", loc); }
+Value expm1(const Operand& x, Loc loc) { return unary(OpCode::kExpm1, x, "expm1", loc); }
 Value pow(const Operand& x, const Operand& y, Loc loc) { return binary(OpCode::kPow, x, y, loc); }
 Value div(const Operand& a, const Operand& b, MathForm form, Loc loc) { return binary(OpCode::kDiv, a, b, loc, form); }
 

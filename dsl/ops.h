@@ -164,6 +164,9 @@ Value sigmoid(const Operand& x, Loc loc = Loc::current());  // 1 / (1 + exp(-x))
 Value erf(const Operand& x, Loc loc = Loc::current());
 Value sinh(const Operand& x, Loc loc = Loc::current());
 Value cosh(const Operand& x, Loc loc = Loc::current());
+// log(1 + x) and exp(x) - 1, accurate where x is near 0 (softplus, ELU).
+Value log1p(const Operand& x, Loc loc = Loc::current());
+Value expm1(const Operand& x, Loc loc = Loc::current());
 // x^y with C's special cases (a negative x needs an integer y).
 Value pow(const Operand& x, const Operand& y, Loc loc = Loc::current());
 // a / b; MathForm::kFast (floats only) allows an error of 2 ulp for the

@@ -108,6 +108,21 @@ inline std::vector<Case> cases() {
                two_ranges(-90, 90, -1.2, 1.2, {1.0f, 9.0f, 89.41f, 89.42f, 0x1p-140f, -0.0f, kInf, -kInf, kNaN}), 3.0});
   c.push_back({"cosh", 1, un1(cosh), [](L x, L) { return std::cosh(x); },
                two_ranges(-90, 90, -1.2, 1.2, {0.0f, 9.0f, 89.41f, 89.42f, kInf, -kInf, kNaN}), 3.0});
+  c.push_back({"log1p", 1, un1(log1p), [](L x, L) { return std::log1p(x); },
+               [](std::mt19937_64& g, int n, std::vector<float>& x, std::vector<float>& y) {
+                 uniform(-1, 1)(g, n / 4, x, y);
+                 uniform(-1e-3, 1e-3)(g, n / 4, x, y);
+                 for (int i = 0; i < n / 4; ++i) x.push_back(any_binade(g, -149, 127, false));
+                 uniform(-1, -0.999,
+                         {-1.0f, -0.99999994f, 0.0f, -0.0f, 0x1p-140f, -0x1p-140f, 0x1p-30f, 0x1p29f, 0x1.fffffep127f,
+                          -2.0f, kInf, -kInf, kNaN})(g, n / 4, x, y);
+               },
+               1.0});
+  c.push_back({"expm1", 1, un1(expm1), [](L x, L) { return std::expm1(x); },
+               two_ranges(-104, 89, -0.5, 0.5,
+                          {0.35f, 0.34999999f, -0.35f, -0.34999999f, 88.72283f, 88.7229f, -17.0f, -104.0f, 0x1p-140f,
+                           -0.0f, 0.0f, kInf, -kInf, kNaN}),
+               1.0});
   c.push_back({"pow", 2, [](const Value& x, const Value& y) { return pow(x, y); },
                [](L x, L y) { return std::pow(x, y); },
                [](std::mt19937_64& g, int n, std::vector<float>& x, std::vector<float>& y) {

@@ -207,6 +207,8 @@ TEST(Math, BadOperandsAreNamed) {
   };
   EXPECT_THAT(error(f64, [](const Value& v) { return erf(v); }),
               ::testing::HasSubstr("erf: has no f64 form; cast the operand to f32"));
+  EXPECT_THAT(error(f64, [](const Value& v) { return log1p(v); }),
+              ::testing::HasSubstr("log1p: has no f64 form; cast the operand to f32"));
   EXPECT_THAT(error(f64, [](const Value& v) { return sin(v); }), ::testing::HasSubstr("sin: has no f64 form"));
   EXPECT_THAT(error(f64, [](const Value& v) { return pow(v, v); }), ::testing::HasSubstr("pow: has no f64 form"));
   EXPECT_THAT(error(i32, [](const Value& v) { return pow(v, v); }),
