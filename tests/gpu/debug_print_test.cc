@@ -32,7 +32,9 @@ Kernel printer() {
 // The sorted lines of one launch of `printer()` over `xs` on `device`
 // (which it updates), and the synchronize's status.
 std::vector<std::string> run(Device& device, std::vector<float>& xs, bool debug, absl::Status& synced) {
-  absl::StatusOr<Function> fn = device.compile(printer(), {.debug = debug});
+  CompileOptions options;
+  options.debug = debug;
+  absl::StatusOr<Function> fn = device.compile(printer(), options);
   EXPECT_TRUE(fn.ok()) << fn.status();
   absl::StatusOr<Buffer> x = device.allocate(xs.size() * sizeof(float));
   EXPECT_TRUE(x.ok()) << x.status();

@@ -44,6 +44,12 @@ Function compile_on(const Kernel& kernel, CompileOptions options = {}) {
   return *fn;
 }
 
+CompileOptions debug_on() {
+  CompileOptions options;
+  options.debug = true;
+  return options;
+}
+
 TEST(DevicePrint, EachElementOfATileWithItsProgramAndIndex) {
   KernelBuilder k("print_tile");
   Value x = k.arg(ptr(f32), "x");
@@ -130,7 +136,7 @@ TEST(DeviceAssert, IsCompiledAwayWithoutDebug) {
 
 TEST(DeviceAssert, WithDebugTheFirstFailureIsAnErrorAndItsProgramStops) {
   Checked c = asserting_copy();
-  Function fn = compile_on(c.kernel, {.debug = true});
+  Function fn = compile_on(c.kernel, debug_on());
   std::vector<float> x = {1, 2, 3, 4, 5, -6, 7, 8}, y(8, 0.0f);
   absl::Status s = fn.launch({.grid = 2}, absl::MakeConstSpan(x), absl::MakeSpan(y));
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
@@ -150,7 +156,7 @@ TEST(DeviceAssert, AScalarConditionNamesNoElement) {
   KernelBuilder k("scalar_assert");
   Value n = k.arg(i32, "n");
   device_assert(n < 10, "n is small");
-  Function fn = compile_on(*k.build(), {.debug = true});
+  Function fn = compile_on(*k.build(), debug_on());
   EXPECT_TRUE(fn.launch({.grid = 1}, 3).ok());
   absl::Status s = fn.launch({.grid = 1}, 12);
   EXPECT_THAT(s.message(), HasSubstr("in program (0, 0, 0): n is small"));
