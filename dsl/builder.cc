@@ -157,7 +157,7 @@ namespace {
 thread_local std::vector<BuilderState*> builders_in_scope;
 }  // namespace
 
-BuilderState* state_of(std::initializer_list<const Operand*> operands) {
+BuilderState* state_of(absl::Span<const Operand* const> operands) {
   for (const Operand* o : operands) {
     if (o->is_value() && o->value().state() != nullptr) return o->value().state();
   }

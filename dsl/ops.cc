@@ -602,12 +602,10 @@ Value associative_scan(const Value& x, int axis, const std::function<Value(const
 
 namespace {
 
-void debug_op(OpCode op, absl::string_view what, absl::string_view text, std::vector<const Operand*> values, Loc loc) {
-  BuilderState* s = nullptr;
-  for (const Operand* v : values) {
-    if (s == nullptr && v->is_value()) s = v->value().state();
-  }
-  if (s == nullptr) s = detail::state_of({});
+void debug_op(OpCode op, absl::string_view what, absl::string_view text, absl::Span<const Operand> values, Loc loc) {
+  std::vector<const Operand*> operands;
+  for (const Operand& v : values) operands.push_back(&v);
+  BuilderState* s = detail::state_of(operands);
   if (s == nullptr) return;
   if (values.size() > kMaxPrintValues) {
     s->fail(loc, absl::StrCat(what, ": takes at most ", kMaxPrintValues, " values, got ", values.size()));
@@ -615,8 +613,8 @@ void debug_op(OpCode op, absl::string_view what, absl::string_view text, std::ve
   }
   std::vector<int> ids;
   Shape shape;
-  for (const Operand* v : values) {
-    const int id = s->operand(*v, std::nullopt, what, loc);
+  for (const Operand& v : values) {
+    const int id = s->operand(v, std::nullopt, what, loc);
     if (id < 0) return;
     const Type& t = s->type(id);
     if (!t.is_scalar() && !t.is_pointer() && !t.is_tile()) {
@@ -644,20 +642,15 @@ void debug_op(OpCode op, absl::string_view what, absl::string_view text, std::ve
 }  // namespace
 
 void device_print(absl::string_view prefix, std::initializer_list<Operand> values, Loc loc) {
-  std::vector<const Operand*> ptrs;
-  for (const Operand& v : values) ptrs.push_back(&v);
-  debug_op(OpCode::kPrint, "device_print", prefix, std::move(ptrs), loc);
+  debug_op(OpCode::kPrint, "device_print", prefix, values, loc);
 }
 
 void device_print(absl::string_view prefix, const std::vector<Value>& values, Loc loc) {
-  std::vector<Operand> operands(values.begin(), values.end());
-  std::vector<const Operand*> ptrs;
-  for (const Operand& v : operands) ptrs.push_back(&v);
-  debug_op(OpCode::kPrint, "device_print", prefix, std::move(ptrs), loc);
+  debug_op(OpCode::kPrint, "device_print", prefix, std::vector<Operand>(values.begin(), values.end()), loc);
 }
 
 void device_assert(const Operand& cond, absl::string_view message, Loc loc) {
-  debug_op(OpCode::kAssert, "device_assert", message, {&cond}, loc);
+  debug_op(OpCode::kAssert, "device_assert", message, {cond}, loc);
 }
 
 namespace {

@@ -4,10 +4,11 @@
 #include <optional>
 #include <source_location>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "dsl/ir.h"
 #include "dsl/value.h"
 
@@ -61,6 +62,6 @@ struct BuilderState {
 // The state of the first operand that is a value, or nullptr.
 // The builder the first Value among `operands` belongs to; for literals
 // only, the newest KernelBuilder alive on this thread (nullptr: none).
-BuilderState* state_of(std::initializer_list<const Operand*> operands);
+BuilderState* state_of(absl::Span<const Operand* const> operands);
 
 }  // namespace tessel::detail

@@ -51,7 +51,7 @@ std::string program_of(const uint64_t* words) {
 
 }  // namespace
 
-int64_t debug_record_bytes(absl::Span<const uint64_t> header) {
+int64_t debug_records_written(absl::Span<const uint64_t> header) {
   const uint64_t room = kDebugBytes - kDebugHeaderBytes;
   return static_cast<int64_t>(std::min<uint64_t>(header[kDebugCursor], room)) / 8 * 8;
 }

@@ -20,10 +20,10 @@ struct DebugReport {
 
 // How many bytes of records follow `header` (kDebugHeaderBytes / 8 words):
 // those the programs wrote, at most the buffer's room.
-int64_t debug_record_bytes(absl::Span<const uint64_t> header);
+int64_t debug_records_written(absl::Span<const uint64_t> header);
 
 // The report of `kernel`'s buffer on `device` (which the assert's error
-// names first, unless empty): `records` holds debug_record_bytes(header) bytes.
+// names first, unless empty): `records` holds debug_records_written(header) bytes.
 DebugReport read_debug(const Kernel& kernel, absl::string_view device, absl::Span<const uint64_t> header,
                        absl::Span<const uint64_t> records);
 

@@ -68,7 +68,7 @@ void Context::add_module(const std::shared_ptr<Module>& module) {
 absl::StatusOr<absl::Status> Context::read_debug_buffer(const Module& m) {
   uint64_t header[kDebugHeaderBytes / 8];
   TESSEL_RETURN_IF_ERROR(driver_.memcpy_dtoh(header, m.debug_buffer, sizeof(header)));
-  std::vector<uint64_t> records(debug_record_bytes(header) / 8);
+  std::vector<uint64_t> records(debug_records_written(header) / 8);
   if (!records.empty()) {
     TESSEL_RETURN_IF_ERROR(
         driver_.memcpy_dtoh(records.data(), m.debug_buffer + kDebugHeaderBytes, records.size() * sizeof(uint64_t)));

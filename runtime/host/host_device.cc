@@ -57,29 +57,35 @@ class HostFunction final : public FunctionImpl {
   // A worker thread runs one program at a time.
   absl::StatusOr<int> programs_per_compute_unit() const override { return 1; }
 
-  absl::Status run(const LaunchConfig& config, void** params) override { return run_with(config, params, {}); }
+  absl::Status run(const LaunchConfig& config, void** params) override {
+    return drained([&] { return run_programs(config, params, nullptr); });
+  }
 
   absl::Status run_with(const LaunchConfig& config, void** params, absl::Span<const KernelArg> args) override {
-    if (debug_ == nullptr) return run_checked(config, params, args);
-    // One launch at a time writes the buffer, which is read after it.
-    absl::MutexLock lock(&debug_mu_);
-    absl::Status ran = run_checked(config, params, args);
-    const absl::Span<const uint64_t> header(debug_, kDebugHeaderBytes / 8);
-    DebugReport report = read_debug(kernel(), device_, header,
-                                    {debug_ + header.size(), static_cast<size_t>(debug_record_bytes(header) / 8)});
-    std::memset(debug_, 0, kDebugHeaderBytes);
-    print_debug_lines(report.lines);
-    return ran.ok() ? report.assertion : ran;
+    if (!checked_) return run(config, params);
+    return drained([&]() -> absl::Status {
+      HostChecks checks;
+      TESSEL_RETURN_IF_ERROR(host_regions(kernel(), args, checks.regions));
+      TESSEL_RETURN_IF_ERROR(run_programs(config, params, &checks));
+      if (checks.failed.load(std::memory_order_acquire)) return host_violation(checks, kernel(), device_);
+      return absl::OkStatus();
+    });
   }
 
  private:
-  absl::Status run_checked(const LaunchConfig& config, void** params, absl::Span<const KernelArg> args) {
-    if (!checked_) return run_programs(config, params, nullptr);
-    HostChecks checks;
-    TESSEL_RETURN_IF_ERROR(host_regions(kernel(), args, checks.regions));
-    TESSEL_RETURN_IF_ERROR(run_programs(config, params, &checks));
-    if (checks.failed.load(std::memory_order_acquire)) return host_violation(checks, kernel(), device_);
-    return absl::OkStatus();
+  // Runs `launch`; where the code has a debug buffer, then prints its lines,
+  // clears it and returns a failed assert (after `launch`'s own error).
+  absl::Status drained(const std::function<absl::Status()>& launch) {
+    if (debug_ == nullptr) return launch();
+    // One launch at a time writes the buffer, which is read after it.
+    absl::MutexLock lock(&debug_mu_);
+    absl::Status ran = launch();
+    const absl::Span<const uint64_t> header(debug_, kDebugHeaderBytes / 8);
+    DebugReport report = read_debug(kernel(), device_, header,
+                                    {debug_ + header.size(), static_cast<size_t>(debug_records_written(header) / 8)});
+    std::memset(debug_, 0, kDebugHeaderBytes);
+    print_debug_lines(report.lines);
+    return ran.ok() ? report.assertion : ran;
   }
 
   absl::Status run_programs(const LaunchConfig& config, void** params, HostChecks* checks) {

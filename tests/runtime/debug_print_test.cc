@@ -204,9 +204,9 @@ TEST(DebugReport, ReadsRecordsAndNamesWhatItCannot) {
 TEST(DebugReport, RecordBytesStopAtTheBuffersRoom) {
   std::vector<uint64_t> header(kDebugHeaderBytes / 8, 0);
   header[kDebugCursor] = 80;
-  EXPECT_EQ(debug_record_bytes(header), 80);
+  EXPECT_EQ(debug_records_written(header), 80);
   header[kDebugCursor] = 5 * kDebugBytes;
-  EXPECT_EQ(debug_record_bytes(header), kDebugBytes - kDebugHeaderBytes);
+  EXPECT_EQ(debug_records_written(header), kDebugBytes - kDebugHeaderBytes);
 }
 
 }  // namespace
