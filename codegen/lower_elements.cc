@@ -134,6 +134,7 @@ bool Lowering::costly(const Op& o) const {
     case OpCode::kDiv:
     case OpCode::kRem:
     case OpCode::kPow:
+    case OpCode::kAtan2:
       return true;
     case OpCode::kNeg:
     case OpCode::kNot:

@@ -25,6 +25,9 @@ constexpr float kLog2eTail = 0x1.4ae0c0p-26f;
 // steps while |x| < kSmallArgument.
 constexpr float kPiOver2[3] = {0x1.921fb6p+0f, -0x1.777a5cp-25f, -0x1.ee59dap-50f};
 constexpr float kSmallArgument = 105615.0f;
+// pi/2 in three doubles, the first of 33 significant bits, so that k times
+// it is exact for the k < 2^17 of arguments below kSmallArgument.
+constexpr double kPiOver2F64[3] = {0x1.921fb544p+0, 0x1.0b4611a6p-34, 0x1.3198a2e037073p-69};
 // The bits of 2/pi after the binary point, most significant word first:
 // floor(2/pi * 2^256), for Payne and Hanek's reduction of large arguments.
 constexpr uint32_t kTwoOverPi[8] = {0xA2F9836E, 0x4E441529, 0xFC2757D1, 0xF534DDC0,
@@ -227,6 +230,58 @@ class Math {
     return select(finite, y, b_.CreateFSub(x, x));  // NaN for infinities and NaN
   }
 
+  // f32 ax = q pi/2 + r for finite ax >= 0, r in f64 (to about 2^-62 of
+  // pi/2): three fused f64 steps below kSmallArgument, where k pi/2's first
+  // part (33 bits) times k (17) is exact; Payne and Hanek's reduction above.
+  void reduce_pi_over_2_f64(Value* ax, Value** q_out, Value** r_out) {
+    llvm::Type* f64 = b_.getDoubleTy();
+    Math d(b_, f64);
+    Value* x = b_.CreateFPExt(ax, f64);
+    Value* k = d.call(llvm::Intrinsic::rint, b_.CreateFMul(x, d.c(2 / M_PI)));
+    Value* r = x;
+    for (double part : kPiOver2F64) r = d.fma(b_.CreateFNeg(k), d.c(part), r);
+    Value* q = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt32Ty(), f64}, {k});
+    Value *q_big, *r_big;
+    payne_hanek(ax, &q_big, &r_big);
+    Value* small = lt(ax, kSmallArgument);
+    *q_out = select(small, q, q_big);
+    *r_out = select(small, r, r_big);
+  }
+
+  // atan(t) for t in [0, 1] (f64): pi/4 + atan((t - 1) / (t + 1)) past
+  // tan(pi/8), so that |u| <= tan(pi/8), then u - u^3/3 + u^5/5 ... to
+  // u^31 (the first term left out is below 2^-46 of u).
+  Value* atan_unit(Value* t) {
+    Value* far = gt(t, M_SQRT2 - 1);
+    Value* u = select(far, b_.CreateFDiv(b_.CreateFSub(t, c(1)), b_.CreateFAdd(t, c(1))), t);
+    std::vector<double> p;
+    for (int n = 0; n < 16; ++n) p.push_back((n % 2 ? -1.0 : 1.0) / (2 * n + 1));
+    Value* z = b_.CreateFMul(u, u);
+    Value* a = fma(b_.CreateFMul(u, z), horner(z, {p.begin() + 1, p.end()}), u);
+    return select(far, b_.CreateFAdd(c(M_PI_4), a), a);
+  }
+
+  // atan2(y, x) (f64): the angle of the smaller magnitude over the larger,
+  // put in its octant: pi/2 - a where |y| > |x|, pi - a where x's sign is
+  // set (-0 too), y's sign. Both zero or both infinite give the quotient 0
+  // or 1; a NaN gives NaN.
+  Value* atan2(Value* y, Value* x) {
+    Value* ay = abs(y);
+    Value* ax = abs(x);
+    Value* swap = b_.CreateFCmpOGT(ay, ax);
+    Value* num = select(swap, ax, ay);
+    Value* den = select(swap, ay, ax);
+    Value* t = b_.CreateFDiv(num, den);
+    t = select(b_.CreateFCmpOEQ(den, c(0)), c(0), t);
+    t = select(b_.CreateFCmpOEQ(num, c(INFINITY)), c(1), t);
+    Value* a = atan_unit(t);
+    a = select(swap, b_.CreateFSub(c(M_PI_2), a), a);
+    Value* negative_x = b_.CreateICmpSLT(b_.CreateBitCast(x, bits_type()), llvm::ConstantInt::get(bits_type(), 0));
+    a = select(negative_x, b_.CreateFSub(c(M_PI), a), a);
+    a = copysign(a, y);
+    return select(b_.CreateFCmpUNO(x, y), c(NAN), a);
+  }
+
  private:
   // Taylor coefficients of exp(a r): a^n / n!.
   static std::vector<double> taylor_exp(int n, double a) {
@@ -307,13 +362,13 @@ class Math {
     payne_hanek(ax, &q_big, &r_big);
     Value* small = lt(ax, kSmallArgument);
     *q_out = select(small, q, q_big);
-    *r_out = select(small, r, r_big);
+    *r_out = select(small, r, b_.CreateFPTrunc(r_big, t_));
   }
 
   // ax = m 2^(e - 23) with a 24-bit m: the bits of 2/pi that make ax 2/pi
   // mod 4 are a 96-bit window starting e - 24 bits after the point; m times
   // the window, in 32-bit limbs, has the quadrant in bits 94-95 and the
-  // fraction below. Meaningful for e >= 16.
+  // fraction below, r in f64. Meaningful for e >= 16.
   void payne_hanek(Value* ax, Value** q_out, Value** r_out) {
     llvm::Type* i32 = b_.getInt32Ty();
     llvm::Type* i64 = b_.getInt64Ty();
@@ -350,8 +405,7 @@ class Math {
     frac = select(up, b_.CreateSub(frac, b_.getInt64(int64_t{1} << 62)), frac);
     *q_out = b_.CreateAdd(q, b_.CreateZExt(up, i32));
     llvm::Type* f64 = b_.getDoubleTy();
-    Value* r = b_.CreateFMul(b_.CreateSIToFP(frac, f64), llvm::ConstantFP::get(f64, M_PI / 2 * 0x1p-62));
-    *r_out = b_.CreateFPTrunc(r, t_);
+    *r_out = b_.CreateFMul(b_.CreateSIToFP(frac, f64), llvm::ConstantFP::get(f64, M_PI / 2 * 0x1p-62));
   }
 
   llvm::IRBuilder<>& b_;
@@ -390,6 +444,49 @@ Value* emit_expm1_f32(llvm::IRBuilder<>& b, Value* x) {
   return b.CreateFPTrunc(m.select(m.lt(m.abs(xd), 0.35), near, far), x->getType());
 }
 
+// tan in f64, rounded once: x = q pi/2 + r, then sin r / cos r by their
+// Taylor series to r^17 and r^16 (|r| <= pi/4: the first terms left out
+// are below 2^-55), -cos r / sin r for odd q; x's sign (tan is odd).
+Value* emit_tan_f32(llvm::IRBuilder<>& b, Value* x) {
+  Math f(b, x->getType());
+  Math m(b, b.getDoubleTy());
+  Value* ax = f.abs(x);
+  Value *q, *r;
+  f.reduce_pi_over_2_f64(ax, &q, &r);
+  std::vector<double> sin_p, cos_p;
+  double fact = 1;
+  for (int n = 1; n <= 17; ++n) {
+    fact *= n;
+    (n % 2 ? sin_p : cos_p).push_back(((n / 2) % 2 ? -1.0 : 1.0) / fact);
+  }
+  Value* z = b.CreateFMul(r, r);
+  Value* s = m.fma(b.CreateFMul(r, z), m.horner(z, {sin_p.begin() + 1, sin_p.end()}), r);
+  Value* co = m.fma(z, m.horner(z, cos_p), m.c(1));
+  Value* odd = b.CreateICmpNE(b.CreateAnd(q, b.getInt32(1)), b.getInt32(0));
+  Value* t = m.select(odd, b.CreateFNeg(b.CreateFDiv(co, s)), b.CreateFDiv(s, co));
+  Value* y = b.CreateFMul(b.CreateFPTrunc(t, x->getType()), f.copysign(f.c(1), x));
+  return f.select(b.CreateFCmpOLT(ax, f.c(INFINITY)), y, b.CreateFSub(x, x));  // NaN for infinities and NaN
+}
+
+// atan, asin and acos in f64 through atan2, rounded once: asin x =
+// atan2(x, sqrt(1 - x^2)) and acos x = atan2(sqrt(1 - x^2), x), where x^2
+// is exact and 1 - x^2 exact near |x| = 1; |x| > 1 gives NaN by the root.
+Value* emit_inverse_trig_f32(llvm::IRBuilder<>& b, OpCode op, Value* x) {
+  Math m(b, b.getDoubleTy());
+  Value* xd = b.CreateFPExt(x, b.getDoubleTy());
+  Value* r = nullptr;
+  if (op == OpCode::kAtan) {
+    Value* a = m.abs(xd);
+    Value* big = m.gt(a, 1);
+    r = m.atan_unit(m.select(big, b.CreateFDiv(m.c(1), a), a));
+    r = m.copysign(m.select(big, b.CreateFSub(m.c(M_PI_2), r), r), xd);
+  } else {
+    Value* root = m.call(llvm::Intrinsic::sqrt, m.fma(b.CreateFNeg(xd), xd, m.c(1)));
+    r = op == OpCode::kAsin ? m.atan2(xd, root) : m.atan2(root, xd);
+  }
+  return b.CreateFPTrunc(r, x->getType());
+}
+
 }  // namespace
 
 Value* emit_math(llvm::IRBuilder<>& b, OpCode op, Value* x) {
@@ -415,6 +512,12 @@ Value* emit_math(llvm::IRBuilder<>& b, OpCode op, Value* x) {
       return emit_log1p_f32(b, x);
     case OpCode::kExpm1:
       return emit_expm1_f32(b, x);
+    case OpCode::kTan:
+      return emit_tan_f32(b, x);
+    case OpCode::kAtan:
+    case OpCode::kAsin:
+    case OpCode::kAcos:
+      return emit_inverse_trig_f32(b, op, x);
     case OpCode::kErf:
       return m.erf_f32(x);
     case OpCode::kSin:
@@ -425,6 +528,12 @@ Value* emit_math(llvm::IRBuilder<>& b, OpCode op, Value* x) {
       TESSEL_CHECK(false, "not a math opcode");
   }
   return nullptr;
+}
+
+// atan2(y, x) in f64 (Math::atan2), rounded once.
+Value* emit_atan2_f32(llvm::IRBuilder<>& b, Value* y, Value* x) {
+  Math m(b, b.getDoubleTy());
+  return b.CreateFPTrunc(m.atan2(b.CreateFPExt(y, b.getDoubleTy()), b.CreateFPExt(x, b.getDoubleTy())), y->getType());
 }
 
 // In f64: exp(y log|x|) is within 2^-45 relative of x^y wherever that is a

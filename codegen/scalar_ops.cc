@@ -229,6 +229,10 @@ llvm::Value* ScalarOps::binary(OpCode op, DType d, llvm::Value* x, llvm::Value* 
         TESSEL_CHECK(x->getType()->isFloatTy(), "pow of f64");
         r = emit_pow_f32(b_, x, y);
         break;
+      case OpCode::kAtan2:  // the same
+        TESSEL_CHECK(x->getType()->isFloatTy(), "atan2 of f64");
+        r = emit_atan2_f32(b_, x, y);
+        break;
       case OpCode::kEq:
         return b_.CreateFCmpOEQ(x, y);
       case OpCode::kNe:
@@ -317,6 +321,10 @@ llvm::Value* ScalarOps::unary(OpCode op, DType d, llvm::Value* x, bool fast) {
     case OpCode::kCosh:
     case OpCode::kLog1p:
     case OpCode::kExpm1:
+    case OpCode::kTan:
+    case OpCode::kAsin:
+    case OpCode::kAcos:
+    case OpCode::kAtan:
       if (fast && w->getType()->isFloatTy()) r = target_.fast_math(b_, op, w);
       if (r == nullptr) r = emit_math(b_, op, w);
       break;

@@ -31,12 +31,13 @@ enum class OpCode : uint8_t {
   kNarrow,      // ints = {axis, start}: the elements from `start` on along the axis (as many as the type says)
   kConcat,      // operands: a, b; ints = {axis}: a's elements, then b's, along the axis
   // Elementwise arithmetic: operands of one type (tile shapes equal).
-  kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr, kPow,
+  kAdd, kSub, kMul, kDiv, kRem, kMin, kMax, kAnd, kOr, kXor, kShl, kShr, kPow, kAtan2,
   kEq, kNe, kLt, kLe, kGt, kGe,
   // Unary; the math functions take ints = {MathForm} (dsl/ops.h) where they
   // have a fast form (OpTraits::fast_form), else none.
   kNeg, kNot, kExp, kLog, kSqrt, kRsqrt, kAbs, kFloor, kCeil, kRound,
   kExp2, kLog2, kTanh, kSigmoid, kErf, kSin, kCos, kSinh, kCosh, kLog1p, kExpm1,
+  kTan, kAsin, kAcos, kAtan,
   kFma,
   kPtrAdd,  // pointer(s) + integer offset(s) in elements
   kCast,

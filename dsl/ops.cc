@@ -399,6 +399,11 @@ Value sinh(const Operand& x, Loc loc) { return unary(OpCode::kSinh, x, "sinh", l
 Value cosh(const Operand& x, Loc loc) { return unary(OpCode::kCosh, x, "cosh", loc); }
 Value log1p(const Operand& x, Loc loc) { return unary(OpCode::kLog1p, x, "log1p", loc); }
 Value expm1(const Operand& x, Loc loc) { return unary(OpCode::kExpm1, x, "expm1", loc); }
+Value tan(const Operand& x, Loc loc) { return unary(OpCode::kTan, x, "tan", loc); }
+Value asin(const Operand& x, Loc loc) { return unary(OpCode::kAsin, x, "asin", loc); }
+Value acos(const Operand& x, Loc loc) { return unary(OpCode::kAcos, x, "acos", loc); }
+Value atan(const Operand& x, Loc loc) { return unary(OpCode::kAtan, x, "atan", loc); }
+Value atan2(const Operand& y, const Operand& x, Loc loc) { return binary(OpCode::kAtan2, y, x, loc); }
 Value pow(const Operand& x, const Operand& y, Loc loc) { return binary(OpCode::kPow, x, y, loc); }
 Value div(const Operand& a, const Operand& b, MathForm form, Loc loc) { return binary(OpCode::kDiv, a, b, loc, form); }
 

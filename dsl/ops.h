@@ -167,6 +167,14 @@ Value cosh(const Operand& x, Loc loc = Loc::current());
 // log(1 + x) and exp(x) - 1, accurate where x is near 0 (softplus, ELU).
 Value log1p(const Operand& x, Loc loc = Loc::current());
 Value expm1(const Operand& x, Loc loc = Loc::current());
+// tan, and the inverse functions: asin and acos of [-1, 1] (NaN outside),
+// atan, and atan2(y, x), the angle of the point (x, y) in [-pi, pi] with
+// C's signed zeros and infinities.
+Value tan(const Operand& x, Loc loc = Loc::current());
+Value asin(const Operand& x, Loc loc = Loc::current());
+Value acos(const Operand& x, Loc loc = Loc::current());
+Value atan(const Operand& x, Loc loc = Loc::current());
+Value atan2(const Operand& y, const Operand& x, Loc loc = Loc::current());
 // x^y with C's special cases (a negative x needs an integer y).
 Value pow(const Operand& x, const Operand& y, Loc loc = Loc::current());
 // a / b; MathForm::kFast (floats only) allows an error of 2 ulp for the

@@ -20,7 +20,7 @@ namespace tessel::math_cases {
 
 struct Case {
   std::string name;
-  int arity = 1;  // 2: pow(x, y)
+  int arity = 1;  // 2: pow(x, y), atan2(y, x)
   std::function<Value(const Value&, const Value&)> apply;
   std::function<long double(long double, long double)> reference;
   // Inputs (y is ignored for arity 1), `n` random ones plus fixed ones.
@@ -122,6 +122,47 @@ inline std::vector<Case> cases() {
                two_ranges(-104, 89, -0.5, 0.5,
                           {0.35f, 0.34999999f, -0.35f, -0.34999999f, 88.72283f, 88.7229f, -17.0f, -104.0f, 0x1p-140f,
                            -0.0f, 0.0f, kInf, -kInf, kNaN}),
+               1.0});
+  c.push_back({"tan", 1, un1(tan), [](L x, L) { return std::tan(x); }, trig, 1.0});
+  auto inverse = [](std::mt19937_64& g, int n, std::vector<float>& x, std::vector<float>& y) {
+    uniform(-1, 1)(g, n / 2, x, y);
+    uniform(0.999, 1)(g, n / 8, x, y);
+    uniform(-1, -0.999)(g, n / 8, x, y);
+    for (int i = 0; i < n / 4; ++i) x.push_back(any_binade(g, -149, -1, true));
+    for (float v :
+         {1.0f, -1.0f, 0.99999994f, -0.99999994f, 0.5f, 0.0f, -0.0f, 0x1p-149f, 1.0000001f, -2.0f, kInf, -kInf, kNaN}) {
+      x.push_back(v);
+    }
+  };
+  c.push_back({"asin", 1, un1(asin), [](L x, L) { return std::asin(x); }, inverse, 1.0});
+  c.push_back({"acos", 1, un1(acos), [](L x, L) { return std::acos(x); }, inverse, 1.0});
+  c.push_back({"atan", 1, un1(atan), [](L x, L) { return std::atan(x); },
+               [](std::mt19937_64& g, int n, std::vector<float>& x, std::vector<float>& y) {
+                 uniform(-4, 4)(g, n / 2, x, y);
+                 for (int i = 0; i < n / 2; ++i) x.push_back(any_binade(g, -149, 127, true));
+                 for (float v : {0.41421354f, 0.41421357f, 1.0f, -1.0f, 0.0f, -0.0f, 0x1p-149f, 0x1p100f,
+                                 0x1.fffffep127f, kInf, -kInf, kNaN}) {
+                   x.push_back(v);
+                 }
+               },
+               1.0});
+  c.push_back({"atan2", 2, [](const Value& y, const Value& x) { return atan2(y, x); },
+               [](L y, L x) { return std::atan2(y, x); },
+               [](std::mt19937_64& g, int n, std::vector<float>& y, std::vector<float>& x) {
+                 std::uniform_real_distribution<double> d(-10, 10);
+                 for (int i = 0; i < n / 2; ++i) {
+                   y.push_back(static_cast<float>(d(g)));
+                   x.push_back(static_cast<float>(d(g)));
+                 }
+                 for (int i = n / 2; i < n; ++i) {  // far apart in size
+                   y.push_back(any_binade(g, -149, 127, true));
+                   x.push_back(any_binade(g, -149, 127, true));
+                 }
+                 const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 0x1p-149f, 0x1.fffffep127f, kInf, -kInf, kNaN};
+                 for (float a : specials) {
+                   for (float b : specials) y.push_back(a), x.push_back(b);
+                 }
+               },
                1.0});
   c.push_back({"pow", 2, [](const Value& x, const Value& y) { return pow(x, y); },
                [](L x, L y) { return std::pow(x, y); },

@@ -211,6 +211,8 @@ TEST(Math, BadOperandsAreNamed) {
               ::testing::HasSubstr("log1p: has no f64 form; cast the operand to f32"));
   EXPECT_THAT(error(f64, [](const Value& v) { return sin(v); }), ::testing::HasSubstr("sin: has no f64 form"));
   EXPECT_THAT(error(f64, [](const Value& v) { return pow(v, v); }), ::testing::HasSubstr("pow: has no f64 form"));
+  EXPECT_THAT(error(f64, [](const Value& v) { return atan2(v, v); }), ::testing::HasSubstr("atan2: has no f64 form"));
+  EXPECT_THAT(error(f64, [](const Value& v) { return tan(v); }), ::testing::HasSubstr("tan: has no f64 form"));
   EXPECT_THAT(error(i32, [](const Value& v) { return pow(v, v); }),
               ::testing::HasSubstr("pow: needs floating-point operands, got i32; cast them first"));
   EXPECT_THAT(error(i32, [](const Value& v) { return tanh(v); }),
