@@ -28,10 +28,11 @@ case $command in
   *) usage ;;
 esac
 
-# Everything the build and its tests need (libopenmpi-dev: the MPI test), from
-# Debian 12 (bookworm) main.
+# Everything the build and its tests need (libopenmpi-dev: the MPI test;
+# libhsakmt-dev and libamdhip64-dev: the headers tessel's KFD and HIP
+# declarations are checked against), from Debian 12 (bookworm) main.
 packages=(cmake g++ ninja-build llvm-19-dev lld-19 liblld-19-dev libzstd-dev zlib1g-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libhsakmt-dev libopenmpi-dev
+          libhsakmt-dev libamdhip64-dev libopenmpi-dev
           ccache xz-utils binutils patchelf)
 
 missing_packages() {
