@@ -48,13 +48,7 @@ absl::StatusOr<DeviceCode> compile(const Kernel& kernel, const CompileOptions& o
         "min_programs (programs to run at once on one compute unit) must be 1 to 32, got ", options.min_programs));
   }
   if (arch == "host") return codegen::compile_host(kernel, options, artifacts);
-  if (absl::StartsWith(arch, "gfx")) {
-    if (writes_debug_buffer(kernel, options.debug)) {
-      return absl::UnimplementedError(
-          absl::StrCat("kernel '", kernel.name(), "': device_print and device_assert do not run on AMD GPUs yet"));
-    }
-    return codegen::compile_amdgpu(kernel, options, arch, artifacts);
-  }
+  if (absl::StartsWith(arch, "gfx")) return codegen::compile_amdgpu(kernel, options, arch, artifacts);
   return codegen::compile_nvptx(kernel, options, arch, artifacts);
 }
 

@@ -13,11 +13,12 @@ llvm::Value* Lowering::debug_word(int64_t word) {
     auto* type = llvm::ArrayType::get(b_.getInt8Ty(), kDebugBytes);
     debug_buffer_ = new llvm::GlobalVariable(*module_, type, false, llvm::GlobalValue::ExternalLinkage,
                                              llvm::ConstantAggregateZero::get(type), kDebugSymbol, nullptr,
-                                             llvm::GlobalValue::NotThreadLocal, target_.global_address_space());
+                                             llvm::GlobalValue::NotThreadLocal, target_.device_memory_address_space());
     debug_buffer_->setAlignment(llvm::Align(16));
   }
-  llvm::Value* base = b_.CreatePointerBitCastOrAddrSpaceCast(debug_buffer_, b_.getPtrTy());
-  return b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), base, word);
+  // Addressed in the global space, so that GPUs take their global (not
+  // generic) atomics, loads and stores.
+  return b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), debug_buffer_, word);
 }
 
 llvm::Value* Lowering::debug_bits(llvm::Value* v, const Type& t) {

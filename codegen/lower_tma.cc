@@ -257,7 +257,7 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
     return t == i64 ? v : b.CreateZExt(v, i64);
   };
   llvm::Value* base = b.CreateIntToPtr(field(host_form::kAddress, i64),
-                                       llvm::PointerType::get(b.getContext(), target.tensor_address_space()));
+                                       llvm::PointerType::get(b.getContext(), target.device_memory_address_space()));
   std::vector<llvm::Value*> dim(rank), stride(rank), step(rank), tile(rank), origin(rank), tile_stride(rank);
   for (int d = 0; d < rank; ++d) {
     dim[d] = field(host_form::kDims + 8 * d, i64);

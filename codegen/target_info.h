@@ -59,10 +59,11 @@ class TargetInfo {
   virtual llvm::TargetMachine& machine() = 0;
   // The LLVM address space of global (device) memory pointers.
   virtual unsigned global_address_space() const { return 0; }
-  // The address space of the tensors a tensor map addresses, for copies of
-  // its boxes by the program's threads (where tensor maps are read in
-  // software): only ever global memory, whatever pointers arrive as.
-  virtual unsigned tensor_address_space() const { return global_address_space(); }
+  // The address space of memory known to be global, whatever pointers
+  // arrive as: the tensors a tensor map addresses (for copies of its boxes
+  // by the program's threads, where tensor maps are read in software) and
+  // the kernel's own device globals (the debug buffer).
+  virtual unsigned device_memory_address_space() const { return global_address_space(); }
 
   // Declares the kernel function with this target's calling convention.
   virtual llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) = 0;

@@ -34,8 +34,8 @@ class AmdgpuTarget final : public GpuTarget {
 
   std::string name() const override { return "amdgpu"; }
   llvm::TargetMachine& machine() override { return *tm_; }
-  // Box copies load and store with global instructions, not flat ones.
-  unsigned tensor_address_space() const override { return kGlobal; }
+  // Box copies and the debug buffer take global instructions, not flat ones.
+  unsigned device_memory_address_space() const override { return kGlobal; }
 
   llvm::Function* declare_kernel(llvm::Module& module, const KernelIR& ir) override {
     llvm::LLVMContext& ctx = module.getContext();

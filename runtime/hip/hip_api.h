@@ -147,6 +147,7 @@ using PFN_hipStreamWaitEvent = hipError_t (*)(hipStream_t stream, hipEvent_t eve
 using PFN_hipModuleLoadData = hipError_t (*)(hipModule_t* module, const void* image);
 using PFN_hipModuleUnload = hipError_t (*)(hipModule_t module);
 using PFN_hipModuleGetFunction = hipError_t (*)(hipFunction_t* function, hipModule_t module, const char* name);
+using PFN_hipModuleGetGlobal = hipError_t (*)(hipDeviceptr_t* ptr, size_t* bytes, hipModule_t module, const char* name);
 using PFN_hipModuleOccupancyMaxActiveBlocksPerMultiprocessor = hipError_t (*)(int* num_blocks, hipFunction_t f,
                                                                                int block_size, size_t shared_bytes);
 using PFN_hipModuleLaunchKernel = hipError_t (*)(hipFunction_t f, unsigned grid_x, unsigned grid_y, unsigned grid_z,

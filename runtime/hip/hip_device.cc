@@ -7,13 +7,16 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/debug_abi.h"
 #include "base/status.h"
 #include "codegen/compiler.h"
 #include "runtime/backend.h"
 #include "runtime/compile_cached.h"
+#include "runtime/debug_output.h"
 #include "runtime/device_impl.h"
 #include "runtime/hip/hip_runtime.h"
 #include "runtime/hip/kernarg.h"
@@ -36,9 +39,80 @@ class Module {
   Module& operator=(const Module&) = delete;
   hip::hipModule_t get() const { return module_; }
 
+  // Its debug buffer (base/debug_abi.h) and the kernel, whose ops say what
+  // the records hold; null and empty where it has none.
+  void* debug_buffer = nullptr;
+  std::optional<Kernel> debug_kernel;
+
+  // Set by every launch, taken by the debug drain, so a synchronize reads
+  // only the buffers of kernels that ran since the last one.
+  void mark_launched() { launched_.store(true, std::memory_order_relaxed); }
+  bool take_launched() { return launched_.exchange(false, std::memory_order_relaxed); }
+
  private:
   const Runtime& runtime_;
   hip::hipModule_t module_;
+  std::atomic<bool> launched_{false};
+};
+
+// The modules of one device that have a debug buffer: each synchronize
+// prints what the ones launched since the last wrote, and reports the first
+// failed assert.
+class DebugModules {
+ public:
+  DebugModules(const Runtime& runtime, int device) : runtime_(runtime), device_(device) {}
+
+  void add(const std::shared_ptr<Module>& module) {
+    absl::MutexLock lock(&mu_);
+    std::erase_if(modules_, [](const std::weak_ptr<Module>& m) { return m.expired(); });
+    modules_.push_back(module);
+  }
+
+  // Called once the device's work is done.
+  absl::Status drain() {
+    std::vector<std::shared_ptr<Module>> launched;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const std::weak_ptr<Module>& weak : modules_) {
+        std::shared_ptr<Module> m = weak.lock();
+        if (m != nullptr && m->take_launched()) launched.push_back(std::move(m));
+      }
+    }
+    absl::Status first = absl::OkStatus();
+    for (const std::shared_ptr<Module>& m : launched) {
+      TESSEL_ASSIGN_OR_RETURN(absl::Status assertion, read(*m));
+      if (first.ok()) first = assertion;
+    }
+    return first;
+  }
+
+ private:
+  absl::StatusOr<absl::Status> read(const Module& m) {
+    const std::string what =
+        absl::StrCat("hip:", device_, ": reading the debug buffer of '", m.debug_kernel->name(), "'");
+    auto status = [&](absl::Status s) { return s.ok() ? s : prefixed(what, s); };
+    TESSEL_RETURN_IF_ERROR(status(runtime_.set_device(device_)));
+    uint64_t header[kDebugHeaderBytes / 8];
+    TESSEL_RETURN_IF_ERROR(status(runtime_.memcpy(header, m.debug_buffer, sizeof(header), hip::hipMemcpyDeviceToHost)));
+    std::vector<uint64_t> records(debug_records_written(header) / 8);
+    if (!records.empty()) {
+      TESSEL_RETURN_IF_ERROR(
+          status(runtime_.memcpy(records.data(), static_cast<char*>(m.debug_buffer) + kDebugHeaderBytes,
+                                 records.size() * sizeof(uint64_t), hip::hipMemcpyDeviceToHost)));
+    }
+    // Cleared so the next synchronize reports only new lines and failures;
+    // hipMemcpy returns once the zeros are there.
+    const uint64_t zeros[kDebugHeaderBytes / 8] = {};
+    TESSEL_RETURN_IF_ERROR(status(runtime_.memcpy(m.debug_buffer, zeros, sizeof(zeros), hip::hipMemcpyHostToDevice)));
+    DebugReport report = read_debug(*m.debug_kernel, absl::StrCat("hip:", device_), header, records);
+    print_debug_lines(report.lines);
+    return report.assertion;
+  }
+
+  const Runtime& runtime_;
+  const int device_;
+  absl::Mutex mu_;
+  std::vector<std::weak_ptr<Module>> modules_ ABSL_GUARDED_BY(mu_);
 };
 
 // A captured graph, ready to replay; it keeps the modules it launches loaded.
@@ -49,7 +123,9 @@ class HipGraph final : public GraphImpl {
   ~HipGraph() override { runtime_.graph_exec_destroy.raw(exec_); }
   absl::Status launch(StreamImpl* stream) override {
     hip::hipStream_t s = stream == nullptr ? nullptr : static_cast<hip::hipStream_t>(stream->native());
-    return runtime_.graph_launch(exec_, s);
+    TESSEL_RETURN_IF_ERROR(runtime_.graph_launch(exec_, s));
+    for (const std::shared_ptr<Module>& m : modules_) m->mark_launched();
+    return absl::OkStatus();
   }
 
  private:
@@ -60,11 +136,14 @@ class HipGraph final : public GraphImpl {
 
 class HipStream final : public StreamImpl {
  public:
-  HipStream(const Runtime& runtime, hip::hipStream_t stream)
-      : StreamImpl(DeviceKind::kHip), runtime_(runtime), stream_(stream) {}
+  HipStream(const Runtime& runtime, hip::hipStream_t stream, std::shared_ptr<DebugModules> debug)
+      : StreamImpl(DeviceKind::kHip), runtime_(runtime), stream_(stream), debug_(std::move(debug)) {}
   ~HipStream() override { runtime_.stream_destroy.raw(stream_); }
   void* native() const override { return stream_; }
-  absl::Status synchronize() override { return runtime_.stream_synchronize(stream_); }
+  absl::Status synchronize() override {
+    TESSEL_RETURN_IF_ERROR(runtime_.stream_synchronize(stream_));
+    return debug_->drain();
+  }
   bool capturing() const override { return capturing_.load(std::memory_order_acquire); }
 
   absl::Status begin_capture() override {
@@ -111,6 +190,7 @@ class HipStream final : public StreamImpl {
  private:
   const Runtime& runtime_;
   hip::hipStream_t stream_;
+  const std::shared_ptr<DebugModules> debug_;
   std::atomic<bool> capturing_{false};
   absl::Mutex mu_;
   std::vector<std::shared_ptr<Module>> captured_ ABSL_GUARDED_BY(mu_);
@@ -168,6 +248,7 @@ class HipFunction final : public FunctionImpl {
                                              size > 0 ? extra : nullptr);
     }
     if (!status.ok()) return prefixed(what, status);
+    module_->mark_launched();
     if (hip_stream != nullptr) hip_stream->note_launch(module_);
     return absl::OkStatus();
   }
@@ -217,13 +298,14 @@ class HipDevice final : public DeviceImpl {
   }
   absl::Status synchronize() override {
     TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
-    return runtime_.device_synchronize();
+    TESSEL_RETURN_IF_ERROR(runtime_.device_synchronize());
+    return debug_->drain();
   }
   absl::StatusOr<std::shared_ptr<StreamImpl>> create_stream() override {
     TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
     hip::hipStream_t stream = nullptr;
     TESSEL_RETURN_IF_ERROR(runtime_.stream_create(&stream));
-    return std::make_shared<HipStream>(runtime_, stream);
+    return std::make_shared<HipStream>(runtime_, stream, debug_);
   }
   absl::StatusOr<TensorMap> encode_tensor_map(const TensorMapSpec& spec) override {
     return TensorMap::encode_host(spec);
@@ -247,12 +329,25 @@ class HipDevice final : public DeviceImpl {
     if (absl::Status s = runtime_.module_get_function(&function, module, code->entry.c_str()); !s.ok()) {
       return prefixed(prefix, s);
     }
+    if (writes_debug_buffer(kernel, resolved.debug)) {
+      size_t bytes = 0;
+      if (absl::Status s = runtime_.module_get_global(&held->debug_buffer, &bytes, module, kDebugSymbol); !s.ok()) {
+        return prefixed(absl::StrCat(prefix, ": the debug buffer"), s);
+      }
+      if (bytes != static_cast<size_t>(kDebugBytes)) {
+        return absl::InternalError(
+            absl::StrCat(prefix, ": the debug buffer has ", bytes, " bytes; expected ", kDebugBytes));
+      }
+      held->debug_kernel = kernel;
+      debug_->add(held);
+    }
     return std::make_shared<HipFunction>(kernel, runtime_, index_, std::move(held), function, code->threads,
                                          code->shared_bytes);
   }
 
  private:
-  HipDevice(const Runtime& runtime, int index) : runtime_(runtime), index_(index) {}
+  HipDevice(const Runtime& runtime, int index)
+      : runtime_(runtime), index_(index), debug_(std::make_shared<DebugModules>(runtime, index)) {}
 
   absl::Status query() {
     TESSEL_RETURN_IF_ERROR(runtime_.set_device(index_));
@@ -282,6 +377,7 @@ class HipDevice final : public DeviceImpl {
 
   const Runtime& runtime_;
   const int index_;
+  const std::shared_ptr<DebugModules> debug_;
   int compute_units_ = 0;
   std::string product_;
   std::string arch_;

@@ -87,6 +87,7 @@ class Entry<hipError_t (*)(Args...)> {
   X(module_load_data, hipModuleLoadData, true)                            \
   X(module_unload, hipModuleUnload, true)                                 \
   X(module_get_function, hipModuleGetFunction, true)                      \
+  X(module_get_global, hipModuleGetGlobal, true)                          \
   X(module_launch_kernel, hipModuleLaunchKernel, true)                    \
   X(occupancy, hipModuleOccupancyMaxActiveBlocksPerMultiprocessor, true)  \
   X(device_can_access_peer, hipDeviceCanAccessPeer, true)                 \

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "base/debug_abi.h"
 #include "code_object_reader.h"
 #include "codegen/amdgpu/mfma_fragment.h"
 #include "codegen/compiler.h"
@@ -67,6 +68,35 @@ TEST(Amdgpu, EverySampleKernelIsAGfx942CodeObject) {
     // No calls: exp, log and everything else are inline, no device library.
     EXPECT_THAT(c->artifacts.assembly, Not(HasSubstr("s_swappc")));
   }
+}
+
+// device_print and device_assert: the debug buffer is a global the code
+// object exports for hipModuleGetGlobal to find, records are reserved with a
+// 64-bit atomic add and the failed assert's record claimed by a
+// compare-and-swap, at agent scope.
+TEST(Amdgpu, TheDebugBufferIsAnExportedGlobal) {
+  KernelBuilder k("debugged");
+  Value x = k.arg(ptr(f32), "x");
+  Value offs = k.program_id() * 256 + k.arange(0, 256);
+  Value v = load(x + offs);
+  device_print("v", {v, offs});
+  device_assert(v >= 0.0f, "v is not negative");
+  store(x + offs, v * 2.0f);
+  CompileOptions options;
+  options.arch = "gfx942";
+  options.num_warps = 4;
+  options.debug = true;
+  CompileArtifacts artifacts;
+  absl::StatusOr<DeviceCode> code = compile(*k.build(), options, &artifacts);
+  ASSERT_TRUE(code.ok()) << code.status();
+  std::optional<code_object::Symbol> buffer = code_object::symbol(code->binary, kDebugSymbol, true);
+  ASSERT_TRUE(buffer.has_value());
+  EXPECT_EQ(buffer->size, static_cast<uint64_t>(kDebugBytes));
+  EXPECT_EQ(buffer->type, 1);        // STT_OBJECT
+  EXPECT_EQ(buffer->binding, 1);     // STB_GLOBAL
+  EXPECT_NE(buffer->visibility, 2);  // not STV_HIDDEN
+  EXPECT_THAT(artifacts.assembly, HasSubstr("global_atomic_add_x2"));
+  EXPECT_THAT(artifacts.assembly, HasSubstr("global_atomic_cmpswap_x2"));
 }
 
 // Philox's 32x32 -> 64-bit products: a v_mul_hi_u32 and a v_mul_lo_u32 each.

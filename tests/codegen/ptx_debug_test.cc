@@ -53,14 +53,5 @@ TEST(PtxDebug, WithoutDebugTheAssertIsGoneAndWithoutPrintsSoIsTheBuffer) {
   EXPECT_TRUE(writes_debug_buffer(printing_and_asserting(), false));
 }
 
-TEST(PtxDebug, AmdGpusRefuseThemByName) {
-  CompileOptions options;
-  options.arch = "gfx942";
-  absl::StatusOr<DeviceCode> code = compile(printing_and_asserting(), options);
-  EXPECT_EQ(code.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(code.status().message(),
-              HasSubstr("kernel 'debugged': device_print and device_assert do not run on AMD GPUs yet"));
-}
-
 }  // namespace
 }  // namespace tessel

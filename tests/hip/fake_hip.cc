@@ -13,15 +13,19 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/codegen/code_object_reader.h"
 
 namespace {
 
@@ -116,9 +120,12 @@ struct Allocation {
   size_t bytes;
 };
 
+// A loaded code object, its globals (zeroed host memory) made on request.
 struct Module {
-  int id;
+  std::string image;
+  std::vector<std::unique_ptr<uint8_t[]>> globals;
 };
+void* last_global = nullptr;
 struct Function {
   std::string name;
 };
@@ -137,6 +144,8 @@ const uint8_t* fake_hip_kernarg(size_t* size) {
   *size = kernarg.size();
   return kernarg.data();
 }
+// The memory of the global hipModuleGetGlobal last handed out.
+void* fake_hip_last_global() { return last_global; }
 void fake_hip_reset() {
   std::lock_guard<std::mutex> hold(log_mu);
   calls.clear();
@@ -370,7 +379,23 @@ int hipModuleLoadData(void** module, const void* image) {
                   4) != 0 ||
       bytes[7] != 64)
     return 200;
-  *module = new Module{1};
+  // The section headers end the objects lld writes.
+  using tessel::code_object::read;
+  const std::string header(bytes, bytes + 64);
+  const uint64_t size = read<uint64_t>(header, 40) + uint64_t{read<uint16_t>(header, 58)} * read<uint16_t>(header, 60);
+  *module = new Module{std::string(bytes, bytes + size), {}};
+  return 0;
+}
+// A global the code object exports (in its dynamic symbol table, not
+// hidden, as ROCm's loader needs): hipErrorNotFound otherwise.
+int hipModuleGetGlobal(void** ptr, size_t* bytes, void* module, const char* name) {
+  if (int e = enter((std::string("hipModuleGetGlobal ") + name).c_str(), 500)) return e;
+  auto* m = static_cast<Module*>(module);
+  std::optional<tessel::code_object::Symbol> sym = tessel::code_object::symbol(m->image, name, true);
+  if (!sym || sym->type != 1 || sym->visibility == 2) return 500;  // STT_OBJECT, not STV_HIDDEN
+  m->globals.push_back(std::make_unique<uint8_t[]>(sym->size));    // zeroed, as the loader's .bss
+  *ptr = last_global = m->globals.back().get();
+  *bytes = sym->size;
   return 0;
 }
 int hipModuleUnload(void* module) {

@@ -2,8 +2,6 @@
 // calls it receives: opening, memory, the load / get function / launch
 // sequence, and the packed kernarg bytes against the code object's
 // metadata. No AMD GPU is needed; what a real one computes is not checked here.
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -27,25 +25,7 @@ using ::testing::HasSubstr;
 
 const auto* const kFake = ::testing::AddGlobalTestEnvironment(new fake_hip::Environment);
 
-// The fake's record, through the copy of it tessel loaded.
-struct Record {
-  Record() : lib(dlopen(fake_hip::path().c_str(), RTLD_NOW | RTLD_NOLOAD)) {}
-  ~Record() {
-    if (lib != nullptr) dlclose(lib);
-  }
-  template <class F>
-  F fn(const char* name) const {
-    return reinterpret_cast<F>(dlsym(lib, name));
-  }
-  std::string log() const { return fn<const char* (*)()>("fake_hip_log")(); }
-  std::vector<uint8_t> kernarg() const {
-    size_t size = 0;
-    const uint8_t* bytes = fn<const uint8_t* (*)(size_t*)>("fake_hip_kernarg")(&size);
-    return std::vector<uint8_t>(bytes, bytes + size);
-  }
-  void reset() const { fn<void (*)()>("fake_hip_reset")(); }
-  void* lib;
-};
+using fake_hip::Record;
 
 TEST(HipDevice, OpensTheFakeGpuAndDescribesIt) {
   absl::StatusOr<Device> d = Device::open("hip:0");

@@ -1,8 +1,8 @@
 // Every HIP runtime call of a scenario made to fail in turn
 // (runtime/faults.h), against the fake libamdhip64 and libhsakmt: a HIP
 // device loads and launches a kernel on a tensor map, captures and replays
-// a graph, and a group of both fake GPUs runs a triggered plan, armed on
-// SDMA queues and on streams. With the n-th call failing, the scenario
+// a graph, finds and reads a printing kernel's debug buffer, and a group of
+// both fake GPUs runs a triggered plan, armed on SDMA queues and on streams. With the n-th call failing, the scenario
 // returns a Status naming that call, and the next scenario runs cleanly.
 #include <cstdio>
 #include <string>
@@ -45,6 +45,12 @@ absl::Status scenario() {
   TESSEL_RETURN_IF_ERROR(captured);
   TESSEL_RETURN_IF_ERROR(graph.launch(&stream));
   TESSEL_RETURN_IF_ERROR(stream.synchronize());
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  // A kernel that prints: its debug buffer is found, then read at synchronize.
+  KernelBuilder k("prints");
+  device_print("program", {k.program_id()});
+  TESSEL_ASSIGN_OR_RETURN(auto prints, device.compile(*k.build(), options));
+  TESSEL_RETURN_IF_ERROR(prints.launch({.grid = 1, .num_warps = 4}));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   for (const char* engines : {"sdma", "streams"}) {
     setenv("TESSEL_HIP_PLANS", engines, 1);
