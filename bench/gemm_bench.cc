@@ -2,17 +2,17 @@
 // at the shapes DESIGN.md's targets name, in TFLOP/s: bf16 with B given as
 // N x K for each tile configuration tried, then the two best-known
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
-// (e4m3, per-tensor scales, C in bf16), the fused bias + GELU epilogue, the
+// (e4m3, per-tensor scales, C in bf16), i8 (C the exact i32 sum), the fused bias + GELU epilogue, the
 // GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
 // through pointers, loads copied into rings stages ahead or each in its own
 // iteration), a mixture of experts' GEMM over gathered rows
 // (samples::moe_gemm_kernel, bf16 and fp8), and the autotuner's pick (tessel::autotune) among the bf16 configurations
 // and split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names, then alone) against the best of timing
 // every configuration again, in turns (one run of each, then the next round). Its baselines, cuBLAS (torch.matmul,
-// torch._scaled_mm for fp8) and Triton's TMA persistent matmul, come from bench/triton_compare.py's matmul_tflops in
-// the same run of scripts/gpu_bench.sh, on the same tensors: with --inputs=DIR this writes each shape's A (M x K) and B
-// (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin for that script to read. Timed as that script times its kernels: CUDA
-// events around one launch, L2 flushed before each (a 256 MiB copy),
+// torch._scaled_mm for fp8, torch._int_mm for i8) and Triton's TMA persistent matmul, come from
+// bench/triton_compare.py's matmul_tflops in the same run of scripts/gpu_bench.sh, on the same tensors: with
+// --inputs=DIR this writes each shape's A (M x K) and B (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin for that script to
+// read. Timed as that script times its kernels: CUDA events around one launch, L2 flushed before each (a 256 MiB copy),
 // median of 15.
 #include <algorithm>
 #include <cstdio>
@@ -53,7 +53,8 @@ std::string label(const Config& c) {
          (c.gemm.warp_specialize ? (c.gemm.cooperative ? " coop" : " ws") : "") +
          (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") +
          (c.gemm.stream_k ? " stream-K" : "") + (c.gemm.cluster_m > 1 ? " cluster 2x1" : "") +
-         (c.gemm.cluster_n > 1 ? " cluster 1x2" : "") + (c.gemm.in.is_float8() && c.gemm.fast_accum ? " fast" : "");
+         (c.gemm.cluster_n > 1 ? " cluster 1x2" : "") + (c.gemm.in.is_float8() && c.gemm.fast_accum ? " fast" : "") +
+         (c.gemm.in == i8 ? " i8" : "");
 }
 
 // Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
@@ -102,13 +103,16 @@ int main(int argc, char** argv) {
   CUstream raw_stream = static_cast<CUstream>(stream.native());
   bench::FlushedTimer timer(cu, raw_stream);
   auto config = [](int64_t bm, int64_t bn, int stages, int warps, DType in, bool b_nk) {
-    // Rows of 128 bytes per box: BK 64 for 16-bit operands, 128 for fp8 (C then bf16, scaled).
+    // Rows of 128 bytes per box: BK 64 for 16-bit operands, 128 for fp8 (C then bf16, scaled) and i8 (C
+    // the exact i32 sum, as torch._int_mm's).
     const bool fp8 = in.is_float8();
     return Config{{.bm = bm,
                    .bn = bn,
-                   .bk = fp8 ? 128 : 64,
+                   .bk = in.bytes() == 1 ? 128 : 64,
                    .in = in,
-                   .out = fp8 ? bf16 : in,
+                   .out = fp8        ? bf16
+                          : in == i8 ? i32
+                                     : in,
                    .b_nk = b_nk,
                    .stages = stages,
                    .scaled = fp8},
@@ -151,6 +155,12 @@ int main(int argc, char** argv) {
            {256, 3, 8, 1}, {128, 4, 8, 1}, {128, 4, 8, 0}, {128, 5, 8, 0}, {128, 4, 12, 0}, {192, 4, 12, 0}}) {
     configs.push_back(config(128, bn, stages, warps, f8e4m3, true));
     configs.back().gemm.fast_accum = fast != 0;
+    configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = warps == 12;
+  }
+  // i8 into i32 (exact): one accumulator a thread, as fp8 with fast accumulation.
+  for (auto [bn, stages, warps] :
+       std::vector<std::array<int, 3>>{{256, 3, 8}, {256, 4, 8}, {128, 4, 8}, {256, 4, 12}}) {
+    configs.push_back(config(128, bn, stages, warps, i8, true));
     configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = warps == 12;
   }
   // Split-K (partial tiles added into an f32 workspace, then rounded to bf16 by
@@ -257,13 +267,18 @@ int main(int argc, char** argv) {
   Buffer scaleb = must(dev.allocate(4), "allocate");
   must(dev.copy_to_device(scaleb, &one, 4), "copy");
   for (const auto& [m, n, k] : shapes) {
-    // Values in [1/128, 1] (bf16), [1, 2) (f16) or [1/2, 1.875] (e4m3): no overflow in the sum or in C.
+    // Values in [1/128, 1] (bf16), [1, 2) (f16), [1/2, 1.875] (e4m3) or all of i8: no overflow in the sum or in C.
     std::map<ScalarKind, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> host;
-    for (DType in : {bf16, f16, f8e4m3}) {
+    for (DType in : {bf16, f16, f8e4m3, i8}) {
       auto& [a, b] = host[in.kind];
       a.resize(m * k * in.bytes());
       b.resize(n * k * in.bytes());
       auto fill = [&](std::vector<uint8_t>& v) {
+        if (in == i8) {  // every value: sums within 2^14 K, far inside i32
+          std::uniform_int_distribution<int> bits(0, 255);
+          for (auto& x : v) x = static_cast<uint8_t>(bits(gen));
+          return;
+        }
         if (in.is_float8()) {
           std::uniform_int_distribution<int> bits(0x30, 0x3F);
           for (auto& x : v) x = static_cast<uint8_t>(bits(gen));
@@ -290,7 +305,7 @@ int main(int argc, char** argv) {
       }
     }
     Buffer ab = must(dev.allocate(m * k * 2), "allocate"), bb = must(dev.allocate(n * k * 2), "allocate");
-    Buffer cb = must(dev.allocate(m * n * 2), "allocate");
+    Buffer cb = must(dev.allocate(m * n * 4), "allocate");  // i32 for i8 operands
     Buffer biasb = must(dev.allocate(n * 2), "allocate");
     must(dev.copy_to_device(biasb, host[ScalarKind::kBF16].second.data(), n * 2), "copy");  // B's first row as bias
     DType loaded;

@@ -55,17 +55,22 @@ from moe_common import MOE_CONFIGS, MOE_CONFIGS_FP8, moe_align, moe_eager, trito
 
 CHILD_MARK = "@@TRITON_COMPARE_RESULT@@ "
 MM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
-MM_DTYPES = [torch.bfloat16, torch.float16, torch.float8_e4m3fn]
+MM_DTYPES = [torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.int8]
 COLD_SHAPE = (4096, 4096, 4096)
 MM_CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
 # The configurations matmul_tflops tries; Triton is reported at its best.
 MM_CONFIGS = [MM_CFG,
               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=4, num_warps=8),
               dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)]
-# fp8 boxes: rows of 128 bytes as for 16-bit types, so BLOCK_K 128.
+# fp8 and int8 boxes: rows of 128 bytes as for 16-bit types, so BLOCK_K 128.
 MM_CONFIGS_FP8 = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8),
                   dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
                   dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8)]
+# int8: C's int32 staging tile is twice a bf16 one, so 128 x 256 tiles fit two stages only.
+MM_CONFIGS_INT8 = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
+                   dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=5, num_warps=8),
+                   dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=2, num_warps=8),
+                   dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8)]
 LAUNCH_BLOCK = [64, 64]
 # The tutorial-form kernel's configurations (its autotuner's Hopper picks among them).
 PTR_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8),
@@ -105,7 +110,8 @@ def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_M):
 @triton.jit
 def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+                                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, ACC_INT: tl.constexpr = False):
+    # ACC_INT: int8 operands summed in int32 (C int32, as torch._int_mm's), else f32.
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -119,12 +125,15 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
         pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if ACC_INT:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             offs_k = ki * BLOCK_K
             a = a_desc.load([offs_am, offs_k])
             b = b_desc.load([offs_bn, offs_k])
-            acc = tl.dot(a, b.T, acc)
+            acc = tl.dot(a, b.T, acc, out_dtype=acc.dtype)
         tile_id_c += NUM_SMS
         pid_m, pid_n = _compute_pid(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
@@ -177,7 +186,8 @@ def triton_matmul(a, b, c, cfg=MM_CFG):
     b_desc = TensorDescriptor.from_tensor(b, block_shape=[bn, bk])
     c_desc = TensorDescriptor.from_tensor(c, block_shape=[bm, bn])
     grid = (min(num_sms(), triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
-    matmul_tma_persistent_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms(), **cfg)
+    matmul_tma_persistent_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms(),
+                                       ACC_INT=a.dtype == torch.int8, **cfg)
     return c
 
 
@@ -373,8 +383,8 @@ def cold_compile_matmul(args):
 
 def _gemm_inputs(args, M, N, K, dtype):
     """A (M, K) and B (N, K): bench/gemm_bench's tensors where --gemm-inputs names where it left them."""
-    name = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float8_e4m3fn: "f8e4m3"}[dtype]
-    bits_type = torch.int8 if dtype == torch.float8_e4m3fn else torch.int16
+    name = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float8_e4m3fn: "f8e4m3", torch.int8: "i8"}[dtype]
+    bits_type = torch.int8 if dtype in (torch.float8_e4m3fn, torch.int8) else torch.int16
     if args.gemm_inputs:
         def read(which, rows, cols):
             path = os.path.join(args.gemm_inputs, f"{which}_{M}x{N}x{K}_{name}.bin")
@@ -382,8 +392,10 @@ def _gemm_inputs(args, M, N, K, dtype):
             return bits.view(dtype).reshape(rows, cols).cuda()
         return read("a", M, K), read("b", N, K), "gemm_bench"
     def rand(rows, cols):
+        if dtype == torch.int8:
+            return torch.randint(-128, 128, (rows, cols), device="cuda", dtype=torch.int8)
         return torch.randn(rows, cols, device="cuda").to(dtype)
-    return rand(M, K), rand(N, K), "randn"
+    return rand(M, K), rand(N, K), "randint" if dtype == torch.int8 else "randn"
 
 
 def _shapes(text):
@@ -429,10 +441,17 @@ def _matmul_row(args, M, N, K, dtype, inputs=None):
     """cuBLAS and Triton (at its best config) on A (M, K) @ B (N, K).T: one row of the table."""
     row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
     fp8 = dtype == torch.float8_e4m3fn
+    int8 = dtype == torch.int8
     try:
         a, b, row["inputs"] = inputs() if inputs else _gemm_inputs(args, M, N, K, dtype)
-        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16 if fp8 else dtype)
-        if fp8:  # cuBLAS's fp8 GEMM: B column-major (b.T of the N x K tensor), bf16 out
+        if int8:
+            c = torch.full((M, N), -1, device="cuda", dtype=torch.int32)
+        else:
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16 if fp8 else dtype)
+        if int8:  # cuBLAS's int8 GEMM: B column-major (b.T of the N x K tensor), the exact int32 sums
+            baseline = lambda: torch._int_mm(a, b.T)
+            reference = baseline()
+        elif fp8:  # cuBLAS's fp8 GEMM: B column-major (b.T of the N x K tensor), bf16 out
             one = torch.ones((), device="cuda", dtype=torch.float32)
             baseline = lambda: torch._scaled_mm(a, b.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
                                                 use_fast_accum=True)
@@ -440,9 +459,10 @@ def _matmul_row(args, M, N, K, dtype, inputs=None):
         else:
             baseline = lambda: torch.matmul(a, b.T)
             reference = baseline()
-        triton_matmul(a, b, c, (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS)[0])
+        configs = MM_CONFIGS_INT8 if int8 else MM_CONFIGS_FP8 if fp8 else MM_CONFIGS
+        triton_matmul(a, b, c, configs[0])
         row["rel_err"] = _rel_err(c, reference)  # Triton's, against cuBLAS's result (fp8: the f32 product)
-        row["ok"] = row["rel_err"] < 1e-2  # False for NaN too
+        row["ok"] = row["rel_err"] == 0 if int8 else row["rel_err"] < 1e-2  # False for NaN too
         if fp8:
             # Against the f32 product: fp8 tensor-core sums lose bits as K grows (cuBLAS's too).
             row["cublas_rel_err"] = _rel_err(baseline(), reference)
@@ -463,7 +483,7 @@ def _matmul_row(args, M, N, K, dtype, inputs=None):
                 row["cublas_f32_sums_ms"], row["cublas_f32_sums_tflops"] = ms, flop / ms / 1e9
             except Exception as e:
                 row["cublas_f32_sums_error"] = _err(e)
-        for cfg in (MM_CONFIGS_FP8 if fp8 else MM_CONFIGS):
+        for cfg in configs:
             name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
             try:
                 ms = _bench_ms(lambda: triton_matmul(a, b, c, cfg))
@@ -486,7 +506,7 @@ def matmul_tflops(args):
     rows = []
     for (M, N, K), dtype in [(shape, t) for t in MM_DTYPES for shape in MM_SHAPES]:
         _add_row(rows, _matmul_row(args, M, N, K, dtype))
-    return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C in the inputs' dtype",
+    return {"configs": MM_CONFIGS, "layout": "C = A @ B.T, A (M,K), B (N,K) row-major, C in the inputs' dtype (fp8: bf16, int8: int32)",
             "shapes": rows}
 
 

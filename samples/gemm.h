@@ -36,7 +36,7 @@ inline Value gemm_step(const Value& a, const Value& b, const Value& acc, bool pr
 }
 
 // How far a GEMM's f32 sum of `in` operands may be from the exact one, as a
-// share of the sum of its terms' magnitudes: f32 accumulation's; for fp8
+// share of the sum of its terms' magnitudes: none for i8, f32 accumulation's; for fp8
 // the tensor cores'. Each fp8 wgmma adds its 32 products to the running sum
 // keeping about 14 bits (an error up to 2^-13 of the larger magnitude), so
 // a K step of 128 summed from zero (gemm_step's promotion) is within 4 x
@@ -45,6 +45,7 @@ inline Value gemm_step(const Value& a, const Value& b, const Value& acc, bool pr
 // add up with K, which no fixed share bounds in the worst case; 2^-10 is
 // twice the worst seen there (2^-11.8 at K = 4096).
 inline double gemm_sum_tolerance(DType in, bool fast_accum) {
+  if (in == i8) return 0;  // summed exactly in i32
   if (!in.is_float8()) return 1e-5;
   return std::ldexp(1.0, fast_accum ? -10 : -11);
 }
@@ -64,7 +65,8 @@ struct Bounded {
 
 // --- The tensor-core GEMM: C [M, N] (f32, or bf16 rounded once) = A [M, K]
 // @ B, with A and B bf16, f16, fp8 (e4m3 or e5m2, per-tensor scales applied
-// to the f32 sum) or f32 (multiplied as tf32) in swizzled TMA boxes of rows
+// to the f32 sum), f32 (multiplied as tf32) or i8 (summed exactly in i32: C
+// i32 as it is, or scaled in f32) in swizzled TMA boxes of rows
 // spanning 128 bytes (BK = 128 / element size) or whole panels of them, B
 // given as N x K (K-major, read through trans) or as K x N (MN-major:
 // wgmma's transpose bit, 16-bit types only), A as M x K or K x M the same
@@ -77,7 +79,8 @@ struct GemmConfig {
   DType in = bf16;
   std::optional<DType> in_b = std::nullopt;  // B's dtype where it is not `in`: with fp8, the other fp8 kind
   // C's dtype. An fp8 C is quantized by a static scale: C = the result
-  // times 1 / scale_c[0] (f32, taken after the scales), saturated.
+  // times 1 / scale_c[0] (f32, taken after the scales), saturated. An i32
+  // C (i8 operands only) is the exact sum, with no epilogue.
   DType out = f32;
   bool b_nk = true;  // B stored N x K (else K x N)
   bool a_mk = true;  // A stored M x K (else K x M)
@@ -253,6 +256,19 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
         g.a_mk ? "M x K" : "K x M", ", B ", g.b_nk ? "N x K" : "K x N", ", bn ", g.bn, ", bias_gelu ", g.bias_gelu,
         ", split_k ", g.split_k, ", stream_k ", g.stream_k, ", clusters of ", g.cluster()));
   }
+  if (g.in == i8 && (g.split_k > 1 || g.stream_k || g.b_type() != i8)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gemm_kernel: i8 operands (both A and B) sum into i32 and take "
+                     "neither split_k nor stream_k; got B ",
+                     g.b_type().name(), ", split_k ", g.split_k, ", stream_k ", g.stream_k));
+  }
+  if (g.out == i32 && (g.in != i8 || g.scaled || g.bias_gelu || g.swiglu || g.row_scales)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gemm_kernel: an i32 C is the exact sum of i8 operands' products, without scales or another "
+                     "epilogue; got ",
+                     g.in.name(), " operands", g.scaled ? ", scales" : "", g.bias_gelu ? ", bias + GELU" : "",
+                     g.swiglu ? ", SwiGLU" : "", g.row_scales ? ", row scales" : ""));
+  }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
                                                    " sums partial tiles, so the epilogue must be linear; bias + GELU "
@@ -348,7 +364,8 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       Value cols = col + k.arange(0, g.bn);  // [BN] i32
       half_bias = cast(load(bias + cols, cols < n, 0.0), f32) * 0.5;
     }
-    Var acc = k.var(k.zeros({g.bm, g.bn}, f32));  // [BM, BN] f32, registers
+    // [BM, BN] f32 (i32 for i8 operands: exact), registers
+    Var acc = k.var(k.zeros({g.bm, g.bn}, g.in == i8 ? i32 : f32));
     k.for_range(k_lo, k_hi, g.bk,
                 [&](Value kk) {
                   // An operand the cluster's two tiles share comes once for both.
@@ -370,7 +387,8 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                                   g.tf32 ? Precision::kTf32 : Precision::kIeee);
                 },
                 {.stages = g.stages});
-    auto epilogue = [&](Value out) {  // [BM, BN] f32, registers
+    auto epilogue = [&](Value out) {  // [BM, BN] f32 (or i32), registers
+      if (out.type().dtype() == i32 && g.out != i32) out = cast(out, f32);
       if (g.bias_gelu) {
         // h = (out + bias) / 2 in one fused multiply-add; see gelu_of_half.
         Value hb = expand_dims(half_bias, 0);  // [1, BN]
@@ -387,7 +405,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       if (g.split_k > 1) {
         tma_reduce(AtomicOp::kAdd, c, {row, col}, out);
       } else {
-        tma_store(c, {row, col}, g.out == f32 ? out : cast(out, g.out));
+        tma_store(c, {row, col}, g.out == out.type().dtype() ? out : cast(out, g.out));
       }
     };
     if (!g.stream_k) {

@@ -38,7 +38,7 @@ inline float round_to_tf32(float x) {
   return x;
 }
 
-// `count` values of dtype `d` drawn from [-1, 1]: as stored (bytes, the
+// `count` values of dtype `d` drawn from [-1, 1] (i8: from [-128, 127]): as stored (bytes, the
 // layout a tensor map reads) and as the kernel reads them (values). f32
 // values are exact in tf32 where `tf32_exact`, so that a tf32 product of
 // them is an f32 one.
@@ -66,6 +66,10 @@ inline Operand random_operand(DType d, int64_t count, std::mt19937& gen, bool tf
       const Float8 f = d == f8e4m3 ? Float8::kE4M3 : Float8::kE5M2;
       *at = float_to_float8(x, f);
       op.values[i] = float8_to_float(*at, f);
+    } else if (d == i8) {  // every value of i8, from x
+      const auto v = static_cast<int8_t>(std::clamp(static_cast<int>(std::floor(x * 128.0f)), -128, 127));
+      std::memcpy(at, &v, 1);
+      op.values[i] = v;
     } else {
       if (tf32_exact) x = round_to_tf32(x);
       std::memcpy(at, &x, 4);
@@ -220,10 +224,17 @@ inline absl::StatusOr<Buffer> nan_buffer(const Device& device, DType dtype, int6
   return put(device, values.data(), n * 4);
 }
 
-// `n` values of `dtype` (f32, bf16 or f8e4m3) from `src`, as f32.
+// `n` values of `dtype` (f32, bf16, f8e4m3 or i32: exact below 2^24) from
+// `src`, as f32.
 inline absl::StatusOr<std::vector<float>> download_f32(const Device& device, const Buffer& src, DType dtype,
                                                        int64_t n) {
   std::vector<float> out(n);
+  if (dtype == i32) {
+    std::vector<int32_t> ints(n);
+    TESSEL_RETURN_IF_ERROR(device.copy_to_host(ints.data(), src, n * 4));
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(ints[i]);
+    return out;
+  }
   if (dtype == f8e4m3) {
     std::vector<uint8_t> bits(n);
     TESSEL_RETURN_IF_ERROR(device.copy_to_host(bits.data(), src, n));
@@ -373,7 +384,9 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
                                                    std::pair<float, float> scales = {1, 1},
                                                    const Operand* bias = nullptr, int programs = 0) {
   if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
-  if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_gemm: C must be f32 or bf16");
+  if (!(g.out == f32 || g.out == bf16 || g.out == i32)) {
+    return absl::InvalidArgumentError("run_gemm: C must be f32, bf16 or i32");
+  }
   const bool half = g.out == bf16;
   TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::gemm_kernel(g), warps));
   TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));

@@ -106,24 +106,30 @@ std::shared_ptr<const Layout> wgmma_accumulator_layout(int64_t m, int64_t n, int
 namespace {
 
 // What wgmma multiplies: 16-bit floats (either operand K- or MN-major, a
-// from shared memory or registers), fp8 (e4m3 and e5m2 in any pairing) or
-// tf32, both of those K-major from shared memory. Each step takes 32 bytes
-// of k.
+// from shared memory or registers), fp8 (e4m3 and e5m2 in any pairing),
+// tf32 or i8 into i32, those three K-major from shared memory. Each step
+// takes 32 bytes of k.
 struct Form {
-  std::string types;  // the instruction's ".a.b" suffix
+  std::string types;  // the instruction's ".d.a.b" suffix
   int bytes = 0;      // per element
   bool transposable = false;
+  bool integer = false;  // no negating immediates; fewer widths
+
+  // Whether wgmma has an m64nNk form of width n: any multiple of 8 up to
+  // 256; for integers 8, 16, 24, then multiples of 16.
+  bool has_width(int64_t n) const { return n >= 8 && n <= 256 && n % 8 == 0 && (!integer || n <= 24 || n % 16 == 0); }
 };
 
 std::optional<Form> form_of(const MmaShape& s) {
+  if (s.acc == i32 && s.a == i8 && s.b == i8) return Form{".s32.s8.s8", 1, false, true};
   if (s.acc != f32) return std::nullopt;
   if ((s.a == bf16 || s.a == f16) && s.b == s.a && !s.tf32) {
     const std::string t = s.a == bf16 ? "bf16" : "f16";
-    return Form{absl::StrCat(".", t, ".", t), 2, true};
+    return Form{absl::StrCat(".f32.", t, ".", t), 2, true};
   }
   auto fp8 = [](DType d) { return d == f8e4m3 ? "e4m3" : "e5m2"; };
-  if (s.a.is_float8() && s.b.is_float8()) return Form{absl::StrCat(".", fp8(s.a), ".", fp8(s.b)), 1, false};
-  if (s.a == f32 && s.b == f32 && s.tf32) return Form{".tf32.tf32", 4, false};
+  if (s.a.is_float8() && s.b.is_float8()) return Form{absl::StrCat(".f32.", fp8(s.a), ".", fp8(s.b)), 1, false};
+  if (s.a == f32 && s.b == f32 && s.tf32) return Form{".f32.tf32.tf32", 4, false};
   return std::nullopt;
 }
 
@@ -148,7 +154,7 @@ Split split_for(const MmaShape& s, const Form& f, int threads) {
     const Split split{warpgroups, cols};
     const int64_t w = split.width(s);
     if (warpgroups % cols != 0 || s.m / 64 % split.row_groups() != 0) continue;
-    if (s.n % cols != 0 || w % 8 != 0 || w < 8 || w > 256) return {};
+    if (s.n % cols != 0 || !f.has_width(w)) return {};
     if (split.blocks(s) * (w / 2) > kMaxSlots) return {};
     return split;
   }
@@ -298,8 +304,8 @@ std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, co
                                                : absl::StrCat(", ", a.k_major ? 0 : 1, ", ", bm.k_major ? 0 : 1);
   const std::string mma =
       absl::StrCat("{\n.reg .pred p;\nsetp.ne.b32 p, $", p_at, ", 0;\n", "wgmma.mma_async.sync.aligned.m64n", width,
-                   "k", step, ".f32", f.types, " ", register_list(0, static_cast<int>(half)), ", ", a_operand, ", $",
-                   b_at, ", p, 1, 1", transposes, ";\n}");
+                   "k", step, f.types, " ", register_list(0, static_cast<int>(half)), ", ", a_operand, ", $", b_at,
+                   ", p", f.integer ? "" : ", 1, 1", transposes, ";\n}");
   const std::string constraints = a.registers ? "r,r,r,r,l,r" : "l,l,r";
   // a in registers: the slots paired into b32 registers, all before the
   // fence (which orders register writes before the wgmma that read them),

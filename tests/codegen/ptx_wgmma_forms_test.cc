@@ -1,6 +1,7 @@
 // wgmma beyond bf16 and f16 from shared memory: fp8 (e4m3, e5m2, mixed)
-// with k32 steps, tf32 with k8 steps (only where the dot asks for it), and
-// the register-A form that P @ V of an attention kernel takes.
+// and i8 (into i32) with k32 steps, tf32 with k8 steps (only where the dot
+// asks for it), and the register-A form that P @ V of an attention kernel
+// takes.
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -127,6 +128,55 @@ TEST(WgmmaForms, SwigluEpilogueSplitsTheAccumulatorInItsRegisters) {
     }
     expect_ptxas_clean(code->binary);
   }
+}
+
+// i8 operands sum exactly into i32 accumulators on wgmma's integer form
+// (k32 steps, no negating or transposing immediates), kept in registers as
+// f32 ones are: C as the exact i32 sum, or scaled in f32 to bf16.
+TEST(WgmmaForms, I8GemmSumsIntoI32OnTheTensorCores) {
+  GemmConfig g = {.bm = 128, .bn = 256, .bk = 128, .in = i8, .out = i32, .stages = 3};
+  absl::StatusOr<DeviceCode> code = gemm_ptx(g);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string& ptx = code->binary;
+  EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8"), 4);
+  EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(k32\.s32\.s8\.s8 \{[^}]*\}, %rd\d+, %rd\d+, p;)")))
+      << ptx.substr(ptx.find("wgmma.mma_async"), 300);
+  EXPECT_THAT(ptx, Not(HasSubstr("st.shared.u32")));
+  expect_ptxas_clean(ptx);
+  g.out = bf16;
+  g.scaled = true;
+  g.bn = 128;
+  g.stages = 4;
+  absl::StatusOr<DeviceCode> scaled = gemm_ptx(g);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  EXPECT_EQ(count(scaled->binary, "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"), 4);
+  EXPECT_THAT(scaled->binary, HasSubstr("cvt.rn.f32.s32"));
+  expect_ptxas_clean(scaled->binary);
+}
+
+// Integer wgmma has no m64n40 form (past 24 columns, multiples of 16 only):
+// such a tile's product is the loop over shared memory, not a bad instruction.
+TEST(WgmmaForms, I8WidthsAreTheIntegerForms) {
+  for (auto [bn, tensor_cores] : {std::pair{48, true}, {40, false}, {24, true}}) {
+    SCOPED_TRACE(bn);
+    GemmConfig g = {.bm = 64, .bn = bn, .bk = 128, .in = i8, .out = i32, .stages = 2};
+    absl::StatusOr<DeviceCode> code = gemm_ptx(g, 4);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(code->binary.find(absl::StrCat("m64n", bn, "k32.s32.s8.s8")) != std::string::npos, tensor_cores);
+    EXPECT_TRUE(ptxas_accepts_if_present(code->binary));
+  }
+}
+
+TEST(WgmmaForms, I8GemmsAreRefusedWhatTheyCannotDo) {
+  absl::StatusOr<DeviceCode> mn = gemm_ptx({.bk = 128, .in = i8, .out = i32, .b_nk = false});
+  EXPECT_EQ(mn.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mn.status().message(), HasSubstr("multiplies i8 by i8 on the tensor cores only with K-major operands"));
+  absl::StatusOr<Kernel> split = samples::gemm_kernel({.in = i8, .out = f32, .split_k = 2});
+  EXPECT_THAT(split.status().message(), HasSubstr("i8 operands (both A and B) sum into i32 and take neither split_k"));
+  absl::StatusOr<Kernel> scaled = samples::gemm_kernel({.in = i8, .out = i32, .scaled = true});
+  EXPECT_THAT(scaled.status().message(), HasSubstr("an i32 C is the exact sum of i8 operands' products"));
+  absl::StatusOr<Kernel> i32_of_bf16 = samples::gemm_kernel({.in = bf16, .out = i32});
+  EXPECT_THAT(i32_of_bf16.status().message(), HasSubstr("got bf16 operands"));
 }
 
 TEST(WgmmaForms, Fp8BoxesTakeAStageOfTheSameBytesAsBf16) {

@@ -1,8 +1,8 @@
 // The GEMM on Hopper's tensor cores (dot on swizzled TMA tiles lowers to
 // wgmma), checked against a double-precision reference on shapes that are
 // not multiples of the tiles, for bf16 and f16 with A and B K- or MN-major,
-// fp8 (scaled) and tf32; and against the host target, which runs the same
-// kernel through its loop.
+// fp8 (scaled), tf32 and i8 (exact into i32, or scaled); and against the
+// host target, which runs the same kernel through its loop.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -54,6 +54,9 @@ std::string name(const Problem& p) {
       p.out.name());
 }
 
+// fp8 operands, and i8 ones for a C other than their exact i32 sum, take per-tensor scales.
+bool scaled(const Problem& p) { return p.in.is_float8() || (p.in == i8 && p.out != i32); }
+
 samples::GemmConfig config(const Problem& p) {
   return {.bm = p.bm,
           .bn = p.bn,
@@ -64,7 +67,7 @@ samples::GemmConfig config(const Problem& p) {
           .b_nk = p.b_nk,
           .a_mk = p.a_mk,
           .stages = p.stages,
-          .scaled = p.in.is_float8(),
+          .scaled = scaled(p),
           .tf32 = p.tf32,
           .fast_accum = p.fast_accum,
           .warp_specialize = p.ws,
@@ -84,12 +87,12 @@ Inputs random_inputs(const Problem& p, Rng& rng) {
   return {random_operand(p.in, p.m * p.k, rng.gen(), true), random_operand(p.in_b.value_or(p.in), p.k * p.n, rng.gen(), true)};
 }
 
-// fp8 problems scale C by 1/2 and 1/4 (per-tensor scales of A and B).
+// Scaled problems scale C by 1/2 and 1/4 (per-tensor scales of A and B).
 constexpr std::pair<float, float> kFp8Scales = {0.5f, 0.25f};
 
 absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem& p, const Inputs& in) {
   return matmul_cases::run_gemm(device, config(p), p.warps, p.m, p.n, p.k, in.a, in.b,
-                                p.in.is_float8() ? kFp8Scales : std::pair{1.0f, 1.0f}, nullptr, p.programs);
+                                scaled(p) ? kFp8Scales : std::pair{1.0f, 1.0f}, nullptr, p.programs);
 }
 
 // Every element when there are few, else a sample (and every corner), against
@@ -109,7 +112,7 @@ absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const Problem&
       for (int64_t col : {int64_t{0}, p.n - 1}) picks.push_back(r * p.n + col);
     }
   }
-  const double scale = p.in.is_float8() ? kFp8Scales.first * kFp8Scales.second : 1.0;
+  const double scale = scaled(p) ? kFp8Scales.first * kFp8Scales.second : 1.0;
   const double tol = samples::gemm_sum_tolerance(p.in, p.fast_accum);
   int64_t bad = 0;
   double worst = 0;
@@ -158,6 +161,20 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
       {.m = 1000, .n = 712, .k = 608, .in = f8e4m3, .bn = 256, .bk = 128, .in_b = f8e5m2, .fast_accum = true},
       {.m = 4095, .n = 4104, .k = 1040, .in = f8e4m3, .bn = 256, .bk = 128, .stages = 3, .fast_accum = true},
       {.m = 4095, .n = 4104, .k = 1040, .in = f8e5m2, .bk = 128},
+      // i8 into i32, exact (K-major only), as it is or scaled to bf16.
+      {.m = 1000, .n = 712, .k = 608, .in = i8, .bk = 128, .out = i32},
+      {.m = 4095, .n = 4104, .k = 1040, .in = i8, .bn = 256, .bk = 128, .stages = 3, .out = i32},
+      {.m = 1000, .n = 712, .k = 608, .in = i8, .bk = 128, .out = bf16},
+      {.m = 1000,
+       .n = 712,
+       .k = 608,
+       .in = i8,
+       .bk = 128,
+       .warps = 12,
+       .stages = 4,
+       .ws = true,
+       .coop = true,
+       .out = i32},
       {.m = 1000, .n = 712, .k = 600, .in = f32, .bk = 32, .tf32 = true},
       {.m = 4095, .n = 4104, .k = 1032, .in = f32, .bk = 32, .tf32 = true},
       // Warp-specialized: one tile (the second consumer idle), runs shorter
@@ -335,11 +352,13 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  for (const Problem& p : {Problem{.m = 200, .n = 136, .k = 200}, Problem{.m = 200, .n = 136, .k = 256, .in = f8e4m3, .bk = 128},
-                          Problem{.m = 200, .n = 136, .k = 200, .in = f32, .bk = 32, .tf32 = true},
-                          Problem{.m = 1000, .n = 712, .k = 200, .warps = 12, .stages = 3, .ws = true},
-                          Problem{.m = 200, .n = 136, .k = 520, .split_k = 3},
-                          Problem{.m = 1000, .n = 712, .k = 200, .stream_k = true, .programs = 37}}) {
+  for (const Problem& p :
+       {Problem{.m = 200, .n = 136, .k = 200}, Problem{.m = 200, .n = 136, .k = 256, .in = f8e4m3, .bk = 128},
+        Problem{.m = 200, .n = 136, .k = 256, .in = i8, .bk = 128, .out = i32},
+        Problem{.m = 200, .n = 136, .k = 200, .in = f32, .bk = 32, .tf32 = true},
+        Problem{.m = 1000, .n = 712, .k = 200, .warps = 12, .stages = 3, .ws = true},
+        Problem{.m = 200, .n = 136, .k = 520, .split_k = 3},
+        Problem{.m = 1000, .n = 712, .k = 200, .stream_k = true, .programs = 37}}) {
     SCOPED_TRACE(name(p));
     Inputs in = random_inputs(p, rng);
     absl::StatusOr<std::vector<float>> gpu = run_gemm(device, p, in);

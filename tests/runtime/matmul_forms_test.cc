@@ -1,5 +1,5 @@
-// The GEMM with fp8 operands (and per-tensor scales) and with tf32
-// products, and the attention kernel, on the host target against double
+// The GEMM with fp8 operands (and per-tensor scales), with i8 operands
+// (exact into i32) and with tf32 products, and the attention kernel, on the host target against double
 // references: what the tensor-core forms must match on GPUs.
 #include <cmath>
 #include <cstring>
@@ -137,6 +137,32 @@ TEST(MatmulForms, Fp8GemmWithScalesMatchesADoubleReference) {
     // fp8 products are exact in f32: the error is the f32 sum's.
     expect_gemm_matches(g, m, n, k, a, b, *c, 0.125, 1e-6);
   }
+}
+
+// i8 operands (every value of i8) sum exactly into i32: C as that sum, or
+// scaled to bf16, and warp-specialized.
+TEST(MatmulForms, I8GemmIsExact) {
+  std::mt19937 gen(11);
+  const int64_t m = 150, n = 136, k = 272;
+  Operand a = random_operand(i8, m * k, gen), b = random_operand(i8, n * k, gen);
+  for (const Form& f :
+       {Form{{.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .stages = 2}, 4}, Form{{.bm = 128,
+                                                                                     .bn = 64,
+                                                                                     .bk = 128,
+                                                                                     .in = i8,
+                                                                                     .out = i32,
+                                                                                     .stages = 3,
+                                                                                     .warp_specialize = true,
+                                                                                     .cooperative = true},
+                                                                                          12}}) {
+    absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), f.g, f.warps, m, n, k, a, b);
+    ASSERT_TRUE(c.ok()) << c.status();
+    expect_gemm_matches(f.g, m, n, k, a, b, *c, 1.0, 0.0);
+  }
+  const GemmConfig bf = {.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = f32, .stages = 2, .scaled = true};
+  absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), bf, 4, m, n, k, a, b, {0.5f, 0.25f});
+  ASSERT_TRUE(c.ok()) << c.status();
+  expect_gemm_matches(bf, m, n, k, a, b, *c, 0.125, 0.0);
 }
 
 TEST(MatmulForms, Fp8GemmWithScalesAndBiasGeluMatchesADoubleReference) {
