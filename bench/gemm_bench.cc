@@ -2,7 +2,8 @@
 // at the shapes DESIGN.md's targets name, in TFLOP/s: bf16 with B given as
 // N x K for each tile configuration tried, then the two best-known
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
-// (e4m3, per-tensor scales, C in bf16), i8 (C the exact i32 sum), the fused bias + GELU epilogue, the
+// (e4m3, per-tensor scales, C in bf16), i8 (C the exact i32 sum), fp8 and i8 scaled per row and per
+// column (C in bf16), the fused bias + GELU epilogue, the
 // GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
 // through pointers, loads copied into rings stages ahead or each in its own
 // iteration), a mixture of experts' GEMM over gathered rows
@@ -10,7 +11,8 @@
 // and split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names, then alone) against the best of timing
 // every configuration again, in turns (one run of each, then the next round). Its baselines, cuBLAS (torch.matmul,
 // torch._scaled_mm for fp8, torch._int_mm for i8) and Triton's TMA persistent matmul, come from
-// bench/triton_compare.py's matmul_tflops in the same run of scripts/gpu_bench.sh, on the same tensors: with
+// bench/triton_compare.py's matmul_tflops (matmul_rowwise for the rowwise-scaled ones) in the same run of
+// scripts/gpu_bench.sh, on the same tensors: with
 // --inputs=DIR this writes each shape's A (M x K) and B (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin for that script to
 // read. Timed as that script times its kernels: CUDA events around one launch, L2 flushed before each (a 256 MiB copy),
 // median of 15.
@@ -26,6 +28,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,7 +57,7 @@ std::string label(const Config& c) {
          (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") +
          (c.gemm.stream_k ? " stream-K" : "") + (c.gemm.cluster_m > 1 ? " cluster 2x1" : "") +
          (c.gemm.cluster_n > 1 ? " cluster 1x2" : "") + (c.gemm.in.is_float8() && c.gemm.fast_accum ? " fast" : "") +
-         (c.gemm.in == i8 ? " i8" : "");
+         (c.gemm.in == i8 ? " i8" : "") + (c.gemm.col_scales ? " rowwise" : "");
 }
 
 // Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
@@ -163,6 +166,16 @@ int main(int argc, char** argv) {
     configs.push_back(config(128, bn, stages, warps, i8, true));
     configs.back().gemm.warp_specialize = configs.back().gemm.cooperative = warps == 12;
   }
+  // Rowwise scaling (per-row and per-column scales, C in bf16): fp8 with fast accumulation, and i8.
+  for (auto [in, stages, warps] : std::vector<std::tuple<DType, int, int>>{
+           {f8e4m3, 3, 8}, {f8e4m3, 4, 8}, {f8e4m3, 4, 12}, {i8, 3, 8}, {i8, 4, 8}, {i8, 4, 12}}) {
+    configs.push_back(config(128, 256, stages, warps, in, true));
+    Config& r = configs.back();
+    r.gemm.out = bf16;
+    r.gemm.scaled = false;
+    r.gemm.fast_accum = r.gemm.row_scales = r.gemm.col_scales = true;
+    r.gemm.warp_specialize = r.gemm.cooperative = warps == 12;
+  }
   // Split-K (partial tiles added into an f32 workspace, then rounded to bf16 by
   // samples::splitk_finish_kernel, both timed): for few tiles and a long K,
   // so the autotuner's shapes only.
@@ -246,7 +259,9 @@ int main(int argc, char** argv) {
                                     .stream = &stream};
     const auto count = static_cast<int32_t>(m * n);
     auto args = [maps, m, n, k, c, biasb, scaleb, ws] {
-      return samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get());
+      samples::GemmRows rows;
+      rows.scales = scaleb;
+      return samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get(), &rows, nullptr, &scaleb);
     };
     return Launch{[fn = compiled, lc, args, finish, finish_lc, acc, cb, count] {
                     must(fn.launch_packed(lc, args()), "launch");
@@ -264,8 +279,10 @@ int main(int argc, char** argv) {
   std::mt19937 gen(1);
   // Per-tensor scales of 1 for the fp8 configurations (both scales read the same one).
   const float one = 1.0f;
-  Buffer scaleb = must(dev.allocate(4), "allocate");
-  must(dev.copy_to_device(scaleb, &one, 4), "copy");
+  // Ones, also the rowwise configurations' row and column scales.
+  const std::vector<float> ones(1 << 16, one);
+  Buffer scaleb = must(dev.allocate(ones.size() * 4), "allocate");
+  must(dev.copy_to_device(scaleb, ones.data(), ones.size() * 4), "copy");
   for (const auto& [m, n, k] : shapes) {
     // Values in [1/128, 1] (bf16), [1, 2) (f16), [1/2, 1.875] (e4m3) or all of i8: no overflow in the sum or in C.
     std::map<ScalarKind, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> host;

@@ -110,8 +110,10 @@ def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_M):
 @triton.jit
 def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, ACC_INT: tl.constexpr = False):
-    # ACC_INT: int8 operands summed in int32 (C int32, as torch._int_mm's), else f32.
+                                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, ACC_INT: tl.constexpr = False,
+                                 sa_ptr=None, sb_ptr=None, ROWWISE: tl.constexpr = False):
+    # ACC_INT: int8 operands summed in int32 (C int32, as torch._int_mm's), else f32. ROWWISE: C's rows
+    # scaled by sa [M] and its columns by sb [N] in f32 before C's dtype (fp8 and int8 rowwise scaling).
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -136,7 +138,15 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
             acc = tl.dot(a, b.T, acc, out_dtype=acc.dtype)
         tile_id_c += NUM_SMS
         pid_m, pid_n = _compute_pid(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+        if ROWWISE:
+            rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            sa = tl.load(sa_ptr + rows, mask=rows < M, other=0.0)
+            sb = tl.load(sb_ptr + cols, mask=cols < N, other=0.0)
+            out = acc.to(tl.float32) * sa[:, None] * sb[None, :]
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], out.to(c_desc.dtype))
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
 
 
 @triton.jit
@@ -176,7 +186,7 @@ def num_sms():
     return torch.cuda.get_device_properties(0).multi_processor_count
 
 
-def triton_matmul(a, b, c, cfg=MM_CFG):
+def triton_matmul(a, b, c, cfg=MM_CFG, row_scales=None, col_scales=None):
     """c = a @ b.T; a (M, K), b (N, K), c (M, N), row-major bf16 (the tutorial's layout).
     Descriptors are built on every call, as the tutorial's wrapper does."""
     M, K = a.shape
@@ -186,8 +196,10 @@ def triton_matmul(a, b, c, cfg=MM_CFG):
     b_desc = TensorDescriptor.from_tensor(b, block_shape=[bn, bk])
     c_desc = TensorDescriptor.from_tensor(c, block_shape=[bm, bn])
     grid = (min(num_sms(), triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+    rowwise = row_scales is not None
     matmul_tma_persistent_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms(),
-                                       ACC_INT=a.dtype == torch.int8, **cfg)
+                                       ACC_INT=a.dtype == torch.int8, sa_ptr=row_scales, sb_ptr=col_scales,
+                                       ROWWISE=rowwise, **cfg)
     return c
 
 
@@ -510,6 +522,53 @@ def matmul_tflops(args):
             "shapes": rows}
 
 
+def matmul_rowwise(args):
+    """fp8 e4m3 and int8 GEMMs scaled per row of A and per column of C (per-token and per-channel scales, all
+    ones here), C bf16, on bench/gemm_bench's tensors: cuBLAS's rowwise fp8 GEMM (torch._scaled_mm with
+    scale_a (M, 1), scale_b (1, N), fast accumulation); for int8 torch._int_mm followed by the scaling in
+    torch (PyTorch has no fused rowwise int8 GEMM); and Triton's persistent matmul with the scaling in its
+    epilogue, at its best of MM_CONFIGS_FP8."""
+    rows = []
+    for (M, N, K), dtype in [(shape, t) for t in (torch.float8_e4m3fn, torch.int8) for shape in MM_SHAPES]:
+        row = {"M": M, "N": N, "K": K, "dtype": str(dtype).replace("torch.", "")}
+        try:
+            a, b, row["inputs"] = _gemm_inputs(args, M, N, K, dtype)
+            sa = torch.ones(M, device="cuda", dtype=torch.float32)
+            sb = torch.ones(N, device="cuda", dtype=torch.float32)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            if dtype == torch.int8:
+                baseline = lambda: (torch._int_mm(a, b.T).float() * sa[:, None] * sb[None, :]).to(torch.bfloat16)
+                row["baseline"] = "torch._int_mm, then the scaling"
+            else:
+                baseline = lambda: torch._scaled_mm(a, b.T, scale_a=sa[:, None], scale_b=sb[None, :],
+                                                    out_dtype=torch.bfloat16, use_fast_accum=True)
+                row["baseline"] = "torch._scaled_mm rowwise"
+            reference = baseline()
+            triton_matmul(a, b, c, MM_CONFIGS_FP8[0], sa, sb)
+            row["rel_err"] = _rel_err(c, reference)
+            row["ok"] = row["rel_err"] < 1e-2
+            flop = 2.0 * M * N * K
+            ms = _bench_ms(baseline)
+            row["baseline_ms"], row["baseline_tflops"] = ms, flop / ms / 1e9
+            for cfg in MM_CONFIGS_FP8:
+                name = "{BLOCK_M}x{BLOCK_N}x{BLOCK_K} s{num_stages} w{num_warps}".format(**cfg)
+                try:
+                    ms = _bench_ms(lambda: triton_matmul(a, b, c, cfg, sa, sb))
+                    row["triton " + name + " tflops"] = flop / ms / 1e9
+                    if ms < row.get("triton_ms", float("inf")):
+                        row["triton_ms"], row["triton_tflops"], row["triton_config"] = ms, flop / ms / 1e9, name
+                except Exception as e:
+                    row["triton " + name + " error"] = _err(e)
+        except Exception as e:
+            row["error"] = _err(e)
+        finally:
+            a = b = c = sa = sb = reference = None
+            _free()
+        _add_row(rows, row)
+    return {"configs": MM_CONFIGS_FP8, "layout": "C = diag(sa) (A @ B.T) diag(sb), A (M,K), B (N,K), C bf16",
+            "shapes": rows}
+
+
 def matmul_shapes(args):
     """bf16 at the shapes bench/gemm_bench --tune-shapes autotunes (--tune-shapes here), on operands drawn as
     gemm_bench draws them: bf16 bits uniform in [0x3C00, 0x3F80] (values in [1/128, 1])."""
@@ -659,8 +718,8 @@ def elementwise_bandwidth(args):
         _free()
 
 
-MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, matmul_shapes,
-                                        matmul_pointer, moe_gemm, fused_epilogue, copy_bandwidth,
+MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, matmul_rowwise,
+                                        matmul_shapes, matmul_pointer, moe_gemm, fused_epilogue, copy_bandwidth,
                                         elementwise_bandwidth)}
 
 

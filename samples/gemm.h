@@ -87,8 +87,8 @@ struct GemmConfig {
   int stages = 0;    // of the K loop's pipeline (LoopOptions::stages)
   Swizzle swizzle = Swizzle::k128B;  // of A's and B's boxes, and C's where a row of C's box suits it (out_swizzle)
   int group_m = 8;                   // tile rows per group of the tile order
-  // The epilogue: C = gelu(A @ B + bias) with bias [N] of dtype `in`, taken
-  // by the kernel as a last argument; else C = A @ B.
+  // The epilogue: C = gelu(A @ B + bias) with bias [N] of dtype bias_type(),
+  // taken by the kernel after the sizes; else C = A @ B.
   bool bias_gelu = false;
   // C = scale_a * scale_b * (A @ B), the scales f32 scalars in device memory
   // (per-tensor scales of fp8 operands), taken by the kernel after `bias`.
@@ -149,8 +149,15 @@ struct GemmConfig {
   // split_k, stream_k or clusters.
   bool grouped = false;
   // C's rows multiplied last by row_scales [M] (f32, taken after the
-  // grouping's arguments): an MoE layer's router weights.
+  // grouping's arguments): an MoE layer's router weights, or an activation
+  // quantized per row (per token) where no activation follows.
   bool row_scales = false;
+  // The product's columns multiplied by col_scales [N] (f32, taken after
+  // the row scales) with the per-tensor scales, before bias + GELU: a
+  // weight quantized per output channel. With row_scales, fp8's and i8's
+  // rowwise scaling (torch._scaled_mm's scale_a [M, 1], scale_b [1, N]).
+  // Not with grouped or swiglu.
+  bool col_scales = false;
   // The epilogue SwiGLU (an MoE layer's up projection, its activation
   // fused): C [M, N] = silu(A @ G^T) * (A @ U^T), where B is G [N, K] then
   // U [N, K], the two halves of [2N, K] ([groups, 2N, K] where grouped),
@@ -163,6 +170,8 @@ struct GemmConfig {
   bool swiglu = false;
 
   DType b_type() const { return in_b.value_or(in); }
+  // The bias's dtype: the operands', but bf16 for i8 operands.
+  DType bias_type() const { return in == i8 ? bf16 : in; }
   // The columns of C a tile takes.
   int64_t c_cols() const { return swiglu ? bn / 2 : bn; }
   int cluster() const { return cluster_m * cluster_n; }
@@ -262,12 +271,17 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                      "neither split_k nor stream_k; got B ",
                      g.b_type().name(), ", split_k ", g.split_k, ", stream_k ", g.stream_k));
   }
-  if (g.out == i32 && (g.in != i8 || g.scaled || g.bias_gelu || g.swiglu || g.row_scales)) {
+  if (g.col_scales && (g.grouped || g.swiglu)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gemm_kernel: an i32 C is the exact sum of i8 operands' products, without scales or another "
-                     "epilogue; got ",
-                     g.in.name(), " operands", g.scaled ? ", scales" : "", g.bias_gelu ? ", bias + GELU" : "",
-                     g.swiglu ? ", SwiGLU" : "", g.row_scales ? ", row scales" : ""));
+        absl::StrCat("gemm_kernel: column scales are one per column of C, so neither grouped (got ", g.grouped,
+                     ") nor swiglu (got ", g.swiglu, ")"));
+  }
+  if (g.out == i32 && (g.in != i8 || g.scaled || g.bias_gelu || g.swiglu || g.row_scales || g.col_scales)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gemm_kernel: an i32 C is the exact sum of i8 operands' products, without scales or another "
+        "epilogue; got ",
+        g.in.name(), " operands", g.scaled ? ", scales" : "", g.bias_gelu ? ", bias + GELU" : "",
+        g.swiglu ? ", SwiGLU" : "", g.row_scales ? ", row scales" : "", g.col_scales ? ", column scales" : ""));
   }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
@@ -280,13 +294,14 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value b = k.tensor_map(g.b_type(), g.b_box(), "b", g.swizzle);              // B [N, K] (or [K, N])
   Value c = k.tensor_map(g.out, {g.bm, g.c_cols()}, "c", g.out_swizzle(g.out));  // C [M, N]
   Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kdim = k.arg(i32, "k");
-  Value bias = g.bias_gelu ? k.arg(ptr(g.in), "bias") : Value();
+  Value bias = g.bias_gelu ? k.arg(ptr(g.bias_type()), "bias") : Value();
   Value scale_a = g.scaled ? k.arg(ptr(f32), "scale_a") : Value();
   Value scale_b = g.scaled ? k.arg(ptr(f32), "scale_b") : Value();
   Value scale_c = g.out.is_float8() ? k.arg(ptr(f32), "scale_c") : Value();
   Value groups = g.grouped ? k.arg(ptr(i32), "groups") : Value();             // [M / BM] i32
   Value used = g.grouped ? load(k.arg(ptr(i32), "total")) : Value();          // the rows in use
   Value row_scales = g.row_scales ? k.arg(ptr(f32), "row_scales") : Value();  // [M] f32
+  Value col_scales = g.col_scales ? k.arg(ptr(f32), "col_scales") : Value();  // [N] f32
   Value slots =
       g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.out_swizzle(f32)) : Value();  // [S * BM, BN] f32
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
@@ -359,6 +374,11 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       Value rows = row + k.arange(0, g.bm);
       row_scale = load(row_scales + rows, rows < m, 0.0f);
     }
+    Value col_scale;  // [BN] f32
+    if (g.col_scales) {
+      Value cols = col + k.arange(0, g.bn);
+      col_scale = load(col_scales + cols, cols < n, 0.0f);
+    }
     Value half_bias;                                                     // [BN] f32, bias / 2
     if (g.bias_gelu) {
       Value cols = col + k.arange(0, g.bn);  // [BN] i32
@@ -389,6 +409,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                 {.stages = g.stages});
     auto epilogue = [&](Value out) {  // [BM, BN] f32 (or i32), registers
       if (out.type().dtype() == i32 && g.out != i32) out = cast(out, f32);
+      if (g.col_scales) out = out * expand_dims(col_scale, 0);
       if (g.bias_gelu) {
         // h = (out + bias) / 2 in one fused multiply-add; see gelu_of_half.
         Value hb = expand_dims(half_bias, 0);  // [1, BN]
@@ -608,12 +629,13 @@ struct GemmRows {
 
 // gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`
 // where g.bias_gelu, the scales where g.scaled, `scale_c` where C is fp8,
-// `rows`' buffers where g.grouped or g.row_scales, and the workspace where
-// g.stream_k. They point into `maps` and `ws`, which must outlive them.
+// `rows`' buffers where g.grouped or g.row_scales, `col_scales` where
+// g.col_scales, and the workspace where g.stream_k. They point into `maps`
+// and `ws`, which must outlive them.
 inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& maps, int64_t m, int64_t n, int64_t k,
                                         const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b,
                                         const GemmWorkspace* ws = nullptr, const GemmRows* rows = nullptr,
-                                        const Buffer* scale_c = nullptr) {
+                                        const Buffer* scale_c = nullptr, const Buffer* col_scales = nullptr) {
   std::vector<KernelArg> args = {maps.a, maps.b, maps.c, static_cast<int32_t>(m), static_cast<int32_t>(n),
                                  static_cast<int32_t>(k)};
   if (g.bias_gelu) args.push_back(bias);
@@ -621,6 +643,7 @@ inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& map
   if (g.out.is_float8() && scale_c != nullptr) args.push_back(*scale_c);
   if (g.grouped && rows != nullptr) args.insert(args.end(), {rows->groups, rows->total});
   if (g.row_scales && rows != nullptr) args.push_back(rows->scales);
+  if (g.col_scales && col_scales != nullptr) args.push_back(*col_scales);
   if (g.stream_k && ws != nullptr) args.insert(args.end(), {ws->map, ws->tiles, ws->counts});
   return args;
 }

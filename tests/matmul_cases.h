@@ -372,17 +372,24 @@ inline std::vector<double> staged_product_reference(const StagedProduct& p, int6
   return y;
 }
 
-// C = gemm_kernel(g) on `device` (g.out f32, or bf16 returned as f32), with
-// `scales` (scale_a, scale_b) where g.scaled and `bias` ([n] of g.in) where
-// g.bias_gelu; C starts as NaN, so an element the kernel misses shows
-// (with split-K, which adds into C, as zero). On `programs` programs where
+// C = gemm_kernel(g) on `device` (g.out f32, i32, or bf16, returned as
+// f32), with `scales` (scale_a, scale_b) where g.scaled, `bias` ([n] of
+// g.bias_type()) where g.bias_gelu, and `row_scales` [m] and `col_scales`
+// [n] where g takes them; C starts as NaN, so an element the kernel misses
+// shows (with split-K, which adds into C, as zero). On `programs` programs where
 // given, else one a tile (stream-K: one a compute unit) up to the device's
 // compute units. Stream-K launches twice, C back to NaN in between, and
 // returns the second C: its workspace is the one the first launch left.
 inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
                                                    int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
                                                    std::pair<float, float> scales = {1, 1},
-                                                   const Operand* bias = nullptr, int programs = 0) {
+                                                   const Operand* bias = nullptr, int programs = 0,
+                                                   const std::vector<float>& row_scales = {},
+                                                   const std::vector<float>& col_scales = {}) {
+  if ((g.row_scales && static_cast<int64_t>(row_scales.size()) != m) ||
+      (g.col_scales && static_cast<int64_t>(col_scales.size()) != n)) {
+    return absl::InvalidArgumentError("run_gemm: row_scales [m] and col_scales [n] where the configuration takes them");
+  }
   if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
   if (!(g.out == f32 || g.out == bf16 || g.out == i32)) {
     return absl::InvalidArgumentError("run_gemm: C must be f32, bf16 or i32");
@@ -397,6 +404,9 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   TESSEL_ASSIGN_OR_RETURN(Buffer sa, put(device, &scales.first, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer sb, put(device, &scales.second, 4));
   TESSEL_ASSIGN_OR_RETURN(Buffer biasb, g.bias_gelu ? put(device, *bias) : device.allocate(4));
+  samples::GemmRows rows;
+  TESSEL_ASSIGN_OR_RETURN(rows.scales, g.row_scales ? put(device, row_scales.data(), m * 4) : device.allocate(4));
+  TESSEL_ASSIGN_OR_RETURN(Buffer colb, g.col_scales ? put(device, col_scales.data(), n * 4) : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
   const int grid = programs > 0 ? programs
                    : g.stream_k ? device.num_compute_units()
@@ -411,8 +421,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
       TESSEL_RETURN_IF_ERROR(half ? device.copy_to_device(cb, c16.data(), c16.size() * 2)
                                   : device.copy_to_device(cb, c.data(), c.size() * 4));
     }
-    TESSEL_RETURN_IF_ERROR(
-        fn.launch_packed(launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb, ws ? &*ws : nullptr)));
+    TESSEL_RETURN_IF_ERROR(fn.launch_packed(
+        launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb, ws ? &*ws : nullptr, &rows, nullptr, &colb)));
     TESSEL_RETURN_IF_ERROR(device.synchronize());
   }
   return download_f32(device, cb, g.out, m * n);

@@ -370,6 +370,47 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   }
 }
 
+// Rowwise scaling (row_scales [M] and col_scales [N]: per-token and
+// per-channel scales) of i8 and fp8 GEMMs, C in bf16, on the tensor cores
+// against the host, which the host suite checks against a double reference.
+TEST(Gemm, RowAndColumnScaledGemmsAgreeWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  const int64_t m = 1000, n = 712, k = 608;
+  std::uniform_int_distribution<int> step(1, 64);
+  std::vector<float> rows(m), cols(n);
+  for (float& r : rows) r = static_cast<float>(step(rng.gen())) / 64;
+  for (float& c : cols) c = static_cast<float>(step(rng.gen())) / 4096;
+  for (DType in : {i8, f8e4m3}) {
+    SCOPED_TRACE(in.name());
+    const samples::GemmConfig g = {.bm = 128,
+                                   .bn = 256,
+                                   .bk = 128,
+                                   .in = in,
+                                   .out = bf16,
+                                   .stages = 3,
+                                   .fast_accum = true,
+                                   .row_scales = true,
+                                   .col_scales = true};
+    const Operand a = random_operand(in, m * k, rng.gen()), b = random_operand(in, n * k, rng.gen());
+    absl::StatusOr<std::vector<float>> gpu =
+        matmul_cases::run_gemm(device, g, 8, m, n, k, a, b, {1, 1}, nullptr, 0, rows, cols);
+    absl::StatusOr<std::vector<float>> cpu =
+        matmul_cases::run_gemm(*host, g, 8, m, n, k, a, b, {1, 1}, nullptr, 0, rows, cols);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // i8: exact sums, the same f32 epilogue: bit for bit. fp8: the tensor cores' sums, then bf16.
+    if (in == i8) {
+      EXPECT_EQ(*gpu, *cpu);
+    } else {
+      EXPECT_TRUE(all_close(*gpu, *cpu, 2e-2));
+    }
+  }
+}
+
 // The GEMM in the form of Triton's matmul tutorial (operands through
 // pointers, loads issued an iteration ahead; samples::pointer_gemm_kernel)
 // against the double reference, with loads in their own iteration too

@@ -165,6 +165,56 @@ TEST(MatmulForms, I8GemmIsExact) {
   expect_gemm_matches(bf, m, n, k, a, b, *c, 0.125, 0.0);
 }
 
+// Rowwise scaling: C [i, j] = row_scales[i] col_scales[j] (A @ B)[i, j]
+// (per-token activation and per-channel weight scales), for i8 and fp8
+// operands, C in bf16; with bias + GELU after the column scales.
+TEST(MatmulForms, RowAndColumnScalesMatchADoubleReference) {
+  std::mt19937 gen(13);
+  const int64_t m = 150, n = 136, k = 272;
+  std::uniform_int_distribution<int> step(1, 64);
+  std::vector<float> rows(m), cols(n);
+  for (float& r : rows) r = static_cast<float>(step(gen)) / 64;
+  for (float& c : cols) c = static_cast<float>(step(gen)) / 256;
+  for (DType in : {i8, f8e4m3}) {
+    for (bool gelu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(in.name(), gelu ? " bias + GELU" : ""));
+      const GemmConfig g = {.bm = 64,
+                            .bn = 64,
+                            .bk = 128,
+                            .in = in,
+                            .out = bf16,
+                            .stages = 2,
+                            .bias_gelu = gelu,
+                            .row_scales = !gelu,
+                            .col_scales = true};
+      Operand a = random_operand(in, m * k, gen), b = random_operand(in, n * k, gen);
+      Operand bias = random_operand(in == i8 ? bf16 : in, n, gen);
+      absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(
+          host(), g, 4, m, n, k, a, b, {1, 1}, gelu ? &bias : nullptr, 0, gelu ? std::vector<float>{} : rows, cols);
+      ASSERT_TRUE(c.ok()) << c.status();
+      int64_t bad = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const matmul_cases::Dot d = matmul_cases::dot_at(a.values, b.values, m, n, k, true, true, i, j);
+          double want = d.sum * cols[j];
+          if (gelu) want = samples::gelu_reference(want + bias.values[j]);
+          if (!gelu) want *= rows[i];
+          // bf16 rounding, and f32's (and the fast tanh's) in the epilogue.
+          const double tol = std::ldexp(std::abs(want), -8) + 1e-5 * d.size * cols[j] + (gelu ? 1e-4 : 0.0);
+          if (!(std::abs((*c)[i * n + j] - want) <= tol) && bad++ < 5) {
+            ADD_FAILURE() << "C[" << i << ", " << j << "] = " << (*c)[i * n + j] << ", want " << want;
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+  EXPECT_THAT(samples::gemm_kernel({.col_scales = true, .swiglu = true}).status().message(),
+              HasSubstr("column scales are one per column of C, so neither grouped"));
+  EXPECT_THAT(samples::gemm_kernel({.in = i8, .out = i32, .col_scales = true}).status().message(),
+              HasSubstr("column scales"));
+}
+
 TEST(MatmulForms, Fp8GemmWithScalesAndBiasGeluMatchesADoubleReference) {
   // C = gelu(scale_a scale_b (A @ B^T) + bias): the scales and the bias meet
   // in one fused multiply-add (samples::gemm_kernel).
