@@ -79,6 +79,15 @@ inline Operand random_operand(DType d, int64_t count, std::mt19937& gen, bool tf
   return op;
 }
 
+// `count` scales j / denominator, j uniform in 1 ... 64: exact in f32, so
+// that scaling a result rounds it once.
+inline std::vector<float> random_scales(int64_t count, float denominator, std::mt19937& gen) {
+  std::uniform_int_distribution<int> step(1, 64);
+  std::vector<float> scales(count);
+  for (float& s : scales) s = static_cast<float>(step(gen)) / denominator;
+  return scales;
+}
+
 // sum_k a[i, k] b[k, j] in double, and the sum of |a b| (the scale of the
 // rounding errors an f32 accumulation may make), with A stored [m, k] (or
 // [k, m] without a_mk) and B stored [n, k] (or [k, n] without b_nk).

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "samples/kernels.h"
 #include "samples/moe.h"
+#include "tests/debug_cases.h"
 
 namespace tessel {
 namespace {
@@ -75,19 +76,12 @@ TEST(Amdgpu, EverySampleKernelIsAGfx942CodeObject) {
 // 64-bit atomic add and the failed assert's record claimed by a
 // compare-and-swap, at agent scope.
 TEST(Amdgpu, TheDebugBufferIsAnExportedGlobal) {
-  KernelBuilder k("debugged");
-  Value x = k.arg(ptr(f32), "x");
-  Value offs = k.program_id() * 256 + k.arange(0, 256);
-  Value v = load(x + offs);
-  device_print("v", {v, offs});
-  device_assert(v >= 0.0f, "v is not negative");
-  store(x + offs, v * 2.0f);
   CompileOptions options;
   options.arch = "gfx942";
   options.num_warps = 4;
   options.debug = true;
   CompileArtifacts artifacts;
-  absl::StatusOr<DeviceCode> code = compile(*k.build(), options, &artifacts);
+  absl::StatusOr<DeviceCode> code = compile(debug_cases::printing_and_asserting("debugged", 256), options, &artifacts);
   ASSERT_TRUE(code.ok()) << code.status();
   std::optional<code_object::Symbol> buffer = code_object::symbol(code->binary, kDebugSymbol, true);
   ASSERT_TRUE(buffer.has_value());

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/codegen/ptx_test_util.h"
+#include "tests/debug_cases.h"
 
 namespace tessel {
 namespace {
@@ -15,16 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-Kernel printing_and_asserting() {
-  KernelBuilder k("debugged");
-  Value x = k.arg(ptr(f32), "x");
-  Value offs = k.program_id() * 128 + k.arange(0, 128);
-  Value v = load(x + offs);
-  device_print("v", {v, offs});
-  device_assert(v >= 0.0f, "v is not negative");
-  store(x + offs, v * 2.0f);
-  return *k.build();
-}
+using debug_cases::printing_and_asserting;
 
 TEST(PtxDebug, RecordsGoToTheDebugGlobalAndAssertsClaimItsHeader) {
   CompileOptions options;

@@ -380,10 +380,8 @@ TEST(Gemm, RowAndColumnScaledGemmsAgreeWithTheHost) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   const int64_t m = 1000, n = 712, k = 608;
-  std::uniform_int_distribution<int> step(1, 64);
-  std::vector<float> rows(m), cols(n);
-  for (float& r : rows) r = static_cast<float>(step(rng.gen())) / 64;
-  for (float& c : cols) c = static_cast<float>(step(rng.gen())) / 4096;
+  const std::vector<float> rows = matmul_cases::random_scales(m, 64, rng.gen()),
+                           cols = matmul_cases::random_scales(n, 4096, rng.gen());
   for (DType in : {i8, f8e4m3}) {
     SCOPED_TRACE(in.name());
     const samples::GemmConfig g = {.bm = 128,

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tessel/tessel.h"
+#include "tests/debug_cases.h"
 #include "tests/hip/fake_hip_env.h"
 
 namespace tessel {
@@ -25,16 +26,7 @@ using ::testing::Not;
 
 const auto* const kFake = ::testing::AddGlobalTestEnvironment(new fake_hip::Environment);
 
-Kernel debugged(const std::string& name) {
-  KernelBuilder k(name);
-  Value x = k.arg(ptr(f32), "x");
-  Value offs = k.program_id() * 128 + k.arange(0, 128);
-  Value v = load(x + offs);
-  device_print("v", {v, offs});
-  device_assert(v >= 0.0f, "v is not negative");
-  store(x + offs, v * 2.0f);
-  return *k.build();
-}
+Kernel debugged(const std::string& name) { return debug_cases::printing_and_asserting(name); }
 
 CompileOptions debug_on() {
   CompileOptions options;

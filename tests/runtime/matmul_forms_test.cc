@@ -145,16 +145,12 @@ TEST(MatmulForms, I8GemmIsExact) {
   std::mt19937 gen(11);
   const int64_t m = 150, n = 136, k = 272;
   Operand a = random_operand(i8, m * k, gen), b = random_operand(i8, n * k, gen);
-  for (const Form& f :
-       {Form{{.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .stages = 2}, 4}, Form{{.bm = 128,
-                                                                                     .bn = 64,
-                                                                                     .bk = 128,
-                                                                                     .in = i8,
-                                                                                     .out = i32,
-                                                                                     .stages = 3,
-                                                                                     .warp_specialize = true,
-                                                                                     .cooperative = true},
-                                                                                          12}}) {
+  const GemmConfig plain = {.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .stages = 2};
+  GemmConfig cooperative = plain;
+  cooperative.bm = 128;
+  cooperative.stages = 3;
+  cooperative.warp_specialize = cooperative.cooperative = true;
+  for (const Form& f : {Form{plain, 4}, Form{cooperative, 12}}) {
     absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), f.g, f.warps, m, n, k, a, b);
     ASSERT_TRUE(c.ok()) << c.status();
     expect_gemm_matches(f.g, m, n, k, a, b, *c, 1.0, 0.0);
@@ -171,10 +167,8 @@ TEST(MatmulForms, I8GemmIsExact) {
 TEST(MatmulForms, RowAndColumnScalesMatchADoubleReference) {
   std::mt19937 gen(13);
   const int64_t m = 150, n = 136, k = 272;
-  std::uniform_int_distribution<int> step(1, 64);
-  std::vector<float> rows(m), cols(n);
-  for (float& r : rows) r = static_cast<float>(step(gen)) / 64;
-  for (float& c : cols) c = static_cast<float>(step(gen)) / 256;
+  const std::vector<float> rows = matmul_cases::random_scales(m, 64, gen),
+                           cols = matmul_cases::random_scales(n, 256, gen);
   for (DType in : {i8, f8e4m3}) {
     for (bool gelu : {false, true}) {
       SCOPED_TRACE(absl::StrCat(in.name(), gelu ? " bias + GELU" : ""));
