@@ -1,5 +1,7 @@
 #include "codegen/amdgpu/mfma.h"
 
+#include <optional>
+
 #include "codegen/amdgpu/mfma_fragment.h"
 #include "llvm/IR/IntrinsicsAMDGPU.h"
 
@@ -44,6 +46,22 @@ class MfmaLayout final : public Layout {
   int waves_;
 };
 
+// An MFMA instruction for 32 x 32 blocks: bf16 or f16 into f32, k8 (four
+// k a lane), or i8 into i32, k16 (eight k a lane, one i64 register); the
+// accumulator is laid out alike (mfma_fragment.h).
+struct Form {
+  llvm::Intrinsic::ID id;
+  int64_t k;  // per instruction; a lane holds k / 2 of them
+};
+
+std::optional<Form> form_of(const MmaShape& s) {
+  if (s.tf32 || s.a != s.b) return std::nullopt;
+  if (s.acc == f32 && s.a == bf16) return Form{llvm::Intrinsic::amdgcn_mfma_f32_32x32x8bf16_1k, kMfmaK};
+  if (s.acc == f32 && s.a == f16) return Form{llvm::Intrinsic::amdgcn_mfma_f32_32x32x8f16, kMfmaK};
+  if (s.acc == i32 && s.a == i8) return Form{llvm::Intrinsic::amdgcn_mfma_i32_32x32x16_i8, 2 * kMfmaK};
+  return std::nullopt;
+}
+
 // A plain tile in LDS holding an operand along `mn`: [mn, k] (K-major) or [k, mn].
 bool fits(const MmaShape& s, const SharedMatrix& op, int64_t mn) {
   if (op.registers || op.swizzle != Swizzle::kNone) return false;
@@ -54,10 +72,10 @@ bool fits(const MmaShape& s, const SharedMatrix& op, int64_t mn) {
 
 std::shared_ptr<const Layout> mfma_layout(const MmaShape& s, const SharedMatrix& a, const SharedMatrix& b,
                                           int threads) {
-  if (s.acc != f32 || s.tf32 || s.a != s.b || (s.a != bf16 && s.a != f16)) return nullptr;
-  if (threads % kWaveThreads != 0) return nullptr;
+  const std::optional<Form> f = form_of(s);
+  if (!f || threads % kWaveThreads != 0) return nullptr;
   const int waves = threads / kWaveThreads;
-  if (s.m % kMfmaBlock != 0 || s.n % kMfmaBlock != 0 || s.k % kMfmaK != 0) return nullptr;
+  if (s.m % kMfmaBlock != 0 || s.n % kMfmaBlock != 0 || s.k % f->k != 0) return nullptr;
   const int64_t blocks = s.m / kMfmaBlock * (s.n / kMfmaBlock);
   if (blocks % waves != 0 || blocks / waves * kMfmaSlots > kMaxSlots) return nullptr;
   if (!fits(s, a, s.m) || !fits(s, b, s.n)) return nullptr;
@@ -67,46 +85,44 @@ std::shared_ptr<const Layout> mfma_layout(const MmaShape& s, const SharedMatrix&
 std::vector<llvm::Value*> emit_mfma(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
                                     const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
                                     int threads) {
+  const Form f = *form_of(s);
   const int waves = threads / kWaveThreads;
-  const int64_t blocks_n = s.n / kMfmaBlock, per_wave = s.m / kMfmaBlock * blocks_n / waves;
-  llvm::Type* i16 = b.getInt16Ty();
-  auto* quad = llvm::FixedVectorType::get(i16, 4);
-  auto* block_acc = llvm::FixedVectorType::get(b.getFloatTy(), kMfmaSlots);
+  const int64_t blocks_n = s.n / kMfmaBlock, per_wave = s.m / kMfmaBlock * blocks_n / waves, per_lane = f.k / 2;
+  // A lane's k values: four 16-bit or eight 8-bit, 8 bytes either way.
+  llvm::Type* elem = s.a == i8 ? b.getInt8Ty() : b.getInt16Ty();
+  auto* pack = llvm::FixedVectorType::get(elem, per_lane);
+  auto* block_acc = llvm::FixedVectorType::get(s.acc == i32 ? b.getInt32Ty() : b.getFloatTy(), kMfmaSlots);
   llvm::Value* wave = b.CreateLShr(tid, 6);
   llvm::Value* lane = b.CreateAnd(tid, 31);
-  llvm::Value* k_lane = b.CreateMul(b.CreateLShr(b.CreateAnd(tid, kWaveThreads - 1), 5), b.getInt64(4));
-  // Four consecutive k (from k0 + this lane's four) of row or column `mn`.
+  llvm::Value* k_lane = b.CreateMul(b.CreateLShr(b.CreateAnd(tid, kWaveThreads - 1), 5), b.getInt64(per_lane));
+  // This lane's consecutive k (from k0) of row or column `mn`, as the
+  // instruction takes them.
   auto fragment = [&](const SharedMatrix& op, llvm::Value* mn, int64_t k0) -> llvm::Value* {
     llvm::Value* k = b.CreateAdd(k_lane, b.getInt64(k0));
+    llvm::Value* v = nullptr;
     if (op.k_major) {  // contiguous along k: one 8-byte LDS read
       llvm::Value* at = b.CreateAdd(b.CreateMul(mn, b.getInt64(op.cols)), k);
-      return b.CreateAlignedLoad(quad, b.CreateInBoundsGEP(i16, op.data, at), llvm::Align(8));
+      v = b.CreateAlignedLoad(pack, b.CreateInBoundsGEP(elem, op.data, at), llvm::Align(8));
+    } else {
+      v = llvm::PoisonValue::get(pack);
+      for (int64_t e = 0; e < per_lane; ++e) {
+        llvm::Value* at = b.CreateAdd(b.CreateMul(b.CreateAdd(k, b.getInt64(e)), b.getInt64(op.cols)), mn);
+        v = b.CreateInsertElement(v, b.CreateLoad(elem, b.CreateInBoundsGEP(elem, op.data, at)), e);
+      }
     }
-    llvm::Value* v = llvm::PoisonValue::get(quad);
-    for (int64_t e = 0; e < 4; ++e) {
-      llvm::Value* at = b.CreateAdd(b.CreateMul(b.CreateAdd(k, b.getInt64(e)), b.getInt64(op.cols)), mn);
-      v = b.CreateInsertElement(v, b.CreateLoad(i16, b.CreateInBoundsGEP(i16, op.data, at)), e);
-    }
+    if (s.a == f16) return b.CreateBitCast(v, llvm::FixedVectorType::get(b.getHalfTy(), 4));
+    if (s.a == i8) return b.CreateBitCast(v, b.getInt64Ty());
     return v;
   };
-  const bool bf = s.a == bf16;
-  const llvm::Intrinsic::ID id =
-      bf ? llvm::Intrinsic::amdgcn_mfma_f32_32x32x8bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_32x32x8f16;
-  auto* halves = llvm::FixedVectorType::get(b.getHalfTy(), 4);
   for (int64_t j = 0; j < per_wave; ++j) {
     llvm::Value* g = b.CreateAdd(wave, b.getInt64(j * waves));
     llvm::Value* row = b.CreateAdd(b.CreateMul(b.CreateUDiv(g, b.getInt64(blocks_n)), b.getInt64(kMfmaBlock)), lane);
     llvm::Value* col = b.CreateAdd(b.CreateMul(b.CreateURem(g, b.getInt64(blocks_n)), b.getInt64(kMfmaBlock)), lane);
     llvm::Value* c = llvm::PoisonValue::get(block_acc);
     for (int64_t i = 0; i < kMfmaSlots; ++i) c = b.CreateInsertElement(c, acc[j * kMfmaSlots + i], i);
-    for (int64_t k0 = 0; k0 < s.k; k0 += kMfmaK) {
-      llvm::Value* x = fragment(a, row, k0);
-      llvm::Value* y = fragment(bm, col, k0);
-      if (!bf) {
-        x = b.CreateBitCast(x, halves);
-        y = b.CreateBitCast(y, halves);
-      }
-      c = b.CreateIntrinsic(id, {}, {x, y, c, b.getInt32(0), b.getInt32(0), b.getInt32(0)});
+    for (int64_t k0 = 0; k0 < s.k; k0 += f.k) {
+      c = b.CreateIntrinsic(
+          f.id, {}, {fragment(a, row, k0), fragment(bm, col, k0), c, b.getInt32(0), b.getInt32(0), b.getInt32(0)});
     }
     for (int64_t i = 0; i < kMfmaSlots; ++i) acc[j * kMfmaSlots + i] = b.CreateExtractElement(c, i);
   }

@@ -353,7 +353,7 @@ TEST(Amdgpu, MfmaAccumulatorCoversTheTileOnce) {
   EXPECT_EQ(mfma_accumulator_element(64, 2, 64, 16), 32 * 64 + 32);
 }
 
-TEST(Amdgpu, DotOnBf16AndF16TilesRunsOnMfma) {
+TEST(Amdgpu, DotOnBf16F16AndI8TilesRunsOnMfma) {
   for (DType in : {bf16, f16}) {
     for (bool b_nk : {true, false}) {
       SCOPED_TRACE(absl::StrCat(in.name(), b_nk ? " B as NxK" : " B as KxN"));
@@ -374,6 +374,24 @@ TEST(Amdgpu, DotOnBf16AndF16TilesRunsOnMfma) {
       // The accumulator stays in registers: LDS holds the two operand tiles and C's.
       EXPECT_LE(c->code.shared_bytes, 3 * 64 * 64 * 2 + 1024);
     }
+  }
+  // i8 into i32: 16 of k an instruction, a lane's eight in one 8-byte read.
+  for (bool b_nk : {true, false}) {
+    SCOPED_TRACE(b_nk ? "i8, B as NxK" : "i8, B as KxN");
+    samples::GemmConfig g = samples::kMatmulAmd;
+    g.in = i8;
+    g.out = i32;
+    g.b_nk = b_nk;
+    absl::StatusOr<Compiled> c = compile_gfx942(*samples::gemm_kernel(g), samples::kMatmulAmdWarps);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string& s = c->artifacts.assembly;
+    size_t count = 0;
+    for (size_t at = s.find("v_mfma_i32_32x32x16_i8"); at != std::string::npos;
+         at = s.find("v_mfma_i32_32x32x16_i8", at + 1)) {
+      ++count;
+    }
+    EXPECT_EQ(count, 4u);
+    EXPECT_THAT(s, HasSubstr(".vgpr_spill_count: 0"));
   }
   // Other dtypes keep the loop.
   const samples::GemmConfig f32_gemm = {.bm = 32, .bn = 32, .bk = 32, .in = f32, .stages = 1};

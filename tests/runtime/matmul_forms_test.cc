@@ -288,16 +288,17 @@ TEST(MatmulForms, Tf32GemmRoundsItsOperands) {
 // host runs the same kernel for the numbers.
 TEST(MatmulForms, TheAmdGemmConfigurationMatchesOnTheHost) {
   std::mt19937 gen(5);
-  const int64_t m = 150, n = 136, k = 200;
-  for (DType in : {bf16, f16}) {
+  const int64_t m = 150, n = 136;
+  for (DType in : {bf16, f16, i8}) {
     SCOPED_TRACE(in.name());
+    const int64_t k = in == i8 ? 208 : 200;  // rows of 16-byte multiples
     GemmConfig g = samples::kMatmulAmd;
     g.in = in;
-    g.out = f32;
+    g.out = in == i8 ? i32 : f32;
     Operand a = random_operand(in, m * k, gen), b = random_operand(in, n * k, gen);
     absl::StatusOr<std::vector<float>> c = matmul_cases::run_gemm(host(), g, samples::kMatmulAmdWarps, m, n, k, a, b);
     ASSERT_TRUE(c.ok()) << c.status();
-    expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, 1e-6);
+    expect_gemm_matches(g, m, n, k, a, b, *c, 1.0, in == i8 ? 0.0 : 1e-6);
   }
 }
 
