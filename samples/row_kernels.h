@@ -186,6 +186,35 @@ inline absl::StatusOr<Kernel> row_recurrence_kernel(RowBlock block, DType d = f3
   return k.build();
 }
 
+// The largest magnitude a row quantized to `to` (i8 or f8e4m3) maps to.
+inline float quantized_limit(DType to) { return to == i8 ? 127.0f : 448.0f; }
+
+// Per-token (per-row) dynamic quantization, the activations' half of a
+// W8A8 GEMM: each row of x (f32 or bf16) divided by its scale, the row's
+// largest magnitude over quantized_limit(to) (1 for a row of zeros),
+// rounded to `to` (i8: halfway cases away from zero; f8e4m3: to nearest
+// even), the scale stored beside it: args x, q, scales (f32 [rows]),
+// rows, cols. q * scale is x within half a step of `to`; a GEMM with
+// GemmConfig::row_scales takes the scales back.
+inline absl::StatusOr<Kernel> quantize_rows_kernel(RowBlock block, DType from, DType to) {
+  if (!(to == i8 || to == f8e4m3) || !(from == f32 || from == bf16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantize_rows_kernel: quantizes f32 or bf16 rows to i8 or f8e4m3, got ", from.name(), " to ", to.name()));
+  }
+  KernelBuilder k("quantize_rows");
+  Value x = k.arg(ptr(from), "x"), q = k.arg(ptr(to), "q"), scales = k.arg(ptr(f32), "scales");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  RowTile t = row_tile(k, rows, cols, block);
+  Value v = load_f32(x + t.offs, t.mask, 0.0f);  // [BR, BC] f32
+  Value amax = max(abs(v), 1);                   // [BR]
+  Value scale = where(amax > 0.0f, amax / quantized_limit(to), 1.0f);
+  Value scaled = v / expand_dims(scale, 1);
+  store(q + t.offs, cast(to == i8 ? round(scaled) : scaled, to), t.mask);
+  Value r = k.program_id() * block.rows + k.arange(0, block.rows);
+  store(scales + r, scale, r < rows);
+  return k.build();
+}
+
 // Each row in ascending order, sorted in f32 (exact for bf16 too):
 // args x, y, rows, cols. Elements past the row read +inf, which sorts after
 // every number, so the row's own come first.

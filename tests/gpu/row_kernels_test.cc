@@ -2,8 +2,8 @@
 // test and on host:2, each against the other and against a double
 // reference: row softmax, layer norm, RMS norm, prefix sums and sorts in
 // f32 and bf16 with rows of 768 to 16 384 elements, sums and maxima of a
-// matrix along either axis, a mixture-of-experts router's top k, and
-// rotary embeddings.
+// matrix along either axis, a mixture-of-experts router's top k, rotary
+// embeddings, and per-token quantization to i8 and fp8.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -265,6 +265,41 @@ TEST_F(RowKernels, RopeAgreesWithTheHostAndADoubleReference) {
       }
       EXPECT_TRUE(all_close(got[0], want, d == f32 ? 1e-6 : 1.0 / 256)) << "against the double reference";
     }
+  }
+}
+
+// Per-token quantization: the device's bytes and scales are the host's,
+// bit for bit (a division, a maximum and one rounding an element).
+TEST_F(RowKernels, QuantizedRowsAgreeBitForBit) {
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  for (auto [from, to, cols] :
+       {std::tuple{f32, i8, 4096}, {bf16, i8, 1000}, {f32, f8e4m3, 272}, {bf16, f8e4m3, 8192}}) {
+    SCOPED_TRACE(::testing::Message() << from.name() << " to " << to.name() << ", rows of " << cols);
+    const int rows = rng.uniform_int(1, 300);
+    const size_t n = size_t{1} * rows * cols;
+    const Matrix x(from, n, rng, -8, 8);
+    const samples::RowBlock block = samples::row_block(cols);
+    absl::StatusOr<Kernel> kernel = samples::quantize_rows_kernel(block, from, to);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    std::vector<std::pair<std::vector<uint8_t>, std::vector<float>>> got;
+    for (const Device& dev : devices_) {
+      CompileOptions options;
+      options.num_warps = block.warps;
+      absl::StatusOr<Function> fn = dev.compile(*kernel, options);
+      ASSERT_TRUE(fn.ok()) << fn.status();
+      absl::StatusOr<Buffer> bx = x.upload_to(dev), bq = dev.allocate(n), bs = dev.allocate(rows * 4);
+      ASSERT_TRUE(bx.ok() && bq.ok() && bs.ok());
+      const LaunchConfig lc = {.grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps};
+      ASSERT_TRUE(fn->launch(lc, *bx, *bq, *bs, rows, cols).ok());
+      ASSERT_TRUE(dev.synchronize().ok());
+      absl::StatusOr<std::vector<uint8_t>> q = download<uint8_t>(dev, *bq, n);
+      absl::StatusOr<std::vector<float>> s = download<float>(dev, *bs, rows);
+      ASSERT_TRUE(q.ok() && s.ok());
+      got.emplace_back(*std::move(q), *std::move(s));
+    }
+    EXPECT_EQ(got[0].second, got[1].second) << "scales, device under test against host:2";
+    EXPECT_EQ(got[0].first, got[1].first) << "quantized values, device under test against host:2";
   }
 }
 

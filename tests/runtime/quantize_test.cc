@@ -1,0 +1,146 @@
+// Per-token quantization (samples::quantize_rows_kernel) on the host against
+// the same arithmetic written out here, bit for bit, and a W8A8 linear
+// layer end to end: activations quantized per token by the kernel, weights
+// per output channel, the i8 GEMM taking both scales back (row_scales,
+// col_scales), within the quantization's error of the f32 product.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/float16.h"
+#include "base/float8.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "samples/kernels.h"
+#include "tests/matmul_cases.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A [rows, cols] matrix quantized per row to `to`: bytes as stored, and one scale a row.
+struct Quantized {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+};
+
+// The kernel's arithmetic in f32: scale = max |x| / limit (1 for zeros), q = x / scale rounded.
+Quantized quantize_reference(const std::vector<float>& x, int64_t rows, int64_t cols, DType to) {
+  Quantized out{std::vector<uint8_t>(rows * cols), std::vector<float>(rows)};
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 0;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(x[r * cols + c]));
+    const float scale = amax > 0 ? amax / samples::quantized_limit(to) : 1.0f;
+    out.scales[r] = scale;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = x[r * cols + c] / scale;
+      out.bytes[r * cols + c] =
+          to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::round(v), -128.0f, 127.0f)))
+                   : float_to_float8(v, Float8::kE4M3);
+    }
+  }
+  return out;
+}
+
+// The kernel's output on the host for x (as f32 values, stored as `from`).
+absl::StatusOr<Quantized> quantize_on_host(const std::vector<float>& x, int64_t rows, int64_t cols, DType from,
+                                           DType to) {
+  TESSEL_ASSIGN_OR_RETURN(Device host, Device::open("host:2"));
+  const samples::RowBlock block = samples::row_block(static_cast<int>(cols));
+  TESSEL_ASSIGN_OR_RETURN(Kernel kernel, samples::quantize_rows_kernel(block, from, to));
+  CompileOptions options;
+  options.num_warps = block.warps;
+  TESSEL_ASSIGN_OR_RETURN(Function fn, host.compile(kernel, options));
+  std::vector<uint16_t> halves;
+  for (float v : x) halves.push_back(float_to_bf16(v));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bx, from == f32 ? matmul_cases::put(host, x.data(), x.size() * 4)
+                                                 : matmul_cases::put(host, halves.data(), halves.size() * 2));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bq, host.allocate(x.size()));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bs, host.allocate(rows * 4));
+  TESSEL_RETURN_IF_ERROR(
+      fn.launch({.grid = static_cast<int>((rows + block.rows - 1) / block.rows), .num_warps = block.warps}, bx, bq, bs,
+                static_cast<int32_t>(rows), static_cast<int32_t>(cols)));
+  Quantized out{std::vector<uint8_t>(x.size()), std::vector<float>(rows)};
+  TESSEL_RETURN_IF_ERROR(host.copy_to_host(out.bytes.data(), bq, out.bytes.size()));
+  TESSEL_RETURN_IF_ERROR(host.copy_to_host(out.scales.data(), bs, rows * 4));
+  return out;
+}
+
+// Rows of different magnitudes, one of zeros.
+std::vector<float> activations(int64_t rows, int64_t cols, std::mt19937& gen) {
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> x(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = r == 3 ? 0.0f : dist(gen) * static_cast<float>(1 + r % 7);
+  }
+  return x;
+}
+
+TEST(Quantize, RowsMatchTheReferenceBitForBit) {
+  std::mt19937 gen(3);
+  for (auto [from, to, cols] : {std::tuple{f32, i8, 272}, {bf16, i8, 1000}, {f32, f8e4m3, 272}, {bf16, f8e4m3, 96}}) {
+    SCOPED_TRACE(absl::StrCat(from.name(), " to ", to.name(), ", rows of ", cols));
+    const int64_t rows = 37;
+    std::vector<float> x = activations(rows, cols, gen);
+    if (from == bf16) {
+      for (float& v : x) v = bf16_to_float(float_to_bf16(v));
+    }
+    absl::StatusOr<Quantized> got = quantize_on_host(x, rows, cols, from, to);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const Quantized want = quantize_reference(x, rows, cols, to);
+    EXPECT_EQ(got->scales, want.scales);
+    EXPECT_EQ(got->bytes, want.bytes);
+    EXPECT_EQ(got->scales[3], 1.0f);  // the row of zeros
+  }
+  EXPECT_THAT(samples::quantize_rows_kernel({}, f32, bf16).status().message(),
+              HasSubstr("quantizes f32 or bf16 rows to i8 or f8e4m3, got f32 to bf16"));
+}
+
+// A W8A8 linear layer: Y [m, n] = X [m, k] W [n, k]^T, X quantized per
+// token by the kernel, W per output channel, on the i8 GEMM with both
+// scales in its epilogue, Y in bf16.
+TEST(Quantize, W8A8LinearLayerIsWithinTheQuantizationError) {
+  std::mt19937 gen(4);
+  const int64_t m = 150, n = 136, k = 272;
+  const std::vector<float> x = activations(m, k, gen), w = activations(n, k, gen);
+  absl::StatusOr<Quantized> qx = quantize_on_host(x, m, k, f32, i8);
+  ASSERT_TRUE(qx.ok()) << qx.status();
+  const Quantized qw = quantize_reference(w, n, k, i8);
+  auto operand = [](const Quantized& q) {
+    matmul_cases::Operand op{q.bytes, {}};
+    for (uint8_t b : q.bytes) op.values.push_back(static_cast<int8_t>(b));
+    return op;
+  };
+  const samples::GemmConfig g = {
+      .bm = 64, .bn = 64, .bk = 128, .in = i8, .out = bf16, .stages = 2, .row_scales = true, .col_scales = true};
+  absl::StatusOr<Device> host = Device::open("host:2");
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<std::vector<float>> y = matmul_cases::run_gemm(*host, g, 4, m, n, k, operand(*qx), operand(qw), {1, 1},
+                                                                nullptr, 0, qx->scales, qw.scales);
+  ASSERT_TRUE(y.ok()) << y.status();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0, bound = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double a = x[i * k + p], b = w[j * k + p];
+        exact += a * b;
+        // Each operand within half its step: |a - a'| <= sa / 2, |b - b'| <= sb / 2.
+        bound += std::abs(a) * qw.scales[j] / 2 + std::abs(b) * qx->scales[i] / 2 + qx->scales[i] * qw.scales[j] / 4;
+      }
+      bound += std::ldexp(std::abs(exact) + bound, -8);  // Y rounded to bf16
+      if (!(std::abs((*y)[i * n + j] - exact) <= bound + 1e-6) && bad++ < 5) {
+        ADD_FAILURE() << "Y[" << i << ", " << j << "] = " << (*y)[i * n + j] << ", want " << exact << " within "
+                      << bound;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+}  // namespace
+}  // namespace tessel
