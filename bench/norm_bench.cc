@@ -12,7 +12,8 @@
 // (torch eager, torch.compile, Triton) come from bench/norm_compare.py,
 // which reads the JSON this writes (--json=PATH) and prints the ratios.
 // Then rotary embeddings (samples::rope_kernel) on queries of 4096 tokens
-// of 32 heads of 128 and 16384 tokens of 16 heads of 64. Last, a
+// of 32 heads of 128 and 16384 tokens of 16 heads of 64, and per-token
+// quantization (samples::quantize_rows_kernel) to i8 and e4m3. Last, a
 // mixture-of-experts router (samples::router_top_k_kernel: softmax,
 // argsort and gather) at 16384 tokens of 64, 128 and 256 experts, and the
 // token permutation after it (samples::MoeAlign).
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "base/float16.h"
+#include "base/float8.h"
 #include "cuda_raw.h"
 #include "report.h"
 #include "samples/kernels.h"
@@ -258,6 +260,67 @@ int main(int argc, char** argv) {
       }
       const bool ok = worst <= (d == f32 ? 1e-5 : 1.0 / 256);
       record(case_name, "rope", d, rows, dim, {best_ms, pick_ms, best, tried[0]}, moved, copy_gbs, worst, ok);
+    }
+  }
+  // Per-token quantization (samples::quantize_rows_kernel) to i8 and e4m3 at
+  // the norms' shapes, at row_block's pick and the other blocks of 1 to 16
+  // rows and 1 to 16 warps that give each thread 8 to 64 elements. Moved: x
+  // read, q and the scales written. Checked on a sample of rows: the bytes
+  // and scales of the same arithmetic on the host.
+  for (auto [rows, cols] : {std::pair{16384, 1024}, std::pair{4096, 8192}}) {
+    for (DType d : {f32, bf16}) {
+      for (DType to : {i8, f8e4m3}) {
+        const std::string op = "quantize_" + std::string(to.name());
+        const std::string case_name =
+            op + ", " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
+        if (case_name.find(only) == std::string::npos) continue;
+        const size_t n = size_t{1} * rows * cols, elem = d.bytes();
+        Buffer x = must(dev.allocate(n * elem), "allocate"), y = must(dev.allocate(n * elem), "allocate");
+        Buffer q = must(dev.allocate(n), "allocate"), s = must(dev.allocate(rows * 4), "allocate");
+        const std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
+        const double copy_gbs = copy_speed(x, y, n * elem), moved = n * elem + n + rows * 4.0;
+        std::vector<samples::RowBlock> tried = {samples::row_block(cols)};
+        for (int block_rows = 1; block_rows <= 16 && !pick_only; block_rows *= 2) {
+          for (int warps = 1; warps <= 16; warps *= 2) {
+            const int per_thread = block_rows * cols / (32 * warps);
+            samples::RowBlock b{.rows = block_rows, .cols = cols, .warps = warps};
+            if (per_thread >= 8 && per_thread <= 64 && label(b) != label(tried[0])) tried.push_back(b);
+          }
+        }
+        double best_ms = INFINITY, pick_ms = INFINITY, wrong = 0;
+        samples::RowBlock best;
+        for (const samples::RowBlock& block : tried) {
+          CompileOptions options;
+          options.num_warps = block.warps;
+          Function fn =
+              must(dev.compile(must(samples::quantize_rows_kernel(block, d, to), "build"), options), "compile");
+          const LaunchConfig lc = {
+              .grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
+          must(dev.synchronize(), "sync");
+          const double ms = timer.median_ms([&] { must(fn.launch(lc, x, q, s, rows, cols), "launch"); });
+          must(stream.synchronize(), "sync");
+          std::vector<uint8_t> got(n);
+          std::vector<float> scales(rows);
+          must(dev.copy_to_host(got.data(), q, n), "download");
+          must(dev.copy_to_host(scales.data(), s, rows * 4), "download");
+          for (int r = 0; r < rows; r += rows / 64) {
+            float amax = 0;
+            for (int j = 0; j < cols; ++j) amax = std::max(amax, std::fabs(hx[size_t{1} * r * cols + j]));
+            const float scale = amax > 0 ? amax / samples::quantized_limit(to) : 1.0f;
+            wrong += scales[r] != scale;
+            for (int j = 0; j < cols; ++j) {
+              const float v = hx[size_t{1} * r * cols + j] / scale;
+              const uint8_t want = to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::round(v)))
+                                            : float_to_float8(v, Float8::kE4M3);
+              wrong += got[size_t{1} * r * cols + j] != want;
+            }
+          }
+          if (pick_ms == INFINITY) pick_ms = ms;
+          if (ms < best_ms) best_ms = ms, best = block;
+        }
+        record(case_name, op.c_str(), d, rows, cols, {best_ms, pick_ms, best, tried[0]}, moved, copy_gbs, wrong,
+               wrong == 0);
+      }
     }
   }
   // A mixture-of-experts router: 16384 tokens' top 8 of 64 to 256 experts,

@@ -17,7 +17,9 @@ Liger's, a program per token over its heads, each half loaded on its own, at its
 and a mixture-of-experts router's top 8 of 64, 128 and 256 experts for 16384 tokens
 (torch.topk of torch.softmax, eager and compiled; Triton's tl.topk gives no indices), and the token
 permutation after it (vLLM's moe_align_block_size, blocks of 64) written in torch: bincount, a
-stable argsort and scatters, eager and compiled, on choices skewed as norm_bench's are.
+stable argsort and scatters, eager and compiled, on choices skewed as norm_bench's are; and per-token
+quantization to int8 and e4m3 at the norms' shapes (the scale a row's largest magnitude over 127 or 448,
+eager and compiled, and a Triton kernel of a row per program).
 
 Timed with triton.testing.do_bench (median, L2 flushed before each run), as norm_bench times tessel.
 With --tessel PATH (norm_bench's JSON from the same run) it prints each baseline's time over tessel's
@@ -41,6 +43,7 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 OPS = ["softmax", "layer_norm", "rms_norm", "cumsum", "recurrence", "sort"]
 ROUTER = "router_top_k"
 ROPE = "rope"
+QUANTIZE = "quantize"
 ROPE_SHAPES = [(4096, 32, 128), (16384, 16, 64)]
 MOE = "moe_align"
 MOE_BLOCK = 64
@@ -145,6 +148,63 @@ def rope_kernel(x_ptr, y_ptr, cos_ptr, sin_ptr, heads, HEADS: tl.constexpr, HALF
     tl.store(y_ptr + at + HALF, (x2 * cos + x1 * sin).to(y_ptr.dtype.element_ty), mask=inside)
 
 
+@triton.jit
+def quantize_kernel(x_ptr, q_ptr, s_ptr, cols, LIMIT: tl.constexpr, INT: tl.constexpr, BLOCK: tl.constexpr):
+    # One row per program: its scale (largest magnitude over LIMIT, 1 for zeros) and the row over it, rounded.
+    row = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    mask = c < cols
+    x = tl.load(x_ptr + row * cols + c, mask=mask, other=0.0).to(tl.float32)
+    amax = tl.max(tl.abs(x), axis=0)
+    scale = tl.where(amax > 0, amax / LIMIT, 1.0)
+    y = x / scale
+    if INT:  # halfway cases away from zero, as torch.round's do not (it rounds them to even)
+        y = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
+    tl.store(q_ptr + row * cols + c, y.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + row, scale)
+
+
+def quantize_eager(x, to):
+    limit = 127.0 if to == torch.int8 else 448.0
+    amax = x.float().abs().amax(dim=-1, keepdim=True)
+    scale = torch.where(amax > 0, amax / limit, torch.ones_like(amax))
+    y = x.float() / scale
+    if to == torch.int8:
+        y = torch.where(y >= 0, torch.floor(y + 0.5), torch.ceil(y - 0.5))
+    return y.to(to), scale
+
+
+def measure_quantize():
+    """Per-token quantization (samples::quantize_rows_kernel) to int8 and e4m3 at the norms' shapes: torch eager,
+    torch.compile, and a Triton kernel of one row per program."""
+    out = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for rows, cols in SHAPES:
+        for dname, dtype in DTYPES.items():
+            for tname, to in (("i8", torch.int8), ("f8e4m3", torch.float8_e4m3fn)):
+                x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
+                q = torch.empty(rows, cols, device="cuda", dtype=to)
+                scales = torch.empty(rows, device="cuda", dtype=torch.float32)
+                want = quantize_eager(x, to)[0].float()
+                case = {"op": f"quantize_{tname}", "dtype": dname, "rows": rows, "cols": cols}
+                case["eager_us"] = bench_ms(lambda: quantize_eager(x, to)) * 1e3
+                # Within one step of the eager result: a division rounded otherwise moves a value across a
+                # rounding boundary now and then.
+                atol, rtol = (1.0, 0.0) if to == torch.int8 else (2.0 ** -9, 0.125)
+                try:
+                    fn = torch.compile(quantize_eager, fullgraph=True, dynamic=False)
+                    torch.testing.assert_close(fn(x, to)[0].float(), want, atol=atol, rtol=rtol)
+                    case["compile_us"] = bench_ms(lambda: fn(x, to)) * 1e3
+                except Exception as e:
+                    case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+                time_triton(case, q, want, lambda warps: lambda: quantize_kernel[(rows,)](
+                    x, q, scales, cols, LIMIT=127.0 if to == torch.int8 else 448.0, INT=to == torch.int8,
+                    BLOCK=triton.next_power_of_2(cols), num_warps=warps), atol, rtol)
+                print(json.dumps(case), flush=True)
+                out.append(case)
+    return out
+
+
 def rotate_half(x):
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -232,14 +292,14 @@ def bench_ms(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def time_triton(case, y, want, launcher):
+def time_triton(case, y, want, launcher, atol=2e-2, rtol=2e-2):
     """The Triton kernel launcher(warps) makes, at its fastest num_warps whose result (in y) is right."""
     best = None
     for warps in WARPS:
         launch = launcher(warps)
         launch()
         try:
-            torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
+            torch.testing.assert_close(y.float(), want, atol=atol, rtol=rtol)
         except AssertionError as e:  # a wrong result is not timed; the others still are
             case.setdefault("triton_wrong", {})[warps] = str(e).splitlines()[-3:]
             continue
@@ -385,13 +445,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel", help="norm_bench's JSON from the same run")
     ap.add_argument("--json", help="where to write the baselines' JSON")
-    ap.add_argument("--only", choices=OPS + [ROPE, ROUTER, MOE], help="measure this op alone")
+    ap.add_argument("--only", choices=OPS + [ROPE, ROUTER, MOE, QUANTIZE], help="measure this op alone")
     args = ap.parse_args()
     print(f"norm_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}",
           flush=True)
-    ops = [args.only] if args.only else OPS + [ROPE, ROUTER, MOE]
-    cases = (measure([op for op in ops if op not in (ROPE, ROUTER, MOE)]) + (measure_rope() if ROPE in ops else [])
-             + (measure_router() if ROUTER in ops else []) + (measure_moe() if MOE in ops else []))
+    ops = [args.only] if args.only else OPS + [ROPE, ROUTER, MOE, QUANTIZE]
+    cases = (measure([op for op in ops if op not in (ROPE, ROUTER, MOE, QUANTIZE)])
+             + (measure_rope() if ROPE in ops else []) + (measure_router() if ROUTER in ops else [])
+             + (measure_moe() if MOE in ops else []) + (measure_quantize() if QUANTIZE in ops else []))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "cases": cases}, f, indent=2)
