@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/debug_abi.h"
+#include "base/status.h"
 
 namespace tessel {
 namespace {
@@ -109,6 +110,23 @@ void print_debug_lines(const std::string& lines) {
   if (lines.empty()) return;
   std::fwrite(lines.data(), 1, lines.size(), stdout);
   std::fflush(stdout);
+}
+
+absl::StatusOr<absl::Status> drain_debug_buffer(
+    const Kernel& kernel, absl::string_view device,
+    const std::function<absl::Status(int64_t offset, void* dst, int64_t bytes)>& read,
+    const std::function<absl::Status()>& clear_header) {
+  uint64_t header[kDebugHeaderBytes / 8];
+  TESSEL_RETURN_IF_ERROR(read(0, header, sizeof(header)));
+  std::vector<uint64_t> records(debug_records_written(header) / 8);
+  if (!records.empty()) {
+    TESSEL_RETURN_IF_ERROR(
+        read(kDebugHeaderBytes, records.data(), static_cast<int64_t>(records.size() * sizeof(uint64_t))));
+  }
+  TESSEL_RETURN_IF_ERROR(clear_header());
+  DebugReport report = read_debug(kernel, device, header, records);
+  print_debug_lines(report.lines);
+  return report.assertion;
 }
 
 }  // namespace tessel

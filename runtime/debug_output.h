@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dsl/builder.h"
@@ -29,5 +31,16 @@ DebugReport read_debug(const Kernel& kernel, absl::string_view device, absl::Spa
 
 // Writes `lines` to stdout at once.
 void print_debug_lines(const std::string& lines);
+
+// A GPU's drain of `kernel`'s debug buffer once its work is done: the
+// header and the records written, read through `read` (`bytes` from
+// `offset` into the buffer, into `dst`), the header cleared through
+// `clear_header` so that the next drain reports only what is new, the lines
+// printed. Returns the failed assert (OK for none), or the error of a read
+// or of the clearing.
+absl::StatusOr<absl::Status> drain_debug_buffer(
+    const Kernel& kernel, absl::string_view device,
+    const std::function<absl::Status(int64_t offset, void* dst, int64_t bytes)>& read,
+    const std::function<absl::Status()>& clear_header);
 
 }  // namespace tessel

@@ -66,18 +66,12 @@ void Context::add_module(const std::shared_ptr<Module>& module) {
 }
 
 absl::StatusOr<absl::Status> Context::read_debug_buffer(const Module& m) {
-  uint64_t header[kDebugHeaderBytes / 8];
-  TESSEL_RETURN_IF_ERROR(driver_.memcpy_dtoh(header, m.debug_buffer, sizeof(header)));
-  std::vector<uint64_t> records(debug_records_written(header) / 8);
-  if (!records.empty()) {
-    TESSEL_RETURN_IF_ERROR(
-        driver_.memcpy_dtoh(records.data(), m.debug_buffer + kDebugHeaderBytes, records.size() * sizeof(uint64_t)));
-  }
-  // Cleared so the next synchronize reports only new lines and failures.
-  TESSEL_RETURN_IF_ERROR(driver_.memset_d8(m.debug_buffer, 0, sizeof(header)));
-  DebugReport report = read_debug(*m.debug_kernel, "", header, records);
-  print_debug_lines(report.lines);
-  return report.assertion;
+  return drain_debug_buffer(
+      *m.debug_kernel, "",
+      [&](int64_t offset, void* dst, int64_t bytes) {
+        return driver_.memcpy_dtoh(dst, m.debug_buffer + offset, bytes);
+      },
+      [&] { return driver_.memset_d8(m.debug_buffer, 0, kDebugHeaderBytes); });
 }
 
 absl::Status Context::check_device_errors() {

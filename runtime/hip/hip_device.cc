@@ -92,21 +92,15 @@ class DebugModules {
         absl::StrCat("hip:", device_, ": reading the debug buffer of '", m.debug_kernel->name(), "'");
     auto status = [&](absl::Status s) { return s.ok() ? s : prefixed(what, s); };
     TESSEL_RETURN_IF_ERROR(status(runtime_.set_device(device_)));
-    uint64_t header[kDebugHeaderBytes / 8];
-    TESSEL_RETURN_IF_ERROR(status(runtime_.memcpy(header, m.debug_buffer, sizeof(header), hip::hipMemcpyDeviceToHost)));
-    std::vector<uint64_t> records(debug_records_written(header) / 8);
-    if (!records.empty()) {
-      TESSEL_RETURN_IF_ERROR(
-          status(runtime_.memcpy(records.data(), static_cast<char*>(m.debug_buffer) + kDebugHeaderBytes,
-                                 records.size() * sizeof(uint64_t), hip::hipMemcpyDeviceToHost)));
-    }
-    // Cleared so the next synchronize reports only new lines and failures;
+    auto* buffer = static_cast<char*>(m.debug_buffer);
     // hipMemcpy returns once the zeros are there.
     const uint64_t zeros[kDebugHeaderBytes / 8] = {};
-    TESSEL_RETURN_IF_ERROR(status(runtime_.memcpy(m.debug_buffer, zeros, sizeof(zeros), hip::hipMemcpyHostToDevice)));
-    DebugReport report = read_debug(*m.debug_kernel, absl::StrCat("hip:", device_), header, records);
-    print_debug_lines(report.lines);
-    return report.assertion;
+    return drain_debug_buffer(
+        *m.debug_kernel, absl::StrCat("hip:", device_),
+        [&](int64_t offset, void* dst, int64_t bytes) {
+          return status(runtime_.memcpy(dst, buffer + offset, bytes, hip::hipMemcpyDeviceToHost));
+        },
+        [&] { return status(runtime_.memcpy(buffer, zeros, sizeof(zeros), hip::hipMemcpyHostToDevice)); });
   }
 
   const Runtime& runtime_;
