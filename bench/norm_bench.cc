@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "base/float16.h"
-#include "base/float8.h"
 #include "cuda_raw.h"
 #include "report.h"
 #include "samples/kernels.h"
@@ -263,10 +262,9 @@ int main(int argc, char** argv) {
     }
   }
   // Per-token quantization (samples::quantize_rows_kernel) to i8 and e4m3 at
-  // the norms' shapes, at row_block's pick and the other blocks of 1 to 16
-  // rows and 1 to 16 warps that give each thread 8 to 64 elements. Moved: x
-  // read, q and the scales written. Checked on a sample of rows: the bytes
-  // and scales of the same arithmetic on the host.
+  // the norms' shapes, at the row kernels' blocks. Moved: x read, q and the
+  // scales written. Checked on a sample of rows against
+  // samples::quantize_row_reference.
   for (auto [rows, cols] : {std::pair{16384, 1024}, std::pair{4096, 8192}}) {
     for (DType d : {f32, bf16}) {
       for (DType to : {i8, f8e4m3}) {
@@ -279,14 +277,8 @@ int main(int argc, char** argv) {
         Buffer q = must(dev.allocate(n), "allocate"), s = must(dev.allocate(rows * 4), "allocate");
         const std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
         const double copy_gbs = copy_speed(x, y, n * elem), moved = n * elem + n + rows * 4.0;
-        std::vector<samples::RowBlock> tried = {samples::row_block(cols)};
-        for (int block_rows = 1; block_rows <= 16 && !pick_only; block_rows *= 2) {
-          for (int warps = 1; warps <= 16; warps *= 2) {
-            const int per_thread = block_rows * cols / (32 * warps);
-            samples::RowBlock b{.rows = block_rows, .cols = cols, .warps = warps};
-            if (per_thread >= 8 && per_thread <= 64 && label(b) != label(tried[0])) tried.push_back(b);
-          }
-        }
+        std::vector<samples::RowBlock> tried = blocks(cols);
+        if (pick_only) tried.resize(1);
         double best_ms = INFINITY, pick_ms = INFINITY, wrong = 0;
         samples::RowBlock best;
         for (const samples::RowBlock& block : tried) {
@@ -303,17 +295,10 @@ int main(int argc, char** argv) {
           std::vector<float> scales(rows);
           must(dev.copy_to_host(got.data(), q, n), "download");
           must(dev.copy_to_host(scales.data(), s, rows * 4), "download");
+          std::vector<uint8_t> want(cols);
           for (int r = 0; r < rows; r += rows / 64) {
-            float amax = 0;
-            for (int j = 0; j < cols; ++j) amax = std::max(amax, std::fabs(hx[size_t{1} * r * cols + j]));
-            const float scale = amax > 0 ? amax / samples::quantized_limit(to) : 1.0f;
-            wrong += scales[r] != scale;
-            for (int j = 0; j < cols; ++j) {
-              const float v = hx[size_t{1} * r * cols + j] / scale;
-              const uint8_t want = to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::round(v)))
-                                            : float_to_float8(v, Float8::kE4M3);
-              wrong += got[size_t{1} * r * cols + j] != want;
-            }
+            wrong += scales[r] != samples::quantize_row_reference(&hx[size_t{1} * r * cols], cols, to, want.data());
+            for (int j = 0; j < cols; ++j) wrong += got[size_t{1} * r * cols + j] != want[j];
           }
           if (pick_ms == INFINITY) pick_ms = ms;
           if (ms < best_ms) best_ms = ms, best = block;

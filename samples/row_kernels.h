@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/float8.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "tessel/tessel.h"
@@ -85,15 +86,17 @@ inline RowBlock row_block(int cols) {
 
 // The [block.rows, block.cols] offsets of the program's rows (row r at
 // r * cols), the mask of what lies inside the matrix and that of the
-// columns alone.
+// columns alone, and the rows' indices.
 struct RowTile {
   Value offs, mask, col, col_mask;
+  Value row;  // [BR] i32: the rows' indices
 };
 inline RowTile row_tile(KernelBuilder& k, const Value& rows, const Value& cols, RowBlock block) {
   Value r = k.program_id() * block.rows + k.arange(0, block.rows);  // [BR] i32
   Value c = k.arange(0, block.cols);                                  // [BC] i32
   Value inside = c < cols;                                            // [BC] i1
-  return {expand_dims(r, 1) * cols + expand_dims(c, 0), expand_dims(r < rows, 1) & expand_dims(inside, 0), c, inside};
+  return {expand_dims(r, 1) * cols + expand_dims(c, 0), expand_dims(r < rows, 1) & expand_dims(inside, 0), c, inside,
+          r};
 }
 
 // Loads as f32 (bf16 widened), `other` where the mask is off.
@@ -210,9 +213,23 @@ inline absl::StatusOr<Kernel> quantize_rows_kernel(RowBlock block, DType from, D
   Value scale = where(amax > 0.0f, amax / quantized_limit(to), 1.0f);
   Value scaled = v / expand_dims(scale, 1);
   store(q + t.offs, cast(to == i8 ? round(scaled) : scaled, to), t.mask);
-  Value r = k.program_id() * block.rows + k.arange(0, block.rows);
-  store(scales + r, scale, r < rows);
+  store(scales + t.row, scale, t.row < rows);
   return k.build();
+}
+
+// quantize_rows_kernel's arithmetic on the host for one row of `cols`
+// values: each over the row's scale, rounded to `to`, as stored into `q`;
+// returns the scale.
+inline float quantize_row_reference(const float* x, int64_t cols, DType to, uint8_t* q) {
+  float amax = 0;
+  for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(x[c]));
+  const float scale = amax > 0 ? amax / quantized_limit(to) : 1.0f;
+  for (int64_t c = 0; c < cols; ++c) {
+    const float v = x[c] / scale;
+    q[c] = to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::round(v), -128.0f, 127.0f)))
+                    : float_to_float8(v, Float8::kE4M3);
+  }
+  return scale;
 }
 
 // Each row in ascending order, sorted in f32 (exact for bf16 too):

@@ -28,20 +28,11 @@ struct Quantized {
   std::vector<float> scales;
 };
 
-// The kernel's arithmetic in f32: scale = max |x| / limit (1 for zeros), q = x / scale rounded.
+// The kernel's arithmetic on the host, row by row (samples::quantize_row_reference).
 Quantized quantize_reference(const std::vector<float>& x, int64_t rows, int64_t cols, DType to) {
   Quantized out{std::vector<uint8_t>(rows * cols), std::vector<float>(rows)};
   for (int64_t r = 0; r < rows; ++r) {
-    float amax = 0;
-    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(x[r * cols + c]));
-    const float scale = amax > 0 ? amax / samples::quantized_limit(to) : 1.0f;
-    out.scales[r] = scale;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float v = x[r * cols + c] / scale;
-      out.bytes[r * cols + c] =
-          to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::round(v), -128.0f, 127.0f)))
-                   : float_to_float8(v, Float8::kE4M3);
-    }
+    out.scales[r] = samples::quantize_row_reference(&x[r * cols], cols, to, &out.bytes[r * cols]);
   }
   return out;
 }
