@@ -374,16 +374,10 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       Value rows = row + k.arange(0, g.bm);
       row_scale = load(row_scales + rows, rows < m, 0.0f);
     }
-    Value col_scale;  // [BN] f32
-    if (g.col_scales) {
-      Value cols = col + k.arange(0, g.bn);
-      col_scale = load(col_scales + cols, cols < n, 0.0f);
-    }
-    Value half_bias;                                                     // [BN] f32, bias / 2
-    if (g.bias_gelu) {
-      Value cols = col + k.arange(0, g.bn);  // [BN] i32
-      half_bias = cast(load(bias + cols, cols < n, 0.0), f32) * 0.5;
-    }
+    Value cols = g.col_scales || g.bias_gelu ? col + k.arange(0, g.bn) : Value();        // [BN] i32
+    Value col_scale = g.col_scales ? load(col_scales + cols, cols < n, 0.0f) : Value();  // [BN] f32
+    Value half_bias;                                                                     // [BN] f32, bias / 2
+    if (g.bias_gelu) half_bias = cast(load(bias + cols, cols < n, 0.0), f32) * 0.5;
     // [BM, BN] f32 (i32 for i8 operands: exact), registers
     Var acc = k.var(k.zeros({g.bm, g.bn}, g.in == i8 ? i32 : f32));
     k.for_range(k_lo, k_hi, g.bk,
