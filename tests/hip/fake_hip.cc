@@ -3,9 +3,9 @@
 // nothing. Streams are threads that run their copies, 64-bit waits and
 // writes and event records in order, as a GPU's queues would; the virtual
 // memory API reserves and maps host address space. FAKE_HIP_FAIL=<call>
-// makes that call fail; FAKE_HIP_NO_PEER denies peer access; FAKE_HIP_BUS_ID
-// replaces the GPUs' PCI addresses. The tests read the record through fake_hip_log()
-// and fake_hip_kernarg().
+// makes that call fail; FAKE_HIP_GLOBAL_BYTES misreports a global's size; FAKE_HIP_NO_PEER denies peer access;
+// FAKE_HIP_BUS_ID replaces the GPUs' PCI addresses. The tests read the record through fake_hip_log() and
+// fake_hip_kernarg().
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -395,7 +395,9 @@ int hipModuleGetGlobal(void** ptr, size_t* bytes, void* module, const char* name
   if (!sym || sym->type != 1 || sym->visibility == 2) return 500;  // STT_OBJECT, not STV_HIDDEN
   m->globals.push_back(std::make_unique<uint8_t[]>(sym->size));    // zeroed, as the loader's .bss
   *ptr = last_global = m->globals.back().get();
-  *bytes = sym->size;
+  // FAKE_HIP_GLOBAL_BYTES reports another size than the symbol's.
+  const char* size = std::getenv("FAKE_HIP_GLOBAL_BYTES");
+  *bytes = size != nullptr ? std::strtoull(size, nullptr, 10) : sym->size;
   return 0;
 }
 int hipModuleUnload(void* module) {

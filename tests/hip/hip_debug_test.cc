@@ -140,7 +140,7 @@ TEST(HipDebug, KernelsWithoutDebugOpsHaveNoBufferToFind) {
   EXPECT_THAT(record.log(), Not(HasSubstr("hipModuleGetGlobal")));
 }
 
-TEST(HipDebug, ABufferTheRuntimeCannotFindIsAnError) {
+TEST(HipDebug, ABufferTheRuntimeCannotFindOrOfAnotherSizeIsAnError) {
   absl::StatusOr<Device> d = Device::open("hip:0");
   ASSERT_TRUE(d.ok()) << d.status();
   setenv("FAKE_HIP_FAIL", "hipModuleGetGlobal tessel_debug", 1);
@@ -150,6 +150,13 @@ TEST(HipDebug, ABufferTheRuntimeCannotFindIsAnError) {
   EXPECT_THAT(
       fn.status().message(),
       HasSubstr("compile 'debugged_unfound' for gfx942: the debug buffer: hipModuleGetGlobal: hipErrorNotFound"));
+
+  setenv("FAKE_HIP_GLOBAL_BYTES", "4096", 1);
+  fn = d->compile(debugged("debugged_small"), debug_on());
+  unsetenv("FAKE_HIP_GLOBAL_BYTES");
+  EXPECT_EQ(fn.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(fn.status().message(),
+              HasSubstr("compile 'debugged_small' for gfx942: the debug buffer has 4096 bytes; expected 1048576"));
 }
 
 }  // namespace
