@@ -3,8 +3,9 @@
 // nothing. Streams are threads that run their copies, 64-bit waits and
 // writes and event records in order, as a GPU's queues would; the virtual
 // memory API reserves and maps host address space. FAKE_HIP_FAIL=<call>
-// makes that call fail; FAKE_HIP_GLOBAL_BYTES misreports a global's size; FAKE_HIP_NO_PEER denies peer access;
-// FAKE_HIP_BUS_ID replaces the GPUs' PCI addresses. The tests read the record through fake_hip_log() and
+// makes that call fail; FAKE_HIP_GLOBAL_BYTES misreports a global's size;
+// FAKE_HIP_NO_PEER denies peer access; FAKE_HIP_BUS_ID replaces the GPUs'
+// PCI addresses. The tests read the record through fake_hip_log() and
 // fake_hip_kernarg().
 #include <sys/mman.h>
 
