@@ -158,6 +158,19 @@ struct GemmConfig {
   // rowwise scaling (torch._scaled_mm's scale_a [M, 1], scale_b [1, N]).
   // Not with grouped or swiglu.
   bool col_scales = false;
+  // Block scales, DeepSeek-V3's fine-grained scaling (torch._scaled_mm's
+  // BlockWise1x128 for A, BlockWise128x128 for B): A's element [i, p] is
+  // worth a_blocks[p / 128, i] times its value and B's [j, p] b_blocks[j /
+  // 128, p / 128] times its own, with a_blocks [ceil(K / 128), M] (a scale
+  // per row and 128-wide block of K, stored block by block: torch's scale_a
+  // [M, K / 128] with strides (1, M)) and b_blocks [ceil(N / 128), ceil(K /
+  // 128)] (a scale per 128 x 128 block of B as N x K, row-major), both f32,
+  // taken after the column scales. Each K step's product is summed from
+  // zero and added to the f32 accumulator times its rows' and columns'
+  // scales, so a step lies in one block: bk divides 128. fp8 or i8 operands,
+  // A as M x K and B as N x K; not with fast_accum (the steps are summed in
+  // f32 already), grouped or swiglu.
+  bool block_scales = false;
   // The epilogue SwiGLU (an MoE layer's up projection, its activation
   // fused): C [M, N] = silu(A @ G^T) * (A @ U^T), where B is G [N, K] then
   // U [N, K], the two halves of [2N, K] ([groups, 2N, K] where grouped),
@@ -170,6 +183,8 @@ struct GemmConfig {
   bool swiglu = false;
 
   DType b_type() const { return in_b.value_or(in); }
+  // The accumulator's dtype: i32 for i8 operands summed exactly, else f32.
+  DType acc_type() const { return in == i8 && !block_scales ? i32 : f32; }
   // The bias's dtype: the operands', but bf16 for i8 operands.
   DType bias_type() const { return in == i8 ? bf16 : in; }
   // The columns of C a tile takes.
@@ -198,6 +213,9 @@ struct GemmConfig {
     return Swizzle::kNone;
   }
 };
+
+// The width of the blocks of K (and of N, for B) that GemmConfig::block_scales scale.
+inline constexpr int64_t kScaleBlock = 128;
 
 // GELU in its tanh form, x/2 (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
 // x^3), taken from h = x/2 (which the GEMM's epilogue gets from the
@@ -276,12 +294,22 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
         absl::StrCat("gemm_kernel: column scales are one per column of C, so neither grouped (got ", g.grouped,
                      ") nor swiglu (got ", g.swiglu, ")"));
   }
-  if (g.out == i32 && (g.in != i8 || g.scaled || g.bias_gelu || g.swiglu || g.row_scales || g.col_scales)) {
+  if (g.out == i32 &&
+      (g.in != i8 || g.scaled || g.bias_gelu || g.swiglu || g.row_scales || g.col_scales || g.block_scales)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gemm_kernel: an i32 C is the exact sum of i8 operands' products, without scales or another "
+                     "epilogue; got ",
+                     g.in.name(), " operands", g.scaled ? ", scales" : "", g.bias_gelu ? ", bias + GELU" : "",
+                     g.swiglu ? ", SwiGLU" : "", g.row_scales ? ", row scales" : "",
+                     g.col_scales ? ", column scales" : "", g.block_scales ? ", block scales" : ""));
+  }
+  if (g.block_scales && (!(g.in.is_float8() || g.in == i8) || !g.a_mk || !g.b_nk || g.bk > kScaleBlock ||
+                         kScaleBlock % g.bk != 0 || g.fast_accum || g.grouped || g.swiglu)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "gemm_kernel: an i32 C is the exact sum of i8 operands' products, without scales or another "
-        "epilogue; got ",
-        g.in.name(), " operands", g.scaled ? ", scales" : "", g.bias_gelu ? ", bias + GELU" : "",
-        g.swiglu ? ", SwiGLU" : "", g.row_scales ? ", row scales" : "", g.col_scales ? ", column scales" : ""));
+        "gemm_kernel: block scales take fp8 or i8 operands, A as M x K and B as N x K, K steps that divide ",
+        kScaleBlock, ", and neither fast_accum, grouped nor swiglu; got ", g.in.name(), " operands, A ",
+        g.a_mk ? "M x K" : "K x M", ", B ", g.b_nk ? "N x K" : "K x N", ", bk ", g.bk, ", fast_accum ", g.fast_accum,
+        ", grouped ", g.grouped, ", swiglu ", g.swiglu));
   }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
@@ -302,6 +330,9 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value used = g.grouped ? load(k.arg(ptr(i32), "total")) : Value();          // the rows in use
   Value row_scales = g.row_scales ? k.arg(ptr(f32), "row_scales") : Value();  // [M] f32
   Value col_scales = g.col_scales ? k.arg(ptr(f32), "col_scales") : Value();  // [N] f32
+  Value a_blocks = g.block_scales ? k.arg(ptr(f32), "a_blocks") : Value();    // [ceil(K / 128), M] f32
+  Value b_blocks = g.block_scales ? k.arg(ptr(f32), "b_blocks") : Value();    // [ceil(N / 128), ceil(K / 128)] f32
+  Value blocks_k = g.block_scales ? cdiv(kdim, kScaleBlock) : Value();
   Value slots =
       g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.out_swizzle(f32)) : Value();  // [S * BM, BN] f32
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
@@ -369,17 +400,27 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     }
     // The epilogue's operands are read before the K loop, which hides their latency.
     Value scale = g.scaled ? load(scale_a) * load(g.grouped ? scale_b + group : scale_b) : Value();  // f32
-    Value row_scale;                                                                                 // [BM] f32
-    if (g.row_scales) {
-      Value rows = row + k.arange(0, g.bm);
-      row_scale = load(row_scales + rows, rows < m, 0.0f);
-    }
-    Value cols = g.col_scales || g.bias_gelu ? col + k.arange(0, g.bn) : Value();        // [BN] i32
+    Value rows = g.row_scales || g.block_scales ? row + k.arange(0, g.bm) : Value();                 // [BM] i32
+    Value row_scale = g.row_scales ? load(row_scales + rows, rows < m, 0.0f) : Value();              // [BM] f32
+    // A tile whose columns lie in one block of B's scales takes one a step.
+    const bool one_b_block = kScaleBlock % g.c_cols() == 0;
+    Value cols = g.col_scales || g.bias_gelu || (g.block_scales && !one_b_block) ? col + k.arange(0, g.bn)
+                                                                                 : Value();  // [BN] i32
     Value col_scale = g.col_scales ? load(col_scales + cols, cols < n, 0.0f) : Value();  // [BN] f32
     Value half_bias;                                                                     // [BN] f32, bias / 2
     if (g.bias_gelu) half_bias = cast(load(bias + cols, cols < n, 0.0), f32) * 0.5;
     // [BM, BN] f32 (i32 for i8 operands: exact), registers
-    Var acc = k.var(k.zeros({g.bm, g.bn}, g.in == i8 ? i32 : f32));
+    Var acc = k.var(k.zeros({g.bm, g.bn}, g.acc_type()));
+    // The step at kk's product times A's rows' and B's columns' block scales.
+    auto block_scaled = [&](Value kk, const Value& at, const Value& bt) {
+      Value kb = kk / kScaleBlock;
+      Value part = dot(at, bt, k.zeros({g.bm, g.bn}, g.in == i8 ? i32 : f32));
+      if (g.in == i8) part = cast(part, f32);
+      Value sa = expand_dims(load(a_blocks + kb * m + rows, rows < m, 0.0f), 1);  // [BM, 1]
+      Value sb = one_b_block ? load(b_blocks + col / kScaleBlock * blocks_k + kb, col < n, 0.0f)
+                             : expand_dims(load(b_blocks + cols / kScaleBlock * blocks_k + kb, cols < n, 0.0f), 0);
+      return fma(part, sa * sb, acc);
+    };
     k.for_range(k_lo, k_hi, g.bk,
                 [&](Value kk) {
                   // An operand the cluster's two tiles share comes once for both.
@@ -397,8 +438,9 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                       : g.grouped ? trans(reshape(load_b({group, col, kk}), {g.bn, g.bk}))
                       : g.b_nk    ? trans(load_b({col, kk}))
                                   : load_b({kk, col});  // [BK, BN], smem
-                  acc = gemm_step(at, bt, acc, g.in.is_float8() && !g.fast_accum,
-                                  g.tf32 ? Precision::kTf32 : Precision::kIeee);
+                  acc = g.block_scales ? block_scaled(kk, at, bt)
+                                       : gemm_step(at, bt, acc, g.in.is_float8() && !g.fast_accum,
+                                                   g.tf32 ? Precision::kTf32 : Precision::kIeee);
                 },
                 {.stages = g.stages});
     auto epilogue = [&](Value out) {  // [BM, BN] f32 (or i32), registers
@@ -621,15 +663,21 @@ struct GemmRows {
   Buffer groups, total, scales;
 };
 
+// A's and B's block scales (GemmConfig::block_scales).
+struct GemmBlockScales {
+  Buffer a, b;  // [ceil(K / 128), M] and [ceil(N / 128), ceil(K / 128)] f32
+};
+
 // gemm_kernel(g)'s arguments: the maps and the problem's sizes, then `bias`
 // where g.bias_gelu, the scales where g.scaled, `scale_c` where C is fp8,
 // `rows`' buffers where g.grouped or g.row_scales, `col_scales` where
-// g.col_scales, and the workspace where g.stream_k. They point into `maps`
-// and `ws`, which must outlive them.
+// g.col_scales, `blocks` where g.block_scales, and the workspace where
+// g.stream_k. They point into `maps` and `ws`, which must outlive them.
 inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& maps, int64_t m, int64_t n, int64_t k,
                                         const Buffer& bias, const Buffer& scale_a, const Buffer& scale_b,
                                         const GemmWorkspace* ws = nullptr, const GemmRows* rows = nullptr,
-                                        const Buffer* scale_c = nullptr, const Buffer* col_scales = nullptr) {
+                                        const Buffer* scale_c = nullptr, const Buffer* col_scales = nullptr,
+                                        const GemmBlockScales* blocks = nullptr) {
   std::vector<KernelArg> args = {maps.a, maps.b, maps.c, static_cast<int32_t>(m), static_cast<int32_t>(n),
                                  static_cast<int32_t>(k)};
   if (g.bias_gelu) args.push_back(bias);
@@ -638,6 +686,7 @@ inline std::vector<KernelArg> gemm_args(const GemmConfig& g, const GemmMaps& map
   if (g.grouped && rows != nullptr) args.insert(args.end(), {rows->groups, rows->total});
   if (g.row_scales && rows != nullptr) args.push_back(rows->scales);
   if (g.col_scales && col_scales != nullptr) args.push_back(*col_scales);
+  if (g.block_scales && blocks != nullptr) args.insert(args.end(), {blocks->a, blocks->b});
   if (g.stream_k && ws != nullptr) args.insert(args.end(), {ws->map, ws->tiles, ws->counts});
   return args;
 }

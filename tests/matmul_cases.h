@@ -106,6 +106,31 @@ inline Dot dot_at(const std::vector<double>& a, const std::vector<double>& b, in
   return d;
 }
 
+// Block scales for an m x n x k GEMM (samples::GemmConfig::block_scales):
+// a [ceil(k / 128), m] and b [ceil(n / 128), ceil(k / 128)], random
+// multiples of 1/256 in (0, 1/4].
+struct BlockScales {
+  std::vector<float> a, b;
+};
+inline BlockScales random_block_scales(int64_t m, int64_t n, int64_t k, std::mt19937& gen) {
+  const int64_t kb = (k + samples::kScaleBlock - 1) / samples::kScaleBlock;
+  const int64_t nb = (n + samples::kScaleBlock - 1) / samples::kScaleBlock;
+  return {random_scales(kb * m, 256, gen), random_scales(nb * kb, 256, gen)};
+}
+// dot_at of A as M x K and B as N x K, each term times its block scales.
+inline Dot block_scaled_dot_at(const std::vector<double>& a, const std::vector<double>& b, const BlockScales& s,
+                               int64_t m, int64_t k, int64_t i, int64_t j) {
+  const int64_t kb = (k + samples::kScaleBlock - 1) / samples::kScaleBlock;
+  Dot d;
+  for (int64_t p = 0; p < k; ++p) {
+    const int64_t block = p / samples::kScaleBlock;
+    const double term = a[i * k + p] * b[j * k + p] * s.a[block * m + i] * s.b[j / samples::kScaleBlock * kb + block];
+    d.sum += term;
+    d.size += std::abs(term);
+  }
+  return d;
+}
+
 // softmax(Q K^T * scale) V in double for Q, K, V [heads, len, d]
 // row-major (with `causal`, query i over keys 0..i).
 inline std::vector<double> attention(const std::vector<double>& q, const std::vector<double>& k,
@@ -384,7 +409,7 @@ inline std::vector<double> staged_product_reference(const StagedProduct& p, int6
 // C = gemm_kernel(g) on `device` (g.out f32, i32, or bf16, returned as
 // f32), with `scales` (scale_a, scale_b) where g.scaled, `bias` ([n] of
 // g.bias_type()) where g.bias_gelu, and `row_scales` [m] and `col_scales`
-// [n] where g takes them; C starts as NaN, so an element the kernel misses
+// [n] where g takes them, and `blocks` where g.block_scales; C starts as NaN, so an element the kernel misses
 // shows (with split-K, which adds into C, as zero). On `programs` programs where
 // given, else one a tile (stream-K: one a compute unit) up to the device's
 // compute units. Stream-K launches twice, C back to NaN in between, and
@@ -394,11 +419,13 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
                                                    std::pair<float, float> scales = {1, 1},
                                                    const Operand* bias = nullptr, int programs = 0,
                                                    const std::vector<float>& row_scales = {},
-                                                   const std::vector<float>& col_scales = {}) {
+                                                   const std::vector<float>& col_scales = {},
+                                                   const BlockScales* blocks = nullptr) {
   if ((g.row_scales && static_cast<int64_t>(row_scales.size()) != m) ||
       (g.col_scales && static_cast<int64_t>(col_scales.size()) != n)) {
     return absl::InvalidArgumentError("run_gemm: row_scales [m] and col_scales [n] where the configuration takes them");
   }
+  if (g.block_scales && blocks == nullptr) return absl::InvalidArgumentError("run_gemm: block_scales needs blocks");
   if (g.bias_gelu && bias == nullptr) return absl::InvalidArgumentError("run_gemm: bias_gelu needs a bias");
   if (!(g.out == f32 || g.out == bf16 || g.out == i32)) {
     return absl::InvalidArgumentError("run_gemm: C must be f32, bf16 or i32");
@@ -416,6 +443,11 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   samples::GemmRows rows;
   TESSEL_ASSIGN_OR_RETURN(rows.scales, g.row_scales ? put(device, row_scales.data(), m * 4) : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(Buffer colb, g.col_scales ? put(device, col_scales.data(), n * 4) : device.allocate(4));
+  samples::GemmBlockScales blockb;
+  TESSEL_ASSIGN_OR_RETURN(blockb.a,
+                          g.block_scales ? put(device, blocks->a.data(), blocks->a.size() * 4) : device.allocate(4));
+  TESSEL_ASSIGN_OR_RETURN(blockb.b,
+                          g.block_scales ? put(device, blocks->b.data(), blocks->b.size() * 4) : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
   const int grid = programs > 0 ? programs
                    : g.stream_k ? device.num_compute_units()
@@ -431,7 +463,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
                                   : device.copy_to_device(cb, c.data(), c.size() * 4));
     }
     TESSEL_RETURN_IF_ERROR(fn.launch_packed(
-        launch, samples::gemm_args(g, maps, m, n, k, biasb, sa, sb, ws ? &*ws : nullptr, &rows, nullptr, &colb)));
+        launch,
+        samples::gemm_args(g, maps, m, n, k, biasb, sa, sb, ws ? &*ws : nullptr, &rows, nullptr, &colb, &blockb)));
     TESSEL_RETURN_IF_ERROR(device.synchronize());
   }
   return download_f32(device, cb, g.out, m * n);

@@ -82,6 +82,31 @@ TEST(WgmmaForms, Fp8StepsAddedInF32KeepBothAccumulatorsInRegisters) {
   EXPECT_THAT(wide->binary, Not(HasSubstr("st.shared.f32")));
 }
 
+// Block scales: each K step's product, from zero in a second accumulator,
+// goes into the first by one fused multiply-add an element with its row's
+// and column's scales; both accumulators stay in registers (64 x 128 a
+// warpgroup: 64 registers a thread each), and the tile takes one of B's
+// scales a step; on two warpgroups, and warp-specialized with both
+// consumers on every tile (which load their scales themselves). (Wider
+// tiles spill: two 64 x 192 accumulators and a scale a column are more
+// than a consumer's 240 registers.)
+TEST(WgmmaForms, BlockScaledStepsTakeOneFmaAnElement) {
+  const GemmConfig plain = {
+      .bm = 128, .bn = 128, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 4, .block_scales = true};
+  GemmConfig coop = plain;
+  coop.warp_specialize = coop.cooperative = true;
+  for (auto [g, nw] : {std::pair{plain, 8}, {coop, 12}}) {
+    SCOPED_TRACE(nw);
+    absl::StatusOr<DeviceCode> code = gemm_ptx(g, nw);
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string& ptx = code->binary;
+    EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), 4);
+    EXPECT_EQ(count(ptx, "fma.rn.f32"), 64);
+    EXPECT_THAT(ptx, Not(HasSubstr("st.shared.f32")));
+    expect_ptxas_clean(ptx);
+  }
+}
+
 // A grouped GEMM reads B's boxes from a 3-D map at its tile's group, which
 // it loads from memory, so its ring runs on into the next tile, and a
 // warp-specialized producer loads the next tile's group itself. Neither

@@ -409,6 +409,48 @@ TEST(Gemm, RowAndColumnScaledGemmsAgreeWithTheHost) {
   }
 }
 
+// Block scales (GemmConfig::block_scales: A's per row and 128 of K, B's per
+// 128 x 128 block) of fp8 and i8 GEMMs on the tensor cores against the
+// host, which the host suite checks against a double reference: 128 x 128
+// tiles on two warpgroups and cooperative, a 192-wide tile whose columns
+// take two of B's blocks, and stream-K, whose parts start inside K.
+TEST(Gemm, BlockScaledGemmsAgreeWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  Rng rng;
+  TESSEL_TRACE_SEED(rng);
+  const int64_t m = 1000, n = 712, k = 608;
+  const samples::GemmConfig plain = {
+      .bm = 128, .bn = 128, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 4, .block_scales = true};
+  samples::GemmConfig coop = plain, wide = plain, int8 = plain, stream = plain;
+  coop.warp_specialize = coop.cooperative = true;
+  wide.warp_specialize = wide.cooperative = true;
+  wide.bn = 192;
+  int8.in = i8;
+  stream.out = f32;
+  stream.stream_k = true;
+  for (auto [g, warps] : {std::pair{plain, 8}, {coop, 12}, {wide, 12}, {int8, 8}, {stream, 8}}) {
+    SCOPED_TRACE(
+        absl::StrCat(g.in.name(), " ", g.bm, " x ", g.bn, " on ", warps, " warps", g.stream_k ? ", stream-K" : ""));
+    const Operand a = random_operand(g.in, m * k, rng.gen()), b = random_operand(g.in, n * k, rng.gen());
+    const matmul_cases::BlockScales scales = matmul_cases::random_block_scales(m, n, k, rng.gen());
+    absl::StatusOr<std::vector<float>> gpu =
+        matmul_cases::run_gemm(device, g, warps, m, n, k, a, b, {1, 1}, nullptr, 0, {}, {}, &scales);
+    absl::StatusOr<std::vector<float>> cpu =
+        matmul_cases::run_gemm(*host, g, warps, m, n, k, a, b, {1, 1}, nullptr, 0, {}, {}, &scales);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // i8: exact sums, the same fused multiply-adds: bit for bit. fp8: the
+    // tensor cores' sums (within 2^-11 of a step's terms), then bf16.
+    if (g.in == i8) {
+      EXPECT_EQ(*gpu, *cpu);
+    } else {
+      EXPECT_TRUE(all_close(*gpu, *cpu, 2e-2));
+    }
+  }
+}
+
 // The GEMM in the form of Triton's matmul tutorial (operands through
 // pointers, loads issued an iteration ahead; samples::pointer_gemm_kernel)
 // against the double reference, with loads in their own iteration too

@@ -3,6 +3,7 @@
 // references: what the tensor-core forms must match on GPUs.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -207,6 +208,62 @@ TEST(MatmulForms, RowAndColumnScalesMatchADoubleReference) {
               HasSubstr("column scales are one per column of C, so neither grouped"));
   EXPECT_THAT(samples::gemm_kernel({.in = i8, .out = i32, .col_scales = true}).status().message(),
               HasSubstr("column scales"));
+}
+
+// Block scales (DeepSeek-V3's: A's per row and 128 of K, B's per 128 x
+// 128 block): each K step's product times its blocks' scales, for fp8 and
+// i8 operands, with a tile inside one of B's blocks and one across two (96
+// wide, K steps of 64: two a block), K (304) and N (200) not multiples of 128, and
+// split-K and stream-K, whose parts start and end inside K.
+TEST(MatmulForms, BlockScalesMatchADoubleReference) {
+  std::mt19937 gen(17);
+  const int64_t m = 150, n = 200, k = 304;
+  const GemmConfig narrow = {
+      .bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 2, .block_scales = true};
+  GemmConfig wide = narrow, int8 = narrow, split = narrow, stream = narrow;
+  wide.bn = 96;
+  wide.bk = 64;
+  int8.in = i8;
+  split.out = f32;
+  split.split_k = 2;
+  stream.stream_k = true;
+  for (const GemmConfig& g : {narrow, wide, int8, split, stream}) {
+    SCOPED_TRACE(absl::StrCat(g.in.name(), " ", g.bn, " x ", g.bk, " split_k ", g.split_k, " stream_k ", g.stream_k));
+    const Operand a = random_operand(g.in, m * k, gen), b = random_operand(g.in, n * k, gen);
+    const matmul_cases::BlockScales scales = matmul_cases::random_block_scales(m, n, k, gen);
+    absl::StatusOr<std::vector<float>> c =
+        matmul_cases::run_gemm(host(), g, 4, m, n, k, a, b, {1, 1}, nullptr, g.stream_k ? 3 : 0, {}, {}, &scales);
+    ASSERT_TRUE(c.ok()) << c.status();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const matmul_cases::Dot d = matmul_cases::block_scaled_dot_at(a.values, b.values, scales, m, k, i, j);
+        // f32 sums, then C's rounding to bf16.
+        const double tol = 1e-5 * d.size + (g.out == bf16 ? std::ldexp(std::abs(d.sum), -8) : 0.0) + 1e-7;
+        if (!(std::abs((*c)[i * n + j] - d.sum) <= tol) && bad++ < 5) {
+          ADD_FAILURE() << "C[" << i << ", " << j << "] = " << (*c)[i * n + j] << ", want " << d.sum;
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+  EXPECT_THAT(matmul_cases::run_gemm(host(), narrow, 4, m, n, k, random_operand(f8e4m3, m * k, gen),
+                                     random_operand(f8e4m3, n * k, gen))
+                  .status()
+                  .message(),
+              HasSubstr("block_scales needs blocks"));
+  auto refused = [&](const std::function<void(GemmConfig&)>& change) {
+    GemmConfig g = narrow;
+    change(g);
+    return std::string(samples::gemm_kernel(g).status().message());
+  };
+  const std::string rule = "block scales take fp8 or i8 operands, A as M x K and B as N x K, K steps that divide 128";
+  EXPECT_THAT(refused([](GemmConfig& g) { g.in = bf16, g.bk = 64; }), HasSubstr(rule + ", and neither fast_accum, "
+                                                                                       "grouped nor swiglu; got bf16"));
+  EXPECT_THAT(refused([](GemmConfig& g) { g.bk = 256; }), HasSubstr("bk 256"));
+  EXPECT_THAT(refused([](GemmConfig& g) { g.fast_accum = true; }), HasSubstr("fast_accum 1"));
+  EXPECT_THAT(refused([](GemmConfig& g) { g.b_nk = false; }), HasSubstr("B K x N"));
+  EXPECT_THAT(refused([](GemmConfig& g) { g.in = i8, g.out = i32; }), HasSubstr("an i32 C is the exact sum"));
 }
 
 TEST(MatmulForms, Fp8GemmWithScalesAndBiasGeluMatchesADoubleReference) {
