@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/float8.h"
+#include "base/status.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "tessel/tessel.h"
@@ -199,21 +200,58 @@ inline float quantized_limit(DType to) { return to == i8 ? 127.0f : 448.0f; }
 // even), the scale stored beside it: args x, q, scales (f32 [rows]),
 // rows, cols. q * scale is x within half a step of `to`; a GEMM with
 // GemmConfig::row_scales takes the scales back.
-inline absl::StatusOr<Kernel> quantize_rows_kernel(RowBlock block, DType from, DType to) {
+inline absl::Status check_quantized_types(const char* kernel, DType from, DType to) {
   if (!(to == i8 || to == f8e4m3) || !(from == f32 || from == bf16)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "quantize_rows_kernel: quantizes f32 or bf16 rows to i8 or f8e4m3, got ", from.name(), " to ", to.name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": quantizes f32 or bf16 rows to i8 or f8e4m3, got ", from.name(), " to ", to.name()));
   }
+  return absl::OkStatus();
+}
+// v [R, C] f32 quantized row by row: each row over its scale, rounded to
+// `to`; and the scales [R].
+struct QuantizedTile {
+  Value q, scale;
+};
+inline QuantizedTile quantize_tile(const Value& v, DType to) {
+  Value amax = max(abs(v), 1);  // [R]
+  Value scale = where(amax > 0.0f, amax / quantized_limit(to), 1.0f);
+  Value scaled = v / expand_dims(scale, 1);
+  return {cast(to == i8 ? round(scaled) : scaled, to), scale};
+}
+
+inline absl::StatusOr<Kernel> quantize_rows_kernel(RowBlock block, DType from, DType to) {
+  TESSEL_RETURN_IF_ERROR(check_quantized_types("quantize_rows_kernel", from, to));
   KernelBuilder k("quantize_rows");
   Value x = k.arg(ptr(from), "x"), q = k.arg(ptr(to), "q"), scales = k.arg(ptr(f32), "scales");
   Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
   RowTile t = row_tile(k, rows, cols, block);
-  Value v = load_f32(x + t.offs, t.mask, 0.0f);  // [BR, BC] f32
-  Value amax = max(abs(v), 1);                   // [BR]
-  Value scale = where(amax > 0.0f, amax / quantized_limit(to), 1.0f);
-  Value scaled = v / expand_dims(scale, 1);
-  store(q + t.offs, cast(to == i8 ? round(scaled) : scaled, to), t.mask);
-  store(scales + t.row, scale, t.row < rows);
+  QuantizedTile out = quantize_tile(load_f32(x + t.offs, t.mask, 0.0f), to);
+  store(q + t.offs, out.q, t.mask);
+  store(scales + t.row, out.scale, t.row < rows);
+  return k.build();
+}
+
+// Per-token-group quantization, the activations' half of a block-scaled
+// GEMM (DeepSeek-V3's 1 x 128 groups): quantize_rows_kernel's arithmetic on
+// each group of block.cols consecutive elements of a row (the last group
+// of a row what is left of it), the scales stored group by group: args x,
+// q, scales (f32 [ceil(cols / block.cols), rows]: the layout of
+// GemmConfig::block_scales's a_blocks where block.cols is 128), rows,
+// cols. block.rows groups per program, a power of two block.cols wide.
+inline absl::StatusOr<Kernel> quantize_groups_kernel(RowBlock block, DType from, DType to) {
+  TESSEL_RETURN_IF_ERROR(check_quantized_types("quantize_groups_kernel", from, to));
+  KernelBuilder k("quantize_groups");
+  Value x = k.arg(ptr(from), "x"), q = k.arg(ptr(to), "q"), scales = k.arg(ptr(f32), "scales");
+  Value rows = k.arg(i32, "rows"), cols = k.arg(i32, "cols");
+  Value groups = cdiv(cols, block.cols);                                      // a row's
+  Value index = k.program_id() * block.rows + k.arange(0, block.rows);        // [BR] i32: row * groups + group
+  Value row = index / groups, first = index % groups * block.cols;            // [BR] i32
+  Value c = expand_dims(first, 1) + expand_dims(k.arange(0, block.cols), 0);  // [BR, BC] i32: columns
+  Value mask = expand_dims(index < rows * groups, 1) & (c < cols);
+  Value offs = expand_dims(row, 1) * cols + c;
+  QuantizedTile out = quantize_tile(load_f32(x + offs, mask, 0.0f), to);
+  store(q + offs, out.q, mask);
+  store(scales + index % groups * rows + row, out.scale, index < rows * groups);
   return k.build();
 }
 

@@ -268,19 +268,28 @@ TEST_F(RowKernels, RopeAgreesWithTheHostAndADoubleReference) {
   }
 }
 
-// Per-token quantization: the device's bytes and scales are the host's,
-// bit for bit (a division, a maximum and one rounding an element).
+// Per-token quantization, and per group of 128 (the last of a row what is
+// left of it): the device's bytes and scales are the host's, bit for bit
+// (a division, a maximum and one rounding an element).
 TEST_F(RowKernels, QuantizedRowsAgreeBitForBit) {
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  for (auto [from, to, cols] :
-       {std::tuple{f32, i8, 4096}, {bf16, i8, 1000}, {f32, f8e4m3, 272}, {bf16, f8e4m3, 8192}}) {
-    SCOPED_TRACE(::testing::Message() << from.name() << " to " << to.name() << ", rows of " << cols);
+  for (auto [from, to, cols, groups] : {std::tuple{f32, i8, 4096, false},
+                                        {bf16, i8, 1000, false},
+                                        {f32, f8e4m3, 272, false},
+                                        {bf16, f8e4m3, 8192, false},
+                                        {bf16, f8e4m3, 7000, true},
+                                        {f32, i8, 1024, true}}) {
+    SCOPED_TRACE(::testing::Message() << from.name() << " to " << to.name() << ", rows of " << cols
+                                      << (groups ? " in groups of 128" : ""));
     const int rows = rng.uniform_int(1, 300);
     const size_t n = size_t{1} * rows * cols;
+    const int scales = groups ? (cols + 127) / 128 * rows : rows;
     const Matrix x(from, n, rng, -8, 8);
-    const samples::RowBlock block = samples::row_block(cols);
-    absl::StatusOr<Kernel> kernel = samples::quantize_rows_kernel(block, from, to);
+    const samples::RowBlock block =
+        groups ? samples::RowBlock{.rows = 32, .cols = 128, .warps = 2} : samples::row_block(cols);
+    absl::StatusOr<Kernel> kernel =
+        groups ? samples::quantize_groups_kernel(block, from, to) : samples::quantize_rows_kernel(block, from, to);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     std::vector<std::pair<std::vector<uint8_t>, std::vector<float>>> got;
     for (const Device& dev : devices_) {
@@ -288,13 +297,13 @@ TEST_F(RowKernels, QuantizedRowsAgreeBitForBit) {
       options.num_warps = block.warps;
       absl::StatusOr<Function> fn = dev.compile(*kernel, options);
       ASSERT_TRUE(fn.ok()) << fn.status();
-      absl::StatusOr<Buffer> bx = x.upload_to(dev), bq = dev.allocate(n), bs = dev.allocate(rows * 4);
+      absl::StatusOr<Buffer> bx = x.upload_to(dev), bq = dev.allocate(n), bs = dev.allocate(scales * 4);
       ASSERT_TRUE(bx.ok() && bq.ok() && bs.ok());
-      const LaunchConfig lc = {.grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps};
+      const LaunchConfig lc = {.grid = (scales + block.rows - 1) / block.rows, .num_warps = block.warps};
       ASSERT_TRUE(fn->launch(lc, *bx, *bq, *bs, rows, cols).ok());
       ASSERT_TRUE(dev.synchronize().ok());
       absl::StatusOr<std::vector<uint8_t>> q = download<uint8_t>(dev, *bq, n);
-      absl::StatusOr<std::vector<float>> s = download<float>(dev, *bs, rows);
+      absl::StatusOr<std::vector<float>> s = download<float>(dev, *bs, scales);
       ASSERT_TRUE(q.ok() && s.ok());
       got.emplace_back(*std::move(q), *std::move(s));
     }
