@@ -3,7 +3,7 @@
 // N x K for each tile configuration tried, then the two best-known
 // configurations for f16 (C in f16) and for bf16 with B given as K x N, fp8
 // (e4m3, per-tensor scales, C in bf16), i8 (C the exact i32 sum), fp8 and i8 scaled per row and per
-// column (C in bf16), the fused bias + GELU epilogue, the
+// column (C in bf16), fp8 with block scales (C in bf16), the fused bias + GELU epilogue, the
 // GEMM in Triton's tutorial form (samples::pointer_gemm_kernel: operands
 // through pointers, loads copied into rings stages ahead or each in its own
 // iteration), a mixture of experts' GEMM over gathered rows
@@ -11,7 +11,7 @@
 // and split-K ones on 3000 x 5000 x 712 (or the shapes --tune-shapes names, then alone) against the best of timing
 // every configuration again, in turns (one run of each, then the next round). Its baselines, cuBLAS (torch.matmul,
 // torch._scaled_mm for fp8, torch._int_mm for i8) and Triton's TMA persistent matmul, come from
-// bench/triton_compare.py's matmul_tflops (matmul_rowwise for the rowwise-scaled ones) in the same run of
+// bench/triton_compare.py's matmul_tflops (matmul_rowwise and matmul_blockwise for the scaled ones) in the same run of
 // scripts/gpu_bench.sh, on the same tensors: with
 // --inputs=DIR this writes each shape's A (M x K) and B (N x K) bits to DIR/{a,b}_MxNxK_DTYPE.bin for that script to
 // read. Timed as that script times its kernels: CUDA events around one launch, L2 flushed before each (a 256 MiB copy),
@@ -57,7 +57,8 @@ std::string label(const Config& c) {
          (c.gemm.split_k > 1 ? " split-K " + std::to_string(c.gemm.split_k) : "") +
          (c.gemm.stream_k ? " stream-K" : "") + (c.gemm.cluster_m > 1 ? " cluster 2x1" : "") +
          (c.gemm.cluster_n > 1 ? " cluster 1x2" : "") + (c.gemm.in.is_float8() && c.gemm.fast_accum ? " fast" : "") +
-         (c.gemm.in == i8 ? " i8" : "") + (c.gemm.col_scales ? " rowwise" : "");
+         (c.gemm.in == i8 ? " i8" : "") + (c.gemm.col_scales ? " rowwise" : "") +
+         (c.gemm.block_scales ? " blockwise" : "");
 }
 
 // Parses "MxNxK,MxNxK,..." (positive sizes; K and N multiples of 8, as TMA's
@@ -176,6 +177,15 @@ int main(int argc, char** argv) {
     r.gemm.fast_accum = r.gemm.row_scales = r.gemm.col_scales = true;
     r.gemm.warp_specialize = r.gemm.cooperative = warps == 12;
   }
+  // Block scales (DeepSeek-V3's 1 x 128 and 128 x 128), fp8, C in bf16: each K step's product added in
+  // f32 beside the running sum, so 128-wide tiles (two accumulators a thread).
+  for (auto [stages, warps] : std::vector<std::array<int, 2>>{{4, 8}, {5, 8}, {4, 12}, {5, 12}}) {
+    configs.push_back(config(128, 128, stages, warps, f8e4m3, true));
+    Config& r = configs.back();
+    r.gemm.scaled = false;
+    r.gemm.block_scales = true;
+    r.gemm.warp_specialize = r.gemm.cooperative = warps == 12;
+  }
   // Split-K (partial tiles added into an f32 workspace, then rounded to bf16 by
   // samples::splitk_finish_kernel, both timed): for few tiles and a long K,
   // so the autotuner's shapes only.
@@ -261,7 +271,9 @@ int main(int argc, char** argv) {
     auto args = [maps, m, n, k, c, biasb, scaleb, ws] {
       samples::GemmRows rows;
       rows.scales = scaleb;
-      return samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get(), &rows, nullptr, &scaleb);
+      const samples::GemmBlockScales blocks = {scaleb, scaleb};
+      return samples::gemm_args(c.gemm, maps, m, n, k, biasb, scaleb, scaleb, ws.get(), &rows, nullptr, &scaleb,
+                                &blocks);
     };
     return Launch{[fn = compiled, lc, args, finish, finish_lc, acc, cb, count] {
                     must(fn.launch_packed(lc, args()), "launch");
@@ -279,8 +291,9 @@ int main(int argc, char** argv) {
   std::mt19937 gen(1);
   // Per-tensor scales of 1 for the fp8 configurations (both scales read the same one).
   const float one = 1.0f;
-  // Ones, also the rowwise configurations' row and column scales.
-  const std::vector<float> ones(1 << 16, one);
+  // Ones, also the rowwise configurations' row and column scales and the blockwise ones' block scales
+  // (A's [K / 128, M]: 2^19 at 8192 x 8192).
+  const std::vector<float> ones(1 << 19, one);
   Buffer scaleb = must(dev.allocate(ones.size() * 4), "allocate");
   must(dev.copy_to_device(scaleb, ones.data(), ones.size() * 4), "copy");
   for (const auto& [m, n, k] : shapes) {

@@ -262,43 +262,60 @@ int main(int argc, char** argv) {
     }
   }
   // Per-token quantization (samples::quantize_rows_kernel) to i8 and e4m3 at
-  // the norms' shapes, at the row kernels' blocks. Moved: x read, q and the
-  // scales written. Checked on a sample of rows against
+  // the norms' shapes, at the row kernels' blocks, and per 1 x 128 group
+  // (quantize_groups_kernel) to e4m3, at blocks of 8 to 64 groups. Moved: x
+  // read, q and the scales written. Checked on a sample of rows against
   // samples::quantize_row_reference.
   for (auto [rows, cols] : {std::pair{16384, 1024}, std::pair{4096, 8192}}) {
     for (DType d : {f32, bf16}) {
-      for (DType to : {i8, f8e4m3}) {
-        const std::string op = "quantize_" + std::string(to.name());
+      for (auto [to, group] : {std::pair{i8, 0}, {f8e4m3, 0}, {f8e4m3, 128}}) {
+        const std::string op = (group > 0 ? "quantize_groups_" : "quantize_") + std::string(to.name());
         const std::string case_name =
             op + ", " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::string(d.name());
         if (case_name.find(only) == std::string::npos) continue;
         const size_t n = size_t{1} * rows * cols, elem = d.bytes();
         Buffer x = must(dev.allocate(n * elem), "allocate"), y = must(dev.allocate(n * elem), "allocate");
-        Buffer q = must(dev.allocate(n), "allocate"), s = must(dev.allocate(rows * 4), "allocate");
+        // A scale a row, or a group: [cols / group, rows].
+        const int per_row = group > 0 ? cols / group : 1, scale_count = rows * per_row;
+        Buffer q = must(dev.allocate(n), "allocate"), s = must(dev.allocate(scale_count * 4), "allocate");
         const std::vector<float> hx = upload(dev, x, d, n, 0, 1, gen);
-        const double copy_gbs = copy_speed(x, y, n * elem), moved = n * elem + n + rows * 4.0;
+        const double copy_gbs = copy_speed(x, y, n * elem), moved = n * elem + n + scale_count * 4.0;
         std::vector<samples::RowBlock> tried = blocks(cols);
+        if (group > 0) {
+          tried.clear();
+          for (int groups = 8; groups <= 64; groups *= 2) {
+            for (int warps = 1; warps <= 4; warps *= 2)
+              tried.push_back({.rows = groups, .cols = group, .warps = warps});
+          }
+        }
         if (pick_only) tried.resize(1);
         double best_ms = INFINITY, pick_ms = INFINITY, wrong = 0;
         samples::RowBlock best;
         for (const samples::RowBlock& block : tried) {
           CompileOptions options;
           options.num_warps = block.warps;
-          Function fn =
-              must(dev.compile(must(samples::quantize_rows_kernel(block, d, to), "build"), options), "compile");
+          Function fn = must(dev.compile(must(group > 0 ? samples::quantize_groups_kernel(block, d, to)
+                                                        : samples::quantize_rows_kernel(block, d, to),
+                                              "build"),
+                                         options),
+                             "compile");
           const LaunchConfig lc = {
-              .grid = (rows + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
+              .grid = (scale_count + block.rows - 1) / block.rows, .num_warps = block.warps, .stream = &stream};
           must(dev.synchronize(), "sync");
           const double ms = timer.median_ms([&] { must(fn.launch(lc, x, q, s, rows, cols), "launch"); });
           must(stream.synchronize(), "sync");
           std::vector<uint8_t> got(n);
-          std::vector<float> scales(rows);
+          std::vector<float> scales(scale_count);
           must(dev.copy_to_host(got.data(), q, n), "download");
-          must(dev.copy_to_host(scales.data(), s, rows * 4), "download");
+          must(dev.copy_to_host(scales.data(), s, scale_count * 4), "download");
           std::vector<uint8_t> want(cols);
+          const int width = cols / per_row;
           for (int r = 0; r < rows; r += rows / 64) {
-            wrong += scales[r] != samples::quantize_row_reference(&hx[size_t{1} * r * cols], cols, to, want.data());
-            for (int j = 0; j < cols; ++j) wrong += got[size_t{1} * r * cols + j] != want[j];
+            for (int g = 0; g < per_row; ++g) {
+              const size_t at = size_t{1} * r * cols + g * width;
+              wrong += scales[g * rows + r] != samples::quantize_row_reference(&hx[at], width, to, want.data());
+              for (int j = 0; j < width; ++j) wrong += got[at + j] != want[j];
+            }
           }
           if (pick_ms == INFINITY) pick_ms = ms;
           if (ms < best_ms) best_ms = ms, best = block;

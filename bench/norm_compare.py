@@ -164,42 +164,67 @@ def quantize_kernel(x_ptr, q_ptr, s_ptr, cols, LIMIT: tl.constexpr, INT: tl.cons
     tl.store(s_ptr + row, scale)
 
 
-def quantize_eager(x, to):
+@triton.jit
+def quantize_groups_kernel(x_ptr, q_ptr, s_ptr, rows, cols, LIMIT: tl.constexpr, GROUPS: tl.constexpr,
+                           GROUP: tl.constexpr):
+    # One row per program, its GROUPS groups of GROUP side by side; the scales stored [cols / GROUP, rows].
+    row = tl.program_id(0)
+    g = tl.arange(0, GROUPS)
+    at = row * cols + g[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    x = tl.load(x_ptr + at).to(tl.float32)
+    amax = tl.max(tl.abs(x), axis=1)
+    scale = tl.where(amax > 0, amax / LIMIT, 1.0)
+    tl.store(q_ptr + at, (x / scale[:, None]).to(q_ptr.dtype.element_ty))
+    tl.store(s_ptr + g * rows + row, scale)
+
+
+def quantize_eager(x, to, group=None):
+    """x quantized per row, or per group of `group` of a row: q and the scales [rows, 1] (or [rows, groups])."""
     limit = 127.0 if to == torch.int8 else 448.0
-    amax = x.float().abs().amax(dim=-1, keepdim=True)
+    rows, cols = x.shape
+    xf = x.float() if group is None else x.float().view(rows, cols // group, group)
+    amax = xf.abs().amax(dim=-1, keepdim=True)
     scale = torch.where(amax > 0, amax / limit, torch.ones_like(amax))
-    y = x.float() / scale
+    y = xf / scale
     if to == torch.int8:
         y = torch.where(y >= 0, torch.floor(y + 0.5), torch.ceil(y - 0.5))
-    return y.to(to), scale
+    return y.to(to).view(rows, cols), scale.view(rows, -1)
 
 
 def measure_quantize():
-    """Per-token quantization (samples::quantize_rows_kernel) to int8 and e4m3 at the norms' shapes: torch eager,
-    torch.compile, and a Triton kernel of one row per program."""
+    """Per-token quantization (samples::quantize_rows_kernel) to int8 and e4m3, and per 1 x 128 group
+    (quantize_groups_kernel) to e4m3, at the norms' shapes: torch eager, torch.compile, and a Triton kernel
+    of one row per program."""
     out = []
     gen = torch.Generator(device="cuda").manual_seed(1)
     for rows, cols in SHAPES:
         for dname, dtype in DTYPES.items():
-            for tname, to in (("i8", torch.int8), ("f8e4m3", torch.float8_e4m3fn)):
+            for tname, to, group in (("i8", torch.int8, None), ("f8e4m3", torch.float8_e4m3fn, None),
+                                     ("f8e4m3", torch.float8_e4m3fn, 128)):
                 x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
                 q = torch.empty(rows, cols, device="cuda", dtype=to)
-                scales = torch.empty(rows, device="cuda", dtype=torch.float32)
-                want = quantize_eager(x, to)[0].float()
-                case = {"op": f"quantize_{tname}", "dtype": dname, "rows": rows, "cols": cols}
-                case["eager_us"] = bench_ms(lambda: quantize_eager(x, to)) * 1e3
+                scales = torch.empty(rows * (cols // group if group else 1), device="cuda", dtype=torch.float32)
+                want = quantize_eager(x, to, group)[0].float()
+                op = f"quantize_groups_{tname}" if group else f"quantize_{tname}"
+                case = {"op": op, "dtype": dname, "rows": rows, "cols": cols}
+                case["eager_us"] = bench_ms(lambda: quantize_eager(x, to, group)) * 1e3
                 # Within one step of the eager result: a division rounded otherwise moves a value across a
                 # rounding boundary now and then.
                 atol, rtol = (1.0, 0.0) if to == torch.int8 else (2.0 ** -9, 0.125)
                 try:
                     fn = torch.compile(quantize_eager, fullgraph=True, dynamic=False)
-                    torch.testing.assert_close(fn(x, to)[0].float(), want, atol=atol, rtol=rtol)
-                    case["compile_us"] = bench_ms(lambda: fn(x, to)) * 1e3
+                    torch.testing.assert_close(fn(x, to, group)[0].float(), want, atol=atol, rtol=rtol)
+                    case["compile_us"] = bench_ms(lambda: fn(x, to, group)) * 1e3
                 except Exception as e:
                     case["compile_error"] = f"{type(e).__name__}: {e}"[:300]
-                time_triton(case, q, want, lambda warps: lambda: quantize_kernel[(rows,)](
-                    x, q, scales, cols, LIMIT=127.0 if to == torch.int8 else 448.0, INT=to == torch.int8,
-                    BLOCK=triton.next_power_of_2(cols), num_warps=warps), atol, rtol)
+                if group:
+                    time_triton(case, q, want, lambda warps: lambda: quantize_groups_kernel[(rows,)](
+                        x, q, scales, rows, cols, LIMIT=448.0, GROUPS=cols // group, GROUP=group, num_warps=warps),
+                        atol, rtol)
+                else:
+                    time_triton(case, q, want, lambda warps: lambda: quantize_kernel[(rows,)](
+                        x, q, scales, cols, LIMIT=127.0 if to == torch.int8 else 448.0, INT=to == torch.int8,
+                        BLOCK=triton.next_power_of_2(cols), num_warps=warps), atol, rtol)
                 print(json.dumps(case), flush=True)
                 out.append(case)
     return out
@@ -424,7 +449,7 @@ def measure_moe():
 
 def report(cases, tessel):
     mine = {(c["op"], c["dtype"], c["rows"], c["cols"]): c for c in tessel.get("cases", [])}
-    head = (f"{'kernel':<14}{'dtype':<6}{'shape':<12}{'tessel us':>10}{'eager':>9}{'compile':>9}{'triton':>9}"
+    head = (f"{'kernel':<24}{'dtype':<6}{'shape':<12}{'tessel us':>10}{'eager':>9}{'compile':>9}{'triton':>9}"
             f"{'x eager':>9}{'x compile':>10}{'x triton':>9}{'x copy':>8}")
     print(head)
     for c in cases:
@@ -434,7 +459,7 @@ def report(cases, tessel):
         def r(key):
             return c[key] / us if key in c and t else math.nan
         copy = t["gb_per_s"] / t["copy_gb_per_s"] if t and "copy_gb_per_s" in t else math.nan
-        print(f"{c['op']:<14}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c.get('eager_us', math.nan):>9.2f}"
+        print(f"{c['op']:<24}{c['dtype']:<6}{c['rows']}x{c['cols']:<7}{us:>10.2f}{c.get('eager_us', math.nan):>9.2f}"
               f"{c.get('compile_us', math.nan):>9.2f}{c['triton_us']:>9.2f}{r('eager_us'):>9.3f}"
               f"{r('compile_us'):>10.3f}{r('triton_us'):>9.3f}{copy:>8.3f}")
     print("x eager/compile/triton: the baseline's time over tessel's (>= 1.0 is the target); "

@@ -9,6 +9,9 @@
                        use_fast_accum=True, and False: sums promoted to f32) and the same Triton kernel at
                        MM_CONFIGS_FP8; on
                        bench/gemm_bench's tensors with --gemm-inputs DIR
+  matmul_blockwise     fp8 e4m3 with DeepSeek-V3's block scales (1 x 128 for A, 128 x 128 for B), C bf16: Triton's
+                       persistent matmul scaling each K step (best of MM_CONFIGS_BLOCKWISE) vs cuBLAS's blockwise
+                       GEMM through PyTorch where it runs, on gemm_bench's tensors
   matmul_shapes        the same for bf16 at the shapes of --tune-shapes (bench/gemm_bench's autotuned shapes)
   matmul_pointer       Triton's matmul in its tutorial's form (operands through pointers, tl.load in the K
                        loop, pipelined by num_stages; best of PTR_CONFIGS) vs cuBLAS, bf16, on gemm_bench's
@@ -66,6 +69,11 @@ MM_CONFIGS = [MM_CFG,
 MM_CONFIGS_FP8 = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8),
                   dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
                   dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8)]
+# Blockwise fp8: each K step's product added in f32 beside the running sum, so two accumulators.
+MM_CONFIGS_BLOCKWISE = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8),
+                        dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
+                        dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8, num_stages=3, num_warps=8),
+                        dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=4)]
 # int8: C's int32 staging tile is twice a bf16 one, so 128 x 256 tiles fit two stages only.
 MM_CONFIGS_INT8 = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=4, num_warps=8),
                    dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_stages=5, num_warps=8),
@@ -111,9 +119,12 @@ def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_M):
 def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                                  GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, ACC_INT: tl.constexpr = False,
-                                 sa_ptr=None, sb_ptr=None, ROWWISE: tl.constexpr = False):
+                                 sa_ptr=None, sb_ptr=None, ROWWISE: tl.constexpr = False,
+                                 BLOCKWISE: tl.constexpr = False):
     # ACC_INT: int8 operands summed in int32 (C int32, as torch._int_mm's), else f32. ROWWISE: C's rows
     # scaled by sa [M] and its columns by sb [N] in f32 before C's dtype (fp8 and int8 rowwise scaling).
+    # BLOCKWISE (BLOCK_K 128): each K step's product scaled by sa [K / 128, M] at its rows and sb
+    # [N / 128, K / 128] at its columns' block (DeepSeek-V3's 1 x 128 and 128 x 128 scales).
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -135,7 +146,14 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
             offs_k = ki * BLOCK_K
             a = a_desc.load([offs_am, offs_k])
             b = b_desc.load([offs_bn, offs_k])
-            acc = tl.dot(a, b.T, acc, out_dtype=acc.dtype)
+            if BLOCKWISE:
+                rows = offs_am + tl.arange(0, BLOCK_M)
+                cols = offs_bn + tl.arange(0, BLOCK_N)
+                sa = tl.load(sa_ptr + ki * M + rows, mask=rows < M, other=0.0)
+                sb = tl.load(sb_ptr + (cols // 128) * k_tiles + ki, mask=cols < N, other=0.0)
+                acc += tl.dot(a, b.T) * sa[:, None] * sb[None, :]
+            else:
+                acc = tl.dot(a, b.T, acc, out_dtype=acc.dtype)
         tile_id_c += NUM_SMS
         pid_m, pid_n = _compute_pid(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
         if ROWWISE:
@@ -186,8 +204,9 @@ def num_sms():
     return torch.cuda.get_device_properties(0).multi_processor_count
 
 
-def triton_matmul(a, b, c, cfg=MM_CFG, row_scales=None, col_scales=None):
-    """c = a @ b.T; a (M, K), b (N, K), c (M, N), row-major bf16 (the tutorial's layout).
+def triton_matmul(a, b, c, cfg=MM_CFG, row_scales=None, col_scales=None, blockwise=False):
+    """c = a @ b.T; a (M, K), b (N, K), c (M, N), row-major bf16 (the tutorial's layout); with row_scales
+    and col_scales, scaled per row and column, or with `blockwise` per block (the kernel's BLOCKWISE).
     Descriptors are built on every call, as the tutorial's wrapper does."""
     M, K = a.shape
     N = b.shape[0]
@@ -196,10 +215,10 @@ def triton_matmul(a, b, c, cfg=MM_CFG, row_scales=None, col_scales=None):
     b_desc = TensorDescriptor.from_tensor(b, block_shape=[bn, bk])
     c_desc = TensorDescriptor.from_tensor(c, block_shape=[bm, bn])
     grid = (min(num_sms(), triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
-    rowwise = row_scales is not None
+    rowwise = row_scales is not None and not blockwise
     matmul_tma_persistent_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms(),
                                        ACC_INT=a.dtype == torch.int8, sa_ptr=row_scales, sb_ptr=col_scales,
-                                       ROWWISE=rowwise, **cfg)
+                                       ROWWISE=rowwise, BLOCKWISE=blockwise, **cfg)
     return c
 
 
@@ -569,6 +588,61 @@ def matmul_rowwise(args):
             "shapes": rows}
 
 
+def _blockwise_scaled_mm(a, b, sa, sb):
+    """cuBLAS's blockwise fp8 GEMM through PyTorch: torch._scaled_mm with scale_a (M, K / 128) of strides
+    (1, M) and scale_b the transpose of sb (N / 128, K / 128), C bf16; where this PyTorch refuses the
+    form on this GPU, torch.nn.functional.scaled_mm with BlockWise1x128 and BlockWise128x128 recipes."""
+    try:
+        return torch._scaled_mm(a, b.T, scale_a=sa.T, scale_b=sb.T, out_dtype=torch.bfloat16), "torch._scaled_mm"
+    except Exception as first:
+        try:
+            from torch.nn.functional import ScalingType, scaled_mm
+            out = scaled_mm(a, b.T, sa.T, ScalingType.BlockWise1x128, sb.T, ScalingType.BlockWise128x128,
+                            output_dtype=torch.bfloat16)
+            return out, "torch.nn.functional.scaled_mm"
+        except Exception as second:
+            raise RuntimeError(f"torch._scaled_mm: {first}; torch.nn.functional.scaled_mm: {second}") from second
+
+
+def matmul_blockwise(args):
+    """fp8 e4m3 GEMMs with DeepSeek-V3's block scales (A's per row and 128 of K, B's per 128 x 128 block;
+    samples::GemmConfig::block_scales), C bf16, on bench/gemm_bench's tensors, the scales random powers of
+    two: cuBLAS's blockwise GEMM through PyTorch where it runs on this GPU, and Triton's persistent matmul
+    scaling each K step's product in its loop, at its best of MM_CONFIGS_BLOCKWISE; both checked against
+    the f32 product of the scaled operands."""
+    rows = []
+    for M, N, K in MM_SHAPES:
+        row = {"M": M, "N": N, "K": K, "dtype": "float8_e4m3fn"}
+        try:
+            a, b, row["inputs"] = _gemm_inputs(args, M, N, K, torch.float8_e4m3fn)
+            kb, nb = triton.cdiv(K, 128), triton.cdiv(N, 128)
+            sa = torch.exp2(torch.randint(-2, 3, (kb, M), device="cuda").float())  # [K / 128, M]
+            sb = torch.exp2(torch.randint(-2, 3, (nb, kb), device="cuda").float())  # [N / 128, K / 128]
+            full_a = a.float() * sa.T.repeat_interleave(128, 1)[:, :K]
+            full_b = b.float() * sb.repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+            reference = full_a @ full_b.T
+            full_a = full_b = None
+            flop = 2.0 * M * N * K
+            try:
+                out, row["baseline"] = _blockwise_scaled_mm(a, b, sa, sb)
+                row["baseline_rel_err"] = _rel_err(out, reference)
+                ms = _bench_ms(lambda: _blockwise_scaled_mm(a, b, sa, sb))
+                row["baseline_ms"], row["baseline_tflops"] = ms, flop / ms / 1e9
+            except Exception as e:
+                row["baseline_error"] = _err(e)
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            _best_config(row, MM_CONFIGS_BLOCKWISE, c, reference, flop,
+                         lambda cfg: triton_matmul(a, b, c, cfg, sa, sb, blockwise=True))
+        except Exception as e:
+            row["error"] = _err(e)
+        finally:
+            a = b = c = sa = sb = reference = out = None
+            _free()
+        _add_row(rows, row)
+    return {"configs": MM_CONFIGS_BLOCKWISE, "layout": "C = A @ B.T with A's [K/128, M] and B's [N/128, K/128] "
+            "block scales, A (M,K), B (N,K) e4m3, C bf16", "shapes": rows}
+
+
 def matmul_shapes(args):
     """bf16 at the shapes bench/gemm_bench --tune-shapes autotunes (--tune-shapes here), on operands drawn as
     gemm_bench draws them: bf16 bits uniform in [0x3C00, 0x3F80] (values in [1/128, 1])."""
@@ -719,7 +793,7 @@ def elementwise_bandwidth(args):
 
 
 MEASUREMENTS = {f.__name__: f for f in (launch_descriptors, cold_compile_matmul, matmul_tflops, matmul_rowwise,
-                                        matmul_shapes, matmul_pointer, moe_gemm, fused_epilogue, copy_bandwidth,
+                                        matmul_blockwise, matmul_shapes, matmul_pointer, moe_gemm, fused_epilogue, copy_bandwidth,
                                         elementwise_bandwidth)}
 
 
@@ -797,6 +871,12 @@ def print_table(res):
                                  "  " + _verdict(row, 'rel_err'))
         if "error" in r:
             out.append(("matmul", "ERROR " + r["error"][:100]))
+    r = res.get("matmul_blockwise")
+    if r is not None:
+        _shape_lines(out, r, lambda row: f"blockwise f8e4m3 {row['M']}x{row['N']}x{row['K']}",
+                     lambda row: _triton_best(row) +
+                                 f"  {row.get('baseline', 'cublas')} {_f(row, 'baseline_tflops', '.1f')} TFLOP/s"
+                                 "  " + _verdict(row, 'rel_err'))
     r = res.get("matmul_shapes")
     if r is not None:
         _shape_lines(out, r, lambda row: f"matmul bf16 {row['M']}x{row['N']}x{row['K']}",
