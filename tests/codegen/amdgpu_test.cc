@@ -375,13 +375,16 @@ TEST(Amdgpu, DotOnBf16F16AndI8TilesRunsOnMfma) {
       EXPECT_LE(c->code.shared_bytes, 3 * 64 * 64 * 2 + 1024);
     }
   }
-  // i8 into i32: 16 of k an instruction, a lane's eight in one 8-byte read.
-  for (bool b_nk : {true, false}) {
-    SCOPED_TRACE(b_nk ? "i8, B as NxK" : "i8, B as KxN");
+  // i8 into i32: 16 of k an instruction, a lane's eight in one 8-byte read;
+  // and block-scaled (W8A8 with 1 x 128 and 128 x 128 scales), each step's
+  // i32 sum into an f32 accumulator.
+  for (auto [b_nk, blocks] : {std::pair{true, false}, {false, false}, {true, true}}) {
+    SCOPED_TRACE(absl::StrCat("i8, B as ", b_nk ? "NxK" : "KxN", blocks ? ", block scales" : ""));
     samples::GemmConfig g = samples::kMatmulAmd;
     g.in = i8;
-    g.out = i32;
+    g.out = blocks ? bf16 : i32;
     g.b_nk = b_nk;
+    g.block_scales = blocks;
     absl::StatusOr<Compiled> c = compile_gfx942(*samples::gemm_kernel(g), samples::kMatmulAmdWarps);
     ASSERT_TRUE(c.ok()) << c.status();
     const std::string& s = c->artifacts.assembly;
