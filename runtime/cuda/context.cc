@@ -74,13 +74,13 @@ absl::StatusOr<absl::Status> Context::read_debug_buffer(const Module& m) {
       [&] { return driver_.memset_d8(m.debug_buffer, 0, kDebugHeaderBytes); });
 }
 
-absl::Status Context::check_device_errors() {
+absl::Status Context::check_device_errors(std::optional<CUstream> done) {
   std::vector<std::shared_ptr<Module>> launched;
   {
     absl::MutexLock lock(&mu_);
     for (const std::weak_ptr<Module>& weak : modules_) {
       std::shared_ptr<Module> m = weak.lock();
-      if (m != nullptr && (m->error_word != 0 || m->debug_buffer != 0) && m->take_launched()) {
+      if (m != nullptr && m->take_launched(done)) {
         launched.push_back(std::move(m));
       }
     }
@@ -193,7 +193,7 @@ class DeviceGraph final : public GraphImpl {
     if (!status.ok()) {
       return prefixed(absl::StrCat("Graph::launch on ", context_->name()), status);
     }
-    for (const std::shared_ptr<Module>& m : modules_) m->mark_launched();
+    for (const std::shared_ptr<Module>& m : modules_) m->mark_launched(*s);
     return absl::OkStatus();
   }
 
@@ -228,7 +228,7 @@ absl::Status DeviceStream::synchronize() {
   if (!status.ok()) {
     return prefixed(absl::StrCat("Stream::synchronize on ", context_->name()), status);
   }
-  return context_->check_device_errors();
+  return context_->check_device_errors(stream_);
 }
 
 absl::Status DeviceStream::begin_capture() {

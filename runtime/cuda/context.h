@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/device_impl.h"
+#include "runtime/pending_launches.h"
 
 namespace tessel::cuda {
 
@@ -51,8 +52,10 @@ class Context {
   // Reads (and clears) the error word of every module launched since the last
   // check: "kernel 'x' timed out in a bounded wait (code 1)"; and its debug
   // buffer: device_print's lines go to stdout, a failed device_assert is an
-  // error. Call after the launches have finished.
-  absl::Status check_device_errors();
+  // error. Call after the device's work has finished, or with `done` after
+  // that stream's: then only modules with no launch pending on another
+  // stream are read (Module::take_launched).
+  absl::Status check_device_errors(std::optional<CUstream> done = std::nullopt);
 
  private:
   // Prints the lines of `m`'s debug buffer and clears it; returns its
@@ -115,16 +118,20 @@ class Module {
   CUdeviceptr debug_buffer = 0;
   std::optional<Kernel> debug_kernel;
 
-  // Set by every launch, taken by the error check, so a synchronize reads only
-  // the words of kernels that ran since the last one.
-  void mark_launched() { launched_.store(true, std::memory_order_relaxed); }
-  bool take_launched() { return launched_.exchange(false, std::memory_order_relaxed); }
+  // Noted by every launch on `stream`, taken by the error check after a
+  // synchronize of the device (no `done`) or of stream `done`, so that it
+  // reads only the buffers of kernels that ran since the last read, once
+  // all of them are done.
+  void mark_launched(CUstream stream) {
+    if (error_word != 0 || debug_buffer != 0) pending_.add(stream);
+  }
+  bool take_launched(std::optional<CUstream> done) { return done ? pending_.take_after(*done) : pending_.take_all(); }
 
  private:
   const std::shared_ptr<Context> context_;
   const CUmodule module_;
   const std::string kernel_name_;
-  std::atomic<bool> launched_{false};
+  PendingLaunches pending_;
 };
 
 // A stream created on a context (CU_STREAM_NON_BLOCKING; see tessel::Stream).

@@ -267,7 +267,7 @@ class CudaFunction final : public FunctionImpl {
     if (!status.ok()) [[unlikely]] {
       return prefixed(absl::StrCat("launch '", kernel().name(), "' on ", context.name()), status);
     }
-    module_->mark_launched();
+    module_->mark_launched(*stream);
     if (device_stream != nullptr) device_stream->note_launch(module_);
     return absl::OkStatus();
   }

@@ -20,6 +20,7 @@
 #include "runtime/device_impl.h"
 #include "runtime/hip/hip_runtime.h"
 #include "runtime/hip/kernarg.h"
+#include "runtime/pending_launches.h"
 #include "runtime/plans/plan_backend.h"
 #include "runtime/tensor_map.h"
 
@@ -44,15 +45,21 @@ class Module {
   void* debug_buffer = nullptr;
   std::optional<Kernel> debug_kernel;
 
-  // Set by every launch, taken by the debug drain, so a synchronize reads
-  // only the buffers of kernels that ran since the last one.
-  void mark_launched() { launched_.store(true, std::memory_order_relaxed); }
-  bool take_launched() { return launched_.exchange(false, std::memory_order_relaxed); }
+  // Noted by every launch on `stream`, taken by the debug drain after a
+  // synchronize of the device (no `done`) or of stream `done`, so that it
+  // reads only the buffers of kernels that ran since the last read, once
+  // all of them are done.
+  void mark_launched(hip::hipStream_t stream) {
+    if (debug_buffer != nullptr) pending_.add(stream);
+  }
+  bool take_launched(std::optional<hip::hipStream_t> done) {
+    return done ? pending_.take_after(*done) : pending_.take_all();
+  }
 
  private:
   const Runtime& runtime_;
   hip::hipModule_t module_;
-  std::atomic<bool> launched_{false};
+  PendingLaunches pending_;
 };
 
 // The modules of one device that have a debug buffer: each synchronize
@@ -68,14 +75,15 @@ class DebugModules {
     modules_.push_back(module);
   }
 
-  // Called once the device's work is done.
-  absl::Status drain() {
+  // Called once the device's work is done, or with `done` once that
+  // stream's is (Module::take_launched).
+  absl::Status drain(std::optional<hip::hipStream_t> done = std::nullopt) {
     std::vector<std::shared_ptr<Module>> launched;
     {
       absl::MutexLock lock(&mu_);
       for (const std::weak_ptr<Module>& weak : modules_) {
         std::shared_ptr<Module> m = weak.lock();
-        if (m != nullptr && m->take_launched()) launched.push_back(std::move(m));
+        if (m != nullptr && m->take_launched(done)) launched.push_back(std::move(m));
       }
     }
     absl::Status first = absl::OkStatus();
@@ -118,7 +126,7 @@ class HipGraph final : public GraphImpl {
   absl::Status launch(StreamImpl* stream) override {
     hip::hipStream_t s = stream == nullptr ? nullptr : static_cast<hip::hipStream_t>(stream->native());
     TESSEL_RETURN_IF_ERROR(runtime_.graph_launch(exec_, s));
-    for (const std::shared_ptr<Module>& m : modules_) m->mark_launched();
+    for (const std::shared_ptr<Module>& m : modules_) m->mark_launched(s);
     return absl::OkStatus();
   }
 
@@ -136,7 +144,7 @@ class HipStream final : public StreamImpl {
   void* native() const override { return stream_; }
   absl::Status synchronize() override {
     TESSEL_RETURN_IF_ERROR(runtime_.stream_synchronize(stream_));
-    return debug_->drain();
+    return debug_->drain(stream_);
   }
   bool capturing() const override { return capturing_.load(std::memory_order_acquire); }
 
@@ -242,7 +250,7 @@ class HipFunction final : public FunctionImpl {
                                              size > 0 ? extra : nullptr);
     }
     if (!status.ok()) return prefixed(what, status);
-    module_->mark_launched();
+    module_->mark_launched(stream);
     if (hip_stream != nullptr) hip_stream->note_launch(module_);
     return absl::OkStatus();
   }

@@ -88,5 +88,33 @@ TEST(GpuDebug, AFailedAssertIsTheSynchronizesErrorAndTheGpuGoesOn) {
   EXPECT_EQ(xs[0], inputs(256)[0] + 1.0f);
 }
 
+// A stream's synchronize reads a module's lines only where no other stream
+// has a launch of it pending, whose kernel could still be printing: that
+// stream's synchronize reads them, both launches' at once.
+TEST(GpuDebug, AStreamReadsTheLinesOnlyWhenNoOtherStreamHasALaunchPending) {
+  TESSEL_OPEN_CUDA_OR_SKIP(gpu);
+  absl::StatusOr<Function> fn = gpu.compile(printer());
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  std::vector<float> xs = inputs(256);
+  absl::StatusOr<Buffer> x = gpu.allocate(xs.size() * sizeof(float));
+  absl::StatusOr<Stream> s = gpu.create_stream(), t = gpu.create_stream();
+  ASSERT_TRUE(x.ok() && s.ok() && t.ok());
+  ASSERT_TRUE(gpu.copy_to_device(*x, xs.data(), xs.size() * sizeof(float)).ok());
+  auto lines_at = [](Stream& stream) {
+    ::testing::internal::CaptureStdout();
+    EXPECT_TRUE(stream.synchronize().ok());
+    const std::vector<std::string> lines =
+        absl::StrSplit(::testing::internal::GetCapturedStdout(), '\n', absl::SkipEmpty());
+    return lines.size();
+  };
+  ASSERT_TRUE(fn->launch({.grid = 4, .stream = &*s}, *x).ok());
+  ASSERT_TRUE(fn->launch({.grid = 4, .stream = &*t}, *x).ok());
+  EXPECT_EQ(lines_at(*s), 0u);
+  EXPECT_EQ(lines_at(*t), 2 * (256u + 4u));
+  ASSERT_TRUE(fn->launch({.grid = 4, .stream = &*s}, *x).ok());
+  EXPECT_EQ(lines_at(*t), 0u);
+  EXPECT_EQ(lines_at(*s), 256u + 4u);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -126,6 +126,41 @@ TEST(HipDebug, StreamsAndGraphsReadTheBufferToo) {
   EXPECT_EQ(s.out, "pid (1, 0, 0) idx (3) v 1.5, 131\n");
 }
 
+// A stream's synchronize reads a module's buffer only where no other stream
+// has a launch of it pending, whose kernel could still be writing there:
+// that stream's synchronize, or the device's, reads it.
+TEST(HipDebug, AStreamReadsTheBufferOnlyWhenNoOtherStreamHasALaunchPending) {
+  absl::StatusOr<Device> d = Device::open("hip:0");
+  ASSERT_TRUE(d.ok()) << d.status();
+  fake_hip::Record record;
+  absl::StatusOr<Function> fn = d->compile(debugged("debugged_on_two_streams"), debug_on());
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  absl::StatusOr<Buffer> x = d->allocate(256 * 4);
+  absl::StatusOr<Stream> s = d->create_stream(), t = d->create_stream();
+  ASSERT_TRUE(x.ok() && s.ok() && t.ok());
+  const std::string printed = "pid (1, 0, 0) idx (3) v 1.5, 131\n";
+
+  ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*s}, *x).ok());
+  ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*t}, *x).ok());
+  void* debug = record.last_global();
+  write_records(debug, false);
+  EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, "");  // t's launch may still write
+  EXPECT_EQ(synchronize([&] { return t->synchronize(); }).out, printed);
+
+  // Launched on s alone: t's synchronize leaves it to s's.
+  ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*s}, *x).ok());
+  write_records(debug, false);
+  EXPECT_EQ(synchronize([&] { return t->synchronize(); }).out, "");
+  EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, printed);
+
+  // The device's synchronize reads it whatever the streams.
+  ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*s}, *x).ok());
+  ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4}, *x).ok());
+  write_records(debug, false);
+  EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, "");
+  EXPECT_EQ(synchronize([&] { return d->synchronize(); }).out, printed);
+}
+
 TEST(HipDebug, KernelsWithoutDebugOpsHaveNoBufferToFind) {
   absl::StatusOr<Device> d = Device::open("hip:0");
   ASSERT_TRUE(d.ok()) << d.status();

@@ -1,0 +1,40 @@
+// Which synchronize may read a module's device buffers (runtime/pending_launches.h).
+#include "runtime/pending_launches.h"
+
+#include "gtest/gtest.h"
+
+namespace tessel {
+namespace {
+
+const char handles[2] = {};  // two streams' handles
+const void* const s = &handles[0];
+const void* const t = &handles[1];
+
+TEST(PendingLaunches, AStreamTakesTheModuleOnlyWhenNoOtherStreamHasALaunchPending) {
+  PendingLaunches p;
+  EXPECT_FALSE(p.take_all());
+  EXPECT_FALSE(p.take_after(s));
+
+  p.add(s);
+  p.add(s);
+  EXPECT_FALSE(p.take_after(t));  // nothing launched there
+  EXPECT_TRUE(p.take_after(s));
+  EXPECT_FALSE(p.take_after(s));  // read once
+
+  // Launched on both: the first stream's synchronize leaves it to the second's.
+  p.add(s);
+  p.add(t);
+  EXPECT_FALSE(p.take_after(s));
+  EXPECT_TRUE(p.take_after(t));
+
+  // The default stream's launches wait for the device's synchronize.
+  p.add(nullptr);
+  p.add(t);
+  EXPECT_FALSE(p.take_after(t));
+  EXPECT_FALSE(p.take_after(s));
+  EXPECT_TRUE(p.take_all());
+  EXPECT_FALSE(p.take_all());
+}
+
+}  // namespace
+}  // namespace tessel
