@@ -167,9 +167,10 @@ struct GemmConfig {
   // 128)] (a scale per 128 x 128 block of B as N x K, row-major), both f32,
   // taken after the column scales. Each K step's product is summed from
   // zero and added to the f32 accumulator times its rows' and columns'
-  // scales, so a step lies in one block: bk divides 128. fp8 or i8 operands,
-  // A as M x K and B as N x K; not with fast_accum (the steps are summed in
-  // f32 already), grouped or swiglu.
+  // scales, so a step lies in one block: bk divides 128. Grouped, each
+  // group's B has its own: b_blocks [groups, ceil(N / 128), ceil(K / 128)].
+  // fp8 or i8 operands, A as M x K and B as N x K; not with fast_accum (the
+  // steps are summed in f32 already) or swiglu.
   bool block_scales = false;
   // The epilogue SwiGLU (an MoE layer's up projection, its activation
   // fused): C [M, N] = silu(A @ G^T) * (A @ U^T), where B is G [N, K] then
@@ -304,12 +305,12 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
                      g.col_scales ? ", column scales" : "", g.block_scales ? ", block scales" : ""));
   }
   if (g.block_scales && (!(g.in.is_float8() || g.in == i8) || !g.a_mk || !g.b_nk || g.bk > kScaleBlock ||
-                         kScaleBlock % g.bk != 0 || g.fast_accum || g.grouped || g.swiglu)) {
+                         kScaleBlock % g.bk != 0 || g.fast_accum || g.swiglu)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gemm_kernel: block scales take fp8 or i8 operands, A as M x K and B as N x K, K steps that divide ",
-        kScaleBlock, ", and neither fast_accum, grouped nor swiglu; got ", g.in.name(), " operands, A ",
+        kScaleBlock, ", and neither fast_accum nor swiglu; got ", g.in.name(), " operands, A ",
         g.a_mk ? "M x K" : "K x M", ", B ", g.b_nk ? "N x K" : "K x N", ", bk ", g.bk, ", fast_accum ", g.fast_accum,
-        ", grouped ", g.grouped, ", swiglu ", g.swiglu));
+        ", swiglu ", g.swiglu));
   }
   if (g.split_k > 1 && g.bias_gelu) {
     return absl::InvalidArgumentError(absl::StrCat("gemm_kernel: split_k = ", g.split_k,
@@ -333,6 +334,7 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
   Value a_blocks = g.block_scales ? k.arg(ptr(f32), "a_blocks") : Value();    // [ceil(K / 128), M] f32
   Value b_blocks = g.block_scales ? k.arg(ptr(f32), "b_blocks") : Value();    // [ceil(N / 128), ceil(K / 128)] f32
   Value blocks_k = g.block_scales ? cdiv(kdim, kScaleBlock) : Value();
+  Value group_blocks = g.block_scales && g.grouped ? cdiv(n, kScaleBlock) * blocks_k : Value();  // a group's
   Value slots =
       g.stream_k ? k.tensor_map(f32, {g.bm, g.bn}, "slots", g.out_swizzle(f32)) : Value();  // [S * BM, BN] f32
   Value slot_ptr = g.stream_k ? k.arg(ptr(f32), "slot_ptr") : Value();                     // the same memory
@@ -417,8 +419,9 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       Value part = dot(at, bt, k.zeros({g.bm, g.bn}, g.in == i8 ? i32 : f32));
       if (g.in == i8) part = cast(part, f32);
       Value sa = expand_dims(load(a_blocks + kb * m + rows, rows < m, 0.0f), 1);  // [BM, 1]
-      Value sb = one_b_block ? load(b_blocks + col / kScaleBlock * blocks_k + kb, col < n, 0.0f)
-                             : expand_dims(load(b_blocks + cols / kScaleBlock * blocks_k + kb, cols < n, 0.0f), 0);
+      Value bs = g.grouped ? b_blocks + group * group_blocks : b_blocks;
+      Value sb = one_b_block ? load(bs + col / kScaleBlock * blocks_k + kb, col < n, 0.0f)
+                             : expand_dims(load(bs + cols / kScaleBlock * blocks_k + kb, cols < n, 0.0f), 0);
       return fma(part, sa * sb, acc);
     };
     k.for_range(k_lo, k_hi, g.bk,

@@ -474,7 +474,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
 // rows, each block's group, the blocks in use (the rest computes nothing),
 // and its operands: A [blocks * bm, k], B [groups, n, k] ([groups, 2n, k]
 // with a SwiGLU epilogue), A's scale and one per group (where g.scaled),
-// C's row scales (where g.row_scales) and C's scale (an fp8 C).
+// C's row scales (where g.row_scales), C's scale (an fp8 C), and block
+// scales (where g.block_scales: B's [groups, ceil(n / 128), ceil(k / 128)]).
 struct GroupedGemmInputs {
   int64_t n = 0, k = 0;
   int groups = 0;
@@ -484,6 +485,7 @@ struct GroupedGemmInputs {
   float scale_a = 1, scale_c = 1;
   std::vector<float> scale_b;     // [groups]
   std::vector<float> row_scales;  // [blocks * bm]
+  BlockScales blocks;
 };
 // Random inputs for a grouped GEMM of `blocks` blocks (`used` in use) of
 // g.bm rows over `groups` groups, N x K each: operands of g.in in [-1, 1],
@@ -506,6 +508,13 @@ inline GroupedGemmInputs random_grouped_gemm(const samples::GemmConfig& g, int b
   }
   if (g.row_scales) {
     for (int64_t r = 0; r < blocks * g.bm; ++r) in.row_scales.push_back(static_cast<float>(step(gen)) / 64);
+  }
+  if (g.block_scales) {
+    in.blocks = random_block_scales(blocks * g.bm, n, k, gen);
+    for (int i = 1; i < groups; ++i) {
+      const std::vector<float> more = random_block_scales(0, n, k, gen).b;
+      in.blocks.b.insert(in.blocks.b.end(), more.begin(), more.end());
+    }
   }
   return in;
 }
@@ -533,10 +542,13 @@ inline absl::StatusOr<std::vector<float>> run_grouped_gemm(const Device& device,
   TESSEL_ASSIGN_OR_RETURN(rows.groups, put(device, in.block_groups.data(), in.block_groups.size() * 4));
   TESSEL_ASSIGN_OR_RETURN(rows.total, put(device, &total, 4));
   TESSEL_ASSIGN_OR_RETURN(rows.scales, floats(in.row_scales));
+  samples::GemmBlockScales blocks;
+  TESSEL_ASSIGN_OR_RETURN(blocks.a, floats(in.blocks.a));
+  TESSEL_ASSIGN_OR_RETURN(blocks.b, floats(in.blocks.b));
   TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, in.n, in.k, in.groups));
   const LaunchConfig launch = {.grid = samples::gemm_grid(g, m, in.n, device.num_compute_units()), .num_warps = warps};
-  TESSEL_RETURN_IF_ERROR(
-      fn.launch_packed(launch, samples::gemm_args(g, maps, m, in.n, in.k, sa, sa, sb, nullptr, &rows, &sc)));
+  TESSEL_RETURN_IF_ERROR(fn.launch_packed(
+      launch, samples::gemm_args(g, maps, m, in.n, in.k, sa, sa, sb, nullptr, &rows, &sc, nullptr, &blocks)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download_f32(device, cb, g.out, m * in.n);
 }
@@ -554,10 +566,17 @@ inline std::string grouped_gemm_mismatch(const samples::GemmConfig& g, const Gro
     const double scale = g.scaled ? double{in.scale_a} * in.scale_b[grp] : 1.0;
     const double after = (g.row_scales ? double{in.row_scales[r]} : 1.0) / in.scale_c;
     // Row `row` of B's group times row r of A, with the scales, and its bound.
+    const int64_t kb = (in.k + samples::kScaleBlock - 1) / samples::kScaleBlock;
+    const int64_t group_blocks = (in.n + samples::kScaleBlock - 1) / samples::kScaleBlock * kb;
     auto product = [&](int64_t row) {
       Dot d;
       for (int64_t kk = 0; used && kk < in.k; ++kk) {
-        const double term = in.a.values[r * in.k + kk] * in.b.values[(grp * b_rows + row) * in.k + kk];
+        double term = in.a.values[r * in.k + kk] * in.b.values[(grp * b_rows + row) * in.k + kk];
+        if (g.block_scales) {
+          const int64_t block = kk / samples::kScaleBlock;
+          term *= double{in.blocks.a[block * m + r]} *
+                  in.blocks.b[grp * group_blocks + row / samples::kScaleBlock * kb + block];
+        }
         d.sum += term;
         d.size += std::abs(term);
       }

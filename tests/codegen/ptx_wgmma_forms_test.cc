@@ -87,7 +87,8 @@ TEST(WgmmaForms, Fp8StepsAddedInF32KeepBothAccumulatorsInRegisters) {
 // and column's scales; both accumulators stay in registers (64 x 128 a
 // warpgroup: 64 registers a thread each), and the tile takes one of B's
 // scales a step; on two warpgroups, and warp-specialized with both
-// consumers on every tile (which load their scales themselves). (Wider
+// consumers on every tile (which load their scales themselves), and
+// grouped (B's scales at the tile's group). (Wider
 // tiles spill: two 64 x 192 accumulators and a scale a column are more
 // than a consumer's 240 registers.)
 TEST(WgmmaForms, BlockScaledStepsTakeOneFmaAnElement) {
@@ -95,7 +96,9 @@ TEST(WgmmaForms, BlockScaledStepsTakeOneFmaAnElement) {
       .bm = 128, .bn = 128, .bk = 128, .in = f8e4m3, .out = bf16, .stages = 4, .block_scales = true};
   GemmConfig coop = plain;
   coop.warp_specialize = coop.cooperative = true;
-  for (auto [g, nw] : {std::pair{plain, 8}, {coop, 12}}) {
+  GemmConfig grouped = coop;
+  grouped.grouped = true;
+  for (auto [g, nw] : {std::pair{plain, 8}, {coop, 12}, {grouped, 12}}) {
     SCOPED_TRACE(nw);
     absl::StatusOr<DeviceCode> code = gemm_ptx(g, nw);
     ASSERT_TRUE(code.ok()) << code.status();

@@ -320,7 +320,8 @@ TEST(Gemm, TensorCoreGemmMatchesADoubleReference) {
 // A grouped GEMM (an MoE layer's experts over rows in expert order): each
 // block of rows by its group's B from a 3-D map, a scale per group and per
 // row, the blocks past those in use zero; plain and warp-specialized, bf16
-// and fp8 (each K step's sum in f32, and fast accumulation).
+// and fp8 (each K step's sum in f32, and fast accumulation), and fp8 with
+// block scales (each group's B its own).
 TEST(Gemm, GroupedGemmMatchesADoubleReference) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   Rng rng;
@@ -334,10 +335,15 @@ TEST(Gemm, GroupedGemmMatchesADoubleReference) {
   samples::GemmConfig fast = fp8;
   fast.bn = 256;
   fast.fast_accum = true;
-  for (const Form& f :
-       {Form{{.bm = 128, .bn = 256, .out = bf16, .stages = 3, .grouped = true}, 8}, Form{fp8, 12}, Form{fast, 12}}) {
+  samples::GemmConfig blocks = fp8;
+  blocks.bn = 128;
+  blocks.scaled = blocks.row_scales = false;
+  blocks.block_scales = true;
+  for (const Form& f : {Form{{.bm = 128, .bn = 256, .out = bf16, .stages = 3, .grouped = true}, 8}, Form{fp8, 12},
+                        Form{fast, 12}, Form{blocks, 12}}) {
     SCOPED_TRACE(::testing::Message() << f.g.in.name() << ", " << f.g.bm << "x" << f.g.bn << ", " << f.warps << " warps"
-                                      << (f.g.fast_accum ? ", fast accumulation" : ""));
+                                      << (f.g.fast_accum ? ", fast accumulation" : "")
+                                      << (f.g.block_scales ? ", block scales" : ""));
     const matmul_cases::GroupedGemmInputs in = matmul_cases::random_grouped_gemm(f.g, 24, 19, 8, 520, 528, rng.gen());
     absl::StatusOr<std::vector<float>> c = matmul_cases::run_grouped_gemm(device, f.g, f.warps, in);
     ASSERT_TRUE(c.ok()) << c.status();

@@ -45,19 +45,22 @@ void expect_gemm_matches(const GemmConfig& g, int64_t m, int64_t n, int64_t k, c
 
 // A grouped GEMM (an MoE layer's experts over rows in expert order): each
 // block of rows by its group's B, with a scale per group and per row, the
-// blocks past those in use left zero; bf16 and fp8, C in f32 and bf16.
+// blocks past those in use left zero; bf16 and fp8, C in f32 and bf16; and
+// with block scales, each group's B its own (fp8 with a tile in one of B's
+// blocks, i8 with tiles across two).
 TEST(MatmulForms, GroupedGemmMatchesADoubleReference) {
   std::mt19937 gen(7);
-  for (const Form& f : {Form{{.bm = 64, .bn = 64, .bk = 32, .stages = 2, .grouped = true}, 4}, Form{{.bm = 64,
-                                                                                               .bn = 128,
-                                                                                               .bk = 128,
-                                                                                               .in = f8e4m3,
-                                                                                               .out = bf16,
-                                                                                               .scaled = true,
-                                                                                               .grouped = true,
-                                                                                               .row_scales = true},
-                                                                                                    4}}) {
-    SCOPED_TRACE(f.g.in.name());
+  const GemmConfig fp8 = {
+      .bm = 64, .bn = 128, .bk = 128, .in = f8e4m3, .out = bf16, .scaled = true, .grouped = true, .row_scales = true};
+  const GemmConfig fp8_blocks = {
+      .bm = 64, .bn = 64, .bk = 128, .in = f8e4m3, .out = bf16, .grouped = true, .block_scales = true};
+  GemmConfig i8_blocks = fp8_blocks;
+  i8_blocks.in = i8;
+  i8_blocks.bn = 96;
+  i8_blocks.bk = 64;
+  for (const Form& f : {Form{{.bm = 64, .bn = 64, .bk = 32, .stages = 2, .grouped = true}, 4}, Form{fp8, 4},
+                        Form{fp8_blocks, 4}, Form{i8_blocks, 4}}) {
+    SCOPED_TRACE(absl::StrCat(f.g.in.name(), f.g.block_scales ? " block scales" : ""));
     const matmul_cases::GroupedGemmInputs in = matmul_cases::random_grouped_gemm(f.g, 7, 5, 3, 136, 256, gen);
     absl::StatusOr<std::vector<float>> c = matmul_cases::run_grouped_gemm(host(), f.g, f.warps, in);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -258,10 +261,11 @@ TEST(MatmulForms, BlockScalesMatchADoubleReference) {
     return std::string(samples::gemm_kernel(g).status().message());
   };
   const std::string rule = "block scales take fp8 or i8 operands, A as M x K and B as N x K, K steps that divide 128";
-  EXPECT_THAT(refused([](GemmConfig& g) { g.in = bf16, g.bk = 64; }), HasSubstr(rule + ", and neither fast_accum, "
-                                                                                       "grouped nor swiglu; got bf16"));
+  EXPECT_THAT(refused([](GemmConfig& g) { g.in = bf16, g.bk = 64; }), HasSubstr(rule + ", and neither fast_accum nor "
+                                                                                       "swiglu; got bf16"));
   EXPECT_THAT(refused([](GemmConfig& g) { g.bk = 256; }), HasSubstr("bk 256"));
   EXPECT_THAT(refused([](GemmConfig& g) { g.fast_accum = true; }), HasSubstr("fast_accum 1"));
+  EXPECT_THAT(refused([](GemmConfig& g) { g.swiglu = true; }), HasSubstr("swiglu 1"));
   EXPECT_THAT(refused([](GemmConfig& g) { g.b_nk = false; }), HasSubstr("B K x N"));
   EXPECT_THAT(refused([](GemmConfig& g) { g.in = i8, g.out = i32; }), HasSubstr("an i32 C is the exact sum"));
 }
