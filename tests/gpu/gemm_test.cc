@@ -376,13 +376,34 @@ TEST(Gemm, TensorCoreGemmAgreesWithTheHost) {
   }
 }
 
+// C of gemm_kernel(g) on the GPU and on the host from the same operands
+// and scales: bit for bit where the sums are exact (i8 operands) and the
+// epilogue's f32 arithmetic the same, else within `tol` (fp8: the tensor
+// cores' sums, then bf16).
+void expect_agrees_with_host(const Device& gpu, const samples::GemmConfig& g, int warps, int64_t m, int64_t n,
+                             int64_t k, std::mt19937& gen, const std::vector<float>& rows = {},
+                             const std::vector<float>& cols = {}, const matmul_cases::BlockScales* blocks = nullptr) {
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  const Operand a = random_operand(g.in, m * k, gen), b = random_operand(g.in, n * k, gen);
+  absl::StatusOr<std::vector<float>> on_gpu =
+      matmul_cases::run_gemm(gpu, g, warps, m, n, k, a, b, {1, 1}, nullptr, 0, rows, cols, blocks);
+  absl::StatusOr<std::vector<float>> on_host =
+      matmul_cases::run_gemm(*host, g, warps, m, n, k, a, b, {1, 1}, nullptr, 0, rows, cols, blocks);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  ASSERT_TRUE(on_host.ok()) << on_host.status();
+  if (g.in == i8 && !g.stream_k) {
+    EXPECT_EQ(*on_gpu, *on_host);
+  } else {
+    EXPECT_TRUE(all_close(*on_gpu, *on_host, 2e-2));
+  }
+}
+
 // Rowwise scaling (row_scales [M] and col_scales [N]: per-token and
 // per-channel scales) of i8 and fp8 GEMMs, C in bf16, on the tensor cores
 // against the host, which the host suite checks against a double reference.
 TEST(Gemm, RowAndColumnScaledGemmsAgreeWithTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
-  absl::StatusOr<Device> host = Device::open("host");
-  ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   const int64_t m = 1000, n = 712, k = 608;
@@ -399,19 +420,7 @@ TEST(Gemm, RowAndColumnScaledGemmsAgreeWithTheHost) {
                                    .fast_accum = true,
                                    .row_scales = true,
                                    .col_scales = true};
-    const Operand a = random_operand(in, m * k, rng.gen()), b = random_operand(in, n * k, rng.gen());
-    absl::StatusOr<std::vector<float>> gpu =
-        matmul_cases::run_gemm(device, g, 8, m, n, k, a, b, {1, 1}, nullptr, 0, rows, cols);
-    absl::StatusOr<std::vector<float>> cpu =
-        matmul_cases::run_gemm(*host, g, 8, m, n, k, a, b, {1, 1}, nullptr, 0, rows, cols);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    // i8: exact sums, the same f32 epilogue: bit for bit. fp8: the tensor cores' sums, then bf16.
-    if (in == i8) {
-      EXPECT_EQ(*gpu, *cpu);
-    } else {
-      EXPECT_TRUE(all_close(*gpu, *cpu, 2e-2));
-    }
+    expect_agrees_with_host(device, g, 8, m, n, k, rng.gen(), rows, cols);
   }
 }
 
@@ -422,8 +431,6 @@ TEST(Gemm, RowAndColumnScaledGemmsAgreeWithTheHost) {
 // take two of B's blocks, and stream-K, whose parts start inside K.
 TEST(Gemm, BlockScaledGemmsAgreeWithTheHost) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
-  absl::StatusOr<Device> host = Device::open("host");
-  ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
   const int64_t m = 1000, n = 712, k = 608;
@@ -439,21 +446,8 @@ TEST(Gemm, BlockScaledGemmsAgreeWithTheHost) {
   for (auto [g, warps] : {std::pair{plain, 8}, {coop, 12}, {wide, 12}, {int8, 8}, {stream, 8}}) {
     SCOPED_TRACE(
         absl::StrCat(g.in.name(), " ", g.bm, " x ", g.bn, " on ", warps, " warps", g.stream_k ? ", stream-K" : ""));
-    const Operand a = random_operand(g.in, m * k, rng.gen()), b = random_operand(g.in, n * k, rng.gen());
     const matmul_cases::BlockScales scales = matmul_cases::random_block_scales(m, n, k, rng.gen());
-    absl::StatusOr<std::vector<float>> gpu =
-        matmul_cases::run_gemm(device, g, warps, m, n, k, a, b, {1, 1}, nullptr, 0, {}, {}, &scales);
-    absl::StatusOr<std::vector<float>> cpu =
-        matmul_cases::run_gemm(*host, g, warps, m, n, k, a, b, {1, 1}, nullptr, 0, {}, {}, &scales);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    // i8: exact sums, the same fused multiply-adds: bit for bit. fp8: the
-    // tensor cores' sums (within 2^-11 of a step's terms), then bf16.
-    if (g.in == i8) {
-      EXPECT_EQ(*gpu, *cpu);
-    } else {
-      EXPECT_TRUE(all_close(*gpu, *cpu, 2e-2));
-    }
+    expect_agrees_with_host(device, g, warps, m, n, k, rng.gen(), {}, {}, &scales);
   }
 }
 

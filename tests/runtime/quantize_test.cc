@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -92,6 +93,29 @@ std::vector<float> activations(int64_t rows, int64_t cols, std::mt19937& gen) {
   return x;
 }
 
+// Y [m, n] against X [m, k] W [n, k]^T in double: each element within the
+// sum over p of term_bound(i, j, p) (the operands' quantization errors'
+// share of it), plus Y's rounding to bf16.
+void expect_within_quantization_error(const std::vector<float>& y, const std::vector<float>& x,
+                                      const std::vector<float>& w, int64_t m, int64_t n, int64_t k,
+                                      const std::function<double(int64_t i, int64_t j, int64_t p)>& term_bound) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0, bound = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        exact += double{x[i * k + p]} * w[j * k + p];
+        bound += term_bound(i, j, p);
+      }
+      bound += std::ldexp(std::abs(exact) + bound, -8);
+      if (!(std::abs(y[i * n + j] - exact) <= bound + 1e-6) && bad++ < 5) {
+        ADD_FAILURE() << "Y[" << i << ", " << j << "] = " << y[i * n + j] << ", want " << exact << " within " << bound;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(Quantize, RowsMatchTheReferenceBitForBit) {
   std::mt19937 gen(3);
   for (auto [from, to, cols] : {std::tuple{f32, i8, 272}, {bf16, i8, 1000}, {f32, f8e4m3, 272}, {bf16, f8e4m3, 96}}) {
@@ -154,24 +178,11 @@ TEST(Quantize, W8A8LinearLayerIsWithinTheQuantizationError) {
   absl::StatusOr<std::vector<float>> y = matmul_cases::run_gemm(*host, g, 4, m, n, k, operand(*qx), operand(qw), {1, 1},
                                                                 nullptr, 0, qx->scales, qw.scales);
   ASSERT_TRUE(y.ok()) << y.status();
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double exact = 0, bound = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double a = x[i * k + p], b = w[j * k + p];
-        exact += a * b;
-        // Each operand within half its step: |a - a'| <= sa / 2, |b - b'| <= sb / 2.
-        bound += std::abs(a) * qw.scales[j] / 2 + std::abs(b) * qx->scales[i] / 2 + qx->scales[i] * qw.scales[j] / 4;
-      }
-      bound += std::ldexp(std::abs(exact) + bound, -8);  // Y rounded to bf16
-      if (!(std::abs((*y)[i * n + j] - exact) <= bound + 1e-6) && bad++ < 5) {
-        ADD_FAILURE() << "Y[" << i << ", " << j << "] = " << (*y)[i * n + j] << ", want " << exact << " within "
-                      << bound;
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0);
+  // Each operand within half its step: |a - a'| <= sa / 2, |b - b'| <= sb / 2.
+  expect_within_quantization_error(*y, x, w, m, n, k, [&](int64_t i, int64_t j, int64_t p) {
+    const double sa = qx->scales[i], sb = qw.scales[j];
+    return std::abs(x[i * k + p]) * sb / 2 + std::abs(w[j * k + p]) * sa / 2 + sa * sb / 4;
+  });
 }
 
 // DeepSeek-V3's fp8 linear layer: Y [m, n] = X [m, k] W [n, k]^T, X
@@ -214,26 +225,13 @@ TEST(Quantize, BlockScaledFp8LinearLayerIsWithinTheQuantizationError) {
   absl::StatusOr<std::vector<float>> y =
       matmul_cases::run_gemm(*host, g, 4, m, n, k, operand(*qx), operand(qw), {1, 1}, nullptr, 0, {}, {}, &scales);
   ASSERT_TRUE(y.ok()) << y.status();
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double exact = 0, bound = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double a = x[i * k + p], b = w[j * k + p];
-        const double sa = qx->scales[p / 128 * m + i], sb = qw.scales[j / 128 * kb + p / 128];
-        // Each operand within half a step of e4m3 at its scaled value.
-        const double ea = sa * samples::half_step(f8e4m3, a / sa), eb = sb * samples::half_step(f8e4m3, b / sb);
-        exact += a * b;
-        bound += std::abs(a) * eb + std::abs(b) * ea + ea * eb;
-      }
-      bound += std::ldexp(std::abs(exact) + bound, -8);  // Y rounded to bf16
-      if (!(std::abs((*y)[i * n + j] - exact) <= bound + 1e-6) && bad++ < 5) {
-        ADD_FAILURE() << "Y[" << i << ", " << j << "] = " << (*y)[i * n + j] << ", want " << exact << " within "
-                      << bound;
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0);
+  // Each operand within half a step of e4m3 at its scaled value.
+  expect_within_quantization_error(*y, x, w, m, n, k, [&](int64_t i, int64_t j, int64_t p) {
+    const double a = x[i * k + p], b = w[j * k + p];
+    const double sa = qx->scales[p / 128 * m + i], sb = qw.scales[j / 128 * kb + p / 128];
+    const double ea = sa * samples::half_step(f8e4m3, a / sa), eb = sb * samples::half_step(f8e4m3, b / sb);
+    return std::abs(a) * eb + std::abs(b) * ea + ea * eb;
+  });
 }
 
 }  // namespace
