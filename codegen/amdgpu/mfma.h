@@ -1,9 +1,10 @@
 // Internal: gfx942's matrix fused multiply-add (MFMA) for dot on bf16 and
-// f16 tiles in LDS, accumulating in f32 registers, and on i8 tiles into i32
-// ones. Each wavefront takes 32 x 32 blocks of the tile in turn
-// (mfma_fragment.h); each instruction multiplies a block by 8 of k (16 for
-// i8), its operands read from LDS by each lane (four consecutive k of one
-// row of A and one column of B; eight for i8).
+// f16 tiles in LDS, accumulating in f32 registers, on fp8 tiles (e4m3,
+// e5m2, mixed; read as gfx942's FNUZ encodings, mfma.cc) into f32 ones, and
+// on i8 tiles into i32 ones. Each wavefront takes 32 x 32 blocks of the
+// tile in turn (mfma_fragment.h); each instruction multiplies a block by 8
+// of k (16 for i8 and fp8), its operands read from LDS by each lane (four
+// consecutive k of one row of A and one column of B; eight for 8-bit types).
 #pragma once
 
 #include <memory>

@@ -353,7 +353,7 @@ TEST(Amdgpu, MfmaAccumulatorCoversTheTileOnce) {
   EXPECT_EQ(mfma_accumulator_element(64, 2, 64, 16), 32 * 64 + 32);
 }
 
-TEST(Amdgpu, DotOnBf16F16AndI8TilesRunsOnMfma) {
+TEST(Amdgpu, DotOnBf16F16I8AndFp8TilesRunsOnMfma) {
   for (DType in : {bf16, f16}) {
     for (bool b_nk : {true, false}) {
       SCOPED_TRACE(absl::StrCat(in.name(), b_nk ? " B as NxK" : " B as KxN"));
@@ -394,6 +394,29 @@ TEST(Amdgpu, DotOnBf16F16AndI8TilesRunsOnMfma) {
       ++count;
     }
     EXPECT_EQ(count, 4u);
+    EXPECT_THAT(s, HasSubstr(".vgpr_spill_count: 0"));
+  }
+  // fp8 (e4m3, e5m2, mixed): 16 of k an instruction, read as gfx942's FNUZ
+  // encodings: each byte of 0x80 (-0) made +0 (through masks of the low
+  // seven bits), and the accumulator kept in quarters through the
+  // instructions, four times that after (a product of two FNUZ bytes is
+  // worth a quarter of the OCP one).
+  for (auto [a, b, form] :
+       {std::tuple{f8e4m3, f8e4m3, "fp8_fp8"}, {f8e4m3, f8e5m2, "fp8_bf8"}, {f8e5m2, f8e5m2, "bf8_bf8"}}) {
+    SCOPED_TRACE(form);
+    samples::GemmConfig g = samples::kMatmulAmd;
+    g.in = a;
+    g.in_b = b;
+    g.scaled = g.fast_accum = true;
+    absl::StatusOr<Compiled> c = compile_gfx942(*samples::gemm_kernel(g), samples::kMatmulAmdWarps);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string& s = c->artifacts.assembly;
+    const std::string mfma = absl::StrCat("v_mfma_f32_32x32x16_", form);
+    size_t count = 0;
+    for (size_t at = s.find(mfma); at != std::string::npos; at = s.find(mfma, at + 1)) ++count;
+    EXPECT_EQ(count, 4u);
+    EXPECT_THAT(s, HasSubstr("0x7f7f7f7f"));
+    EXPECT_THAT(s, HasSubstr("4.0"));
     EXPECT_THAT(s, HasSubstr(".vgpr_spill_count: 0"));
   }
   // Other dtypes keep the loop.
