@@ -6,7 +6,8 @@
 // It checks Y against the double product of the quantized operands times
 // their scales (what the kernels compute), and prints how far that is from
 // the f32 layer (the quantization's own error). For AMD's gfx942 (--emit
-// --target=gfx942) it emits the same layer in i8, on MFMA.
+// --target=gfx942) it emits the same kernels with tiles for 64 KiB of LDS,
+// the GEMM on MFMA.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,13 +30,13 @@ constexpr int kLinearWarps = 8;
 int main(int argc, char** argv) {
   samples::Args args = samples::parse_args(argc, argv);
   CompileOptions options = samples::compile_options(args);
-  if (args.target.rfind("gfx", 0) == 0) {  // AMD: i8 on MFMA, tiles for 64 KiB of LDS
+  if (args.target.rfind("gfx", 0) == 0) {  // AMD: MFMA, tiles for 64 KiB of LDS
     samples::GemmConfig amd = samples::kMatmulAmd;
-    amd.in = i8;
+    amd.in = f8e4m3;
     amd.block_scales = true;
     options.num_warps = samples::kMatmulAmdWarps;
     samples::emit_for_target(args,
-                             {samples::value_or_die(samples::quantize_groups_kernel(kGroups, bf16, i8), "build"),
+                             {samples::value_or_die(samples::quantize_groups_kernel(kGroups, bf16, f8e4m3), "build"),
                               samples::value_or_die(samples::gemm_kernel(amd, "block_scaled_linear"), "build")},
                              options);
     return 0;
