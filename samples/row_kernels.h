@@ -258,16 +258,43 @@ inline absl::StatusOr<Kernel> quantize_groups_kernel(RowBlock block, DType from,
 // quantize_rows_kernel's arithmetic on the host for one row of `cols`
 // values: each over the row's scale, rounded to `to`, as stored into `q`;
 // returns the scale.
+inline uint8_t quantized_byte(float v, DType to) {  // v rounded to `to`, as stored
+  return to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::round(v), -128.0f, 127.0f)))
+                  : float_to_float8(v, Float8::kE4M3);
+}
 inline float quantize_row_reference(const float* x, int64_t cols, DType to, uint8_t* q) {
   float amax = 0;
   for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(x[c]));
   const float scale = amax > 0 ? amax / quantized_limit(to) : 1.0f;
-  for (int64_t c = 0; c < cols; ++c) {
-    const float v = x[c] / scale;
-    q[c] = to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::round(v), -128.0f, 127.0f)))
-                    : float_to_float8(v, Float8::kE4M3);
-  }
+  for (int64_t c = 0; c < cols; ++c) q[c] = quantized_byte(x[c] / scale, to);
   return scale;
+}
+
+// Weights w [rows, cols] quantized per `block` x `block` block on the host,
+// as checkpoints ship DeepSeek-V3's: each block over its largest magnitude
+// / quantized_limit(to) (1 for a block of zeros), rounded as
+// quantize_row_reference rounds, into q [rows, cols]; returns the scales
+// [ceil(rows / block), ceil(cols / block)], row-major (with block 128, the
+// b_blocks of GemmConfig::block_scales).
+inline std::vector<float> quantize_blocks_reference(const float* w, int64_t rows, int64_t cols, DType to, uint8_t* q,
+                                                    int64_t block = 128) {
+  const int64_t block_rows = (rows + block - 1) / block, block_cols = (cols + block - 1) / block;
+  std::vector<float> scales(block_rows * block_cols);
+  for (int64_t br = 0; br < block_rows; ++br) {
+    for (int64_t bc = 0; bc < block_cols; ++bc) {
+      const int64_t r_end = std::min(rows, (br + 1) * block), c_end = std::min(cols, (bc + 1) * block);
+      float amax = 0;
+      for (int64_t r = br * block; r < r_end; ++r) {
+        for (int64_t c = bc * block; c < c_end; ++c) amax = std::max(amax, std::abs(w[r * cols + c]));
+      }
+      const float scale = amax > 0 ? amax / quantized_limit(to) : 1.0f;
+      scales[br * block_cols + bc] = scale;
+      for (int64_t r = br * block; r < r_end; ++r) {
+        for (int64_t c = bc * block; c < c_end; ++c) q[r * cols + c] = quantized_byte(w[r * cols + c] / scale, to);
+      }
+    }
+  }
+  return scales;
 }
 
 // Each row in ascending order, sorted in f32 (exact for bf16 too):

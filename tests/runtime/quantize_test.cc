@@ -194,24 +194,10 @@ TEST(Quantize, BlockScaledFp8LinearLayerIsWithinTheQuantizationError) {
   const std::vector<float> x = activations(m, k, gen), w = activations(n, k, gen);
   absl::StatusOr<Quantized> qx = quantize_on_host(x, m, k, f32, f8e4m3, /*groups=*/true);
   ASSERT_TRUE(qx.ok()) << qx.status();
-  // W's blocks: each over its largest magnitude / 448.
-  Quantized qw{std::vector<uint8_t>(n * k), std::vector<float>(2 * kb)};
-  for (int64_t bj = 0; bj < 2; ++bj) {
-    for (int64_t bp = 0; bp < kb; ++bp) {
-      float amax = 0;
-      for (int64_t j = bj * 128; j < std::min<int64_t>(n, bj * 128 + 128); ++j) {
-        for (int64_t p = bp * 128; p < std::min<int64_t>(k, bp * 128 + 128); ++p)
-          amax = std::max(amax, std::abs(w[j * k + p]));
-      }
-      const float scale = amax / 448;
-      qw.scales[bj * kb + bp] = scale;
-      for (int64_t j = bj * 128; j < std::min<int64_t>(n, bj * 128 + 128); ++j) {
-        for (int64_t p = bp * 128; p < std::min<int64_t>(k, bp * 128 + 128); ++p) {
-          qw.bytes[j * k + p] = float_to_float8(w[j * k + p] / scale, Float8::kE4M3);
-        }
-      }
-    }
-  }
+  // W's blocks, as a checkpoint ships them.
+  Quantized qw{std::vector<uint8_t>(n * k), {}};
+  qw.scales = samples::quantize_blocks_reference(w.data(), n, k, f8e4m3, qw.bytes.data());
+  ASSERT_EQ(qw.scales.size(), 2u * kb);
   auto operand = [](const Quantized& q) {
     matmul_cases::Operand op{q.bytes, {}};
     for (uint8_t b : q.bytes) op.values.push_back(float8_to_float(b, Float8::kE4M3));
