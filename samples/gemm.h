@@ -411,6 +411,14 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
     Value col_scale = g.col_scales ? load(col_scales + cols, cols < n, 0.0f) : Value();  // [BN] f32
     Value half_bias;                                                                     // [BN] f32, bias / 2
     if (g.bias_gelu) half_bias = cast(load(bias + cols, cols < n, 0.0), f32) * 0.5;
+    // Where the K loop reads the block scales, at its first block: A's of the
+    // tile's rows, and B's of its columns (their group's where grouped).
+    Value a_scales = g.block_scales ? a_blocks + rows : Value();  // [BM]
+    Value b_scales;                                               // one, or [BN]
+    if (g.block_scales) {
+      Value base = g.grouped ? b_blocks + group * group_blocks : b_blocks;
+      b_scales = base + (one_b_block ? col : cols) / kScaleBlock * blocks_k;
+    }
     // [BM, BN] f32 (i32 for i8 operands: exact), registers
     Var acc = k.var(k.zeros({g.bm, g.bn}, g.acc_type()));
     // The step at kk's product times A's rows' and B's columns' block scales.
@@ -418,10 +426,9 @@ inline absl::StatusOr<Kernel> gemm_kernel(const GemmConfig& g, std::string name 
       Value kb = kk / kScaleBlock;
       Value part = dot(at, bt, k.zeros({g.bm, g.bn}, g.in == i8 ? i32 : f32));
       if (g.in == i8) part = cast(part, f32);
-      Value sa = expand_dims(load(a_blocks + kb * m + rows, rows < m, 0.0f), 1);  // [BM, 1]
-      Value bs = g.grouped ? b_blocks + group * group_blocks : b_blocks;
-      Value sb = one_b_block ? load(bs + col / kScaleBlock * blocks_k + kb, col < n, 0.0f)
-                             : expand_dims(load(bs + cols / kScaleBlock * blocks_k + kb, cols < n, 0.0f), 0);
+      Value sa = expand_dims(load(a_scales + kb * m, rows < m, 0.0f), 1);  // [BM, 1]
+      Value sb = one_b_block ? load(b_scales + kb, col < n, 0.0f)
+                             : expand_dims(load(b_scales + kb, cols < n, 0.0f), 0);  // [1, BN]
       return fma(part, sa * sb, acc);
     };
     k.for_range(k_lo, k_hi, g.bk,
