@@ -255,17 +255,21 @@ inline absl::StatusOr<Kernel> quantize_groups_kernel(RowBlock block, DType from,
   return k.build();
 }
 
-// quantize_rows_kernel's arithmetic on the host for one row of `cols`
-// values: each over the row's scale, rounded to `to`, as stored into `q`;
-// returns the scale.
-inline uint8_t quantized_byte(float v, DType to) {  // v rounded to `to`, as stored
+// The kernels' arithmetic on the host: the scale of values whose largest
+// magnitude is `amax`, and a value over it rounded to `to`, as stored.
+inline float quantized_scale(float amax, DType to) { return amax > 0 ? amax / quantized_limit(to) : 1.0f; }
+inline uint8_t quantized_byte(float v, DType to) {
   return to == i8 ? static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::round(v), -128.0f, 127.0f)))
                   : float_to_float8(v, Float8::kE4M3);
 }
+
+// quantize_rows_kernel's arithmetic on the host for one row of `cols`
+// values: each over the row's scale, rounded to `to`, as stored into `q`;
+// returns the scale.
 inline float quantize_row_reference(const float* x, int64_t cols, DType to, uint8_t* q) {
   float amax = 0;
   for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(x[c]));
-  const float scale = amax > 0 ? amax / quantized_limit(to) : 1.0f;
+  const float scale = quantized_scale(amax, to);
   for (int64_t c = 0; c < cols; ++c) q[c] = quantized_byte(x[c] / scale, to);
   return scale;
 }
@@ -287,7 +291,7 @@ inline std::vector<float> quantize_blocks_reference(const float* w, int64_t rows
       for (int64_t r = br * block; r < r_end; ++r) {
         for (int64_t c = bc * block; c < c_end; ++c) amax = std::max(amax, std::abs(w[r * cols + c]));
       }
-      const float scale = amax > 0 ? amax / quantized_limit(to) : 1.0f;
+      const float scale = quantized_scale(amax, to);
       scales[br * block_cols + bc] = scale;
       for (int64_t r = br * block; r < r_end; ++r) {
         for (int64_t c = bc * block; c < c_end; ++c) q[r * cols + c] = quantized_byte(w[r * cols + c] / scale, to);
