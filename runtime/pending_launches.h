@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/inlined_vector.h"
@@ -22,18 +23,18 @@ class PendingLaunches {
     absl::MutexLock lock(&mu_);
     if (std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) streams_.push_back(stream);
   }
-  // After the device synchronized: whether any launch was pending (none is now).
-  bool take_all() {
+  // Whether the module's buffers may be read now, which leaves no launch
+  // pending. After the device synchronized (no `done`): where any launch
+  // was pending. After stream `done` synchronized, its launches done: where
+  // the module had launches there and has none pending elsewhere.
+  bool take(std::optional<const void*> done = std::nullopt) {
     absl::MutexLock lock(&mu_);
-    const bool any = !streams_.empty();
-    streams_.clear();
-    return any;
-  }
-  // After `stream` synchronized, its launches done: whether the module had
-  // launches there and none pending elsewhere (none is then pending).
-  bool take_after(const void* stream) {
-    absl::MutexLock lock(&mu_);
-    const auto it = std::find(streams_.begin(), streams_.end(), stream);
+    if (!done) {
+      const bool any = !streams_.empty();
+      streams_.clear();
+      return any;
+    }
+    const auto it = std::find(streams_.begin(), streams_.end(), *done);
     if (it == streams_.end()) return false;
     streams_.erase(it);
     return streams_.empty();

@@ -125,7 +125,7 @@ class Module {
   void mark_launched(CUstream stream) {
     if (error_word != 0 || debug_buffer != 0) pending_.add(stream);
   }
-  bool take_launched(std::optional<CUstream> done) { return done ? pending_.take_after(*done) : pending_.take_all(); }
+  bool take_launched(std::optional<CUstream> done) { return pending_.take(done); }
 
  private:
   const std::shared_ptr<Context> context_;

@@ -52,9 +52,7 @@ class Module {
   void mark_launched(hip::hipStream_t stream) {
     if (debug_buffer != nullptr) pending_.add(stream);
   }
-  bool take_launched(std::optional<hip::hipStream_t> done) {
-    return done ? pending_.take_after(*done) : pending_.take_all();
-  }
+  bool take_launched(std::optional<hip::hipStream_t> done) { return pending_.take(done); }
 
  private:
   const Runtime& runtime_;

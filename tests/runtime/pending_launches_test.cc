@@ -12,28 +12,28 @@ const void* const t = &handles[1];
 
 TEST(PendingLaunches, AStreamTakesTheModuleOnlyWhenNoOtherStreamHasALaunchPending) {
   PendingLaunches p;
-  EXPECT_FALSE(p.take_all());
-  EXPECT_FALSE(p.take_after(s));
+  EXPECT_FALSE(p.take());
+  EXPECT_FALSE(p.take(s));
 
   p.add(s);
   p.add(s);
-  EXPECT_FALSE(p.take_after(t));  // nothing launched there
-  EXPECT_TRUE(p.take_after(s));
-  EXPECT_FALSE(p.take_after(s));  // read once
+  EXPECT_FALSE(p.take(t));  // nothing launched there
+  EXPECT_TRUE(p.take(s));
+  EXPECT_FALSE(p.take(s));  // read once
 
   // Launched on both: the first stream's synchronize leaves it to the second's.
   p.add(s);
   p.add(t);
-  EXPECT_FALSE(p.take_after(s));
-  EXPECT_TRUE(p.take_after(t));
+  EXPECT_FALSE(p.take(s));
+  EXPECT_TRUE(p.take(t));
 
   // The default stream's launches wait for the device's synchronize.
   p.add(nullptr);
   p.add(t);
-  EXPECT_FALSE(p.take_after(t));
-  EXPECT_FALSE(p.take_after(s));
-  EXPECT_TRUE(p.take_all());
-  EXPECT_FALSE(p.take_all());
+  EXPECT_FALSE(p.take(t));
+  EXPECT_FALSE(p.take(s));
+  EXPECT_TRUE(p.take());
+  EXPECT_FALSE(p.take());
 }
 
 }  // namespace
