@@ -107,15 +107,15 @@ inline Dot dot_at(const std::vector<double>& a, const std::vector<double>& b, in
 }
 
 // Block scales for an m x n x k GEMM (samples::GemmConfig::block_scales):
-// a [ceil(k / 128), m] and b [ceil(n / 128), ceil(k / 128)], random
-// multiples of 1/256 in (0, 1/4].
+// a [ceil(k / 128), m] and b [ceil(n / 128), ceil(k / 128)] (a set for
+// each of `groups`), random multiples of 1/256 in (0, 1/4].
 struct BlockScales {
   std::vector<float> a, b;
 };
-inline BlockScales random_block_scales(int64_t m, int64_t n, int64_t k, std::mt19937& gen) {
+inline BlockScales random_block_scales(int64_t m, int64_t n, int64_t k, std::mt19937& gen, int groups = 1) {
   const int64_t kb = (k + samples::kScaleBlock - 1) / samples::kScaleBlock;
   const int64_t nb = (n + samples::kScaleBlock - 1) / samples::kScaleBlock;
-  return {random_scales(kb * m, 256, gen), random_scales(nb * kb, 256, gen)};
+  return {random_scales(kb * m, 256, gen), random_scales(groups * nb * kb, 256, gen)};
 }
 // dot_at of A as M x K and B as N x K, each term times its block scales.
 inline Dot block_scaled_dot_at(const std::vector<double>& a, const std::vector<double>& b, const BlockScales& s,
@@ -510,11 +510,7 @@ inline GroupedGemmInputs random_grouped_gemm(const samples::GemmConfig& g, int b
     for (int64_t r = 0; r < blocks * g.bm; ++r) in.row_scales.push_back(static_cast<float>(step(gen)) / 64);
   }
   if (g.block_scales) {
-    in.blocks = random_block_scales(blocks * g.bm, n, k, gen);
-    for (int i = 1; i < groups; ++i) {
-      const std::vector<float> more = random_block_scales(0, n, k, gen).b;
-      in.blocks.b.insert(in.blocks.b.end(), more.begin(), more.end());
-    }
+    in.blocks = random_block_scales(blocks * g.bm, n, k, gen, groups);
   }
   return in;
 }
