@@ -12,8 +12,9 @@
 // (torch eager, torch.compile, Triton) come from bench/norm_compare.py,
 // which reads the JSON this writes (--json=PATH) and prints the ratios.
 // Then rotary embeddings (samples::rope_kernel) on queries of 4096 tokens
-// of 32 heads of 128 and 16384 tokens of 16 heads of 64, and per-token
-// quantization (samples::quantize_rows_kernel) to i8 and e4m3. Last, a
+// of 32 heads of 128 and 16384 tokens of 16 heads of 64, per-token
+// quantization (samples::quantize_rows_kernel) to i8 and e4m3, and per
+// 1 x 128 group (quantize_groups_kernel) to e4m3. Last, a
 // mixture-of-experts router (samples::router_top_k_kernel: softmax,
 // argsort and gather) at 16384 tokens of 64, 128 and 256 experts, and the
 // token permutation after it (samples::MoeAlign).
