@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "runtime/shared_library.h"
 
 namespace tessel::cuda {
 namespace {
@@ -66,11 +68,9 @@ absl::StatusOr<const Driver*> Driver::get() {
 }
 
 absl::StatusOr<const Driver*> Driver::load() {
-  // RTLD_LOCAL: the driver's symbols are reached only through the pointers
-  // below, never by name, so they cannot clash with another CUDA user's.
-  // The handle is never closed: function pointers outlive every user.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return absl::UnavailableError(kNoDriver);
+  // TESSEL_CUDA_LIBRARY names another driver library (the tests' stand-in).
+  TESSEL_ASSIGN_OR_RETURN(const Library library, open_library("TESSEL_CUDA_LIBRARY", {"libcuda.so.1"}, kNoDriver));
+  void* const lib = library.handle;
   // Streams share the device's hardware work queues (8 by default); a
   // stream behind an armed wait holds back every stream on its queue, so
   // with plans armed on many peers a user's kernel could wait on a gate only
@@ -81,8 +81,8 @@ absl::StatusOr<const Driver*> Driver::load() {
   auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     return absl::UnavailableError(
-        "the NVIDIA driver is older than CUDA 12.0 (libcuda.so.1 has no cuGetProcAddress_v2); "
-        "tessel needs a driver for CUDA 12.0 or newer");
+        absl::StrCat("the NVIDIA driver is older than CUDA 12.0 (", library.path,
+                     " has no cuGetProcAddress_v2); tessel needs a driver for CUDA 12.0 or newer"));
   }
   auto* d = new Driver();
   std::string missing;

@@ -47,23 +47,6 @@ absl::StatusOr<const Runtime*> Runtime::get() {
   return runtime;
 }
 
-absl::StatusOr<Library> open_library(const char* env, std::initializer_list<const char*> sonames,
-                                     const char* absent) {
-  if (const char* named = getenv(env); named != nullptr && *named != '\0') {
-    void* lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      return absl::UnavailableError(absl::StrCat(env, " names ", named, ", which does not load: ", dlerror()));
-    }
-    return Library{lib, named};
-  }
-  for (const char* name : sonames) {
-    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (lib == nullptr) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) return Library{lib, name};
-  }
-  return absl::UnavailableError(absent);
-}
-
 absl::StatusOr<const Runtime*> Runtime::load() {
   // The sonames of ROCm 7, 6 and 5, then the unversioned name.
   TESSEL_ASSIGN_OR_RETURN(const Library library,

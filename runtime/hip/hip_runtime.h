@@ -6,27 +6,17 @@
 // (runtime/faults.h) each Status-form call is a site.
 #pragma once
 
-#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/faults.h"
 #include "runtime/hip/hip_api.h"
+#include "runtime/shared_library.h"
 
 namespace tessel::hip {
 
 class Runtime;
-
-// A ROCm library for tessel to load: the file the environment variable `env`
-// names (an error if it does not load), else the first of `sonames` the
-// process has or can load; kUnavailable `absent` where none is there.
-struct Library {
-  void* handle = nullptr;
-  std::string path;
-};
-absl::StatusOr<Library> open_library(const char* env, std::initializer_list<const char*> sonames,
-                                     const char* absent);
 
 // "hipMalloc: hipErrorOutOfMemory (out of memory)", with a status code for
 // the kind of failure (no device: kUnavailable; out of memory:
