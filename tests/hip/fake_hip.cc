@@ -11,22 +11,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/codegen/code_object_reader.h"
+#include "tests/fake_queue.h"
 
 namespace {
 
@@ -45,58 +42,7 @@ int enter(const char* call, int failure) {
   return fail != nullptr && std::strcmp(fail, call) == 0 ? failure : 0;
 }
 
-// A queue run by a thread in order; waits give up when the stream goes.
-class Stream {
- public:
-  Stream() : worker_([this] { run(); }) {}
-  ~Stream() {
-    {
-      std::lock_guard<std::mutex> hold(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-  void push(std::function<void()> op) {
-    {
-      std::lock_guard<std::mutex> hold(mu_);
-      ops_.push_back(std::move(op));
-    }
-    cv_.notify_all();
-  }
-  void sync() {
-    std::unique_lock<std::mutex> hold(mu_);
-    cv_.wait(hold, [&] { return ops_.empty() && !busy_; });
-  }
-  bool stopping() const { return stop_.load(); }
-
- private:
-  void run() {
-    for (;;) {
-      std::function<void()> op;
-      {
-        std::unique_lock<std::mutex> hold(mu_);
-        cv_.wait(hold, [&] { return stop_ || !ops_.empty(); });
-        if (stop_) return;
-        op = std::move(ops_.front());
-        ops_.pop_front();
-        busy_ = true;
-      }
-      op();
-      {
-        std::lock_guard<std::mutex> hold(mu_);
-        busy_ = false;
-      }
-      cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> ops_;
-  bool busy_ = false;
-  std::atomic<bool> stop_{false};
-  std::thread worker_;
-};
+using Stream = tessel::fake::Queue;
 
 // Runs `op` on `stream`, or at once on the null stream.
 void on(void* stream, std::function<void()> op) {
@@ -108,10 +54,7 @@ void on(void* stream, std::function<void()> op) {
 }
 // Polls `done` until it holds or the stream goes.
 void wait_until(void* stream, const std::function<bool()>& done) {
-  while (!done()) {
-    if (stream != nullptr && static_cast<Stream*>(stream)->stopping()) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+  tessel::fake::wait_until(static_cast<const Stream*>(stream), done);
 }
 
 struct Event {

@@ -21,6 +21,10 @@
 namespace tessel {
 namespace {
 
+using debug_cases::kPrinted;
+using debug_cases::synchronize;
+using debug_cases::Synchronized;
+using debug_cases::write_records;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -32,32 +36,6 @@ CompileOptions debug_on() {
   CompileOptions options;
   options.debug = true;
   return options;
-}
-
-// Writes what program (1, 0, 0) prints of element 3 (v = 1.5, offs = 131),
-// and, with `fail`, its failed assert, into the buffer at `debug`.
-void write_records(void* debug, bool fail) {
-  auto* words = static_cast<uint64_t*>(debug);
-  const double v = 1.5;
-  uint64_t record[kDebugRecordFixedWords + 2] = {0, 1, 0, 0, 3, 0, 131};  // text 0: the print
-  std::memcpy(&record[kDebugRecordFixedWords], &v, 8);
-  std::memcpy(words + kDebugHeaderBytes / 8, record, sizeof(record));
-  words[kDebugCursor] = sizeof(record);
-  if (fail) {
-    words[kDebugAssert] = 2;  // 1 + text 1: the assert
-    words[kDebugProgram] = 1;
-    words[kDebugElement] = 3;
-  }
-}
-
-struct Synchronized {
-  absl::Status status;
-  std::string out;
-};
-Synchronized synchronize(const std::function<absl::Status()>& sync) {
-  ::testing::internal::CaptureStdout();
-  absl::Status s = sync();
-  return {s, ::testing::internal::GetCapturedStdout()};
 }
 
 TEST(HipDebug, SynchronizePrintsTheRecordsAndReportsTheFailedAssert) {
@@ -79,7 +57,7 @@ TEST(HipDebug, SynchronizePrintsTheRecordsAndReportsTheFailedAssert) {
   write_records(debug, false);
   Synchronized s = synchronize([&] { return d->synchronize(); });
   EXPECT_TRUE(s.status.ok()) << s.status;
-  EXPECT_EQ(s.out, "pid (1, 0, 0) idx (3) v 1.5, 131\n");
+  EXPECT_EQ(s.out, kPrinted);
   for (int w = 0; w < kDebugHeaderBytes / 8; ++w) EXPECT_EQ(static_cast<uint64_t*>(debug)[w], 0u) << "word " << w;
 
   // Read once per launch: records left without a launch wait for the next.
@@ -89,7 +67,7 @@ TEST(HipDebug, SynchronizePrintsTheRecordsAndReportsTheFailedAssert) {
   EXPECT_EQ(s.out, "");
   ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4}, *x).ok());
   s = synchronize([&] { return d->synchronize(); });
-  EXPECT_EQ(s.out, "pid (1, 0, 0) idx (3) v 1.5, 131\n");
+  EXPECT_EQ(s.out, kPrinted);
   EXPECT_EQ(s.status.code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(absl::StartsWith(s.status.message(), "hip:0: kernel 'debugged': device_assert failed at ")) << s.status;
   EXPECT_THAT(s.status.message(), HasSubstr("in program (1, 0, 0), element (3): v is not negative"));
@@ -111,7 +89,7 @@ TEST(HipDebug, StreamsAndGraphsReadTheBufferToo) {
   void* debug = record.last_global();  // the specialized kernel's
   write_records(debug, true);
   Synchronized s = synchronize([&] { return stream->synchronize(); });
-  EXPECT_EQ(s.out, "pid (1, 0, 0) idx (3) v 1.5, 131\n");
+  EXPECT_EQ(s.out, kPrinted);
   EXPECT_THAT(s.status.message(), HasSubstr("v is not negative"));
 
   ASSERT_TRUE(stream->begin_capture().ok());
@@ -123,7 +101,7 @@ TEST(HipDebug, StreamsAndGraphsReadTheBufferToo) {
   write_records(debug, false);
   s = synchronize([&] { return stream->synchronize(); });
   EXPECT_TRUE(s.status.ok()) << s.status;
-  EXPECT_EQ(s.out, "pid (1, 0, 0) idx (3) v 1.5, 131\n");
+  EXPECT_EQ(s.out, kPrinted);
 }
 
 // A stream's synchronize reads a module's buffer only where no other stream
@@ -138,27 +116,26 @@ TEST(HipDebug, AStreamReadsTheBufferOnlyWhenNoOtherStreamHasALaunchPending) {
   absl::StatusOr<Buffer> x = d->allocate(256 * 4);
   absl::StatusOr<Stream> s = d->create_stream(), t = d->create_stream();
   ASSERT_TRUE(x.ok() && s.ok() && t.ok());
-  const std::string printed = "pid (1, 0, 0) idx (3) v 1.5, 131\n";
 
   ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*s}, *x).ok());
   ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*t}, *x).ok());
   void* debug = record.last_global();
   write_records(debug, false);
   EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, "");  // t's launch may still write
-  EXPECT_EQ(synchronize([&] { return t->synchronize(); }).out, printed);
+  EXPECT_EQ(synchronize([&] { return t->synchronize(); }).out, kPrinted);
 
   // Launched on s alone: t's synchronize leaves it to s's.
   ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*s}, *x).ok());
   write_records(debug, false);
   EXPECT_EQ(synchronize([&] { return t->synchronize(); }).out, "");
-  EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, printed);
+  EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, kPrinted);
 
   // The device's synchronize reads it whatever the streams.
   ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4, .stream = &*s}, *x).ok());
   ASSERT_TRUE(fn->launch({.grid = 2, .num_warps = 4}, *x).ok());
   write_records(debug, false);
   EXPECT_EQ(synchronize([&] { return s->synchronize(); }).out, "");
-  EXPECT_EQ(synchronize([&] { return d->synchronize(); }).out, printed);
+  EXPECT_EQ(synchronize([&] { return d->synchronize(); }).out, kPrinted);
 }
 
 TEST(HipDebug, KernelsWithoutDebugOpsHaveNoBufferToFind) {

@@ -54,7 +54,7 @@ TEST(HipDevice, LoadsGetsTheFunctionAndLaunchesWithThePackedKernarg) {
   absl::StatusOr<Device> d = Device::open("hip:0");  // loads the fake
   ASSERT_TRUE(d.ok()) << d.status();
   Record record;
-  ASSERT_NE(record.lib, nullptr);
+  ASSERT_TRUE(record.loaded());
   Kernel kernel = *samples::tile_copy_kernel();
   CompileOptions options;
   options.num_warps = 4;
