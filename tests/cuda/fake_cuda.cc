@@ -118,6 +118,7 @@ CUdeviceptr address(const void* p) { return static_cast<CUdeviceptr>(reinterpret
 
 std::mutex memory_mu;
 std::map<CUdeviceptr, size_t> allocations;
+size_t created_bytes = 0;  // by cuMemCreate
 constexpr size_t kMemoryBytes = size_t{80} << 30;
 
 // Bytes of a PTX declaration's type (".u32", ".b8") times its count ("[256]").
@@ -277,6 +278,7 @@ CUresult mem_get_info(size_t* free, size_t* total) {
   size_t used = 0;
   {
     std::lock_guard<std::mutex> hold(memory_mu);
+    used = created_bytes;
     for (const auto& [ptr, bytes] : allocations) used += bytes;
   }
   *total = kMemoryBytes;
@@ -680,12 +682,18 @@ CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUm
   const int fd = static_cast<int>(syscall(SYS_memfd_create, "fake_cuda", 0));
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *handle = reinterpret_cast<uintptr_t>(new Allocation{fd, size});
+  std::lock_guard<std::mutex> hold(memory_mu);
+  created_bytes += size;
   return CUDA_SUCCESS;
 }
 Allocation* allocation_of(CUmemGenericAllocationHandle handle) {
   return reinterpret_cast<Allocation*>(static_cast<uintptr_t>(handle));
 }
 CUresult mem_release(CUmemGenericAllocationHandle handle) {
+  {
+    std::lock_guard<std::mutex> hold(memory_mu);
+    created_bytes -= allocation_of(handle)->bytes;
+  }
   close(allocation_of(handle)->fd);
   delete allocation_of(handle);
   return enter("cuMemRelease");
@@ -702,6 +710,10 @@ CUresult mem_import_from_shareable_handle(CUmemGenericAllocationHandle* handle, 
   const int fd = dup(static_cast<int>(reinterpret_cast<intptr_t>(os_handle)));
   const off_t size = lseek(fd, 0, SEEK_END);
   *handle = reinterpret_cast<uintptr_t>(new Allocation{fd, static_cast<size_t>(size)});
+  {
+    std::lock_guard<std::mutex> hold(memory_mu);
+    created_bytes += static_cast<size_t>(size);
+  }
   return enter("cuMemImportFromShareableHandle");
 }
 CUresult mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long) {
