@@ -13,6 +13,7 @@
 #include "runtime/plans/group.h"
 #include "runtime/plans/plan.h"
 #include "samples/allgather.h"
+#include "tests/multiprocess/join_cases.h"
 #include "tests/multiprocess/ranks.h"
 
 namespace tessel {
@@ -42,30 +43,10 @@ void expect_passed_or_skipped(const std::string& failures) {
 
 TEST(JoinCuda, RunDeliversBatchesIntoTheOtherProcess) {
   expect_passed_or_skipped(run_ranks(2, [](std::shared_ptr<Bootstrap> boot) -> absl::Status {
-    const int self = boot->rank(), world = boot->size();
     TESSEL_ASSIGN_OR_RETURN(Group g, join_gpu(boot));
     // 2-D waves past one 64 MiB chunk, so the memory grows while both map it.
-    TESSEL_ASSIGN_OR_RETURN(Schedule s, waves({2048, 9000, 4, 0}, world, {128, 256}, 8));
-    TESSEL_ASSIGN_OR_RETURN(SymmetricBuffer buf, g.allocate(s.bytes()));
-    TESSEL_ASSIGN_OR_RETURN(TriggeredPlan plan, TriggeredPlan::create(g, buf, std::vector<Schedule>(world, s)));
-    for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
-      std::vector<unsigned char> bytes(s.bytes(), 0xEE);
-      for (int64_t i = 0; i < s.shard_bytes(); ++i) bytes[s.shard_offset(self) + i] = epoch * 31 + self * 7 + i % 251;
-      TESSEL_RETURN_IF_ERROR(buf.write(self, bytes.data(), bytes.size()));
-      TESSEL_RETURN_IF_ERROR(boot->barrier());
-      TESSEL_RETURN_IF_ERROR(plan.run());
-      TESSEL_RETURN_IF_ERROR(buf.read(self, bytes.data(), bytes.size()));
-      for (int owner = 0; owner < world; ++owner) {
-        for (int64_t i = 0; i < s.shard_bytes(); ++i) {
-          if (bytes[s.shard_offset(owner) + i] != static_cast<unsigned char>(epoch * 31 + owner * 7 + i % 251)) {
-            return absl::InternalError(
-                absl::StrCat("epoch ", epoch, ": rank ", owner, "'s byte ", i, " on rank ", self));
-          }
-        }
-      }
-      if (epoch < 3) TESSEL_RETURN_IF_ERROR(plan.next_epoch());
-    }
-    return plan.destroy();
+    TESSEL_ASSIGN_OR_RETURN(Schedule s, waves({2048, 9000, 4, 0}, boot->size(), {128, 256}, 8));
+    return multiprocess::deliver_epochs(g, *boot, s, 3);
   }));
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/plans/group.h"
 #include "runtime/plans/plan.h"
 #include "samples/allgather.h"
+#include "tests/multiprocess/join_cases.h"
 #include "tests/multiprocess/ranks.h"
 
 namespace tessel {
@@ -81,34 +82,11 @@ TEST(Join, RanksShareSymmetricMemoryAndCopyToPeers) {
 
 TEST(Join, RunDeliversBatchesIntoEveryProcess) {
   std::string failures = run_ranks(3, [](std::shared_ptr<Bootstrap> boot) -> absl::Status {
-    const int self = boot->rank(), world = boot->size();
     absl::StatusOr<Group> g = join_host(boot);
     if (!g.ok()) return g.status();
-    absl::StatusOr<Schedule> s = waves({37, 29, 4, 0}, world, {8, 8}, 3);
+    absl::StatusOr<Schedule> s = waves({37, 29, 4, 0}, boot->size(), {8, 8}, 3);
     if (!s.ok()) return s.status();
-    absl::StatusOr<SymmetricBuffer> buf = g->allocate(s->bytes());
-    if (!buf.ok()) return buf.status();
-    absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, std::vector<Schedule>(world, *s));
-    if (!plan.ok()) return plan.status();
-    for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
-      std::vector<unsigned char> bytes(s->bytes(), 0xEE);
-      for (int64_t i = 0; i < s->shard_bytes(); ++i) bytes[s->shard_offset(self) + i] = epoch * 31 + self * 7 + i;
-      TESSEL_RETURN_IF_ERROR(buf->write(self, bytes.data(), bytes.size()));
-      TESSEL_RETURN_IF_ERROR(boot->barrier());  // no peer's batch lands before this rank's poison
-      TESSEL_RETURN_IF_ERROR(plan->run());
-      TESSEL_RETURN_IF_ERROR(buf->read(self, bytes.data(), bytes.size()));
-      for (int owner = 0; owner < world; ++owner) {
-        for (int64_t i = 0; i < s->shard_bytes(); ++i) {
-          unsigned char want = epoch * 31 + owner * 7 + i;
-          if (bytes[s->shard_offset(owner) + i] != want) {
-            return absl::InternalError(
-                absl::StrCat("epoch ", epoch, ": rank ", owner, "'s byte ", i, " on rank ", self));
-          }
-        }
-      }
-      if (epoch < 3) TESSEL_RETURN_IF_ERROR(plan->next_epoch());
-    }
-    return plan->destroy();
+    return multiprocess::deliver_epochs(*g, *boot, *s, 3);
   });
   EXPECT_EQ(failures, "");
 }
