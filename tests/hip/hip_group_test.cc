@@ -4,13 +4,12 @@
 // symmetric memory through the virtual memory API; 1-D and 2-D batches
 // delivered over epochs, armed on SDMA queues and with stream memory
 // operations; the choice between them; and the calls that armed them.
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <tuple>
-#include <type_traits>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,28 +28,20 @@ using ::testing::Not;
 
 const auto* const kFake = ::testing::AddGlobalTestEnvironment(new fake_hip::Environment);
 
-// Calls `entry` of a fake tessel has loaded (nothing where it has not).
-template <class Fn>
-auto call(const std::string& library, const char* entry) {
-  using Out = decltype(std::declval<Fn>()());
-  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return Out();
-  auto* fn = reinterpret_cast<Fn>(dlsym(lib, entry));
-  if constexpr (std::is_void_v<Out>) {
-    fn();
-    dlclose(lib);
-  } else {
-    Out out = fn();
-    dlclose(lib);
-    return out;
-  }
+// What the fakes recorded since reset_logs() (nothing where tessel has not
+// loaded them).
+std::string log_of(const std::string& path, const char* prefix) {
+  fake::Record record(path, prefix);
+  return record.loaded() ? record.log() : "";
 }
-// What the fakes recorded since reset_logs().
-std::string fake_log() { return call<const char* (*)()>(fake_hip::path(), "fake_hip_log") ?: ""; }
-std::string thunk_log() { return call<const char* (*)()>(fake_hip::thunk_path(), "fake_hsakmt_log") ?: ""; }
+std::string fake_log() { return log_of(fake_hip::path(), "fake_hip_"); }
+std::string thunk_log() { return log_of(fake_hip::thunk_path(), "fake_hsakmt_"); }
 void reset_logs() {
-  call<void (*)()>(fake_hip::path(), "fake_hip_reset");
-  call<void (*)()>(fake_hip::thunk_path(), "fake_hsakmt_reset");
+  for (const auto& [path, prefix] :
+       {std::pair{fake_hip::path(), "fake_hip_"}, std::pair{fake_hip::thunk_path(), "fake_hsakmt_"}}) {
+    fake::Record record(path, prefix);
+    if (record.loaded()) record.reset();
+  }
 }
 
 absl::StatusOr<Group> hip_group() {
