@@ -24,7 +24,8 @@ struct Specialization {
 struct CompileOptions {
   int opt_level = 3;  // LLVM's pipeline level, 0 to 3
   int num_warps = 4;  // programs' width on GPUs
-  // The chip: "sm_90a" for NVIDIA, "gfx942" for AMD; empty for the host.
+  // The chip: "sm_90a" (Hopper) or "sm_80" to "sm_89" for NVIDIA, "gfx942"
+  // for AMD; empty for the host.
   std::string arch;
   // Where to write each stage (ir, llvm, ptx/asm) of the compilation; empty
   // for nowhere. `dump_stages` is a comma list such as "ir,llvm,ptx".

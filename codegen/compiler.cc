@@ -7,13 +7,15 @@
 #include "base/status.h"
 #include "codegen/affine.h"
 #include "codegen/backends.h"
+#include "codegen/nvptx/nvptx_target.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 
 namespace tessel {
 namespace {
 
-constexpr const char* kKnownArches = "host, sm_90a (NVIDIA Hopper) or gfx942 (AMD Instinct MI300)";
+constexpr const char* kKnownArches =
+    "host, sm_90a (NVIDIA Hopper), sm_80 to sm_89 (NVIDIA Ampere and Ada) or gfx942 (AMD Instinct MI300)";
 
 }  // namespace
 
@@ -24,7 +26,12 @@ absl::StatusOr<std::string> resolve_arch(const std::string& arch) {
   return absl::InvalidArgumentError(absl::StrCat("arch '", arch, "' is unknown; tessel compiles for ", kKnownArches));
 }
 
-bool runs_every_kernel(const std::string& arch) { return arch == "host" || arch == "sm_90a"; }
+bool runs_every_kernel(const std::string& arch) { return arch == "host" || codegen::nvptx_chip(arch).ok(); }
+
+bool copies_boxes_with_tma(const std::string& arch) {
+  absl::StatusOr<codegen::NvptxChip> chip = codegen::nvptx_chip(arch);
+  return chip.ok() && chip->tma;
+}
 
 std::string compiler_identity(const std::string& arch) {
   std::string id = absl::StrCat("LLVM ", LLVM_VERSION_STRING);

@@ -51,9 +51,15 @@ struct CompileArtifacts {
 TESSEL_CODEGEN_API absl::StatusOr<std::string> resolve_arch(const std::string& arch);
 
 // Whether code compiled for `arch` can run every kernel tessel builds (TMA,
-// mbarriers, ...): the host and sm_90a. Device::best() prefers such a GPU to
-// the host, and the host to any other.
+// mbarriers, clusters, warp specialization, ...): the host and the NVIDIA
+// chips from sm_80 on (before sm_90 without the hardware's TMA). Device::best()
+// prefers such a GPU to the host, and the host to any other.
 TESSEL_CODEGEN_API bool runs_every_kernel(const std::string& arch);
+
+// Whether code compiled for the NVIDIA `arch` copies TMA boxes with the
+// hardware's TMA, reading the driver's tensor maps (sm_90 and after), or
+// with the program's threads from tessel's host form (before).
+TESSEL_CODEGEN_API bool copies_boxes_with_tma(const std::string& arch);
 
 // What decides the code compile() makes for the resolved `arch` besides the
 // kernel, the options and tessel's own build: the version of the LLVM inside

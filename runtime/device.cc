@@ -111,8 +111,8 @@ absl::StatusOr<Device> Device::open(absl::string_view name) {
 }
 
 absl::StatusOr<Device> Device::best() {
-  // A GPU whose code lacks TMA would fail every kernel that uses it, so the
-  // host serves better.
+  // A GPU tessel cannot compile every kernel for (before sm_80) would fail
+  // some, so the host serves better.
   absl::StatusOr<Device> gpu = open("cuda:0");
   if (gpu.ok() && runs_every_kernel(gpu->arch())) return gpu;
   return open("host");

@@ -165,7 +165,7 @@ class Device {
   // "host" (all cores), "host:N" (N worker threads), "cuda:N" (every
   // registered backend: see the error for an unknown name).
   static absl::StatusOr<Device> open(absl::string_view name);
-  // cuda:0 if an NVIDIA GPU tessel compiles for (sm_90 or newer) is
+  // cuda:0 if an NVIDIA GPU tessel compiles for (sm_80 or newer) is
   // present, else the host.
   static absl::StatusOr<Device> best();
 

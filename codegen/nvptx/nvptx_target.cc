@@ -9,8 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "base/status.h"
 #include "base/tma_rules.h"
 #include "codegen/gpu_target.h"
 #include "codegen/llvm_util.h"
@@ -92,8 +95,8 @@ llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) {
 
 class NvptxTarget final : public GpuTarget {
  public:
-  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, int threads, int min_programs)
-      : GpuTarget(threads), tm_(std::move(tm)), min_programs_(min_programs) {}
+  NvptxTarget(std::unique_ptr<llvm::TargetMachine> tm, const NvptxChip& chip, int threads, int min_programs)
+      : GpuTarget(threads), tm_(std::move(tm)), chip_(chip), min_programs_(min_programs) {}
 
   std::string name() const override { return "nvptx"; }
   llvm::TargetMachine& machine() override { return *tm_; }
@@ -210,6 +213,7 @@ class NvptxTarget final : public GpuTarget {
   // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (sm_89 on) packs two conversions;
   // one of them here, the other a zero (its result in the high byte).
   llvm::Value* narrow_float8(llvm::IRBuilder<>& b, llvm::Value* x, DType d) override {
+    if (!chip_.fp8) return nullptr;
     const std::string text =
         absl::StrCat("cvt.rn.satfinite.", d == f8e4m3 ? "e4m3x2" : "e5m2x2", ".f32 $0, 0f00000000, $1;");
     return b.CreateTrunc(pure_asm(b, b.getInt16Ty(), text, "=h,f", {x}), b.getInt8Ty());
@@ -258,12 +262,13 @@ class NvptxTarget final : public GpuTarget {
     return pure_asm(b, x->getType(), "div.full.f32 $0, $1, $2;", "=f,f,f", {x, y});
   }
 
+  // wgmma on sm_90a; elsewhere the dot of every target.
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
                                            const SharedMatrix& b) override {
-    return nvptx::wgmma_layout(shape, a, b, threads_);
+    return chip_.wgmma ? nvptx::wgmma_layout(shape, a, b, threads_) : nullptr;
   }
   std::shared_ptr<const Layout> mma_register_a_layout(const MmaShape& shape, const SharedMatrix& b) override {
-    return nvptx::wgmma_register_a_layout(shape, b, threads_);
+    return chip_.wgmma ? nvptx::wgmma_register_a_layout(shape, b, threads_) : nullptr;
   }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
@@ -271,6 +276,7 @@ class NvptxTarget final : public GpuTarget {
   }
   bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
                     const std::function<llvm::Value*(llvm::Value*)>& address, const SlotFilter& keep) override {
+    if (!chip_.tma) return false;  // stmatrix: sm_90
     return nvptx::emit_stmatrix(b, layout, slots, cols, tid_, address, keep);
   }
   std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
@@ -282,7 +288,7 @@ class NvptxTarget final : public GpuTarget {
   }
   void mma_operands_written(llvm::IRBuilder<>& b) override {
     // Written through the generic proxy; wgmma reads through the async one.
-    inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
+    if (chip_.tma) inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
     barrier(b);
   }
   bool async_copies() const override { return true; }
@@ -300,10 +306,13 @@ class NvptxTarget final : public GpuTarget {
   void async_wait(llvm::IRBuilder<>& b, int pending) override {
     inline_asm(b, b.getVoidTy(), absl::StrCat("cp.async.wait_group ", pending, ";"), "~{memory}", {});
   }
-  bool swizzles_shared_tiles() const override { return true; }
+  bool swizzles_shared_tiles() const override { return chip_.tma; }
   int warp_size() const override { return 32; }
 
+  // Before sm_90 TMA is the copy by the program's threads of every target,
+  // from tessel's host form of the map, and needs no mbarrier.
   void init_tma_barriers(llvm::IRBuilder<>& b, llvm::Value* barriers, int count, int arrivals) override {
+    if (!chip_.tma) return;
     single_thread(b, [&] {
       for (int i = 0; i < count; ++i) {
         llvm::Value* bar = b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), barriers, 8 * i);
@@ -317,6 +326,7 @@ class NvptxTarget final : public GpuTarget {
 
   void tma_load(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                 llvm::Value* smem, int64_t bytes, llvm::Value* bar, llvm::Value* phase, int parts) override {
+    if (!chip_.tma) return GpuTarget::tma_load(b, map_type, map, coords, smem, bytes, bar, phase, parts);
     barrier(b);  // every thread is done with the buffer's previous contents
     tma_issue(b, bar, bytes, {TmaCopy{&map_type, map, coords, smem, parts, false}});
     llvm::Value* parity = b.CreateLoad(b.getInt32Ty(), phase);
@@ -324,7 +334,7 @@ class NvptxTarget final : public GpuTarget {
     b.CreateStore(b.CreateXor(parity, 1), phase);
   }
 
-  bool tma_async() const override { return true; }
+  bool tma_async() const override { return chip_.tma; }
   bool rounds_to_bf16() const override { return true; }  // cvt.rn.bf16.f32 (sm_80 on)
   void tma_issue(llvm::IRBuilder<>& b, llvm::Value* bar, int64_t bytes, const std::vector<TmaCopy>& copies) override {
     llvm::Value* bar32 = shared32(b, bar);
@@ -395,7 +405,7 @@ class NvptxTarget final : public GpuTarget {
     emit_if(b, b.CreateICmpEQ(lane, b.getInt32(0)), body);
   }
   void cluster_barrier(llvm::IRBuilder<>& b) override {
-    if (cluster_ < 2) {
+    if (cluster_ < 2 || !chip_.tma) {
       barrier(b);
       return;
     }
@@ -405,11 +415,13 @@ class NvptxTarget final : public GpuTarget {
 
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem, bool add) override {
+    if (!chip_.tma) return GpuTarget::tma_store(b, map_type, map, coords, smem, add);
     tma_store_async(b, map_type, map, coords, smem, add);
     tma_store_wait(b, 0);
   }
   void tma_store_async(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map,
                        const std::vector<llvm::Value*>& coords, llvm::Value* smem, bool add) override {
+    if (!chip_.tma) return GpuTarget::tma_store(b, map_type, map, coords, smem, add);
     // The tile was written through the generic proxy; the copy engine reads
     // through the async proxy.
     inline_asm(b, b.getVoidTy(), "fence.proxy.async.shared::cta;", "~{memory}", {});
@@ -429,6 +441,7 @@ class NvptxTarget final : public GpuTarget {
     });
   }
   void tma_store_wait(llvm::IRBuilder<>& b, int pending) override {
+    if (!chip_.tma) return;
     single_thread(b, [&] {
       inline_asm(b, b.getVoidTy(), absl::StrCat("cp.async.bulk.wait_group.read ", pending, ";"), "~{memory}", {});
     });
@@ -441,6 +454,7 @@ class NvptxTarget final : public GpuTarget {
   // consumers take with setmaxnreg where the chip has it (sm_90a). (More
   // consumer warps would be left too few registers for a wgmma accumulator.)
   int split_program(int consumers, int units) override {
+    if (!chip_.tma) return 0;
     const int rest = program_threads_ - kWarpgroup;
     if (consumers < 1 || units < 1 || units > 2 || rest != consumers * units * kWarpgroup) return 0;
     threads_ = units * kWarpgroup;
@@ -455,7 +469,7 @@ class NvptxTarget final : public GpuTarget {
   }
   void enter_group(llvm::IRBuilder<>& b, llvm::Value* group, bool producer) override {
     GpuTarget::enter_group(b, group, producer);
-    if (!tm_->getTargetCPU().ends_with("a")) return;
+    if (!chip_.wgmma) return;
     b.CreateIntrinsic(producer ? llvm::Intrinsic::nvvm_setmaxnreg_dec_sync_aligned_u32
                                : llvm::Intrinsic::nvvm_setmaxnreg_inc_sync_aligned_u32,
                       {}, {b.getInt32(producer ? kProducerRegisters : consumer_registers_)});
@@ -473,6 +487,10 @@ class NvptxTarget final : public GpuTarget {
   // through the async proxy, which a proxy fence orders with the generic
   // one on either side.
   void device_fence(llvm::IRBuilder<>& b, bool release) override {
+    if (!chip_.tma) {
+      inline_asm(b, b.getVoidTy(), "fence.acq_rel.gpu;", "~{memory}", {});
+      return;
+    }
     inline_asm(b, b.getVoidTy(),
                release ? "fence.proxy.async.global; fence.acq_rel.gpu;" : "fence.acq_rel.gpu; fence.proxy.async.global;",
                "~{memory}", {});
@@ -493,10 +511,12 @@ class NvptxTarget final : public GpuTarget {
     return inline_asm(b, b.getInt64Ty(), "ld.acquire.sys.u64 $0, [$1];", "=l,l,~{memory}", {ptr});
   }
   void tma_store_flush(llvm::IRBuilder<>& b) override {
+    if (!chip_.tma) return;
     inline_asm(b, b.getVoidTy(), "cp.async.bulk.wait_group 0;", "~{memory}", {});
   }
   // Bulk stores still writing to global memory finish before the CTA exits.
   void epilogue(llvm::IRBuilder<>& b) override {
+    if (!chip_.tma) return;
     single_thread(b, [&] { tma_store_flush(b); });
   }
 
@@ -606,6 +626,7 @@ class NvptxTarget final : public GpuTarget {
   llvm::Value* warpgroup_ = nullptr;     // warpgroup()'s value for the tid_ of
   llvm::Value* warpgroup_of_ = nullptr;  // this
   std::unique_ptr<llvm::TargetMachine> tm_;
+  const NvptxChip chip_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
   llvm::GlobalVariable* scratch_ = nullptr;
@@ -618,16 +639,25 @@ class NvptxTarget final : public GpuTarget {
 
 }  // namespace
 
+absl::StatusOr<NvptxChip> nvptx_chip(const std::string& arch) {
+  absl::string_view rest = arch;
+  int number = 0;
+  const bool specific = absl::ConsumePrefix(&rest, "sm_") && absl::ConsumeSuffix(&rest, "a");
+  if (!absl::SimpleAtoi(rest, &number) || number < 80 || number > 90 || (specific && number != 90)) {
+    return absl::InvalidArgumentError(absl::StrCat("nvptx target '", arch,
+                                                   "': tessel compiles for sm_80 to sm_89 (Ampere and Ada) and "
+                                                   "sm_90a (Hopper)"));
+  }
+  return NvptxChip{.tma = number >= 90, .wgmma = specific, .fp8 = number >= 89};
+}
+
 absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps, int opt_level,
                                                               int min_programs) {
   init_llvm_targets();
   if (num_warps < 1 || num_warps > 32) {
     return absl::InvalidArgumentError(absl::StrCat("num_warps must be 1 to 32, got ", num_warps));
   }
-  if (arch.rfind("sm_9", 0) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nvptx target '", arch, "': tessel needs sm_90 or newer (TMA tensor maps by value)"));
-  }
+  TESSEL_ASSIGN_OR_RETURN(const NvptxChip chip, nvptx_chip(arch));
   std::string err;
   const std::string triple = "nvptx64-nvidia-cuda";
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
@@ -637,7 +667,7 @@ absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string&
       triple, arch, "+ptx83", options, std::nullopt, std::nullopt,
       opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
   if (tm == nullptr) return absl::InvalidArgumentError(absl::StrCat("NVPTX target: unknown chip '", arch, "'"));
-  return std::unique_ptr<TargetInfo>(new NvptxTarget(std::move(tm), num_warps * 32, min_programs));
+  return std::unique_ptr<TargetInfo>(new NvptxTarget(std::move(tm), chip, num_warps * 32, min_programs));
 }
 
 }  // namespace tessel::codegen

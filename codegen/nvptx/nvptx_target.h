@@ -1,4 +1,4 @@
-// NVIDIA GPUs through LLVM's NVPTX back end (sm_90a, PTX 8.3).
+// NVIDIA GPUs through LLVM's NVPTX back end (sm_80 to sm_90a, PTX 8.3).
 #pragma once
 
 #include <memory>
@@ -11,6 +11,19 @@ namespace tessel::codegen {
 
 // The name of the device global in which bounded waits record timeouts.
 inline constexpr const char* kNvptxErrorSymbol = "tessel_error";
+
+// What a chip has of what tessel uses: TMA, mbarrier transactions, clusters
+// and the async proxy (sm_90); wgmma and setmaxnreg (sm_90a); fp8
+// conversions (sm_89). Chips before sm_90 copy TMA boxes with the program's
+// threads from maps in tessel's host form, as AMD GPUs do, run clusters as
+// independent programs, and dot without tensor cores.
+struct NvptxChip {
+  bool tma = false;
+  bool wgmma = false;
+  bool fp8 = false;
+};
+// sm_80 to sm_89, sm_90 and sm_90a; an error naming them otherwise.
+absl::StatusOr<NvptxChip> nvptx_chip(const std::string& arch);
 
 // `min_programs` > 1 asks ptxas to fit that many programs on one SM
 // (.minnctapersm), registers included.

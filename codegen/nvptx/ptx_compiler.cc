@@ -1,6 +1,7 @@
 // Kernel -> LLVM IR (NVPTX) -> O3 -> PTX text.
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "codegen/backends.h"
@@ -11,11 +12,18 @@
 namespace tessel {
 namespace {
 
-// Per-block shared memory an sm_90 kernel may opt in to; what one SM has,
-// of which the driver reserves 1 KiB for each resident block.
-constexpr int64_t kSm90SharedLimit = 232448;
-constexpr int64_t kSm90SharedPerSm = 233472;
-constexpr int64_t kSm90ReservedPerBlock = 1024;
+// Shared memory a program may opt in to, and what one SM has, of which the
+// driver reserves 1 KiB for each resident program.
+struct SharedMemory {
+  int64_t per_program;
+  int64_t per_sm;
+};
+constexpr int64_t kReservedPerProgram = 1024;
+SharedMemory shared_memory(const std::string& arch) {
+  if (absl::StartsWith(arch, "sm_90")) return {232448, 233472};
+  if (arch == "sm_80" || arch == "sm_87") return {166912, 167936};
+  return {101376, 102400};  // sm_86, sm_89 and the other consumer chips
+}
 
 // Codegen reads and writes swizzled boxes through the pattern of rows that
 // span the swizzle width (or whole panels of it); where a box's rows are
@@ -56,12 +64,14 @@ namespace codegen {
 
 absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
                                          CompileArtifacts* artifacts) {
-  TESSEL_RETURN_IF_ERROR(check_swizzled_boxes(kernel));
+  TESSEL_ASSIGN_OR_RETURN(const NvptxChip chip, nvptx_chip(arch));
+  if (chip.tma) TESSEL_RETURN_IF_ERROR(check_swizzled_boxes(kernel));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<TargetInfo> target,
                           make_nvptx_target(arch, options.num_warps, options.opt_level, options.min_programs));
   llvm::LLVMContext ctx;
   const int n = options.min_programs;
-  const int64_t limit = std::min(kSm90SharedLimit, kSm90SharedPerSm / n - kSm90ReservedPerBlock);
+  const SharedMemory shared = shared_memory(arch);
+  const int64_t limit = std::min(shared.per_program, shared.per_sm / n - kReservedPerProgram);
   TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered,
                           lower(kernel.ir(), *target, ctx, options.specialization, limit, options.debug));
   TESSEL_RETURN_IF_ERROR(check_shared_limit(kernel.ir(), lowered, arch, limit, "shared memory", n, "an SM"));
@@ -69,7 +79,8 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
 
   TESSEL_ASSIGN_OR_RETURN(std::string ptx,
                           emit_file(*lowered.module, target->machine(), llvm::CodeGenFileType::AssemblyFile, "NVPTX"));
-  TESSEL_RETURN_IF_ERROR(require_cluster(kernel, ptx));
+  // Before sm_90 a cluster's programs run as independent ones.
+  if (chip.tma) TESSEL_RETURN_IF_ERROR(require_cluster(kernel, ptx));
   if (artifacts != nullptr) {
     artifacts->ir = kernel.str();
     artifacts->llvm = module_text(*lowered.module);

@@ -91,6 +91,13 @@ absl::Status check_arch(const std::string& arch, int cc, const std::string& devi
   return absl::OkStatus();
 }
 
+// The tensor maps code for `arch` reads: the driver's on sm_90 and after,
+// whose TMA copies the boxes; tessel's host form before, whose boxes the
+// program's threads copy.
+TensorMapEncoding maps_for(const std::string& arch) {
+  return copies_boxes_with_tma(arch) ? TensorMapEncoding::kCuda : TensorMapEncoding::kHost;
+}
+
 absl::Status write_dumps(const Kernel& kernel, const CompileOptions& options, const std::string& arch,
                          const CompileArtifacts& artifacts, const std::string& ptx) {
   std::string base = absl::StrCat(options.dump_dir, "/", kernel.name(), ".", arch);
@@ -220,8 +227,9 @@ static_assert(sizeof(CUtensorMap) == kTensorMapBytes);
 
 class CudaFunction final : public FunctionImpl {
  public:
-  CudaFunction(Kernel kernel, std::shared_ptr<Module> module, CUfunction function, int threads, int64_t shared_bytes)
-      : FunctionImpl(std::move(kernel), TensorMapEncoding::kCuda),
+  CudaFunction(Kernel kernel, std::shared_ptr<Module> module, CUfunction function, int threads, int64_t shared_bytes,
+               TensorMapEncoding maps)
+      : FunctionImpl(std::move(kernel), maps),
         module_(std::move(module)),
         function_(function),
         threads_(threads),
@@ -295,7 +303,7 @@ class CudaDevice final : public DeviceImpl {
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   int num_compute_units() const override { return sm_count_; }
   std::string arch() const override { return default_arch(cc_); }
-  TensorMapEncoding tensor_map_encoding() const override { return TensorMapEncoding::kCuda; }
+  TensorMapEncoding tensor_map_encoding() const override { return maps_for(arch()); }
   std::string details() const override {
     return absl::StrCat(product_, ", sm_", cc_, ", ", sm_count_, " SMs, ", shared_optin_ / 1024,
                         " KiB shared memory per program");
@@ -431,6 +439,12 @@ class CudaDevice final : public DeviceImpl {
 };
 
 absl::StatusOr<TensorMap> CudaDevice::encode_tensor_map(const TensorMapSpec& spec) {
+  // Before sm_90 the program's threads copy boxes from tessel's host form.
+  if (tensor_map_encoding() == TensorMapEncoding::kHost) {
+    absl::StatusOr<TensorMap> map = TensorMap::encode_host(spec);
+    if (!map.ok()) return prefixed(name(), map.status());
+    return map;
+  }
   // Our checks name the rule that failed; the driver only says INVALID_VALUE.
   TESSEL_RETURN_IF_ERROR(validate(spec, cc_));
   const TensorMapSpec s = normalize(spec);
@@ -530,7 +544,8 @@ absl::StatusOr<std::shared_ptr<FunctionImpl>> CudaDevice::load(const Kernel& ker
     module->debug_kernel = kernel;
   }
   if (module->error_word != 0 || module->debug_buffer != 0) context_->add_module(module);
-  return std::make_shared<CudaFunction>(kernel, std::move(module), function, code.threads, code.shared_bytes);
+  return std::make_shared<CudaFunction>(kernel, std::move(module), function, code.threads, code.shared_bytes,
+                                        maps_for(code.arch));
 }
 
 }  // namespace

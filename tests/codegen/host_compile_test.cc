@@ -94,8 +94,8 @@ TEST(HostCompile, ArchErrorsNameWhatExists) {
   CompileOptions options;
   options.arch = "tpu_v5";
   EXPECT_THAT(compile(kernel, options).status().message(),
-              HasSubstr("arch 'tpu_v5' is unknown; tessel compiles for host, sm_90a (NVIDIA Hopper) or gfx942 "
-                        "(AMD Instinct MI300)"));
+              HasSubstr("arch 'tpu_v5' is unknown; tessel compiles for host, sm_90a (NVIDIA Hopper), sm_80 to "
+                        "sm_89 (NVIDIA Ampere and Ada) or gfx942 (AMD Instinct MI300)"));
 }
 
 TEST(HostCompile, LoadingGpuCodeOnTheHostIsRefused) {

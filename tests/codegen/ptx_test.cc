@@ -472,10 +472,10 @@ TEST(Ptx, ExpandsF64ExpAndLog) {
   expect_ptxas_accepts(code->binary);
 }
 
-TEST(Ptx, RejectsChipsWithoutTma) {
+TEST(Ptx, RejectsChipsBeforeAmpereAndTooManyWarps) {
   CompileOptions options;
-  options.arch = "sm_80";
-  EXPECT_THAT(compile_ptx(tile_copy(), options).status().message(), HasSubstr("needs sm_90 or newer"));
+  options.arch = "sm_75";
+  EXPECT_THAT(compile_ptx(tile_copy(), options).status().message(), HasSubstr("tessel compiles for sm_80 to sm_89"));
   options.arch = "sm_90a";
   options.num_warps = 64;
   EXPECT_THAT(compile_ptx(tile_copy(), options).status().message(), HasSubstr("num_warps must be 1 to 32"));

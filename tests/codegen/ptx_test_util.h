@@ -59,11 +59,11 @@ inline int file_check(const std::string& ptx, const std::string& checks) {
   return rc;
 }
 
-// Assembles `ptx` for sm_90a; returns ptxas's exit code.
-inline int ptxas(const std::string& ptx) {
+// Assembles `ptx` for `arch`; returns ptxas's exit code.
+inline int ptxas(const std::string& ptx, const std::string& arch = "sm_90a") {
   std::string in = temp_path("asm.ptx"), out = temp_path("asm.cubin");
   write(in, ptx);
-  int rc = std::system((std::string(TESSEL_PTXAS) + " -arch=sm_90a " + in + " -o " + out).c_str());
+  int rc = std::system((std::string(TESSEL_PTXAS) + " -arch=" + arch + " " + in + " -o " + out).c_str());
   std::filesystem::remove(in);
   std::filesystem::remove(out);
   return rc;
@@ -84,10 +84,11 @@ inline int count_matches(const std::string& text, const std::string& pattern) {
 inline bool have_tool(const char* path) { return *path && std::filesystem::exists(path); }
 inline bool have_ptxas() { return have_tool(TESSEL_PTXAS); }
 
-// The test's last check: ptxas accepts `ptx` (the test is skipped without ptxas).
-inline void expect_ptxas_accepts(const std::string& ptx) {
+// The test's last check: ptxas accepts `ptx` for `arch` (the test is
+// skipped without ptxas).
+inline void expect_ptxas_accepts(const std::string& ptx, const std::string& arch = "sm_90a") {
   if (!have_ptxas()) GTEST_SKIP() << "ptxas not found; PTX text checked only";
-  EXPECT_EQ(ptxas(ptx), 0);
+  EXPECT_EQ(ptxas(ptx, arch), 0);
 }
 
 // ptxas -v's report on `ptx` (stdout and stderr), and its exit code.

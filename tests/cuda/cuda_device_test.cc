@@ -227,6 +227,54 @@ TEST(FakeCuda, CapturedLaunchesRunWhenTheGraphRuns) {
   EXPECT_EQ(runs, 2u);
 }
 
+// Before sm_90 the program's threads copy TMA boxes: the device makes
+// tessel's host form of a map without the driver, and its kernels take it.
+TEST(FakeCuda, AnAmpereGpuTakesMapsInTesselsHostForm) {
+  absl::StatusOr<Device> d;
+  {
+    Setting ampere("FAKE_CUDA_CC", "80");
+    d = Device::open("cuda:1");
+  }
+  ASSERT_TRUE(d.ok()) << d.status();
+  fake_cuda::Record record;
+  EXPECT_EQ(d->impl().arch(), "sm_80");
+  EXPECT_THAT(d->impl().details(), HasSubstr("sm_80, 132 SMs, 163 KiB shared memory per program"));
+  absl::StatusOr<Buffer> a = d->allocate(128 * 256 * 2), b = d->allocate(128 * 256 * 2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  record.reset();
+  absl::StatusOr<TensorMap> from = d->tensor_map(bf16, *a, {128, 256}, {samples::kCopyBM, samples::kCopyBN});
+  absl::StatusOr<TensorMap> to = d->tensor_map(bf16, *b, {128, 256}, {samples::kCopyBM, samples::kCopyBN});
+  ASSERT_TRUE(from.ok() && to.ok());
+  EXPECT_EQ(from->encoding(), TensorMapEncoding::kHost);
+  EXPECT_THAT(record.log(), Not(HasSubstr("cuTensorMapEncodeTiled")));
+  absl::StatusOr<Function> copy =
+      d->compile(*samples::tile_copy_kernel(samples::kCopyBM, samples::kCopyBN, "ampere_copy"));
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ASSERT_TRUE(copy->launch({.grid = 4}, *from, *to, 128, 256).ok());
+  std::vector<uint8_t> params = record.params();
+  ASSERT_GE(params.size(), 256u);
+  EXPECT_EQ(std::memcmp(params.data(), from->bytes().data(), 128), 0);
+
+  // Code compiled for sm_80 on a Hopper GPU takes the host form too, and
+  // says so of the driver's.
+  Device hopper = open_cuda();
+  absl::StatusOr<Buffer> c = hopper.allocate(128 * 256 * 2);
+  ASSERT_TRUE(c.ok());
+  CompileOptions sm80;
+  sm80.arch = "sm_80";
+  absl::StatusOr<Function> older =
+      hopper.compile(*samples::tile_copy_kernel(samples::kCopyBM, samples::kCopyBN, "older_copy"), sm80);
+  ASSERT_TRUE(older.ok()) << older.status();
+  absl::StatusOr<TensorMap> driver = hopper.tensor_map(bf16, *c, {128, 256}, {samples::kCopyBM, samples::kCopyBN});
+  ASSERT_TRUE(driver.ok());
+  absl::Status refused = older->launch({.grid = 4}, *driver, *driver, 128, 256);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("the tensor map was encoded for another kind of device"));
+  absl::StatusOr<TensorMap> host = TensorMap::tiled(bf16, c->data(), {128, 256}, {samples::kCopyBM, samples::kCopyBN});
+  ASSERT_TRUE(host.ok());
+  EXPECT_TRUE(older->launch({.grid = 4}, *host, *host, 128, 256).ok());
+}
+
 TEST(FakeCuda, TimeIsBetweenEventsAroundTheWork) {
   Device d = open_cuda();
   fake_cuda::Record record;

@@ -13,6 +13,8 @@
 //                                whole line the record shows);
 //   FAKE_CUDA_MISSING=<symbol>   cuGetProcAddress does not find it;
 //   FAKE_CUDA_VERSION=<n>        what cuDriverGetVersion says (12080);
+//   FAKE_CUDA_CC=<n>             the GPUs' compute capability (90; 80 is an
+//                                A100's, with its 163 KiB of shared memory);
 //   FAKE_CUDA_GLOBAL_BYTES=<n>   cuModuleGetGlobal misreports sizes;
 //   FAKE_CUDA_MAX_THREADS=<n>    a function's most threads per block (1024);
 //   FAKE_CUDA_JIT_ERROR=<text>   cuLinkAddData refuses the PTX, logging text;
@@ -206,13 +208,13 @@ CUresult device_get_attribute(int* value, CUdevice_attribute attribute, CUdevice
       *value = 132;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      *value = 9;
+      *value = static_cast<int>(env_size("FAKE_CUDA_CC", 90) / 10);
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      *value = 0;
+      *value = static_cast<int>(env_size("FAKE_CUDA_CC", 90) % 10);
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-      *value = 227 << 10;
+      *value = env_size("FAKE_CUDA_CC", 90) >= 90 ? 227 << 10 : 163 << 10;
       break;
     default:
       *value = 1;

@@ -1,0 +1,100 @@
+// Code compiled for sm_80 (Ampere) run on the GPU under test, which runs
+// code for older chips: TMA boxes copied by the program's threads from maps
+// in tessel's host form, and a dot without tensor cores over them, against
+// the host on the same maps. Skips without a GPU.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "base/status.h"
+#include "dsl/ops.h"
+#include "gtest/gtest.h"
+#include "runtime/device.h"
+#include "samples/row_kernels.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace tessel::gpu_test {
+namespace {
+
+// `kernel` on `device` (compiled for sm_80 where it is a GPU) over A
+// [m, k] and B [n, k] in bf16, into C [m, n] f32, through host-form maps.
+absl::StatusOr<std::vector<float>> run(const Device& device, const Kernel& kernel, const std::vector<uint16_t>& a,
+                                       const std::vector<uint16_t>& b, int m, int n, int k, int grid) {
+  CompileOptions options;
+  if (device.kind() == DeviceKind::kCuda) options.arch = "sm_80";
+  TESSEL_ASSIGN_OR_RETURN(Function fn, device.compile(kernel, options));
+  TESSEL_ASSIGN_OR_RETURN(Buffer ab, device.allocate(a.size() * 2));
+  TESSEL_ASSIGN_OR_RETURN(Buffer bb, device.allocate(b.size() * 2));
+  TESSEL_ASSIGN_OR_RETURN(Buffer cb, device.allocate(size_t(m) * n * 4));
+  TESSEL_RETURN_IF_ERROR(device.copy_to_device(ab, a.data(), a.size() * 2));
+  TESSEL_RETURN_IF_ERROR(device.copy_to_device(bb, b.data(), b.size() * 2));
+  std::vector<float> c(size_t(m) * n, -1.0f);
+  TESSEL_RETURN_IF_ERROR(device.copy_to_device(cb, c.data(), c.size() * 4));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap am, TensorMap::tiled(bf16, ab.data(), {m, k}, {64, 32}));
+  TESSEL_ASSIGN_OR_RETURN(TensorMap bm, TensorMap::tiled(bf16, bb.data(), {n, k}, {64, 32}));
+  TESSEL_RETURN_IF_ERROR(fn.launch({.grid = grid}, am, bm, cb, m, n, k));
+  TESSEL_RETURN_IF_ERROR(device.synchronize());
+  TESSEL_RETURN_IF_ERROR(device.copy_to_host(c.data(), cb, c.size() * 4));
+  return c;
+}
+
+// C = A B^T, one 64 x 64 tile a program, K in steps of 32 loaded by TMA.
+Kernel tiled_dot() {
+  KernelBuilder k("ampere_dot");
+  Value a = k.tensor_map(bf16, {64, 32}, "a"), b = k.tensor_map(bf16, {64, 32}, "b");
+  Value c = k.arg(ptr(f32), "c");
+  Value m = k.arg(i32, "m"), n = k.arg(i32, "n"), kk = k.arg(i32, "k");
+  Value tiles_n = cdiv(n, 64);
+  Value row = k.program_id() / tiles_n * 64, col = k.program_id() % tiles_n * 64;
+  Var acc = k.var(k.zeros({64, 64}, f32));
+  k.for_range(0, kk, 32, [&](Value s) { acc = dot(tma_load(a, {row, s}), trans(tma_load(b, {col, s})), acc); });
+  Value rows = row + k.arange(0, 64), cols = col + k.arange(0, 64);
+  Value at = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+  store(c + at, Value(acc), (expand_dims(rows, 1) < m) & (expand_dims(cols, 0) < n));
+  return *k.build();
+}
+
+TEST(AmpereCode, TmaBoxesAndDotsAgreeWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  const int m = 200, n = 136, k = 104;  // edges past the tiles, zero filled
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
+  for (uint16_t& v : a) v = float_to_bf16(dist(gen));
+  for (uint16_t& v : b) v = float_to_bf16(dist(gen));
+  const int grid = (m + 63) / 64 * ((n + 63) / 64);
+  absl::StatusOr<std::vector<float>> on_gpu = run(device, tiled_dot(), a, b, m, n, k, grid);
+  absl::StatusOr<std::vector<float>> on_host = run(*host, tiled_dot(), a, b, m, n, k, grid);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  ASSERT_TRUE(on_host.ok()) << on_host.status();
+  for (size_t i = 0; i < on_gpu->size(); ++i) {
+    ASSERT_NEAR((*on_gpu)[i], (*on_host)[i], 1e-3f * (1.0f + std::abs((*on_host)[i]))) << "element " << i;
+  }
+}
+
+TEST(AmpereCode, TileCopiesMoveEveryByte) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  const int m = 100, n = 296;
+  std::vector<uint16_t> in(size_t(m) * n), out(in.size(), 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+  CompileOptions sm80;
+  sm80.arch = "sm_80";
+  absl::StatusOr<Function> copy = device.compile(*samples::tile_copy_kernel(), sm80);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  absl::StatusOr<Buffer> src = device.allocate(in.size() * 2), dst = device.allocate(in.size() * 2);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  ASSERT_TRUE(device.copy_to_device(*src, in.data(), in.size() * 2).ok());
+  ASSERT_TRUE(device.copy_to_device(*dst, out.data(), out.size() * 2).ok());
+  absl::StatusOr<TensorMap> from = TensorMap::tiled(bf16, src->data(), {m, n}, {samples::kCopyBM, samples::kCopyBN});
+  absl::StatusOr<TensorMap> to = TensorMap::tiled(bf16, dst->data(), {m, n}, {samples::kCopyBM, samples::kCopyBN});
+  ASSERT_TRUE(from.ok() && to.ok());
+  ASSERT_TRUE(copy->launch({.grid = 8}, *from, *to, m, n).ok());
+  ASSERT_TRUE(device.synchronize().ok());
+  ASSERT_TRUE(device.copy_to_host(out.data(), *dst, out.size() * 2).ok());
+  EXPECT_EQ(out, in);
+}
+
+}  // namespace
+}  // namespace tessel::gpu_test
