@@ -212,6 +212,9 @@ def measure_quantize():
                 # rounding boundary now and then.
                 atol, rtol = (1.0, 0.0) if to == torch.int8 else (2.0 ** -9, 0.125)
                 try:
+                    # Each case compiles afresh: one function compiled for every op, dtype and shape
+                    # would pass dynamo's recompile limit.
+                    torch._dynamo.reset()
                     fn = torch.compile(quantize_eager, fullgraph=True, dynamic=False)
                     torch.testing.assert_close(fn(x, to, group)[0].float(), want, atol=atol, rtol=rtol)
                     case["compile_us"] = bench_ms(lambda: fn(x, to, group)) * 1e3
