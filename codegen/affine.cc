@@ -348,10 +348,28 @@ int64_t AffineAnalysis::aligned_run(int v) const {
   return run;
 }
 
+int64_t AffineAnalysis::runs_constancy(const Op& op) const {
+  const Runs& x = runs_[op.operands[0]];
+  const Runs& y = runs_[op.operands[1]];
+  int64_t run = std::min(x.constant, y.constant);  // both sides constant
+  if (op.op == OpCode::kEq || op.op == OpCode::kNe) return std::max<int64_t>(run, 1);
+  // One side rising by 1 over runs whose first values the other side's
+  // constant value and the run's length divide: the predicate's boundary
+  // (the constant, or one past it) falls at a run's start only where it is
+  // the constant itself, so x < c, x >= c, c <= x and c > x.
+  const bool strict = op.op == OpCode::kLt || op.op == OpCode::kGe;
+  auto rising = [&](const Runs& up, const Runs& flat) {
+    return std::min({up.contiguous, up.divisor, flat.constant, flat.each_divisor()});
+  };
+  if (strict && x.contiguous > 1) run = std::max(run, rising(x, y));
+  if (!strict && y.contiguous > 1) run = std::max(run, rising(y, x));
+  return std::max<int64_t>(run, 1);
+}
+
 int64_t AffineAnalysis::compare_constancy(const Op& op) const {
   const std::optional<Affine>& x = affine_[op.operands[0]];
   const std::optional<Affine>& y = affine_[op.operands[1]];
-  if (!x || !y) return 1;
+  if (!x || !y) return runs_constancy(op);
   std::optional<Affine> negated = scale(*y, -1);
   std::optional<Affine> f = negated ? add(*x, *negated) : std::nullopt;  // x - y
   if (!f) return 1;

@@ -90,6 +90,8 @@ class TESSEL_CODEGEN_API AffineAnalysis {
   void add_scalar(Affine& a, int s, int64_t k) const;
   int64_t divisibility_of(const Affine& a) const;
   int64_t compare_constancy(const Op& op) const;
+  // compare_constancy where a side has no affine form: from the sides' runs.
+  int64_t runs_constancy(const Op& op) const;
 
   const KernelIR& ir_;
   Specialization facts_;

@@ -246,6 +246,70 @@ TEST(Constancy, OfBoundsChecksFollowsTheBoundsDivisibility) {
   EXPECT_EQ(none.constancy(rowwise.id()), 32);  // one value per row, whatever n is
 }
 
+// Offsets with no affine form (a group's columns: (i % groups) * 128 + j,
+// as quantize_groups_kernel computes them) against a bound: the runs of the
+// rising side and the bound's divisibility say how long the mask holds.
+TEST(Constancy, OfComparesWithoutAffineFormsFollowsTheRuns) {
+  KernelBuilder k("groups");
+  Value n = k.arg(i32, "n"), groups = k.arg(i32, "groups");
+  Value index = k.program_id() * 8 + k.arange(0, 8);
+  Value c = expand_dims(index % groups * 128, 1) + expand_dims(k.arange(0, 128), 0);  // [8, 128]
+  Value lt = c<n, le = c <= n, gt = n> c, ge = c >= n, flipped_le = n <= c, eq = c == n;
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  AffineAnalysis a(kernel->ir(), facts(kAll)), none(kernel->ir(), facts(0));
+  ASSERT_FALSE(a.affine(c.id()).has_value());
+  EXPECT_EQ(a.constancy(lt.id()), 16);
+  EXPECT_EQ(a.constancy(le.id()), 1);
+  EXPECT_EQ(a.constancy(gt.id()), 16);
+  EXPECT_EQ(a.constancy(ge.id()), 16);
+  EXPECT_EQ(a.constancy(flipped_le.id()), 16);
+  EXPECT_EQ(a.constancy(eq.id()), 1);
+  EXPECT_EQ(none.constancy(lt.id()), 1);
+}
+
+// The same claims, checked against the masks the host computes.
+TEST(Constancy, ClaimsOfComparesWithoutAffineFormsHold) {
+  std::mt19937 gen(std::random_device{}());
+  unsigned seed = gen();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  gen.seed(seed);
+  absl::StatusOr<Device> host = Device::open("host:1");
+  ASSERT_TRUE(host.ok()) << host.status();
+  for (int trial = 0; trial < 60; ++trial) {
+    const int rows = 1 << (gen() % 4), cols = 1 << (gen() % 7), step = 1 << (gen() % 8);
+    const int start = static_cast<int>(gen() % 3) * static_cast<int>(gen() % 9);
+    const int op = static_cast<int>(gen() % 5);
+    KernelBuilder k("masks");
+    Value out = k.arg(ptr(i32), "out");
+    Value p = k.arg(i32, "p"), q = k.arg(i32, "q");
+    Value x = expand_dims(k.arange(0, rows) % p * step, 1) + expand_dims(k.arange(start, start + cols), 0);
+    Value bound = broadcast_to(q, {rows, cols});
+    Value mask = op == 0 ? x < bound : op == 1 ? x >= bound : op == 2 ? bound > x : op == 3 ? bound <= x : x <= bound;
+    store(out + expand_dims(k.arange(0, rows), 1) * cols + expand_dims(k.arange(0, cols), 0), cast(mask, i32));
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const uint64_t known = gen() % 2 == 0 ? 4 : 0;  // bit 2: q is a multiple of 16
+    const int32_t pv = 1 + static_cast<int32_t>(gen() % 5);
+    const int32_t qv = static_cast<int32_t>(gen() % 40) * (known != 0 ? 16 : 1) + (known != 0 ? 0 : 1);
+    const int64_t run = AffineAnalysis(kernel->ir(), facts(known)).constancy(mask.id());
+    absl::StatusOr<Function> fn = host->compile(*kernel);
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    std::vector<int32_t> got(rows * cols);
+    ASSERT_TRUE(fn->launch({}, got.data(), pv, qv).ok());
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": [" << rows << ", " << cols << "] step " << step
+                                      << " start " << start << " op " << op << " p " << pv << " q " << qv << " run "
+                                      << run);
+    ASSERT_EQ(cols % std::min<int64_t>(run, cols), 0);
+    for (int i = 0; i < rows; ++i) {
+      for (int j = 0; j < cols; ++j) {
+        const int first = j / std::min<int64_t>(run, cols) * std::min<int64_t>(run, cols);
+        ASSERT_EQ(got[i * cols + j], got[i * cols + first]) << "not constant at " << i << ", " << j;
+      }
+    }
+  }
+}
+
 TEST(AccessRun, IsSixteenBytesWhereEverythingLinesUp) {
   for (DType d : {f32, f16, bf16, f64, i8}) {
     VectorAdd v = vector_add(d);

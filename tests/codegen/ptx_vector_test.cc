@@ -121,5 +121,19 @@ TEST_F(PtxVector, RowsAtDivisibleStridesFeedReductionsFromVectors) {
   EXPECT_EQ(file_check(ptx(*softmax, x | y), "CHECK-NOT: global.v4\nCHECK: ld.global.b32\nCHECK-NOT: global.v4\n"), 0);
 }
 
+TEST_F(PtxVector, GroupsAddressedThroughADivisionStillMoveVectors) {
+  // quantize_groups_kernel: a group's columns are (index % groups) * 128 +
+  // j, which has no affine form; its runs (and cols divisible by 16) keep
+  // both the accesses and the mask c < cols whole over 16 bytes.
+  for (DType d : {bf16, f32}) {
+    absl::StatusOr<Kernel> groups = samples::quantize_groups_kernel({8, 128, 4}, d, f8e4m3);
+    ASSERT_TRUE(groups.ok()) << groups.status();
+    std::string code = ptx(*groups, ~uint64_t{0});
+    EXPECT_EQ(count(code, "ld.global.v4.b32"), d == bf16 ? 1 : 2) << d.name();
+    EXPECT_EQ(count(code, "ld.global.u16") + count(code, "ld.global.b32"), 0) << d.name();
+    EXPECT_EQ(count(code, "st.global.u8"), 0) << d.name();
+  }
+}
+
 }  // namespace
 }  // namespace tessel
