@@ -70,4 +70,14 @@ inline int64_t fail_every_site(const std::function<absl::Status()>& scenario,
   return sites;
 }
 
+// fail_every_site with the check of the driver suites: the scenario fails
+// wherever a call of its work does, naming the call and `error` (the
+// driver's name for the injected out-of-memory). Returns the sites.
+inline int64_t expect_every_failure_named(const std::function<absl::Status()>& scenario, const std::string& error) {
+  return fail_every_site(scenario, [&](int64_t n, const std::string& call, const absl::Status& s) {
+    EXPECT_FALSE(s.ok()) << "call " << n << " (" << call << ") failed, yet the scenario succeeded";
+    EXPECT_NE(s.message().find(call + ": " + error), std::string::npos) << "call " << n << ": " << s;
+  });
+}
+
 }  // namespace tessel::fault_test

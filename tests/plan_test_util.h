@@ -10,6 +10,7 @@
 #include "dsl/ops.h"
 #include "gtest/gtest.h"
 #include "runtime/plans/group.h"
+#include "runtime/plans/plan.h"
 #include "runtime/plans/schedule.h"
 
 namespace tessel::plan_test {
@@ -55,6 +56,25 @@ inline void expect_delivered(const SymmetricBuffer& buf, const Schedule& s, int 
 // as (epoch << 24) | index and publish the one batch they share: the gate
 // opens on the last publish. Args: view, out, epoch, batch, base (the shard's
 // first element).
+// A plan over `s` on every rank of `g`, run by the host for `epochs`
+// epochs, each filled and then found delivered everywhere.
+inline void expect_epochs_delivered(const Group& g, const Schedule& s, uint64_t epochs) {
+  const int world = g.size();
+  absl::StatusOr<SymmetricBuffer> buf = g.allocate(s.bytes());
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(g, *buf, std::vector<Schedule>(world, s));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (uint64_t epoch = 1; epoch <= epochs; ++epoch) {
+    fill(*buf, s, world, epoch);
+    absl::Status ran = plan->run();
+    ASSERT_TRUE(ran.ok()) << ran;
+    expect_delivered(*buf, s, world, epoch);
+    if (epoch < epochs) {
+      ASSERT_TRUE(plan->next_epoch().ok());
+    }
+  }
+}
+
 inline Kernel contributors_kernel(int count, int programs) {
   constexpr int kBlock = 1024;
   KernelBuilder k("contributors");

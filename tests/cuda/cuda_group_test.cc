@@ -17,8 +17,7 @@
 namespace tessel {
 namespace {
 
-using plan_test::expect_delivered;
-using plan_test::fill;
+using plan_test::expect_epochs_delivered;
 using ::testing::HasSubstr;
 
 const auto* const kFake = ::testing::AddGlobalTestEnvironment(new fake_cuda::Environment);
@@ -32,8 +31,6 @@ absl::StatusOr<Group> cuda_group() {
   }
   return Group::create(devices, {.reserve_bytes = int64_t{1} << 26, .chunk_bytes = int64_t{1} << 21});
 }
-
-std::vector<Schedule> same(const Schedule& s) { return std::vector<Schedule>(2, s); }
 
 // The calls after the group reserved its address space: symmetric memory
 // mapped on both GPUs, and chains of waits, copies and batched gate writes
@@ -51,20 +48,7 @@ TEST(FakeCudaPlans, DeliversOneDimensionalBatchesOverEpochs) {
   fake_cuda::Record record;
   record.reset();
   std::vector<Batch> batches = {{{{0, 100}, {500, 250}}, 1}, {{{100, 200}, {400, 100}, {750, 250}}, 1}};
-  Schedule s(1000, std::vector<std::vector<Batch>>(2, batches));
-  absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
-  ASSERT_TRUE(buf.ok()) << buf.status();
-  absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
-    fill(*buf, s, 2, epoch);
-    absl::Status ran = plan->run();
-    ASSERT_TRUE(ran.ok()) << ran;
-    expect_delivered(*buf, s, 2, epoch);
-    if (epoch < 3) {
-      ASSERT_TRUE(plan->next_epoch().ok());
-    }
-  }
+  expect_epochs_delivered(*g, Schedule(1000, std::vector<std::vector<Batch>>(2, batches)), 3);
   expect_armed_on_streams(record.log());
 }
 
@@ -74,15 +58,7 @@ TEST(FakeCudaPlans, DeliversWavesOfTwoDimensionalTiles) {
   fake_cuda::Record record;
   record.reset();
   // Two tiles of a 48-column band per wave: 2-D copies of 32 columns.
-  Schedule s = *waves({45, 48, 4, 0}, 2, {8, 16}, 2);
-  absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
-  ASSERT_TRUE(buf.ok()) << buf.status();
-  absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  fill(*buf, s, 2, 1);
-  absl::Status ran = plan->run();
-  ASSERT_TRUE(ran.ok()) << ran;
-  expect_delivered(*buf, s, 2, 1);
+  expect_epochs_delivered(*g, *waves({45, 48, 4, 0}, 2, {8, 16}, 2), 1);
   expect_armed_on_streams(record.log());
   EXPECT_THAT(record.log(), HasSubstr("cuMemcpy2DAsync"));
 }

@@ -22,8 +22,6 @@
 namespace tessel {
 namespace {
 
-using ::testing::HasSubstr;
-
 // The scenario, on a device it opens; OK when every step did what it should.
 absl::Status scenario() {
   TESSEL_ASSIGN_OR_RETURN(auto device, Device::open("cuda:0"));
@@ -80,11 +78,7 @@ TEST(CudaFaults, EveryFailingDriverCallIsNamedAndTheDeviceRecovers) {
   EXPECT_EQ(device.kind(), DeviceKind::kCuda);
   ASSERT_TRUE(scenario().ok()) << scenario();  // the primary context stays, so memory is comparable
   const size_t free_before = free_device_memory();
-  const int64_t calls =
-      fault_test::fail_every_site(scenario, [](int64_t n, const std::string& call, const absl::Status& s) {
-        EXPECT_FALSE(s.ok()) << "call " << n << " (" << call << ") failed, yet the scenario succeeded";
-        EXPECT_THAT(s.message(), HasSubstr(call + ": CUDA_ERROR_OUT_OF_MEMORY")) << "call " << n;
-      });
+  const int64_t calls = fault_test::expect_every_failure_named(scenario, "CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_GT(calls, 20);
   // Everything the failed scenarios allocated went back (within the
   // driver's own bookkeeping).

@@ -21,8 +21,7 @@
 namespace tessel {
 namespace {
 
-using plan_test::expect_delivered;
-using plan_test::fill;
+using plan_test::expect_epochs_delivered;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -104,20 +103,7 @@ TEST_P(HipPlans, DeliversOneDimensionalBatchesOverEpochs) {
     absl::StatusOr<Group> g = hip_group();
     ASSERT_TRUE(g.ok()) << g.status();
     std::vector<Batch> batches = {{{{0, 100}, {500, 250}}, 1}, {{{100, 200}, {400, 100}, {750, 250}}, 1}};
-    Schedule s(1000, std::vector<std::vector<Batch>>(2, batches));
-    absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
-    ASSERT_TRUE(buf.ok()) << buf.status();
-    absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
-      fill(*buf, s, 2, epoch);
-      absl::Status ran = plan->run();
-      ASSERT_TRUE(ran.ok()) << ran;
-      expect_delivered(*buf, s, 2, epoch);
-      if (epoch < 3) {
-        ASSERT_TRUE(plan->next_epoch().ok());
-      }
-    }
+    expect_epochs_delivered(*g, Schedule(1000, std::vector<std::vector<Batch>>(2, batches)), 3);
     expect_armed_by_the_engine();
     if (!sdma()) {
       EXPECT_THAT(fake_log(), HasSubstr("hipMemcpyAsync"));
@@ -136,15 +122,7 @@ TEST_P(HipPlans, DeliversWavesOfTwoDimensionalTiles) {
   absl::StatusOr<Group> g = hip_group();
   ASSERT_TRUE(g.ok()) << g.status();
   // Two tiles of a 48-column band per wave: 2-D copies of 32 columns.
-  Schedule s = *waves({45, 48, 4, 0}, 2, {8, 16}, 2);
-  absl::StatusOr<SymmetricBuffer> buf = g->allocate(s.bytes());
-  ASSERT_TRUE(buf.ok()) << buf.status();
-  absl::StatusOr<TriggeredPlan> plan = TriggeredPlan::create(*g, *buf, same(s));
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  fill(*buf, s, 2, 1);
-  absl::Status ran = plan->run();
-  ASSERT_TRUE(ran.ok()) << ran;
-  expect_delivered(*buf, s, 2, 1);
+  expect_epochs_delivered(*g, *waves({45, 48, 4, 0}, 2, {8, 16}, 2), 1);
   expect_armed_by_the_engine();
   if (!sdma()) {
     EXPECT_THAT(fake_log(), HasSubstr("hipMemcpy2DAsync"));
