@@ -415,7 +415,6 @@ class NvptxTarget final : public GpuTarget {
 
   void tma_store(llvm::IRBuilder<>& b, const Type& map_type, llvm::Value* map, const std::vector<llvm::Value*>& coords,
                  llvm::Value* smem, bool add) override {
-    if (!chip_.tma) return GpuTarget::tma_store(b, map_type, map, coords, smem, add);
     tma_store_async(b, map_type, map, coords, smem, add);
     tma_store_wait(b, 0);
   }
@@ -454,7 +453,6 @@ class NvptxTarget final : public GpuTarget {
   // consumers take with setmaxnreg where the chip has it (sm_90a). (More
   // consumer warps would be left too few registers for a wgmma accumulator.)
   int split_program(int consumers, int units) override {
-    if (!chip_.tma) return 0;
     const int rest = program_threads_ - kWarpgroup;
     if (consumers < 1 || units < 1 || units > 2 || rest != consumers * units * kWarpgroup) return 0;
     threads_ = units * kWarpgroup;
@@ -648,7 +646,15 @@ absl::StatusOr<NvptxChip> nvptx_chip(const std::string& arch) {
                                                    "': tessel compiles for sm_80 to sm_89 (Ampere and Ada) and "
                                                    "sm_90a (Hopper)"));
   }
-  return NvptxChip{.tma = number >= 90, .wgmma = specific, .fp8 = number >= 89};
+  NvptxChip chip{.tma = number >= 90, .wgmma = specific, .fp8 = number >= 89};
+  if (number >= 90) {
+    chip.shared_per_program = 232448, chip.shared_per_sm = 233472;
+  } else if (number == 80 || number == 87) {
+    chip.shared_per_program = 166912, chip.shared_per_sm = 167936;
+  } else {  // sm_86, sm_89 and the other consumer chips
+    chip.shared_per_program = 101376, chip.shared_per_sm = 102400;
+  }
+  return chip;
 }
 
 absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string& arch, int num_warps, int opt_level,

@@ -14,13 +14,18 @@ inline constexpr const char* kNvptxErrorSymbol = "tessel_error";
 
 // What a chip has of what tessel uses: TMA, mbarrier transactions, clusters
 // and the async proxy (sm_90); wgmma and setmaxnreg (sm_90a); fp8
-// conversions (sm_89). Chips before sm_90 copy TMA boxes with the program's
-// threads from maps in tessel's host form, as AMD GPUs do, run clusters as
-// independent programs, and dot without tensor cores.
+// conversions (sm_89); and its shared memory. Chips before sm_90 copy TMA
+// boxes with the program's threads from maps in tessel's host form, as AMD
+// GPUs do, run clusters as independent programs, and dot without tensor
+// cores.
 struct NvptxChip {
   bool tma = false;
   bool wgmma = false;
   bool fp8 = false;
+  // Shared memory a program may opt in to, and what one SM has, of which
+  // the driver reserves 1 KiB for each resident program.
+  int64_t shared_per_program = 0;
+  int64_t shared_per_sm = 0;
 };
 // sm_80 to sm_89, sm_90 and sm_90a; an error naming them otherwise.
 absl::StatusOr<NvptxChip> nvptx_chip(const std::string& arch);

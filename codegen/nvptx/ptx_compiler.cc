@@ -1,7 +1,6 @@
 // Kernel -> LLVM IR (NVPTX) -> O3 -> PTX text.
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "codegen/backends.h"
@@ -12,18 +11,8 @@
 namespace tessel {
 namespace {
 
-// Shared memory a program may opt in to, and what one SM has, of which the
-// driver reserves 1 KiB for each resident program.
-struct SharedMemory {
-  int64_t per_program;
-  int64_t per_sm;
-};
+// What the driver reserves of an SM's shared memory for each resident program.
 constexpr int64_t kReservedPerProgram = 1024;
-SharedMemory shared_memory(const std::string& arch) {
-  if (absl::StartsWith(arch, "sm_90")) return {232448, 233472};
-  if (arch == "sm_80" || arch == "sm_87") return {166912, 167936};
-  return {101376, 102400};  // sm_86, sm_89 and the other consumer chips
-}
 
 // Codegen reads and writes swizzled boxes through the pattern of rows that
 // span the swizzle width (or whole panels of it); where a box's rows are
@@ -70,8 +59,7 @@ absl::StatusOr<DeviceCode> compile_nvptx(const Kernel& kernel, const CompileOpti
                           make_nvptx_target(arch, options.num_warps, options.opt_level, options.min_programs));
   llvm::LLVMContext ctx;
   const int n = options.min_programs;
-  const SharedMemory shared = shared_memory(arch);
-  const int64_t limit = std::min(shared.per_program, shared.per_sm / n - kReservedPerProgram);
+  const int64_t limit = std::min(chip.shared_per_program, chip.shared_per_sm / n - kReservedPerProgram);
   TESSEL_ASSIGN_OR_RETURN(LoweredKernel lowered,
                           lower(kernel.ir(), *target, ctx, options.specialization, limit, options.debug));
   TESSEL_RETURN_IF_ERROR(check_shared_limit(kernel.ir(), lowered, arch, limit, "shared memory", n, "an SM"));
