@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/faults.h"
 
 namespace tessel::fault_test {
@@ -68,6 +69,15 @@ inline int64_t fail_every_site(const std::function<absl::Status()>& scenario,
     if (!after.ok()) break;
   }
   return sites;
+}
+
+// What the CUDA driver says is free on the current device (0 where it
+// cannot say): a scenario run to its end must leave it where it was.
+inline size_t free_cuda_memory() {
+  size_t free = 0, total = 0;
+  const absl::StatusOr<const cuda::Driver*> driver = cuda::Driver::get();
+  if (!driver.ok() || (*driver)->mem_get_info.raw(&free, &total) != cuda::CUDA_SUCCESS) return 0;
+  return free;
 }
 
 // fail_every_site with the check of the driver suites: the scenario fails

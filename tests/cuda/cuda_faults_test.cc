@@ -14,7 +14,6 @@
 #include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/cuda/driver.h"
 #include "runtime/plans/plan.h"
 #include "samples/kernels.h"
 #include "tessel/tessel.h"
@@ -74,20 +73,13 @@ absl::Status scenario() {
   return plan.abort();
 }
 
-// What the fake says is free: its allocations' and mapped chunks' bytes.
-size_t free_memory() {
-  size_t free = 0, total = 0;
-  const cuda::Driver* driver = *cuda::Driver::get();
-  if (driver->mem_get_info.raw(&free, &total) != cuda::CUDA_SUCCESS) return 0;
-  return free;
-}
-
 TEST(FakeCudaFaults, EveryFailingDriverCallIsNamedAndTheDeviceRecovers) {
   ASSERT_TRUE(scenario().ok()) << scenario();
-  const size_t free_before = free_memory();
+  // The fake counts its allocations' and mapped chunks' bytes.
+  const size_t free_before = fault_test::free_cuda_memory();
   const int64_t calls = fault_test::expect_every_failure_named(scenario, "CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_GT(calls, 60);
-  EXPECT_EQ(free_memory(), free_before) << "the failed scenarios leaked device memory";
+  EXPECT_EQ(fault_test::free_cuda_memory(), free_before) << "the failed scenarios leaked device memory";
   std::printf("%lld driver calls per scenario, each made to fail in turn\n", static_cast<long long>(calls));
 }
 

@@ -13,7 +13,6 @@
 #include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/cuda/driver.h"
 #include "runtime/plans/plan.h"
 #include "tests/fault_test_util.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -66,23 +65,16 @@ absl::Status scenario() {
   return plan.abort();
 }
 
-size_t free_device_memory() {
-  size_t free = 0, total = 0;
-  const cuda::Driver* driver = *cuda::Driver::get();
-  if (driver->mem_get_info.raw(&free, &total) != cuda::CUDA_SUCCESS) return 0;
-  return free;
-}
-
 TEST(CudaFaults, EveryFailingDriverCallIsNamedAndTheDeviceRecovers) {
   TESSEL_OPEN_CUDA_OR_SKIP(device);
   EXPECT_EQ(device.kind(), DeviceKind::kCuda);
   ASSERT_TRUE(scenario().ok()) << scenario();  // the primary context stays, so memory is comparable
-  const size_t free_before = free_device_memory();
+  const size_t free_before = fault_test::free_cuda_memory();
   const int64_t calls = fault_test::expect_every_failure_named(scenario, "CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_GT(calls, 20);
   // Everything the failed scenarios allocated went back (within the
   // driver's own bookkeeping).
-  EXPECT_NEAR(static_cast<double>(free_device_memory()), static_cast<double>(free_before), 64.0 * (1 << 20));
+  EXPECT_NEAR(static_cast<double>(fault_test::free_cuda_memory()), static_cast<double>(free_before), 64.0 * (1 << 20));
   std::printf("%lld driver calls per scenario, each made to fail in turn\n", static_cast<long long>(calls));
 }
 
