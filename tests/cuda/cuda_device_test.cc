@@ -247,6 +247,10 @@ TEST(FakeCuda, AnAmpereGpuTakesMapsInTesselsHostForm) {
   ASSERT_TRUE(from.ok() && to.ok());
   EXPECT_EQ(from->encoding(), TensorMapEncoding::kHost);
   EXPECT_THAT(record.log(), Not(HasSubstr("cuTensorMapEncodeTiled")));
+  absl::StatusOr<TensorMap> too_big = d->tensor_map(bf16, *a, {128, 256}, {64, 512});
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("cuda:1: tensor map"));
+  EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("box[1] = 512"));
   absl::StatusOr<Function> copy =
       d->compile(*samples::tile_copy_kernel(samples::kCopyBM, samples::kCopyBN, "ampere_copy"));
   ASSERT_TRUE(copy.ok()) << copy.status();
