@@ -78,7 +78,7 @@ struct Graph {
 };
 struct Stream {
   tessel::fake::Queue queue;
-  Graph* capture = nullptr;  // while capturing
+  std::unique_ptr<Graph> capture;  // while capturing; a destroyed stream drops it
 };
 std::mutex streams_mu;
 std::set<Stream*> streams;
@@ -446,13 +446,12 @@ CUresult stream_batch_mem_op(CUstream stream, unsigned count, CUstreamBatchMemOp
 CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode) {
   if (stream == nullptr || stream_of(stream)->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (CUresult e = enter("cuStreamBeginCapture")) return e;
-  stream_of(stream)->capture = new Graph;
+  stream_of(stream)->capture = std::make_unique<Graph>();
   return CUDA_SUCCESS;
 }
 CUresult stream_end_capture(CUstream stream, CUgraph* graph) {
-  Graph* g = stream != nullptr ? stream_of(stream)->capture : nullptr;
+  Graph* g = stream != nullptr ? stream_of(stream)->capture.release() : nullptr;
   if (g == nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-  stream_of(stream)->capture = nullptr;
   *graph = reinterpret_cast<CUgraph>(g);
   return enter("cuStreamEndCapture " + std::to_string(g->ops.size()) + " ops");
 }
