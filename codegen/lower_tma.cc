@@ -4,6 +4,7 @@
 #include "base/tensor_map_form.h"
 #include "base/tma_rules.h"
 #include "codegen/lowering.h"
+#include "codegen/tile_offset.h"
 
 namespace tessel::codegen {
 
@@ -80,19 +81,15 @@ bool streamed_store(const KernelIR& ir, const Op& o) {
 }
 
 llvm::Value* Lowering::swizzled_elem(llvm::Value* buf, const Type& tile, llvm::Value* i, Swizzle swizzle) {
-  // tma::box_tile_offset, in IR.
-  const int64_t elem = tile.dtype().bytes(), inner = tile.shape().back();
-  const int64_t width = tma::panel_elems(inner, elem, swizzle);
-  if (width != inner) {
-    llvm::Value* row = b_.CreateUDiv(i, b_.getInt64(inner));
-    llvm::Value* col = b_.CreateURem(i, b_.getInt64(inner));
-    llvm::Value* panel_row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(col, b_.getInt64(width)),
-                                                       b_.getInt64(tile.numel() / inner)), row);
-    i = b_.CreateAdd(b_.CreateMul(panel_row, b_.getInt64(width)), b_.CreateURem(col, b_.getInt64(width)));
+  const int64_t inner = tile.shape().back();
+  llvm::Value* row = b_.getInt64(0);
+  llvm::Value* col = i;
+  if (tma::panel_elems(inner, tile.dtype().bytes(), swizzle) != inner) {  // else row * inner + col is i itself
+    row = b_.CreateUDiv(i, b_.getInt64(inner));
+    col = b_.CreateURem(i, b_.getInt64(inner));
   }
-  llvm::Value* offset = b_.CreateMul(i, b_.getInt64(elem));
-  llvm::Value* chunk = b_.CreateShl(b_.CreateAnd(b_.CreateLShr(offset, 7), tma::swizzle_row_mask(swizzle)), 4);
-  return b_.CreateInBoundsGEP(b_.getInt8Ty(), buf, b_.CreateXor(offset, chunk));
+  return b_.CreateInBoundsGEP(b_.getInt8Ty(), buf,
+                              tile_offset(b_, row, col, tile.numel() / inner, inner, tile.dtype().bytes(), swizzle));
 }
 
 absl::Status Lowering::tma_load(const Op& o, const Type& rt) {
