@@ -1,6 +1,7 @@
 #include "codegen/layout_table.h"
 
 #include "codegen/layout.h"
+#include "codegen/nvptx/mma_sync.h"
 #include "codegen/nvptx/wgmma.h"
 #include "dsl/types.h"
 #include "llvm/IR/Constants.h"
@@ -69,6 +70,17 @@ LayoutTable tabulate_narrow(const std::vector<int64_t>& shape, int axis, int64_t
 LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n, int warpgroups, int col_groups, int axis, int64_t start,
                                         int64_t size) {
   return tabulate_narrow(nvptx::wgmma_accumulator_layout(m, n, warpgroups, col_groups), {m, n}, axis, start, size, 32);
+}
+
+LayoutTable tabulate_mma_sync(int64_t m, int64_t n, nvptx::MmaWarps warps) {
+  return tabulate(*nvptx::mma_sync_accumulator_layout(m, n, warps), 32);
+}
+
+int64_t emitted_ldmatrix_lane_offset(const nvptx::StoredOperand& op, nvptx::LdmatrixLanes lanes, int64_t mn, int64_t k,
+                                     int64_t origin, int64_t lane) {
+  llvm::LLVMContext ctx;
+  llvm::IRBuilder<> b(ctx);  // no insertion point: constant operands fold
+  return constant_or(nvptx::ldmatrix_lane_offset(b, op, lanes, mn, k, b.getInt64(origin), b.getInt64(lane)), -2);
 }
 
 LayoutTable tabulate_concat(const std::vector<int64_t>& a_shape, int64_t b_size, int axis, int threads,

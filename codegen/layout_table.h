@@ -9,6 +9,7 @@
 
 #include "codegen/api.h"
 #include "codegen/blocking.h"
+#include "codegen/nvptx/mma_sync_fragment.h"
 
 namespace tessel::codegen {
 
@@ -38,6 +39,14 @@ TESSEL_CODEGEN_API LayoutTable tabulate_narrow(const std::vector<int64_t>& shape
 // `col_groups` groups of columns (codegen/nvptx/wgmma.h).
 TESSEL_CODEGEN_API LayoutTable tabulate_narrow_accumulator(int64_t m, int64_t n, int warpgroups, int col_groups,
                                                            int axis, int64_t start, int64_t size);
+
+// The accumulator of an m x n product of mma.sync on `warps`
+// (codegen/nvptx/mma_sync.h).
+TESSEL_CODEGEN_API LayoutTable tabulate_mma_sync(int64_t m, int64_t n, nvptx::MmaWarps warps);
+// The byte offset the IR of nvptx::ldmatrix_lane_offset computes for
+// constant arguments, folded (-2 where it does not fold).
+TESSEL_CODEGEN_API int64_t emitted_ldmatrix_lane_offset(const nvptx::StoredOperand& op, nvptx::LdmatrixLanes lanes,
+                                                        int64_t mn, int64_t k, int64_t origin, int64_t lane);
 
 // ConcatLayout of concat(a, b, axis) for a of `a_shape` and b of `b_size`
 // along `axis`, each in blocked_layout(numel, threads, its blocking).

@@ -71,10 +71,10 @@ absl::Status Lowering::plan_mma() {
       return as_stored(mn, k_major, swizzled(ir_.type(load->operands[0])) ? swizzle_of(load) : Swizzle::kNone);
     };
     // An operand the program computed, written before the product to a tile
-    // of its own, as a TMA copy would have left it: the value, or the one it
-    // is the transpose of, its rows swizzled as widely as they allow.
+    // of its own, as a swizzling TMA copy would have left it: the value, or
+    // the one it is the transpose of, its rows swizzled as widely as they
+    // allow (which the target's matrix instructions may refuse).
     auto staged = [&](int v, int64_t mn, bool k_major_direct, int* value) -> std::optional<SharedMatrix> {
-      if (!target_.swizzles_shared_tiles()) return std::nullopt;
       bool k_major = k_major_direct;
       if (const int t = transposed_from(v); t >= 0) {
         v = t;

@@ -414,13 +414,11 @@ inline std::vector<double> staged_product_reference(const StagedProduct& p, int6
 // given, else one a tile (stream-K: one a compute unit) up to the device's
 // compute units. Stream-K launches twice, C back to NaN in between, and
 // returns the second C: its workspace is the one the first launch left.
-inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
-                                                   int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
-                                                   std::pair<float, float> scales = {1, 1},
-                                                   const Operand* bias = nullptr, int programs = 0,
-                                                   const std::vector<float>& row_scales = {},
-                                                   const std::vector<float>& col_scales = {},
-                                                   const BlockScales* blocks = nullptr) {
+inline absl::StatusOr<std::vector<float>> run_gemm(
+    const Device& device, const samples::GemmConfig& g, const CompileOptions& options, int64_t m, int64_t n, int64_t k,
+    const Operand& a, const Operand& b, std::pair<float, float> scales = {1, 1}, const Operand* bias = nullptr,
+    int programs = 0, const std::vector<float>& row_scales = {}, const std::vector<float>& col_scales = {},
+    const BlockScales* blocks = nullptr) {
   if ((g.row_scales && static_cast<int64_t>(row_scales.size()) != m) ||
       (g.col_scales && static_cast<int64_t>(col_scales.size()) != n)) {
     return absl::InvalidArgumentError("run_gemm: row_scales [m] and col_scales [n] where the configuration takes them");
@@ -431,7 +429,7 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
     return absl::InvalidArgumentError("run_gemm: C must be f32, bf16 or i32");
   }
   const bool half = g.out == bf16;
-  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::gemm_kernel(g), warps));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::gemm_kernel(g), options));
   TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
   TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b));
   std::vector<float> c(m * n, g.split_k > 1 ? 0.0f : std::nanf(""));
@@ -456,7 +454,7 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
   if (g.stream_k) {
     TESSEL_ASSIGN_OR_RETURN(ws, samples::gemm_workspace(device, g, m, n, grid));
   }
-  const LaunchConfig launch = {.grid = ws ? ws->programs : grid, .num_warps = warps};
+  const LaunchConfig launch = {.grid = ws ? ws->programs : grid, .num_warps = options.num_warps};
   for (int launches = g.stream_k ? 2 : 1; launches > 0; --launches) {
     if (launches == 1 && g.stream_k) {
       TESSEL_RETURN_IF_ERROR(half ? device.copy_to_device(cb, c16.data(), c16.size() * 2)
@@ -468,6 +466,18 @@ inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const s
     TESSEL_RETURN_IF_ERROR(device.synchronize());
   }
   return download_f32(device, cb, g.out, m * n);
+}
+// The same on programs of `warps` warps, for the device's own chip.
+inline absl::StatusOr<std::vector<float>> run_gemm(const Device& device, const samples::GemmConfig& g, int warps,
+                                                   int64_t m, int64_t n, int64_t k, const Operand& a, const Operand& b,
+                                                   std::pair<float, float> scales = {1, 1},
+                                                   const Operand* bias = nullptr, int programs = 0,
+                                                   const std::vector<float>& row_scales = {},
+                                                   const std::vector<float>& col_scales = {},
+                                                   const BlockScales* blocks = nullptr) {
+  CompileOptions options;
+  options.num_warps = warps;
+  return run_gemm(device, g, options, m, n, k, a, b, scales, bias, programs, row_scales, col_scales, blocks);
 }
 
 // A grouped GEMM's problem (samples::GemmConfig::grouped): blocks of bm
@@ -596,22 +606,36 @@ inline std::string grouped_gemm_mismatch(const samples::GemmConfig& g, const Gro
   return "";
 }
 
+// Pointer GEMMs whose rings fit sm_80's shared memory, with their warps.
+inline constexpr std::pair<samples::PointerGemmConfig, int> kAmperePointerGemms[] = {
+    {{.out = bf16, .stages = 2}, 8},
+    {{.bm = 64, .out = f32, .stages = 3}, 4},
+    {{.bn = 256, .in = f16, .out = f32, .stages = 2}, 8}};
+
 // samples::pointer_gemm_kernel(g) on `device`: A [m, k] and B [n, k] of
 // g.in, C [m, n] of g.out (f32 or bf16) returned as f32, NaN where the
 // kernel wrote nothing.
 inline absl::StatusOr<std::vector<float>> run_pointer_gemm(const Device& device, const samples::PointerGemmConfig& g,
-                                                           int warps, int64_t m, int64_t n, int64_t k, const Operand& a,
-                                                           const Operand& b) {
+                                                           const CompileOptions& options, int64_t m, int64_t n,
+                                                           int64_t k, const Operand& a, const Operand& b) {
   if (!(g.out == f32 || g.out == bf16)) return absl::InvalidArgumentError("run_pointer_gemm: C must be f32 or bf16");
-  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::pointer_gemm_kernel(g), warps));
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::pointer_gemm_kernel(g), options));
   TESSEL_ASSIGN_OR_RETURN(Buffer ab, put(device, a));
   TESSEL_ASSIGN_OR_RETURN(Buffer bb, put(device, b));
   TESSEL_ASSIGN_OR_RETURN(Buffer cb, nan_buffer(device, g.out, m * n));
-  const LaunchConfig launch = {.grid = static_cast<int>(samples::pointer_gemm_grid(g, m, n)), .num_warps = warps};
+  const LaunchConfig launch = {.grid = static_cast<int>(samples::pointer_gemm_grid(g, m, n)),
+                               .num_warps = options.num_warps};
   TESSEL_RETURN_IF_ERROR(
       fn.launch(launch, ab, bb, cb, static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k)));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
   return download_f32(device, cb, g.out, m * n);
+}
+inline absl::StatusOr<std::vector<float>> run_pointer_gemm(const Device& device, const samples::PointerGemmConfig& g,
+                                                           int warps, int64_t m, int64_t n, int64_t k, const Operand& a,
+                                                           const Operand& b) {
+  CompileOptions options;
+  options.num_warps = warps;
+  return run_pointer_gemm(device, g, options, m, n, k, a, b);
 }
 
 // A mixture of experts' GEMM on `device`: the n = tokens * top_k router
@@ -780,13 +804,17 @@ inline std::string moe_layer_mismatch(const samples::MoeLayerConfig& c, int64_t 
 }
 
 // Attention on `device` (samples::attention_kernel(c), as many warps as it
-// takes): O [heads, len, d] of c.out (f32, or bf16 returned as f32), NaN
+// takes, compiled for `arch` where given): O [heads, len, d] of c.out (f32, or bf16 returned as f32), NaN
 // where the kernel wrote nothing.
 inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, const samples::AttnConfig& c,
                                                         int64_t heads, int64_t len, float scale, const Operand& q,
-                                                        const Operand& k, const Operand& v) {
+                                                        const Operand& k, const Operand& v,
+                                                        const std::string& arch = "") {
   if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention: O must be f32 or bf16");
-  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::attention_kernel(c), samples::attention_warps(c)));
+  CompileOptions options;
+  options.num_warps = samples::attention_warps(c);
+  options.arch = arch;
+  TESSEL_ASSIGN_OR_RETURN(Function fn, compile_for(device, samples::attention_kernel(c), options));
   TESSEL_ASSIGN_OR_RETURN(Buffer qb, put(device, q));
   TESSEL_ASSIGN_OR_RETURN(Buffer kb, put(device, k));
   TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v));

@@ -18,6 +18,7 @@
 #include "codegen/gpu_target.h"
 #include "codegen/llvm_util.h"
 #include "codegen/loops.h"
+#include "codegen/nvptx/mma_sync.h"
 #include "codegen/nvptx/ptx_asm.h"
 #include "codegen/nvptx/wgmma.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
@@ -262,16 +263,18 @@ class NvptxTarget final : public GpuTarget {
     return pure_asm(b, x->getType(), "div.full.f32 $0, $1, $2;", "=f,f,f", {x, y});
   }
 
-  // wgmma on sm_90a; elsewhere the dot of every target.
+  // wgmma on sm_90a; mma.sync on the chips before it and on plain sm_90.
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
                                            const SharedMatrix& b) override {
-    return chip_.wgmma ? nvptx::wgmma_layout(shape, a, b, threads_) : nullptr;
+    return chip_.wgmma ? nvptx::wgmma_layout(shape, a, b, threads_) : nvptx::mma_sync_layout(shape, a, b, threads_);
   }
   std::shared_ptr<const Layout> mma_register_a_layout(const MmaShape& shape, const SharedMatrix& b) override {
-    return chip_.wgmma ? nvptx::wgmma_register_a_layout(shape, b, threads_) : nullptr;
+    return chip_.wgmma ? nvptx::wgmma_register_a_layout(shape, b, threads_)
+                       : nvptx::mma_sync_register_a_layout(shape, b, threads_);
   }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
+    if (!chip_.wgmma) return nvptx::emit_mma_sync(b, shape, a, bm, std::move(acc), tid_, threads_);
     return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), warpgroup(), threads_, in_flight);
   }
   bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
@@ -280,11 +283,11 @@ class NvptxTarget final : public GpuTarget {
     return nvptx::emit_stmatrix(b, layout, slots, cols, tid_, address, keep);
   }
   std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
-    return nvptx::wgmma_wait(b, std::move(acc), 0);
+    return chip_.wgmma ? nvptx::wgmma_wait(b, std::move(acc), 0) : acc;  // mma.sync is done when it returns
   }
   void mma_operands_read(llvm::IRBuilder<>& b) override {
-    // A warpgroup's wait is its whole product's; other warpgroups may still read.
-    if (threads_ > kWarpgroup) barrier(b);
+    // A warpgroup's wait (a warp's mma.sync) is its whole product's; others may still read.
+    if (threads_ > (chip_.wgmma ? kWarpgroup : 32)) barrier(b);
   }
   void mma_operands_written(llvm::IRBuilder<>& b) override {
     // Written through the generic proxy; wgmma reads through the async one.

@@ -236,10 +236,8 @@ llvm::Value* rounded_from_f32(llvm::Value* v, llvm::Type** to) {
   return round->getOperand(0);
 }
 
-// Two 16-bit values as one b32 register, as mov.b32 {lo, hi} makes it.
-// Two f32 values rounded to one 16-bit type are rounded as a pair (one
-// cvt.rn.bf16x2.f32 or cvt.rn.f16x2.f32 instead of two and a move): P of
-// an attention kernel, cast from its exponentials.
+}  // namespace
+
 llvm::Value* pack_b16(llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi) {
   llvm::Type *lo_to = nullptr, *hi_to = nullptr;
   llvm::Value* lo_f32 = rounded_from_f32(lo, &lo_to);
@@ -254,8 +252,6 @@ llvm::Value* pack_b16(llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi) {
   pair = b.CreateInsertElement(b.CreateInsertElement(pair, lo, uint64_t{0}), hi, uint64_t{1});
   return b.CreateBitCast(pair, b.getInt32Ty());
 }
-
-}  // namespace
 
 std::vector<llvm::Value*> emit_wgmma(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
                                      const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* warpgroup,

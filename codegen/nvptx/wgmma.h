@@ -62,6 +62,12 @@ bool emit_stmatrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector
                    llvm::Value* tid, const std::function<llvm::Value*(llvm::Value*)>& address,
                    const SlotFilter& keep = {});
 
+// Two 16-bit values as one b32 register, as mov.b32 {lo, hi} makes it.
+// Two f32 values rounded to one 16-bit type are rounded as a pair (one
+// cvt.rn.bf16x2.f32 or cvt.rn.f16x2.f32 instead of two and a move): P of
+// an attention kernel, cast from its exponentials.
+llvm::Value* pack_b16(llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi);
+
 // Waits until at most `in_flight` wgmma groups run, the accumulators tied.
 std::vector<llvm::Value*> wgmma_wait(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc, int in_flight);
 

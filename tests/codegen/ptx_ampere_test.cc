@@ -1,7 +1,7 @@
 // NVIDIA chips before Hopper (sm_80 to sm_89): PTX with none of Hopper's
 // instructions, which ptxas assembles for the chip. TMA boxes are copied by
-// the program's threads from maps in tessel's host form, `dot` runs without
-// tensor cores, a cluster's programs run as independent ones, a
+// the program's threads from maps in tessel's host form, `dot` runs on
+// mma.sync (mma_sync_test.cc), a cluster's programs run as independent ones, a
 // warp-specialized loop as written, and fp8 conversions take the hardware's
 // instruction from sm_89 on. Chips tessel does not compile for are named.
 #include <string>
@@ -53,14 +53,17 @@ TEST(PtxAmpere, RowKernelsAndReductionsAssemble) {
 }
 
 // The GEMM's pipelined TMA loads become the threads' copies and its wgmma
-// the dot every target has; the Hopper GEMM's tiles do not fit sm_80's
-// shared memory, the AMD GPU's do.
-TEST(PtxAmpere, GemmsDotWithoutTensorCores) {
+// mma.sync (mma_sync_test.cc); the Hopper GEMM's tiles fit sm_80's shared
+// memory (its copies are not pipelined there), K tiles of 256 do not.
+TEST(PtxAmpere, GemmsRunWithoutHoppersInstructions) {
   samples::GemmConfig g = samples::kMatmulAmd;
   expect_runs_on(samples::gemm_kernel(g), "sm_80", samples::kMatmulAmdWarps);
   g.stages = 2;
   expect_runs_on(samples::gemm_kernel(g), "sm_80", samples::kMatmulAmdWarps);
-  absl::StatusOr<DeviceCode> hopper = compile_for(samples::gemm_kernel(samples::kMatmul), "sm_80", 8);
+  expect_runs_on(samples::gemm_kernel(samples::kMatmul), "sm_80", samples::kMatmulWarps);
+  samples::GemmConfig deep = samples::kMatmul;
+  deep.bk = 256;
+  absl::StatusOr<DeviceCode> hopper = compile_for(samples::gemm_kernel(deep), "sm_80", samples::kMatmulWarps);
   EXPECT_EQ(hopper.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(hopper.status().message(), HasSubstr("sm_80 allows 166912"));
   absl::StatusOr<DeviceCode> ada = compile_for(samples::gemm_kernel(g), "sm_89", samples::kMatmulAmdWarps);

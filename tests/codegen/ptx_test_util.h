@@ -92,11 +92,11 @@ inline void expect_ptxas_accepts(const std::string& ptx, const std::string& arch
 }
 
 // ptxas -v's report on `ptx` (stdout and stderr), and its exit code.
-inline std::pair<int, std::string> ptxas_verbose(const std::string& ptx) {
+inline std::pair<int, std::string> ptxas_verbose(const std::string& ptx, const std::string& arch = "sm_90a") {
   std::string in = temp_path("v.ptx"), out = temp_path("v.cubin"), log = temp_path("v.log");
   write(in, ptx);
   int rc = std::system(
-      (std::string(TESSEL_PTXAS) + " -v -arch=sm_90a " + in + " -o " + out + " > " + log + " 2>&1").c_str());
+      (std::string(TESSEL_PTXAS) + " -v -arch=" + arch + " " + in + " -o " + out + " > " + log + " 2>&1").c_str());
   std::ifstream f(log);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   for (const std::string& p : {in, out, log}) std::filesystem::remove(p);
@@ -106,10 +106,10 @@ inline std::pair<int, std::string> ptxas_verbose(const std::string& ptx) {
 // The test's last check: ptxas takes `ptx` with no spill and none of the
 // messages that mean tensor-core work was serialized (C7515, C7519), a
 // wait for it added where the PTX had none (C7517) or a register budget
-// ignored (C7508). Skipped without ptxas.
-inline void expect_ptxas_clean(const std::string& ptx) {
+// ignored (C7508), for `arch`. Skipped without ptxas.
+inline void expect_ptxas_clean(const std::string& ptx, const std::string& arch = "sm_90a") {
   if (!have_ptxas()) GTEST_SKIP() << "ptxas not found; PTX text checked only";
-  auto [rc, log] = ptxas_verbose(ptx);
+  auto [rc, log] = ptxas_verbose(ptx, arch);
   EXPECT_EQ(rc, 0) << log;
   for (const char* bad : {"C7515", "C7517", "C7519", "C7508"}) EXPECT_EQ(log.find(bad), std::string::npos) << log;
   EXPECT_NE(log.find("0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << log;
