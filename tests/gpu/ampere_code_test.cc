@@ -1,7 +1,8 @@
 // Code compiled for sm_80 (Ampere) run on the GPU under test, which runs
 // code for older chips: TMA boxes copied by the program's threads from maps
-// in tessel's host form, and a dot without tensor cores over them, against
-// the host on the same maps. Skips without a GPU.
+// in tessel's host form, and dots on mma.sync over them (over copy rings,
+// swizzled, in the pointer GEMM; P from registers in attention), against
+// the host on the same operands. Skips without a GPU.
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -10,8 +11,11 @@
 #include "dsl/ops.h"
 #include "gtest/gtest.h"
 #include "runtime/device.h"
+#include "samples/attention.h"
+#include "samples/gemm.h"
 #include "samples/row_kernels.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/matmul_cases.h"
 
 namespace tessel::gpu_test {
 namespace {
@@ -94,6 +98,97 @@ TEST(AmpereCode, TileCopiesMoveEveryByte) {
   ASSERT_TRUE(device.synchronize().ok());
   ASSERT_TRUE(device.copy_to_host(out.data(), *dst, out.size() * 2).ok());
   EXPECT_EQ(out, in);
+}
+
+CompileOptions sm80(const Device& device, int warps) {
+  CompileOptions options;
+  options.num_warps = warps;
+  if (device.kind() == DeviceKind::kCuda) options.arch = "sm_80";
+  return options;
+}
+
+// The sample's GEMM on mma.sync, operands either way round and of every
+// type it takes: bit for bit on i8's exact sums, else within f32's
+// rounding of sums in another order.
+TEST(AmpereCode, TensorCoreGemmsAgreeWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::mt19937 gen(11);
+  struct Case {
+    samples::GemmConfig g;
+    int warps;
+  };
+  for (const Case& c : {Case{samples::kMatmulAmd, samples::kMatmulAmdWarps},
+                        Case{{.bm = 64, .bn = 64, .bk = 64, .b_nk = false, .a_mk = false, .stages = 1}, 4},
+                        Case{{.bm = 64, .bn = 64, .bk = 64, .in = f16, .b_nk = false, .stages = 1}, 4},
+                        Case{{.bm = 64, .bn = 64, .bk = 32, .in = f32, .stages = 1, .tf32 = true}, 4},
+                        Case{{.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .stages = 1}, 4},
+                        Case{samples::kMatmul, samples::kMatmulWarps}}) {
+    SCOPED_TRACE(::testing::Message() << c.g.in.name() << " " << c.g.bm << "x" << c.g.bn << "x" << c.g.bk
+                                      << (c.g.a_mk ? " A as MxK" : " A as KxM")
+                                      << (c.g.b_nk ? " B as NxK" : " B as KxN"));
+    const int64_t m = 200, n = 136, k = c.g.in == i8 ? 256 : 200;
+    const matmul_cases::Operand a = matmul_cases::random_operand(c.g.in, m * k, gen, true);
+    const matmul_cases::Operand b = matmul_cases::random_operand(c.g.in, n * k, gen, true);
+    absl::StatusOr<std::vector<float>> on_gpu =
+        matmul_cases::run_gemm(device, c.g, sm80(device, c.warps), m, n, k, a, b);
+    absl::StatusOr<std::vector<float>> on_host = matmul_cases::run_gemm(*host, c.g, c.warps, m, n, k, a, b);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    ASSERT_TRUE(on_host.ok()) << on_host.status();
+    if (c.g.in == i8) {
+      EXPECT_EQ(*on_gpu, *on_host);
+    } else {
+      EXPECT_TRUE(all_close(*on_gpu, *on_host, 1e-5));
+    }
+  }
+}
+
+// The pointer GEMM's operands go through rings of asynchronous copies,
+// swizzled, which ldmatrix reads through the same pattern.
+TEST(AmpereCode, PointerGemmsOverCopyRingsAgreeWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::mt19937 gen(12);
+  for (const auto& [g, warps] : matmul_cases::kAmperePointerGemms) {
+    SCOPED_TRACE(::testing::Message() << g.in.name() << " " << g.bm << "x" << g.bn << "x" << g.bk << ", " << g.stages
+                                      << " stages");
+    const int64_t m = 257, n = 264, k = 112;
+    const matmul_cases::Operand a = matmul_cases::random_operand(g.in, m * k, gen, true);
+    const matmul_cases::Operand b = matmul_cases::random_operand(g.in, n * k, gen, true);
+    absl::StatusOr<std::vector<float>> on_gpu =
+        matmul_cases::run_pointer_gemm(device, g, sm80(device, warps), m, n, k, a, b);
+    absl::StatusOr<std::vector<float>> on_host = matmul_cases::run_pointer_gemm(*host, g, warps, m, n, k, a, b);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    ASSERT_TRUE(on_host.ok()) << on_host.status();
+    EXPECT_TRUE(all_close(*on_gpu, *on_host, g.out == bf16 ? 1e-2 : 1e-5));
+  }
+}
+
+// Attention with P @ V on P in registers, against doubles and the host.
+TEST(AmpereCode, AttentionAgreesWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::mt19937 gen(13);
+  for (bool causal : {false, true}) {
+    const samples::AttnConfig c = {.d = 64, .bm = 64, .bn = 64, .causal = causal, .stages = 1, .warps = 4};
+    SCOPED_TRACE(causal ? "causal" : "full");
+    const int64_t heads = 2, len = 200, n = heads * len * c.d;
+    const float scale = 0.125f;
+    const matmul_cases::Operand q = matmul_cases::random_operand(c.in, n, gen);
+    const matmul_cases::Operand k = matmul_cases::random_operand(c.in, n, gen);
+    const matmul_cases::Operand v = matmul_cases::random_operand(c.in, n, gen);
+    absl::StatusOr<std::vector<float>> on_gpu =
+        matmul_cases::run_attention(device, c, heads, len, scale, q, k, v, "sm_80");
+    absl::StatusOr<std::vector<float>> on_host = matmul_cases::run_attention(*host, c, heads, len, scale, q, k, v);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    ASSERT_TRUE(on_host.ok()) << on_host.status();
+    EXPECT_TRUE(all_close(*on_gpu, *on_host, 8e-3));
+    EXPECT_TRUE(all_close(*on_gpu,
+                          matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, causal), 8e-3));
+  }
 }
 
 }  // namespace
