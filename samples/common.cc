@@ -25,7 +25,7 @@ Args parse_args(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&arg, "--seed=") && absl::SimpleAtoi(arg, &a.seed)) {
     } else if (absl::ConsumePrefix(&arg, "--ranks=") && absl::SimpleAtoi(arg, &a.ranks) && a.ranks >= 1) {
     } else {
-      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a|host]] [--seed=N] [--ranks=N]\n",
+      std::fprintf(stderr, "usage: %s [--device=best|host|host:N|cuda:N] [--emit=DIR [--target=sm_90a|sm_80..sm_89|gfx942|host]] [--seed=N] [--ranks=N]\n",
                    argv[0]);
       std::exit(2);
     }

@@ -12,8 +12,9 @@
 namespace samples {
 
 // --device=host|host:N|cuda:N|best (default best), --emit=DIR (write the
-// kernels' stages there and do not run), --target=sm_90a or gfx942 (with
-// --emit: compile for that GPU without needing one), --seed=N, --ranks=N.
+// kernels' stages there and do not run), --target=sm_90a, sm_80 to sm_89,
+// or gfx942 (with --emit: compile for that GPU without needing one),
+// --seed=N, --ranks=N.
 struct Args {
   std::string device = "best";
   std::string emit_dir;

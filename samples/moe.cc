@@ -95,10 +95,17 @@ int main(int argc, char** argv) {
   // double reference.
   const int64_t tokens = 300;
   samples::MoeLayerConfig config = {.experts = 8, .top_k = 2, .hidden = 512, .intermediate = 704};
-  if (args.target.rfind("gfx", 0) == 0) {  // AMD: tiles that fit in 64 KiB of LDS
+  std::optional<Device> opened;  // where the sample runs, rather than emits for --target
+  if (args.target.empty()) opened = samples::value_or_die(samples::open_device(args), "device");
+  const std::string arch = opened ? opened->arch() : args.target;
+  if (arch.rfind("gfx", 0) == 0) {  // AMD: tiles that fit in 64 KiB of LDS
     config.up = config.down = {.bm = 64, .bn = 64, .bk = 64, .stages = 1};
     config.gemm_warps = 4;
     config.grouped = false;
+  }
+  if (arch.rfind("sm_8", 0) == 0) {  // before Hopper: 128 x 128 tiles on mma.sync
+    config.up.bn = config.down.bn = 128;
+    config.gemm_warps = 8;
   }
   const samples::MoeLayerKernels k = samples::value_or_die(samples::moe_layer_kernels(config), "build");
   CompileOptions gemm = samples::compile_options(args), small = gemm;
@@ -113,7 +120,7 @@ int main(int argc, char** argv) {
     samples::emit_for_target(args, rest, small);
     return 0;
   }
-  Device device = samples::value_or_die(samples::open_device(args), "device");
+  const Device device = *opened;
   const samples::MoeLayer layer = samples::value_or_die(samples::MoeLayer::compile(device, config), "compile");
   if (!args.emit_dir.empty()) return 0;
 
