@@ -40,12 +40,11 @@ MmaWarps warps_for(const MmaShape& s, const Form& f, int threads, bool rows_only
   return s.k % f.k_step() == 0 ? mma_sync_warps(s.m, s.n, threads, rows_only) : MmaWarps{};
 }
 
-// A tile stored as the product reads it: [mn, k] (K-major), or [k, mn] for
-// a 16-bit type (ldmatrix .trans).
+// A tile stored as the product reads it: [mn, k] (K-major) or [k, mn]
+// (ldmatrix .trans for 16-bit types; element by element for tf32 and i8).
 bool fits(const MmaShape& s, const Form& f, const SharedMatrix& op, int64_t mn) {
   if (op.registers) return f.transposable;
-  if (op.k_major) return op.rows == mn && op.cols == s.k;
-  return f.transposable && op.rows == s.k && op.cols == mn;
+  return op.k_major ? op.rows == mn && op.cols == s.k : op.rows == s.k && op.cols == mn;
 }
 
 class MmaSyncLayout final : public Layout {
@@ -227,12 +226,45 @@ std::vector<llvm::Value*> emit_mma_sync(llvm::IRBuilder<>& b, const MmaShape& s,
     }
     return planned;
   };
+  // tf32 and i8 stored along m or n, which ldmatrix cannot transpose: each
+  // register's elements loaded one by one, at byte 4 (lane % 4) + 16 * half
+  // of k (a's register j: half j / 2, row lane / 4 + 8 (j % 2); b's: half
+  // j, column lane / 4), packed low to high.
+  const bool a_by_element = !a.registers && !a.k_major && !f.transposable;
+  const bool b_by_element = !bm.k_major && !f.transposable;
+  llvm::Value* group = b.CreateLShr(lane, 2);
+  llvm::Value* k_lane = b.CreateMul(b.CreateAnd(lane, 3), b.getInt64(4 / f.bytes));
+  llvm::Type* elem = b.getIntNTy(static_cast<unsigned>(8 * f.bytes));
+  auto by_element = [&](const SharedMatrix& op, llvm::Value* mn, int64_t k0) {
+    llvm::Value* reg = b.getInt32(0);
+    for (int64_t e = 0; e < 4 / f.bytes; ++e) {
+      llvm::Value* k = b.CreateAdd(k_lane, b.getInt64(k0 + e));
+      llvm::Value* at = b.CreateInBoundsGEP(b.getInt8Ty(), op.data,
+                                            tile_offset(b, k, mn, op.rows, op.cols, f.bytes, op.swizzle));
+      llvm::Value* v = b.CreateZExt(b.CreateLoad(elem, at), b.getInt32Ty());
+      reg = b.CreateOr(reg, b.CreateShl(v, static_cast<uint64_t>(8 * f.bytes * e)));
+    }
+    return reg;
+  };
+  const int64_t half_k = 16 / f.bytes;  // elements in 16 bytes of k
+  auto a_elements = [&](int64_t i, int64_t k0) {
+    std::vector<llvm::Value*> regs;
+    for (int64_t j = 0; j < 4; ++j) {
+      llvm::Value* row = b.CreateAdd(b.CreateAdd(row0, group), b.getInt64(i * kMmaRows + 8 * (j % 2)));
+      regs.push_back(by_element(a, row, k0 + half_k * (j / 2)));
+    }
+    return regs;
+  };
+  auto b_elements = [&](int64_t j, int64_t k0) {
+    llvm::Value* col = b.CreateAdd(b.CreateAdd(col0, group), b.getInt64(j * kMmaCols));
+    return std::vector<llvm::Value*>{by_element(bm, col, k0), by_element(bm, col, k0 + half_k)};
+  };
   std::vector<Load> a_loads, b_loads;
   for (int64_t kk = 0; kk < s.k / step; ++kk) {
-    for (int64_t i = 0; !a.registers && i < blocks_m; ++i) {
+    for (int64_t i = 0; !a.registers && !a_by_element && i < blocks_m; ++i) {
       a_loads.push_back({LdmatrixLanes::kA, i * kMmaRows, kk * step});
     }
-    for (int64_t j = 0; j < blocks_n; j += 2) {
+    for (int64_t j = 0; !b_by_element && j < blocks_n; j += 2) {
       b_loads.push_back({j + 1 < blocks_n ? LdmatrixLanes::kB : LdmatrixLanes::kLastB, j * kMmaCols, kk * step});
     }
   }
@@ -269,10 +301,12 @@ std::vector<llvm::Value*> emit_mma_sync(llvm::IRBuilder<>& b, const MmaShape& s,
     const int64_t k0 = kk * step;
     std::vector<std::vector<llvm::Value*>> a_frags, b_frags;
     for (int64_t i = 0; i < blocks_m; ++i) {
-      a_frags.push_back(a.registers ? register_a(i, kk)
-                                    : ldmatrix(a, a_planned.at({LdmatrixLanes::kA, i * kMmaRows, k0}), true));
+      a_frags.push_back(a.registers     ? register_a(i, kk)
+                        : a_by_element ? a_elements(i, k0)
+                                       : ldmatrix(a, a_planned.at({LdmatrixLanes::kA, i * kMmaRows, k0}), true));
     }
-    for (int64_t j = 0; j < blocks_n; j += 2) {
+    for (int64_t j = 0; b_by_element && j < blocks_n; ++j) b_frags.push_back(b_elements(j, k0));
+    for (int64_t j = 0; !b_by_element && j < blocks_n; j += 2) {
       const bool pair = j + 1 < blocks_n;
       std::vector<llvm::Value*> regs =
           ldmatrix(bm, b_planned.at({pair ? LdmatrixLanes::kB : LdmatrixLanes::kLastB, j * kMmaCols, k0}), pair);

@@ -288,6 +288,24 @@ TEST(MmaSync, PointerGemmsReadSwizzledCopyRings) {
   }
 }
 
+// tf32 and i8 operands stored along M or N, which ldmatrix cannot
+// transpose (and wgmma refuses), load element by element.
+TEST(MmaSync, Tf32AndI8OperandsStoredAlongMOrNLoadByElement) {
+  for (const samples::GemmConfig& g :
+       {samples::GemmConfig{.bm = 64, .bn = 64, .bk = 32, .in = f32, .b_nk = false, .a_mk = false, .stages = 1,
+                            .tf32 = true},
+        samples::GemmConfig{.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .b_nk = false, .stages = 1}}) {
+    SCOPED_TRACE(g.in.name());
+    absl::StatusOr<DeviceCode> code = compile_ptx(*samples::gemm_kernel(g), sm80(4));
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(g.in == i8 ? "m16n8k32.row.col.s32.s8.s8.s32" : "m16n8k8.row.col.f32.tf32"));
+    // A K-major i8 a still takes ldmatrix (a warp's 16 rows, four steps of
+    // 32 bytes); the rest is loaded element by element.
+    EXPECT_EQ(count(code->binary, "ldmatrix"), g.a_mk ? 4 : 0);
+    expect_ptxas_accepts(code->binary, "sm_80");
+  }
+}
+
 // Plain sm_90 has no wgmma: its dots take mma.sync too.
 TEST(MmaSync, PlainSm90TakesMmaSync) {
   absl::StatusOr<DeviceCode> code = compile_ptx(*samples::gemm_kernel(samples::kMatmulAmd), [] {

@@ -124,6 +124,16 @@ TEST(AmpereCode, TensorCoreGemmsAgreeWithTheHost) {
                         Case{{.bm = 64, .bn = 64, .bk = 64, .in = f16, .b_nk = false, .stages = 1}, 4},
                         Case{{.bm = 64, .bn = 64, .bk = 32, .in = f32, .stages = 1, .tf32 = true}, 4},
                         Case{{.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .stages = 1}, 4},
+                        Case{{.bm = 64,
+                              .bn = 64,
+                              .bk = 32,
+                              .in = f32,
+                              .b_nk = false,
+                              .a_mk = false,
+                              .stages = 1,
+                              .tf32 = true},
+                             4},
+                        Case{{.bm = 64, .bn = 64, .bk = 128, .in = i8, .out = i32, .b_nk = false, .stages = 1}, 4},
                         Case{samples::kMatmul, samples::kMatmulWarps}}) {
     SCOPED_TRACE(::testing::Message() << c.g.in.name() << " " << c.g.bm << "x" << c.g.bn << "x" << c.g.bk
                                       << (c.g.a_mk ? " A as MxK" : " A as KxM")
