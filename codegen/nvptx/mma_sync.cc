@@ -19,16 +19,23 @@ namespace tessel::codegen::nvptx {
 namespace {
 
 // An instruction for 16 x 8 blocks and 32 bytes of k: bf16 or f16 (k16,
-// either operand transposable by ldmatrix), tf32 (k8) or i8 into i32 (k32).
+// either operand transposable by ldmatrix), tf32 (k8), i8 into i32 or fp8
+// into f32 (k32). LLVM 19 has no intrinsic for fp8's, which is inline
+// assembly of `fp8_types` (".e4m3.e5m2").
 struct Form {
   llvm::Intrinsic::ID id;
   int64_t bytes;  // per element
   bool transposable = false;
+  std::string fp8_types;
   int64_t k_step() const { return kMmaKBytes / bytes; }
 };
 
-std::optional<Form> form_of(const MmaShape& s) {
+std::optional<Form> form_of(const MmaShape& s, bool fp8) {
   if (s.acc == i32 && s.a == i8 && s.b == i8) return Form{llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8, 1};
+  if (fp8 && s.acc == f32 && s.a.is_float8() && s.b.is_float8()) {
+    auto kind = [](DType d) { return d == f8e4m3 ? ".e4m3" : ".e5m2"; };
+    return Form{llvm::Intrinsic::not_intrinsic, 1, false, absl::StrCat(kind(s.a), kind(s.b))};
+  }
   if (s.acc != f32 || s.a != s.b) return std::nullopt;
   if (s.a == bf16 && !s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16, 2, true};
   if (s.a == f16 && !s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32, 2, true};
@@ -99,16 +106,17 @@ std::shared_ptr<const Layout> mma_sync_accumulator_layout(int64_t m, int64_t n, 
 }
 
 std::shared_ptr<const Layout> mma_sync_layout(const MmaShape& s, const SharedMatrix& a, const SharedMatrix& b,
-                                              int threads) {
-  const std::optional<Form> f = form_of(s);
+                                              int threads, bool fp8) {
+  const std::optional<Form> f = form_of(s, fp8);
   if (!f) return nullptr;
   const MmaWarps warps = warps_for(s, *f, threads, a.registers);
   if (warps.rows == 0 || !fits(s, *f, a, s.m) || !fits(s, *f, b, s.n) || b.registers) return nullptr;
   return mma_sync_accumulator_layout(s.m, s.n, warps);
 }
 
-std::shared_ptr<const Layout> mma_sync_register_a_layout(const MmaShape& s, const SharedMatrix& b, int threads) {
-  const std::optional<Form> f = form_of(s);
+std::shared_ptr<const Layout> mma_sync_register_a_layout(const MmaShape& s, const SharedMatrix& b, int threads,
+                                                         bool fp8) {
+  const std::optional<Form> f = form_of(s, fp8);
   if (!f || !f->transposable) return nullptr;
   const MmaWarps warps = warps_for(s, *f, threads, /*rows_only=*/true);
   if (warps.rows == 0 || !fits(s, *f, b, s.n) || s.m / warps.rows * s.k / 32 > kMmaMaxSlots) return nullptr;
@@ -193,8 +201,8 @@ std::vector<LoadGroup> group_loads(const StoredOperand& op, const std::vector<Lo
 
 std::vector<llvm::Value*> emit_mma_sync(llvm::IRBuilder<>& b, const MmaShape& s, const SharedMatrix& a,
                                         const SharedMatrix& bm, std::vector<llvm::Value*> acc, llvm::Value* tid,
-                                        int threads) {
-  const Form f = *form_of(s);
+                                        int threads, bool fp8) {
+  const Form f = *form_of(s, fp8);
   const MmaWarps warps = warps_for(s, f, threads, a.registers);
   const int64_t warp_m = s.m / warps.rows, warp_n = s.n / warps.cols;
   const int64_t blocks_m = warp_m / kMmaRows, blocks_n = warp_n / kMmaCols, step = f.k_step();
@@ -297,6 +305,14 @@ std::vector<llvm::Value*> emit_mma_sync(llvm::IRBuilder<>& b, const MmaShape& s,
   auto as_operand = [&](llvm::Value* v) {
     return s.a == f16 ? b.CreateBitCast(v, llvm::FixedVectorType::get(b.getHalfTy(), 2)) : v;
   };
+  // fp8: d from a, b and c, inline assembly that is a pure function of its operands.
+  auto fp8_mma = [&](const std::vector<llvm::Value*>& args) {
+    const std::string text =
+        absl::StrCat("mma.sync.aligned.m16n8k32.row.col.f32", f.fp8_types, ".f32 ", register_list(0, 4), ", ",
+                     register_list(4, 4), ", ", register_list(8, 2), ", ", register_list(10, 4), ";");
+    std::vector<llvm::Type*> types(kMmaSlots, b.getFloatTy());
+    return pure_asm(b, llvm::StructType::get(b.getContext(), types), text, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", args);
+  };
   for (int64_t kk = 0; kk < s.k / step; ++kk) {
     const int64_t k0 = kk * step;
     std::vector<std::vector<llvm::Value*>> a_frags, b_frags;
@@ -320,7 +336,7 @@ std::vector<llvm::Value*> emit_mma_sync(llvm::IRBuilder<>& b, const MmaShape& s,
         for (llvm::Value* v : a_frags[i]) args.push_back(as_operand(v));
         for (llvm::Value* v : b_frags[j]) args.push_back(as_operand(v));
         for (int64_t v = 0; v < kMmaSlots; ++v) args.push_back(acc[first + v]);
-        llvm::Value* d = b.CreateIntrinsic(f.id, {}, args);
+        llvm::Value* d = f.fp8_types.empty() ? b.CreateIntrinsic(f.id, {}, args) : fp8_mma(args);
         for (unsigned v = 0; v < kMmaSlots; ++v) acc[first + v] = b.CreateExtractValue(d, v);
       }
     }

@@ -266,15 +266,16 @@ class NvptxTarget final : public GpuTarget {
   // wgmma on sm_90a; mma.sync on the chips before it and on plain sm_90.
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
                                            const SharedMatrix& b) override {
-    return chip_.wgmma ? nvptx::wgmma_layout(shape, a, b, threads_) : nvptx::mma_sync_layout(shape, a, b, threads_);
+    return chip_.wgmma ? nvptx::wgmma_layout(shape, a, b, threads_)
+                       : nvptx::mma_sync_layout(shape, a, b, threads_, chip_.fp8_mma);
   }
   std::shared_ptr<const Layout> mma_register_a_layout(const MmaShape& shape, const SharedMatrix& b) override {
     return chip_.wgmma ? nvptx::wgmma_register_a_layout(shape, b, threads_)
-                       : nvptx::mma_sync_register_a_layout(shape, b, threads_);
+                       : nvptx::mma_sync_register_a_layout(shape, b, threads_, chip_.fp8_mma);
   }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
-    if (!chip_.wgmma) return nvptx::emit_mma_sync(b, shape, a, bm, std::move(acc), tid_, threads_);
+    if (!chip_.wgmma) return nvptx::emit_mma_sync(b, shape, a, bm, std::move(acc), tid_, threads_, chip_.fp8_mma);
     return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), warpgroup(), threads_, in_flight);
   }
   bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
@@ -649,7 +650,7 @@ absl::StatusOr<NvptxChip> nvptx_chip(const std::string& arch) {
                                                    "': tessel compiles for sm_80 to sm_89 (Ampere and Ada) and "
                                                    "sm_90a (Hopper)"));
   }
-  NvptxChip chip{.tma = number >= 90, .wgmma = specific, .fp8 = number >= 89};
+  NvptxChip chip{.tma = number >= 90, .wgmma = specific, .fp8 = number >= 89, .fp8_mma = number == 89};
   if (number >= 90) {
     chip.shared_per_program = 232448, chip.shared_per_sm = 233472;
   } else if (number == 80 || number == 87) {
@@ -672,9 +673,9 @@ absl::StatusOr<std::unique_ptr<TargetInfo>> make_nvptx_target(const std::string&
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (target == nullptr) return absl::InternalError(absl::StrCat("NVPTX target: ", err));
   llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, arch, "+ptx83", options, std::nullopt, std::nullopt,
-      opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, arch, chip.fp8_mma ? "+ptx84" : "+ptx83", options, std::nullopt, std::nullopt,
+                                  opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default));
   if (tm == nullptr) return absl::InvalidArgumentError(absl::StrCat("NVPTX target: unknown chip '", arch, "'"));
   return std::unique_ptr<TargetInfo>(new NvptxTarget(std::move(tm), chip, num_warps * 32, min_programs));
 }

@@ -306,6 +306,29 @@ TEST(MmaSync, Tf32AndI8OperandsStoredAlongMOrNLoadByElement) {
   }
 }
 
+// sm_89 multiplies fp8 on mma.sync (PTX 8.4), e4m3 and e5m2 in any
+// pairing; sm_80 has no such instruction, and its fp8 dots stay loops.
+TEST(MmaSync, AdaMultipliesFp8) {
+  for (const auto& [a, b] : {std::pair{f8e4m3, f8e4m3}, {f8e4m3, f8e5m2}, {f8e5m2, f8e4m3}}) {
+    const samples::GemmConfig g = {
+        .bm = 64, .bn = 64, .bk = 128, .in = a, .in_b = b, .out = bf16, .stages = 1, .scaled = true};
+    SCOPED_TRACE(absl::StrCat(a.name(), " x ", b.name()));
+    CompileOptions ada = sm80(4);
+    ada.arch = "sm_89";
+    absl::StatusOr<DeviceCode> code = compile_ptx(*samples::gemm_kernel(g), ada);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(".version 8.4"));
+    EXPECT_THAT(code->binary,
+                HasSubstr(absl::StrCat("mma.sync.aligned.m16n8k32.row.col.f32.", a == f8e4m3 ? "e4m3" : "e5m2", ".",
+                                       b == f8e4m3 ? "e4m3" : "e5m2", ".f32")));
+    expect_ptxas_clean(code->binary, "sm_89");
+    absl::StatusOr<DeviceCode> ampere = compile_ptx(*samples::gemm_kernel(g), sm80(4));
+    ASSERT_TRUE(ampere.ok()) << ampere.status();
+    EXPECT_THAT(ampere->binary, HasSubstr(".version 8.3"));
+    EXPECT_EQ(count(ampere->binary, "mma.sync"), 0);
+  }
+}
+
 // Plain sm_90 has no wgmma: its dots take mma.sync too.
 TEST(MmaSync, PlainSm90TakesMmaSync) {
   absl::StatusOr<DeviceCode> code = compile_ptx(*samples::gemm_kernel(samples::kMatmulAmd), [] {

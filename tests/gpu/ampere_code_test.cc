@@ -154,6 +154,30 @@ TEST(AmpereCode, TensorCoreGemmsAgreeWithTheHost) {
   }
 }
 
+// Ada's (sm_89) fp8 mma.sync, e4m3 and e5m2, C in bf16: the tensor cores'
+// fp8 sums and then bf16's rounding against the host's f32 sums.
+TEST(AmpereCode, AdaFp8GemmsAgreeWithTheHost) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::mt19937 gen(14);
+  for (const auto& [in_a, in_b] : {std::pair{f8e4m3, f8e4m3}, {f8e5m2, f8e4m3}}) {
+    const samples::GemmConfig g = {
+        .bm = 64, .bn = 64, .bk = 128, .in = in_a, .in_b = in_b, .out = bf16, .stages = 1, .scaled = true};
+    SCOPED_TRACE(::testing::Message() << in_a.name() << " x " << in_b.name());
+    const int64_t m = 200, n = 136, k = 256;
+    const matmul_cases::Operand a = matmul_cases::random_operand(in_a, m * k, gen);
+    const matmul_cases::Operand b = matmul_cases::random_operand(in_b, n * k, gen);
+    CompileOptions ada = sm80(device, 4);
+    ada.arch = "sm_89";
+    absl::StatusOr<std::vector<float>> on_gpu = matmul_cases::run_gemm(device, g, ada, m, n, k, a, b, {0.5f, 0.25f});
+    absl::StatusOr<std::vector<float>> on_host = matmul_cases::run_gemm(*host, g, 4, m, n, k, a, b, {0.5f, 0.25f});
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    ASSERT_TRUE(on_host.ok()) << on_host.status();
+    EXPECT_TRUE(all_close(*on_gpu, *on_host, 2e-2));
+  }
+}
+
 // The pointer GEMM's operands go through rings of asynchronous copies,
 // swizzled, which ldmatrix reads through the same pattern.
 TEST(AmpereCode, PointerGemmsOverCopyRingsAgreeWithTheHost) {
