@@ -7,7 +7,7 @@
 // earlier, many of them ill-typed on purpose. build() must answer with a kernel that verified or with a Status; nothing
 // may crash, abort or hang. A kernel that builds prints, and the same bytes build it again to the same text and hash.
 // Where the harness links the whole library (the regression replay, TESSEL_FUZZ_HOST defined) each kernel that builds
-// is also compiled for the host, sm_90a and gfx942.
+// is also compiled for the host, sm_90a, sm_80, sm_89 and gfx942.
 #include <cstdlib>
 #include <span>
 #include <string>
@@ -547,7 +547,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // at a width the hash picks: a Status or code.
   static absl::StatusOr<tessel::Device> host = tessel::Device::open("host");
   if (host.ok()) (void)host->compile(*kernel);
-  for (const char* arch : {"sm_90a", "gfx942"}) {
+  for (const char* arch : {"sm_90a", "sm_80", "sm_89", "gfx942"}) {
     tessel::CompileOptions options;
     options.arch = arch;
     options.num_warps = static_cast<int>(4 * (1 + kernel->hash() % 3));  // 4, 8 or 12

@@ -31,15 +31,15 @@ struct Form {
 };
 
 std::optional<Form> form_of(const MmaShape& s, bool fp8) {
-  if (s.acc == i32 && s.a == i8 && s.b == i8) return Form{llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8, 1};
+  if (s.acc == i32 && s.a == i8 && s.b == i8) return Form{llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8, 1, false, ""};
   if (fp8 && s.acc == f32 && s.a.is_float8() && s.b.is_float8()) {
     auto kind = [](DType d) { return d == f8e4m3 ? ".e4m3" : ".e5m2"; };
     return Form{llvm::Intrinsic::not_intrinsic, 1, false, absl::StrCat(kind(s.a), kind(s.b))};
   }
   if (s.acc != f32 || s.a != s.b) return std::nullopt;
-  if (s.a == bf16 && !s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16, 2, true};
-  if (s.a == f16 && !s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32, 2, true};
-  if (s.a == f32 && s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, 4};
+  if (s.a == bf16 && !s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16, 2, true, ""};
+  if (s.a == f16 && !s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32, 2, true, ""};
+  if (s.a == f32 && s.tf32) return Form{llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, 4, false, ""};
   return std::nullopt;
 }
 

@@ -262,7 +262,9 @@ TEST(MmaSync, GemmsRunOnTensorCores) {
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_THAT(code->binary, HasSubstr(w.mma));
     EXPECT_THAT(code->binary, HasSubstr("ldmatrix.sync.aligned.m8n8.x4"));
-    if (!w.g.a_mk) EXPECT_THAT(code->binary, HasSubstr(".trans"));
+    if (!w.g.a_mk) {
+      EXPECT_THAT(code->binary, HasSubstr(".trans"));
+    }
     // (The i8 boxes' copies by the program's threads, a byte at a time,
     // spill with the accumulators live; the product itself does not.)
     if (w.g.in == i8) {
