@@ -5,6 +5,7 @@
 // the host on the same operands. Skips without a GPU.
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -107,6 +108,21 @@ CompileOptions sm80(const Device& device, int warps) {
   return options;
 }
 
+// C of samples::gemm_kernel(g) from the same operands: compiled with
+// `options` on the GPU, and on the host.
+struct Both {
+  std::vector<float> gpu, host;
+};
+absl::StatusOr<Both> gemm_on_both(const Device& device, const Device& host, const samples::GemmConfig& g,
+                                  const CompileOptions& options, int64_t m, int64_t n, int64_t k,
+                                  const matmul_cases::Operand& a, const matmul_cases::Operand& b,
+                                  std::pair<float, float> scales = {1, 1}) {
+  TESSEL_ASSIGN_OR_RETURN(std::vector<float> gpu, matmul_cases::run_gemm(device, g, options, m, n, k, a, b, scales));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<float> cpu,
+                          matmul_cases::run_gemm(host, g, options.num_warps, m, n, k, a, b, scales));
+  return Both{std::move(gpu), std::move(cpu)};
+}
+
 // The sample's GEMM on mma.sync, operands either way round and of every
 // type it takes: bit for bit on i8's exact sums, else within f32's
 // rounding of sums in another order.
@@ -141,15 +157,12 @@ TEST(AmpereCode, TensorCoreGemmsAgreeWithTheHost) {
     const int64_t m = 200, n = 136, k = c.g.in == i8 ? 256 : 200;
     const matmul_cases::Operand a = matmul_cases::random_operand(c.g.in, m * k, gen, true);
     const matmul_cases::Operand b = matmul_cases::random_operand(c.g.in, n * k, gen, true);
-    absl::StatusOr<std::vector<float>> on_gpu =
-        matmul_cases::run_gemm(device, c.g, sm80(device, c.warps), m, n, k, a, b);
-    absl::StatusOr<std::vector<float>> on_host = matmul_cases::run_gemm(*host, c.g, c.warps, m, n, k, a, b);
-    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
-    ASSERT_TRUE(on_host.ok()) << on_host.status();
+    absl::StatusOr<Both> c_of = gemm_on_both(device, *host, c.g, sm80(device, c.warps), m, n, k, a, b);
+    ASSERT_TRUE(c_of.ok()) << c_of.status();
     if (c.g.in == i8) {
-      EXPECT_EQ(*on_gpu, *on_host);
+      EXPECT_EQ(c_of->gpu, c_of->host);
     } else {
-      EXPECT_TRUE(all_close(*on_gpu, *on_host, 1e-5));
+      EXPECT_TRUE(all_close(c_of->gpu, c_of->host, 1e-5));
     }
   }
 }
@@ -170,11 +183,9 @@ TEST(AmpereCode, AdaFp8GemmsAgreeWithTheHost) {
     const matmul_cases::Operand b = matmul_cases::random_operand(in_b, n * k, gen);
     CompileOptions ada = sm80(device, 4);
     ada.arch = "sm_89";
-    absl::StatusOr<std::vector<float>> on_gpu = matmul_cases::run_gemm(device, g, ada, m, n, k, a, b, {0.5f, 0.25f});
-    absl::StatusOr<std::vector<float>> on_host = matmul_cases::run_gemm(*host, g, 4, m, n, k, a, b, {0.5f, 0.25f});
-    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
-    ASSERT_TRUE(on_host.ok()) << on_host.status();
-    EXPECT_TRUE(all_close(*on_gpu, *on_host, 2e-2));
+    absl::StatusOr<Both> c_of = gemm_on_both(device, *host, g, ada, m, n, k, a, b, {0.5f, 0.25f});
+    ASSERT_TRUE(c_of.ok()) << c_of.status();
+    EXPECT_TRUE(all_close(c_of->gpu, c_of->host, 2e-2));
   }
 }
 
