@@ -77,7 +77,9 @@ class Gather : public AgreeTest {
         ASSERT_TRUE(got.ok());
         outs.push_back(*std::move(got));
       }
-      if (outs.size() == 2) EXPECT_TRUE(bit_equal(outs[0], outs[1]));
+      if (outs.size() == 2) {
+        EXPECT_TRUE(bit_equal(outs[0], outs[1]));
+      }
     }
   }
 };
