@@ -357,7 +357,8 @@ void copy_box(TargetInfo& target, IRBuilder<>& b, const Type& map_type, llvm::Va
       }
     });
     emit_if(b, b.CreateNot(whole), [&] {
-      for (int64_t e = 0; e < run; ++e) copy_element(b.CreateAdd(i, b.getInt64(e)));
+      emit_loop(b, b.getInt64(0), b.getInt64(run), b.getInt64(1),
+                [&](llvm::Value* e) { copy_element(b.CreateAdd(i, e)); });
     });
   });
 }
