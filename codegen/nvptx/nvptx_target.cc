@@ -89,6 +89,14 @@ std::optional<Words> words(llvm::IRBuilder<>& b, llvm::Type* t) {
   }
 }
 
+// The operand `m` of an mn x k product as if stored K-major ([mn, k]).
+SharedMatrix k_major(int64_t mn, int64_t k, const SharedMatrix& m) {
+  if (m.registers || m.k_major) return m;
+  SharedMatrix t = m;
+  t.rows = mn, t.cols = k, t.k_major = true;
+  return t;
+}
+
 // A generic pointer to global memory as ld/st.global take it.
 llvm::Value* global(llvm::IRBuilder<>& b, llvm::Value* ptr) {
   return ptr->getType()->getPointerAddressSpace() == kGlobal ? ptr : b.CreateAddrSpaceCast(ptr, b.getPtrTy(kGlobal));
@@ -263,19 +271,32 @@ class NvptxTarget final : public GpuTarget {
     return pure_asm(b, x->getType(), "div.full.f32 $0, $1, $2;", "=f,f,f", {x, y});
   }
 
-  // wgmma on sm_90a; mma.sync on the chips before it and on plain sm_90.
+  // wgmma on sm_90a where the product suits it; mma.sync on the chips
+  // before it, on plain sm_90, and on sm_90a for products wgmma cannot take
+  // (fewer than 64 rows a warpgroup, plain tiles), as Triton's MMAv2 on
+  // Hopper. Not where wgmma would take the operands read K-major: there
+  // lower_dot names that fix (its speed is wgmma's).
   std::shared_ptr<const Layout> mma_layout(const MmaShape& shape, const SharedMatrix& a,
                                            const SharedMatrix& b) override {
-    return chip_.wgmma ? nvptx::wgmma_layout(shape, a, b, threads_)
-                       : nvptx::mma_sync_layout(shape, a, b, threads_, chip_.fp8_mma);
+    if (!chip_.wgmma) return nvptx::mma_sync_layout(shape, a, b, threads_, chip_.fp8_mma);
+    if (std::shared_ptr<const Layout> layout = nvptx::wgmma_layout(shape, a, b, threads_)) return layout;
+    if (nvptx::wgmma_layout(shape, k_major(shape.m, shape.k, a), k_major(shape.n, shape.k, b), threads_) != nullptr) {
+      return nullptr;
+    }
+    return nvptx::mma_sync_layout(shape, a, b, threads_, chip_.fp8_mma);
   }
   std::shared_ptr<const Layout> mma_register_a_layout(const MmaShape& shape, const SharedMatrix& b) override {
-    return chip_.wgmma ? nvptx::wgmma_register_a_layout(shape, b, threads_)
-                       : nvptx::mma_sync_register_a_layout(shape, b, threads_, chip_.fp8_mma);
+    if (!chip_.wgmma) return nvptx::mma_sync_register_a_layout(shape, b, threads_, chip_.fp8_mma);
+    if (std::shared_ptr<const Layout> layout = nvptx::wgmma_register_a_layout(shape, b, threads_)) return layout;
+    return nvptx::mma_sync_register_a_layout(shape, b, threads_, chip_.fp8_mma);
   }
   std::vector<llvm::Value*> mma(llvm::IRBuilder<>& b, const MmaShape& shape, const SharedMatrix& a,
                                 const SharedMatrix& bm, std::vector<llvm::Value*> acc, int in_flight) override {
-    if (!chip_.wgmma) return nvptx::emit_mma_sync(b, shape, a, bm, std::move(acc), tid_, threads_, chip_.fp8_mma);
+    // The same choice as mma_layout's, which planned the accumulator.
+    last_wgmma_ = chip_.wgmma && (a.registers ? nvptx::wgmma_register_a_layout(shape, bm, threads_)
+                                              : nvptx::wgmma_layout(shape, a, bm, threads_)) != nullptr;
+    if (!last_wgmma_) return nvptx::emit_mma_sync(b, shape, a, bm, std::move(acc), tid_, threads_, chip_.fp8_mma);
+    any_wgmma_ = true;
     return nvptx::emit_wgmma(b, shape, a, bm, std::move(acc), warpgroup(), threads_, in_flight);
   }
   bool store_matrix(llvm::IRBuilder<>& b, const Layout& layout, const std::vector<llvm::Value*>& slots, int64_t cols,
@@ -284,11 +305,13 @@ class NvptxTarget final : public GpuTarget {
     return nvptx::emit_stmatrix(b, layout, slots, cols, tid_, address, keep);
   }
   std::vector<llvm::Value*> mma_drain(llvm::IRBuilder<>& b, std::vector<llvm::Value*> acc) override {
-    return chip_.wgmma ? nvptx::wgmma_wait(b, std::move(acc), 0) : acc;  // mma.sync is done when it returns
+    // mma.sync is done when it returns; an accumulator of mma.sync in a
+    // kernel with wgmma waits for nothing.
+    return any_wgmma_ ? nvptx::wgmma_wait(b, std::move(acc), 0) : acc;
   }
   void mma_operands_read(llvm::IRBuilder<>& b) override {
     // A warpgroup's wait (a warp's mma.sync) is its whole product's; others may still read.
-    if (threads_ > (chip_.wgmma ? kWarpgroup : 32)) barrier(b);
+    if (threads_ > (last_wgmma_ ? kWarpgroup : 32)) barrier(b);
   }
   void mma_operands_written(llvm::IRBuilder<>& b) override {
     // Written through the generic proxy; wgmma reads through the async one.
@@ -637,6 +660,8 @@ class NvptxTarget final : public GpuTarget {
   int cluster_ = 1;           // programs per cluster
   bool tensor_maps_ = false;  // the kernel has tensor-map parameters
   bool swizzled_ = false;     // a tensor-map parameter is swizzled
+  bool any_wgmma_ = false;    // a product so far ran on wgmma
+  bool last_wgmma_ = false;   // the last one did
 };
 
 }  // namespace

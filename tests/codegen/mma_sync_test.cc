@@ -337,6 +337,43 @@ TEST(MmaSync, PlainSm90TakesMmaSync) {
   EXPECT_EQ(code->binary.find("wgmma"), std::string::npos);
 }
 
+// On sm_90a, products wgmma cannot take (fewer than 64 rows a warpgroup)
+// take mma.sync rather than a loop, beside wgmma in the same kernel.
+TEST(MmaSync, HopperTakesMmaSyncWhereWgmmaCannot) {
+  CompileOptions o = sm80(4);
+  o.arch = "sm_90a";
+  absl::StatusOr<DeviceCode> code;
+  for (const samples::GemmConfig& g : {samples::GemmConfig{.bm = 32, .bn = 64, .bk = 64, .stages = 3},
+                                       samples::GemmConfig{.bm = 16, .bn = 128, .bk = 64, .in = f16, .b_nk = false}}) {
+    SCOPED_TRACE(absl::StrCat(g.bm, "x", g.bn, "x", g.bk, " ", g.in.name()));
+    code = compile_ptx(*samples::gemm_kernel(g), o);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_THAT(code->binary, HasSubstr(absl::StrCat("mma.sync.aligned.m16n8k16.row.col.f32.", g.in.name(), ".",
+                                                     g.in.name(), ".f32")));
+    EXPECT_EQ(code->binary.find("wgmma"), std::string::npos);
+    expect_ptxas_clean(code->binary, "sm_90a");
+  }
+
+  // 64 query rows take wgmma for QK^T; P @ V with 16 of them a warp
+  // (one warp per 16 rows) takes mma.sync.
+  KernelBuilder k("mixed");
+  Value a = k.tensor_map(bf16, {64, 64}, "a", Swizzle::k128B);
+  Value b = k.tensor_map(bf16, {64, 64}, "b", Swizzle::k128B);
+  Value out = k.arg(ptr(f32), "out");
+  Value s = dot(tma_load(a, {0, 0}), trans(tma_load(b, {0, 0})), k.zeros({64, 64}, f32));
+  Value top = narrow(tma_load(a, {64, 0}), 0, 0, 16);
+  Value r = dot(top, trans(tma_load(b, {64, 0})), k.zeros({16, 64}, f32));
+  Value rows = expand_dims(k.arange(0, 16), 1), cols = expand_dims(k.arange(0, 64), 0);
+  store(out + rows * 64 + cols, r + narrow(s, 0, 0, 16));
+  absl::StatusOr<Kernel> kernel = k.build();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  code = compile_ptx(*kernel, o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_THAT(code->binary, HasSubstr("wgmma.mma_async"));
+  EXPECT_THAT(code->binary, HasSubstr("mma.sync.aligned.m16n8k16"));
+  expect_ptxas_clean(code->binary, "sm_90a");
+}
+
 // Attention's P @ V takes P from registers: the fragments of QK^T's
 // accumulator are A's, and no P tile goes through shared memory.
 TEST(MmaSync, AttentionTakesPFromRegisters) {

@@ -2,7 +2,8 @@
 // code for older chips: TMA boxes copied by the program's threads from maps
 // in tessel's host form, and dots on mma.sync over them (over copy rings,
 // swizzled, in the pointer GEMM; P from registers in attention), against
-// the host on the same operands. Skips without a GPU.
+// the host on the same operands; and mma.sync where Hopper code takes it.
+// Skips without a GPU.
 #include <cstdint>
 #include <random>
 #include <utility>
@@ -164,6 +165,27 @@ TEST(AmpereCode, TensorCoreGemmsAgreeWithTheHost) {
     } else {
       EXPECT_TRUE(all_close(c_of->gpu, c_of->host, 1e-5));
     }
+  }
+}
+
+// On a Hopper GPU, tiles of fewer than 64 rows a warpgroup take mma.sync
+// in code for the chip itself (sm_90a), beside its TMA pipelines.
+TEST(AmpereCode, SmallTilesTakeMmaSyncOnTheDevicesOwnChip) {
+  TESSEL_OPEN_CUDA_OR_SKIP(device);
+  absl::StatusOr<Device> host = Device::open("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::mt19937 gen(15);
+  for (const samples::GemmConfig& g : {samples::GemmConfig{.bm = 32, .bn = 64, .bk = 64, .stages = 3},
+                                       samples::GemmConfig{.bm = 16, .bn = 128, .bk = 64, .in = f16, .b_nk = false}}) {
+    SCOPED_TRACE(::testing::Message() << g.in.name() << " " << g.bm << "x" << g.bn << "x" << g.bk);
+    const int64_t m = 200, n = 136, k = 200;
+    const matmul_cases::Operand a = matmul_cases::random_operand(g.in, m * k, gen, true);
+    const matmul_cases::Operand b = matmul_cases::random_operand(g.in, n * k, gen, true);
+    CompileOptions options;
+    options.num_warps = 4;
+    absl::StatusOr<Both> c_of = gemm_on_both(device, *host, g, options, m, n, k, a, b);
+    ASSERT_TRUE(c_of.ok()) << c_of.status();
+    EXPECT_TRUE(all_close(c_of->gpu, c_of->host, 1e-5));
   }
 }
 
