@@ -67,6 +67,20 @@ std::optional<int64_t> AffineAnalysis::splat_constant(int v) const {
   return constant(ir_.ops[info.def_op].operands[0]);
 }
 
+namespace {
+
+// Whether `op` is a cast that keeps every integer's value: to a wider
+// integer type, signed ones to a signed one (an i32 row offset widened to
+// i64 before it scales a pointer).
+bool widening(const KernelIR& ir, const Op& op) {
+  if (op.op != OpCode::kCast) return false;
+  const DType from = ir.type(op.operands[0]).dtype(), to = ir.type(op.results[0]).dtype();
+  return from.is_int() && !from.is_bool() && to.is_int() && to.bits() > from.bits() &&
+         (!from.is_signed() || to.is_signed());
+}
+
+}  // namespace
+
 void AffineAnalysis::visit(const Op& op) {
   if (op.results.size() != 1) return;
   int r = op.results[0];
@@ -137,6 +151,9 @@ void AffineAnalysis::visit(const Op& op) {
         std::optional<int64_t> k = splat_constant(op.operands[1 - side]);
         if (k && operand(side)) affine_[r] = scale(*operand(side), *k);
       }
+      break;
+    case OpCode::kCast:
+      if (operand(0) && widening(ir_, op)) affine_[r] = operand(0);
       break;
     case OpCode::kPtrAdd:
       if (operand(0) && operand(1) && operand(0)->pointer >= 0 && operand(1)->pointer < 0) {
@@ -219,6 +236,9 @@ void AffineAnalysis::visit_runs(const Op& op) {
     case OpCode::kMul:
       r.constant = std::min(of(0).constant, of(1).constant);
       r.divisor = times(of(0).each_divisor(), of(1).each_divisor());
+      break;
+    case OpCode::kCast:
+      if (widening(ir_, op)) r = of(0);
       break;
     default:
       break;

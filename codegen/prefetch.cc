@@ -74,8 +74,10 @@ class LoopFacts {
     return true;
   }
 
-  // The slice of `values` in `block`.
-  std::optional<Slice> slice(int block, const std::vector<int>& values) const {
+  // The slice of `values` in `block`; with `written`, loads of memory the
+  // loop's stores (`written`, as writes() gives them) do not touch may be
+  // part of it (a gathered row's index, read again wherever the slice is).
+  std::optional<Slice> slice(int block, const std::vector<int>& values, const std::set<int>* written = nullptr) const {
     Slice s;
     std::vector<int> work = values;
     while (!work.empty()) {
@@ -89,7 +91,8 @@ class LoopFacts {
       }
       if (!s.ops.insert(info.def_op).second) continue;
       const Op& o = kernel_.ops[info.def_op];
-      if (!is_pure(o)) return std::nullopt;
+      const bool index = written != nullptr && o.op == OpCode::kLoad && untouched(info.def_op, *written);
+      if (!is_pure(o) && !index) return std::nullopt;
       work.insert(work.end(), o.operands.begin(), o.operands.end());
     }
     return s;
@@ -131,7 +134,7 @@ class Rings : LoopFacts {
         if (l.op != OpCode::kLoad || !kernel_.type(l.operands[0]).is_tile() || !untouched(id, written)) continue;
         if (kernel_.type(l.results[0]).rank() != 2 || !only_dots(l.results[0], body)) continue;
         if (l.operands.size() == 3 && !zero(kernel_, l.operands[2])) continue;
-        std::optional<Slice> s = slice(body, l.operands);
+        std::optional<Slice> s = slice(body, l.operands, &written);
         if (!s || s->args != std::set<int>{kernel_.blocks[body].args[0]}) continue;
         RingLoad r{id, static_cast<int>(f), {}, {}};
         std::set<int> varying = s->args;
@@ -170,7 +173,15 @@ class Prefetcher : LoopFacts {
  public:
   Prefetcher(KernelIR& ir, int threads, const std::vector<RingLoad>& rings)
       : LoopFacts(ir), ir_(ir), threads_(threads) {
-    for (const RingLoad& r : rings) rings_.insert(r.load);
+    for (const RingLoad& r : rings) {
+      rings_.insert(r.load);
+      // (Its index loads too: the ring reads them again for each stage.)
+      for (const std::vector<int>* ops : {&r.slice, &r.invariant}) {
+        for (int id : *ops) {
+          if (ir.ops[id].op == OpCode::kLoad) rings_.insert(id);
+        }
+      }
+    }
   }
 
   int run() {

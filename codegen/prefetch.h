@@ -47,7 +47,11 @@ inline constexpr int64_t kMaxPrefetchSlots = 64, kMaxLiveSlots = 128;
 // load of a 2-D tile that only dots of the same iteration read (as their a
 // or b, or through a transpose), with no mask or zeros where it is off (a
 // masked-off copy fills zeros), and whose addresses and mask are computed
-// from the induction variable and values from outside the loop alone.
+// from the induction variable and values from outside the loop alone, and
+// from loads of memory the loop does not write (a gathered row's index:
+// the pages of a paged KV cache through its block table), which the ring
+// reads again for the iteration whose copies it issues, and which are not
+// moved as above.
 struct RingLoad {
   int load = -1;           // index into ir.ops
   int loop = -1;           // the for op around it

@@ -130,6 +130,25 @@ TEST(AlignedRun, OfRowsAtARuntimeStrideFollowsTheStridesDivisibility) {
   EXPECT_EQ(AffineAnalysis(softmax->ir(), facts(cols)).aligned_run(ptrs), 1);  // x aligned to 4 bytes only
 }
 
+TEST(AlignedRun, SurvivesWideningCastsButNotOthers) {
+  // Gathered rows (a paged cache's slots, read from memory) widened to i64
+  // before they scale: x + i64(slot * 64) + i64(c) keeps the 16-byte runs
+  // of bf16 rows. A cast to a narrower type, or of signed values to an
+  // unsigned one, may change values, and keeps nothing.
+  for (DType to : {i64, i16, u64}) {
+    KernelBuilder k("widened");
+    Value x = k.arg(ptr(bf16), "x"), slots = k.arg(ptr(i32), "slots");
+    Value slot = load(slots + k.arange(0, 8));
+    Value row = cast(expand_dims(slot * 64, 1), to), c = cast(expand_dims(k.arange(0, 64), 0), to);
+    Value ptrs = x + row + c;
+    store(ptrs, load(ptrs));
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    SCOPED_TRACE(to.name());
+    EXPECT_EQ(AffineAnalysis(kernel->ir(), facts(kAll)).aligned_run(ptrs.id()), to == i64 ? 8 : 1);
+  }
+}
+
 TEST(AlignedRun, OfAPointerTileRisingAlongItsRowsThenOffsetByRows) {
   // (x + c) + r * cols: the pointer side rises, the offsets are constant
   // along each row; alignment counts in bytes on one side, elements on the
