@@ -16,6 +16,7 @@
 #include "dsl/ops.h"
 #include "dsl/verifier.h"
 #include "gtest/gtest.h"
+#include "samples/decode.h"
 #include "samples/kernels.h"
 
 namespace tessel::codegen {
@@ -280,6 +281,43 @@ TEST(Rings, ThePointerGemmsOperandsTakeRings) {
   EXPECT_EQ(ring_loads(gemm->ir()).size(), 2u);
 }
 
+// A paged decode's keys and values: their rows' addresses come through a
+// load of the block table in the same loop, which each ring reads again
+// for the iteration whose copies it issues, and which is not moved ahead.
+TEST(Rings, RowsGatheredThroughALoadOfTheLoopTakeRings) {
+  absl::StatusOr<Kernel> decode = samples::decode_kernel({});
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  KernelIR ir = decode->ir();
+  std::vector<RingLoad> rings = ring_loads(ir);
+  ASSERT_EQ(rings.size(), 2u);
+  std::vector<int> tables;
+  for (const RingLoad& r : rings) {
+    for (int op : r.slice) {
+      if (ir.ops[op].op == OpCode::kLoad) tables.push_back(op);
+    }
+  }
+  ASSERT_EQ(tables.size(), 2u);
+  EXPECT_EQ(tables[0], tables[1]);
+  // (The loads that move are the combining loop's.)
+  const int keys = ir.ops[rings[0].loop].blocks[0];
+  const std::vector<int> before = ir.blocks[keys].ops;
+  prefetch_loads(ir, kThreads, rings);
+  EXPECT_EQ(ir.blocks[keys].ops, before);
+  // A table the loop writes is not read again ahead of it.
+  KernelBuilder k("written_table");
+  Value table = k.arg(ptr(i32), "table"), x = k.arg(ptr(bf16), "x"), out = k.arg(ptr(f32), "out");
+  Value a = k.zeros({16, 64}, bf16);
+  Var acc = k.var(k.zeros({16, 64}, f32));
+  k.for_range(0, 256, 64, [&](Value j) {
+    Value row = load(table + j + k.arange(0, 64));
+    store(table + j + k.arange(0, 64), row + 1);
+    Value bt = load(x + expand_dims(row * 64, 1) + expand_dims(k.arange(0, 64), 0));
+    acc = dot(a, trans(bt), acc);
+  });
+  store(out + expand_dims(k.arange(0, 16) * 64, 1) + expand_dims(k.arange(0, 64), 0), Value(acc));
+  EXPECT_TRUE(ring_loads(built(k)).empty());
+}
+
 TEST(Rings, LoadsAnythingElseReadsOrThatFillOtherValuesKeepToRegisters) {
   // A is summed beside the product: only B takes a ring.
   KernelIR summed = gemm_loop({.body = [](KernelBuilder& k, Value, Value at, Value) {
@@ -306,9 +344,11 @@ TEST(Rings, LoopsAndAddressesRingsCannotRunAhead) {
   KernelIR elsewhere = gemm_loop(
       {.body = [](KernelBuilder& k, Value, Value, Value kk) { store(k.arg(ptr(bf16), "z") + kk, cast(kk, bf16)); }});
   EXPECT_EQ(ring_loads(elsewhere).size(), 2u);
-  // A's address read from memory: A stays in registers.
+  // A's rows read from memory the loop writes: A stays in registers.
   KernelIR gathered = gemm_loop({.a_tile = [](KernelBuilder& k, Value a, Value ks, Value kk) {
-    Value row = load(k.arg(ptr(i32), "rows") + kk + k.arange(0, 64));
+    Value rows = k.arg(ptr(i32), "rows");
+    Value row = load(rows + kk + k.arange(0, 64));
+    store(rows + kk + k.arange(0, 64), row);
     return load(a + expand_dims(row, 1) * 64 + ks, ks < 64, 0.0);
   }});
   EXPECT_EQ(ring_loads(gathered).size(), 1u);
