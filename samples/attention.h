@@ -23,8 +23,9 @@ namespace samples {
 using namespace tessel;  // NOLINT: kernels read like the DSL's documentation
 
 // --- Attention forward (flash attention): O = softmax(Q K^T * scale) V for
-// each of `heads` heads, Q, K, V and O [heads, len, d] row-major. Each
-// program takes [bm, d] blocks of one head's queries and walks that head's
+// each of `heads` heads, Q, K, V and O [heads, len, d] row-major (K and V
+// [heads / group, len, d] where query heads share KV heads in groups). Each
+// program takes [bm, d] blocks of one head's queries and walks its KV head's
 // keys in [bn, d] blocks, keeping the row softmax online (a running maximum
 // m and sum l, the output rescaled as m grows). On sm_90a both dots run on
 // wgmma: S = Q K^T from shared memory, and P V with P (S's exponentials
@@ -36,6 +37,7 @@ using namespace tessel;  // NOLINT: kernels read like the DSL's documentation
 // first, and those of odd heads first first.
 struct AttnConfig {
   int64_t d = 64;              // head dimension
+  int64_t group = 1;           // query heads per KV head (grouped-query attention): K and V [heads / group, len, d]
   int64_t bm = 128, bn = 128;  // query rows per program, keys per step
   DType in = bf16;             // Q, K and V: bf16 or f16
   DType out = bf16;            // O
@@ -90,7 +92,7 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
   k.for_each_tile(
       heads * blocks,
       [&](Value t) {
-        Value h = t / blocks;
+        Value h = t / blocks, kv = c.group == 1 ? h : h / c.group;  // the query head, its KV head
         // With the mask, a block's work grows with its row: even heads take
         // their blocks longest first, odd ones shortest first, so that the
         // programs, which take tiles round-robin, get even shares.
@@ -102,7 +104,7 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
         Var acc = k.var(k.zeros({c.bm, c.d}, f32));                 // [bm, d], registers
         Value full = (c.causal ? row : len) / c.bn * c.bn;
         auto step = [&](Value j, bool masked) {
-          Value s = dot(qt, trans(reshape(tma_load(kt, {h, j, 0}), {c.bn, c.d})), k.zeros({c.bm, c.bn}, f32));
+          Value s = dot(qt, trans(reshape(tma_load(kt, {kv, j, 0}), {c.bn, c.d})), k.zeros({c.bm, c.bn}, f32));
           auto mask = [&] {
             Value key = expand_dims(j + k.arange(0, c.bn), 0);  // [1, bn]
             Value seen = key < len;
@@ -122,7 +124,7 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
           Value p = exp2(fma(s, log2_scale, expand_dims(-m_scaled, 1)), MathForm::kFast);  // [bm, bn] f32
           Value alpha = exp2(m * log2_scale - m_scaled, MathForm::kFast);                  // [bm]
           l = l * alpha + sum(p, 1);
-          acc = dot(cast(p, c.in), reshape(tma_load(v, {h, j, 0}), {c.bn, c.d}), acc * expand_dims(alpha, 1));
+          acc = dot(cast(p, c.in), reshape(tma_load(v, {kv, j, 0}), {c.bn, c.d}), acc * expand_dims(alpha, 1));
           m = m_new;
         };
         // Keys below `full` are seen by every query of the block. (The
@@ -144,20 +146,24 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
   return k.build();
 }
 
-// The attention kernel's maps of Q, K, V and O [heads, len, d] in `q`,
-// `k`, `v` and `o`.
+// The attention kernel's maps of Q and O [heads, len, d] and K and V
+// [heads / c.group, len, d] in `q`, `k`, `v` and `o`.
 struct AttnMaps {
   TensorMap q, k, v, o;
 };
 inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnConfig& c, const Buffer& q,
                                                const Buffer& k, const Buffer& v, const Buffer& o, int64_t heads,
                                                int64_t len) {
-  const std::vector<int64_t> shape = {heads, len, c.d};
-  auto map = [&](DType dtype, const Buffer& buf, int64_t rows) {
-    return device.tensor_map(dtype, buf, shape, {1, rows, c.d}, Swizzle::k128B);
+  if (c.group < 1 || heads % c.group != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention: ", heads, " query heads do not share KV heads in groups of ", c.group));
+  }
+  auto map = [&](DType dtype, const Buffer& buf, int64_t maps_heads, int64_t rows) {
+    return device.tensor_map(dtype, buf, {maps_heads, len, c.d}, {1, rows, c.d}, Swizzle::k128B);
   };
-  absl::StatusOr<TensorMap> qm = map(c.in, q, c.bm), km = map(c.in, k, c.bn), vm = map(c.in, v, c.bn),
-                            om = map(c.out, o, c.bm);
+  const int64_t kv_heads = heads / c.group;
+  absl::StatusOr<TensorMap> qm = map(c.in, q, heads, c.bm), km = map(c.in, k, kv_heads, c.bn),
+                            vm = map(c.in, v, kv_heads, c.bn), om = map(c.out, o, heads, c.bm);
   for (const absl::StatusOr<TensorMap>* m : {&qm, &km, &vm, &om}) {
     if (!m->ok()) return m->status();
   }

@@ -131,16 +131,17 @@ inline Dot block_scaled_dot_at(const std::vector<double>& a, const std::vector<d
   return d;
 }
 
-// softmax(Q K^T * scale) V in double for Q, K, V [heads, len, d]
-// row-major (with `causal`, query i over keys 0..i).
+// softmax(Q K^T * scale) V in double for Q [heads, len, d] and K, V
+// [heads / group, len, d] row-major (with `causal`, query i over keys
+// 0..i).
 inline std::vector<double> attention(const std::vector<double>& q, const std::vector<double>& k,
                                      const std::vector<double>& v, int64_t heads, int64_t len, int64_t d, double scale,
-                                     bool causal = false) {
+                                     bool causal = false, int64_t group = 1) {
   std::vector<double> out(heads * len * d);
   for (int64_t h = 0; h < heads; ++h) {
-    const int64_t at = h * len * d;
+    const int64_t at = h * len * d, kv = h / group * len * d;
     for (int64_t i = 0; i < len; ++i) {
-      samples::attention_row(&q[at], &k[at], &v[at], len, d, scale, causal, i, &out[at + i * d]);
+      samples::attention_row(&q[at], &k[kv], &v[kv], len, d, scale, causal, i, &out[at + i * d]);
     }
   }
   return out;

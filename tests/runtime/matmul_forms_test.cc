@@ -600,9 +600,9 @@ TEST(MatmulForms, SplitKFinishRoundsAndClearsTheWorkspace) {
   for (int i = count; i < count + 8; ++i) ASSERT_EQ(out[i], 0xFFFF) << "written past the end at " << i;
 }
 
-// Block sizes, head dimensions, dtypes and the warp-specialized forms,
-// causal or not, over heads whose lengths leave ragged last blocks (200,
-// 130) or none (256).
+// Block sizes, head dimensions, dtypes, the warp-specialized forms and
+// query heads sharing KV heads, causal or not, over heads whose lengths
+// leave ragged last blocks (200, 130) or none (256).
 TEST(MatmulForms, AttentionMatchesADoubleReference) {
   std::mt19937 gen(11);
   const samples::AttnConfig configs[] = {
@@ -612,6 +612,8 @@ TEST(MatmulForms, AttentionMatchesADoubleReference) {
       {.bm = 192, .bn = 64},
       {.bm = 64, .warp_specialize = true},
       {.bn = 64, .warp_specialize = true, .cooperative = true},
+      {.group = 3},
+      {.d = 128, .group = 2, .bn = 64, .warp_specialize = true, .cooperative = true},
   };
   for (samples::AttnConfig c : configs) {
     for (bool causal : {false, true}) {
@@ -620,13 +622,14 @@ TEST(MatmulForms, AttentionMatchesADoubleReference) {
         SCOPED_TRACE(testing::Message() << "d " << c.d << ", " << c.bm << "x" << c.bn << ", causal " << causal
                                         << ", ws " << c.warp_specialize << ", cooperative " << c.cooperative << ", len "
                                         << len);
-        const int64_t heads = 2, n = heads * len * c.d;
+        const int64_t heads = 2 * c.group, n = heads * len * c.d;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-        Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n, gen), v = random_operand(c.in, n, gen);
+        Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n / c.group, gen),
+                v = random_operand(c.in, n / c.group, gen);
         absl::StatusOr<std::vector<float>> o = matmul_cases::run_attention(host(), c, heads, len, scale, q, k, v);
         ASSERT_TRUE(o.ok()) << o.status();
         const std::vector<double> want =
-            matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, causal);
+            matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, causal, c.group);
         // P is rounded to bf16 (f16) before P V: 2^-8 relative on weights
         // that sum to 1, |v| <= 1; a bf16 O rounds once more.
         double worst = 0;
@@ -638,6 +641,13 @@ TEST(MatmulForms, AttentionMatchesADoubleReference) {
       }
     }
   }
+}
+
+TEST(MatmulForms, AttentionRefusesQueryHeadsThatDoNotGroup) {
+  absl::StatusOr<Buffer> b = host().allocate(64 * 64 * 2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<samples::AttnMaps> maps = samples::attention_maps(host(), {.group = 2}, *b, *b, *b, *b, 5, 64);
+  EXPECT_THAT(maps.status().message(), HasSubstr("5 query heads do not share KV heads in groups of 2"));
 }
 
 // The backward pass (forward with its log2-sum-exp, D, then dQ, dK, dV)
