@@ -20,14 +20,16 @@
 #   attn_compare     or not), then torch's scaled_dot_product_attention backends and Triton
 #   attn_bwd_bench   attention's backward pass at the same shapes, then the backward of
 #   attn_bwd_compare torch's scaled_dot_product_attention backends
+#   decode_bench     paged decoding attention (32 query heads on 8 KV heads, d 128, batches of 1
+#   decode_compare   to 128), then torch's scaled_dot_product_attention and a Triton paged kernel
 #   moe_bench        a whole MoE layer (Mixtral's experts at 4096 and 256 tokens, 64 small experts),
 #   moe_compare      then torch eager and the layer composed from Triton kernels
-# PARTS (default "gpu gemm triton shapes norm attn attn_bwd moe plan nccl cache") picks which to run.
+# PARTS (default "gpu gemm triton shapes norm attn attn_bwd decode moe plan nccl cache") picks which to run.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-logs}
 root=/tmp/tessel
-parts=${PARTS:-gpu gemm triton shapes norm attn attn_bwd moe plan nccl cache}
+parts=${PARTS:-gpu gemm triton shapes norm attn attn_bwd decode moe plan nccl cache}
 # Few tiles and a long K, small M, and shapes of no fixed configuration's choosing.
 default_shapes=1024x1024x16384,128x8192x8192,32x8192x8192,1024x1024x1024,2048x2048x8192,4096x4096x512,3000x5000x712,896x4864x8192
 shapes=${GEMM_SHAPES:-$default_shapes}
@@ -90,10 +92,15 @@ for part in $parts; do
       bench attn_bwd_compare python3 bench/attn_bwd_compare.py --tessel "$OUT/attn_bwd_bench.json" \
         --json "$OUT/attn_bwd_compare.json"
       ;;
+    decode)
+      bench decode_bench "$root/bin/decode_bench" --json="$OUT/decode_bench.json"
+      bench decode_compare python3 bench/decode_compare.py --tessel "$OUT/decode_bench.json" \
+        --json "$OUT/decode_compare.json"
+      ;;
     moe)
       bench moe_bench "$root/bin/moe_bench" --json="$OUT/moe_bench.json"
       bench moe_compare python3 bench/moe_compare.py --tessel "$OUT/moe_bench.json" --json "$OUT/moe_compare.json"
       ;;
-    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm, attn, attn_bwd, moe)" >&2 ;;
+    *) echo "gpu_bench.sh: unknown part '$part' (gpu, triton, shapes, plan, nccl, cache, gemm, norm, attn, attn_bwd, decode, moe)" >&2 ;;
   esac
 done
