@@ -66,6 +66,8 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
       {.stages = 3, .warp_specialize = true, .cooperative = true},
       {.d = 128, .warp_specialize = true, .cooperative = true},
       {.d = 128, .bn = 64, .in = f16, .out = f32, .stages = 3, .warp_specialize = true, .cooperative = true},
+      {.group = 3, .bn = 64},  // three query heads on one KV head
+      {.d = 128, .group = 3, .warp_specialize = true, .cooperative = true},
   };
   const std::vector<Case<samples::AttnConfig>> cases = every_case(configs, {64, 200, 1000, 1024}, rng);
   for_each_case(cases.size(), [&](size_t i) {
@@ -76,12 +78,12 @@ TEST(Attention, MatchesADoubleReferenceAndTheHost) {
                                     << seed);
     const int64_t heads = 3, n = heads * len * c.d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n, own.gen()),
-            v = random_operand(c.in, n, own.gen());
+    Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n / c.group, own.gen()),
+            v = random_operand(c.in, n / c.group, own.gen());
     absl::StatusOr<std::vector<float>> gpu = matmul_cases::run_attention(device, c, heads, len, scale, q, k, v);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     const std::vector<double> want =
-        matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, c.causal);
+        matmul_cases::attention(q.values, k.values, v.values, heads, len, c.d, scale, c.causal, c.group);
     // P is rounded to bf16 (f16) before P V (2^-8 relative on weights
     // summing to 1, |v| <= 1); a bf16 O rounds once more.
     EXPECT_TRUE(all_close(*gpu, want, c.out == bf16 ? 8e-3 : 4e-3));
