@@ -15,8 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
-#include "tessel/tessel.h"
+#include "samples/maps.h"
 #include "samples/row_kernels.h"
+#include "tessel/tessel.h"
 
 namespace samples {
 
@@ -151,7 +152,8 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
 struct AttnMaps {
   TensorMap q, k, v, o;
 };
-inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnConfig& c, const Buffer& q,
+// (`encode` makes them: samples/maps.h.)
+inline absl::StatusOr<AttnMaps> attention_maps(const MapEncoder& encode, const AttnConfig& c, const Buffer& q,
                                                const Buffer& k, const Buffer& v, const Buffer& o, int64_t heads,
                                                int64_t len) {
   if (c.group < 1 || heads % c.group != 0) {
@@ -159,7 +161,7 @@ inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnC
         absl::StrCat("attention: ", heads, " query heads do not share KV heads in groups of ", c.group));
   }
   auto map = [&](DType dtype, const Buffer& buf, int64_t maps_heads, int64_t rows) {
-    return device.tensor_map(dtype, buf, {maps_heads, len, c.d}, {1, rows, c.d}, Swizzle::k128B);
+    return encode(dtype, buf, {maps_heads, len, c.d}, {1, rows, c.d}, Swizzle::k128B);
   };
   const int64_t kv_heads = heads / c.group;
   absl::StatusOr<TensorMap> qm = map(c.in, q, heads, c.bm), km = map(c.in, k, kv_heads, c.bn),
@@ -168,6 +170,11 @@ inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnC
     if (!m->ok()) return m->status();
   }
   return AttnMaps{*qm, *km, *vm, *om};
+}
+inline absl::StatusOr<AttnMaps> attention_maps(const Device& device, const AttnConfig& c, const Buffer& q,
+                                               const Buffer& k, const Buffer& v, const Buffer& o, int64_t heads,
+                                               int64_t len) {
+  return attention_maps(device_maps(device), c, q, k, v, o, heads, len);
 }
 // The [bm, d] query blocks of all heads: the persistent loop's tiles.
 inline int64_t attention_tiles(const AttnConfig& c, int64_t heads, int64_t len) {

@@ -17,8 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
-#include "tessel/tessel.h"
+#include "samples/maps.h"
 #include "samples/row_kernels.h"
+#include "tessel/tessel.h"
 
 namespace samples {
 
@@ -566,19 +567,25 @@ inline int64_t pointer_gemm_grid(const PointerGemmConfig& g, int64_t m, int64_t 
 struct GemmMaps {
   TensorMap a, b, c;
 };
-inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig& g, const Buffer& a, const Buffer& b,
-                                          const Buffer& c, int64_t m, int64_t n, int64_t k, int64_t groups = 1) {
-  absl::StatusOr<TensorMap> am = device.tensor_map(g.in, a, g.a_mk ? Shape{m, k} : Shape{k, m}, g.a_box(), g.swizzle);
+// (`encode` makes them: samples/maps.h.)
+inline absl::StatusOr<GemmMaps> gemm_maps(const MapEncoder& encode, const GemmConfig& g, const Buffer& a,
+                                          const Buffer& b, const Buffer& c, int64_t m, int64_t n, int64_t k,
+                                          int64_t groups = 1) {
+  absl::StatusOr<TensorMap> am = encode(g.in, a, g.a_mk ? Shape{m, k} : Shape{k, m}, g.a_box(), g.swizzle);
   if (!am.ok()) return am.status();
   const Shape b_shape = g.swiglu    ? (g.grouped ? Shape{groups, 2, n, k} : Shape{2, n, k})
                         : g.grouped ? Shape{groups, n, k}
                         : g.b_nk    ? Shape{n, k}
                                     : Shape{k, n};
-  absl::StatusOr<TensorMap> bm = device.tensor_map(g.b_type(), b, b_shape, g.b_box(), g.swizzle);
+  absl::StatusOr<TensorMap> bm = encode(g.b_type(), b, b_shape, g.b_box(), g.swizzle);
   if (!bm.ok()) return bm.status();
-  absl::StatusOr<TensorMap> cm = device.tensor_map(g.out, c, {m, n}, {g.bm, g.c_cols()}, g.out_swizzle(g.out));
+  absl::StatusOr<TensorMap> cm = encode(g.out, c, {m, n}, {g.bm, g.c_cols()}, g.out_swizzle(g.out));
   if (!cm.ok()) return cm.status();
   return GemmMaps{*am, *bm, *cm};
+}
+inline absl::StatusOr<GemmMaps> gemm_maps(const Device& device, const GemmConfig& g, const Buffer& a, const Buffer& b,
+                                          const Buffer& c, int64_t m, int64_t n, int64_t k, int64_t groups = 1) {
+  return gemm_maps(device_maps(device), g, a, b, c, m, n, k, groups);
 }
 
 // The bm x c_cols() tiles of an m x n C.

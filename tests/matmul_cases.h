@@ -232,6 +232,14 @@ inline absl::StatusOr<Buffer> put(const Device& device, const Operand& x) {
   return put(device, x.bytes.data(), x.bytes.size());
 }
 
+// Maps for code compiled for `arch` on `device`: the device's own, or
+// where that code copies boxes in software (sm_80 to sm_89 on a Hopper
+// GPU), tessel's host form.
+inline samples::MapEncoder maps_for(const Device& device, const std::string& arch) {
+  const bool before_hopper = device.kind() == DeviceKind::kCuda && arch.rfind("sm_8", 0) == 0;
+  return before_hopper ? samples::host_form_maps() : samples::device_maps(device);
+}
+
 // `kernel`, built, compiled on `device` for programs of `warps` warps.
 inline absl::StatusOr<Function> compile_for(const Device& device, absl::StatusOr<Kernel> kernel,
                                             const CompileOptions& options) {
@@ -447,7 +455,8 @@ inline absl::StatusOr<std::vector<float>> run_gemm(
                           g.block_scales ? put(device, blocks->a.data(), blocks->a.size() * 4) : device.allocate(4));
   TESSEL_ASSIGN_OR_RETURN(blockb.b,
                           g.block_scales ? put(device, blocks->b.data(), blocks->b.size() * 4) : device.allocate(4));
-  TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps, samples::gemm_maps(device, g, ab, bb, cb, m, n, k));
+  TESSEL_ASSIGN_OR_RETURN(samples::GemmMaps maps,
+                          samples::gemm_maps(maps_for(device, options.arch), g, ab, bb, cb, m, n, k));
   const int grid = programs > 0 ? programs
                    : g.stream_k ? device.num_compute_units()
                                 : samples::gemm_grid(g, m, n, device.num_compute_units());
@@ -821,7 +830,8 @@ inline absl::StatusOr<std::vector<float>> run_attention(const Device& device, co
   TESSEL_ASSIGN_OR_RETURN(Buffer vb, put(device, v));
   const int64_t n = heads * len * c.d;
   TESSEL_ASSIGN_OR_RETURN(Buffer ob, nan_buffer(device, c.out, n));
-  TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps maps, samples::attention_maps(device, c, qb, kb, vb, ob, heads, len));
+  TESSEL_ASSIGN_OR_RETURN(samples::AttnMaps maps,
+                          samples::attention_maps(maps_for(device, arch), c, qb, kb, vb, ob, heads, len));
   TESSEL_ASSIGN_OR_RETURN(LaunchConfig launch, samples::attention_launch(fn, c, heads, len));
   TESSEL_RETURN_IF_ERROR(samples::launch_attention(fn, launch, maps, heads, len, scale));
   TESSEL_RETURN_IF_ERROR(device.synchronize());
