@@ -75,24 +75,13 @@ std::vector<Config> configs() {
 std::vector<double> reference(const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
                               const std::vector<uint16_t>& v, const std::vector<int32_t>& table, int64_t max_pages,
                               int64_t len, int64_t b, int64_t h, double scale) {
-  const int64_t heads = kKvHeads * kGroup;
-  std::vector<double> s(len), o(kD, 0.0);
-  auto row = [&](const std::vector<uint16_t>& cache, int64_t key) {
-    const int64_t slot = int64_t{table[b * max_pages + key / kPage]} * kPage + key % kPage;
-    return &cache[(slot * kKvHeads + h / kGroup) * kD];
+  auto at = [&](int64_t key) {
+    return (samples::decode_slot(table, b, max_pages, kPage, key) * kKvHeads + h / kGroup) * kD;
   };
-  double top = -INFINITY, total = 0;
-  for (int64_t j = 0; j < len; ++j) {
-    const uint16_t* kr = row(k, j);
-    s[j] = 0;
-    for (int64_t x = 0; x < kD; ++x) s[j] += double{bf16_to_float(q[(b * heads + h) * kD + x])} * bf16_to_float(kr[x]);
-    top = std::max(top, s[j] *= scale);
-  }
-  for (int64_t j = 0; j < len; ++j) total += s[j] = std::exp(s[j] - top);
-  for (int64_t j = 0; j < len; ++j) {
-    const uint16_t* vr = row(v, j);
-    for (int64_t x = 0; x < kD; ++x) o[x] += s[j] / total * bf16_to_float(vr[x]);
-  }
+  std::vector<double> o(kD);
+  samples::decode_row(
+      &q[(b * kKvHeads * kGroup + h) * kD], [&](int64_t j) { return &k[at(j)]; }, [&](int64_t j) { return &v[at(j)]; },
+      len, kD, scale, [](uint16_t x) { return bf16_to_float(x); }, o.data());
   return o;
 }
 

@@ -254,8 +254,37 @@ class Decode {
   Buffer o_part_, lse_part_, counts_;
 };
 
+// The cache's row (page's slot) of key `key` of sequence `b`, through its
+// row of the block table.
+inline int64_t decode_slot(const std::vector<int32_t>& table, int64_t b, int64_t max_pages, int64_t page, int64_t key) {
+  return int64_t{table[b * max_pages + key / page]} * page + key % page;
+}
+
+// One query head's output in doubles into o[0, d): softmax(q k_j^T *
+// scale) v_j over keys j < len, `key(j)` and `value(j)` giving rows of d
+// elements and `value_of` an element's value (the elements as stored:
+// doubles, or bf16 bits).
+template <class T, class Keys, class Values, class ValueOf>
+void decode_row(const T* q, const Keys& key, const Values& value, int64_t len, int64_t d, double scale,
+                const ValueOf& value_of, double* o) {
+  std::vector<double> s(len);
+  double top = -INFINITY, total = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    const T* kr = key(j);
+    s[j] = 0;
+    for (int64_t x = 0; x < d; ++x) s[j] += double{value_of(q[x])} * value_of(kr[x]);
+    top = std::max(top, s[j] *= scale);
+  }
+  for (int64_t j = 0; j < len; ++j) total += s[j] = std::exp(s[j] - top);
+  std::fill(o, o + d, 0.0);
+  for (int64_t j = 0; j < len; ++j) {
+    const T* vr = value(j);
+    for (int64_t x = 0; x < d; ++x) o[x] += s[j] / total * value_of(vr[x]);
+  }
+}
+
 // The doubles decode computes, o [batch, kv_heads * group, d], from q, the
-// caches and the table as values (the layouts above), with `pages` pages.
+// caches and the table as values (the layouts above).
 inline std::vector<double> decode_reference(const std::vector<double>& q, const std::vector<double>& k_cache,
                                             const std::vector<double>& v_cache, const std::vector<int32_t>& table,
                                             const std::vector<int32_t>& lens, int64_t kv_heads, int64_t group,
@@ -265,24 +294,11 @@ inline std::vector<double> decode_reference(const std::vector<double>& q, const 
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t len = std::min<int64_t>(lens[b], max_pages * page);
     for (int64_t h = 0; h < heads; ++h) {
-      const double* qr = &q[(b * heads + h) * d];
-      auto row = [&](const std::vector<double>& cache, int64_t key) {
-        const int64_t slot = int64_t{table[b * max_pages + key / page]} * page + key % page;
-        return &cache[(slot * kv_heads + h / group) * d];
-      };
-      std::vector<double> s(len);
-      double top = -INFINITY, total = 0;
-      for (int64_t j = 0; j < len; ++j) {
-        const double* kr = row(k_cache, j);
-        s[j] = 0;
-        for (int64_t x = 0; x < d; ++x) s[j] += qr[x] * kr[x];
-        top = std::max(top, s[j] *= scale);
-      }
-      for (int64_t j = 0; j < len; ++j) total += s[j] = std::exp(s[j] - top);
-      for (int64_t j = 0; j < len; ++j) {
-        const double* vr = row(v_cache, j);
-        for (int64_t x = 0; x < d; ++x) o[(b * heads + h) * d + x] += s[j] / total * vr[x];
-      }
+      auto at = [&](int64_t key) { return (decode_slot(table, b, max_pages, page, key) * kv_heads + h / group) * d; };
+      decode_row(
+          &q[(b * heads + h) * d], [&](int64_t j) { return &k_cache[at(j)]; },
+          [&](int64_t j) { return &v_cache[at(j)]; }, len, d, scale, [](double x) { return x; },
+          &o[(b * heads + h) * d]);
     }
   }
   return o;

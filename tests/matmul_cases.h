@@ -20,6 +20,7 @@
 #include "base/float16.h"
 #include "base/float8.h"
 #include "base/status.h"
+#include "codegen/compiler.h"
 #include "dsl/types.h"
 #include "runtime/device.h"
 #include "samples/kernels.h"
@@ -232,12 +233,12 @@ inline absl::StatusOr<Buffer> put(const Device& device, const Operand& x) {
   return put(device, x.bytes.data(), x.bytes.size());
 }
 
-// Maps for code compiled for `arch` on `device`: the device's own, or
-// where that code copies boxes in software (sm_80 to sm_89 on a Hopper
-// GPU), tessel's host form.
+// Maps for code compiled for `arch` (empty: the device's own) on
+// `device`: the device's encoding, or where that code copies boxes in
+// software (sm_80 to sm_89 on a Hopper GPU), tessel's host form.
 inline samples::MapEncoder maps_for(const Device& device, const std::string& arch) {
-  const bool before_hopper = device.kind() == DeviceKind::kCuda && arch.rfind("sm_8", 0) == 0;
-  return before_hopper ? samples::host_form_maps() : samples::device_maps(device);
+  const bool software = device.kind() == DeviceKind::kCuda && !arch.empty() && !copies_boxes_with_tma(arch);
+  return software ? samples::host_form_maps() : samples::device_maps(device);
 }
 
 // `kernel`, built, compiled on `device` for programs of `warps` warps.
