@@ -230,6 +230,7 @@ inline void attention_row(const double* q, const double* k, const double* v, int
 // them.
 struct AttnBwdConfig {
   int64_t d = 64;      // head dimension
+  int64_t group = 1;   // query heads per KV head: K, V, dK and dV [heads / group, len, d]
   int64_t block = 64;  // query and key rows per block: one warpgroup per 64
   int64_t step = 0;    // rows of each loop step (0: the block's), dividing the block
   DType in = bf16;     // Q, K, V, O and dO: bf16 or f16
@@ -317,7 +318,11 @@ inline absl::StatusOr<Kernel> attention_bwd_dq_kernel(const AttnBwdConfig& c) {
 // P^T and dS^T are already in the layout their products read. With
 // c.split there is no second loop: the first adds dS K into `dq` (then
 // dQ's f32 accumulator). Programs take a head's blocks one after another,
-// so that the heads the running programs add into stay in L2.
+// so that the heads the running programs add into stay in L2. With
+// grouped heads a program's key block is one of a KV head's: its first
+// loop walks the query steps of each head of the group in turn (one loop
+// and one pipeline over them all), summing their shares of dK and dV in
+// registers, and its second loop runs once for each head's query block b.
 inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
   // A program's block is n rows (its keys in the first loop, its queries in
   // the second); each loop steps over the other side m rows at a time.
@@ -325,6 +330,10 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   if (m % 16 != 0 || n % m != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("attention_bwd_kernel: step (", m, ") must be a multiple of 16 dividing the block (", n, ")"));
+  }
+  if (c.group < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention_bwd_kernel: group (query heads per KV head) must be positive, got ", c.group));
   }
   if (c.split && m != n && m != 64) {
     return absl::InvalidArgumentError(absl::StrCat("attention_bwd_kernel: split needs the step (", m,
@@ -355,19 +364,19 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   auto store_block = [&](Value map, Value h, Value row, Value x) {
     tma_store(map, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
   };
-  k.for_each_tile(heads * blocks, [&](Value t) {
+  k.for_each_tile(heads / c.group * blocks, [&](Value t) {
     // With the split and the mask, a key block's work shrinks with its row:
     // even heads take their blocks longest first, odd ones shortest first,
     // so that the programs, which take tiles round-robin, get even shares.
-    Value h = t / blocks, b = t % blocks;
-    Value b0 = (c.split && c.causal ? select(h % 2 == 0, b, blocks - 1 - b) : b) * n;
-    // Per query row from `row` (rows past `len` read the next head's or
-    // zeros; their columns are masked): its log2-sum-exp and D.
-    auto row_stats = [&](Value lse_map, Value delta_map, Value row) {
+    Value kvh = t / blocks, b = t % blocks;  // the KV head (the query head without groups)
+    Value b0 = (c.split && c.causal ? select(kvh % 2 == 0, b, blocks - 1 - b) : b) * n;
+    // Per query row of head h from `row` (rows past `len` read the next
+    // head's or zeros; their columns are masked): its log2-sum-exp and D.
+    auto row_stats = [&](Value lse_map, Value delta_map, Value h, Value row) {
       return std::pair{tma_load(lse_map, {h * len + row}), tma_load(delta_map, {h * len + row})};
     };
     {  // dK and dV of keys b0 .. b0 + n
-      Value kb = box(kt, n, h, b0), vb = box(v, n, h, b0);
+      Value kb = box(kt, n, kvh, b0), vb = box(v, n, kvh, b0);
       Value key = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dkb = k.var(k.zeros({n, c.d}, f32)), dvb = k.var(k.zeros({n, c.d}, f32));
       // Every query of a step from `whole` to `full` sees every key of the
@@ -376,40 +385,52 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
       // measured slower than its select.)
       Value whole = c.causal ? b0 + n : Value(k.constant(0, i32));
       Value full = len / static_cast<int32_t>(m) * static_cast<int32_t>(m);
-      k.for_range(c.causal ? b0 : Value(k.constant(0, i32)), len, m,
-                  [&](Value i0) {
-                    Value qb = box(q_step, m, h, i0), dob = box(dout_step, m, h, i0);
-                    auto [lse_i, d_i] = row_stats(lse_step, delta_step, i0);
-                    Value st = dot(kb, trans(qb), k.zeros({n, m}, f32));  // S^T [keys, queries]
-                    Var pt = k.var(exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast));
-                    k.if_((i0 < whole) | (i0 >= full), [&] {
-                      Value query = expand_dims(i0 + k.arange(0, m), 0);  // [1, m]
-                      Value seen = query < len;
-                      if (c.causal) seen = seen & (key <= query);
-                      pt = select(seen, Value(pt), 0.0f);
-                    });
-                    dvb = dot(cast(pt, c.in), dob, dvb);
-                    Value dpt = dot(vb, trans(dob), k.zeros({n, m}, f32));  // dP^T
-                    Value dst = cast(pt * (dpt - expand_dims(d_i, 0)), c.in);  // dS^T
-                    dkb = dot(dst, qb, dkb);
-                    if (c.split) {
-                      Value share = dot(trans(dst), kb, k.zeros({m, c.d}, f32));  // of dQ / scale
-                      tma_reduce(AtomicOp::kAdd, dq, {h, i0, 0}, reshape(share, {1, m, c.d}));
-                    }
-                  },
-                  {.stages = c.stages});
-      store_block(dk, h, b0, dkb * scale);
-      store_block(dv, h, b0, dvb);
+      Value first = c.causal ? b0 : Value(k.constant(0, i32));
+      // The step of query head h from row i0.
+      auto step = [&](Value h, Value i0) {
+        Value qb = box(q_step, m, h, i0), dob = box(dout_step, m, h, i0);
+        auto [lse_i, d_i] = row_stats(lse_step, delta_step, h, i0);
+        Value st = dot(kb, trans(qb), k.zeros({n, m}, f32));  // S^T [keys, queries]
+        Var pt = k.var(exp2(fma(st, log2_scale, expand_dims(-lse_i, 0)), MathForm::kFast));
+        k.if_((i0 < whole) | (i0 >= full), [&] {
+          Value query = expand_dims(i0 + k.arange(0, m), 0);  // [1, m]
+          Value seen = query < len;
+          if (c.causal) seen = seen & (key <= query);
+          pt = select(seen, Value(pt), 0.0f);
+        });
+        dvb = dot(cast(pt, c.in), dob, dvb);
+        Value dpt = dot(vb, trans(dob), k.zeros({n, m}, f32));     // dP^T
+        Value dst = cast(pt * (dpt - expand_dims(d_i, 0)), c.in);  // dS^T
+        dkb = dot(dst, qb, dkb);
+        if (c.split) {
+          Value share = dot(trans(dst), kb, k.zeros({m, c.d}, f32));  // of dQ / scale
+          tma_reduce(AtomicOp::kAdd, dq, {h, i0, 0}, reshape(share, {1, m, c.d}));
+        }
+      };
+      if (c.group == 1) {
+        k.for_range(first, len, m, [&](Value i0) { step(kvh, i0); }, {.stages = c.stages});
+      } else {  // u counts the steps of the group's heads, one head's after another
+        Value steps = cdiv(len - first, m);
+        k.for_range(k.constant(0, i32), steps * static_cast<int32_t>(c.group), 1,
+                    [&](Value u) {
+                      Value g = u / steps;
+                      step(kvh * static_cast<int32_t>(c.group) + g, first + (u - g * steps) * static_cast<int32_t>(m));
+                    },
+                    {.stages = c.stages});
+      }
+      store_block(dk, kvh, b0, dkb * scale);
+      store_block(dv, kvh, b0, dvb);
     }
     if (c.split) return;
-    {  // dQ of queries b0 .. b0 + n
+    // dQ of queries b0 .. b0 + n of head h
+    auto dq_block = [&](Value h) {
       Value qb = box(q, n, h, b0), dob = box(dout, n, h, b0);
-      auto [lse_i, d_i] = row_stats(lse, delta, b0);
+      auto [lse_i, d_i] = row_stats(lse, delta, h, b0);
       Value query = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
       Var dqb = k.var(k.zeros({n, c.d}, f32));
       k.for_range(0, c.causal ? minimum(len, b0 + n) : len, m,
                   [&](Value j0) {
-                    Value kb = box(k_step, m, h, j0), vb = box(v_step, m, h, j0);
+                    Value kb = box(k_step, m, kvh, j0), vb = box(v_step, m, kvh, j0);
                     Value key = expand_dims(j0 + k.arange(0, m), 0);  // [1, m]
                     Value seen = key < len;
                     if (c.causal) seen = seen & (key <= query);
@@ -420,6 +441,12 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
                   },
                   {.stages = c.stages});
       store_block(dq, h, b0, dqb * scale);
+    };
+    if (c.group == 1) {
+      dq_block(kvh);
+    } else {
+      k.for_range(k.constant(0, i32), k.constant(static_cast<int32_t>(c.group), i32), 1,
+                  [&](Value g) { dq_block(kvh * static_cast<int32_t>(c.group) + g); }, {.stages = 1});
     }
   });
   return k.build();
@@ -439,20 +466,26 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
     return absl::InvalidArgumentError(
         "attention_bwd_maps: needs Q, K, V, dO, dQ (or its accumulator), dK, dV, the log2-sum-exp and D");
   }
-  // In AttnBwdMaps' order.
+  if (c.group < 1 || heads % c.group != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention backward: ", heads, " query heads do not share KV heads in groups of ", c.group));
+  }
+  // In AttnBwdMaps' order; K, V, dK and dV (buffers 1, 2, 5 and 6) of the
+  // KV heads.
   std::vector<absl::StatusOr<TensorMap>> made;
-  auto rows = [&](const Buffer* b, DType dtype, int64_t r) {
-    made.push_back(device.tensor_map(dtype, *b, {heads, len, c.d}, {1, r, c.d}, Swizzle::k128B));
+  auto rows = [&](int i, DType dtype, int64_t r) {
+    const int64_t of = i == 1 || i == 2 || i == 5 || i == 6 ? heads / c.group : heads;
+    made.push_back(device.tensor_map(dtype, *buffers[i], {of, len, c.d}, {1, r, c.d}, Swizzle::k128B));
   };
   for (int64_t r : {c.block, attention_bwd_step(c)}) {
-    for (int i = 0; i < 4; ++i) rows(buffers[i], c.in, r);
+    for (int i = 0; i < 4; ++i) rows(i, c.in, r);
   }
   if (c.split) {
-    rows(buffers[4], f32, attention_bwd_step(c));
+    rows(4, f32, attention_bwd_step(c));
   } else {
-    rows(buffers[4], c.out, c.block);
+    rows(4, c.out, c.block);
   }
-  for (int i = 5; i < 7; ++i) rows(buffers[i], c.out, c.block);
+  for (int i = 5; i < 7; ++i) rows(i, c.out, c.block);
   for (int64_t r : {c.block, attention_bwd_step(c)}) {
     for (int i = 7; i < 9; ++i) made.push_back(device.tensor_map(f32, *buffers[i], {heads * len}, {r}));
   }
@@ -492,7 +525,8 @@ inline absl::StatusOr<AttnBwdKernels> compile_attention_bwd(const Device& device
 }
 
 // What a backward pass reads and writes, all [heads, len, d] of the
-// configuration's types but the log2-sum-exp ([heads, len] f32): the
+// configuration's types (K, V, dK and dV [heads / group, len, d]) but the
+// log2-sum-exp ([heads, len] f32): the
 // forward's inputs, its output and log2-sum-exp (AttnConfig::lse), dO, and
 // the gradients.
 struct AttnBwdBuffers {
@@ -538,7 +572,7 @@ inline absl::StatusOr<AttnBwdPlan> plan_attention_bwd(const Device& device, cons
   // Persistent, at most one program a block.
   absl::StatusOr<int> programs = kernels.grads.persistent_grid();
   if (!programs.ok()) return programs.status();
-  const int64_t tiles = heads * ((len + c.block - 1) / c.block);
+  const int64_t tiles = heads / c.group * ((len + c.block - 1) / c.block);
   const int64_t row_tiles = (rows + kAttnDeltaRows - 1) / kAttnDeltaRows;
   return AttnBwdPlan{io,
                      heads,

@@ -148,20 +148,23 @@ inline std::vector<double> attention(const std::vector<double>& q, const std::ve
   return out;
 }
 
-// Attention's gradients in double for Q, K, V and dO [heads, len, d]
-// row-major, with log2 sum_j exp(q_i k_j * scale) per query (lse2).
+// Attention's gradients in double for Q and dO [heads, len, d] and K and V
+// [heads / group, len, d] row-major (a KV head's dK and dV summed over its
+// group), with log2 sum_j exp(q_i k_j * scale) per query (lse2).
 struct AttnGrads {
   std::vector<double> dq, dk, dv, lse2;
 };
 inline AttnGrads attention_grads(const std::vector<double>& q, const std::vector<double>& k,
                                  const std::vector<double>& v, const std::vector<double>& dout, int64_t heads,
-                                 int64_t len, int64_t d, double scale, bool causal) {
-  AttnGrads g{std::vector<double>(heads * len * d), std::vector<double>(heads * len * d),
-              std::vector<double>(heads * len * d), std::vector<double>(heads * len)};
+                                 int64_t len, int64_t d, double scale, bool causal, int64_t group = 1) {
+  const int64_t kv_size = heads / group * len * d;
+  AttnGrads g{std::vector<double>(heads * len * d), std::vector<double>(kv_size), std::vector<double>(kv_size),
+              std::vector<double>(heads * len)};
   std::vector<double> p(len * len), ds(len * len);
   for (int64_t h = 0; h < heads; ++h) {
-    const int64_t at = h * len * d;
-    auto row = [&](const std::vector<double>& x, int64_t i) { return &x[at + i * d]; };
+    const int64_t at = h * len * d, kv_at = h / group * len * d;
+    auto row = [&](const std::vector<double>& x, int64_t i) { return &x[at + i * d]; };        // of Q and dO
+    auto kv_row = [&](const std::vector<double>& x, int64_t j) { return &x[kv_at + j * d]; };  // of K and V
     auto dot = [&](const double* a, const double* b) {
       double s = 0;
       for (int64_t c = 0; c < d; ++c) s += a[c] * b[c];
@@ -170,7 +173,7 @@ inline AttnGrads attention_grads(const std::vector<double>& q, const std::vector
     for (int64_t i = 0; i < len; ++i) {
       const int64_t keys = causal ? i + 1 : len;
       double top = -INFINITY, total = 0;
-      for (int64_t j = 0; j < keys; ++j) top = std::max(top, p[i * len + j] = dot(row(q, i), row(k, j)) * scale);
+      for (int64_t j = 0; j < keys; ++j) top = std::max(top, p[i * len + j] = dot(row(q, i), kv_row(k, j)) * scale);
       for (int64_t j = 0; j < keys; ++j) total += p[i * len + j] = std::exp(p[i * len + j] - top);
       for (int64_t j = 0; j < len; ++j) p[i * len + j] = j < keys ? p[i * len + j] / total : 0;
       g.lse2[h * len + i] = (top + std::log(total)) / std::log(2.0);
@@ -178,17 +181,17 @@ inline AttnGrads attention_grads(const std::vector<double>& q, const std::vector
       double di = 0;
       for (int64_t c = 0; c < d; ++c) {
         double o = 0;
-        for (int64_t j = 0; j < keys; ++j) o += p[i * len + j] * row(v, j)[c];
+        for (int64_t j = 0; j < keys; ++j) o += p[i * len + j] * kv_row(v, j)[c];
         di += row(dout, i)[c] * o;
       }
-      for (int64_t j = 0; j < len; ++j) ds[i * len + j] = p[i * len + j] * (dot(row(dout, i), row(v, j)) - di);
+      for (int64_t j = 0; j < len; ++j) ds[i * len + j] = p[i * len + j] * (dot(row(dout, i), kv_row(v, j)) - di);
     }
     for (int64_t i = 0; i < len; ++i) {
       for (int64_t j = 0; j < len; ++j) {
         for (int64_t c = 0; c < d; ++c) {
-          g.dq[at + i * d + c] += ds[i * len + j] * row(k, j)[c] * scale;
-          g.dk[at + j * d + c] += ds[i * len + j] * row(q, i)[c] * scale;
-          g.dv[at + j * d + c] += p[i * len + j] * row(dout, i)[c];
+          g.dq[at + i * d + c] += ds[i * len + j] * kv_row(k, j)[c] * scale;
+          g.dk[kv_at + j * d + c] += ds[i * len + j] * row(q, i)[c] * scale;
+          g.dv[kv_at + j * d + c] += p[i * len + j] * row(dout, i)[c];
         }
       }
     }
@@ -857,9 +860,10 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
                                                     int64_t heads, int64_t len, float scale, const Operand& q,
                                                     const Operand& k, const Operand& v, const Operand& dout) {
   if (!(c.out == f32 || c.out == bf16)) return absl::InvalidArgumentError("run_attention_bwd: dQ must be f32 or bf16");
-  const int64_t n = heads * len * c.d;
+  const int64_t n = heads * len * c.d, kv_n = n / c.group;
   samples::AttnConfig fc = samples::attention_config(c.d, c.causal);
   fc.in = fc.out = c.in;
+  fc.group = c.group;
   fc.lse = true;
   TESSEL_ASSIGN_OR_RETURN(Function forward,
                           compile_for(device, samples::attention_kernel(fc), samples::attention_warps(fc)));
@@ -873,7 +877,7 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   TESSEL_ASSIGN_OR_RETURN(Buffer lseb, nan_buffer(device, f32, heads * len));
   std::vector<Buffer> grads;
   for (int g = 0; g < 3; ++g) {
-    TESSEL_ASSIGN_OR_RETURN(Buffer b, nan_buffer(device, c.out, n));
+    TESSEL_ASSIGN_OR_RETURN(Buffer b, nan_buffer(device, c.out, g == 0 ? n : kv_n));
     grads.push_back(std::move(b));
   }
 
@@ -890,8 +894,8 @@ inline absl::StatusOr<AttnGradsF> run_attention_bwd(const Device& device, const 
   AttnGradsF out;
   TESSEL_ASSIGN_OR_RETURN(out.lse2, download_f32(device, lseb, f32, heads * len));
   TESSEL_ASSIGN_OR_RETURN(out.dq, download_f32(device, grads[0], c.out, n));
-  TESSEL_ASSIGN_OR_RETURN(out.dk, download_f32(device, grads[1], c.out, n));
-  TESSEL_ASSIGN_OR_RETURN(out.dv, download_f32(device, grads[2], c.out, n));
+  TESSEL_ASSIGN_OR_RETURN(out.dk, download_f32(device, grads[1], c.out, kv_n));
+  TESSEL_ASSIGN_OR_RETURN(out.dv, download_f32(device, grads[2], c.out, kv_n));
   return out;
 }
 

@@ -324,6 +324,41 @@ TEST(WgmmaForms, AttentionBackwardSplitStagesDsAndAddsDqByTheCopyEngine) {
   }
 }
 
+// Grouped heads keep one pipelined loop over the group's query steps (and
+// in the seven-product form one dQ loop, run for each head): as many
+// products as without groups, none serialized. The split spills no more
+// than without groups (these 128-row blocks hold 255 registers either
+// way); the seven-product form's dQ loop inside the loop over the group
+// spills more (docs/attention.md).
+TEST(WgmmaForms, GroupedAttentionBackwardKeepsOneLoopForTheGroup) {
+  if (!have_ptxas()) GTEST_SKIP() << "ptxas not found";
+  auto spilled = [](const std::string& log) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(log, m, std::regex(R"((\d+) bytes spill stores)"))) << log;
+    return m.empty() ? -1 : std::stoi(m[1]);
+  };
+  for (samples::AttnBwdConfig c : {samples::attention_bwd_config(64), samples::attention_bwd_config(128),
+                                   samples::attention_bwd_config(128, true, 16384)}) {
+    SCOPED_TRACE(testing::Message() << "d " << c.d << ", split " << c.split);
+    std::vector<std::string> ptx, log;
+    for (int64_t group : {1, 4}) {
+      c.group = group;
+      absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel(c);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, warps(samples::attention_bwd_warps(c)));
+      ASSERT_TRUE(code.ok()) << code.status();
+      ptx.push_back(code->binary);
+      auto [rc, text] = ptxas_verbose(code->binary);
+      EXPECT_EQ(rc, 0) << text;
+      for (const char* bad : {"C7515", "C7517", "C7519", "C7508"}) EXPECT_EQ(text.find(bad), std::string::npos) << text;
+      log.push_back(text);
+    }
+    EXPECT_GT(count_matches(ptx[0], "wgmma.mma_async"), 0);
+    EXPECT_EQ(count_matches(ptx[1], "wgmma.mma_async"), count_matches(ptx[0], "wgmma.mma_async"));
+    if (c.split) EXPECT_LE(spilled(log[1]), spilled(log[0]) + 16);
+  }
+}
+
 // Where holding every store's tile does not fit (the split at d = 64 with
 // 128-row blocks and three stages: 234 480 bytes), the streamed store's is
 // still held (dQ's adds, every step), and dK's and dV's, once a block, wait

@@ -105,36 +105,40 @@ TEST(Attention, BackwardMatchesADoubleReferenceAndTheHost) {
   ASSERT_TRUE(host.ok()) << host.status();
   Rng rng;
   TESSEL_TRACE_SEED(rng);
-  const samples::AttnBwdConfig configs[] = {{},
-                                            {.stages = 3},
-                                            {.d = 128, .in = f16, .out = f32},
-                                            {.block = 128, .out = f32},
-                                            samples::attention_bwd_config(64),
-                                            samples::attention_bwd_config(128),
-                                            samples::attention_bwd_config(128, false, 16384),
-                                            {.d = 128, .programs = 2},
-                                            {.d = 128, .block = 128, .out = f32},
-                                            {.split = true},
-                                            {.block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
-                                            {.d = 128, .split = true},
-                                            {.d = 128, .block = 128, .step = 64, .stages = 3, .split = true},
-                                            {.d = 128, .block = 128, .step = 64, .in = f16, .out = f32, .split = true}};
+  const samples::AttnBwdConfig configs[] = {
+      {},
+      {.stages = 3},
+      {.d = 128, .in = f16, .out = f32},
+      {.block = 128, .out = f32},
+      samples::attention_bwd_config(64),
+      samples::attention_bwd_config(128),
+      samples::attention_bwd_config(128, false, 16384),
+      {.d = 128, .programs = 2},
+      {.d = 128, .block = 128, .out = f32},
+      {.split = true},
+      {.block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
+      {.d = 128, .split = true},
+      {.d = 128, .block = 128, .step = 64, .stages = 3, .split = true},
+      {.d = 128, .block = 128, .step = 64, .in = f16, .out = f32, .split = true},
+      {.group = 3},
+      {.d = 128, .group = 2, .block = 128, .step = 64, .stages = 3},
+      {.d = 128, .group = 4, .block = 128, .step = 64, .stages = 3, .split = true}};
   const std::vector<Case<samples::AttnBwdConfig>> cases = every_case(configs, {64, 200, 1000}, rng);
   for_each_case(cases.size(), [&](size_t i) {
     const auto& [c, len, seed] = cases[i];
     Rng own(seed);
-    SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << " s" << c.stages
-                                    << (c.split ? " split" : "") << ", causal " << c.causal << ", len " << len
-                                    << ", random seed " << seed);
-    const int64_t heads = 3, n = heads * len * c.d;
+    SCOPED_TRACE(testing::Message() << "d " << c.d << ", group " << c.group << ", block " << c.block << " step "
+                                    << c.step << " s" << c.stages << (c.split ? " split" : "") << ", causal "
+                                    << c.causal << ", len " << len << ", random seed " << seed);
+    const int64_t heads = 3 * c.group, n = heads * len * c.d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n, own.gen()),
-            v = random_operand(c.in, n, own.gen()), dout = random_operand(c.in, n, own.gen());
+    Operand q = random_operand(c.in, n, own.gen()), k = random_operand(c.in, n / c.group, own.gen()),
+            v = random_operand(c.in, n / c.group, own.gen()), dout = random_operand(c.in, n, own.gen());
     absl::StatusOr<matmul_cases::AttnGradsF> gpu =
         matmul_cases::run_attention_bwd(device, c, heads, len, scale, q, k, v, dout);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const matmul_cases::AttnGrads want =
-        matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads, len, c.d, scale, c.causal);
+    const matmul_cases::AttnGrads want = matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads,
+                                                                       len, c.d, scale, c.causal, c.group);
     const double tolerance = matmul_cases::gradient_tolerance(c.in);
     EXPECT_LE(matmul_cases::gradient_error(gpu->dq, gpu->dk, gpu->dv, want), tolerance);
     EXPECT_LE(matmul_cases::relative_error(gpu->lse2, want.lse2), 1e-6);

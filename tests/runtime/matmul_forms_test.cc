@@ -693,6 +693,52 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
   }
 }
 
+// Grouped heads: a KV head's dK and dV sum its group's shares, in one loop
+// over every head's query steps (and with the split, dQ added for each).
+TEST(MatmulForms, GroupedAttentionBackwardMatchesADoubleReference) {
+  std::mt19937 gen(14);
+  samples::AttnBwdConfig deep = samples::attention_bwd_config(128, false, 16384);
+  deep.group = 4;
+  const samples::AttnBwdConfig configs[] = {
+      {.group = 2},
+      {.group = 3, .block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
+      {.d = 128, .group = 2, .block = 128, .step = 64, .stages = 3},
+      deep,
+  };
+  for (samples::AttnBwdConfig c : configs) {
+    for (bool causal : {false, true}) {
+      for (int64_t len : {130, 200}) {
+        c.causal = causal;
+        SCOPED_TRACE(testing::Message() << "group " << c.group << ", d " << c.d << ", block " << c.block << " step "
+                                        << c.step << ", split " << c.split << ", causal " << causal << ", len " << len);
+        const int64_t heads = 2 * c.group, n = heads * len * c.d;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+        Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n / c.group, gen),
+                v = random_operand(c.in, n / c.group, gen), dout = random_operand(c.in, n, gen);
+        absl::StatusOr<matmul_cases::AttnGradsF> got =
+            matmul_cases::run_attention_bwd(host(), c, heads, len, scale, q, k, v, dout);
+        ASSERT_TRUE(got.ok()) << got.status();
+        const matmul_cases::AttnGrads want = matmul_cases::attention_grads(q.values, k.values, v.values, dout.values,
+                                                                           heads, len, c.d, scale, causal, c.group);
+        EXPECT_LE(matmul_cases::gradient_error(got->dq, got->dk, got->dv, want),
+                  matmul_cases::gradient_tolerance(c.in));
+      }
+    }
+  }
+}
+
+TEST(MatmulForms, GroupedAttentionBackwardNamesHeadsThatDoNotGroup) {
+  absl::StatusOr<Buffer> b = host().allocate(6 * 64 * 64 * 4);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<const Buffer*> nine(9, &*b);
+  absl::StatusOr<samples::AttnBwdMaps> maps = samples::attention_bwd_maps(host(), {.group = 4}, nine, 6, 64);
+  EXPECT_EQ(maps.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(maps.status().message(), HasSubstr("6 query heads do not share KV heads in groups of 4"));
+  absl::StatusOr<Kernel> kernel = samples::attention_bwd_kernel({.group = 0});
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(kernel.status().message(), HasSubstr("group (query heads per KV head) must be positive, got 0"));
+}
+
 // Products of a computed operand (X = A B^T rounded to bf16; X^T C, E X,
 // E X^T), blocks of 64 and 128 rows, against doubles (the rounding of each
 // element of X taken from the reference's own sum).
