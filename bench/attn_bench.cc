@@ -1,7 +1,8 @@
 // tessel's attention forward (samples::attention_kernel) on an NVIDIA GPU at
 // the shapes of Triton's fused-attention tutorial: 4 x 32 heads, sequence
 // lengths 1024 to 16384, head dimensions 64 and 128, bf16, with and without
-// the causal mask. Each case runs every configuration of `configs()` and
+// the causal mask, and grouped query heads (32 on 8 KV heads, Llama 3 8B's,
+// at d 128; bench/attn_cases.h). Each case runs every configuration of `configs()` and
 // reports the fastest beside the default's; TFLOP/s count 4 * heads * len^2
 // * d (half of it with the mask). Results are checked against a double
 // reference on a sample of heads and rows. The baselines (torch's
@@ -39,8 +40,9 @@ std::string label(const AttnConfig& c) {
 }
 
 // samples::attention_config's first.
-std::vector<AttnConfig> configs(int64_t d, bool causal) {
+std::vector<AttnConfig> configs(int64_t d, bool causal, int64_t group) {
   std::vector<AttnConfig> out = {samples::attention_config(d, causal)};
+  out[0].group = group;
   enum Form { kPlain, kPingPong, kCooperative };
   for (auto [bm, bn, stages, warps, form] :
        {std::tuple{128, 128, 2, 0, kPlain}, std::tuple{128, 64, 2, 0, kPlain}, std::tuple{128, 128, 3, 0, kPlain},
@@ -52,6 +54,7 @@ std::vector<AttnConfig> configs(int64_t d, bool causal) {
     // 128 x d accumulators beside 128 x bn scores on one warpgroup spill past d = 64.
     if (warps == 4 && d > 64) continue;
     AttnConfig c{.d = d,
+                 .group = group,
                  .bm = bm,
                  .bn = bn,
                  .causal = causal,
@@ -89,16 +92,16 @@ int main(int argc, char** argv) {
   bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
   bench::AttnLog log("attn_bench", dev.description());
   for (const bench::AttnCase& ac : bench::attn_cases(only)) {
-    const int64_t len = ac.len, d = ac.d;
+    const int64_t len = ac.len, d = ac.d, group = ac.group;
     const bool causal = ac.causal;
-    const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2;
-    const std::vector<uint16_t> hq = bench::random_bf16(n, 1), hk = bench::random_bf16(n, 2),
-                                hv = bench::random_bf16(n, 3);
-    Buffer q = must(dev.allocate(bytes), "allocate"), k = must(dev.allocate(bytes), "allocate");
-    Buffer v = must(dev.allocate(bytes), "allocate"), o = must(dev.allocate(bytes), "allocate");
+    const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2, kv_bytes = bytes / group;
+    const std::vector<uint16_t> hq = bench::random_bf16(n, 1), hk = bench::random_bf16(n / group, 2),
+                                hv = bench::random_bf16(n / group, 3);
+    Buffer q = must(dev.allocate(bytes), "allocate"), k = must(dev.allocate(kv_bytes), "allocate");
+    Buffer v = must(dev.allocate(kv_bytes), "allocate"), o = must(dev.allocate(bytes), "allocate");
     must(dev.copy_to_device(q, hq.data(), bytes), "upload");
-    must(dev.copy_to_device(k, hk.data(), bytes), "upload");
-    must(dev.copy_to_device(v, hv.data(), bytes), "upload");
+    must(dev.copy_to_device(k, hk.data(), kv_bytes), "upload");
+    must(dev.copy_to_device(v, hv.data(), kv_bytes), "upload");
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     // The reference at a sample of heads and rows (computed once for every
     // configuration), and the largest error there.
@@ -108,7 +111,8 @@ int main(int argc, char** argv) {
     };
     std::vector<Row> sampled;
     for (int64_t h : {int64_t{0}, kHeads / 2 + 1, kHeads - 1}) {
-      const std::vector<double> qh = head_of(hq, h, len, d), kh = head_of(hk, h, len, d), vh = head_of(hv, h, len, d);
+      const std::vector<double> qh = head_of(hq, h, len, d), kh = head_of(hk, h / group, len, d),
+                                vh = head_of(hv, h / group, len, d);
       for (int64_t i : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 2, len - 1}) {
         sampled.push_back({(h * len + i) * d, std::vector<double>(d)});
         samples::attention_row(qh.data(), kh.data(), vh.data(), len, d, scale, causal, i, sampled.back().want.data());
@@ -130,7 +134,7 @@ int main(int argc, char** argv) {
     const double flops = 4.0 * kHeads * len * len * d * (causal ? 0.5 : 1.0);
     double best_ms = INFINITY, default_ms = INFINITY, worst = 0;
     AttnConfig best;
-    std::vector<AttnConfig> tried = configs(d, causal);
+    std::vector<AttnConfig> tried = configs(d, causal, group);
     if (default_only) tried.resize(1);
     if (!bench::keep_config("attn_bench", flags, ac.name, tried, label)) return 2;
     for (const AttnConfig& c : tried) {

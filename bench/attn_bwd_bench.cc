@@ -1,7 +1,8 @@
 // tessel's attention backward pass (samples::launch_attention_bwd: D's
 // kernel, the gradients', and with AttnBwdConfig::split dQ's) on an NVIDIA
 // GPU at attn_bench's shapes: 4 x 32 heads, lengths 1024 to 16384, d 64 and
-// 128, bf16, with and without the causal mask. The forward
+// 128, bf16, with and without the causal mask, and grouped query heads (32
+// on 8 KV heads at d 128, a KV head's dK and dV summed over its group). The forward
 // (attention_config's, keeping its log2-sum-exp) runs once per case; each
 // configuration's kernels are then timed together and the fastest is
 // reported beside the first's. TFLOP/s count 10 * heads * len^2 * d (half
@@ -43,8 +44,9 @@ std::string label(const AttnBwdConfig& c) {
 }
 
 // attention_bwd_config's pick first.
-std::vector<AttnBwdConfig> configs(int64_t d, bool causal, int64_t len) {
+std::vector<AttnBwdConfig> configs(int64_t d, bool causal, int64_t len, int64_t group) {
   std::vector<AttnBwdConfig> out = {samples::attention_bwd_config(d, causal, len)};
+  out[0].group = group;
   for (auto [block, step, stages, programs, split] : {std::tuple{64, 64, 2, 1, false},
                                                       {64, 64, 3, 1, false},
                                                       {128, 128, 2, 1, false},
@@ -57,8 +59,14 @@ std::vector<AttnBwdConfig> configs(int64_t d, bool causal, int64_t len) {
                                                       {128, 64, 2, 1, true},
                                                       {128, 64, 3, 1, true},
                                                       {128, 64, 4, 1, true}}) {
-    const AttnBwdConfig c = {
-        .d = d, .block = block, .step = step, .causal = causal, .stages = stages, .programs = programs, .split = split};
+    const AttnBwdConfig c = {.d = d,
+                             .group = group,
+                             .block = block,
+                             .step = step,
+                             .causal = causal,
+                             .stages = stages,
+                             .programs = programs,
+                             .split = split};
     // (A 64-row share of dQ splits d between the two warpgroups, a whole
     // 64-column panel each: not at d = 64, where it would not run on wgmma.)
     if (split && step < block && d < 128) continue;
@@ -140,24 +148,26 @@ int main(int argc, char** argv) {
   bench::FlushedTimer timer(cu, static_cast<CUstream>(stream.native()));
   bench::AttnLog log("attn_bwd_bench", dev.description());
   for (const bench::AttnCase& ac : bench::attn_cases(flags.only)) {
-    const int64_t len = ac.len, d = ac.d;
+    const int64_t len = ac.len, d = ac.d, group = ac.group;
     const bool causal = ac.causal;
-    const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2, rows = kHeads * len;
-    const std::vector<uint16_t> hq = bench::random_bf16(n, 1), hk = bench::random_bf16(n, 2),
-                                hv = bench::random_bf16(n, 3), hdo = bench::random_bf16(n, 4);
+    const size_t n = static_cast<size_t>(kHeads * len * d), bytes = n * 2, kv_bytes = bytes / group,
+                 rows = kHeads * len;
+    const std::vector<uint16_t> hq = bench::random_bf16(n, 1), hk = bench::random_bf16(n / group, 2),
+                                hv = bench::random_bf16(n / group, 3), hdo = bench::random_bf16(n, 4);
     auto upload = [&](const std::vector<uint16_t>& host) {
-      Buffer b = must(dev.allocate(bytes), "allocate");
-      must(dev.copy_to_device(b, host.data(), bytes), "upload");
+      Buffer b = must(dev.allocate(host.size() * 2), "allocate");
+      must(dev.copy_to_device(b, host.data(), host.size() * 2), "upload");
       return b;
     };
     Buffer q = upload(hq), k = upload(hk), v = upload(hv), dout = upload(hdo);
     Buffer o = must(dev.allocate(bytes), "allocate"), dq = must(dev.allocate(bytes), "allocate");
-    Buffer dk = must(dev.allocate(bytes), "allocate"), dv = must(dev.allocate(bytes), "allocate");
+    Buffer dk = must(dev.allocate(kv_bytes), "allocate"), dv = must(dev.allocate(kv_bytes), "allocate");
     Buffer lse = must(dev.allocate(rows * 4), "allocate");
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
     samples::AttnConfig fc = samples::attention_config(d, causal);
     fc.lse = true;
+    fc.group = group;
     CompileOptions options;
     options.num_warps = samples::attention_warps(fc);
     Function forward = must(dev.compile(must(samples::attention_kernel(fc), "build"), options), "compile");
@@ -168,7 +178,7 @@ int main(int argc, char** argv) {
     // D from the first configuration's pass (its own kernel; every pass
     // computes it again).
     const samples::AttnBwdBuffers io{&q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv};
-    std::vector<AttnBwdConfig> tried = configs(d, causal, len);
+    std::vector<AttnBwdConfig> tried = configs(d, causal, len, group);
     const samples::AttnBwdKernels first = must(samples::compile_attention_bwd(dev, tried[0]), "compile");
     const samples::AttnBwdPlan first_plan =
         must(samples::plan_attention_bwd(dev, first, io, kHeads, len, scale, &stream), "plan");
@@ -181,21 +191,33 @@ int main(int argc, char** argv) {
     must(dev.copy_to_host(all_lse.data(), lse, rows * 4), "download");
     must(dev.copy_to_host(all_delta.data(), first_plan.delta, rows * 4), "download");
     struct Row {
-      int64_t at;  // its first element in the gradients
+      int64_t at, kv_at;  // its first element in dQ, and in dK and dV
       std::vector<double> dq, dk, dv;
+    };
+    // Query head hi: its Q, dO and statistics, and its KV head's K and V.
+    auto head_of = [&](int64_t hi) {
+      Head h{len, d, scale, causal, {}, {}, {}, {}, {}, {}};
+      for (auto [bits, at, values] : {std::tuple{&hq, hi, &h.q}, std::tuple{&hk, hi / group, &h.k},
+                                      std::tuple{&hv, hi / group, &h.v}, std::tuple{&hdo, hi, &h.dout}}) {
+        for (int64_t i = 0; i < len * d; ++i) values->push_back(bf16_to_float((*bits)[at * len * d + i]));
+      }
+      h.lse2.assign(all_lse.begin() + hi * len, all_lse.begin() + (hi + 1) * len);
+      h.delta.assign(all_delta.begin() + hi * len, all_delta.begin() + (hi + 1) * len);
+      return h;
     };
     std::vector<Row> sampled;
     double worst = 0;
     for (int64_t hi : {int64_t{0}, kHeads - 1}) {
-      Head h{len, d, scale, causal, {}, {}, {}, {}, {}, {}};
-      for (auto [bits, values] : {std::pair{&hq, &h.q}, {&hk, &h.k}, {&hv, &h.v}, {&hdo, &h.dout}}) {
-        for (int64_t i = 0; i < len * d; ++i) values->push_back(bf16_to_float((*bits)[hi * len * d + i]));
-      }
-      h.lse2.assign(all_lse.begin() + hi * len, all_lse.begin() + (hi + 1) * len);
-      h.delta.assign(all_delta.begin() + hi * len, all_delta.begin() + (hi + 1) * len);
+      std::vector<Head> group_heads;  // a KV head's dK and dV sum its group's shares
+      for (int64_t g = 0; g < group; ++g) group_heads.push_back(head_of(hi / group * group + g));
       for (int64_t r : {int64_t{0}, int64_t{1}, len / 3, len / 2 + 7, len - 1}) {
-        auto [wk, wv] = dkv_row(h, r);
-        sampled.push_back({(hi * len + r) * d, dq_row(h, r, worst), std::move(wk), std::move(wv)});
+        Row row{(hi * len + r) * d, (hi / group * len + r) * d, dq_row(group_heads[hi % group], r, worst),
+                std::vector<double>(d), std::vector<double>(d)};
+        for (const Head& h : group_heads) {
+          auto [wk, wv] = dkv_row(h, r);
+          for (int64_t c = 0; c < d; ++c) row.dk[c] += wk[c], row.dv[c] += wv[c];
+        }
+        sampled.push_back(std::move(row));
       }
     }
 
@@ -217,9 +239,9 @@ int main(int argc, char** argv) {
       must(stream.synchronize(), "sync");
       // The largest error at the sampled rows, relative to the largest
       // reference value.
-      std::vector<uint16_t> gq(n), gk(n), gv(n);
+      std::vector<uint16_t> gq(n), gk(n / group), gv(n / group);
       for (auto [host, grad] : {std::pair{&gq, &dq}, {&gk, &dk}, {&gv, &dv}}) {
-        must(dev.copy_to_host(host->data(), *grad, bytes), "download");
+        must(dev.copy_to_host(host->data(), *grad, host->size() * 2), "download");
       }
       double err = 0, size = 0;
       auto compare = [&](const std::vector<uint16_t>& grad, int64_t at, const std::vector<double>& want) {
@@ -231,8 +253,8 @@ int main(int argc, char** argv) {
       };
       for (const Row& r : sampled) {
         compare(gq, r.at, r.dq);
-        compare(gk, r.at, r.dk);
-        compare(gv, r.at, r.dv);
+        compare(gk, r.kv_at, r.dk);
+        compare(gv, r.kv_at, r.dv);
       }
       worst = std::max(worst, err / size);
       std::printf("  %-22s %.1f us\n", label(c).c_str(), ms * 1e3);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The baselines of bench/attn_bench: attention forward as tessel's users would otherwise run it, on the
 same GPU and shapes (4 x 32 heads, sequence lengths 1024, 4096 and 16384, head dimensions 64 and 128,
-bf16, with and without the causal mask):
+bf16, with and without the causal mask; grouped query heads, 32 on 8 KV heads at d 128, with
+enable_gqa):
 
   sdpa-flash   torch.nn.functional.scaled_dot_product_attention on its flash-attention backend
   sdpa-cudnn   the same on cuDNN's backend
@@ -59,10 +60,11 @@ def _attend(acc, m, l, q, k_ptr, v_ptr, rows, lo, hi, length, log2_scale, D: tl.
 
 @triton.jit
 def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, length, scale, D: tl.constexpr, BM: tl.constexpr,
-                     BN: tl.constexpr, CAUSAL: tl.constexpr):
+                     BN: tl.constexpr, CAUSAL: tl.constexpr, GROUP: tl.constexpr):
     block = tl.program_id(0)
     head = tl.program_id(1).to(tl.int64)
     base = head * length * D
+    kv_base = head // GROUP * length * D
     rows = block * BM + tl.arange(0, BM)
     dims = tl.arange(0, D)
     q = tl.load(q_ptr + base + rows[:, None] * D + dims[None, :], mask=rows[:, None] < length, other=0.0)
@@ -76,10 +78,10 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, length, scale, D: tl.constexpr,
     else:
         full = length // BN * BN
         end = length
-    acc, m, l = _attend(acc, m, l, q, k_ptr + base, v_ptr + base, rows, 0, full, length, log2_scale, D, BN,
+    acc, m, l = _attend(acc, m, l, q, k_ptr + kv_base, v_ptr + kv_base, rows, 0, full, length, log2_scale, D, BN,
                         False, CAUSAL)
-    acc, m, l = _attend(acc, m, l, q, k_ptr + base, v_ptr + base, rows, full, end, length, log2_scale, D, BN,
-                        True, CAUSAL)
+    acc, m, l = _attend(acc, m, l, q, k_ptr + kv_base, v_ptr + kv_base, rows, full, end, length, log2_scale, D,
+                        BN, True, CAUSAL)
     o = acc / l[:, None]
     tl.store(o_ptr + base + rows[:, None] * D + dims[None, :], o.to(o_ptr.dtype.element_ty),
              mask=rows[:, None] < length)
@@ -94,10 +96,11 @@ def triton_attention(q, k, v, causal, config):
     o = torch.empty_like(q)
     length, d = q.shape[-2], q.shape[-1]
     grid = (triton.cdiv(length, bm), q.shape[0] * q.shape[1])
+    group = q.shape[1] // k.shape[1]
 
     def run():
         attention_kernel[grid](q, k, v, o, length, 1.0 / math.sqrt(d), D=d, BM=bm, BN=bn, CAUSAL=causal,
-                               num_stages=stages, num_warps=warps)
+                               GROUP=group, num_stages=stages, num_warps=warps)
         return o
     return run
 
@@ -119,19 +122,20 @@ def main():
     tessel = tessel_results(args.tessel)
     print(f"attn_compare on {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     results = []
-    for length, d, causal, name in cases(args.only):
-        q, k, v = random_inputs(length, d, 3)
+    for length, d, causal, group, name in cases(args.only):
+        q, k, v = random_inputs(length, d, [HEADS, HEADS // group, HEADS // group])
         with sdpa_kernel(SDPBackend.MATH):
             heads = [0, HEADS * BATCH // 2 + 1, HEADS * BATCH - 1]
-            flat = [t.reshape(-1, length, d)[heads].float() for t in (q, k, v)]
+            kv_heads = [h // group for h in heads]  # flattened, as the heads of each batch divide by group
+            flat = [t.reshape(-1, length, d)[at].float() for t, at in ((q, heads), (k, kv_heads), (v, kv_heads))]
             want = torch.zeros(BATCH * HEADS, length, d, device="cuda")
             want[heads] = F.scaled_dot_product_attention(*flat, is_causal=causal)
         flops = 4.0 * BATCH * HEADS * length * length * d * (0.5 if causal else 1.0)
-        row = {"len": length, "d": d, "causal": causal, "baselines": {}}
+        row = {"len": length, "d": d, "causal": causal, "group": group, "baselines": {}}
         for label, backend in BACKENDS.items():
             try:
                 with sdpa_kernel(backend):
-                    run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=group > 1)
                     err = error(run(), want)
                     ms = time_ms(run)
             except RuntimeError as e:
@@ -154,7 +158,7 @@ def main():
             bm, bn, stages, warps = best[1]
             row["baselines"]["triton"] = {"us": best[0] * 1e3, "max_error": best[2],
                                           "config": f"{bm}x{bn} s{stages} w{warps}"}
-        print_case(name, flops, tessel.get((length, d, causal)), row["baselines"])
+        print_case(name, flops, tessel.get((length, d, causal, group)), row["baselines"])
         results.append(row)
     write_json(args.json, torch.cuda.get_device_name(), results)
 
