@@ -169,7 +169,9 @@ absl::Status Lowering::block(int b) {
   for (size_t i = 0; i < ops.size(); ++i) {
     if (hazards_.contains(ops[i])) target_.program_barrier(b_);
     stage_point(ir_.ops[ops[i]], /*after=*/false);
+    stage_hoisted(ir_.ops[ops[i]]);
     TESSEL_RETURN_IF_ERROR(op(ir_.ops[ops[i]]));
+    free_hoisted(ir_.ops[ops[i]]);
     stage_point(ir_.ops[ops[i]], /*after=*/true);
     release_dead_buffers(last_use, static_cast<int>(i));
   }

@@ -128,6 +128,7 @@ absl::Status Lowering::plan_mma() {
     if (a_layout != nullptr) wanted_[o.operands[0]] = a_layout;
   }
   if (mma_dots_.empty()) return absl::OkStatus();
+  plan_hoisted_stages();
   // Loops that carry an accumulator carry it in its layout.
   for (const Op& o : ir_.ops) {
     if (o.op != OpCode::kFor) continue;
@@ -166,6 +167,64 @@ absl::Status Lowering::plan_mma() {
   return absl::OkStatus();
 }
 
+void Lowering::plan_hoisted_stages() {
+  hoisted_stages_.clear();
+  // Roles split the program's threads between loops; staging stays at the dot there.
+  if (specialized_ != nullptr) return;
+  std::vector<int> block_of(ir_.ops.size(), -1), owner(ir_.blocks.size(), -1);
+  for (size_t b = 0; b < ir_.blocks.size(); ++b) {
+    for (int id : ir_.blocks[b].ops) block_of[id] = static_cast<int>(b);
+  }
+  for (size_t id = 0; id < ir_.ops.size(); ++id) {
+    for (int nested : ir_.ops[id].blocks) owner[nested] = static_cast<int>(id);
+  }
+  // A staging held through a loop keeps its tile from the loop's other
+  // buffers: only small ones (a few query rows).
+  constexpr int64_t kMostHeldBytes = 16 * 1024;
+  for (auto& [dot, plan] : mma_dots_) {
+    for (auto [value, form, hoisted] : {std::tuple{plan.a_staged, &plan.a, &plan.a_hoisted},
+                                        std::tuple{plan.b_staged, &plan.b, &plan.b_hoisted}}) {
+      if (value < 0) continue;
+      const Type& t = ir_.type(value);
+      if (t.numel() * t.dtype().bytes() > kMostHeldBytes) continue;
+      // The outermost loop around the dot whose body does not define the value.
+      const Op* loop = nullptr;
+      for (int b = block_of[dot - ir_.ops.data()]; b >= 0 && owner[b] >= 0 && !ir_.defined_within(value, b);
+           b = block_of[owner[b]]) {
+        if (ir_.ops[owner[b]].op == OpCode::kFor) loop = &ir_.ops[owner[b]];
+      }
+      if (loop == nullptr) continue;
+      std::vector<std::pair<int, SharedMatrix>>& staged = hoisted_stages_[loop];
+      auto same = std::find_if(staged.begin(), staged.end(), [&](const auto& s) { return s.first == value; });
+      if (same == staged.end()) {
+        staged.push_back({value, *form});
+      } else if (same->second.k_major != form->k_major || same->second.swizzle != form->swizzle) {
+        continue;  // another form of it is held: this dot stages its own
+      }
+      *hoisted = true;
+    }
+  }
+}
+
+void Lowering::stage_hoisted(const Op& o) {
+  auto it = hoisted_stages_.find(&o);
+  if (it == hoisted_stages_.end()) return;
+  // Where the loop runs again (inside another), every thread is past the
+  // last run's reads first.
+  target_.program_barrier(b_);
+  for (const auto& [value, form] : it->second) hoisted_tiles_[value] = stage(value, form);
+  target_.mma_operands_written(b_);
+}
+
+void Lowering::free_hoisted(const Op& o) {
+  auto it = hoisted_stages_.find(&o);
+  if (it == hoisted_stages_.end()) return;
+  for (const auto& staged : it->second) {
+    shared_.erase(hoisted_tiles_.at(staged.first));
+    hoisted_tiles_.erase(staged.first);
+  }
+}
+
 llvm::Value* Lowering::stage(int id, const SharedMatrix& m) {
   const Type& t = ir_.type(id);
   llvm::Value* tile = smem_alloc(t.numel() * t.dtype().bytes(), tma::kSwizzledTileAlignment);
@@ -176,12 +235,16 @@ llvm::Value* Lowering::stage(int id, const SharedMatrix& m) {
 absl::Status Lowering::dot(const Op& o, const Type& rt) {
   if (auto it = mma_dots_.find(&o); it != mma_dots_.end()) {
     MmaDot d = it->second;
+    auto operand = [&](int staged, bool hoisted, const SharedMatrix& m, int tile) {
+      if (hoisted) return hoisted_tiles_.at(staged);
+      return staged >= 0 ? stage(staged, m) : raw_tile(tile);
+    };
     if (d.a.registers) {
       d.a.regs = regs(o.operands[0], *d.a_layout);
     } else {
-      d.a.data = d.a_staged >= 0 ? stage(d.a_staged, d.a) : raw_tile(d.a_tile);
+      d.a.data = operand(d.a_staged, d.a_hoisted, d.a, d.a_tile);
     }
-    d.b.data = d.b_staged >= 0 ? stage(d.b_staged, d.b) : raw_tile(d.b_tile);
+    d.b.data = operand(d.b_staged, d.b_hoisted, d.b, d.b_tile);
     if (d.stages()) target_.mma_operands_written(b_);
     set_regs(o, target_.mma(b_, d.shape, d.a, d.b, regs(o.operands[2], *d.layout), in_flight(o)));
     // The product is done (staged dots do not run on): its tiles are free
@@ -195,8 +258,8 @@ absl::Status Lowering::dot(const Op& o, const Type& rt) {
       });
       if (!ends_in_barrier) target_.mma_operands_read(b_);
     }
-    if (d.a_staged >= 0) shared_.erase(d.a.data);
-    if (d.b_staged >= 0) shared_.erase(d.b.data);
+    if (d.a_staged >= 0 && !d.a_hoisted) shared_.erase(d.a.data);
+    if (d.b_staged >= 0 && !d.b_hoisted) shared_.erase(d.b.data);
     return absl::OkStatus();
   }
   const Type& at = ir_.type(o.operands[0]);

@@ -693,10 +693,22 @@ class Lowering {
     std::shared_ptr<const Layout> layout;
     std::shared_ptr<const Layout> a_layout;  // a's, when in registers
     int a_staged = -1, b_staged = -1;        // the values staged for them
-    bool stages() const { return a_staged >= 0 || b_staged >= 0; }
+    // Staged once, before the outermost loop around the dot that does not
+    // define the value, instead of at the dot (hoisted_stages_).
+    bool a_hoisted = false, b_hoisted = false;
+    // Whether the dot itself writes a staged operand (then synchronizes
+    // the program around its product).
+    bool stages() const { return (a_staged >= 0 && !a_hoisted) || (b_staged >= 0 && !b_hoisted); }
   };
   // Chooses the dots (before any op is lowered, since layouts follow).
   absl::Status plan_mma();
+  // Marks the staged operands of mma_dots_ that a loop around their dot
+  // does not change (a decode step's queries) to be staged before it.
+  void plan_hoisted_stages();
+  // Before loop `o`: stages the operands hoisted out of it; after it,
+  // frees their tiles.
+  void stage_hoisted(const Op& o);
+  void free_hoisted(const Op& o);
   // The shared tile tma_load result `tile` is held in, as the copy engine
   // wrote it (swizzled where the map is).
   llvm::Value* raw_tile(int tile) { return raw_tiles_.contains(tile) ? raw_tiles_.at(tile) : val(tile); }
@@ -1122,6 +1134,10 @@ class Lowering {
   std::map<const Op*, const Op*> outer_pipelines_;           // outer loop -> the pipelined loop in it
   std::map<const Op*, std::pair<const Op*, int>> pipelined_;  // tma_load -> its loop and index there
   std::set<const Op*> in_flight_dots_;
+  // Per loop, the staged operands written before it (value, form), and the
+  // tiles they are in while the loop runs.
+  std::map<const Op*, std::vector<std::pair<int, SharedMatrix>>> hoisted_stages_;
+  std::map<int, llvm::Value*> hoisted_tiles_;
   std::map<const Op*, const Op*> staged_ops_;  // a body's op that waits for or releases load groups -> its loop
   // Whether a loop that takes the default stage count is pipelined.
   bool pipelined_by_default_ = false;

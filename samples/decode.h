@@ -102,7 +102,10 @@ inline absl::StatusOr<Kernel> decode_kernel(const DecodeConfig& c, std::string n
   Value pages = table + cast(b, i64) * cast(max_pages, i64);  // the sequence's row of the table
 
   Var m = k.var(k.full({rows}, -INFINITY, f32));  // running maximum
-  Var l = k.var(k.zeros({rows}, f32));            // running sum
+  // The running sum, per column of a step: summed across the row once,
+  // after the loop (a step's columns lie across the warps, whose sums
+  // would otherwise meet in shared memory every step).
+  Var l_cols = k.var(k.zeros({rows, c.bn}, f32));
   Var acc = k.var(k.zeros({rows, c.d}, f32));
   k.for_range(start, end, c.bn,
               [&](Value j) {
@@ -117,13 +120,14 @@ inline absl::StatusOr<Kernel> decode_kernel(const DecodeConfig& c, std::string n
                 Value m_scaled = m_new * log2_scale;
                 Value p = exp2(fma(s, log2_scale, expand_dims(-m_scaled, 1)), MathForm::kFast);
                 Value alpha = exp2(m * log2_scale - m_scaled, MathForm::kFast);
-                l = l * alpha + sum(p, 1);
+                l_cols = l_cols * expand_dims(alpha, 1) + p;
                 Value vt = load(vc + at, expand_dims(seen, 1), 0.0);
                 acc = dot(cast(p, c.in), vt, acc * expand_dims(alpha, 1));
                 m = m_new;
               },
               {.stages = c.stages});
 
+  Value l = sum(l_cols, 1);
   Value live = l > 0.0f;  // [rows]: the split had keys
   Value out = acc * expand_dims(select(live, 1.0f / l, 0.0f), 1);
   Value out_at = expand_dims(head * c.d, 1) + dims;

@@ -21,6 +21,7 @@
 #include "codegen/nvptx/mma_sync.h"
 #include "codegen/nvptx/ptx_asm.h"
 #include "codegen/nvptx/wgmma.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/MC/TargetRegistry.h"
 
@@ -581,6 +582,12 @@ class NvptxTarget final : public GpuTarget {
   // The whole CTA's barrier 0, or in a group the group's own named barrier.
   void barrier(llvm::IRBuilder<>& b) override {
     if (group_ == nullptr) {
+      // Right after another (nothing between them), it waits for nothing more.
+      llvm::BasicBlock* block = b.GetInsertBlock();
+      if (b.GetInsertPoint() == block->end() && !block->empty()) {
+        const auto* last = llvm::dyn_cast<llvm::IntrinsicInst>(&block->back());
+        if (last != nullptr && last->getIntrinsicID() == llvm::Intrinsic::nvvm_barrier0) return;
+      }
       b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
       return;
     }

@@ -374,6 +374,43 @@ TEST(MmaSync, HopperTakesMmaSyncWhereWgmmaCannot) {
   expect_ptxas_clean(code->binary, "sm_90a");
 }
 
+// A product's operand computed before a loop (a decode step's queries) is
+// written to shared memory once, before the loop; one computed in the loop
+// is written in it, every iteration. The keys come through a copy ring.
+TEST(MmaSync, OperandsTheLoopDoesNotChangeAreStagedBeforeIt) {
+  for (bool in_loop : {false, true}) {
+    SCOPED_TRACE(in_loop ? "computed in the loop" : "computed before it");
+    KernelBuilder k("staged_once");
+    Value a = k.arg(ptr(f32), "a"), b = k.arg(ptr(bf16), "b"), out = k.arg(ptr(f32), "out");
+    Value n = k.arg(i32, "n");
+    Value rows = expand_dims(k.arange(0, 16), 1), keys = expand_dims(k.arange(0, 64), 1);
+    Value cols = expand_dims(k.arange(0, 64), 0);
+    auto queries = [&] { return cast(load(a + rows * 64 + cols), bf16); };  // [16, 64]
+    Value before = queries();
+    Var acc = k.var(k.zeros({16, 64}, f32));
+    k.for_range(k.constant(0, i32), n, 64, [&](Value j) {
+      Value kt = load(b + (j + keys) * 64 + cols);  // [64, 64]
+      acc = dot(in_loop ? queries() : before, trans(kt), acc);
+    });
+    store(out + rows * 64 + cols, acc);
+    absl::StatusOr<Kernel> kernel = k.build();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    CompileOptions o = sm80(4);
+    o.specialization.multiple_of_16 = ~uint64_t{0};
+    absl::StatusOr<DeviceCode> code = compile_ptx(*kernel, o);
+    ASSERT_TRUE(code.ok()) << code.status();
+    std::string body;
+    for (const std::string& loop : loop_bodies(code->binary)) {
+      if (loop.find("mma.sync") != std::string::npos) body = loop;
+    }
+    ASSERT_FALSE(body.empty()) << code->binary;
+    EXPECT_THAT(body, HasSubstr("cp.async.cg.shared.global"));
+    EXPECT_EQ(count(body, "st.shared") > 0, in_loop);
+    EXPECT_GT(count(code->binary, "st.shared"), 0);
+    expect_ptxas_clean(code->binary, "sm_80");
+  }
+}
+
 // Attention's P @ V takes P from registers: the fragments of QK^T's
 // accumulator are A's, and no P tile goes through shared memory.
 TEST(MmaSync, AttentionTakesPFromRegisters) {

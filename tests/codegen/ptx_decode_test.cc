@@ -1,8 +1,11 @@
 // The PTX of paged decoding attention (samples/decode.h): its keys and
 // values, whose rows come through the block table, take copy rings
 // (cp.async, stages ahead) rather than registers; both products run on
-// mma.sync, Hopper's too (16 query rows are too few for wgmma); ptxas takes
-// it with no spill, for Hopper and Ampere.
+// mma.sync, Hopper's too (16 query rows are too few for wgmma); the
+// queries are staged for the products once, before the key loop, and the
+// loop's steps meet at six barriers (the copies, the row maximum's two, P's
+// staging's two, the step's end), none right after another; ptxas takes it
+// with no spill, for Hopper and Ampere.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +39,12 @@ TEST(PtxDecode, PagedKeysAndValuesTakeCopyRingsAndMmaSync) {
       EXPECT_THAT(ptx, HasSubstr("cp.async.wait_group"));
       EXPECT_THAT(ptx, HasSubstr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
       EXPECT_EQ(ptx.find("wgmma"), std::string::npos);
+      std::string keys;
+      for (const std::string& loop : loop_bodies(ptx)) {
+        if (loop.find("mma.sync") != std::string::npos) keys = loop;
+      }
+      EXPECT_LE(count(keys, "bar.sync"), 6);
+      EXPECT_EQ(count_matches(ptx, R"(bar\.sync\s+0;\s*bar\.sync\s+0;)"), 0);
       expect_ptxas_clean(ptx, arch);
     }
   }

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "codegen/compiler.h"
 #include "gtest/gtest.h"
@@ -79,6 +81,26 @@ inline int count(const std::string& text, const std::string& what) {
 inline int count_matches(const std::string& text, const std::string& pattern) {
   const std::regex re(pattern);
   return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+// The loops of `ptx`: for each branch back to a label above it, the text
+// from the label to the branch.
+inline std::vector<std::string> loop_bodies(const std::string& ptx) {
+  std::vector<std::string> out;
+  std::map<std::string, size_t> labels;  // label -> where its line starts
+  const std::regex label(R"((\$L__BB\d+_\d+):)"), branch(R"(bra(?:\.uni)?\s+(\$L__BB\d+_\d+);)");
+  size_t at = 0;
+  while (at < ptx.size()) {
+    const size_t end = std::min(ptx.find('\n', at), ptx.size());
+    const std::string line = ptx.substr(at, end - at);
+    std::smatch m;
+    if (std::regex_search(line, m, label) && m.position(0) == 0) labels[m[1]] = at;
+    if (std::regex_search(line, m, branch) && labels.contains(m[1])) {
+      out.push_back(ptx.substr(labels.at(m[1]), end - labels.at(m[1])));
+    }
+    at = end + 1;
+  }
+  return out;
 }
 
 inline bool have_tool(const char* path) { return *path && std::filesystem::exists(path); }
