@@ -322,7 +322,9 @@ inline absl::StatusOr<Kernel> attention_bwd_dq_kernel(const AttnBwdConfig& c) {
 // grouped heads a program's key block is one of a KV head's: its first
 // loop walks the query steps of each head of the group in turn (one loop
 // and one pipeline over them all), summing their shares of dK and dV in
-// registers, and its second loop runs once for each head's query block b.
+// registers; without the split, dQ's blocks then come in a second pass over
+// the query heads' blocks (inside a loop over the group, ptxas spilled
+// 452 bytes at d = 128, against 4 this way).
 inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::string name = "attention_bwd") {
   // A program's block is n rows (its keys in the first loop, its queries in
   // the second); each loop steps over the other side m rows at a time.
@@ -364,17 +366,37 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
   auto store_block = [&](Value map, Value h, Value row, Value x) {
     tma_store(map, {h, row, 0}, reshape(cast(x, c.out), {1, n, c.d}));
   };
+  // Per query row of head h from `row` (rows past `len` read the next
+  // head's or zeros; their columns are masked): its log2-sum-exp and D.
+  auto row_stats = [&](Value lse_map, Value delta_map, Value h, Value row) {
+    return std::pair{tma_load(lse_map, {h * len + row}), tma_load(delta_map, {h * len + row})};
+  };
+  // dQ of queries b0 .. b0 + n of head h (of KV head kvh).
+  auto dq_block = [&](Value h, Value kvh, Value b0) {
+    Value qb = box(q, n, h, b0), dob = box(dout, n, h, b0);
+    auto [lse_i, d_i] = row_stats(lse, delta, h, b0);
+    Value query = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
+    Var dqb = k.var(k.zeros({n, c.d}, f32));
+    k.for_range(0, c.causal ? minimum(len, b0 + n) : len, m,
+                [&](Value j0) {
+                  Value kb = box(k_step, m, kvh, j0), vb = box(v_step, m, kvh, j0);
+                  Value key = expand_dims(j0 + k.arange(0, m), 0);  // [1, m]
+                  Value seen = key < len;
+                  if (c.causal) seen = seen & (key <= query);
+                  Value s = dot(qb, trans(kb), k.zeros({n, m}, f32));
+                  Value p = select(seen, exp2(fma(s, log2_scale, expand_dims(-lse_i, 1)), MathForm::kFast), 0.0f);
+                  Value dp = dot(dob, trans(vb), k.zeros({n, m}, f32));
+                  dqb = dot(cast(p * (dp - expand_dims(d_i, 1)), c.in), kb, dqb);
+                },
+                {.stages = c.stages});
+    store_block(dq, h, b0, dqb * scale);
+  };
   k.for_each_tile(heads / c.group * blocks, [&](Value t) {
     // With the split and the mask, a key block's work shrinks with its row:
     // even heads take their blocks longest first, odd ones shortest first,
     // so that the programs, which take tiles round-robin, get even shares.
     Value kvh = t / blocks, b = t % blocks;  // the KV head (the query head without groups)
     Value b0 = (c.split && c.causal ? select(kvh % 2 == 0, b, blocks - 1 - b) : b) * n;
-    // Per query row of head h from `row` (rows past `len` read the next
-    // head's or zeros; their columns are masked): its log2-sum-exp and D.
-    auto row_stats = [&](Value lse_map, Value delta_map, Value h, Value row) {
-      return std::pair{tma_load(lse_map, {h * len + row}), tma_load(delta_map, {h * len + row})};
-    };
     {  // dK and dV of keys b0 .. b0 + n
       Value kb = box(kt, n, kvh, b0), vb = box(v, n, kvh, b0);
       Value key = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
@@ -421,34 +443,16 @@ inline absl::StatusOr<Kernel> attention_bwd_kernel(const AttnBwdConfig& c, std::
       store_block(dk, kvh, b0, dkb * scale);
       store_block(dv, kvh, b0, dvb);
     }
-    if (c.split) return;
-    // dQ of queries b0 .. b0 + n of head h
-    auto dq_block = [&](Value h) {
-      Value qb = box(q, n, h, b0), dob = box(dout, n, h, b0);
-      auto [lse_i, d_i] = row_stats(lse, delta, h, b0);
-      Value query = expand_dims(b0 + k.arange(0, n), 1);  // [n, 1]
-      Var dqb = k.var(k.zeros({n, c.d}, f32));
-      k.for_range(0, c.causal ? minimum(len, b0 + n) : len, m,
-                  [&](Value j0) {
-                    Value kb = box(k_step, m, kvh, j0), vb = box(v_step, m, kvh, j0);
-                    Value key = expand_dims(j0 + k.arange(0, m), 0);  // [1, m]
-                    Value seen = key < len;
-                    if (c.causal) seen = seen & (key <= query);
-                    Value s = dot(qb, trans(kb), k.zeros({n, m}, f32));
-                    Value p = select(seen, exp2(fma(s, log2_scale, expand_dims(-lse_i, 1)), MathForm::kFast), 0.0f);
-                    Value dp = dot(dob, trans(vb), k.zeros({n, m}, f32));
-                    dqb = dot(cast(p * (dp - expand_dims(d_i, 1)), c.in), kb, dqb);
-                  },
-                  {.stages = c.stages});
-      store_block(dq, h, b0, dqb * scale);
-    };
-    if (c.group == 1) {
-      dq_block(kvh);
-    } else {
-      k.for_range(k.constant(0, i32), k.constant(static_cast<int32_t>(c.group), i32), 1,
-                  [&](Value g) { dq_block(kvh * static_cast<int32_t>(c.group) + g); }, {.stages = 1});
-    }
+    if (c.split || c.group > 1) return;
+    dq_block(kvh, kvh, b0);
   });
+  // With groups, the query blocks' dQ in a second pass over the tiles.
+  if (!c.split && c.group > 1) {
+    k.for_each_tile(heads * blocks, [&](Value t) {
+      Value h = t / blocks;
+      dq_block(h, h / static_cast<int32_t>(c.group), t % blocks * n);
+    });
+  }
   return k.build();
 }
 
