@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "dsl/builder.h"
 #include "dsl/ops.h"
 #include "samples/maps.h"
@@ -147,6 +148,14 @@ inline absl::StatusOr<Kernel> attention_kernel(const AttnConfig& c, std::string 
   return k.build();
 }
 
+// OK where `heads` query heads share KV heads in groups of `group`, else
+// the error, named for `who`.
+inline absl::Status check_kv_groups(const char* who, int64_t heads, int64_t group) {
+  if (group >= 1 && heads % group == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(who, ": ", heads, " query heads do not share KV heads in groups of ", group));
+}
+
 // The attention kernel's maps of Q and O [heads, len, d] and K and V
 // [heads / c.group, len, d] in `q`, `k`, `v` and `o`.
 struct AttnMaps {
@@ -156,10 +165,7 @@ struct AttnMaps {
 inline absl::StatusOr<AttnMaps> attention_maps(const MapEncoder& encode, const AttnConfig& c, const Buffer& q,
                                                const Buffer& k, const Buffer& v, const Buffer& o, int64_t heads,
                                                int64_t len) {
-  if (c.group < 1 || heads % c.group != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention: ", heads, " query heads do not share KV heads in groups of ", c.group));
-  }
+  TESSEL_RETURN_IF_ERROR(check_kv_groups("attention", heads, c.group));
   auto map = [&](DType dtype, const Buffer& buf, int64_t maps_heads, int64_t rows) {
     return encode(dtype, buf, {maps_heads, len, c.d}, {1, rows, c.d}, Swizzle::k128B);
   };
@@ -470,10 +476,7 @@ inline absl::StatusOr<AttnBwdMaps> attention_bwd_maps(const Device& device, cons
     return absl::InvalidArgumentError(
         "attention_bwd_maps: needs Q, K, V, dO, dQ (or its accumulator), dK, dV, the log2-sum-exp and D");
   }
-  if (c.group < 1 || heads % c.group != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention backward: ", heads, " query heads do not share KV heads in groups of ", c.group));
-  }
+  TESSEL_RETURN_IF_ERROR(check_kv_groups("attention backward", heads, c.group));
   // In AttnBwdMaps' order; K, V, dK and dV (buffers 1, 2, 5 and 6) of the
   // KV heads.
   std::vector<absl::StatusOr<TensorMap>> made;

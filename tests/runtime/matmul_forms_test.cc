@@ -652,9 +652,12 @@ TEST(MatmulForms, AttentionRefusesQueryHeadsThatDoNotGroup) {
 
 // The backward pass (forward with its log2-sum-exp, D, then dQ, dK, dV)
 // against double gradients: block sizes, head dimensions, dtypes, causal
-// or not, lengths with ragged last blocks (130, 200) and without (128).
+// or not, lengths with ragged last blocks (130, 200) and without (128);
+// grouped heads (a KV head's dK and dV summed over its group) too.
 TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
   std::mt19937 gen(12);
+  samples::AttnBwdConfig deep_grouped = samples::attention_bwd_config(128, false, 16384);
+  deep_grouped.group = 4;
   const samples::AttnBwdConfig configs[] = {
       {},
       {.d = 128, .in = f16, .out = f32},
@@ -669,47 +672,16 @@ TEST(MatmulForms, AttentionBackwardMatchesADoubleReference) {
       {.block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
       {.d = 128, .block = 128, .split = true},
       {.d = 128, .block = 128, .step = 64, .in = f16, .out = f32, .stages = 3, .split = true},
+      {.group = 2},
+      {.group = 3, .block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
+      {.d = 128, .group = 2, .block = 128, .step = 64, .stages = 3},
+      deep_grouped,
   };
   for (samples::AttnBwdConfig c : configs) {
     for (bool causal : {false, true}) {
       for (int64_t len : {130, 128, 200}) {
         c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "d " << c.d << ", block " << c.block << " step " << c.step << ", split "
-                                        << c.split << ", causal " << causal << ", len " << len);
-        const int64_t heads = 2, n = heads * len * c.d;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-        Operand q = random_operand(c.in, n, gen), k = random_operand(c.in, n, gen), v = random_operand(c.in, n, gen),
-                dout = random_operand(c.in, n, gen);
-        absl::StatusOr<matmul_cases::AttnGradsF> got =
-            matmul_cases::run_attention_bwd(host(), c, heads, len, scale, q, k, v, dout);
-        ASSERT_TRUE(got.ok()) << got.status();
-        const matmul_cases::AttnGrads want =
-            matmul_cases::attention_grads(q.values, k.values, v.values, dout.values, heads, len, c.d, scale, causal);
-        EXPECT_LE(matmul_cases::gradient_error(got->dq, got->dk, got->dv, want),
-                  matmul_cases::gradient_tolerance(c.in));
-        EXPECT_LE(matmul_cases::relative_error(got->lse2, want.lse2), 1e-6);
-      }
-    }
-  }
-}
-
-// Grouped heads: a KV head's dK and dV sum its group's shares, in one loop
-// over every head's query steps (and with the split, dQ added for each).
-TEST(MatmulForms, GroupedAttentionBackwardMatchesADoubleReference) {
-  std::mt19937 gen(14);
-  samples::AttnBwdConfig deep = samples::attention_bwd_config(128, false, 16384);
-  deep.group = 4;
-  const samples::AttnBwdConfig configs[] = {
-      {.group = 2},
-      {.group = 3, .block = 128, .in = f16, .out = f32, .stages = 3, .split = true},
-      {.d = 128, .group = 2, .block = 128, .step = 64, .stages = 3},
-      deep,
-  };
-  for (samples::AttnBwdConfig c : configs) {
-    for (bool causal : {false, true}) {
-      for (int64_t len : {130, 200}) {
-        c.causal = causal;
-        SCOPED_TRACE(testing::Message() << "group " << c.group << ", d " << c.d << ", block " << c.block << " step "
+        SCOPED_TRACE(testing::Message() << "d " << c.d << ", group " << c.group << ", block " << c.block << " step "
                                         << c.step << ", split " << c.split << ", causal " << causal << ", len " << len);
         const int64_t heads = 2 * c.group, n = heads * len * c.d;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
@@ -722,6 +694,7 @@ TEST(MatmulForms, GroupedAttentionBackwardMatchesADoubleReference) {
                                                                            heads, len, c.d, scale, causal, c.group);
         EXPECT_LE(matmul_cases::gradient_error(got->dq, got->dk, got->dv, want),
                   matmul_cases::gradient_tolerance(c.in));
+        EXPECT_LE(matmul_cases::relative_error(got->lse2, want.lse2), 1e-6);
       }
     }
   }
